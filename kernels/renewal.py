@@ -1,0 +1,151 @@
+"""Per-unit Weibull renewal processes of the failure classes, O(log n) per event.
+
+Each failure class ``c`` has ``units[c]`` independent units, all new at t = 0,
+with Weibull(shape k, scale lambda) lifetimes; a failed unit is replaced by a
+new one at the moment it fails. The superposition of all units' renewal
+processes is simulated without touching every unit:
+
+* Units that have never failed form a *pool*. Their first failure times, in
+  increasing order, are generated lazily with Renyi's representation of
+  exponential order statistics: the cumulative hazards ``H(T) = (T/lambda)^k``
+  of the ``m`` pooled units are iid Exp(1), so the next pooled failure has
+  ``H_next = H_prev + E / m`` with ``E ~ Exp(1)``. O(1) per event, no O(units)
+  initialisation.
+* A replaced unit's next failure time goes into one binary min-heap shared by
+  all classes (entries: time, class). Its size is at most the number of
+  failures so far, so it starts small and doubles when full.
+
+Every draw of class ``c`` comes from that class's own random stream, so its
+failure times do not depend on what the rest of the simulation consumed.
+
+State (all arrays owned by one run):
+``pool_left[c]`` (units never failed), ``pool_hazard[c]`` (cumulative hazard
+of the last pooled failure), ``pool_next[c]`` (time of the next pooled
+failure, inf when the pool is empty), ``heap_time``/``heap_class`` and the
+heap size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .accelerate import jit
+from .rng import uniform
+
+
+@jit
+def weibull_lifetime(state, shape, scale_s):
+    """One Weibull(shape, scale) lifetime in seconds by inversion."""
+    return scale_s * (-math.log(uniform(state))) ** (1.0 / shape)
+
+
+@jit
+def _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, streams):
+    """Draw the next first-failure time of the never-failed units of class ``c``."""
+    if pool_left[c] <= 0.0:
+        pool_next[c] = np.inf
+        return
+    pool_hazard[c] += -math.log(uniform(streams[c])) / pool_left[c]
+    pool_next[c] = scale_s[c] * pool_hazard[c] ** (1.0 / shape[c])
+
+
+@jit
+def init_failures(units, shape, scale_s, streams):
+    """Create the failure state of one run at t = 0.
+
+    Returns
+    -------
+    pool_left, pool_hazard, pool_next : float64[n_classes]
+    heap_time : float64[capacity], heap_class : int64[capacity]
+    """
+    n_classes = units.shape[0]
+    pool_left = units.astype(np.float64)
+    pool_hazard = np.zeros(n_classes)
+    pool_next = np.full(n_classes, np.inf)
+    for c in range(n_classes):
+        _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, streams)
+    heap_time = np.empty(64)
+    heap_class = np.empty(64, np.int64)
+    return pool_left, pool_hazard, pool_next, heap_time, heap_class
+
+
+@jit
+def next_failure(pool_next, heap_time, heap_size):
+    """Time and source of the earliest pending failure.
+
+    Returns ``(time_s, source)``: ``source >= 0`` is the pool of that class,
+    ``source == -1`` the top of the heap; ``(inf, -2)`` when none is pending.
+    """
+    best = np.inf
+    source = -2
+    for c in range(pool_next.shape[0]):
+        if pool_next[c] < best:
+            best = pool_next[c]
+            source = c
+    if heap_size > 0 and heap_time[0] < best:
+        best = heap_time[0]
+        source = -1
+    return best, source
+
+
+@jit
+def _sift_down(heap_time, heap_class, size, i):
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            return
+        child = left
+        if left + 1 < size and heap_time[left + 1] < heap_time[left]:
+            child = left + 1
+        if heap_time[child] >= heap_time[i]:
+            return
+        heap_time[i], heap_time[child] = heap_time[child], heap_time[i]
+        heap_class[i], heap_class[child] = heap_class[child], heap_class[i]
+        i = child
+
+
+@jit
+def _heap_push(heap_time, heap_class, size, time_s, c):
+    if size == heap_time.shape[0]:
+        grown_time = np.empty(2 * size)
+        grown_class = np.empty(2 * size, np.int64)
+        grown_time[:size] = heap_time
+        grown_class[:size] = heap_class
+        heap_time = grown_time
+        heap_class = grown_class
+    i = size
+    heap_time[i] = time_s
+    heap_class[i] = c
+    while i > 0:
+        parent = (i - 1) // 2
+        if heap_time[parent] <= heap_time[i]:
+            break
+        heap_time[i], heap_time[parent] = heap_time[parent], heap_time[i]
+        heap_class[i], heap_class[parent] = heap_class[parent], heap_class[i]
+        i = parent
+    return heap_time, heap_class, size + 1
+
+
+@jit
+def consume_failure(source, time_s, pool_left, pool_hazard, pool_next, heap_time, heap_class,
+                    heap_size, shape, scale_s, streams):
+    """Remove the failure ``(time_s, source)`` and schedule the replacement unit's.
+
+    Returns ``(class, heap_time, heap_class, heap_size)``; the heap arrays may
+    have been reallocated.
+    """
+    if source >= 0:
+        c = source
+        pool_left[c] -= 1.0
+        _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, streams)
+        replacement = time_s + weibull_lifetime(streams[c], shape[c], scale_s[c])
+        heap_time, heap_class, heap_size = _heap_push(heap_time, heap_class, heap_size,
+                                                       replacement, c)
+        return c, heap_time, heap_class, heap_size
+    c = heap_class[0]
+    # Replace the top in place by the renewed unit and restore the heap order.
+    heap_time[0] = time_s + weibull_lifetime(streams[c], shape[c], scale_s[c])
+    _sift_down(heap_time, heap_class, heap_size, 0)
+    return c, heap_time, heap_class, heap_size

@@ -1,0 +1,215 @@
+"""GPU hardware catalog for the Monte Carlo cluster simulator.
+
+Each entry of :data:`GPU_CATALOG` is a :class:`GpuSpec` describing one
+datacenter GPU (SXM form factor unless stated otherwise). Units are carried in
+the field names:
+
+* ``*_tflops``  -- TFLOP/s (1e12 floating-point operations per second)
+* ``*_gb``      -- gigabytes, decimal (1e9 bytes), as marketed
+* ``*_w``       -- watts
+* ``*_mhz``     -- megahertz
+* ``*_gbps``    -- gigabytes per second (1e9 bytes/s), *not* gigabits
+
+Every number cites its source, both in a comment beside the entry and in the
+entry's ``sources`` string. Datasheet figures are vendor peaks; idle power and
+host-link bandwidths are measured or derived effective values, and are labelled
+as such. Any numeric field can be overridden from a scenario's ``[hardware]``
+table (see :func:`gpu_field_names`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+__all__ = ["GpuSpec", "GPU_CATALOG", "lookup_gpu", "gpu_field_names"]
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Static hardware description of one GPU.
+
+    Attributes
+    ----------
+    peak_tflops : float
+        Dense (no structured sparsity) BF16 tensor-core peak, TFLOP/s.
+    memory_gb : float
+        HBM capacity in decimal GB (1e9 bytes).
+    tdp_w : float
+        Board power limit / TDP, W.
+    idle_w : float
+        Idle power draw at 0 % utilisation, W.
+    freq_max_mhz : float
+        Maximum (boost) SM/graphics clock, MHz.
+    freq_min_mhz : float
+        Minimum settable SM/graphics clock, MHz.
+    d2h_gbps : float
+        Effective (not theoretical) device-to-host copy bandwidth per GPU,
+        GB/s, over the host link (PCIe or NVLink-C2C).
+    sources : str
+        Short text naming the source of each number above.
+    """
+
+    peak_tflops: float
+    memory_gb: float
+    tdp_w: float
+    idle_w: float
+    freq_max_mhz: float
+    freq_min_mhz: float
+    d2h_gbps: float
+    sources: str
+
+
+# Effective host-link bandwidths (derived, not datasheet peaks):
+# PCIe Gen4 x16 is 32 GB/s raw per direction, ~25 GB/s achieved in cudaMemcpy
+# D2H with pinned memory; Gen5 x16 is 64 GB/s raw, ~50 GB/s achieved.
+_PCIE_GEN4_EFF_GBPS = 25.0
+_PCIE_GEN5_EFF_GBPS = 50.0
+# NVLink-C2C: 900 GB/s total bidirectional = 450 GB/s per direction (GH200
+# datasheet). Used as the D2H figure; sustained copies measure somewhat lower.
+_NVLINK_C2C_PER_DIR_GBPS = 450.0
+
+_A100_SOURCES = (
+    "peak/TDP/boost: NVIDIA A100 Tensor Core GPU datasheet (2021), SXM4; "
+    "min clock: nvidia-smi supported clocks (210 MHz; a EuroMLSys'26 DVFS "
+    "study used 240-1410 MHz); idle: measured captures (public nvidia-smi "
+    "logs, 55-65 W); d2h: derived, PCIe Gen4 x16 effective"
+)
+
+GPU_CATALOG: dict[str, GpuSpec] = {
+    # NVIDIA A100 Tensor Core GPU datasheet (2021), A100 40GB SXM4:
+    # BF16 312 TFLOP/s dense (624 sparse), 400 W, 1410 MHz boost, HBM2 40 GB.
+    "A100-40GB": GpuSpec(
+        peak_tflops=312.0,
+        memory_gb=40.0,
+        tdp_w=400.0,
+        idle_w=60.0,
+        freq_max_mhz=1410.0,
+        freq_min_mhz=210.0,
+        d2h_gbps=_PCIE_GEN4_EFF_GBPS,
+        sources="memory 40 GB HBM2; " + _A100_SOURCES,
+    ),
+    # NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM4:
+    # same compute/power/clocks as the 40 GB part, HBM2e 80 GB.
+    "A100-80GB": GpuSpec(
+        peak_tflops=312.0,
+        memory_gb=80.0,
+        tdp_w=400.0,
+        idle_w=60.0,
+        freq_max_mhz=1410.0,
+        freq_min_mhz=210.0,
+        d2h_gbps=_PCIE_GEN4_EFF_GBPS,
+        sources="memory 80 GB HBM2e; " + _A100_SOURCES,
+    ),
+    # NVIDIA H100 Tensor Core GPU datasheet (2022/2023), H100 SXM5 80GB:
+    # BF16 1979 TFLOP/s with sparsity -> 989 dense, up to 700 W, 1980 MHz max.
+    "H100-SXM": GpuSpec(
+        peak_tflops=989.0,
+        memory_gb=80.0,
+        tdp_w=700.0,
+        idle_w=80.0,
+        freq_max_mhz=1980.0,
+        freq_min_mhz=210.0,
+        d2h_gbps=_PCIE_GEN5_EFF_GBPS,
+        sources=(
+            "peak (1979 sparse / 2)/memory/TDP: NVIDIA H100 Tensor Core GPU "
+            "datasheet (2023), SXM5; max clock: NVIDIA H100 spec (1980 MHz); "
+            "min clock: nvidia-smi supported clocks; idle: measured captures "
+            "(70-90 W); d2h: derived, PCIe Gen5 x16 effective"
+        ),
+    ),
+    # NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM 141GB HBM3e:
+    # same GH100 compute as H100 (BF16 1979 sparse -> 989 dense), up to 700 W.
+    "H200": GpuSpec(
+        peak_tflops=989.0,
+        memory_gb=141.0,
+        tdp_w=700.0,
+        idle_w=80.0,
+        freq_max_mhz=1980.0,
+        freq_min_mhz=210.0,
+        d2h_gbps=_PCIE_GEN5_EFF_GBPS,
+        sources=(
+            "peak (1979 sparse / 2)/memory/TDP: NVIDIA H200 Tensor Core GPU "
+            "datasheet (2024), SXM; clocks: as H100 SXM (same GH100 die); "
+            "idle: assumed equal to H100; d2h: derived, PCIe Gen5 x16 effective"
+        ),
+    ),
+    # NVIDIA GH200 Grace Hopper Superchip datasheet (2023), 96 GB HBM3 variant
+    # (the 144 GB HBM3e variant is not modelled). Module power is configurable
+    # 450-1000 W for CPU+GPU+memory; tdp_w=700 is an ASSUMED GPU share,
+    # matching H100 SXM. NVLink-C2C 900 GB/s total = 450 GB/s per direction.
+    "GH200": GpuSpec(
+        peak_tflops=989.0,
+        memory_gb=96.0,
+        tdp_w=700.0,
+        idle_w=96.0,
+        freq_max_mhz=1980.0,
+        freq_min_mhz=210.0,
+        d2h_gbps=_NVLINK_C2C_PER_DIR_GBPS,
+        sources=(
+            "peak/memory (96 GB HBM3)/C2C 900 GB/s: NVIDIA GH200 Grace Hopper "
+            "Superchip datasheet (2023); tdp: assumption, 700 W GPU share of "
+            "the 450-1000 W module; clocks: as H100 SXM; idle: measured "
+            "captures (EuroMLSys'26 DVFS study, ~96 W); d2h: derived, "
+            "NVLink-C2C per-direction peak"
+        ),
+    ),
+    # NVIDIA HGX B200 datasheet (2024/2025): FP16/BF16 4.5 PFLOPS per GPU with
+    # sparsity -> 2250 TFLOP/s dense, up to 1000 W. Memory: the B200 package
+    # carries 192 GB HBM3e (8 stacks), but HGX/DGX B200 systems expose 180 GB
+    # per GPU (DGX B200 datasheet: 1,440 GB total for 8 GPUs; nvidia-smi
+    # reports ~179 GB). We use 180 GB since it is what a training job can use.
+    "B200": GpuSpec(
+        peak_tflops=2250.0,
+        memory_gb=180.0,
+        tdp_w=1000.0,
+        idle_w=100.0,
+        freq_max_mhz=1965.0,
+        freq_min_mhz=210.0,
+        d2h_gbps=_PCIE_GEN5_EFF_GBPS,
+        sources=(
+            "peak (4.5 PF sparse / 2)/TDP: NVIDIA HGX B200 datasheet (2024); "
+            "memory: DGX B200 datasheet (1,440 GB / 8 GPUs = 180 GB usable of "
+            "192 GB physical); boost clock: approximate, from public spec "
+            "listings; min clock: assumed like Hopper; idle: assumed ~100 W; "
+            "d2h: derived, PCIe Gen5 x16 effective"
+        ),
+    ),
+}
+
+
+def lookup_gpu(name: str) -> GpuSpec:
+    """Return the catalog entry for a GPU model.
+
+    Parameters
+    ----------
+    name : str
+        Exact catalog key, e.g. ``"H100-SXM"``.
+
+    Returns
+    -------
+    GpuSpec
+        The hardware description for ``name``.
+
+    Raises
+    ------
+    KeyError
+        If ``name`` is not in :data:`GPU_CATALOG`; the message lists the
+        known names.
+    """
+    try:
+        return GPU_CATALOG[name]
+    except KeyError:
+        known = ", ".join(sorted(GPU_CATALOG))
+        raise KeyError(f"unknown GPU {name!r}; known GPUs: {known}") from None
+
+
+def gpu_field_names() -> tuple[str, ...]:
+    """Return the names of the numeric :class:`GpuSpec` fields.
+
+    Returns
+    -------
+    tuple of str
+        All field names except ``sources``, in declaration order; these are
+        the keys a scenario's ``[hardware]`` table may override.
+    """
+    return tuple(f.name for f in fields(GpuSpec) if f.name != "sources")

@@ -1,0 +1,180 @@
+"""The ``mcsim`` command line.
+
+``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
+``mcsim summary OUT.nc``
+
+User mistakes (bad scenario, bad option value, unreadable file) print one
+line ``mcsim: error: ...`` naming the file and key, exit with status 2 and
+write no output file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import xarray as xr
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+        self.exit(EXIT_USAGE, f"mcsim: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mcsim", description="Monte Carlo reliability simulator for LLM training clusters")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    run = sub.add_parser("run", help="simulate a scenario and write a netCDF result file")
+    run.add_argument("scenario", nargs="?", help="scenario TOML (default: the shipped Llama 3 405B reference)")
+    run.add_argument("--runs", type=int, help="Monte Carlo runs per configuration")
+    run.add_argument("--seed", type=int, help="seed of the random streams")
+    run.add_argument("--mode", choices=("fast", "exact"), help="iteration sampling mode")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a scenario value (a [list] adds a sweep axis); repeatable")
+    run.add_argument("-o", "--output", help="output file (default: results/<scenario name>.nc)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    summary = sub.add_parser("summary", help="print the summary table of a result file")
+    summary.add_argument("file", help="netCDF file written by mcsim run")
+    return parser
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    if not math.isfinite(value):
+        return "nan"
+    return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:.3e}"
+
+
+# column title, variable, scale from the stored unit
+_COLUMNS = (
+    ("wall time [d]", "wall_time", 1 / 24),
+    ("energy [MWh]", "energy", 1.0),
+    ("cost [MUSD]", "cost", 1e-6),
+    ("CO2 [t]", "co2", 1.0),
+    ("failures", "n_failures", 1.0),
+    ("ETTR", "ettr", 1.0),
+)
+
+
+def summary_table(ds: xr.Dataset) -> str:
+    """Mean and 95 % confidence interval per configuration, as aligned text."""
+    from .summary import summarize
+
+    stats = summarize(ds)
+    sweep_dims = [d for d in ds["wall_time"].dims if d != "run"]
+    configs = stats["wall_time"].isel(stat=0).stack(config=sweep_dims) if sweep_dims else None
+    n_configs = configs.sizes["config"] if configs is not None else 1
+    header = ["configuration"] + [c[0] for c in _COLUMNS] + ["completed"]
+    rows = []
+    for i in range(n_configs):
+        if sweep_dims:
+            point = {d: configs["config"].values[i][k] if len(sweep_dims) > 1 else configs["config"].values[i]
+                     for k, d in enumerate(sweep_dims)}
+            label = " ".join(f"{d}={v}" for d, v in point.items())
+            sel = stats.sel(point)
+        else:
+            label, sel = ds.attrs.get("scenario_name", "scenario"), stats
+        if not bool(sel["feasible"]):
+            rows.append([label, f"infeasible: {sel['infeasible_reason'].item()}"])
+            continue
+        row = [label]
+        for _, name, scale in _COLUMNS:
+            mean = float(sel[name].sel(stat="mean")) * scale
+            half = (float(sel[name].sel(stat="ci95_high")) - float(sel[name].sel(stat="mean"))) * scale
+            row.append(f"{_fmt(mean, 4)} ± {_fmt(half, 2)}")
+        row.append(f"{float(sel['completed'].sel(stat='mean')):.1%}")
+        rows.append(row)
+    widths = [max(len(r[k]) for r in [header] + [r for r in rows if len(r) == len(header)])
+              for k in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    for row in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) if len(row) == len(header)
+                     else "  ".join(row))
+    runs = ds.sizes["run"]
+    lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
+                 f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
+    return "\n".join(lines)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .netcdf import write_results
+    from .scenario import load_scenario
+    from .simulate import simulate
+
+    scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
+    output = Path(args.output) if args.output else Path("results") / f"{scenario.name}.nc"
+    if output.is_dir():
+        print(f"mcsim: error: -o: {output} is a directory; expected a file name", file=sys.stderr)
+        return EXIT_USAGE
+    _check_feasible(scenario)
+    ds = simulate(scenario, progress=False if args.quiet else None)
+    write_results(ds, output)
+    if not args.quiet:
+        print(summary_table(ds))
+        print(f"wrote {output}")
+    return 0
+
+
+def _check_feasible(scenario) -> None:
+    """A lone infeasible configuration, or a sweep with none feasible, is a user error."""
+    from .schema import ScenarioError
+    from .workload import workload
+
+    results = [workload(cfg) for cfg in scenario.configs]
+    if not scenario.axes and not results[0].feasible:
+        raise ScenarioError(scenario.source, results[0].infeasible_key, results[0].infeasible_reason)
+    if not any(wl.feasible for wl in results):
+        raise ScenarioError(scenario.source, "sweep", "no configuration of the sweep is feasible; "
+                                                      f"first reason: {results[0].infeasible_reason}")
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from .netcdf import open_results
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"mcsim: error: {path}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        ds = open_results(path)
+    except (OSError, ValueError) as err:
+        print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
+        return EXIT_USAGE
+    if "wall_time" not in ds:
+        print(f"mcsim: error: {path}: not an mcsim result file (no wall_time variable)", file=sys.stderr)
+        return EXIT_USAGE
+    print(summary_table(ds))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``mcsim`` console script; returns the exit status."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from . import __version__
+        print(f"mcsim {__version__}")
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    from .schema import ScenarioError
+
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        return _cmd_summary(args)
+    except ScenarioError as err:
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("mcsim: interrupted; no output written", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

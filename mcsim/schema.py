@@ -1,0 +1,302 @@
+"""The scenario schema: every TOML key, its type, bounds, default and unit, once.
+
+Each section of a scenario file is a frozen dataclass below. A field's
+metadata (made by :func:`param`) holds what the validator checks and what the
+documentation prints; a field without a default is required. Unknown keys,
+wrong types, NaN/inf and out-of-range values are :class:`ScenarioError` with
+one line that names the file, the key and what was expected.
+
+Defaults follow the example scenario of the SPEC (§2); figures taken from
+publications cite them in ``docs/model.md`` ("Defaults and their sources").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import GPU_CATALOG
+
+_REQUIRED = dataclasses.MISSING
+MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
+
+
+class ScenarioError(ValueError):
+    """A user mistake in a scenario: reported as one line, exit status 2."""
+
+    def __init__(self, source: str, key: str, message: str) -> None:
+        self.source = source
+        self.key = key
+        self.message = message
+        super().__init__(f"{source}: {key}: {message}")
+
+
+def param(default: Any = _REQUIRED, *, kind: type = float, gt: float | None = None,
+          ge: float | None = None, le: float | None = None,
+          choices: tuple[str, ...] | None = None, unit: str = "", doc: str = "") -> Any:
+    """A validated scenario field (``kind`` is float, int, str or ``Interval``)."""
+    meta = dict(kind=kind, gt=gt, ge=ge, le=le, choices=choices, unit=unit, doc=doc)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A checkpoint interval: ``young_daly``, fixed ``minutes`` or fixed ``iterations``."""
+
+    kind: str
+    value: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """Readable coordinate label: ``young_daly``, ``60min``, ``500it``."""
+        if self.kind == "young_daly":
+            return "young_daly"
+        number = f"{self.value:g}"
+        return f"{number}min" if self.kind == "minutes" else f"{number}it"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSection:
+    params: float = param(gt=0, le=1e15, unit="parameters", doc="N, model parameters")
+    layers: int = param(kind=int, ge=1, le=100_000, doc="L, transformer layers")
+    hidden: int = param(kind=int, ge=1, le=10_000_000, doc="h, hidden size")
+    heads: int = param(0, kind=int, ge=0, le=1_000_000,
+                       doc="attention heads a; 0 means hidden/128 (for activation memory)")
+    seq_len: int = param(kind=int, ge=1, le=100_000_000, unit="tokens", doc="s, sequence length")
+    tokens: float = param(gt=0, le=1e18, unit="tokens", doc="D, training tokens")
+    global_batch: int = param(kind=int, ge=1, le=1_000_000_000, unit="sequences",
+                              doc="B, sequences per iteration")
+    recompute: str = param("selective", kind=str, choices=("none", "selective", "full"),
+                           doc="activation recomputation policy")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareSection:
+    gpu: str = param("H100-SXM", kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
+    gpus_per_node: int = param(8, kind=int, ge=1, le=1024, doc="GPUs per node")
+    peak_tflops: float | None = param(None, gt=0, le=1e6, unit="TFLOP/s", doc="override")
+    memory_gb: float | None = param(None, gt=0, le=1e6, unit="GB", doc="override")
+    tdp_w: float | None = param(None, gt=0, le=1e5, unit="W", doc="override")
+    idle_w: float | None = param(None, ge=0, le=1e5, unit="W", doc="override")
+    freq_max_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="override")
+    freq_min_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="override")
+    d2h_gbps: float | None = param(None, gt=0, le=1e6, unit="GB/s", doc="override")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelismSection:
+    gpus: int = param(kind=int, ge=1, le=MAX_GPUS, doc="G, GPUs in the job")
+    tp: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="tensor-parallel degree")
+    pp: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="pipeline-parallel degree")
+    microbatch: int = param(1, kind=int, ge=1, le=1_000_000, unit="sequences", doc="b")
+    interleave: int = param(1, kind=int, ge=1, le=1024, doc="v, virtual stages per GPU")
+    overlap_dp: float = param(0.8, ge=0, le=1, doc="hidden share of the DP exchange")
+    overlap_tp: float = param(0.0, ge=0, le=1, doc="hidden share of the TP exchange")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeSection:
+    efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
+    freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz",
+                                   doc="GPU core frequency; default: the GPU's maximum")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkSection:
+    intra_gbps: float = param(900.0, gt=0, le=1e6, unit="GB/s", doc="per GPU within a node")
+    inter_gbps: float = param(50.0, gt=0, le=1e6, unit="GB/s", doc="per GPU across nodes")
+    intra_pj_per_bit: float = param(1.3, ge=0, le=1e6, unit="pJ/bit")
+    inter_pj_per_bit: float = param(20.0, ge=0, le=1e6, unit="pJ/bit")
+    latency_us: float = param(5.0, ge=0, le=1e6, unit="us", doc="per message hop")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StragglerSection:
+    sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of per-rank, per-iteration factor")
+    job_sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of the per-run factor")
+    episode_rate_per_node_day: float = param(0.0, ge=0, le=1e4, unit="1/(node day)")
+    episode_hours: float = param(2.0, gt=0, le=1e5, unit="h")
+    episode_slowdown: float = param(1.3, ge=1, le=1e3)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailureClass:
+    name: str = param(kind=str, doc="unique name, used in sweep keys")
+    scope: str = param("gpu", kind=str, choices=("gpu", "node", "cluster"))
+    shape: float = param(1.0, ge=0.05, le=20, doc="Weibull shape k")
+    mtbf_hours: float = param(gt=0, le=1e9, unit="h", doc="mean time between failures of one unit")
+    recovery_minutes: float = param(20.0, ge=0, le=1e6, unit="min",
+                                    doc="detection + replacement + restart, before the load")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointSection:
+    strategy: str = param("async", kind=str, choices=("sync", "async", "gockpt", "in_memory"))
+    interval: Interval = param(Interval("young_daly"), kind=Interval)
+    bytes_per_param: float = param(14.0, gt=0, le=1e3, unit="B",
+                                   doc="persisted bytes per parameter (ZeRO §3.1: ~14)")
+    write_gbps_per_node: float = param(10.0, gt=0, le=1e6, unit="GB/s")
+    read_gbps_per_node: float = param(20.0, gt=0, le=1e6, unit="GB/s")
+    storage_gbps: float = param(1000.0, gt=0, le=1e7, unit="GB/s", doc="aggregate storage cap")
+    async_overhead_s: float = param(1.3, ge=0, le=1e5, unit="s",
+                                    doc="fixed stall per async save beyond the copy (GoCkpt)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnergySection:
+    pue: float = param(1.1, ge=1, le=5)
+    node_overhead_w: float = param(2500.0, ge=0, le=1e6, unit="W", doc="per node, while allocated")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostSection:
+    gpu_hour_usd: float = param(2.0, ge=0, le=1e6, unit="USD/(GPU h)")
+    electricity_usd_per_kwh: float = param(0.08, ge=0, le=1e3, unit="USD/kWh")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CarbonSection:
+    grid_g_per_kwh: float = param(380.0, ge=0, le=1e4, unit="gCO2e/kWh")
+    embodied_kg_per_gpu: float = param(150.0, ge=0, le=1e6, unit="kgCO2e")
+    lifetime_years: float = param(5.0, gt=0, le=100, unit="years")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSection:
+    runs: int = param(1000, kind=int, ge=1, le=10_000_000)
+    seed: int = param(0, kind=int, ge=0, le=2**63 - 1)
+    mode: str = param("fast", kind=str, choices=("fast", "exact"))
+    max_wall_days: float = param(3650.0, gt=0, le=36_500, unit="d")
+
+
+# TOML table name -> section class, in file order.
+SECTIONS: dict[str, type] = {
+    "model": ModelSection,
+    "hardware": HardwareSection,
+    "parallelism": ParallelismSection,
+    "compute": ComputeSection,
+    "network": NetworkSection,
+    "stragglers": StragglerSection,
+    "checkpoint": CheckpointSection,
+    "energy": EnergySection,
+    "cost": CostSection,
+    "carbon": CarbonSection,
+    "run": RunSection,
+}
+REQUIRED_SECTIONS = ("model", "parallelism")
+TOP_LEVEL_KEYS = ("name", "description", "failures", "sweep", *SECTIONS)
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"string {value!r}"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _bounds_text(meta: dict) -> str:
+    parts = []
+    if meta["gt"] is not None:
+        parts.append(f"> {meta['gt']:g}")
+    if meta["ge"] is not None:
+        parts.append(f">= {meta['ge']:g}")
+    if meta["le"] is not None:
+        parts.append(f"<= {meta['le']:g}")
+    unit = f" {meta['unit']}" if meta["unit"] else ""
+    return (" " + " and ".join(parts) if parts else "") + unit
+
+
+def _coerce_interval(value: Any, source: str, key: str) -> Interval:
+    expected = 'expected "young_daly", { minutes = M } or { iterations = K }'
+    if value == "young_daly":
+        return Interval("young_daly")
+    if isinstance(value, dict) and len(value) == 1:
+        (kind, number), = value.items()
+        if kind == "minutes" and _is_number(number) and math.isfinite(number) and 0 < number <= 1e7:
+            return Interval("minutes", float(number))
+        if kind == "iterations" and _is_integral(number) and 1 <= number <= 1e12:
+            return Interval("iterations", float(int(number)))
+    raise ScenarioError(source, key, f"{expected}, got {_type_name(value)}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integral(value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value) and float(value).is_integer()
+
+
+def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
+    """Check one value against its field metadata and return it typed."""
+    kind = meta["kind"]
+    if kind is Interval:
+        return value if isinstance(value, Interval) else _coerce_interval(value, source, key)
+    if kind is str:
+        if not isinstance(value, str):
+            raise ScenarioError(source, key, f"expected a string, got {_type_name(value)}")
+        if meta["choices"] is not None and value not in meta["choices"]:
+            options = ", ".join(meta["choices"])
+            raise ScenarioError(source, key, f"expected one of {options}; got {value!r}")
+        return value
+    if not _is_number(value):
+        raise ScenarioError(source, key, f"expected a number{_bounds_text(meta)}, got "
+                                         f"{_type_name(value)}")
+    if not math.isfinite(value):
+        raise ScenarioError(source, key, f"expected a finite number{_bounds_text(meta)}, got {value}")
+    if kind is int:
+        if not float(value).is_integer() or abs(value) > 2**63 - 1:
+            raise ScenarioError(source, key, f"expected a whole number{_bounds_text(meta)}, got {value}")
+        value = int(value)
+    else:
+        value = float(value)
+    too_small = (meta["gt"] is not None and not value > meta["gt"]) or (
+        meta["ge"] is not None and not value >= meta["ge"])
+    too_large = meta["le"] is not None and not value <= meta["le"]
+    if too_small or too_large:
+        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got {value:g}")
+    return value
+
+
+def build_section(cls: type, table: Any, source: str, prefix: str) -> Any:
+    """Validate one TOML table into the dataclass ``cls``.
+
+    ``prefix`` is the dotted name of the table, used in error messages.
+    """
+    if not isinstance(table, dict):
+        raise ScenarioError(source, prefix, f"expected a table, got {_type_name(table)}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for key in table:
+        if key not in known:
+            raise ScenarioError(source, f"{prefix}.{key}",
+                                f"unknown key; expected one of {', '.join(known)}")
+    values = {}
+    for name, fld in known.items():
+        key = f"{prefix}.{name}"
+        if name in table:
+            value = table[name]
+            if value is None and fld.default is None:
+                values[name] = None
+                continue
+            values[name] = coerce_value(dict(fld.metadata), value, source, key)
+        elif fld.default is _REQUIRED:
+            raise ScenarioError(source, key, "required key is missing")
+    return cls(**values)
+
+
+def field_meta(section: str, name: str) -> dict | None:
+    """Metadata of ``section.name`` (``section`` may be ``failures``), or None."""
+    cls = FailureClass if section == "failures" else SECTIONS.get(section)
+    if cls is None:
+        return None
+    for fld in dataclasses.fields(cls):
+        if fld.name == name:
+            return dict(fld.metadata)
+    return None

@@ -1,0 +1,183 @@
+"""``simulate(scenario)``: run the Monte Carlo kernel over every configuration.
+
+The public function validates and prepares; the kernel only computes. Runs of
+a configuration are handed to the kernel in chunks (for the progress bar);
+run ``r`` always uses the random streams of ``(seed, r)``, so results do not
+depend on the chunk size, the thread count, or the configuration's place in
+the sweep (common random numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+import numba
+import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
+
+from . import __version__
+from .checkpointing import CheckpointPlan, checkpoint_plan
+from .energy import J_PER_MWH, run_co2_t, run_cost_usd, run_energy_j
+from .kernels import montecarlo as mc
+from .scenario import Config, Scenario
+from .stragglers import max_lognormal_moments
+from .variables import PER_CONFIG, PER_RUN, build_dataset
+from .workload import Workload, workload
+
+# Fast mode draws a block of K >= FAST_MIN_BLOCK iteration factors at once
+# from the normal law (preliminary threshold; see docs/model.md).
+FAST_MIN_BLOCK = 16
+# A run with more failures than this is censored: a guard against parameters
+# that would make one run take hours (Llama 3 saw 419 in 54 days).
+MAX_FAILURES_PER_RUN = 1_000_000
+
+
+def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc.RunParams:
+    """The kernel's scalars for one feasible configuration."""
+    sigma = cfg.stragglers.sigma
+    mean, var = max_lognormal_moments(float(cfg.parallelism.gpus), sigma)
+    return mc.RunParams(
+        iterations=wl.iterations,
+        compute_time_s=wl.compute_time_s,
+        comm_time_s=wl.comm_time_s,
+        n_ranks=float(cfg.parallelism.gpus),
+        sigma=sigma,
+        job_sigma=cfg.stragglers.job_sigma,
+        checkpoint_every=plan.every_iterations,
+        checkpoint_stall_s=plan.stall_s,
+        checkpoint_write_s=plan.write_s,
+        is_async=cfg.checkpoint.strategy == "async",
+        load_s=plan.load_s,
+        max_wall_s=cfg.run.max_wall_days * 86400.0,
+        max_failures=MAX_FAILURES_PER_RUN,
+        fast_min_block=FAST_MIN_BLOCK if mode == "fast" else 0,
+        factor_mean=mean,
+        factor_std=math.sqrt(var),
+    )
+
+
+def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int = 0,
+                    chunk_runs: int | None = None, progress=None) -> tuple[np.ndarray, Workload, CheckpointPlan | None]:
+    """Kernel output matrix ``(runs, N_OUT)`` of one configuration (NaN if infeasible)."""
+    wl = workload(cfg)
+    out = np.full((runs, mc.N_OUT), np.nan)
+    if not wl.feasible:
+        if progress is not None:
+            progress.update(runs)
+        return out, wl, None
+    plan = checkpoint_plan(cfg, wl)
+    params = run_params(cfg, wl, plan, mode)
+    chunk = chunk_runs or max(64, 128 * numba.get_num_threads())
+    for start in range(0, runs, chunk):
+        stop = min(runs, start + chunk)
+        mc.simulate_runs(params, plan.units, plan.shape, plan.scale_s, plan.recovery_s,
+                         seed, first_run + start, out[start:stop])
+        if progress is not None:
+            progress.update(stop - start)
+    return out, wl, plan
+
+
+def _per_run_outputs(cfg: Config, wl: Workload, out: np.ndarray) -> dict[str, np.ndarray]:
+    wall_s = out[:, mc.OUT_WALL_S]
+    energy_j = run_energy_j(cfg, wall_s, out[:, mc.OUT_BUSY_S])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ettr = wl.ideal_time_s / wall_s
+    return {
+        "wall_time": wall_s / 3600.0,
+        "energy": energy_j / J_PER_MWH,
+        "cost": run_cost_usd(cfg, wall_s, energy_j),
+        "co2": run_co2_t(cfg, wall_s, energy_j),
+        "n_failures": out[:, mc.OUT_FAILURES],
+        "lost_time": out[:, mc.OUT_LOST_S] / 3600.0,
+        "checkpoint_time": out[:, mc.OUT_CHECKPOINT_S] / 3600.0,
+        "recovery_time": out[:, mc.OUT_RECOVERY_S] / 3600.0,
+        "straggler_time": out[:, mc.OUT_STRAGGLER_S] / 3600.0,
+        "ettr": ettr,
+        "completed": out[:, mc.OUT_COMPLETED] == 1.0,
+    }
+
+
+def _per_config_outputs(wl: Workload, plan: CheckpointPlan | None) -> dict[str, object]:
+    nan = math.nan
+    return {
+        "iteration_time": wl.iteration_time_s,
+        "compute_time": wl.compute_time_s,
+        "comm_time": wl.comm_time_s,
+        "iterations": wl.iterations,
+        "checkpoint_interval": plan.every_iterations * wl.iteration_time_s if plan else nan,
+        "checkpoint_stall": plan.stall_s if plan else nan,
+        "memory_per_gpu": wl.memory_per_gpu_gb,
+        "mfu_ideal": wl.mfu_ideal,
+        "feasible": wl.feasible,
+        "infeasible_reason": wl.infeasible_reason,
+        "ideal_time": wl.ideal_time_s / 3600.0,
+        "checkpoint_write_time": plan.size_bytes / (plan.write_gbps * 1e9) if plan else nan,
+        "checkpoint_load_time": plan.load_s if plan else nan,
+        "system_mtbf": plan.system_mtbf_s / 3600.0 if plan else nan,
+    }
+
+
+def simulate(scenario: Scenario, *, progress: bool | None = None,
+             chunk_runs: int | None = None) -> xr.Dataset:
+    """Simulate every configuration of a scenario.
+
+    Parameters
+    ----------
+    scenario : Scenario
+        From :func:`mcsim.load_scenario`; ``scenario.run`` gives runs, seed and mode.
+    progress : bool, optional
+        Show a tqdm bar; by default only when stderr is a terminal.
+    chunk_runs : int, optional
+        Runs per kernel call (does not change the results).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims (sweep dims..., ``run``); the SPEC §5 variables with ``units`` and
+        ``long_name``; provenance in the global attributes.
+    """
+    run = scenario.run
+    shape = scenario.shape
+    per_run = {name: np.empty(shape + (run.runs,), dtype=object if name == "completed" else float)
+               for name in PER_RUN}
+    per_config = {name: np.empty(shape, dtype=object) for name in PER_CONFIG}
+    total = len(scenario.configs) * run.runs
+    with tqdm(total=total, disable=None if progress is None else not progress, unit="run",
+              desc=scenario.name, leave=False) as bar:
+        for flat, cfg in enumerate(scenario.configs):
+            index = np.unravel_index(flat, shape) if shape else ()
+            out, wl, plan = simulate_config(cfg, run.runs, run.seed, run.mode,
+                                            chunk_runs=chunk_runs, progress=bar)
+            for name, values in _per_run_outputs(cfg, wl, out).items():
+                per_run[name][index] = values
+            for name, value in _per_config_outputs(wl, plan).items():
+                per_config[name][index] = value
+    per_run["completed"] = per_run["completed"].astype(bool)
+    casts = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
+    data = {**per_run, **{k: v.astype(casts.get(k, float)) for k, v in per_config.items()}}
+    dims = tuple(axis.dim for axis in scenario.axes)
+    coords = {axis.dim: list(axis.coords) for axis in scenario.axes}
+    coords["run"] = np.arange(run.runs)
+    attrs = provenance_attrs(scenario)
+    return build_dataset(data, dims, coords, attrs)
+
+
+def provenance_attrs(scenario: Scenario) -> dict[str, object]:
+    """Global attributes: version, scenario TOML, seed, runs, mode, creation time."""
+    run = scenario.run
+    return {
+        "title": f"mcsim Monte Carlo results: {scenario.name}",
+        "mcsim_version": __version__,
+        "numba_version": numba.__version__,
+        "scenario_name": scenario.name,
+        "scenario_source": scenario.source,
+        "scenario_toml": scenario.to_toml(),
+        "seed": run.seed,
+        "runs": run.runs,
+        "mode": run.mode,
+        "sweep_dims": " ".join(axis.dim for axis in scenario.axes),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "Conventions": "CF-1.10",
+    }

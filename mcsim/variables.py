@@ -1,0 +1,100 @@
+"""Every output variable of mcsim, registered once with its dims, units and meaning.
+
+Datasets are built only through :func:`build_dataset`, which checks that each
+registered variable is present with the right shape and attaches ``units``
+and ``long_name`` (xarray reductions drop attributes, so they are attached
+when the final Dataset is built).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+
+@dataclass(frozen=True)
+class Variable:
+    """An output variable: per run (sweep dims + ``run``) or per configuration."""
+
+    name: str
+    per_run: bool
+    units: str
+    long_name: str
+    dtype: str = "float64"
+
+
+_VARIABLES = [
+    # per run (SPEC §5)
+    Variable("wall_time", True, "h", "job start to the last durable iteration"),
+    Variable("energy", True, "MWh", "facility energy (IT x PUE)"),
+    Variable("cost", True, "USD", "allocation plus electricity"),
+    Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e"),
+    Variable("n_failures", True, "1", "failure events, those that strike during a recovery included"),
+    Variable("lost_time", True, "h", "compute time rolled back by failures"),
+    Variable("checkpoint_time", True, "h", "time training stood still for checkpoints"),
+    Variable("recovery_time", True, "h", "time spent recovering"),
+    Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time"),
+    Variable("ettr", True, "1", "effective training time ratio: ideal time / wall_time"),
+    Variable("completed", True, "1", "false when censored at max_wall_days", "bool"),
+    # per configuration (SPEC §5)
+    Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
+    Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
+    Variable("comm_time", False, "s", "exposed communication time per iteration"),
+    Variable("iterations", False, "1", "training iterations", "int64"),
+    Variable("checkpoint_interval", False, "s", "ideal training time between checkpoints"),
+    Variable("checkpoint_stall", False, "s", "training stall per checkpoint"),
+    Variable("memory_per_gpu", False, "GB", "memory per GPU: model state and activations"),
+    Variable("mfu_ideal", False, "1", "model FLOPs utilisation without failures or stragglers"),
+    Variable("feasible", False, "1", "whether the configuration can run", "bool"),
+    Variable("infeasible_reason", False, "1", "why the configuration cannot run (empty if feasible)", "str"),
+    # per configuration, beyond the SPEC table
+    Variable("ideal_time", False, "h", "iterations x ideal iteration time"),
+    Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
+    Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
+    Variable("system_mtbf", False, "h", "mean time between failures of the whole job"),
+]
+VARIABLES: dict[str, Variable] = {v.name: v for v in _VARIABLES}
+PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)
+PER_CONFIG = tuple(v.name for v in _VARIABLES if not v.per_run)
+
+
+def build_dataset(data: dict[str, np.ndarray], dims: tuple[str, ...], coords: dict,
+                  attrs: dict) -> xr.Dataset:
+    """Assemble the output Dataset, checking every registered variable.
+
+    Parameters
+    ----------
+    data : dict of str to ndarray
+        One array per registered variable; per-configuration arrays have the
+        sweep shape, per-run arrays the sweep shape plus ``run``.
+    dims : tuple of str
+        Sweep dimension names (may be empty).
+    coords : dict
+        Coordinates for the sweep dims and ``run``.
+    attrs : dict
+        Global attributes (provenance).
+    """
+    missing = set(VARIABLES) - set(data)
+    extra = set(data) - set(VARIABLES)
+    if missing or extra:
+        raise ValueError(f"unregistered or missing output variables: {sorted(missing | extra)}")
+    sweep_shape = tuple(len(coords[d]) for d in dims)
+    n_runs = len(coords["run"])
+    variables = {}
+    for name, var in VARIABLES.items():
+        array = np.asarray(data[name])
+        var_dims = dims + ("run",) if var.per_run else dims
+        expected = sweep_shape + (n_runs,) if var.per_run else sweep_shape
+        if array.shape != expected:
+            raise ValueError(f"{name}: shape {array.shape}, expected {expected} for dims {var_dims}")
+        if var.dtype != "str":
+            array = array.astype(var.dtype)
+        else:
+            array = array.astype(object)
+        var_attrs = {"units": var.units, "long_name": var.long_name}
+        variables[name] = xr.Variable(var_dims, array, var_attrs)
+    ds = xr.Dataset(variables, coords=coords, attrs=attrs)
+    ds["run"].attrs.update(long_name="run index (names the random stream)", units="1")
+    return ds

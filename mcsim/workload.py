@@ -1,0 +1,146 @@
+"""The deterministic workload model of one configuration (SPEC §3).
+
+Symbols: N params, L layers, h hidden, s seq_len, B global batch (sequences),
+D tokens, G gpus, t tp, p pp, d = G/(t p) dp, b microbatch, v interleave,
+m = B/(d b) microbatches per pipeline per iteration, I = ceil(D/(B s)).
+All times in seconds, bytes in bytes, memory reported in GB (1e9 bytes).
+The equations, with their sources, are written out in ``docs/model.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .scenario import Config
+
+BF16_BYTES = 2
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Per-configuration quantities; timings are NaN when infeasible."""
+
+    feasible: bool
+    infeasible_key: str          # scenario key the reason is about ("" when feasible)
+    infeasible_reason: str       # "" when feasible
+    iterations: int
+    dp: int
+    microbatches: int            # m, per pipeline per iteration
+    model_flops: float           # per iteration, 6 N B s
+    hardware_flops: float        # per iteration, with recomputation
+    t_comp_s: float
+    bubble_s: float
+    tp_comm_s: float             # exposed
+    pp_comm_s: float             # exposed
+    dp_comm_s: float             # exposed
+    memory_per_gpu_gb: float
+    mfu_ideal: float
+
+    @property
+    def compute_time_s(self) -> float:
+        """t_comp + pipeline bubble: the part that scales with stragglers and frequency."""
+        return self.t_comp_s + self.bubble_s
+
+    @property
+    def comm_time_s(self) -> float:
+        """Exposed communication per iteration."""
+        return self.tp_comm_s + self.pp_comm_s + self.dp_comm_s
+
+    @property
+    def iteration_time_s(self) -> float:
+        """Ideal (failure- and straggler-free) iteration time."""
+        return self.compute_time_s + self.comm_time_s
+
+    @property
+    def ideal_time_s(self) -> float:
+        """Ideal training time, iterations x ideal iteration time."""
+        return self.iterations * self.iteration_time_s
+
+
+def ring_allreduce_s(ranks: int, nbytes: float, bandwidth_gbps: float, latency_s: float) -> float:
+    """Ring all-reduce time: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one rank)."""
+    if ranks <= 1:
+        return 0.0
+    return 2.0 * (ranks - 1) / ranks * nbytes / (bandwidth_gbps * 1e9) + 2.0 * (ranks - 1) * latency_s
+
+
+def activation_bytes_per_layer(cfg: Config) -> float:
+    """Activation memory of one layer and one microbatch on one GPU, bytes.
+
+    Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+    Models" (MLSys 2023, arXiv 2205.05198), Table 2, with tensor and sequence
+    parallelism: ``sbh(34 + 5as/h)/t`` without recomputation, ``34 sbh/t`` with
+    selective recomputation, ``2 sbh/t`` (the layer input only) with full.
+    """
+    s, h = cfg.model.seq_len, cfg.model.hidden
+    b, t = cfg.parallelism.microbatch, cfg.parallelism.tp
+    heads = cfg.model.heads or max(1, h // 128)
+    per = {"none": 34.0 + 5.0 * heads * s / h, "selective": 34.0, "full": 2.0}[cfg.model.recompute]
+    return s * b * h * per / t
+
+
+def _infeasible(key: str, reason: str, iterations: int = 0) -> Workload:
+    nan = math.nan
+    return Workload(False, key, reason, iterations, 0, 0, nan, nan, nan, nan, nan, nan, nan, nan, nan)
+
+
+def workload(cfg: Config) -> Workload:
+    """Evaluate the deterministic workload model of one configuration."""
+    mdl, par, net = cfg.model, cfg.parallelism, cfg.network
+    N, L, h, s, B, D = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch, mdl.tokens
+    G, t, p, b, v = par.gpus, par.tp, par.pp, par.microbatch, par.interleave
+    iterations = math.ceil(D / (B * s))
+    gpn = cfg.hardware.gpus_per_node
+    if G % gpn:
+        return _infeasible("parallelism.gpus", f"gpus = {G} is not a multiple of "
+                                               f"hardware.gpus_per_node = {gpn}", iterations)
+    if G % (t * p):
+        return _infeasible("parallelism.tp", f"tp*pp = {t}*{p} = {t * p} does not divide gpus = {G}",
+                           iterations)
+    d = G // (t * p)
+    if B % (d * b):
+        return _infeasible("model.global_batch", f"global_batch = {B} is not divisible by "
+                                                 f"dp*microbatch = {d}*{b} = {d * b}", iterations)
+    if p > L:
+        return _infeasible("parallelism.pp", f"pp = {p} exceeds layers = {L}", iterations)
+    m = B // (d * b)
+
+    model_flops = 6.0 * N * B * s
+    if mdl.recompute == "full":
+        hardware_flops = model_flops * 4.0 / 3.0
+    elif mdl.recompute == "selective":
+        # Forward attention scores recomputed: QK^T and AV, 2 s^2 h FLOPs each per sequence and layer.
+        hardware_flops = model_flops + 4.0 * B * s * s * h * L
+    else:
+        hardware_flops = model_flops
+    peak_flops = cfg.gpu.peak_tflops * 1e12
+    freq_ratio = cfg.freq_mhz / cfg.gpu.freq_max_mhz
+    t_comp = hardware_flops / (G * peak_flops * cfg.compute.efficiency * freq_ratio)
+    bubble = t_comp * (p - 1) / (v * m)
+
+    latency_s = net.latency_us * 1e-6
+    act_bytes = b * s * h * BF16_BYTES
+    # TP spans nodes when tp > gpus_per_node: it then runs on the inter-node link.
+    tp_bw = net.intra_gbps if t <= gpn else net.inter_gbps
+    tp_comm = (L / p) * m * 4 * ring_allreduce_s(t, act_bytes, tp_bw, latency_s) * (1 - par.overlap_tp)
+    pp_comm = 2.0 * m * v * (act_bytes / (net.inter_gbps * 1e9) + latency_s) if p > 1 else 0.0
+    grad_bytes = BF16_BYTES * N / (t * p)
+    dp_comm = ring_allreduce_s(d, grad_bytes, net.inter_gbps, latency_s) * (1 - par.overlap_dp)
+
+    state_bytes = N / (t * p) * (2 + 2 + 12 / d)
+    # The first stage holds the activations of min(p, m) in-flight microbatches (1F1B).
+    # When p does not divide L it gets the fewer layers, as in Llama 3 (§3.3.2).
+    first_stage_layers = L // p
+    act_total = activation_bytes_per_layer(cfg) * first_stage_layers * min(p, m)
+    memory_gb = (state_bytes + act_total) / 1e9
+
+    iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
+    mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
+    if memory_gb > cfg.gpu.memory_gb:
+        reason = (f"memory per GPU {memory_gb:.1f} GB exceeds the {cfg.hardware.gpu}'s "
+                  f"{cfg.gpu.memory_gb:g} GB")
+        return Workload(False, "parallelism", reason, iterations, d, m, model_flops, hardware_flops,
+                        t_comp, bubble, tp_comm, pp_comm, dp_comm, memory_gb, mfu)
+    return Workload(True, "", "", iterations, d, m, model_flops, hardware_flops, t_comp, bubble,
+                    tp_comm, pp_comm, dp_comm, memory_gb, mfu)

@@ -1,0 +1,1 @@
+"""Scenario files shipped with mcsim, installed as the package data of ``mcsim.scenarios``."""

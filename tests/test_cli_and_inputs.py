@@ -1,0 +1,128 @@
+"""Command line: bad input gives one line and exit 2 with no output; good input writes a file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from mcsim.cli import main
+from mcsim.scenario import load_scenario, scenario_from_dict
+
+BAD = sorted(Path(__file__).parent.joinpath("bad_inputs").glob("*.toml"))
+
+
+def _expected_key(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect-key: ")
+    return first.removeprefix("# expect-key: ")
+
+
+def test_corpus_is_large_enough():
+    assert len(BAD) >= 30
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_bad_input_exit_2_one_line_no_output(path, tmp_path, capsys):
+    out = tmp_path / "out.nc"
+    status = main(["run", str(path), "-o", str(out)])
+    captured = capsys.readouterr()
+    assert status == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("mcsim: error: ")
+    assert str(path) in lines[0]
+    assert _expected_key(path) in lines[0]
+    assert "Traceback" not in captured.err
+    assert list(tmp_path.iterdir()) == []  # no output file, no temporary file
+
+
+@pytest.mark.parametrize("args,key", [
+    (["--set", "parallelism.gpus=-4"], "parallelism.gpus"),
+    (["--set", "nonsense"], "nonsense"),
+    (["--set", "model.unknown=3"], "model.unknown"),
+    (["--set", "failures.nothere.mtbf_hours=3"], "failures.nothere.mtbf_hours"),
+    (["--runs", "0"], "run.runs"),
+    (["--seed", "-1"], "run.seed"),
+])
+def test_bad_command_line_values(args, key, tmp_path, capsys):
+    good = Path(__file__).parent / "bad_inputs" / "runs_zero.toml"
+    text = good.read_text().replace("runs = 0", "runs = 5")
+    scenario = tmp_path / "ok.toml"
+    scenario.write_text(text)
+    status = main(["run", str(scenario), "-o", str(tmp_path / "out.nc"), *args])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1 and key in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.toml"]
+
+
+def test_missing_scenario_file(tmp_path, capsys):
+    status = main(["run", str(tmp_path / "nope.toml"), "-o", str(tmp_path / "o.nc")])
+    err = capsys.readouterr().err
+    assert status == 2 and "nope.toml" in err and len(err.strip().splitlines()) == 1
+
+
+def test_subprocess_bad_input_has_no_traceback(tmp_path):
+    path = Path(__file__).parent / "bad_inputs" / "tp_pp_not_dividing.toml"
+    # cwd away from the source tree, so the installed package is the one imported
+    proc = subprocess.run([sys.executable, "-m", "mcsim.cli", "run", str(path), "-o", str(tmp_path / "o.nc")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_run_writes_file_and_prints_table(small_raw, tmp_path, capsys):
+    from tests_helpers import write_toml
+
+    scenario = write_toml(small_raw, tmp_path / "small.toml")
+    out = tmp_path / "res" / "small.nc"
+    assert main(["run", str(scenario), "-o", str(out), "--runs", "50", "--set", "stragglers.sigma=0.1"]) == 0
+    stdout = capsys.readouterr().out
+    assert "wall time [d]" in stdout and "ETTR" in stdout and str(out) in stdout
+    assert out.is_file() and [p.name for p in out.parent.iterdir()] == ["small.nc"]
+    assert main(["summary", str(out)]) == 0
+    assert "wall time [d]" in capsys.readouterr().out
+
+
+def test_toml_round_trip(small_raw):
+    small_raw["sweep"] = {"checkpoint.interval": [{"minutes": 30}, "young_daly"], "parallelism.gpus": [64, 128]}
+    scenario = scenario_from_dict(small_raw, "x.toml")
+    again = scenario_from_dict(tomllib.loads(scenario.to_toml()), "x.toml")
+    assert again.configs == scenario.configs and again.axes == scenario.axes
+
+
+def test_set_list_adds_sweep_axis(small_raw, tmp_path):
+    from tests_helpers import write_toml
+
+    path = write_toml(small_raw, tmp_path / "s.toml")
+    scenario = load_scenario(path, ["parallelism.gpus=[64, 128]", "checkpoint.interval={ minutes = 5 }"])
+    assert [a.dim for a in scenario.axes] == ["gpus"] and len(scenario.configs) == 2
+    assert scenario.configs[1].parallelism.gpus == 128
+    assert scenario.configs[0].checkpoint.interval.label == "5min"
+
+
+def test_reference_scenario_loads_and_is_feasible():
+    from mcsim.workload import workload
+
+    scenario = load_scenario()
+    assert scenario.name == "llama3-405b"
+    wl = workload(scenario.base)
+    assert wl.feasible
+    # Llama 3 report Table 4: 38-43 % MFU on 8k-16k GPUs
+    assert 0.38 <= wl.mfu_ideal <= 0.43
+    # Table 5: 419 interruptions in 54 days -> system MTBF 1296 h / 419 = 3.09 h
+    from mcsim.checkpointing import checkpoint_plan
+    assert checkpoint_plan(scenario.base, wl).system_mtbf_s / 3600 == pytest.approx(1296 / 419, rel=1e-3)
+
+
+def test_console_script_installed():
+    exe = Path(sys.executable).parent / "mcsim"
+    if not exe.exists():
+        pytest.skip("console script not on this interpreter's bin path")
+    proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, env=dict(os.environ))
+    assert proc.returncode == 0 and proc.stdout.startswith("mcsim ")

@@ -1,0 +1,180 @@
+"""simulate -> Dataset -> netCDF: variables, units, provenance, reproducibility, summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import mcsim
+from mcsim.scenario import scenario_from_dict
+from mcsim.simulate import simulate_config
+from mcsim.variables import PER_CONFIG, PER_RUN, VARIABLES
+
+SPEC_PER_RUN = {"wall_time": "h", "energy": "MWh", "cost": "USD", "co2": "t", "n_failures": "1",
+                "lost_time": "h", "checkpoint_time": "h", "recovery_time": "h", "straggler_time": "h",
+                "ettr": "1", "completed": "1"}
+SPEC_PER_CONFIG = {"iteration_time": "s", "compute_time": "s", "comm_time": "s", "iterations": "1",
+                   "checkpoint_interval": "s", "checkpoint_stall": "s", "memory_per_gpu": "GB",
+                   "mfu_ideal": "1", "feasible": "1", "infeasible_reason": "1"}
+
+
+@pytest.fixture
+def small_ds(small_raw):
+    return mcsim.simulate(scenario_from_dict(small_raw, "small.toml"), progress=False)
+
+
+def test_dataset_has_spec_variables_with_units(small_ds):
+    for name, units in {**SPEC_PER_RUN, **SPEC_PER_CONFIG}.items():
+        assert name in small_ds, name
+        assert small_ds[name].attrs["units"] == units
+        assert small_ds[name].attrs["long_name"]
+    for name in SPEC_PER_RUN:
+        assert small_ds[name].dims == ("run",)
+    assert small_ds.sizes["run"] == 200
+    assert small_ds["completed"].dtype == bool and small_ds["completed"].all()
+    assert small_ds.attrs["seed"] == 7 and small_ds.attrs["mode"] == "exact"
+    assert tomllib.loads(small_ds.attrs["scenario_toml"])["name"] == "small"
+
+
+def test_netcdf_round_trip_and_atomic_write(small_ds, tmp_path):
+    path = mcsim.write_results(small_ds, tmp_path / "r.nc")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]
+    back = mcsim.open_results(path)
+    for name in VARIABLES:
+        if name == "infeasible_reason":
+            assert back[name].item() == ""
+            continue
+        np.testing.assert_array_equal(back[name].values, small_ds[name].values)
+        assert back[name].attrs["units"] == VARIABLES[name].units
+    assert back.attrs["scenario_toml"] == small_ds.attrs["scenario_toml"]
+    with xr.open_dataset(path) as raw:
+        assert raw["wall_time"].encoding.get("zlib") is True
+
+
+def test_interrupted_write_leaves_nothing(small_ds, tmp_path, monkeypatch):
+    target = tmp_path / "r.nc"
+    target.write_bytes(b"previous result")
+
+    def broken(self, path, *args, **kwargs):
+        Path(path).write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", broken)
+    with pytest.raises(KeyboardInterrupt):
+        mcsim.write_results(small_ds, target)
+    assert [p.name for p in tmp_path.iterdir()] == ["r.nc"]
+    assert target.read_bytes() == b"previous result"
+
+
+def test_energy_cost_co2_formulas(small_ds, small_raw):
+    cfg = scenario_from_dict(small_raw).base
+    ds = small_ds
+    hours = ds["wall_time"]
+    kwh = ds["energy"] * 1000
+    # SPEC §4.5, with the default cost and carbon tables (2 USD/GPU-h, 0.08 USD/kWh,
+    # 380 g/kWh, 150 kg/GPU over 5 years of 365.25 days)
+    np.testing.assert_allclose(ds["cost"], 64 * hours * 2.0 + kwh * 0.08, rtol=1e-12)
+    np.testing.assert_allclose(ds["co2"], kwh * 380 / 1e6 + 150 * 64 * hours / (5 * 365.25 * 24) / 1e3,
+                               rtol=1e-12)
+    # energy is at least idle power for the whole wall time and at most TDP, times PUE 1.1
+    nodes = 8
+    low = (64 * cfg.gpu.idle_w + nodes * 2500) * hours * 1.1 / 1e6
+    high = (64 * cfg.gpu.tdp_w + nodes * 2500) * hours * 1.1 / 1e6
+    assert np.all(ds["energy"] > low) and np.all(ds["energy"] < high)
+
+
+def test_summarize_matches_numpy(small_ds):
+    s = mcsim.summarize(small_ds)
+    x = small_ds["wall_time"].values
+    assert list(s["stat"].values) == ["mean", "std", "p5", "p50", "p95", "ci95_low", "ci95_high"]
+    assert float(s["wall_time"].sel(stat="mean")) == pytest.approx(x.mean(), rel=1e-12)
+    assert float(s["wall_time"].sel(stat="std")) == pytest.approx(x.std(ddof=1), rel=1e-12)
+    assert float(s["wall_time"].sel(stat="p95")) == pytest.approx(np.percentile(x, 95), rel=1e-12)
+    half = 1.959963984540054 * x.std(ddof=1) / np.sqrt(len(x))
+    assert float(s["wall_time"].sel(stat="ci95_high")) == pytest.approx(x.mean() + half, rel=1e-12)
+    assert s["wall_time"].attrs["units"] == "h"
+    assert float(s["completed"].sel(stat="mean")) == 1.0
+    assert "mfu_ideal" in s
+
+
+def test_sweep_dims_coords_and_infeasible(small_raw):
+    small_raw["sweep"] = {"parallelism.tp": [2, 3], "checkpoint.interval": [{"minutes": 30}, "young_daly"]}
+    small_raw["run"]["runs"] = 20
+    ds = mcsim.simulate(scenario_from_dict(small_raw, "s.toml"), progress=False)
+    assert ds["wall_time"].dims == ("tp", "interval", "run")
+    assert list(ds["interval"].values) == ["30min", "young_daly"]
+    assert ds["feasible"].sel(tp=2).all() and not ds["feasible"].sel(tp=3).any()
+    assert "does not divide" in str(ds["infeasible_reason"].sel(tp=3, interval="30min").item())
+    assert np.isnan(ds["wall_time"].sel(tp=3)).all() and np.isfinite(ds["wall_time"].sel(tp=2)).all()
+
+
+def test_common_random_numbers_across_configurations(small_raw):
+    # Failure times come from per-class streams: with checkpoint intervals swept, the first
+    # failure strikes every configuration of run r at the same time, so runs that see
+    # no failure are the same in all of them.
+    small_raw["sweep"] = {"checkpoint.interval": [{"iterations": 20}, {"iterations": 80}]}
+    small_raw["stragglers"]["sigma"] = 0.0
+    ds = mcsim.simulate(scenario_from_dict(small_raw), progress=False)
+    none = (ds["n_failures"] == 0).all("interval")
+    assert none.any()
+    a, b = ds["n_failures"].isel(interval=0), ds["n_failures"].isel(interval=1)
+    assert float(np.corrcoef(a, b)[0, 1]) > 0.5
+
+
+def test_chunking_and_split_calls_bit_identical(small_raw):
+    cfg = scenario_from_dict(small_raw).base
+    whole, _, _ = simulate_config(cfg, 1000, 7, "exact", chunk_runs=1000)
+    chunked, _, _ = simulate_config(cfg, 1000, 7, "exact", chunk_runs=37)
+    first, _, _ = simulate_config(cfg, 500, 7, "exact", first_run=0)
+    second, _, _ = simulate_config(cfg, 500, 7, "exact", first_run=500)
+    np.testing.assert_array_equal(whole, chunked)
+    np.testing.assert_array_equal(whole, np.vstack([first, second]))
+
+
+_THREAD_SCRIPT = """
+import json, sys, numpy as np, numba
+from mcsim.scenario import scenario_from_dict
+from mcsim.simulate import simulate_config
+raw = json.loads(sys.argv[1])
+cfg = scenario_from_dict(raw).base
+out = np.vstack([simulate_config(cfg, 300, 7, mode)[0] for mode in ("exact", "fast")])
+sys.stdout.write(str(numba.get_num_threads()) + " " + out.tobytes().hex())
+"""
+
+
+def test_bit_identical_for_any_thread_count(small_raw, tmp_path):
+    results = {}
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
+        proc = subprocess.run([sys.executable, "-c", _THREAD_SCRIPT, json.dumps(small_raw)],
+                              capture_output=True, text=True, env=env, check=True, cwd=tmp_path)
+        n, data = proc.stdout.split()
+        assert n == threads
+        results[threads] = data
+    assert results["1"] == results["2"]
+
+
+def test_fast_and_exact_agree_in_mean(small_raw):
+    # Preliminary agreement check (the fast-mode issue adds KS tests): means within 4 SE.
+    small_raw["checkpoint"]["interval"] = {"iterations": 100}
+    small_raw["stragglers"]["sigma"] = 0.2
+    cfg = scenario_from_dict(small_raw).base
+    exact, _, _ = simulate_config(cfg, 2000, 1, "exact")
+    fast, _, _ = simulate_config(cfg, 2000, 2, "fast")
+    a, b = exact[:, 0], fast[:, 0]
+    se = np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+    assert abs(a.mean() - b.mean()) < 4 * se
+
+
+def test_every_registered_variable_is_documented():
+    doc = Path(__file__).parents[1].joinpath("docs", "model.md").read_text()
+    for name in PER_RUN + PER_CONFIG:
+        assert f"`{name}`" in doc, name
