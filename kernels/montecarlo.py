@@ -103,13 +103,11 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
     done = 0                  # iterations completed and not rolled back
     alive_s = 0.0             # time spent on those iterations
     alive_strag_s = 0.0       # straggler excess within them
-    durable = 0               # iterations covered by the last durable checkpoint
-    durable_alive_s = 0.0
-    durable_strag_s = 0.0
-    pending = False           # async checkpoint written in the background
-    pending_iter = 0
-    pending_alive_s = 0.0
-    pending_strag_s = 0.0
+    # (iterations, alive_s, alive_strag_s) at the last durable checkpoint, and at the
+    # asynchronous one being written in the background (durable at pending_ready_s).
+    durable = (0, 0.0, 0.0)
+    pending = durable
+    pending_active = False
     pending_ready_s = 0.0
     next_checkpoint = p.checkpoint_every
     lost_s = 0.0
@@ -125,11 +123,6 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
     while True:
         fail_t, source = next_failure(pool_next, heap_time, heap_size)
         horizon = min(fail_t, p.max_wall_s)
-        if pending and pending_ready_s <= t:
-            pending = False
-            durable = pending_iter
-            durable_alive_s = pending_alive_s
-            durable_strag_s = pending_strag_s
         if done >= p.iterations:
             completed = True
             break
@@ -173,7 +166,7 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
             t = horizon
         elif done < p.iterations:
             # --- checkpoint after iteration `done` ---
-            if pending:
+            if pending_active:
                 if pending_ready_s > t:
                     # Wait for the previous asynchronous checkpoint to be durable.
                     wait_end = min(pending_ready_s, horizon)
@@ -181,10 +174,8 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
                     t = wait_end
                     interrupted = t < pending_ready_s
                 if not interrupted:
-                    pending = False
-                    durable = pending_iter
-                    durable_alive_s = pending_alive_s
-                    durable_strag_s = pending_strag_s
+                    durable = pending
+                    pending_active = False
             if not interrupted:
                 stall_end = t + p.checkpoint_stall_s
                 if stall_end > horizon:
@@ -197,31 +188,23 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
                     n_checkpoints += 1
                     next_checkpoint = done + p.checkpoint_every
                     if p.is_async:
-                        pending = True
-                        pending_iter = done
-                        pending_alive_s = alive_s
-                        pending_strag_s = alive_strag_s
+                        pending = (done, alive_s, alive_strag_s)
+                        pending_active = True
                         pending_ready_s = t + p.checkpoint_write_s
                     else:
-                        durable = done
-                        durable_alive_s = alive_s
-                        durable_strag_s = alive_strag_s
+                        durable = (done, alive_s, alive_strag_s)
         if not interrupted:
             continue
         if horizon < fail_t:
             break  # censored at max_wall_s
 
         # --- failure at t == fail_t: roll back to the last durable checkpoint ---
-        if pending and pending_ready_s <= t:
-            durable = pending_iter
-            durable_alive_s = pending_alive_s
-            durable_strag_s = pending_strag_s
-        pending = False
-        lost_s += partial_s + alive_s - durable_alive_s
-        done = durable
-        alive_s = durable_alive_s
-        alive_strag_s = durable_strag_s
-        next_checkpoint = durable + p.checkpoint_every
+        if pending_active and pending_ready_s <= t:
+            durable = pending
+        pending_active = False
+        lost_s += partial_s + alive_s - durable[1]
+        done, alive_s, alive_strag_s = durable
+        next_checkpoint = done + p.checkpoint_every
         # --- recovery, restarted by every failure that strikes during it ---
         while True:
             n_failures += 1

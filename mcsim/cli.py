@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -107,16 +108,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
     output = Path(args.output) if args.output else Path("results") / f"{scenario.name}.nc"
-    if output.is_dir():
-        print(f"mcsim: error: -o: {output} is a directory; expected a file name", file=sys.stderr)
+    problem = _output_problem(output)
+    if problem:
+        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     _check_feasible(scenario)
     ds = simulate(scenario, progress=False if args.quiet else None)
-    write_results(ds, output)
+    try:
+        write_results(ds, output)
+    except OSError as err:
+        print(f"mcsim: error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
+        return 1
     if not args.quiet:
         print(summary_table(ds))
         print(f"wrote {output}")
     return 0
+
+
+def _output_problem(output: Path) -> str:
+    """Why ``output`` cannot be written (checked before simulating), or ""."""
+    if output.is_dir():
+        return "is a directory; expected a file name"
+    folder = output.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is not a directory"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder {folder} is not writable"
+    return ""
 
 
 def _check_feasible(scenario) -> None:

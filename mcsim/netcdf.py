@@ -25,6 +25,12 @@ def _encoding(ds: xr.Dataset) -> dict[str, dict]:
     return encoding
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_results(ds: xr.Dataset, path: str | Path) -> Path:
     """Write ``ds`` to ``path`` (netCDF4, compressed) atomically; returns the path.
 
@@ -39,6 +45,7 @@ def write_results(ds: xr.Dataset, path: str | Path) -> Path:
         ds.to_netcdf(tmp_name, engine="netcdf4", format="NETCDF4", encoding=_encoding(ds))
         with open(tmp_name, "rb") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp_name, 0o666 & ~_current_umask())  # mkstemp makes 0600; use the usual mode
         os.replace(tmp_name, path)
     except BaseException:
         if os.path.exists(tmp_name):

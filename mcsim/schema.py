@@ -70,6 +70,7 @@ class ModelSection:
                               doc="B, sequences per iteration")
     recompute: str = param("selective", kind=str, choices=("none", "selective", "full"),
                            doc="activation recomputation policy")
+    dropout: bool = param(True, kind=bool, doc="trained with dropout (its masks take activation memory)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,6 +240,10 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
     kind = meta["kind"]
     if kind is Interval:
         return value if isinstance(value, Interval) else _coerce_interval(value, source, key)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(source, key, f"expected true or false, got {_type_name(value)}")
+        return value
     if kind is str:
         if not isinstance(value, str):
             raise ScenarioError(source, key, f"expected a string, got {_type_name(value)}")
@@ -249,6 +254,9 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
     if not _is_number(value):
         raise ScenarioError(source, key, f"expected a number{_bounds_text(meta)}, got "
                                          f"{_type_name(value)}")
+    if isinstance(value, int) and abs(value) > 2**63 - 1:
+        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got a {len(str(abs(value)))}-digit "
+                                         "integer")
     if not math.isfinite(value):
         raise ScenarioError(source, key, f"expected a finite number{_bounds_text(meta)}, got {value}")
     if kind is int:

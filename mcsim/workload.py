@@ -15,11 +15,16 @@ from dataclasses import dataclass
 from .scenario import Config
 
 BF16_BYTES = 2
+# Guards that keep every run finite (docs/model.md §2): at most 1e10 iterations, and an
+# iteration at least 2^-40 of max_wall, so t + iteration_time > t for all t <= max_wall
+# (doubles carry 53 bits) and a run takes at most 2^40 steps.
+MAX_ITERATIONS = 10**10
+TIME_RESOLUTION = 2.0**-40
 
 
 @dataclass(frozen=True)
 class Workload:
-    """Per-configuration quantities; timings are NaN when infeasible."""
+    """Per-configuration quantities; timings are NaN when structurally infeasible."""
 
     feasible: bool
     infeasible_key: str          # scenario key the reason is about ("" when feasible)
@@ -72,12 +77,45 @@ def activation_bytes_per_layer(cfg: Config) -> float:
     Models" (MLSys 2023, arXiv 2205.05198), Table 2, with tensor and sequence
     parallelism: ``sbh(34 + 5as/h)/t`` without recomputation, ``34 sbh/t`` with
     selective recomputation, ``2 sbh/t`` (the layer input only) with full.
+    Without dropout the two sbh-byte dropout masks and the as^2b-byte
+    attention mask and 2as^2b-byte attention dropout output of their §4.1
+    derivation are not stored: ``32 + 2as/h`` and ``32``.
     """
     s, h = cfg.model.seq_len, cfg.model.hidden
     b, t = cfg.parallelism.microbatch, cfg.parallelism.tp
     heads = cfg.model.heads or max(1, h // 128)
-    per = {"none": 34.0 + 5.0 * heads * s / h, "selective": 34.0, "full": 2.0}[cfg.model.recompute]
+    base, attention = (34.0, 5.0) if cfg.model.dropout else (32.0, 2.0)
+    per = {"none": base + attention * heads * s / h, "selective": base, "full": 2.0}[cfg.model.recompute]
     return s * b * h * per / t
+
+
+def stage_layers(layers: int, stages: int) -> list[int]:
+    """Layers on each pipeline stage.
+
+    When ``stages`` does not divide ``layers`` the stages that get one layer
+    fewer are the outermost ones, first and last alternately (the first stage
+    also holds the embedding, the last the output layer), as Llama 3 did
+    (arXiv 2407.21783, §3.3.2).
+    """
+    per, extra = divmod(layers, stages)
+    if extra == 0:
+        return [per] * stages
+    counts = [per + 1] * stages
+    order = [i // 2 if i % 2 == 0 else stages - 1 - i // 2 for i in range(stages)]
+    for stage in order[: stages - extra]:
+        counts[stage] = per
+    return counts
+
+
+def peak_activation_bytes(cfg: Config, microbatches: int) -> float:
+    """Activation memory of the fullest pipeline stage under 1F1B, bytes.
+
+    Stage i (0-based) of p holds the activations of min(p - i, m) in-flight
+    microbatches for each of its layers; the peak is the maximum over stages.
+    """
+    p = cfg.parallelism.pp
+    per_layer = activation_bytes_per_layer(cfg)
+    return per_layer * max(n * min(p - i, microbatches) for i, n in enumerate(stage_layers(cfg.model.layers, p)))
 
 
 def _infeasible(key: str, reason: str, iterations: int = 0) -> Workload:
@@ -105,6 +143,13 @@ def workload(cfg: Config) -> Workload:
     if p > L:
         return _infeasible("parallelism.pp", f"pp = {p} exceeds layers = {L}", iterations)
     m = B // (d * b)
+    if not cfg.gpu.freq_min_mhz <= cfg.freq_mhz <= cfg.gpu.freq_max_mhz:
+        return _infeasible("compute.freq_mhz", f"freq_mhz = {cfg.freq_mhz:g} is outside the {cfg.hardware.gpu}'s "
+                                               f"range {cfg.gpu.freq_min_mhz:g}..{cfg.gpu.freq_max_mhz:g} MHz",
+                           iterations)
+    if iterations > MAX_ITERATIONS:
+        return _infeasible("model.tokens", f"{iterations:.3g} iterations (tokens / (global_batch * seq_len)) "
+                                           f"exceed the supported {MAX_ITERATIONS:.0e}", iterations)
 
     model_flops = 6.0 * N * B * s
     if mdl.recompute == "full":
@@ -129,14 +174,17 @@ def workload(cfg: Config) -> Workload:
     dp_comm = ring_allreduce_s(d, grad_bytes, net.inter_gbps, latency_s) * (1 - par.overlap_dp)
 
     state_bytes = N / (t * p) * (2 + 2 + 12 / d)
-    # The first stage holds the activations of min(p, m) in-flight microbatches (1F1B).
-    # When p does not divide L it gets the fewer layers, as in Llama 3 (§3.3.2).
-    first_stage_layers = L // p
-    act_total = activation_bytes_per_layer(cfg) * first_stage_layers * min(p, m)
-    memory_gb = (state_bytes + act_total) / 1e9
+    memory_gb = (state_bytes + peak_activation_bytes(cfg, m)) / 1e9
 
     iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
     mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
+    max_wall_s = cfg.run.max_wall_days * 86400.0
+    if iteration_time < max_wall_s * TIME_RESOLUTION:
+        # Below this, adding an iteration to the clock late in a run would not move it.
+        return _infeasible("model.global_batch", f"iteration time {iteration_time:.3g} s is below the time "
+                                                 f"resolution of a {cfg.run.max_wall_days:g}-day run "
+                                                 f"({max_wall_s * TIME_RESOLUTION:.3g} s); use larger batches "
+                                                 "or a shorter run.max_wall_days", iterations)
     if memory_gb > cfg.gpu.memory_gb:
         reason = (f"memory per GPU {memory_gb:.1f} GB exceeds the {cfg.hardware.gpu}'s "
                   f"{cfg.gpu.memory_gb:g} GB")

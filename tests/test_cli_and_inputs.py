@@ -126,3 +126,21 @@ def test_console_script_installed():
         pytest.skip("console script not on this interpreter's bin path")
     proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, env=dict(os.environ))
     assert proc.returncode == 0 and proc.stdout.startswith("mcsim ")
+
+
+@pytest.mark.parametrize("output,problem", [("hostfile/x.nc", "not a directory"), ("adir", "is a directory")])
+def test_unwritable_output_rejected_before_simulating(output, problem, tmp_path, capsys):
+    (tmp_path / "hostfile").write_text("a file")
+    (tmp_path / "adir").mkdir()
+    scenario = Path(__file__).parent / "bad_inputs" / "runs_zero.toml"
+    status = main(["run", str(scenario), "--runs", "5", "-o", str(tmp_path / output)])
+    err = capsys.readouterr().err
+    assert status == 2 and problem in err and len(err.strip().splitlines()) == 1
+
+
+def test_override_of_failure_class_when_failures_is_not_a_list(tmp_path, capsys):
+    path = tmp_path / "f.toml"
+    path.write_text('name = "x"\nfailures = 3\n[model]\n[parallelism]\ngpus = 8\n')
+    status = main(["run", str(path), "--set", "failures.gpu.mtbf_hours=5", "-o", str(tmp_path / "o.nc")])
+    err = capsys.readouterr().err
+    assert status == 2 and "failures" in err and "Traceback" not in err

@@ -178,3 +178,10 @@ def test_every_registered_variable_is_documented():
     doc = Path(__file__).parents[1].joinpath("docs", "model.md").read_text()
     for name in PER_RUN + PER_CONFIG:
         assert f"`{name}`" in doc, name
+
+
+def test_result_file_has_default_permissions(small_ds, tmp_path):
+    path = mcsim.write_results(small_ds, tmp_path / "p.nc")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask

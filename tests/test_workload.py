@@ -127,3 +127,38 @@ def test_checkpoint_plan_sync_and_async():
     # async stall: S/G over d2h (A100: 25 GB/s) + 1.3 s = 2.45e12/1024/25e9 + 1.3 = 1.3957 s
     assert plan.stall_s == pytest.approx(2.45e12 / 1024 / 25e9 + 1.3)
     assert plan.write_s == pytest.approx(2.45)
+
+
+@pytest.mark.parametrize("layers,stages,expected", [
+    (126, 16, [7] + [8] * 14 + [7]),      # Llama 3 405B: one layer fewer on the first and last stage
+    (96, 16, [6] * 16),
+    (10, 4, [2, 3, 3, 2]),
+    (5, 4, [1, 1, 2, 1]),                 # three stages short: first, last, then second
+])
+def test_stage_layers(layers, stages, expected):
+    from mcsim.workload import stage_layers
+
+    assert stage_layers(layers, stages) == expected and sum(expected) == layers
+
+
+def test_peak_memory_is_the_fullest_stage_and_dropout_free_is_smaller():
+    # GPT-3 shapes with 94 layers on 16 stages: [5, 6 x 14, 5]. Stage 0 holds 5 x 16 = 80
+    # layer-microbatches, stage 1 6 x 15 = 90 (the peak), stage 2 6 x 14 = 84.
+    # Full recompute: 2 s b h / t = 2 * 2048 * 12288 / 8 = 6,291,456 B each -> 0.56623104 GB.
+    # State 175e9/128 * (4 + 12/8) = 7.51953125 GB.
+    wl = workload(_gpt3(model__layers=94))
+    assert wl.memory_per_gpu_gb == pytest.approx(7.51953125 + 90 * 6_291_456 / 1e9, rel=1e-12)
+    # Selective without dropout: 32 s b h / t instead of 34 (Korthikanti §4.1 masks removed):
+    # 32 * 2048 * 12288 / 8 = 100,663,296 B x 96 layer-microbatches (6 layers x 16) = 9.6636764 GB
+    wl = workload(_gpt3(model__recompute="selective", model__dropout=False))
+    assert wl.memory_per_gpu_gb == pytest.approx(7.51953125 + 96 * 100_663_296 / 1e9, rel=1e-12)
+
+
+def test_frequency_outside_gpu_range_is_infeasible_not_fatal_in_a_sweep():
+    raw = {k: dict(v) if isinstance(v, dict) else v for k, v in GPT3.items()}
+    raw["compute"]["freq_mhz"] = 1900.0
+    raw["sweep"] = {"hardware.gpu": ["H100-SXM", "A100-80GB"]}
+    configs = scenario_from_dict(raw).configs
+    h100, a100 = workload(configs[0]), workload(configs[1])
+    assert h100.feasible
+    assert not a100.feasible and a100.infeasible_key == "compute.freq_mhz" and "1410" in a100.infeasible_reason
