@@ -2,7 +2,7 @@
 
 Compile time is measured separately (first call on a few runs), then each mode
 runs ``--runs`` runs; the speed-up is the ratio of the two, measured in one
-process. Usage: ``python benchmarks/bench_modes.py [--runs N] [--scenario FILE]``.
+process. Usage: ``python benchmarks/bench_modes.py [--runs N] [--exact-runs N] [--scenario FILE]``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from mcsim.simulate import simulate_config
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=1000, help="runs in fast mode")
+    parser.add_argument("--exact-runs", type=int, default=100, help="runs in exact mode (slow)")
     parser.add_argument("--scenario", default=None)
     args = parser.parse_args()
     cfg = load_scenario(args.scenario).base
@@ -27,12 +28,12 @@ def main() -> None:
         simulate_config(cfg, 2, 0, mode)
     print(f"compile/warm-up: {time.perf_counter() - start:.2f} s (threads: {numba.get_num_threads()})")
     rates = {}
-    for mode in ("fast", "exact"):
+    for mode, runs in (("fast", args.runs), ("exact", args.exact_runs)):
         start = time.perf_counter()
-        simulate_config(cfg, args.runs, 0, mode)
+        simulate_config(cfg, runs, 0, mode)
         elapsed = time.perf_counter() - start
-        rates[mode] = args.runs / elapsed
-        print(f"{mode:5s}: {args.runs} runs in {elapsed:.3f} s = {rates[mode]:.1f} runs/s")
+        rates[mode] = runs / elapsed
+        print(f"{mode:5s}: {runs} runs in {elapsed:.3f} s = {rates[mode]:.1f} runs/s")
     print(f"fast / exact speed-up: {rates['fast'] / rates['exact']:.1f}x")
 
 

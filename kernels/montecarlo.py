@@ -1,27 +1,33 @@
 """The Monte Carlo run loop: one whole stochastic training run per random stream.
 
-Semantics (see ``docs/model.md`` for the full statement):
+Semantics (the full statement is ``docs/model.md`` §4):
 
-* Iterations take ``compute_time_s * J * M + comm_time_s``; ``M`` is the
-  slowest of ``n_ranks`` lognormal rank factors, ``J`` the job-level factor
-  drawn at start and after every restart.
-* A checkpoint is taken every ``checkpoint_every`` iterations. Synchronous:
-  training stalls ``checkpoint_stall_s`` and the checkpoint is durable when
-  the stall ends. Asynchronous: training stalls ``checkpoint_stall_s`` (copy
-  to host memory), the checkpoint is durable ``checkpoint_write_s`` later; a
-  new checkpoint waits until the previous one is durable.
-* On a failure all iterations after the last durable checkpoint are lost;
-  recovery takes the class's recovery time plus ``load_s``, restarted by any
-  failure that strikes during it.
+* Iterations take ``compute_time_s * J * F + comm_time_s``: ``F`` is the
+  slowest of ``n_ranks`` lognormal rank factors, or ``max(M, slowdown)`` while
+  a slow-node episode is active; ``J`` is the job-level factor drawn at start
+  and after every restart.
+* Every ``checkpoint_every`` iterations a checkpoint is taken. ``sync``:
+  training stalls and the checkpoint is durable when the stall ends.
+  ``async`` (and ``gockpt``, with its own stall and delay): durable
+  ``checkpoint_write_s`` after the stall, and a new checkpoint waits for the
+  previous one. ``in_memory``: a snapshot in CPU memory, replicated to a peer
+  node (restorable ``replicate_s`` after the stall), persisted to storage every
+  ``persist_every`` snapshots when no write is in flight.
+* A failure loses everything after the restore point: the last memory
+  snapshot for ``in_memory`` when the failure's class leaves a replica
+  (``memory_ok``), else the last durable storage checkpoint. Recovery takes
+  the class's recovery time plus the load, after waiting for spare nodes when
+  a spare pool is modelled; a failure during recovery restarts it.
+* Slow-node episodes arrive as a Poisson process, last exponential times and
+  end at every restart.
 * A run ends when all iterations are done, or is censored at ``max_wall_s``
-  or after ``max_failures`` failures, so it never loops unbounded.
-* Exact mode draws ``M`` every iteration. Fast mode (``fast_min_block > 0``)
-  draws the sum of ``K >= fast_min_block`` factors of a block between two
-  checkpoints at once from the normal law N(K E[M], K Var[M]).
+  or after ``max_failures`` failures.
+* Exact mode draws ``F`` every iteration. Fast mode draws the sum of a block
+  of ``K >= fast_min_block`` factors at once from N(K E[F], K Var[F]).
 
 Time bookkeeping: ``wall = alive_iteration_time + lost + checkpoint + recovery``
 for completed runs, with ``alive_iteration_time = iterations * ideal +
-straggler`` (``ideal = compute_time_s + comm_time_s``).
+straggler_transient + straggler_persistent``.
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ import numba
 import numpy as np
 
 from .accelerate import jit, jit_parallel
-from .normal import max_lognormal_factor, ndtri
-from .renewal import consume_failure, init_failures, next_failure
+from .normal import max_lognormal_factor, ndtri_acklam
+from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
 from .rng import seed_stream, uniform
 
 # Columns of the per-run output matrix.
@@ -48,12 +54,21 @@ OUT_COMPLETED = 6
 OUT_ITERATIONS_DONE = 7
 OUT_BUSY_S = 8
 OUT_CHECKPOINTS = 9
-N_OUT = 10
+OUT_STRAGGLER_TRANSIENT_S = 10
+OUT_STRAGGLER_PERSISTENT_S = 11
+OUT_MEMORY_RECOVERIES = 12
+OUT_SPARE_WAIT_S = 13
+N_OUT = 14
+
+STRATEGY_SYNC = 0
+STRATEGY_ASYNC = 1      # async and gockpt
+STRATEGY_IN_MEMORY = 2
 
 # Random streams of a run (stream ids given to :func:`rng.seed_stream`).
 STREAM_ITERATION = 0
 STREAM_JOB = 1
-STREAM_FIRST_FAILURE_CLASS = 2
+STREAM_EPISODE = 2
+STREAM_FIRST_FAILURE_CLASS = 3
 
 
 class RunParams(NamedTuple):
@@ -65,28 +80,56 @@ class RunParams(NamedTuple):
     n_ranks: float
     sigma: float
     job_sigma: float
+    strategy: int
     checkpoint_every: int
     checkpoint_stall_s: float
-    checkpoint_write_s: float
-    is_async: bool
-    load_s: float
+    checkpoint_write_s: float     # storage durability after the stall (async, gockpt, in_memory)
+    replicate_s: float            # in_memory: snapshot restorable this long after the stall
+    persist_every: int            # in_memory: persist every n-th snapshot
+    load_s: float                 # checkpoint load from storage
+    load_memory_s: float          # in_memory: snapshot load from the peer's memory
+    episode_rate_per_s: float     # slow-node episodes, whole job
+    episode_mean_s: float
+    episode_slowdown: float
+    spare_nodes: int              # -1: unlimited (recovery as given)
     max_wall_s: float
     max_failures: int
+    fast: bool
     fast_min_block: int
     factor_mean: float
     factor_std: float
+    fast_min_block_episode: int
+    factor_mean_episode: float    # moments of max(M, slowdown)
+    factor_std_episode: float
+
+
+class FailureClasses(NamedTuple):
+    """Per-class arrays (one entry per failure class)."""
+
+    units: np.ndarray        # int64: independent units
+    shape: np.ndarray        # Weibull shape k
+    scale_s: np.ndarray      # Weibull scale lambda, s
+    recovery_s: np.ndarray   # recovery before the load, s
+    nodes_taken: np.ndarray  # int64: nodes an event takes out (needs as spares)
+    memory_ok: np.ndarray    # int64 0/1: an in-memory snapshot survives the event
+    repair_s: np.ndarray     # time until a taken node returns to the spare pool, s
 
 
 @jit
 def _job_factor(state, job_sigma):
     if job_sigma == 0.0:
         return 1.0
-    return max(1.0, math.exp(job_sigma * ndtri(uniform(state))))
+    return max(1.0, math.exp(job_sigma * ndtri_acklam(uniform(state))))
 
 
 @jit
-def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
-    n_classes = units.shape[0]
+def _exponential(state):
+    return -math.log(uniform(state))
+
+
+@jit
+def _simulate_run(p, fc, seed, run, row):
+    n_classes = fc.units.shape[0]
     streams = np.empty((n_classes, 4), np.uint64)
     for c in range(n_classes):
         seed_stream(streams[c], seed, run, STREAM_FIRST_FAILURE_CLASS + c)
@@ -94,61 +137,101 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
     seed_stream(it_stream, seed, run, STREAM_ITERATION)
     job_stream = np.empty(4, np.uint64)
     seed_stream(job_stream, seed, run, STREAM_JOB)
+    ep_stream = np.empty(4, np.uint64)
+    seed_stream(ep_stream, seed, run, STREAM_EPISODE)
 
     pool_left, pool_hazard, pool_next, heap_time, heap_class = init_failures(
-        units, shape, scale_s, streams)
+        fc.units, fc.shape, fc.scale_s, streams)
     heap_size = 0
+    repair_time = np.empty(16)          # spare nodes under repair: return times
+    repair_tag = np.empty(16, np.int64)
+    repair_size = 0
+    spares_free = p.spare_nodes
 
     t = 0.0
     done = 0                  # iterations completed and not rolled back
     alive_s = 0.0             # time spent on those iterations
-    alive_strag_s = 0.0       # straggler excess within them
-    # (iterations, alive_s, alive_strag_s) at the last durable checkpoint, and at the
-    # asynchronous one being written in the background (durable at pending_ready_s).
-    durable = (0, 0.0, 0.0)
-    pending = durable
+    transient_s = 0.0         # straggler excess within them: per-iteration noise
+    persistent_s = 0.0        # ... and job factor and episodes
+    # Restore points: (iterations, alive_s, transient_s, persistent_s).
+    durable = (0, 0.0, 0.0, 0.0)   # last durable storage checkpoint
+    memory = durable               # last restorable in-memory snapshot (in_memory)
+    pending = durable              # storage write in flight, durable at pending_ready_s
     pending_active = False
     pending_ready_s = 0.0
+    replicating = durable          # in_memory snapshot being replicated, until replica_ready_s
+    replicating_active = False
+    replica_ready_s = 0.0
     next_checkpoint = p.checkpoint_every
+    n_snapshots = 0
     lost_s = 0.0
     checkpoint_s = 0.0
-    recovery_s_total = 0.0
+    recovery_total_s = 0.0
+    spare_wait_s = 0.0
     busy_s = 0.0
     n_failures = 0
     n_checkpoints = 0
+    n_memory_recoveries = 0
     completed = False
     job = _job_factor(job_stream, p.job_sigma)
     ideal_iter = p.compute_time_s + p.comm_time_s
+    episode_next = np.inf
+    if p.episode_rate_per_s > 0.0:
+        episode_next = _exponential(ep_stream) / p.episode_rate_per_s
+    episode_until = 0.0
 
+    # The earliest pending failure changes only when a failure is consumed.
+    fail_t, source = next_failure(pool_next, heap_time, heap_size)
     while True:
-        fail_t, source = next_failure(pool_next, heap_time, heap_size)
         horizon = min(fail_t, p.max_wall_s)
         if done >= p.iterations:
             completed = True
             break
         if t >= p.max_wall_s or n_failures >= p.max_failures:
             break
+        while episode_next <= t:
+            episode_until = max(episode_until, episode_next + p.episode_mean_s * _exponential(ep_stream))
+            episode_next += _exponential(ep_stream) / p.episode_rate_per_s
+        active = episode_until > t
+        transition = episode_until if active else episode_next
+        if active:
+            f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
+        else:
+            f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
 
-        # --- a block of iterations up to the next checkpoint (or the end) ---
+        # --- a block of iterations up to the next checkpoint, the end, or an episode change ---
         interrupted = False
         target = min(next_checkpoint, p.iterations)
         block = target - done
-        if p.fast_min_block > 0 and block >= p.fast_min_block:
-            total = block * p.factor_mean + math.sqrt(block) * p.factor_std * ndtri(uniform(it_stream))
+        use_fast = p.fast and block >= min_block
+        if use_fast and transition < np.inf:
+            # Iterations that start before the episode state changes, in expectation.
+            fit = math.ceil((transition - t) / (p.compute_time_s * job * f_mean + p.comm_time_s))
+            block = min(block, max(1, fit))
+            use_fast = block >= min_block
+        if use_fast:
+            total = block * f_mean + math.sqrt(block) * f_std * ndtri_acklam(uniform(it_stream))
             total = max(total, 0.0)
             dt = p.compute_time_s * job * total + block * p.comm_time_s
             if t + dt > horizon:
                 interrupted = True
             else:
                 t += dt
-                done = target
+                done += block
                 alive_s += dt
                 busy_s += dt
-                alive_strag_s += dt - block * ideal_iter
+                if active:  # transient share at its expectation; the rest is persistent
+                    transient = p.compute_time_s * block * (p.factor_mean - 1.0)
+                else:
+                    transient = p.compute_time_s * (total - block)
+                transient_s += transient
+                persistent_s += dt - block * ideal_iter - transient
         else:
-            while done < target:
+            stop = done + block
+            while done < stop and t < transition:
                 m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
-                dt = p.compute_time_s * job * m + p.comm_time_s
+                factor = max(m, p.episode_slowdown) if active else m
+                dt = p.compute_time_s * job * factor + p.comm_time_s
                 if t + dt > horizon:
                     interrupted = True
                     break
@@ -156,24 +239,31 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
                 done += 1
                 alive_s += dt
                 busy_s += dt
-                alive_strag_s += dt - ideal_iter
+                transient_s += p.compute_time_s * (m - 1.0)
+                persistent_s += p.compute_time_s * (job * factor - m)
         partial_s = 0.0
         if interrupted:
-            # The GPUs computed up to the horizon; that partial block or
-            # iteration is lost if the horizon is a failure.
+            # The GPUs computed up to the horizon; lost if the horizon is a failure.
             partial_s = horizon - t
             busy_s += partial_s
             t = horizon
+        elif done < target:
+            continue  # the episode state changed: re-evaluate before going on
         elif done < p.iterations:
-            # --- checkpoint after iteration `done` ---
-            if pending_active:
-                if pending_ready_s > t:
-                    # Wait for the previous asynchronous checkpoint to be durable.
-                    wait_end = min(pending_ready_s, horizon)
-                    checkpoint_s += wait_end - t
-                    t = wait_end
-                    interrupted = t < pending_ready_s
-                if not interrupted:
+            # --- checkpoint after iteration `done`: first wait for the previous write ---
+            tiered = p.strategy == STRATEGY_IN_MEMORY
+            waiting = replicating_active if tiered else pending_active
+            ready_s = replica_ready_s if tiered else pending_ready_s
+            if waiting and ready_s > t:
+                wait_end = min(ready_s, horizon)
+                checkpoint_s += wait_end - t
+                t = wait_end
+                interrupted = t < ready_s
+            if not interrupted and waiting:
+                if tiered:
+                    memory = replicating
+                    replicating_active = False
+                else:
                     durable = pending
                     pending_active = False
             if not interrupted:
@@ -187,67 +277,122 @@ def _simulate_run(p, units, shape, scale_s, recovery_s, seed, run, row):
                     t = stall_end
                     n_checkpoints += 1
                     next_checkpoint = done + p.checkpoint_every
-                    if p.is_async:
-                        pending = (done, alive_s, alive_strag_s)
+                    snapshot = (done, alive_s, transient_s, persistent_s)
+                    if p.strategy == STRATEGY_SYNC:
+                        durable = snapshot
+                    elif p.strategy == STRATEGY_ASYNC:
+                        pending = snapshot
                         pending_active = True
                         pending_ready_s = t + p.checkpoint_write_s
                     else:
-                        durable = (done, alive_s, alive_strag_s)
+                        replicating = snapshot
+                        replicating_active = True
+                        replica_ready_s = t + p.replicate_s
+                        n_snapshots += 1
+                        if pending_active and pending_ready_s <= t:
+                            durable = pending
+                            pending_active = False
+                        if n_snapshots % p.persist_every == 0 and not pending_active:
+                            pending = snapshot
+                            pending_active = True
+                            pending_ready_s = t + p.checkpoint_write_s
         if not interrupted:
             continue
         if horizon < fail_t:
             break  # censored at max_wall_s
 
-        # --- failure at t == fail_t: roll back to the last durable checkpoint ---
+        # --- failure at t == fail_t: writes in flight complete only if already done ---
         if pending_active and pending_ready_s <= t:
             durable = pending
         pending_active = False
-        lost_s += partial_s + alive_s - durable[1]
-        done, alive_s, alive_strag_s = durable
-        next_checkpoint = done + p.checkpoint_every
+        if replicating_active and replica_ready_s <= t:
+            memory = replicating
+        replicating_active = False
+        if durable[0] > memory[0]:
+            memory = durable
+        lost_s += partial_s
+        from_memory = False
+        first = True
+        wait_until = t
         # --- recovery, restarted by every failure that strikes during it ---
         while True:
             n_failures += 1
             c, heap_time, heap_class, heap_size = consume_failure(
                 source, t, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-                heap_size, shape, scale_s, streams)
-            recovery_end = t + recovery_s[c] + p.load_s
+                heap_size, fc.shape, fc.scale_s, streams)
+            if first:
+                from_memory = p.strategy == STRATEGY_IN_MEMORY and fc.memory_ok[c] == 1
+                restore = memory if from_memory else durable
+                lost_s += alive_s - restore[1]
+                done, alive_s, transient_s, persistent_s = restore
+                next_checkpoint = done + p.checkpoint_every
+                if from_memory:
+                    n_memory_recoveries += 1
+                first = False
+            elif from_memory and fc.memory_ok[c] == 0:
+                # The snapshot being restored is destroyed: fall back to storage.
+                lost_s += alive_s - durable[1]
+                done, alive_s, transient_s, persistent_s = durable
+                next_checkpoint = done + p.checkpoint_every
+                from_memory = False
+                n_memory_recoveries -= 1
+            memory = (done, alive_s, transient_s, persistent_s)
+            if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
+                while repair_size > 0 and repair_time[0] <= t:
+                    _, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
+                    spares_free += 1
+                need = fc.nodes_taken[c]
+                for _ in range(need):
+                    repair_time, repair_tag, repair_size = heap_push(
+                        repair_time, repair_tag, repair_size, t + fc.repair_s[c], c)
+                if spares_free >= need:
+                    spares_free -= need
+                else:
+                    for _ in range(need - spares_free):
+                        back, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
+                        wait_until = max(wait_until, back)
+                    spares_free = 0
+            load = p.load_memory_s if from_memory else p.load_s
+            recovery_end = max(t, wait_until) + fc.recovery_s[c] + load
             fail_t, source = next_failure(pool_next, heap_time, heap_size)
             stop = min(recovery_end, fail_t, p.max_wall_s)
-            recovery_s_total += stop - t
+            spare_wait_s += max(0.0, min(wait_until, stop) - t)
+            recovery_total_s += stop - t
             t = stop
             if stop < fail_t or stop >= p.max_wall_s or n_failures >= p.max_failures:
                 break
         job = _job_factor(job_stream, p.job_sigma)
+        # The restart ends every episode, those that began during the recovery too.
+        episode_until = min(episode_until, t)
+        while episode_next <= t:
+            episode_next += _exponential(ep_stream) / p.episode_rate_per_s
 
     row[OUT_WALL_S] = t
     row[OUT_FAILURES] = n_failures
     row[OUT_LOST_S] = lost_s
     row[OUT_CHECKPOINT_S] = checkpoint_s
-    row[OUT_RECOVERY_S] = recovery_s_total
-    row[OUT_STRAGGLER_S] = alive_strag_s
+    row[OUT_RECOVERY_S] = recovery_total_s
+    row[OUT_STRAGGLER_S] = transient_s + persistent_s
     row[OUT_COMPLETED] = 1.0 if completed else 0.0
     row[OUT_ITERATIONS_DONE] = done
     row[OUT_BUSY_S] = busy_s
     row[OUT_CHECKPOINTS] = n_checkpoints
+    row[OUT_STRAGGLER_TRANSIENT_S] = transient_s
+    row[OUT_STRAGGLER_PERSISTENT_S] = persistent_s
+    row[OUT_MEMORY_RECOVERIES] = n_memory_recoveries
+    row[OUT_SPARE_WAIT_S] = spare_wait_s
 
 
 @jit_parallel
-def simulate_runs(p, units, shape, scale_s, recovery_s, seed, first_run, out):
+def simulate_runs(p, fc, seed, first_run, out):
     """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration.
 
     Parameters
     ----------
     p : RunParams
         Scalars of the configuration.
-    units : int64[n_classes]
-        Units per failure class.
-    shape : float64[n_classes]
-        Weibull shape k per class.
-    scale_s : float64[n_classes]
-        Weibull scale lambda per class, s.
-    recovery_s : float64[n_classes]
-        Recovery time per class before the checkpoint load, s.
+    fc : FailureClasses
+        Per-class arrays of the failure processes.
     seed : int
         Scenario seed; with the run index it names every random stream.
     first_run : int
@@ -256,4 +401,4 @@ def simulate_runs(p, units, shape, scale_s, recovery_s, seed, first_run, out):
         Filled in place; each run writes its own row only.
     """
     for i in numba.prange(out.shape[0]):
-        _simulate_run(p, units, shape, scale_s, recovery_s, seed, first_run + i, out[i])
+        _simulate_run(p, fc, seed, first_run + i, out[i])

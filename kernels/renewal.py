@@ -149,3 +149,22 @@ def consume_failure(source, time_s, pool_left, pool_hazard, pool_next, heap_time
     heap_time[0] = time_s + weibull_lifetime(streams[c], shape[c], scale_s[c])
     _sift_down(heap_time, heap_class, heap_size, 0)
     return c, heap_time, heap_class, heap_size
+
+
+@jit
+def heap_push(heap_time, heap_class, size, time_s, c):
+    """Push ``(time_s, c)``; returns ``(heap_time, heap_class, size)`` (arrays may grow)."""
+    return _heap_push(heap_time, heap_class, size, time_s, c)
+
+
+@jit
+def heap_pop(heap_time, heap_class, size):
+    """Remove the earliest entry; returns ``(time_s, class, size)``. ``size`` must be > 0."""
+    time_s = heap_time[0]
+    c = heap_class[0]
+    size -= 1
+    if size > 0:
+        heap_time[0] = heap_time[size]
+        heap_class[0] = heap_class[size]
+        _sift_down(heap_time, heap_class, size, 0)
+    return time_s, c, size

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .kernels.montecarlo import FailureClasses
+from .schema import FailureClass
 from .scenario import Config
 from .workload import Workload
 
@@ -26,15 +28,14 @@ class CheckpointPlan:
     size_bytes: float            # S = N * bytes_per_param
     write_gbps: float            # W = min(nodes * write_gbps_per_node, storage_gbps)
     read_gbps: float
-    stall_s: float               # training stands still per checkpoint
-    write_s: float               # async: background write after the stall (0 for sync)
-    load_s: float                # checkpoint load on every recovery
+    stall_s: float               # training stands still per checkpoint (or snapshot)
+    write_s: float               # storage durability after the stall (0 for sync)
+    replicate_s: float           # in_memory: snapshot restorable after the stall (0 otherwise)
+    load_s: float                # checkpoint load from storage on recovery
+    load_memory_s: float         # in_memory: snapshot load from the peer's memory
     every_iterations: int        # checkpoint after this many iterations
     system_mtbf_s: float         # 1 / sum(units / MTBF) over all classes (inf without classes)
-    units: np.ndarray            # int64, units per failure class
-    shape: np.ndarray            # Weibull shape k per class
-    scale_s: np.ndarray          # Weibull scale lambda = MTBF / Gamma(1 + 1/k), s
-    recovery_s: np.ndarray       # recovery before the load, per class
+    classes: FailureClasses      # per-class arrays for the kernel
 
 
 def daly_interval_s(stall_s: float, mtbf_s: float) -> float:
@@ -52,9 +53,38 @@ def daly_interval_s(stall_s: float, mtbf_s: float) -> float:
     return math.sqrt(2.0 * c * m) * (1.0 + math.sqrt(ratio) / 3.0 + ratio / 9.0) - c
 
 
-def failure_units(cfg: Config, scope: str) -> int:
-    """Units of a failure scope: G GPUs, G/gpus_per_node nodes, or 1 cluster."""
-    return {"gpu": cfg.parallelism.gpus, "node": cfg.nodes, "cluster": 1}[scope]
+def failure_units(cfg: Config, fclass: FailureClass) -> int:
+    """Units of a failure class: G GPUs, nodes / domain_nodes domains, or 1 cluster."""
+    if fclass.scope == "gpu":
+        return cfg.parallelism.gpus
+    if fclass.scope == "node":
+        return cfg.nodes // fclass.domain_nodes
+    return 1
+
+
+def failure_classes(cfg: Config) -> FailureClasses:
+    """Kernel arrays of the failure classes of one configuration.
+
+    A GPU failure takes out its node (one spare needed) and leaves the CPU
+    memory of every node intact; a node or domain event takes out
+    ``domain_nodes`` nodes, and an in-memory snapshot survives it only when one
+    node is lost (its replica lives on the peer node, docs/model.md §3); a
+    cluster-scope event (software, fabric) takes out no node.
+    """
+    failures = cfg.failures
+    shape = np.array([f.shape for f in failures], dtype=np.float64)
+    mtbf_s = np.array([f.mtbf_hours * 3600.0 for f in failures], dtype=np.float64)
+    nodes_taken = {"gpu": lambda f: 1, "node": lambda f: f.domain_nodes, "cluster": lambda f: 0}
+    return FailureClasses(
+        units=np.array([failure_units(cfg, f) for f in failures], dtype=np.int64),
+        shape=shape,
+        scale_s=mtbf_s / np.array([math.gamma(1.0 + 1.0 / k) for k in shape], dtype=np.float64),
+        recovery_s=np.array([f.recovery_minutes * 60.0 for f in failures], dtype=np.float64),
+        nodes_taken=np.array([nodes_taken[f.scope](f) for f in failures], dtype=np.int64),
+        memory_ok=np.array([0 if f.scope == "node" and f.domain_nodes > 1 else 1 for f in failures],
+                           dtype=np.int64),
+        repair_s=np.array([f.repair_hours * 3600.0 for f in failures], dtype=np.float64),
+    )
 
 
 def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
@@ -63,20 +93,28 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     size = cfg.model.params * ck.bytes_per_param
     write_gbps = min(cfg.nodes * ck.write_gbps_per_node, ck.storage_gbps)
     read_gbps = min(cfg.nodes * ck.read_gbps_per_node, ck.storage_gbps)
-    write_s = size / (write_gbps * 1e9)
+    storage_write_s = size / (write_gbps * 1e9)
+    copy_s = size / cfg.parallelism.gpus / (cfg.gpu.d2h_gbps * 1e9)  # each GPU's shard to host memory
+    # One node's shard to its peer over the node's inter-node links.
+    peer_s = size / cfg.nodes / (cfg.hardware.gpus_per_node * cfg.network.inter_gbps * 1e9)
+    replicate = load_memory = 0.0
     if ck.strategy == "sync":
-        stall, background = write_s, 0.0
-    else:  # async: each GPU copies its shard to host memory, then storage is written behind
-        stall = size / cfg.parallelism.gpus / (cfg.gpu.d2h_gbps * 1e9) + ck.async_overhead_s
-        background = write_s
+        stall, background = storage_write_s, 0.0
+    elif ck.strategy == "async":
+        stall, background = copy_s + ck.async_overhead_s, storage_write_s
+    elif ck.strategy == "gockpt":
+        # GoCkpt (arXiv 2511.07035): the copy is spread over several iterations and
+        # made consistent on the CPU; training stalls a fraction of async's stall.
+        overlap = ck.gockpt_overlap_iterations or math.ceil(copy_s / wl.iteration_time_s) + 1
+        stall = ck.gockpt_stall_fraction * (copy_s + ck.async_overhead_s)
+        background = overlap * wl.iteration_time_s + storage_write_s
+    else:  # in_memory (Gemini, SOSP'23): snapshot to CPU memory, replica on a peer node
+        stall, background = copy_s, storage_write_s
+        replicate = load_memory = peer_s
     load = size / (read_gbps * 1e9)
 
-    units = np.array([failure_units(cfg, f.scope) for f in cfg.failures], dtype=np.int64)
-    shape = np.array([f.shape for f in cfg.failures], dtype=np.float64)
-    mtbf_s = np.array([f.mtbf_hours * 3600.0 for f in cfg.failures], dtype=np.float64)
-    scale = mtbf_s / np.array([math.gamma(1.0 + 1.0 / k) for k in shape], dtype=np.float64)
-    recovery = np.array([f.recovery_minutes * 60.0 for f in cfg.failures], dtype=np.float64)
-    rate = float(np.sum(units / mtbf_s)) if len(units) else 0.0
+    classes = failure_classes(cfg)
+    rate = sum(units / (f.mtbf_hours * 3600.0) for units, f in zip(classes.units, cfg.failures))
     system_mtbf = 1.0 / rate if rate > 0 else math.inf
 
     iteration_s = wl.iteration_time_s
@@ -87,5 +125,5 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
         seconds = interval.value * 60.0 if interval.kind == "minutes" else daly_interval_s(stall, system_mtbf)
         every = wl.iterations if not math.isfinite(seconds) else int(round(seconds / iteration_s))
     every = max(1, min(every, wl.iterations))
-    return CheckpointPlan(size, write_gbps, read_gbps, stall, background, load, every, system_mtbf,
-                          units, shape, scale, recovery)
+    return CheckpointPlan(size, write_gbps, read_gbps, stall, background, replicate, load, load_memory,
+                          every, system_mtbf, classes)

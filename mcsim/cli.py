@@ -2,6 +2,8 @@
 
 ``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
 ``mcsim summary OUT.nc``
+``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml]``
+(fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 
 User mistakes (bad scenario, bad option value, unreadable file) print one
 line ``mcsim: error: ...`` naming the file and key, exit with status 2 and
@@ -16,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 EXIT_USAGE = 2
@@ -41,6 +44,13 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     summary = sub.add_parser("summary", help="print the summary table of a result file")
     summary.add_argument("file", help="netCDF file written by mcsim run")
+    fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
+    fit.add_argument("log", help="CSV with columns unit,start_hours,end_hours,failed (see docs/fitting.md)")
+    fit.add_argument("--name", help="failure class name (default: the log's file name)")
+    fit.add_argument("--scope", choices=("gpu", "node", "cluster"), default="gpu", help="what one unit is")
+    fit.add_argument("--recovery-minutes", type=float, default=20.0, help="recovery per failure [min]")
+    fit.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
+    fit.add_argument("-o", "--output", help="write the [[failures]] table to this TOML file")
     return parser
 
 
@@ -67,18 +77,15 @@ def summary_table(ds: xr.Dataset) -> str:
 
     stats = summarize(ds)
     sweep_dims = [d for d in ds["wall_time"].dims if d != "run"]
-    configs = stats["wall_time"].isel(stat=0).stack(config=sweep_dims) if sweep_dims else None
-    n_configs = configs.sizes["config"] if configs is not None else 1
     header = ["configuration"] + [c[0] for c in _COLUMNS] + ["completed"]
     rows = []
-    for i in range(n_configs):
+    for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
+        point = dict(zip(sweep_dims, index))
+        sel = stats.isel(point)
         if sweep_dims:
-            point = {d: configs["config"].values[i][k] if len(sweep_dims) > 1 else configs["config"].values[i]
-                     for k, d in enumerate(sweep_dims)}
-            label = " ".join(f"{d}={v}" for d, v in point.items())
-            sel = stats.sel(point)
+            label = " ".join(f"{d}={ds[d].values[i]}" for d, i in point.items())
         else:
-            label, sel = ds.attrs.get("scenario_name", "scenario"), stats
+            label = ds.attrs.get("scenario_name", "scenario")
         if not bool(sel["feasible"]):
             rows.append([label, f"infeasible: {sel['infeasible_reason'].item()}"])
             continue
@@ -171,6 +178,60 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fit_failures(args: argparse.Namespace) -> int:
+    import re
+    import tempfile
+
+    from .fitting import failures_table_toml, fit_weibull, read_failure_log
+    from .schema import ScenarioError
+
+    source = str(args.log)
+    if not 0.0 < args.confidence < 1.0:
+        raise ScenarioError(source, "--confidence", f"expected a level in (0, 1), got {args.confidence:g}")
+    name = args.name if args.name is not None else re.sub(r"[^A-Za-z0-9_-]+", "_", Path(source).stem) or "fitted"
+    output = Path(args.output) if args.output else None
+    if output is not None and (problem := _output_problem(output)):
+        raise ScenarioError(source, "-o", f"{output}: {problem}")
+    durations, failed = read_failure_log(source)
+    try:
+        fit = fit_weibull(durations, failed, confidence=args.confidence)
+    except ValueError as err:
+        raise ScenarioError(source, "fit", str(err)) from None
+    try:
+        table = failures_table_toml(fit, name, args.scope, args.recovery_minutes)
+    except ValueError as err:  # "name: ...", "shape: ...": an option or a fitted value a scenario rejects
+        key, _, message = str(err).partition(": ")
+        raise ScenarioError(source, {"name": "--name", "recovery_minutes": "--recovery-minutes"}.get(key, key),
+                            message) from None
+    level = f"{100 * args.confidence:g} % CI"
+    rows = [("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
+            ("MTBF [h]", f"{fit.mtbf_hours:.4g}", f"[{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}]"),
+            ("scale λ [h]", f"{fit.scale_hours:.4g}", ""),
+            ("units (lifetimes)", str(fit.n_units), ""),
+            ("failures", str(fit.n_failures), ""),
+            ("total unit-hours", f"{fit.total_hours:.6g}", "")]
+    print(f"Weibull fit of {source} (maximum likelihood, right-censored)")
+    widths = [max(len(r[k]) for r in rows + [("quantity", "estimate", level)]) for k in range(3)]
+    for row in [("quantity", "estimate", level)] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+    print()
+    print(table, end="")
+    if output is not None:
+        folder = output.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{output.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(table)
+            os.replace(tmp, output)
+        except OSError as err:
+            Path(tmp).unlink(missing_ok=True)
+            print(f"mcsim: error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
+            return 1
+        print(f"wrote {output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mcsim`` console script; returns the exit status."""
     parser = _build_parser()
@@ -187,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "fit-failures":
+            return _cmd_fit_failures(args)
         return _cmd_summary(args)
     except ScenarioError as err:
         print(f"mcsim: error: {err}", file=sys.stderr)

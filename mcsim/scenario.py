@@ -27,8 +27,6 @@ from .schema import (REQUIRED_SECTIONS, SECTIONS, TOP_LEVEL_KEYS, CarbonSection,
                      build_section, coerce_value, field_meta)
 
 REFERENCE_SCENARIO = "llama3-405b.toml"
-# Strategies in the schema whose kernels are not built yet (issue 3).
-_UNIMPLEMENTED_STRATEGIES = ("gockpt", "in_memory")
 
 
 @dataclass(frozen=True)
@@ -282,13 +280,10 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
                             f"expected <= freq_max_mhz = {gpu.freq_max_mhz:g}, got {gpu.freq_min_mhz:g}")
     if gpu.idle_w > gpu.tdp_w:
         raise ScenarioError(where, "hardware.idle_w", f"expected <= tdp_w = {gpu.tdp_w:g}, got {gpu.idle_w:g}")
-    checkpoint: CheckpointSection = sections["checkpoint"]
-    if checkpoint.strategy in _UNIMPLEMENTED_STRATEGIES:
-        raise ScenarioError(where, "checkpoint.strategy",
-                            f"{checkpoint.strategy!r} is not implemented yet; expected sync or async")
-    if sections["stragglers"].episode_rate_per_node_day > 0:
-        raise ScenarioError(where, "stragglers.episode_rate_per_node_day",
-                            "slow-node episodes are not implemented yet; expected 0")
+    for i, fclass in enumerate(failures):
+        if fclass.domain_nodes > 1 and fclass.scope != "node":
+            raise ScenarioError(where, f"failures[{i}].domain_nodes",
+                                f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)")
     return Config(name=name, gpu=gpu, failures=failures, **sections)
 
 

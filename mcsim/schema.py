@@ -77,6 +77,8 @@ class ModelSection:
 class HardwareSection:
     gpu: str = param("H100-SXM", kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
     gpus_per_node: int = param(8, kind=int, ge=1, le=1024, doc="GPUs per node")
+    spare_nodes: int | None = param(None, kind=int, ge=0, le=MAX_GPUS,
+                                    doc="hot spare nodes; unset: unlimited (recovery as given)")
     peak_tflops: float | None = param(None, gt=0, le=1e6, unit="TFLOP/s", doc="override")
     memory_gb: float | None = param(None, gt=0, le=1e6, unit="GB", doc="override")
     tdp_w: float | None = param(None, gt=0, le=1e5, unit="W", doc="override")
@@ -130,6 +132,10 @@ class FailureClass:
     mtbf_hours: float = param(gt=0, le=1e9, unit="h", doc="mean time between failures of one unit")
     recovery_minutes: float = param(20.0, ge=0, le=1e6, unit="min",
                                     doc="detection + replacement + restart, before the load")
+    domain_nodes: int = param(1, kind=int, ge=1, le=MAX_GPUS,
+                              doc="scope node: nodes one event takes out (a rack, a leaf switch)")
+    repair_hours: float = param(24.0, ge=0, le=1e6, unit="h",
+                                doc="time until a failed node returns to the spare pool")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +149,12 @@ class CheckpointSection:
     storage_gbps: float = param(1000.0, gt=0, le=1e7, unit="GB/s", doc="aggregate storage cap")
     async_overhead_s: float = param(1.3, ge=0, le=1e5, unit="s",
                                     doc="fixed stall per async save beyond the copy (GoCkpt)")
+    gockpt_stall_fraction: float = param(0.133, gt=0, le=1,
+                                         doc="gockpt stall as a fraction of async's (GoCkpt: -86.7 %)")
+    gockpt_overlap_iterations: int = param(0, kind=int, ge=0, le=1_000_000,
+                                           doc="iterations the gockpt transfer spans; 0: derived")
+    in_memory_persist_every: int = param(8, kind=int, ge=1, le=1_000_000,
+                                         doc="in_memory: persist every n-th snapshot to storage")
 
 
 @dataclass(frozen=True, kw_only=True)

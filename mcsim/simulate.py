@@ -22,39 +22,51 @@ from .checkpointing import CheckpointPlan, checkpoint_plan
 from .energy import J_PER_MWH, run_co2_t, run_cost_usd, run_energy_j
 from .kernels import montecarlo as mc
 from .scenario import Config, Scenario
-from .stragglers import max_lognormal_moments
+from .stragglers import factor_law
 from .variables import PER_CONFIG, PER_RUN, build_dataset
 from .workload import Workload, workload
 
-# Fast mode draws a block of K >= FAST_MIN_BLOCK iteration factors at once
-# from the normal law (preliminary threshold; see docs/model.md).
-FAST_MIN_BLOCK = 16
 # A run with more failures than this is censored: a guard against parameters
 # that would make one run take hours (Llama 3 saw 419 in 54 days).
 MAX_FAILURES_PER_RUN = 1_000_000
+STRATEGY_CODES = {"sync": mc.STRATEGY_SYNC, "async": mc.STRATEGY_ASYNC, "gockpt": mc.STRATEGY_ASYNC,
+                  "in_memory": mc.STRATEGY_IN_MEMORY}
 
 
 def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc.RunParams:
     """The kernel's scalars for one feasible configuration."""
-    sigma = cfg.stragglers.sigma
-    mean, var = max_lognormal_moments(float(cfg.parallelism.gpus), sigma)
+    st = cfg.stragglers
+    ranks = float(cfg.parallelism.gpus)
+    law = factor_law(ranks, st.sigma)
+    episode_law = factor_law(ranks, st.sigma, floor=st.episode_slowdown)
     return mc.RunParams(
         iterations=wl.iterations,
         compute_time_s=wl.compute_time_s,
         comm_time_s=wl.comm_time_s,
-        n_ranks=float(cfg.parallelism.gpus),
-        sigma=sigma,
-        job_sigma=cfg.stragglers.job_sigma,
+        n_ranks=ranks,
+        sigma=st.sigma,
+        job_sigma=st.job_sigma,
+        strategy=STRATEGY_CODES[cfg.checkpoint.strategy],
         checkpoint_every=plan.every_iterations,
         checkpoint_stall_s=plan.stall_s,
         checkpoint_write_s=plan.write_s,
-        is_async=cfg.checkpoint.strategy == "async",
+        replicate_s=plan.replicate_s,
+        persist_every=cfg.checkpoint.in_memory_persist_every,
         load_s=plan.load_s,
+        load_memory_s=plan.load_memory_s,
+        episode_rate_per_s=st.episode_rate_per_node_day * cfg.nodes / 86400.0,
+        episode_mean_s=st.episode_hours * 3600.0,
+        episode_slowdown=st.episode_slowdown,
+        spare_nodes=-1 if cfg.hardware.spare_nodes is None else cfg.hardware.spare_nodes,
         max_wall_s=cfg.run.max_wall_days * 86400.0,
         max_failures=MAX_FAILURES_PER_RUN,
-        fast_min_block=FAST_MIN_BLOCK if mode == "fast" else 0,
-        factor_mean=mean,
-        factor_std=math.sqrt(var),
+        fast=mode == "fast",
+        fast_min_block=law.fast_min_block(),
+        factor_mean=law.mean,
+        factor_std=law.std,
+        fast_min_block_episode=episode_law.fast_min_block(),
+        factor_mean_episode=episode_law.mean,
+        factor_std_episode=episode_law.std,
     )
 
 
@@ -72,8 +84,7 @@ def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int
     chunk = chunk_runs or max(64, 128 * numba.get_num_threads())
     for start in range(0, runs, chunk):
         stop = min(runs, start + chunk)
-        mc.simulate_runs(params, plan.units, plan.shape, plan.scale_s, plan.recovery_s,
-                         seed, first_run + start, out[start:stop])
+        mc.simulate_runs(params, plan.classes, seed, first_run + start, out[start:stop])
         if progress is not None:
             progress.update(stop - start)
     return out, wl, plan
@@ -94,6 +105,10 @@ def _per_run_outputs(cfg: Config, wl: Workload, out: np.ndarray) -> dict[str, np
         "checkpoint_time": out[:, mc.OUT_CHECKPOINT_S] / 3600.0,
         "recovery_time": out[:, mc.OUT_RECOVERY_S] / 3600.0,
         "straggler_time": out[:, mc.OUT_STRAGGLER_S] / 3600.0,
+        "straggler_transient_time": out[:, mc.OUT_STRAGGLER_TRANSIENT_S] / 3600.0,
+        "straggler_persistent_time": out[:, mc.OUT_STRAGGLER_PERSISTENT_S] / 3600.0,
+        "n_memory_recoveries": out[:, mc.OUT_MEMORY_RECOVERIES],
+        "spare_wait_time": out[:, mc.OUT_SPARE_WAIT_S] / 3600.0,
         "ettr": ettr,
         "completed": out[:, mc.OUT_COMPLETED] == 1.0,
     }

@@ -1,17 +1,51 @@
-"""Moments of the slowest-rank factor M = max over G ranks of exp(sigma Z).
+"""Laws of the per-iteration compute factor and the fast-mode block size.
 
-Fast mode draws the sum of K iteration factors from N(K E[M], K Var[M]);
-these moments come from one quadrature per configuration over the density of
-the maximum of G standard normals, ``f(z) = G phi(z) Phi(z)^(G-1)``,
-evaluated in log space (``log_ndtr``) so it stays finite for any G.
+The slowest-rank factor is ``M = max over G ranks of exp(sigma Z)``; during a
+slow-node episode the factor is ``max(M, s)`` with ``s`` the episode slowdown.
+Fast mode draws the sum of K factors from N(K E[F], K Var[F]); the moments
+come from one quadrature per configuration over the density of the maximum of
+G standard normals, ``f(z) = G phi(z) Phi(z)^(G-1)``, evaluated in log space
+(``log_ndtr``) so it stays finite for any G.
+
+The block size from which fast mode uses the normal law is set by an error
+bound (see ``docs/model.md`` and ``benchmarks/fast_mode_error.py``): the
+Wasserstein-1 distance between the exact law of a K-sum and its normal
+approximation is, to first order (Edgeworth), ``0.161 |skew_F| std_F``,
+independent of K, so its share of the block's mean duration ``K E[F]`` falls
+as 1/K. Fast mode uses the normal law for K >= the smallest K that keeps
+this share below :data:`FAST_W1_TOLERANCE`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-import numpy as np
 from scipy import integrate, special
+
+# W1 distance of a block's duration from its exact law, as a share of its mean.
+# By subadditivity of W1 over independent sums, a whole run's wall time is then
+# within this share of its exact law (docs/model.md, "Execution modes").
+FAST_W1_TOLERANCE = 1e-4
+# First-order Edgeworth constant: W1(standardised Edgeworth, normal) = E|Z^2 - 1| / 6 * skew,
+# E|Z^2 - 1| = 4 phi(1) = 0.9679; 0.9679 / 6 = 0.1613. Checked by measurement in
+# benchmarks/fast_mode_error.py.
+EDGEWORTH_W1 = 4.0 * math.exp(-0.5) / math.sqrt(2.0 * math.pi) / 6.0
+
+
+@dataclass(frozen=True)
+class FactorLaw:
+    """Moments of one iteration's compute factor (dimensionless)."""
+
+    mean: float
+    std: float
+    skew: float
+
+    def fast_min_block(self, tolerance: float = FAST_W1_TOLERANCE) -> int:
+        """Smallest block size K whose normal-law W1 error is within ``tolerance`` of K E[F]."""
+        if self.std == 0.0:
+            return 1
+        return max(1, math.ceil(EDGEWORTH_W1 * abs(self.skew) * self.std / (self.mean * tolerance)))
 
 
 def max_normal_median(n_ranks: float) -> float:
@@ -24,8 +58,8 @@ def _max_density(z: float, n_ranks: float) -> float:
     return math.exp(log_f)
 
 
-def max_lognormal_moments(n_ranks: float, sigma: float) -> tuple[float, float]:
-    """Mean and variance of ``M = max_i exp(sigma Z_i)`` over ``n_ranks`` ranks.
+def factor_law(n_ranks: float, sigma: float, floor: float = 0.0) -> FactorLaw:
+    """Moments of ``F = max(M, floor)`` with ``M = max_i exp(sigma Z_i)`` over ``n_ranks`` ranks.
 
     Parameters
     ----------
@@ -33,20 +67,35 @@ def max_lognormal_moments(n_ranks: float, sigma: float) -> tuple[float, float]:
         Number of ranks G >= 1.
     sigma : float
         Lognormal shape of each rank's factor (median 1).
-
-    Returns
-    -------
-    mean, variance : float
-        E[M] and Var[M] (dimensionless).
+    floor : float
+        Episode slowdown ``s`` (0: no episode).
     """
     if sigma == 0.0:
-        return 1.0, 0.0
+        return FactorLaw(max(1.0, floor), 0.0, 0.0)
     center = max_normal_median(n_ranks)
     # The maximum's spread shrinks with G; +-12 standard units around the median
     # hold all mass to double precision for G >= 1.
     lo, hi = center - 12.0, center + 12.0
-    opts = dict(points=[center], limit=400, epsabs=0.0, epsrel=1e-13)
-    mean = integrate.quad(lambda z: math.exp(sigma * z) * _max_density(z, n_ranks), lo, hi, **opts)[0]
-    var = integrate.quad(lambda z: (math.exp(sigma * z) - mean) ** 2 * _max_density(z, n_ranks),
-                         lo, hi, **opts)[0]
-    return float(mean), float(np.maximum(var, 0.0))
+    points = [center]
+    if floor > 0.0 and lo < math.log(floor) / sigma < hi:
+        points.append(math.log(floor) / sigma)  # the kink of max(M, s)
+    opts = dict(points=points, limit=400, epsabs=0.0, epsrel=1e-13)
+
+    def factor(z: float) -> float:
+        return max(math.exp(sigma * z), floor)
+
+    below = special.ndtr(lo) ** n_ranks if n_ranks < 1e6 else 0.0  # mass under lo (zero in practice)
+    mean = integrate.quad(lambda z: factor(z) * _max_density(z, n_ranks), lo, hi, **opts)[0] + below * floor
+    var = integrate.quad(lambda z: (factor(z) - mean) ** 2 * _max_density(z, n_ranks), lo, hi, **opts)[0]
+    third = integrate.quad(lambda z: (factor(z) - mean) ** 3 * _max_density(z, n_ranks), lo, hi, **opts)[0]
+    std = math.sqrt(max(var, 0.0))
+    if std <= 1e-12 * abs(mean):  # e.g. an episode floor far above every rank: constant factor
+        return FactorLaw(float(mean), 0.0, 0.0)
+    skew = third / std**3
+    return FactorLaw(float(mean), std, float(skew))
+
+
+def max_lognormal_moments(n_ranks: float, sigma: float) -> tuple[float, float]:
+    """Mean and variance of ``M = max_i exp(sigma Z_i)`` over ``n_ranks`` ranks."""
+    law = factor_law(n_ranks, sigma)
+    return law.mean, law.std**2

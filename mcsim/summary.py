@@ -10,6 +10,8 @@ bound); ``completed``'s mean is the fraction of runs that finished.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import xarray as xr
 
@@ -20,7 +22,12 @@ Z_95 = 1.959963984540054  # Phi^-1(0.975)
 
 
 def _stats(values: xr.DataArray, dim: str) -> xr.DataArray:
-    x = values.astype(float)
+    with warnings.catch_warnings():  # infeasible configurations are all-NaN: their stats are NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _stats_of(values.astype(float), dim)
+
+
+def _stats_of(x: xr.DataArray, dim: str) -> xr.DataArray:
     count = x.count(dim)
     mean = x.mean(dim)
     std = x.std(dim, ddof=1)

@@ -38,6 +38,11 @@ _VARIABLES = [
     Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time"),
     Variable("ettr", True, "1", "effective training time ratio: ideal time / wall_time"),
     Variable("completed", True, "1", "false when censored at max_wall_days", "bool"),
+    # per run, beyond the SPEC table
+    Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise"),
+    Variable("straggler_persistent_time", True, "h", "straggler time from the job factor and slow-node episodes"),
+    Variable("n_memory_recoveries", True, "1", "recoveries from an in-memory snapshot (in_memory)"),
+    Variable("spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes"),
     # per configuration (SPEC §5)
     Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
     Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),

@@ -142,6 +142,10 @@ def workload(cfg: Config) -> Workload:
                                                  f"dp*microbatch = {d}*{b} = {d * b}", iterations)
     if p > L:
         return _infeasible("parallelism.pp", f"pp = {p} exceeds layers = {L}", iterations)
+    for i, fclass in enumerate(cfg.failures):
+        if fclass.scope == "node" and (G // gpn) % fclass.domain_nodes:
+            return _infeasible(f"failures[{i}].domain_nodes", f"domain_nodes = {fclass.domain_nodes} does not "
+                                                              f"divide the job's {G // gpn} nodes", iterations)
     m = B // (d * b)
     if not cfg.gpu.freq_min_mhz <= cfg.freq_mhz <= cfg.gpu.freq_max_mhz:
         return _infeasible("compute.freq_mhz", f"freq_mhz = {cfg.freq_mhz:g} is outside the {cfg.hardware.gpu}'s "

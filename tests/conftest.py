@@ -32,22 +32,31 @@ def small_raw() -> dict:
 
 
 def kernel_params(**overrides) -> mc.RunParams:
-    """RunParams of a simple configuration, with overrides."""
+    """RunParams of a simple configuration (1 s iterations, sync checkpoints), with overrides."""
     values = dict(iterations=1000, compute_time_s=0.9, comm_time_s=0.1, n_ranks=1.0, sigma=0.0,
-                  job_sigma=0.0, checkpoint_every=100, checkpoint_stall_s=10.0, checkpoint_write_s=0.0,
-                  is_async=False, load_s=5.0, max_wall_s=1e9, max_failures=10**6, fast_min_block=0,
-                  factor_mean=1.0, factor_std=0.0)
+                  job_sigma=0.0, strategy=mc.STRATEGY_SYNC, checkpoint_every=100, checkpoint_stall_s=10.0,
+                  checkpoint_write_s=0.0, replicate_s=0.0, persist_every=1, load_s=5.0, load_memory_s=0.0,
+                  episode_rate_per_s=0.0, episode_mean_s=1.0, episode_slowdown=1.0, spare_nodes=-1,
+                  max_wall_s=1e9, max_failures=10**6, fast=False, fast_min_block=1, factor_mean=1.0,
+                  factor_std=0.0, fast_min_block_episode=1, factor_mean_episode=1.0, factor_std_episode=0.0)
+    if overrides.pop("is_async", False):
+        values["strategy"] = mc.STRATEGY_ASYNC
     values.update(overrides)
     return mc.RunParams(**values)
 
 
-def run_kernel(params: mc.RunParams, classes: list[tuple[int, float, float, float]], runs: int,
-               seed: int = 0, first_run: int = 0) -> np.ndarray:
-    """Kernel output for failure classes given as (units, shape, scale_s, recovery_s)."""
-    units = np.array([c[0] for c in classes], dtype=np.int64)
-    shape = np.array([c[1] for c in classes], dtype=np.float64)
-    scale = np.array([c[2] for c in classes], dtype=np.float64)
-    recovery = np.array([c[3] for c in classes], dtype=np.float64)
+def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
+    """FailureClasses from tuples (units, shape, scale_s, recovery_s[, nodes_taken, memory_ok, repair_s])."""
+    full = [tuple(c) + (1, 1, 0.0)[len(c) - 4:] for c in classes]
+    column = lambda k, dtype: np.array([c[k] for c in full], dtype=dtype)  # noqa: E731
+    return mc.FailureClasses(units=column(0, np.int64), shape=column(1, float), scale_s=column(2, float),
+                             recovery_s=column(3, float), nodes_taken=column(4, np.int64),
+                             memory_ok=column(5, np.int64), repair_s=column(6, float))
+
+
+def run_kernel(params: mc.RunParams, classes: list[tuple], runs: int, seed: int = 0,
+               first_run: int = 0) -> np.ndarray:
+    """Kernel output for failure classes given as tuples (see :func:`failure_classes`)."""
     out = np.zeros((runs, mc.N_OUT))
-    mc.simulate_runs(params, units, shape, scale, recovery, seed, first_run, out)
+    mc.simulate_runs(params, failure_classes(classes), seed, first_run, out)
     return out

@@ -144,3 +144,21 @@ def test_override_of_failure_class_when_failures_is_not_a_list(tmp_path, capsys)
     status = main(["run", str(path), "--set", "failures.gpu.mtbf_hours=5", "-o", str(tmp_path / "o.nc")])
     err = capsys.readouterr().err
     assert status == 2 and "failures" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sweep", [["parallelism.tp=[2,3]"],
+                                   ["checkpoint.strategy=[\"sync\",\"in_memory\"]", "parallelism.gpus=[64,128]"]])
+def test_sweep_summary_table(sweep, small_raw, tmp_path, capsys):
+    from tests_helpers import write_toml
+
+    scenario = write_toml(small_raw, tmp_path / "s.toml")
+    args = ["run", str(scenario), "-o", str(tmp_path / "s.nc"), "--runs", "20"]
+    for item in sweep:
+        args += ["--set", item]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    if "tp=" in out:
+        assert "tp=2" in out and "infeasible: tp*pp" in out  # tp 3 does not divide 64
+    else:
+        for label in ("strategy=sync gpus=64", "strategy=in_memory gpus=128"):
+            assert label in out

@@ -17,16 +17,16 @@ def _z(sample: np.ndarray, expected: float) -> float:
     return (sample.mean() - expected) / (sample.std(ddof=1) / math.sqrt(len(sample)))
 
 
-@pytest.mark.parametrize("mode_block", [0, 16])
+@pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("every,stall,mtbf_s,units", [
     (100, 10.0, 300.0, 1),      # lambda s ~ 0.37 per segment: many failures
     (37, 2.0, 2.0e6, 4000),     # many units, each rare: superposed Poisson, rate 2e-3/s
     (1000, 0.0, 5000.0, 1),     # no intermediate checkpoint: one segment
 ])
-def test_exponential_failures_sync_match_renewal_reward(mode_block, every, stall, mtbf_s, units):
+def test_exponential_failures_sync_match_renewal_reward(fast, every, stall, mtbf_s, units):
     iterations, recovery, load = 1050, 40.0, 5.0
     p = kernel_params(iterations=iterations, checkpoint_every=every, checkpoint_stall_s=stall,
-                      load_s=load, fast_min_block=mode_block)
+                      load_s=load, fast=fast)
     out = run_kernel(p, [(units, 1.0, mtbf_s, recovery)], runs=4000, seed=11)
     assert np.all(out[:, mc.OUT_COMPLETED] == 1.0)
     # Expected value: renewal-reward closed form (tests/naive.py), system rate units / MTBF,
@@ -36,13 +36,13 @@ def test_exponential_failures_sync_match_renewal_reward(mode_block, every, stall
     assert abs(_z(out[:, mc.OUT_WALL_S], expected)) < 4
 
 
-@pytest.mark.parametrize("mode_block", [0, 16])
+@pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("n_ranks,sigma,job_sigma", [(1, 0.2, 0.0), (1024, 0.05, 0.0), (131072, 0.02, 0.0)])
-def test_no_failures_stragglers_mean_wall(mode_block, n_ranks, sigma, job_sigma):
+def test_no_failures_stragglers_mean_wall(fast, n_ranks, sigma, job_sigma):
     iterations, every, stall = 3000, 200, 3.0
     mean, var = max_lognormal_moments(n_ranks, sigma)
     p = kernel_params(iterations=iterations, n_ranks=float(n_ranks), sigma=sigma, checkpoint_every=every,
-                      checkpoint_stall_s=stall, fast_min_block=mode_block, factor_mean=mean,
+                      checkpoint_stall_s=stall, fast=fast, fast_min_block=16, factor_mean=mean,
                       factor_std=math.sqrt(var))
     out = run_kernel(p, [], runs=2000, seed=5)
     # E[M] by quadrature in u (tests/naive.py); checkpoints after 200, 400, ..., 2800: 14 stalls.
@@ -52,13 +52,13 @@ def test_no_failures_stragglers_mean_wall(mode_block, n_ranks, sigma, job_sigma)
     assert np.all(out[:, mc.OUT_CHECKPOINTS] == iterations // every - 1)
 
 
-@pytest.mark.parametrize("is_async,mode_block", [(False, 0), (True, 0), (False, 16), (True, 16)])
-def test_time_decomposition_adds_up(is_async, mode_block):
+@pytest.mark.parametrize("is_async,fast", [(False, False), (True, False), (False, True), (True, True)])
+def test_time_decomposition_adds_up(is_async, fast):
     n_ranks, sigma = 512, 0.1
     mean, var = max_lognormal_moments(n_ranks, sigma)
     p = kernel_params(iterations=2000, n_ranks=float(n_ranks), sigma=sigma, job_sigma=0.05,
                       checkpoint_every=60, checkpoint_stall_s=4.0, checkpoint_write_s=30.0 if is_async else 0.0,
-                      is_async=is_async, fast_min_block=mode_block, factor_mean=mean, factor_std=math.sqrt(var))
+                      is_async=is_async, fast=fast, fast_min_block=16, factor_mean=mean, factor_std=math.sqrt(var))
     out = run_kernel(p, [(64, 0.7, 64 * 1500.0, 20.0), (1, 1.5, 4000.0, 60.0)], runs=500, seed=3)
     done = out[:, mc.OUT_COMPLETED] == 1.0
     assert done.all()
