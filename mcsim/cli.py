@@ -45,12 +45,12 @@ def _build_parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="print the summary table of a result file")
     summary.add_argument("file", help="netCDF file written by mcsim run")
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
-    fit.add_argument("log", help="CSV with columns unit,start_hours,end_hours,failed (see docs/fitting.md)")
+    fit.add_argument("log", metavar="LOG.csv", help="CSV with columns unit,start_hours,end_hours,failed (see docs/fitting.md)")
     fit.add_argument("--name", help="failure class name (default: the log's file name)")
     fit.add_argument("--scope", choices=("gpu", "node", "cluster"), default="gpu", help="what one unit is")
-    fit.add_argument("--recovery-minutes", type=float, default=20.0, help="recovery per failure [min]")
-    fit.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals")
-    fit.add_argument("-o", "--output", help="write the [[failures]] table to this TOML file")
+    fit.add_argument("--recovery-minutes", type=float, default=20.0, metavar="M", help="recovery per failure [min]")
+    fit.add_argument("--confidence", type=float, default=0.95, metavar="C", help="confidence level of the intervals")
+    fit.add_argument("-o", "--output", metavar="TABLE.toml", help="write the [[failures]] table to this TOML file")
     return parser
 
 
@@ -209,7 +209,7 @@ def _cmd_fit_failures(args: argparse.Namespace) -> int:
             ("scale λ [h]", f"{fit.scale_hours:.4g}", ""),
             ("units (lifetimes)", str(fit.n_units), ""),
             ("failures", str(fit.n_failures), ""),
-            ("total unit-hours", f"{fit.total_hours:.6g}", "")]
+            ("total unit-hours", f"{fit.total_hours:,.1f}", "")]
     print(f"Weibull fit of {source} (maximum likelihood, right-censored)")
     widths = [max(len(r[k]) for r in rows + [("quantity", "estimate", level)]) for k in range(3)]
     for row in [("quantity", "estimate", level)] + rows:
