@@ -105,7 +105,35 @@ def summary_table(ds: xr.Dataset) -> str:
     runs = ds.sizes["run"]
     lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
                  f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
+    lines += _breakdown_lines(stats, sweep_dims)
     return "\n".join(lines)
+
+
+_ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
+
+
+def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
+    """Mean energy breakdown, cost and carbon split, per configuration (first 12)."""
+    if "energy_compute" not in stats:
+        return []
+    lines = ["energy breakdown [MWh] (facility; parts add up to the total), cost [MUSD] and CO2 [t] splits:"]
+    shape = tuple(stats.sizes[d] for d in sweep_dims)
+    for n, index in enumerate(np.ndindex(*shape)):
+        if n == 12:
+            lines.append(f"  ... {int(np.prod(shape)) - 12} more configurations in the file")
+            break
+        point = stats.isel(dict(zip(sweep_dims, index))).sel(stat="mean")
+        if not bool(point["feasible"]):
+            continue
+        label = " ".join(f"{d}={stats[d].values[i]}" for d, i in zip(sweep_dims, index)) or "all runs"
+        parts = "  ".join(f"{k} {_fmt(float(point[f'energy_{k}']), 4)}" for k in _ENERGY_PARTS)
+        lines.append(f"  {label}: {parts}  = {_fmt(float(point['energy']), 5)}"
+                     f"  (GPUs alone, IT: {_fmt(float(point['energy_gpu']), 4)})")
+        lines.append(f"  {' ' * len(label)}  cost allocation {_fmt(float(point['cost_allocation']) / 1e6, 4)}"
+                     f" + electricity {_fmt(float(point['cost_electricity']) / 1e6, 4)};"
+                     f" CO2 operational {_fmt(float(point['co2_operational']), 4)}"
+                     f" + embodied {_fmt(float(point['co2_embodied']), 4)}")
+    return lines
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

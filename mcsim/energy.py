@@ -1,58 +1,156 @@
-"""Energy, cost and carbon of each run from its time components (SPEC §4.5).
+"""Energy by phase, cost and carbon of each run (SPEC §4.5; docs/model.md §5).
 
-This is the first, simple power model (issue 2; the energy issue refines it):
+Per GPU, at core frequency f (x = f / f_max, gamma = ``power_freq_exponent``):
 
-* A GPU draws its busy power while it executes iterations (useful and later
-  rolled back), ``P_busy = P_idle + (P_tdp - P_idle) (f/f_max)^gamma``, and its
-  idle power the rest of the time (checkpoint stalls, recovery).
-* Every node adds ``node_overhead_w`` for the whole wall time.
-* Facility energy = IT energy x PUE.
+* computing: ``P_busy = P_idle + (P_tdp - P_idle) u x^gamma`` (u = ``busy_utilization``);
+* waiting at a barrier (ranks that finished early, the pipeline bubble) or
+  exchanging data: ``P_wait = P_idle + (P_tdp - P_idle) w x^gamma``
+  (w = ``wait_power_fraction``);
+* stalled for a checkpoint or recovering (allocated, idle): ``P_idle``.
 
-``gamma`` = :data:`BUSY_POWER_FREQ_EXPONENT`, see ``docs/model.md``.
+Within an iteration's compute phase (``compute_time * J * F``, the slowest rank's
+time) the ranks compute a share ``busy_share = t_comp / (t_comp + bubble) *
+E[X] / E[F]`` of the time on average (X one rank's factor, E[X] = e^{sigma^2/2};
+F the slowest rank's) and wait the rest. Links cost pJ/bit for every byte moved;
+storage costs ``storage_pj_per_bit`` for each checkpoint written or read; nodes
+add ``node_overhead_w`` for the whole wall time; facility energy = IT x PUE.
+
+The per-run breakdown (facility level) adds up to ``energy`` exactly:
+compute + wait + checkpoint + recovery + lost + network + node.
+``energy_gpu`` is the GPUs' own IT energy (no PUE, no links, storage or nodes),
+to compare with studies that count GPUs only.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
+from scipy import special
 
+from .checkpointing import CheckpointPlan
+from .kernels import montecarlo as mc
 from .scenario import Config
+from .stragglers import factor_law
+from .workload import Workload
 
-# Exponent of busy power in the frequency ratio. Dynamic power goes as f V^2
-# and V falls with f over the DVFS range, giving 2-3 (SPEC §4.5 "about 2-3");
-# 2.5 is the middle of that range (assumption, see docs/model.md).
-BUSY_POWER_FREQ_EXPONENT = 2.5
 J_PER_MWH = 3.6e9
 J_PER_KWH = 3.6e6
-SECONDS_PER_YEAR = 365.25 * 86400.0
+HOURS_PER_YEAR = 365.25 * 24.0
+SECONDS_PER_YEAR = HOURS_PER_YEAR * 3600.0
+BITS_PER_BYTE = 8.0
 
 
-def busy_power_w(cfg: Config) -> float:
-    """Busy power of one GPU at the configured frequency, W."""
-    gpu = cfg.gpu
-    ratio = cfg.freq_mhz / gpu.freq_max_mhz
-    return gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * ratio**BUSY_POWER_FREQ_EXPONENT
+@dataclass(frozen=True)
+class PowerModel:
+    """Per-GPU power by phase (W) and the compute share of an iteration's compute phase."""
+
+    busy_w: float
+    wait_w: float
+    idle_w: float
+    busy_share: float          # share of the compute phase the ranks spend computing
+    iteration_power_w: float   # mean per-GPU power over an executed iteration (stragglers included)
 
 
-def run_energy_j(cfg: Config, wall_s: np.ndarray, busy_s: np.ndarray) -> np.ndarray:
-    """Facility energy of each run, J."""
-    gpus = cfg.parallelism.gpus
-    gpu_j = gpus * (busy_power_w(cfg) * busy_s + cfg.gpu.idle_w * (wall_s - busy_s))
-    node_j = cfg.nodes * cfg.energy.node_overhead_w * wall_s
-    return (gpu_j + node_j) * cfg.energy.pue
+def power_model(cfg: Config, wl: Workload) -> PowerModel:
+    """Phase powers and shares of one feasible configuration."""
+    gpu, en = cfg.gpu, cfg.energy
+    scale = (cfg.freq_mhz / gpu.freq_max_mhz) ** en.power_freq_exponent
+    headroom = gpu.tdp_w - gpu.idle_w
+    busy = gpu.idle_w + headroom * en.busy_utilization * scale
+    wait = gpu.idle_w + headroom * en.wait_power_fraction * scale
+    st = cfg.stragglers
+    law = factor_law(float(cfg.parallelism.gpus), st.sigma)
+    rank_mean = math.exp(0.5 * st.sigma**2)  # one rank's lognormal factor, median 1
+    busy_share = wl.t_comp_s / wl.compute_time_s * rank_mean / law.mean
+    job_mean = 0.5 + math.exp(0.5 * st.job_sigma**2) * special.ndtr(st.job_sigma)  # E[max(1, e^{sZ})]
+    phase = wl.compute_time_s * job_mean * law.mean
+    iteration_power = (busy * busy_share * phase + wait * ((1 - busy_share) * phase + wl.comm_time_s)) / (
+        phase + wl.comm_time_s)
+    return PowerModel(busy, wait, gpu.idle_w, busy_share, iteration_power)
 
 
-def run_cost_usd(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> np.ndarray:
-    """Allocation plus electricity: ``G wall_h gpu_hour_usd + kWh electricity_usd_per_kwh``."""
-    allocation = cfg.parallelism.gpus * wall_s / 3600.0 * cfg.cost.gpu_hour_usd
-    return allocation + energy_j / J_PER_KWH * cfg.cost.electricity_usd_per_kwh
+def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float:
+    """GPU energy of one ideal iteration (no stragglers), all GPUs, J.
+
+    ``G [P_busy t_comp + P_wait (bubble + comm_time)]``.
+    """
+    return cfg.parallelism.gpus * (pm.busy_w * wl.t_comp_s + pm.wait_w * (wl.bubble_s + wl.comm_time_s))
 
 
-def run_co2_t(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> np.ndarray:
-    """Operational plus embodied emissions, tonnes CO2e.
+def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel,
+                 out: np.ndarray) -> dict[str, np.ndarray]:
+    """Energy of each run by component, J; facility level except ``gpu`` (IT).
 
-    ``kWh * grid_g_per_kwh / 1e6 + embodied_kg_per_gpu * G * wall / lifetime / 1e3``.
+    ``out`` is the kernel's per-run matrix (columns ``mc.OUT_*``).
+    """
+    gpus, pue = cfg.parallelism.gpus, cfg.energy.pue
+    net = cfg.network
+    wall = out[:, mc.OUT_WALL_S]
+    done = out[:, mc.OUT_ITERATIONS_DONE]
+    lost = out[:, mc.OUT_LOST_S]
+    stalled = out[:, mc.OUT_CHECKPOINT_S]
+    recovering = out[:, mc.OUT_RECOVERY_S]
+    compute_phase = done * wl.compute_time_s + out[:, mc.OUT_STRAGGLER_S]  # sum of compute_time * J * F
+
+    gpu_compute = gpus * pm.busy_w * pm.busy_share * compute_phase
+    gpu_wait = gpus * pm.wait_w * ((1.0 - pm.busy_share) * compute_phase + done * wl.comm_time_s)
+    gpu_lost = gpus * pm.iteration_power_w * lost
+    gpu_stalled = gpus * pm.idle_w * stalled
+    gpu_recovering = gpus * pm.idle_w * recovering
+
+    storage_j_per_copy = plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12
+    peer_j_per_copy = plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12
+    checkpoints = out[:, mc.OUT_CHECKPOINTS]
+    memory_restores = out[:, mc.OUT_MEMORY_RECOVERIES]
+    if cfg.checkpoint.strategy == "in_memory":
+        # Every snapshot crosses the inter-node link to the peer; every n-th is persisted.
+        writes_j = checkpoints / cfg.checkpoint.in_memory_persist_every * storage_j_per_copy
+        writes_j = writes_j + checkpoints * peer_j_per_copy
+    else:
+        writes_j = checkpoints * storage_j_per_copy
+    # Each failure starts a load: from the peer's memory (one node's shard) or from storage.
+    storage_loads = out[:, mc.OUT_FAILURES] - memory_restores
+    reads_j = storage_loads * storage_j_per_copy + memory_restores * peer_j_per_copy / cfg.nodes
+
+    bits_j = (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit) \
+        * BITS_PER_BYTE * 1e-12 * gpus
+    executed_iterations = done + lost / wl.iteration_time_s
+    return {
+        "compute": pue * gpu_compute,
+        "wait": pue * gpu_wait,
+        "checkpoint": pue * (gpu_stalled + writes_j),
+        "recovery": pue * (gpu_recovering + reads_j),
+        "lost": pue * gpu_lost,
+        "network": pue * bits_j * executed_iterations,
+        "node": pue * cfg.nodes * cfg.energy.node_overhead_w * wall,
+        "gpu": gpu_compute + gpu_wait + gpu_lost + gpu_stalled + gpu_recovering,
+    }
+
+
+def run_cost_usd(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str, np.ndarray]:
+    """Allocation and electricity cost of each run, USD.
+
+    Rental: ``G wall_h gpu_hour_usd``. Owned: ``(G gpu_capex + nodes node_capex)
+    wall_h / (amortization_years * 8766 h)``. Electricity: ``kWh electricity_usd_per_kwh``.
+    """
+    cost = cfg.cost
+    hours = wall_s / 3600.0
+    if cost.model == "rental":
+        allocation = cfg.parallelism.gpus * hours * cost.gpu_hour_usd
+    else:
+        capital = cfg.parallelism.gpus * cost.gpu_capex_usd + cfg.nodes * cost.node_capex_usd
+        allocation = capital * hours / (cost.amortization_years * HOURS_PER_YEAR)
+    return {"allocation": allocation, "electricity": energy_j / J_PER_KWH * cost.electricity_usd_per_kwh}
+
+
+def run_co2_t(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str, np.ndarray]:
+    """Operational and embodied emissions of each run, tonnes CO2e.
+
+    ``kWh grid_g_per_kwh / 1e6`` and ``embodied_kg_per_gpu G wall / lifetime / 1e3``.
     """
     operational = energy_j / J_PER_KWH * cfg.carbon.grid_g_per_kwh / 1e6
     lifetime_s = cfg.carbon.lifetime_years * SECONDS_PER_YEAR
     embodied = cfg.carbon.embodied_kg_per_gpu * cfg.parallelism.gpus * wall_s / lifetime_s / 1e3
-    return operational + embodied
+    return {"operational": operational, "embodied": embodied}

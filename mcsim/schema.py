@@ -104,6 +104,8 @@ class ComputeSection:
     efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
     freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz",
                                    doc="GPU core frequency; default: the GPU's maximum")
+    freq_scaling_share: float = param(1.0, ge=0, le=1,
+                                      doc="share of compute time that scales as 1/f (the rest is memory-bound)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,12 +163,25 @@ class CheckpointSection:
 class EnergySection:
     pue: float = param(1.1, ge=1, le=5)
     node_overhead_w: float = param(2500.0, ge=0, le=1e6, unit="W", doc="per node, while allocated")
+    busy_utilization: float = param(1.0, gt=0, le=1,
+                                    doc="u: share of (TDP - idle) drawn while computing at max frequency")
+    wait_power_fraction: float = param(0.6, ge=0, le=1,
+                                       doc="share of (TDP - idle) drawn waiting at a barrier or exchanging")
+    power_freq_exponent: float = param(2.5, ge=1, le=4, doc="gamma: busy power above idle goes as (f/f_max)^gamma")
+    storage_pj_per_bit: float = param(100.0, ge=0, le=1e6, unit="pJ/bit",
+                                      doc="storage energy per bit written or read")
 
 
 @dataclass(frozen=True, kw_only=True)
 class CostSection:
+    model: str = param("rental", kind=str, choices=("rental", "owned"),
+                       doc="rental: GPU-hours at gpu_hour_usd; owned: capital amortised over amortization_years")
     gpu_hour_usd: float = param(2.0, ge=0, le=1e6, unit="USD/(GPU h)")
     electricity_usd_per_kwh: float = param(0.08, ge=0, le=1e3, unit="USD/kWh")
+    gpu_capex_usd: float = param(25000.0, ge=0, le=1e8, unit="USD", doc="owned: purchase price per GPU")
+    node_capex_usd: float = param(50000.0, ge=0, le=1e9, unit="USD",
+                                  doc="owned: per node, without its GPUs (CPUs, memory, NICs, chassis, network share)")
+    amortization_years: float = param(5.0, gt=0, le=100, unit="years")
 
 
 @dataclass(frozen=True, kw_only=True)

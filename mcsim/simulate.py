@@ -19,7 +19,8 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .checkpointing import CheckpointPlan, checkpoint_plan
-from .energy import J_PER_MWH, run_co2_t, run_cost_usd, run_energy_j
+from .energy import (J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t, run_cost_usd,
+                     run_energy_j)
 from .kernels import montecarlo as mc
 from .scenario import Config, Scenario
 from .stragglers import factor_law
@@ -29,6 +30,8 @@ from .workload import Workload, workload
 # A run with more failures than this is censored: a guard against parameters
 # that would make one run take hours (Llama 3 saw 419 in 54 days).
 MAX_FAILURES_PER_RUN = 1_000_000
+# The facility-level parts of `energy`, which add up to it.
+ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
 STRATEGY_CODES = {"sync": mc.STRATEGY_SYNC, "async": mc.STRATEGY_ASYNC, "gockpt": mc.STRATEGY_ASYNC,
                   "in_memory": mc.STRATEGY_IN_MEMORY}
 
@@ -90,16 +93,23 @@ def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int
     return out, wl, plan
 
 
-def _per_run_outputs(cfg: Config, wl: Workload, out: np.ndarray) -> dict[str, np.ndarray]:
+def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
+                     out: np.ndarray) -> dict[str, np.ndarray]:
+    if plan is None:  # infeasible: NaN everywhere, not completed
+        nan = np.full(out.shape[0], np.nan)
+        return {name: (nan == 0.0 if name == "completed" else nan) for name in PER_RUN}
     wall_s = out[:, mc.OUT_WALL_S]
-    energy_j = run_energy_j(cfg, wall_s, out[:, mc.OUT_BUSY_S])
+    energy = run_energy_j(cfg, wl, plan, power_model(cfg, wl), out)
+    total_j = sum(energy[k] for k in ENERGY_PARTS)
+    cost = run_cost_usd(cfg, wall_s, total_j)
+    co2 = run_co2_t(cfg, wall_s, total_j)
     with np.errstate(invalid="ignore", divide="ignore"):
         ettr = wl.ideal_time_s / wall_s
     return {
         "wall_time": wall_s / 3600.0,
-        "energy": energy_j / J_PER_MWH,
-        "cost": run_cost_usd(cfg, wall_s, energy_j),
-        "co2": run_co2_t(cfg, wall_s, energy_j),
+        "energy": total_j / J_PER_MWH,
+        "cost": cost["allocation"] + cost["electricity"],
+        "co2": co2["operational"] + co2["embodied"],
         "n_failures": out[:, mc.OUT_FAILURES],
         "lost_time": out[:, mc.OUT_LOST_S] / 3600.0,
         "checkpoint_time": out[:, mc.OUT_CHECKPOINT_S] / 3600.0,
@@ -111,10 +121,15 @@ def _per_run_outputs(cfg: Config, wl: Workload, out: np.ndarray) -> dict[str, np
         "spare_wait_time": out[:, mc.OUT_SPARE_WAIT_S] / 3600.0,
         "ettr": ettr,
         "completed": out[:, mc.OUT_COMPLETED] == 1.0,
+        **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},
+        "cost_allocation": cost["allocation"],
+        "cost_electricity": cost["electricity"],
+        "co2_operational": co2["operational"],
+        "co2_embodied": co2["embodied"],
     }
 
 
-def _per_config_outputs(wl: Workload, plan: CheckpointPlan | None) -> dict[str, object]:
+def _per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) -> dict[str, object]:
     nan = math.nan
     return {
         "iteration_time": wl.iteration_time_s,
@@ -131,6 +146,9 @@ def _per_config_outputs(wl: Workload, plan: CheckpointPlan | None) -> dict[str, 
         "checkpoint_write_time": plan.size_bytes / (plan.write_gbps * 1e9) if plan else nan,
         "checkpoint_load_time": plan.load_s if plan else nan,
         "system_mtbf": plan.system_mtbf_s / 3600.0 if plan else nan,
+        "iteration_energy": ideal_iteration_energy_j(cfg, wl, power_model(cfg, wl)) if plan else nan,
+        "gpu_power": (ideal_iteration_energy_j(cfg, wl, power_model(cfg, wl))
+                      / (cfg.parallelism.gpus * wl.iteration_time_s)) if plan else nan,
     }
 
 
@@ -165,9 +183,9 @@ def simulate(scenario: Scenario, *, progress: bool | None = None,
             index = np.unravel_index(flat, shape) if shape else ()
             out, wl, plan = simulate_config(cfg, run.runs, run.seed, run.mode,
                                             chunk_runs=chunk_runs, progress=bar)
-            for name, values in _per_run_outputs(cfg, wl, out).items():
+            for name, values in _per_run_outputs(cfg, wl, plan, out).items():
                 per_run[name][index] = values
-            for name, value in _per_config_outputs(wl, plan).items():
+            for name, value in _per_config_outputs(cfg, wl, plan).items():
                 per_config[name][index] = value
     per_run["completed"] = per_run["completed"].astype(bool)
     casts = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}

@@ -43,6 +43,18 @@ _VARIABLES = [
     Variable("straggler_persistent_time", True, "h", "straggler time from the job factor and slow-node episodes"),
     Variable("n_memory_recoveries", True, "1", "recoveries from an in-memory snapshot (in_memory)"),
     Variable("spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes"),
+    Variable("energy_compute", True, "MWh", "facility energy of GPUs computing surviving iterations"),
+    Variable("energy_wait", True, "MWh", "facility energy of GPUs waiting at barriers or exchanging data"),
+    Variable("energy_checkpoint", True, "MWh", "facility energy of checkpoint stalls and checkpoint writes"),
+    Variable("energy_recovery", True, "MWh", "facility energy of recoveries and checkpoint loads"),
+    Variable("energy_lost", True, "MWh", "facility energy of GPUs on work later rolled back"),
+    Variable("energy_network", True, "MWh", "facility energy of the bits moved on intra- and inter-node links"),
+    Variable("energy_node", True, "MWh", "facility energy of node overhead (CPUs, memory, NICs, fans)"),
+    Variable("energy_gpu", True, "MWh", "IT energy of the GPUs alone (no PUE, links, storage or nodes)"),
+    Variable("cost_allocation", True, "USD", "rental or amortised capital cost of the allocation"),
+    Variable("cost_electricity", True, "USD", "electricity cost of the facility energy"),
+    Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e"),
+    Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e"),
     # per configuration (SPEC §5)
     Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
     Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
@@ -59,6 +71,8 @@ _VARIABLES = [
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
     Variable("system_mtbf", False, "h", "mean time between failures of the whole job"),
+    Variable("iteration_energy", False, "J", "GPU energy of one ideal iteration, all GPUs"),
+    Variable("gpu_power", False, "W", "mean power per GPU over an ideal iteration"),
 ]
 VARIABLES: dict[str, Variable] = {v.name: v for v in _VARIABLES}
 PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)

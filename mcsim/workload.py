@@ -41,6 +41,8 @@ class Workload:
     dp_comm_s: float             # exposed
     memory_per_gpu_gb: float
     mfu_ideal: float
+    intra_bytes_per_gpu: float = math.nan   # moved per iteration on the intra-node link (all, not only exposed)
+    inter_bytes_per_gpu: float = math.nan   # ... on the inter-node link
 
     @property
     def compute_time_s(self) -> float:
@@ -164,8 +166,11 @@ def workload(cfg: Config) -> Workload:
     else:
         hardware_flops = model_flops
     peak_flops = cfg.gpu.peak_tflops * 1e12
-    freq_ratio = cfg.freq_mhz / cfg.gpu.freq_max_mhz
-    t_comp = hardware_flops / (G * peak_flops * cfg.compute.efficiency * freq_ratio)
+    # DVFS: the compute-bound share of the compute time scales as f_max / f, the rest
+    # (memory-bound kernels) does not.
+    share = cfg.compute.freq_scaling_share
+    slowdown = share * cfg.gpu.freq_max_mhz / cfg.freq_mhz + (1.0 - share)
+    t_comp = hardware_flops / (G * peak_flops * cfg.compute.efficiency) * slowdown
     bubble = t_comp * (p - 1) / (v * m)
 
     latency_s = net.latency_us * 1e-6
@@ -176,6 +181,12 @@ def workload(cfg: Config) -> Workload:
     pp_comm = 2.0 * m * v * (act_bytes / (net.inter_gbps * 1e9) + latency_s) if p > 1 else 0.0
     grad_bytes = BF16_BYTES * N / (t * p)
     dp_comm = ring_allreduce_s(d, grad_bytes, net.inter_gbps, latency_s) * (1 - par.overlap_dp)
+    # Bytes each GPU sends per iteration (a ring all-reduce sends 2(n-1)/n of the buffer).
+    tp_bytes = (L / p) * m * 4 * (2.0 * (t - 1) / t * act_bytes if t > 1 else 0.0)
+    pp_bytes = 2.0 * m * v * act_bytes if p > 1 else 0.0
+    dp_bytes = 2.0 * (d - 1) / d * grad_bytes if d > 1 else 0.0
+    intra_bytes = tp_bytes if t <= gpn else 0.0
+    inter_bytes = pp_bytes + dp_bytes + (tp_bytes if t > gpn else 0.0)
 
     state_bytes = N / (t * p) * (2 + 2 + 12 / d)
     memory_gb = (state_bytes + peak_activation_bytes(cfg, m)) / 1e9
@@ -193,6 +204,6 @@ def workload(cfg: Config) -> Workload:
         reason = (f"memory per GPU {memory_gb:.1f} GB exceeds the {cfg.hardware.gpu}'s "
                   f"{cfg.gpu.memory_gb:g} GB")
         return Workload(False, "parallelism", reason, iterations, d, m, model_flops, hardware_flops,
-                        t_comp, bubble, tp_comm, pp_comm, dp_comm, memory_gb, mfu)
+                        t_comp, bubble, tp_comm, pp_comm, dp_comm, memory_gb, mfu, intra_bytes, inter_bytes)
     return Workload(True, "", "", iterations, d, m, model_flops, hardware_flops, t_comp, bubble,
-                    tp_comm, pp_comm, dp_comm, memory_gb, mfu)
+                    tp_comm, pp_comm, dp_comm, memory_gb, mfu, intra_bytes, inter_bytes)

@@ -1,0 +1,150 @@
+"""Energy by phase, DVFS, cost and carbon (issue 4), against hand values and closed forms."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+import naive
+import mcsim
+from conftest import SMALL_SCENARIO
+from mcsim.scenario import load_scenario, scenario_from_dict
+from mcsim.simulate import ENERGY_PARTS
+from mcsim.workload import workload
+
+SCENARIOS = mcsim.reference_scenario_path().parent
+
+
+def _ds(raw: dict) -> "xr.Dataset":  # noqa: F821
+    return mcsim.simulate(scenario_from_dict(raw, "test.toml"), progress=False)
+
+
+@pytest.mark.parametrize("strategy", ["sync", "async", "in_memory"])
+def test_breakdown_adds_up_to_energy(strategy):
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["checkpoint"]["strategy"] = strategy
+    raw["failures"][0]["mtbf_hours"] = 60.0
+    raw["stragglers"].update(sigma=0.1, job_sigma=0.05)
+    raw["run"]["runs"] = 100
+    ds = _ds(raw)
+    parts = sum(ds[f"energy_{k}"] for k in ENERGY_PARTS)
+    np.testing.assert_allclose(parts, ds["energy"], rtol=1e-9)
+    assert (ds["n_failures"] > 0).any() and (ds["energy_lost"] > 0).any() and (ds["energy_recovery"] > 0).any()
+    for k in ENERGY_PARTS:
+        assert np.all(ds[f"energy_{k}"] >= 0), k
+
+
+def test_hand_computed_energy_tiny_deterministic():
+    # One A100-80GB (idle 60 W, TDP 400 W, 312 TFLOP/s, 1410 MHz), 1 GPU per node, no
+    # failures, sigma 0, no communication (tp = pp = dp = 1), efficiency 0.5.
+    # F = 6 * 1e9 * 8 * 1024 = 4.9152e13 FLOPs; t_comp = 4.9152e13 / (312e12 * 0.5) = 0.315077 s;
+    # I = 8 * 1024 * 100 / (8 * 1024) = 100 iterations -> wall = 31.5077 s, no checkpoints.
+    # GPU at max frequency, u = 1: 400 W while computing -> 12,603.1 J; node overhead
+    # 100 W x 31.5077 s = 3,150.8 J; PUE 1.5 -> 23,630.8 J.
+    raw = {"name": "tiny", "model": {"params": 1e9, "layers": 2, "hidden": 1024, "seq_len": 1024,
+                                     "tokens": 8 * 1024 * 100, "global_batch": 8, "recompute": "none"},
+           "hardware": {"gpu": "A100-80GB", "gpus_per_node": 1}, "parallelism": {"gpus": 1},
+           "compute": {"efficiency": 0.5}, "energy": {"pue": 1.5, "node_overhead_w": 100.0},
+           "cost": {"gpu_hour_usd": 3.0, "electricity_usd_per_kwh": 0.2},
+           "carbon": {"grid_g_per_kwh": 500.0, "embodied_kg_per_gpu": 1000.0, "lifetime_years": 4.0},
+           "run": {"runs": 3}}
+    ds = _ds(raw)
+    wall_s = 100 * 4.9152e13 / (312e12 * 0.5)
+    assert float(ds["wall_time"][0]) * 3600 == pytest.approx(wall_s, rel=1e-12)
+    expected_j = 1.5 * (400.0 * wall_s + 100.0 * wall_s)
+    assert float(ds["energy"][0]) * 3.6e9 == pytest.approx(expected_j, rel=1e-12)
+    assert float(ds["energy_compute"][0]) * 3.6e9 == pytest.approx(1.5 * 400.0 * wall_s, rel=1e-12)
+    assert float(ds["energy_node"][0]) * 3.6e9 == pytest.approx(1.5 * 100.0 * wall_s, rel=1e-12)
+    assert float(ds["energy_wait"][0]) == 0.0 and float(ds["energy_network"][0]) == 0.0
+    assert float(ds["energy_gpu"][0]) * 3.6e9 == pytest.approx(400.0 * wall_s, rel=1e-12)
+    # cost: 1 GPU x wall_h x 3 USD + kWh x 0.2; co2: kWh x 500 g + 1000 kg x wall / 4 years
+    kwh = expected_j / 3.6e6
+    assert float(ds["cost"][0]) == pytest.approx(wall_s / 3600 * 3.0 + kwh * 0.2, rel=1e-12)
+    assert float(ds["co2"][0]) == pytest.approx(kwh * 500 / 1e6 + 1000 * wall_s / (4 * 365.25 * 86400) / 1e3,
+                                                rel=1e-12)
+    assert float(ds["iteration_energy"]) == pytest.approx(400.0 * wall_s / 100, rel=1e-12)
+
+
+def test_barrier_waiting_energy_matches_expected_waiting_time():
+    # 64 ranks, sigma 0.3, no exposed communication (tp = pp = 1, DP fully overlapped), no
+    # failures, PUE 1. Per iteration each rank computes compute_time * X_i and waits
+    # compute_time * (M - X_i): expected waiting rank-time per iteration
+    # = G * compute_time * (E[M] - E[X]), E[X] = e^{sigma^2/2}, E[M] by quadrature (naive).
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["parallelism"].update(tp=1, pp=1, overlap_dp=1.0)
+    raw["stragglers"]["sigma"] = 0.3
+    raw["failures"] = []
+    raw["energy"] = {"pue": 1.0}
+    raw["run"].update(runs=400, mode="exact")
+    scenario = scenario_from_dict(raw)
+    cfg = scenario.base
+    wl = workload(cfg)
+    ds = mcsim.simulate(scenario, progress=False)
+    e_m = naive.max_lognormal_mean_u(64, 0.3)
+    wait_w = cfg.gpu.idle_w + 0.6 * (cfg.gpu.tdp_w - cfg.gpu.idle_w)  # default wait fraction 0.6, f = f_max
+    expected_j = wait_w * 64 * wl.iterations * wl.compute_time_s * (e_m - math.exp(0.045))
+    sample = ds["energy_wait"].values * 3.6e9
+    assert wl.comm_time_s == 0.0
+    assert abs(sample.mean() - expected_j) < 4 * sample.std(ddof=1) / math.sqrt(len(sample))
+
+
+def _seed(name: str):
+    ds = mcsim.simulate(load_scenario(SCENARIOS / f"dvfs-opt350m-{name}.toml", runs=2), progress=False)
+    return ds["freq_mhz"].values, ds["iteration_time"].values, ds["iteration_energy"].values, ds["gpu_power"].values
+
+
+def test_seed_single_gpu_energy_valley():
+    # EuroMLSys'26 seed: on one GPU, energy per iteration is valley-shaped over 240-1410 MHz
+    # while power falls and iteration time rises monotonically as the clock goes down.
+    f, t, e, p = _seed("1gpu")
+    assert np.all(np.diff(f) > 0)
+    assert 0 < int(np.argmin(e)) < len(f) - 1
+    assert np.all(np.diff(t) < 0) and np.all(np.diff(p) > 0)
+
+
+def test_seed_parallel_configurations_crossover():
+    f, t_dp, e_dp, _ = _seed("dp4")
+    f2, t_pp, e_pp, _ = _seed("pp2")
+    assert np.array_equal(f, f2)
+    # At maximum frequency the faster configuration (data-parallel) uses less energy.
+    assert t_dp[-1] < t_pp[-1] and e_dp[-1] < e_pp[-1]
+    # Pipeline-parallel loses less time per MHz of down-clocking ...
+    assert (t_pp[0] - t_pp[-1]) / (f[-1] - f[0]) < (t_dp[0] - t_dp[-1]) / (f[-1] - f[0])
+    # ... and below some frequency its energy per iteration is lower: a crossover.
+    assert e_pp[0] < e_dp[0]
+    crossings = np.flatnonzero(np.diff(np.sign(e_pp - e_dp)))
+    assert len(crossings) == 1
+
+
+def test_dvfs_scales_compute_share_only():
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    base = workload(scenario_from_dict(raw).base)
+    raw["compute"].update(freq_mhz=705.0, freq_scaling_share=0.6)  # half the A100's 1410 MHz
+    slow = workload(scenario_from_dict(raw).base)
+    # t_comp x (0.6 * 1410/705 + 0.4) = 1.6 t_comp; bubble scales with it; communication does not.
+    assert slow.t_comp_s == pytest.approx(1.6 * base.t_comp_s, rel=1e-12)
+    assert slow.bubble_s == pytest.approx(1.6 * base.bubble_s, rel=1e-12)
+    assert slow.comm_time_s == pytest.approx(base.comm_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("model", ["rental", "owned"])
+def test_cost_and_co2_formulas_exact(model):
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["cost"] = {"model": model, "gpu_hour_usd": 2.5, "electricity_usd_per_kwh": 0.1,
+                   "gpu_capex_usd": 30000.0, "node_capex_usd": 80000.0, "amortization_years": 4.0}
+    raw["carbon"] = {"grid_g_per_kwh": 300.0, "embodied_kg_per_gpu": 200.0, "lifetime_years": 6.0}
+    ds = _ds(raw)
+    hours, kwh = ds["wall_time"], ds["energy"] * 1000.0
+    if model == "rental":
+        allocation = 64 * hours * 2.5
+    else:  # (64 GPUs x 30,000 + 8 nodes x 80,000) USD over 4 years of 8,766 h
+        allocation = (64 * 30000.0 + 8 * 80000.0) * hours / (4 * 8766.0)
+    np.testing.assert_allclose(ds["cost_allocation"], allocation, rtol=1e-12)
+    np.testing.assert_allclose(ds["cost_electricity"], kwh * 0.1, rtol=1e-12)
+    np.testing.assert_allclose(ds["cost"], ds["cost_allocation"] + ds["cost_electricity"], rtol=1e-12)
+    np.testing.assert_allclose(ds["co2_operational"], kwh * 300.0 / 1e6, rtol=1e-12)
+    np.testing.assert_allclose(ds["co2_embodied"], 200.0 * 64 * hours / (6 * 8766.0) / 1e3, rtol=1e-12)
+    np.testing.assert_allclose(ds["co2"], ds["co2_operational"] + ds["co2_embodied"], rtol=1e-12)
