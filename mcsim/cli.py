@@ -42,6 +42,12 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="override a scenario value (a [list] adds a sweep axis); repeatable")
     run.add_argument("-o", "--output", help="output file (default: results/<scenario name>.nc)")
     run.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    run.add_argument("--workers", type=int, help="run on a local dask cluster of N worker processes")
+    run.add_argument("--scheduler", metavar="ADDRESS", help="run on the dask scheduler at ADDRESS (tcp://host:port)")
+    run.add_argument("--chunk-runs", type=int, default=None, metavar="N",
+                     help="runs per task (default 250); results do not depend on it")
+    run.add_argument("--no-resume", action="store_true",
+                     help="do not record finished tasks beside the output, nor reuse recorded ones")
     summary = sub.add_parser("summary", help="print the summary table of a result file")
     summary.add_argument("file", help="netCDF file written by mcsim run")
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
@@ -79,6 +85,7 @@ def summary_table(ds: xr.Dataset) -> str:
     sweep_dims = [d for d in ds["wall_time"].dims if d != "run"]
     header = ["configuration"] + [c[0] for c in _COLUMNS] + ["completed"]
     rows = []
+    costs = []
     for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
         point = dict(zip(sweep_dims, index))
         sel = stats.isel(point)
@@ -88,7 +95,9 @@ def summary_table(ds: xr.Dataset) -> str:
             label = ds.attrs.get("scenario_name", "scenario")
         if not bool(sel["feasible"]):
             rows.append([label, f"infeasible: {sel['infeasible_reason'].item()}"])
+            costs.append(np.inf)
             continue
+        costs.append(float(sel["cost"].sel(stat="mean")))
         row = [label]
         for _, name, scale in _COLUMNS:
             mean = float(sel[name].sel(stat="mean")) * scale
@@ -96,9 +105,17 @@ def summary_table(ds: xr.Dataset) -> str:
             row.append(f"{_fmt(mean, 4)} ± {_fmt(half, 2)}")
         row.append(f"{float(sel['completed'].sel(stat='mean')):.1%}")
         rows.append(row)
+    note = []
+    if len(rows) > MAX_TABLE_ROWS:
+        order = np.argsort(costs, kind="stable")
+        feasible = [i for i in order if np.isfinite(costs[i])]
+        keep = feasible[:5] + feasible[-5:] if len(feasible) > 10 else feasible
+        note = [f"{len(rows)} configurations: the 5 cheapest and the 5 dearest by mean cost are shown "
+                f"({len(rows) - len(feasible)} infeasible); all are in the file"]
+        rows = [rows[i] for i in sorted(set(keep), key=lambda i: costs[i])]
     widths = [max(len(r[k]) for r in [header] + [r for r in rows if len(r) == len(header)])
               for k in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines = note + ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     for row in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) if len(row) == len(header)
                      else "  ".join(row))
@@ -109,12 +126,13 @@ def summary_table(ds: xr.Dataset) -> str:
     return "\n".join(lines)
 
 
+MAX_TABLE_ROWS = 16
 _ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
 
 
 def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
     """Mean energy breakdown, cost and carbon split, per configuration (first 12)."""
-    if "energy_compute" not in stats:
+    if "energy_compute" not in stats or int(np.prod([stats.sizes[d] for d in sweep_dims])) > MAX_TABLE_ROWS:
         return []
     lines = ["energy breakdown [MWh] (facility; parts add up to the total), cost [MUSD] and CO2 [t] splits:"]
     shape = tuple(stats.sizes[d] for d in sweep_dims)
@@ -138,8 +156,10 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .netcdf import write_results
+    from .resume import PieceStore, sweep_key
     from .scenario import load_scenario
     from .simulate import simulate
+    from .tasks import DEFAULT_CHUNK_RUNS
 
     scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
     output = Path(args.output) if args.output else Path("results") / f"{scenario.name}.nc"
@@ -147,13 +167,43 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if problem:
         print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    for option, value in (("--workers", args.workers), ("--chunk-runs", args.chunk_runs)):
+        if value is not None and value < 1:
+            print(f"mcsim: error: {option}: expected a whole number >= 1, got {value}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.workers is not None and args.scheduler:
+        print("mcsim: error: --workers and --scheduler: give one of them", file=sys.stderr)
+        return EXIT_USAGE
     _check_feasible(scenario)
-    ds = simulate(scenario, progress=False if args.quiet else None)
+    chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
+    store = None
+    if not args.no_resume:
+        store = PieceStore(output, sweep_key(scenario, chunk))
+        for stale in store.remove_stale():
+            print(f"mcsim: removed pieces of an earlier, different run: {stale}", file=sys.stderr)
+
+    def notify(message: str) -> None:
+        if not args.quiet:
+            print(f"mcsim: {message}", file=sys.stderr)
+
+    try:
+        ds = simulate(scenario, progress=False if args.quiet else None, chunk_runs=chunk, workers=args.workers,
+                      scheduler=args.scheduler, store=store, notify=notify)
+    except RuntimeError as err:  # the dask extra is missing
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except (OSError, TimeoutError) as err:
+        if not args.scheduler:
+            raise
+        print(f"mcsim: error: --scheduler {args.scheduler}: cannot use it ({err})", file=sys.stderr)
+        return EXIT_USAGE
     try:
         write_results(ds, output)
     except OSError as err:
         print(f"mcsim: error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
         return 1
+    if store is not None:
+        store.clear()
     if not args.quiet:
         print(summary_table(ds))
         print(f"wrote {output}")

@@ -18,79 +18,34 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from . import __version__
+from .backends import make_backend
 from .checkpointing import CheckpointPlan, checkpoint_plan
 from .energy import (J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t, run_cost_usd,
                      run_energy_j)
 from .kernels import montecarlo as mc
+from .resume import PieceStore
 from .scenario import Config, Scenario
-from .stragglers import factor_law
+from .tasks import DEFAULT_CHUNK_RUNS, plan_tasks, run_task
 from .variables import PER_CONFIG, PER_RUN, build_dataset
 from .workload import Workload, workload
 
-# A run with more failures than this is censored: a guard against parameters
-# that would make one run take hours (Llama 3 saw 419 in 54 days).
-MAX_FAILURES_PER_RUN = 1_000_000
 # The facility-level parts of `energy`, which add up to it.
 ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
-STRATEGY_CODES = {"sync": mc.STRATEGY_SYNC, "async": mc.STRATEGY_ASYNC, "gockpt": mc.STRATEGY_ASYNC,
-                  "in_memory": mc.STRATEGY_IN_MEMORY}
-
-
-def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc.RunParams:
-    """The kernel's scalars for one feasible configuration."""
-    st = cfg.stragglers
-    ranks = float(cfg.parallelism.gpus)
-    law = factor_law(ranks, st.sigma)
-    episode_law = factor_law(ranks, st.sigma, floor=st.episode_slowdown)
-    return mc.RunParams(
-        iterations=wl.iterations,
-        compute_time_s=wl.compute_time_s,
-        comm_time_s=wl.comm_time_s,
-        n_ranks=ranks,
-        sigma=st.sigma,
-        job_sigma=st.job_sigma,
-        strategy=STRATEGY_CODES[cfg.checkpoint.strategy],
-        checkpoint_every=plan.every_iterations,
-        checkpoint_stall_s=plan.stall_s,
-        checkpoint_write_s=plan.write_s,
-        replicate_s=plan.replicate_s,
-        persist_every=cfg.checkpoint.in_memory_persist_every,
-        load_s=plan.load_s,
-        load_memory_s=plan.load_memory_s,
-        episode_rate_per_s=st.episode_rate_per_node_day * cfg.nodes / 86400.0,
-        episode_mean_s=st.episode_hours * 3600.0,
-        episode_slowdown=st.episode_slowdown,
-        spare_nodes=-1 if cfg.hardware.spare_nodes is None else cfg.hardware.spare_nodes,
-        max_wall_s=cfg.run.max_wall_days * 86400.0,
-        max_failures=MAX_FAILURES_PER_RUN,
-        fast=mode == "fast",
-        fast_min_block=law.fast_min_block(),
-        factor_mean=law.mean,
-        factor_std=law.std,
-        fast_min_block_episode=episode_law.fast_min_block(),
-        factor_mean_episode=episode_law.mean,
-        factor_std_episode=episode_law.std,
-    )
 
 
 def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int = 0,
-                    chunk_runs: int | None = None, progress=None) -> tuple[np.ndarray, Workload, CheckpointPlan | None]:
-    """Kernel output matrix ``(runs, N_OUT)`` of one configuration (NaN if infeasible)."""
+                    chunk_runs: int | None = None) -> tuple[np.ndarray, Workload, CheckpointPlan | None]:
+    """Kernel output matrix ``(runs, N_OUT)`` of one configuration (NaN if infeasible).
+
+    Runs ``first_run .. first_run + runs - 1``, ``chunk_runs`` per kernel call.
+    """
     wl = workload(cfg)
     out = np.full((runs, mc.N_OUT), np.nan)
     if not wl.feasible:
-        if progress is not None:
-            progress.update(runs)
         return out, wl, None
-    plan = checkpoint_plan(cfg, wl)
-    params = run_params(cfg, wl, plan, mode)
-    chunk = chunk_runs or max(64, 128 * numba.get_num_threads())
-    for start in range(0, runs, chunk):
-        stop = min(runs, start + chunk)
-        mc.simulate_runs(params, plan.classes, seed, first_run + start, out[start:stop])
-        if progress is not None:
-            progress.update(stop - start)
-    return out, wl, plan
+    for task in plan_tasks([0], runs, chunk_runs or DEFAULT_CHUNK_RUNS):
+        out[task.start:task.stop] = run_task(cfg, seed, mode, first_run + task.start, first_run + task.stop)
+    return out, wl, checkpoint_plan(cfg, wl)
 
 
 def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
@@ -152,8 +107,9 @@ def _per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) 
     }
 
 
-def simulate(scenario: Scenario, *, progress: bool | None = None,
-             chunk_runs: int | None = None) -> xr.Dataset:
+def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: int | None = None,
+             workers: int | None = None, scheduler: str | None = None, store: PieceStore | None = None,
+             notify=None) -> xr.Dataset:
     """Simulate every configuration of a scenario.
 
     Parameters
@@ -161,32 +117,79 @@ def simulate(scenario: Scenario, *, progress: bool | None = None,
     scenario : Scenario
         From :func:`mcsim.load_scenario`; ``scenario.run`` gives runs, seed and mode.
     progress : bool, optional
-        Show a tqdm bar; by default only when stderr is a terminal.
+        Show a tqdm bar over all runs (runs/s, configurations done); by default only
+        when stderr is a terminal.
     chunk_runs : int, optional
-        Runs per kernel call (does not change the results).
+        Runs per task (default 250); does not change the results.
+    workers : int, optional
+        Run the tasks on a dask ``LocalCluster`` of this many worker processes.
+    scheduler : str, optional
+        Run the tasks on the dask scheduler at this address.
+    store : PieceStore, optional
+        Saves each finished task and reuses the saved ones (resume).
+    notify : callable, optional
+        Called with one-line messages (backend in use, tasks resumed).
 
     Returns
     -------
     xarray.Dataset
-        Dims (sweep dims..., ``run``); the SPEC §5 variables with ``units`` and
-        ``long_name``; provenance in the global attributes.
+        Dims (sweep dims..., ``run``); every registered variable with ``units`` and
+        ``long_name``; provenance in the global attributes. Identical whatever the
+        backend, chunk size or resumption.
     """
     run = scenario.run
     shape = scenario.shape
+    configs = scenario.configs
+    workloads = [workload(cfg) for cfg in configs]
+    feasible = [i for i, wl in enumerate(workloads) if wl.feasible]
+    tasks = plan_tasks(feasible, run.runs, chunk_runs or DEFAULT_CHUNK_RUNS)
+    outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
+    pending = []
+    for task in tasks:
+        rows = store.load(task) if store is not None else None
+        if rows is None:
+            pending.append(task)
+        else:
+            outs[task.config][task.start:task.stop] = rows
+    left = {i: 0 for i in feasible}
+    for task in pending:
+        left[task.config] += 1
+    if notify is not None and len(pending) < len(tasks):
+        notify(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done ({store.folder})")
+    backend = make_backend(workers, scheduler)
+    if notify is not None:
+        notify(f"running {len(pending)} tasks ({len(feasible)} configurations x {run.runs} runs) on "
+               f"{backend.description}")
+    waiting = set(pending)
+    done_runs = sum(t.stop - t.start for t in tasks if t not in waiting)
+    with tqdm(total=len(feasible) * run.runs, initial=done_runs, disable=None if progress is None else not progress,
+              unit="run", desc=scenario.name, leave=False, dynamic_ncols=True) as bar:
+        configs_done = sum(1 for n in left.values() if n == 0)
+        try:
+            for task, rows in backend.run(pending, configs, run.seed, run.mode):
+                outs[task.config][task.start:task.stop] = rows
+                if store is not None:
+                    store.save(task, rows)
+                left[task.config] -= 1
+                configs_done += left[task.config] == 0
+                bar.update(rows.shape[0])
+                bar.set_postfix_str(f"{configs_done}/{len(feasible)} configurations, "
+                                    f"{configs_done / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
+                                    refresh=False)
+        finally:
+            backend.close()
+
     per_run = {name: np.empty(shape + (run.runs,), dtype=object if name == "completed" else float)
                for name in PER_RUN}
     per_config = {name: np.empty(shape, dtype=object) for name in PER_CONFIG}
-    total = len(scenario.configs) * run.runs
-    with tqdm(total=total, disable=None if progress is None else not progress, unit="run",
-              desc=scenario.name, leave=False) as bar:
-        for flat, cfg in enumerate(scenario.configs):
-            index = np.unravel_index(flat, shape) if shape else ()
-            out, wl, plan = simulate_config(cfg, run.runs, run.seed, run.mode,
-                                            chunk_runs=chunk_runs, progress=bar)
-            for name, values in _per_run_outputs(cfg, wl, plan, out).items():
-                per_run[name][index] = values
-            for name, value in _per_config_outputs(cfg, wl, plan).items():
-                per_config[name][index] = value
+    for flat, (cfg, wl) in enumerate(zip(configs, workloads)):
+        index = np.unravel_index(flat, shape) if shape else ()
+        plan = checkpoint_plan(cfg, wl) if wl.feasible else None
+        out = outs.get(flat, np.full((run.runs, mc.N_OUT), np.nan))
+        for name, values in _per_run_outputs(cfg, wl, plan, out).items():
+            per_run[name][index] = values
+        for name, value in _per_config_outputs(cfg, wl, plan).items():
+            per_config[name][index] = value
     per_run["completed"] = per_run["completed"].astype(bool)
     casts = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
     data = {**per_run, **{k: v.astype(casts.get(k, float)) for k, v in per_config.items()}}
