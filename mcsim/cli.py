@@ -2,6 +2,7 @@
 
 ``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
 ``mcsim summary OUT.nc``
+``mcsim validate [--runs N]``
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 
@@ -48,6 +49,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="runs per task (default 250); results do not depend on it")
     run.add_argument("--no-resume", action="store_true",
                      help="do not record finished tasks beside the output, nor reuse recorded ones")
+    validate = sub.add_parser("validate", help="compare the reference scenarios with published runs")
+    validate.add_argument("--runs", type=int, default=1000, help="runs per reference scenario (default 1000)")
+    validate.add_argument("--seed", type=int, default=0)
     summary = sub.add_parser("summary", help="print the summary table of a result file")
     summary.add_argument("file", help="netCDF file written by mcsim run")
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
@@ -237,6 +241,18 @@ def _check_feasible(scenario) -> None:
                                                       f"first reason: {results[0].infeasible_reason}")
 
 
+def _cmd_validate(args: argparse.Namespace) -> int:
+    """Exit 0 when every comparison is within its accepted range, else 1."""
+    from .validation import validate, validation_table
+
+    if args.runs < 2:
+        print(f"mcsim: error: --runs: expected a whole number >= 2, got {args.runs}", file=sys.stderr)
+        return EXIT_USAGE
+    rows = validate(runs=args.runs, seed=args.seed)
+    print(validation_table(rows))
+    return 0 if all(row.within for row in rows) else 1
+
+
 def _cmd_summary(args: argparse.Namespace) -> int:
     from .netcdf import open_results
 
@@ -326,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "validate":
+            return _cmd_validate(args)
         if args.command == "fit-failures":
             return _cmd_fit_failures(args)
         return _cmd_summary(args)

@@ -1,0 +1,141 @@
+"""Published figures of real training runs, and ``mcsim validate`` against them.
+
+Each :class:`Published` figure is encoded once, with its source, the range the
+simulated mean must fall in (its stated tolerance), and whether the comparison is
+a *consistency* check (the scenario was calibrated from the same source, so
+agreement shows the model reproduces its own inputs) or a *prediction* (the
+figure was not used to set any parameter). ``docs/validation.md`` discusses each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from .scenario import Config, load_scenario, reference_scenario_path
+from .simulate import simulate
+
+BLOOM_GPUS = 384
+BLOOM_TDP_KW = 0.4  # Luccioni et al. counted GPU-hours x 0.4 kW (the A100's TDP), not metered power
+
+
+def _bloom_gpu_hours(ds: xr.Dataset, cfg: Config) -> np.ndarray:
+    return ds["wall_time"].values * cfg.parallelism.gpus
+
+
+def _per_failure_loss_h(ds: xr.Dataset, cfg: Config) -> np.ndarray:
+    lost, failures = ds["lost_time"].values, ds["n_failures"].values
+    return lost[failures > 0] / failures[failures > 0]
+
+
+def _model_tflops(ds: xr.Dataset, cfg: Config) -> np.ndarray:
+    """Model TFLOP/s per GPU while training: 6 N B s per iteration over (ideal + straggler) time."""
+    iterations = float(ds["iterations"])
+    seconds = iterations * float(ds["iteration_time"]) + ds["straggler_time"].values * 3600.0
+    flops = 6.0 * cfg.model.params * cfg.model.global_batch * cfg.model.seq_len * iterations
+    return flops / (cfg.parallelism.gpus * seconds) / 1e12
+
+
+@dataclass(frozen=True)
+class Published:
+    """A published figure and how the simulation is compared with it."""
+
+    scenario: str                 # file in scenarios/
+    quantity: str
+    value: str                    # as published
+    unit: str
+    low: float                    # the simulated mean must lie in [low, high]
+    high: float
+    kind: str                     # "consistency" or "prediction"
+    source: str
+    simulated: Callable[[xr.Dataset, Config], np.ndarray]  # per-run values
+
+
+PUBLISHED = (
+    Published("bloom-176b.toml", "training duration", "118 d 5 h 41 min", "d", 118.24 * 0.9, 118.24 * 1.1,
+              "prediction", "Luccioni et al. 2022 (arXiv 2211.02001)",
+              lambda ds, cfg: ds["wall_time"].values / 24.0),
+    Published("bloom-176b.toml", "GPU-hours", "1,082,990", "GPU h", 1_082_990 * 0.9, 1_082_990 * 1.1,
+              "prediction", "Luccioni et al. 2022", _bloom_gpu_hours),
+    Published("bloom-176b.toml", "GPU energy as GPU-hours x 0.4 kW (TDP, not metered)", "433,196", "kWh",
+              433_196 * 0.9, 433_196 * 1.1, "prediction", "Luccioni et al. 2022",
+              lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW),
+    Published("bloom-176b.toml", "GPU energy, mcsim's power model (below the TDP method)", "433,196", "kWh",
+              433_196 * 0.6, 433_196, "prediction", "Luccioni et al. 2022 (TDP upper bound)",
+              lambda ds, cfg: ds["energy_gpu"].values * 1000.0),
+    Published("bloom-176b.toml", "dynamic CO2 (TDP energy x 57 g/kWh)", "24.7", "t", 24.7 * 0.9, 24.7 * 1.1,
+              "prediction", "Luccioni et al. 2022",
+              lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW * 57.0 / 1e6),
+    Published("bloom-176b.toml", "dynamic CO2 with PUE 1.2", "~30", "t", 30 * 0.9, 30 * 1.1,
+              "prediction", "Luccioni et al. 2022",
+              lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW * 1.2 * 57.0 / 1e6),
+    Published("bloom-176b.toml", "GPU failures per week", "1-2", "1/week", 1.0, 2.0, "consistency",
+              "The Technology Behind BLOOM Training (HF blog 2022)",
+              lambda ds, cfg: ds["n_failures"].values / (ds["wall_time"].values / 168.0)),
+    Published("bloom-176b.toml", "average loss per failure (3-h checkpoints)", "1.5", "h", 1.2, 1.8,
+              "consistency", "The Technology Behind BLOOM Training", _per_failure_loss_h),
+    Published("llama3-405b.toml", "unexpected interruptions in 54 days", "419", "1", 419 * 0.9, 419 * 1.1,
+              "consistency", "Llama 3 report §3.3.4, Table 5",
+              lambda ds, cfg: ds["n_failures"].values * (54 * 24.0) / ds["wall_time"].values),
+    Published("llama3-405b.toml", "effective training time share", "> 90 %", "1", 0.90, 1.0, "prediction",
+              "Llama 3 report §3.3.4",
+              lambda ds, cfg: 1.0 - (ds["lost_time"] + ds["checkpoint_time"] + ds["recovery_time"]).values
+              / ds["wall_time"].values),
+    Published("llama3-405b.toml", "model TFLOP/s per GPU (8-16k GPUs)", "380-430", "TFLOP/s", 380.0, 430.0,
+              "consistency", "Llama 3 report Table 4", _model_tflops),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row of the validation table."""
+
+    published: Published
+    mean: float
+    p5: float
+    p95: float
+
+    @property
+    def within(self) -> bool:
+        return self.published.low <= self.mean <= self.published.high
+
+
+def validate(runs: int = 1000, seed: int = 0) -> list[Comparison]:
+    """Simulate the reference scenarios (fast mode) and compare with :data:`PUBLISHED`."""
+    folder = reference_scenario_path().parent
+    results: dict[str, tuple[xr.Dataset, Config]] = {}
+    rows = []
+    for figure in PUBLISHED:
+        if figure.scenario not in results:
+            scenario = load_scenario(folder / figure.scenario, runs=runs, seed=seed, mode="fast")
+            results[figure.scenario] = (simulate(scenario, progress=False), scenario.base)
+        ds, cfg = results[figure.scenario]
+        values = np.asarray(figure.simulated(ds, cfg), dtype=float)
+        p5, p95 = np.percentile(values, [5, 95]) if len(values) else (np.nan, np.nan)
+        rows.append(Comparison(figure, float(np.mean(values)) if len(values) else np.nan, float(p5), float(p95)))
+    return rows
+
+
+def _g(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def validation_table(rows: list[Comparison]) -> str:
+    """The table ``mcsim validate`` prints."""
+    header = ["scenario", "quantity", "published", "simulated mean [90 % interval]", "accepted range", "kind",
+              "result"]
+    body = []
+    for row in rows:
+        f = row.published
+        body.append([f.scenario.removesuffix(".toml"), f"{f.quantity} [{f.unit}]", f.value,
+                     f"{_g(row.mean)} [{_g(row.p5)}, {_g(row.p95)}]", f"{_g(f.low)}..{_g(f.high)}", f.kind,
+                     "within" if row.within else "OUTSIDE"])
+    widths = [max(len(r[k]) for r in [header] + body) for k in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + body]
+    outside = sum(not r.within for r in rows)
+    lines.append(f"{len(rows) - outside} of {len(rows)} within their accepted ranges"
+                 + (f"; {outside} outside" if outside else ""))
+    return "\n".join(lines)
