@@ -58,7 +58,12 @@ OUT_STRAGGLER_TRANSIENT_S = 10
 OUT_STRAGGLER_PERSISTENT_S = 11
 OUT_MEMORY_RECOVERIES = 12
 OUT_SPARE_WAIT_S = 13
-N_OUT = 14
+OUT_EPISODE_PHASE_S = 14      # compute phase (compute_time * J * F) of surviving iterations in episodes
+OUT_STORAGE_WRITES = 15       # checkpoint writes to storage started
+OUT_STORAGE_LOADS = 16        # loads from storage started (one per recovery attempt)
+OUT_MEMORY_LOADS = 17         # loads from a peer's memory started
+OUT_EXECUTED_ITERATIONS = 18  # iterations run, rolled-back ones and the interrupted partial one included
+N_OUT = 19
 
 STRATEGY_SYNC = 0
 STRATEGY_ASYNC = 1      # async and gockpt
@@ -153,8 +158,9 @@ def _simulate_run(p, fc, seed, run, row):
     alive_s = 0.0             # time spent on those iterations
     transient_s = 0.0         # straggler excess within them: per-iteration noise
     persistent_s = 0.0        # ... and job factor and episodes
-    # Restore points: (iterations, alive_s, transient_s, persistent_s).
-    durable = (0, 0.0, 0.0, 0.0)   # last durable storage checkpoint
+    episode_phase_s = 0.0     # compute phase of those iterations spent in slow-node episodes
+    # Restore points: (iterations, alive_s, transient_s, persistent_s, episode_phase_s).
+    durable = (0, 0.0, 0.0, 0.0, 0.0)   # last durable storage checkpoint
     memory = durable               # last restorable in-memory snapshot (in_memory)
     pending = durable              # storage write in flight, durable at pending_ready_s
     pending_active = False
@@ -162,8 +168,13 @@ def _simulate_run(p, fc, seed, run, row):
     replicating = durable          # in_memory snapshot being replicated, until replica_ready_s
     replicating_active = False
     replica_ready_s = 0.0
+    memory_valid = False           # a replicated snapshot exists in peer memory
     next_checkpoint = p.checkpoint_every
     n_snapshots = 0
+    n_storage_writes = 0
+    n_storage_loads = 0
+    n_memory_loads = 0
+    executed = 0.0
     lost_s = 0.0
     checkpoint_s = 0.0
     recovery_total_s = 0.0
@@ -215,13 +226,16 @@ def _simulate_run(p, fc, seed, run, row):
             dt = p.compute_time_s * job * total + block * p.comm_time_s
             if t + dt > horizon:
                 interrupted = True
+                executed += block * (horizon - t) / dt
             else:
                 t += dt
                 done += block
+                executed += block
                 alive_s += dt
                 busy_s += dt
                 if active:  # transient share at its expectation; the rest is persistent
                     transient = p.compute_time_s * block * (p.factor_mean - 1.0)
+                    episode_phase_s += p.compute_time_s * job * total
                 else:
                     transient = p.compute_time_s * (total - block)
                 transient_s += transient
@@ -234,11 +248,15 @@ def _simulate_run(p, fc, seed, run, row):
                 dt = p.compute_time_s * job * factor + p.comm_time_s
                 if t + dt > horizon:
                     interrupted = True
+                    executed += (horizon - t) / dt
                     break
                 t += dt
                 done += 1
+                executed += 1.0
                 alive_s += dt
                 busy_s += dt
+                if active:
+                    episode_phase_s += p.compute_time_s * job * factor
                 transient_s += p.compute_time_s * (m - 1.0)
                 persistent_s += p.compute_time_s * (job * factor - m)
         partial_s = 0.0
@@ -262,6 +280,7 @@ def _simulate_run(p, fc, seed, run, row):
             if not interrupted and waiting:
                 if tiered:
                     memory = replicating
+                    memory_valid = True
                     replicating_active = False
                 else:
                     durable = pending
@@ -277,13 +296,15 @@ def _simulate_run(p, fc, seed, run, row):
                     t = stall_end
                     n_checkpoints += 1
                     next_checkpoint = done + p.checkpoint_every
-                    snapshot = (done, alive_s, transient_s, persistent_s)
+                    snapshot = (done, alive_s, transient_s, persistent_s, episode_phase_s)
                     if p.strategy == STRATEGY_SYNC:
                         durable = snapshot
+                        n_storage_writes += 1
                     elif p.strategy == STRATEGY_ASYNC:
                         pending = snapshot
                         pending_active = True
                         pending_ready_s = t + p.checkpoint_write_s
+                        n_storage_writes += 1
                     else:
                         replicating = snapshot
                         replicating_active = True
@@ -296,6 +317,7 @@ def _simulate_run(p, fc, seed, run, row):
                             pending = snapshot
                             pending_active = True
                             pending_ready_s = t + p.checkpoint_write_s
+                            n_storage_writes += 1
         if not interrupted:
             continue
         if horizon < fail_t:
@@ -307,6 +329,7 @@ def _simulate_run(p, fc, seed, run, row):
         pending_active = False
         if replicating_active and replica_ready_s <= t:
             memory = replicating
+            memory_valid = True
         replicating_active = False
         if durable[0] > memory[0]:
             memory = durable
@@ -321,10 +344,10 @@ def _simulate_run(p, fc, seed, run, row):
                 source, t, pool_left, pool_hazard, pool_next, heap_time, heap_class,
                 heap_size, fc.shape, fc.scale_s, streams)
             if first:
-                from_memory = p.strategy == STRATEGY_IN_MEMORY and fc.memory_ok[c] == 1
+                from_memory = p.strategy == STRATEGY_IN_MEMORY and fc.memory_ok[c] == 1 and memory_valid
                 restore = memory if from_memory else durable
                 lost_s += alive_s - restore[1]
-                done, alive_s, transient_s, persistent_s = restore
+                done, alive_s, transient_s, persistent_s, episode_phase_s = restore
                 next_checkpoint = done + p.checkpoint_every
                 if from_memory:
                     n_memory_recoveries += 1
@@ -332,11 +355,13 @@ def _simulate_run(p, fc, seed, run, row):
             elif from_memory and fc.memory_ok[c] == 0:
                 # The snapshot being restored is destroyed: fall back to storage.
                 lost_s += alive_s - durable[1]
-                done, alive_s, transient_s, persistent_s = durable
+                done, alive_s, transient_s, persistent_s, episode_phase_s = durable
                 next_checkpoint = done + p.checkpoint_every
                 from_memory = False
                 n_memory_recoveries -= 1
-            memory = (done, alive_s, transient_s, persistent_s)
+            memory = (done, alive_s, transient_s, persistent_s, episode_phase_s)
+            # After a restore from storage no replica of the restored state exists yet.
+            memory_valid = memory_valid and from_memory
             if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
                 while repair_size > 0 and repair_time[0] <= t:
                     _, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
@@ -353,6 +378,10 @@ def _simulate_run(p, fc, seed, run, row):
                         wait_until = max(wait_until, back)
                     spares_free = 0
             load = p.load_memory_s if from_memory else p.load_s
+            if from_memory:
+                n_memory_loads += 1
+            else:
+                n_storage_loads += 1
             recovery_end = max(t, wait_until) + fc.recovery_s[c] + load
             fail_t, source = next_failure(pool_next, heap_time, heap_size)
             stop = min(recovery_end, fail_t, p.max_wall_s)
@@ -381,6 +410,11 @@ def _simulate_run(p, fc, seed, run, row):
     row[OUT_STRAGGLER_PERSISTENT_S] = persistent_s
     row[OUT_MEMORY_RECOVERIES] = n_memory_recoveries
     row[OUT_SPARE_WAIT_S] = spare_wait_s
+    row[OUT_EPISODE_PHASE_S] = episode_phase_s
+    row[OUT_STORAGE_WRITES] = n_storage_writes
+    row[OUT_STORAGE_LOADS] = n_storage_loads
+    row[OUT_MEMORY_LOADS] = n_memory_loads
+    row[OUT_EXECUTED_ITERATIONS] = executed
 
 
 @jit_parallel

@@ -23,6 +23,10 @@ from .scenario import Config
 from .tasks import Task, run_task
 
 
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot be used (the dask extra is not installed)."""
+
+
 class LocalBackend:
     """Run tasks in this process, the Numba kernel's threads over each task's runs."""
 
@@ -44,8 +48,8 @@ class DaskBackend:
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError as err:  # pragma: no cover - exercised without the extra only
-            raise RuntimeError("--workers and --scheduler need dask.distributed: "
-                               "pip install 'mcsim[dask]'") from err
+            raise BackendUnavailable("--workers and --scheduler need dask.distributed: "
+                                     "pip install 'mcsim[dask]'") from err
         self._cluster = None
         if scheduler:
             self.client = Client(scheduler)
@@ -82,4 +86,6 @@ def make_backend(workers: int | None = None, scheduler: str | None = None):
     """The backend for the given options: local unless ``workers`` or ``scheduler`` is set."""
     if workers is None and not scheduler:
         return LocalBackend()
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
     return DaskBackend(workers=workers, scheduler=scheduler)

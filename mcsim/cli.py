@@ -159,6 +159,7 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .backends import BackendUnavailable
     from .netcdf import write_results
     from .resume import PieceStore, sweep_key
     from .scenario import load_scenario
@@ -180,11 +181,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _check_feasible(scenario)
     chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
-    store = None
-    if not args.no_resume:
-        store = PieceStore(output, sweep_key(scenario, chunk))
-        for stale in store.remove_stale():
-            print(f"mcsim: removed pieces of an earlier, different run: {stale}", file=sys.stderr)
+    store = None if args.no_resume else PieceStore(output, sweep_key(scenario, chunk))
 
     def notify(message: str) -> None:
         if not args.quiet:
@@ -193,7 +190,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         ds = simulate(scenario, progress=False if args.quiet else None, chunk_runs=chunk, workers=args.workers,
                       scheduler=args.scheduler, store=store, notify=notify)
-    except RuntimeError as err:  # the dask extra is missing
+    except BackendUnavailable as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except (OSError, TimeoutError) as err:
@@ -208,6 +205,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 1
     if store is not None:
         store.clear()
+        for stale in store.remove_stale():
+            notify(f"removed pieces of an earlier, different run: {stale}")
     if not args.quiet:
         print(summary_table(ds))
         print(f"wrote {output}")

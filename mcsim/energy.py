@@ -50,6 +50,8 @@ class PowerModel:
     wait_w: float
     idle_w: float
     busy_share: float          # share of the compute phase the ranks spend computing
+    busy_share_episode: float  # ... while a slow-node episode is active
+    iteration_s: float         # mean duration of an executed iteration (stragglers included)
     iteration_power_w: float   # mean per-GPU power over an executed iteration (stragglers included)
 
 
@@ -63,12 +65,19 @@ def power_model(cfg: Config, wl: Workload) -> PowerModel:
     st = cfg.stragglers
     law = factor_law(float(cfg.parallelism.gpus), st.sigma)
     rank_mean = math.exp(0.5 * st.sigma**2)  # one rank's lognormal factor, median 1
-    busy_share = wl.t_comp_s / wl.compute_time_s * rank_mean / law.mean
+    compute_share = wl.t_comp_s / wl.compute_time_s  # the rest of the compute phase is the bubble
+    busy_share = compute_share * rank_mean / law.mean
+    # In an episode one node's ranks compute `slowdown` times longer; the others wait for them.
+    slow_share = cfg.hardware.gpus_per_node / cfg.parallelism.gpus
+    episode_law = factor_law(float(cfg.parallelism.gpus), st.sigma, floor=st.episode_slowdown)
+    busy_share_episode = compute_share * rank_mean * (1.0 + (st.episode_slowdown - 1.0) * slow_share) \
+        / episode_law.mean
     job_mean = 0.5 + math.exp(0.5 * st.job_sigma**2) * special.ndtr(st.job_sigma)  # E[max(1, e^{sZ})]
     phase = wl.compute_time_s * job_mean * law.mean
     iteration_power = (busy * busy_share * phase + wait * ((1 - busy_share) * phase + wl.comm_time_s)) / (
         phase + wl.comm_time_s)
-    return PowerModel(busy, wait, gpu.idle_w, busy_share, iteration_power)
+    return PowerModel(busy, wait, gpu.idle_w, busy_share, min(1.0, busy_share_episode), phase + wl.comm_time_s,
+                      iteration_power)
 
 
 def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float:
@@ -93,30 +102,27 @@ def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel
     stalled = out[:, mc.OUT_CHECKPOINT_S]
     recovering = out[:, mc.OUT_RECOVERY_S]
     compute_phase = done * wl.compute_time_s + out[:, mc.OUT_STRAGGLER_S]  # sum of compute_time * J * F
+    episode_phase = out[:, mc.OUT_EPISODE_PHASE_S]
+    computing = pm.busy_share * (compute_phase - episode_phase) + pm.busy_share_episode * episode_phase
 
-    gpu_compute = gpus * pm.busy_w * pm.busy_share * compute_phase
-    gpu_wait = gpus * pm.wait_w * ((1.0 - pm.busy_share) * compute_phase + done * wl.comm_time_s)
+    gpu_compute = gpus * pm.busy_w * computing
+    gpu_wait = gpus * pm.wait_w * (compute_phase - computing + done * wl.comm_time_s)
     gpu_lost = gpus * pm.iteration_power_w * lost
     gpu_stalled = gpus * pm.idle_w * stalled
     gpu_recovering = gpus * pm.idle_w * recovering
 
     storage_j_per_copy = plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12
     peer_j_per_copy = plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12
-    checkpoints = out[:, mc.OUT_CHECKPOINTS]
-    memory_restores = out[:, mc.OUT_MEMORY_RECOVERIES]
-    if cfg.checkpoint.strategy == "in_memory":
-        # Every snapshot crosses the inter-node link to the peer; every n-th is persisted.
-        writes_j = checkpoints / cfg.checkpoint.in_memory_persist_every * storage_j_per_copy
-        writes_j = writes_j + checkpoints * peer_j_per_copy
-    else:
-        writes_j = checkpoints * storage_j_per_copy
-    # Each failure starts a load: from the peer's memory (one node's shard) or from storage.
-    storage_loads = out[:, mc.OUT_FAILURES] - memory_restores
-    reads_j = storage_loads * storage_j_per_copy + memory_restores * peer_j_per_copy / cfg.nodes
+    writes_j = out[:, mc.OUT_STORAGE_WRITES] * storage_j_per_copy
+    if cfg.checkpoint.strategy == "in_memory":  # every snapshot also crosses to the peer node
+        writes_j = writes_j + out[:, mc.OUT_CHECKPOINTS] * peer_j_per_copy
+    # Every recovery attempt starts a load: from storage, or one node's shard from its peer.
+    reads_j = out[:, mc.OUT_STORAGE_LOADS] * storage_j_per_copy \
+        + out[:, mc.OUT_MEMORY_LOADS] * peer_j_per_copy / cfg.nodes
 
     bits_j = (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit) \
         * BITS_PER_BYTE * 1e-12 * gpus
-    executed_iterations = done + lost / wl.iteration_time_s
+    executed_iterations = out[:, mc.OUT_EXECUTED_ITERATIONS]
     return {
         "compute": pue * gpu_compute,
         "wait": pue * gpu_wait,

@@ -13,6 +13,7 @@ The folder is removed once the output file is written.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .kernels.montecarlo import N_OUT
 from .scenario import Scenario
 from .tasks import Task
 
@@ -43,7 +45,7 @@ class PieceStore:
 
     def remove_stale(self) -> list[Path]:
         """Remove piece folders of the same output with another key; returns them."""
-        stale = [p for p in self.parent.glob(f"{self.prefix}*") if p != self.folder and p.is_dir()]
+        stale = [p for p in self.parent.glob(f"{glob.escape(self.prefix)}*") if p != self.folder and p.is_dir()]
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
         return stale
@@ -55,9 +57,10 @@ class PieceStore:
             return None
         try:
             rows = np.load(path, allow_pickle=False)
-        except (OSError, ValueError):  # damaged: run the task again
+        except Exception:  # damaged or truncated (e.g. a crash before the data reached the disk): rerun
             return None
-        return rows if rows.shape[0] == task.stop - task.start else None
+        expected = (task.stop - task.start, N_OUT)
+        return rows if rows.shape == expected and rows.dtype == np.float64 else None
 
     def save(self, task: Task, rows: np.ndarray) -> None:
         """Save the rows of a finished task atomically."""
@@ -66,6 +69,8 @@ class PieceStore:
         try:
             with os.fdopen(fd, "wb") as handle:
                 np.save(handle, rows, allow_pickle=False)
+                handle.flush()
+                os.fsync(handle.fileno())
             os.replace(tmp, self.folder / f"{task.name}.npy")
         except BaseException:
             if os.path.exists(tmp):

@@ -121,7 +121,8 @@ class NetworkSection:
 class StragglerSection:
     sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of per-rank, per-iteration factor")
     job_sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of the per-run factor")
-    episode_rate_per_node_day: float = param(0.0, ge=0, le=1e4, unit="1/(node day)")
+    episode_rate_per_node_day: float = param(0.0, ge=0, le=10, unit="1/(node day)",
+                                             doc="slow-node episodes; each arrival costs kernel work")
     episode_hours: float = param(2.0, gt=0, le=1e5, unit="h")
     episode_slowdown: float = param(1.3, ge=1, le=1e3)
 

@@ -144,6 +144,9 @@ def workload(cfg: Config) -> Workload:
                                                  f"dp*microbatch = {d}*{b} = {d * b}", iterations)
     if p > L:
         return _infeasible("parallelism.pp", f"pp = {p} exceeds layers = {L}", iterations)
+    if cfg.checkpoint.strategy == "in_memory" and G // gpn < 2:
+        return _infeasible("checkpoint.strategy", "in_memory needs at least 2 nodes (a peer for the replica)",
+                           iterations)
     for i, fclass in enumerate(cfg.failures):
         if fclass.scope == "node" and (G // gpn) % fclass.domain_nodes:
             return _infeasible(f"failures[{i}].domain_nodes", f"domain_nodes = {fclass.domain_nodes} does not "

@@ -148,3 +148,30 @@ def test_cost_and_co2_formulas_exact(model):
     np.testing.assert_allclose(ds["co2_operational"], kwh * 300.0 / 1e6, rtol=1e-12)
     np.testing.assert_allclose(ds["co2_embodied"], 200.0 * 64 * hours / (6 * 8766.0) / 1e3, rtol=1e-12)
     np.testing.assert_allclose(ds["co2"], ds["co2_operational"] + ds["co2_embodied"], rtol=1e-12)
+
+
+def test_episode_energy_charges_waiting_ranks_at_wait_power():
+    # Review finding: during a slow-node episode only that node's ranks compute longer; the
+    # others wait. With sigma 0, no failures, no communication and an episode active from
+    # early on to the end (mean 1e5 h), each iteration has G ranks computing c plus one
+    # node's 8 ranks computing (s - 1) c more, and G - 8 ranks waiting (s - 1) c:
+    # E_compute = P_busy c I (G + 8 (s - 1)), E_wait = P_wait c I (s - 1) (G - 8), up to the
+    # minutes before the first episode (arrivals 10 / node-day over 8 nodes).
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["parallelism"].update(tp=1, pp=1, overlap_dp=1.0)
+    raw["model"]["tokens"] = 3e11
+    raw["stragglers"] = {"sigma": 0.0, "episode_rate_per_node_day": 10.0, "episode_hours": 1e5,
+                         "episode_slowdown": 1.5}
+    raw["failures"] = []
+    raw["energy"] = {"pue": 1.0}
+    raw["run"]["runs"] = 50
+    scenario = scenario_from_dict(raw)
+    cfg, wl = scenario.base, workload(scenario.base)
+    ds = mcsim.simulate(scenario, progress=False)
+    busy_w, wait_w = cfg.gpu.tdp_w, cfg.gpu.idle_w + 0.6 * (cfg.gpu.tdp_w - cfg.gpu.idle_w)
+    c, n = wl.compute_time_s, wl.iterations
+    assert n * c > 50 * 3600  # a long run: the episode-free start is a small share
+    compute = float(ds["energy_compute"].mean()) * 3.6e9
+    wait = float(ds["energy_wait"].mean()) * 3.6e9
+    assert compute == pytest.approx(busy_w * c * n * (64 + 8 * 0.5), rel=0.03)
+    assert wait == pytest.approx(wait_w * c * n * 0.5 * (64 - 8), rel=0.05)

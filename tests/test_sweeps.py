@@ -135,3 +135,25 @@ def test_random_valid_scenarios_finish_without_nan(raw):
             assert not np.isnan(ds[name]).any(), name
     assert np.all(ds["wall_time"] <= max_wall_h * (1 + 1e-12))
     assert np.all(ds["completed"] | np.isclose(ds["wall_time"], max_wall_h) | (ds["n_failures"] >= 1_000_000))
+
+
+def test_damaged_or_foreign_pieces_are_rerun_not_fatal(tmp_path):
+    # Review finding: a zero-length piece (a rename that reached the disk before its data)
+    # crashed every rerun; a piece of the wrong shape crashed at assembly.
+    scenario = scenario_from_dict(copy.deepcopy(SWEEP))
+    store = PieceStore(tmp_path / "out[1].nc", sweep_key(scenario, 60))
+    reference = mcsim.simulate(scenario, progress=False, chunk_runs=60, store=store)
+    pieces = sorted(store.folder.glob("*.npy"))
+    pieces[0].write_bytes(b"")
+    np.save(pieces[1], np.zeros((60, 3)))
+    again = mcsim.simulate(scenario, progress=False, chunk_runs=60, store=store)
+    _numeric_equal(reference, again)
+    # Brackets in the output name are not glob patterns: another output's pieces survive.
+    other = tmp_path / ".out1.nc.parts-0123"
+    other.mkdir()
+    assert store.remove_stale() == [] and other.exists()
+
+
+def test_zero_workers_rejected():
+    with pytest.raises(ValueError):
+        mcsim.simulate(scenario_from_dict(copy.deepcopy(SWEEP)), progress=False, workers=0)

@@ -1,0 +1,244 @@
+"""mcsim's speed suite: ``python benchmarks/run.py [--quick] [-o FILE.json]``.
+
+Every case runs once to warm up (JIT compile time is reported on its own, never
+mixed into steady-state figures), then is timed; ratios are measured in this one
+process against baselines doing the same work:
+
+* ``fast`` / ``exact``: mcsim on the Llama 3 405B reference and on a 1,024-GPU cluster;
+* ``floor``: a minimal Numba loop that only draws what exact mode needs (one
+  uniform -> the max-of-G factor per iteration), the upper bound for exact mode;
+* ``numpy`` / ``simpy``: what a user writes without mcsim (``benchmarks/baselines.py``),
+  run at a reduced size and compared per simulated run and per iteration-rank;
+* ``cold start``: a first ``mcsim run`` in a fresh process with an empty Numba
+  cache, then with the cache warm;
+* ``scaling``: fast-mode time versus runs, GPUs and iterations.
+
+It prints a table and writes the results as JSON (default
+``benchmarks/results/latest.json``, untracked). ``--quick`` shrinks every case so
+the suite runs in well under a minute (the CI smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+import mcsim
+from mcsim.checkpointing import checkpoint_plan, failure_classes
+from mcsim.kernels import montecarlo as mc
+from mcsim.kernels.normal import max_lognormal_factor
+from mcsim.kernels.rng import seed_stream, uniform
+from mcsim.scenario import load_scenario, scenario_from_dict
+from mcsim.simulate import simulate_config
+from mcsim.workload import workload
+
+HERE = Path(__file__).resolve().parent
+REFERENCE = mcsim.reference_scenario_path()
+
+
+# Not cached (a script's module name varies with how it is run); compiled in the warm-up.
+@numba.njit(parallel=True, nogil=True, fastmath=False, error_model="numpy")
+def floor_kernel(iterations, n_ranks, sigma, seed, out):
+    """Only the numbers exact mode draws: one uniform -> max-of-G factor per iteration."""
+    for r in numba.prange(out.shape[0]):
+        state = np.empty(4, np.uint64)
+        seed_stream(state, seed, r, 0)
+        total = 0.0
+        for _ in range(iterations):
+            total += max_lognormal_factor(uniform(state), n_ranks, sigma)
+        out[r] = total
+
+
+def _timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - start, result
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _mcsim_case(name: str, overrides: list[str], runs: int, mode: str) -> dict:
+    cfg = load_scenario(REFERENCE, overrides).base
+    compile_s, _ = _timed(simulate_config, cfg, 2, 0, mode)
+    elapsed, (out, wl, _) = _timed(simulate_config, cfg, runs, 0, mode)
+    gpu_hours = float(out[:, mc.OUT_WALL_S].sum() / 3600.0 * cfg.parallelism.gpus)
+    iterations = float(out[:, mc.OUT_ITERATIONS_DONE].sum() + out[:, mc.OUT_LOST_S].sum() / wl.iteration_time_s)
+    return dict(case=name, mode=mode, gpus=cfg.parallelism.gpus, runs=runs, seconds=elapsed,
+                warmup_seconds=compile_s, runs_per_s=runs / elapsed,
+                gpu_hours_per_cpu_s=gpu_hours / (elapsed * numba.get_num_threads()),
+                iterations_per_s=iterations / elapsed, peak_rss_mb=_peak_rss_mb())
+
+
+def _floor_case(overrides: list[str], runs: int, iterations: int) -> dict:
+    cfg = load_scenario(REFERENCE, overrides).base
+    out = np.empty(runs)
+    floor_kernel(10, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out[:2])
+    elapsed, _ = _timed(floor_kernel, iterations, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out)
+    return dict(case="floor", gpus=cfg.parallelism.gpus, runs=runs, seconds=elapsed,
+                iterations_per_s=runs * iterations / elapsed, peak_rss_mb=_peak_rss_mb())
+
+
+def _load_baselines():
+    spec = importlib.util.spec_from_file_location("mcsim_baselines", HERE / "baselines.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _baseline_params(cfg, iterations: int) -> dict:
+    wl = workload(cfg)
+    plan = checkpoint_plan(cfg, wl)
+    classes = plan.classes
+    rate = 1.0 / plan.system_mtbf_s
+    return dict(I=iterations, c=wl.compute_time_s, m=wl.comm_time_s, G=cfg.parallelism.gpus,
+                sigma=cfg.stragglers.sigma, K=plan.every_iterations, C=plan.stall_s, L=plan.load_s, U=1,
+                mtbf_s=1.0 / rate, R=float(classes.recovery_s[0]), max_wall_s=cfg.run.max_wall_days * 86400.0)
+
+
+def _baseline_cases(quick: bool) -> list[dict]:
+    """NumPy and SimPy baselines against mcsim on the same (reduced) work."""
+    baselines = _load_baselines()
+    # Sync checkpoints, one exponential class with the reference's system MTBF: the
+    # semantics the baselines implement (benchmarks/baselines.py).
+    iterations = 2_000 if quick else 20_000
+    reference = load_scenario(REFERENCE, ["parallelism.gpus=1024"])
+    mtbf_h = 1.0 / sum(u / f.mtbf_hours for u, f in zip(failure_classes(reference.base).units,
+                                                          reference.base.failures))
+    raw = copy.deepcopy(reference.raw)
+    raw["model"]["tokens"] = iterations * 2048 * 8192
+    raw["checkpoint"]["strategy"] = "sync"
+    raw["failures"] = [{"name": "all", "scope": "cluster", "mtbf_hours": mtbf_h, "recovery_minutes": 10.0}]
+    cfg = scenario_from_dict(raw).base
+    params = _baseline_params(cfg, iterations)
+    rows = []
+    mcsim_runs = 200 if quick else 1000
+    for mode in ("exact", "fast"):
+        simulate_config(cfg, 2, 0, mode)
+        elapsed, _ = _timed(simulate_config, cfg, mcsim_runs, 0, mode)
+        rows.append(dict(case=f"mcsim {mode} (baseline work)", runs=mcsim_runs, seconds=elapsed,
+                         seconds_per_run=elapsed / mcsim_runs, gpus=params["G"], iterations=iterations))
+    for name, runs in (("numpy", 2 if quick else 4), ("simpy", 20 if quick else 100)):
+        fn = baselines.BASELINES[name]
+        fn(params | {"I": 20}, 1, 0)  # warm up imports and quadrature
+        elapsed, _ = _timed(fn, params, runs, 0)
+        rows.append(dict(case=f"{name} baseline", runs=runs, seconds=elapsed, seconds_per_run=elapsed / runs,
+                         gpus=params["G"], iterations=iterations,
+                         ns_per_iteration_rank=elapsed / (runs * iterations * params["G"]) * 1e9))
+    return rows
+
+
+def _cold_start(quick: bool) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        cmd = [sys.executable, "-m", "mcsim.cli", "run", "--runs", "100" if quick else "1000", "--quiet",
+               "--no-resume", "-o", str(Path(out) / "r.nc")]
+        for label in ("cold start (empty Numba cache)", "warm cache"):
+            elapsed, proc = _timed(subprocess.run, cmd, env=env, cwd=out, capture_output=True)
+            if proc.returncode:
+                raise RuntimeError(proc.stderr.decode())
+            rows.append(dict(case=label, seconds=elapsed))
+    return rows
+
+
+def _scaling(quick: bool) -> list[dict]:
+    rows = []
+    for runs in ((100, 1000) if quick else (100, 1000, 10_000)):
+        rows.append(_mcsim_case(f"scaling: runs={runs}", [], runs, "fast"))
+    for gpus in ((1024, 16384) if quick else (128, 1024, 16384, 131072)):
+        rows.append(_mcsim_case(f"scaling: gpus={gpus}", [f"parallelism.gpus={gpus}"], 200, "fast"))
+    # Iterations x10 with the same number of checkpoints and no failures: fast mode's cost
+    # follows events (blocks), exact mode's follows iterations.
+    failure_free = [f"failures.{f.name}.mtbf_hours=1e9" for f in load_scenario(REFERENCE).base.failures]
+    for factor in ((0.01, 0.1) if quick else (0.01, 0.1, 1.0)):
+        tokens = 15.6e12 * factor
+        every = max(1, round(tokens / (2048 * 8192) / 100))
+        overrides = failure_free + [f"model.tokens={tokens}", f"checkpoint.interval={{ iterations = {every} }}"]
+        for mode in ("fast", "exact"):
+            runs = 20 if mode == "exact" else 200
+            rows.append(_mcsim_case(f"scaling: iterations x{factor} ({mode})", overrides, runs, mode))
+    return rows
+
+
+def run_suite(quick: bool) -> dict:
+    """All cases; returns the JSON-able results with ratios."""
+    ref_runs, exact_runs = (200, 10) if quick else (1000, 100)
+    cases = [
+        _mcsim_case("llama3-405b fast", [], ref_runs, "fast"),
+        _mcsim_case("llama3-405b exact", [], exact_runs, "exact"),
+        _mcsim_case("1024 GPUs fast", ["parallelism.gpus=1024"], ref_runs, "fast"),
+        _mcsim_case("1024 GPUs exact", ["parallelism.gpus=1024"], exact_runs, "exact"),
+    ]
+    floor_iterations = 100_000 if quick else 929_833  # the reference's iterations
+    cases.append(_floor_case([], max(2, exact_runs), floor_iterations))
+    cases += _baseline_cases(quick)
+    cases += _cold_start(quick)
+    cases += _scaling(quick)
+    by = {c["case"]: c for c in cases}
+    ratios = {
+        "exact / floor, iterations per second (target >= 0.7)":
+            by["llama3-405b exact"]["iterations_per_s"] / by["floor"]["iterations_per_s"],
+        "fast / exact on the reference, runs per second":
+            by["llama3-405b fast"]["runs_per_s"] / by["llama3-405b exact"]["runs_per_s"],
+        "simpy / mcsim fast, time per simulated run (target >= 1000)":
+            by["simpy baseline"]["seconds_per_run"] / by["mcsim fast (baseline work)"]["seconds_per_run"],
+        "numpy / mcsim fast, time per simulated run (target >= 10000)":
+            by["numpy baseline"]["seconds_per_run"] / by["mcsim fast (baseline work)"]["seconds_per_run"],
+        "numpy / mcsim exact, time per simulated run":
+            by["numpy baseline"]["seconds_per_run"] / by["mcsim exact (baseline work)"]["seconds_per_run"],
+    }
+    return dict(machine=dict(platform=platform.platform(), processor=platform.processor() or platform.machine(),
+                             cpus=os.cpu_count(), numba_threads=numba.get_num_threads(),
+                             python=platform.python_version(), numba=numba.__version__,
+                             mcsim=mcsim.__version__),
+                quick=quick, cases=cases, ratios=ratios)
+
+
+def _table(results: dict) -> str:
+    keys = ("seconds", "warmup_seconds", "runs_per_s", "iterations_per_s", "gpu_hours_per_cpu_s",
+            "seconds_per_run", "ns_per_iteration_rank", "peak_rss_mb")
+    header = ["case", "runs"] + list(keys)
+    rows = [[c["case"], str(c.get("runs", ""))] + [f"{c[k]:.4g}" if k in c else "" for k in keys]
+            for c in results["cases"]]
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    lines.append("")
+    lines += [f"{name}: {value:,.3g}" for name, value in results["ratios"].items()]
+    m = results["machine"]
+    lines.append(f"machine: {m['processor']}, {m['cpus']} CPUs, {m['numba_threads']} Numba threads, "
+                 f"Python {m['python']}, numba {m['numba']}, mcsim {m['mcsim']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
+    parser.add_argument("-o", "--output", default=str(HERE / "results" / "latest.json"))
+    args = parser.parse_args()
+    results = run_suite(args.quick)
+    print(_table(results))
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=2))
+    os.replace(tmp, output)
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()
