@@ -4,6 +4,7 @@
 >>> scenario = mcsim.load_scenario()          # the shipped Llama 3 405B reference
 >>> ds = mcsim.simulate(scenario)             # xarray.Dataset, dims (sweep..., run)
 >>> mcsim.summarize(ds)                       # mean, std, percentiles, 95 % CI
+>>> ds.mcsim.best("cost"), ds.mcsim.pareto(("wall_time", "energy"))
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -13,6 +14,7 @@ try:
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
+from . import accessor  # noqa: E402,F401  (registers ds.mcsim)
 from .netcdf import open_results, write_results  # noqa: E402
 from .scenario import Scenario, load_scenario, reference_scenario_path  # noqa: E402
 from .schema import ScenarioError  # noqa: E402

@@ -122,6 +122,8 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     if interval.kind == "iterations":
         every = int(interval.value)
     else:
+        # "optimize" is resolved by simulation before the runs (mcsim.optimize); Daly's
+        # estimate stands in wherever a plan is needed without it.
         seconds = interval.value * 60.0 if interval.kind == "minutes" else daly_interval_s(stall, system_mtbf)
         every = wl.iterations if not math.isfinite(seconds) else int(round(seconds / iteration_s))
     every = max(1, min(every, wl.iterations))

@@ -185,7 +185,7 @@ def _combo_text(axes: list[SweepAxis], combo: tuple) -> str:
 
 def _as_raw(value: Any) -> Any:
     if isinstance(value, Interval):
-        return "young_daly" if value.kind == "young_daly" else {value.kind: value.value}
+        return value.kind if value.kind in ("young_daly", "optimize") else {value.kind: value.value}
     return value
 
 

@@ -43,7 +43,7 @@ def param(default: Any = _REQUIRED, *, kind: type = float, gt: float | None = No
 
 @dataclass(frozen=True)
 class Interval:
-    """A checkpoint interval: ``young_daly``, fixed ``minutes`` or fixed ``iterations``."""
+    """A checkpoint interval: ``young_daly``, ``optimize``, fixed ``minutes`` or fixed ``iterations``."""
 
     kind: str
     value: float = 0.0
@@ -51,8 +51,8 @@ class Interval:
     @property
     def label(self) -> str:
         """Readable coordinate label: ``young_daly``, ``60min``, ``500it``."""
-        if self.kind == "young_daly":
-            return "young_daly"
+        if self.kind in ("young_daly", "optimize"):
+            return self.kind
         number = f"{self.value:g}"
         return f"{number}min" if self.kind == "minutes" else f"{number}it"
 
@@ -158,6 +158,8 @@ class CheckpointSection:
                                            doc="iterations the gockpt transfer spans; 0: derived")
     in_memory_persist_every: int = param(8, kind=int, ge=1, le=1_000_000,
                                          doc="in_memory: persist every n-th snapshot to storage")
+    optimize_objective: str = param("wall_time", kind=str, choices=("wall_time", "energy", "cost"),
+                                    doc='interval = "optimize": the mean to minimise')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,9 +245,9 @@ def _bounds_text(meta: dict) -> str:
 
 
 def _coerce_interval(value: Any, source: str, key: str) -> Interval:
-    expected = 'expected "young_daly", { minutes = M } or { iterations = K }'
-    if value == "young_daly":
-        return Interval("young_daly")
+    expected = 'expected "young_daly", "optimize", { minutes = M } or { iterations = K }'
+    if value in ("young_daly", "optimize"):
+        return Interval(value)
     if isinstance(value, dict) and len(value) == 1:
         (kind, number), = value.items()
         if kind == "minutes" and _is_number(number) and math.isfinite(number) and 0 < number <= 1e7:

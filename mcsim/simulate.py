@@ -9,6 +9,7 @@ the sweep (common random numbers).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime, timezone
 
@@ -25,6 +26,7 @@ from .energy import (J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t
 from .kernels import montecarlo as mc
 from .resume import PieceStore
 from .scenario import Config, Scenario
+from .schema import Interval
 from .tasks import DEFAULT_CHUNK_RUNS, plan_tasks, run_task
 from .variables import PER_CONFIG, PER_RUN, build_dataset
 from .workload import Workload, workload
@@ -107,6 +109,24 @@ def _per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) 
     }
 
 
+# Runs per grid point when resolving interval = "optimize" (at most the scenario's runs).
+OPTIMIZE_RUNS = 300
+
+
+def _resolve_optimized_interval(cfg: Config, run, notify):
+    """Replace ``interval = "optimize"`` by the simulated optimum, in whole iterations."""
+    from .optimize import optimize_interval
+
+    optimum = optimize_interval(cfg, objective=cfg.checkpoint.optimize_objective,
+                                runs=min(run.runs, OPTIMIZE_RUNS), seed=run.seed, mode=run.mode)
+    if notify is not None:
+        notify(f"optimized checkpoint interval ({optimum.objective}): {optimum.interval_s:.4g} s "
+               f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s")
+    fixed = dataclasses.replace(cfg, checkpoint=dataclasses.replace(
+        cfg.checkpoint, interval=Interval("iterations", float(optimum.interval_iterations))))
+    return optimum, fixed
+
+
 def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: int | None = None,
              workers: int | None = None, scheduler: str | None = None, store: PieceStore | None = None,
              notify=None) -> xr.Dataset:
@@ -139,9 +159,13 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
     """
     run = scenario.run
     shape = scenario.shape
-    configs = scenario.configs
+    configs = list(scenario.configs)
     workloads = [workload(cfg) for cfg in configs]
     feasible = [i for i, wl in enumerate(workloads) if wl.feasible]
+    optima = {}
+    for i in feasible:
+        if configs[i].checkpoint.interval.kind == "optimize":
+            optima[i], configs[i] = _resolve_optimized_interval(configs[i], run, notify)
     tasks = plan_tasks(feasible, run.runs, chunk_runs or DEFAULT_CHUNK_RUNS)
     outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
     pending = []
@@ -190,6 +214,9 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
             per_run[name][index] = values
         for name, value in _per_config_outputs(cfg, wl, plan).items():
             per_config[name][index] = value
+        low, high = optima[flat].ci95_s if flat in optima else (math.nan, math.nan)
+        per_config["checkpoint_interval_ci_low"][index] = low
+        per_config["checkpoint_interval_ci_high"][index] = high
     per_run["completed"] = per_run["completed"].astype(bool)
     casts = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
     data = {**per_run, **{k: v.astype(casts.get(k, float)) for k, v in per_config.items()}}

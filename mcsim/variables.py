@@ -71,6 +71,10 @@ _VARIABLES = [
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
     Variable("system_mtbf", False, "h", "mean time between failures of the whole job"),
+    Variable("checkpoint_interval_ci_low", False, "s",
+             'interval = "optimize": lower bound of the 95 % interval of the optimum (NaN otherwise)'),
+    Variable("checkpoint_interval_ci_high", False, "s",
+             'interval = "optimize": upper bound of the 95 % interval of the optimum (NaN otherwise)'),
     Variable("iteration_energy", False, "J", "GPU energy of one ideal iteration, all GPUs"),
     Variable("gpu_power", False, "W", "mean power per GPU over an ideal iteration"),
 ]

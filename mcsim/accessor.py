@@ -1,0 +1,77 @@
+"""The ``ds.mcsim`` accessor: analysis of a result dataset in an xarray session.
+
+>>> ds = mcsim.open_results("results/capacity-planning.nc")
+>>> ds.mcsim.summary()                          # mean, std, percentiles, 95 % CI per variable
+>>> ds.mcsim.pareto(("wall_time", "cost"))      # boolean front over the sweep dims
+>>> ds.mcsim.best("energy")                     # the energy-optimal configuration
+>>> ds.mcsim.cheapest_within(days=3, probability=0.9)
+>>> ds.mcsim.prob_better({"gpus": 8192}, {"gpus": 4096}, "cost")
+>>> ds.mcsim.plot.scaling()                     # matplotlib figures (the plot extra)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import xarray as xr
+
+from . import analysis
+from .summary import summarize
+
+
+class _Plots:
+    def __init__(self, ds: xr.Dataset) -> None:
+        self._ds = ds
+
+    def scaling(self, **kwargs):
+        """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.plots.plot_scaling`)."""
+        from .plots import plot_scaling
+        return plot_scaling(self._ds, **kwargs)
+
+    def cdf(self, **kwargs):
+        """Distributions per configuration (:func:`mcsim.plots.plot_cdf`)."""
+        from .plots import plot_cdf
+        return plot_cdf(self._ds, **kwargs)
+
+    def pareto(self, **kwargs):
+        """Time versus cost or energy with the front (:func:`mcsim.plots.plot_pareto`)."""
+        from .plots import plot_pareto
+        return plot_pareto(self._ds, **kwargs)
+
+    def breakdown(self, **kwargs):
+        """Where time and energy go (:func:`mcsim.plots.plot_breakdown`)."""
+        from .plots import plot_breakdown
+        return plot_breakdown(self._ds, **kwargs)
+
+
+@xr.register_dataset_accessor("mcsim")
+class McsimAccessor:
+    """Analysis methods on an mcsim result dataset (dims: sweep dims..., ``run``)."""
+
+    def __init__(self, ds: xr.Dataset) -> None:
+        self._ds = ds
+
+    def summary(self) -> xr.Dataset:
+        """Statistics of every per-run variable along ``stat`` (:func:`mcsim.summarize`)."""
+        return summarize(self._ds)
+
+    def pareto(self, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean") -> xr.DataArray:
+        """Non-dominated configurations (:func:`mcsim.analysis.pareto_front`)."""
+        return analysis.pareto_front(self._ds, objectives, stat)
+
+    def best(self, objective: str = "cost", stat: str | float = "mean") -> dict:
+        """The configuration minimising ``objective`` (:func:`mcsim.analysis.best`)."""
+        return analysis.best(self._ds, objective, stat)
+
+    def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> tuple[float, float]:
+        """P(a beats b) from paired runs, with its standard error (:func:`mcsim.analysis.prob_better`)."""
+        return analysis.prob_better(self._ds, a, b, objective)
+
+    def cheapest_within(self, days: float, probability: float = 0.9) -> dict | None:
+        """Cheapest configuration finishing within ``days`` with ``probability`` (:func:`mcsim.analysis.cheapest_within`)."""
+        return analysis.cheapest_within(self._ds, days, probability)
+
+    @property
+    def plot(self) -> _Plots:
+        """Figures: ``.scaling()``, ``.cdf()``, ``.pareto()``, ``.breakdown()``."""
+        return _Plots(self._ds)

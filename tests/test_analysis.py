@@ -1,0 +1,122 @@
+"""Decision analysis: Pareto fronts, paired dominance, best picks, interval optimiser."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import mcsim
+from conftest import SMALL_SCENARIO
+from mcsim.analysis import best, cheapest_within, pareto_front, prob_better
+from mcsim.optimize import optimize_interval
+from mcsim.scenario import scenario_from_dict
+
+
+def _synthetic(means: dict[str, list[float]], runs: int = 4, feasible=None, spread: float = 0.0) -> xr.Dataset:
+    """A hand-built result set: configurations 'A', 'B', ... with given per-variable means."""
+    names = [chr(ord("A") + i) for i in range(len(means["wall_time"]))]
+    offsets = np.linspace(-spread, spread, runs)
+    data = {k: (("config", "run"), np.array(v, float)[:, None] + offsets[None, :]) for k, v in means.items()}
+    ds = xr.Dataset(data, coords={"config": names, "run": np.arange(runs)})
+    ds["feasible"] = ("config", np.array(feasible if feasible is not None else [True] * len(names)))
+    ds["completed"] = (("config", "run"), np.ones((len(names), runs), bool))
+    for k in means:
+        ds[k].attrs["units"] = "h" if k == "wall_time" else "USD"
+    return ds
+
+
+def test_pareto_front_known_by_hand():
+    # (time, cost): A (1, 9) B (2, 5) C (3, 6) D (4, 1) E (2, 5) F (5, 5):
+    # C is dominated by B; F by B and D; E ties B exactly: neither dominates the other.
+    ds = _synthetic({"wall_time": [1, 2, 3, 4, 2, 5], "cost": [9, 5, 6, 1, 5, 5]})
+    front = pareto_front(ds, ("wall_time", "cost"))
+    assert list(front.values) == [True, True, False, True, True, False]
+    # One objective: only the minimum (and its ties).
+    assert list(pareto_front(ds, ("cost",)).values) == [False, False, False, True, False, False]
+
+
+def test_infeasible_never_on_front_nor_best():
+    ds = _synthetic({"wall_time": [1, 2], "cost": [1, 2]}, feasible=[False, True])
+    assert list(pareto_front(ds).values) == [False, True]
+    assert best(ds, "cost")["configuration"] == {"config": "B"}
+
+
+def test_pareto_on_a_quantile():
+    # Means favour A, the 90th percentile favours B (A has a long tail).
+    runs = 100
+    a = np.ones(runs); a[-15:] = 10.0       # mean 2.35, p90 10
+    b = np.full(runs, 3.0)                  # mean 3, p90 3
+    ds = _synthetic({"wall_time": [0, 0], "cost": [0, 0]}, runs=runs)
+    ds["cost"][:] = np.stack([a, b])
+    assert list(pareto_front(ds, ("cost",), stat="mean").values) == [True, False]
+    assert list(pareto_front(ds, ("cost",), stat=0.9).values) == [False, True]
+
+
+def test_prob_better_on_paired_runs():
+    # Paired runs: B = A + d with d > 0 on 70 of 100 runs, < 0 on 20, = 0 on 10:
+    # P(A beats B) = 0.70 + 0.5 * 0.10 = 0.75 exactly; SE = sqrt(0.75 * 0.25 / 100).
+    rng = np.random.default_rng(1)
+    a = rng.normal(10, 3, 100)
+    d = np.concatenate([np.full(70, 0.5), np.full(20, -0.5), np.zeros(10)])
+    ds = _synthetic({"wall_time": [0, 0], "cost": [0, 0]}, runs=100)
+    ds["cost"][:] = np.stack([a, a + d])
+    p, se = prob_better(ds, {"config": "A"}, {"config": "B"}, "cost")
+    assert p == pytest.approx(0.75) and se == pytest.approx(math.sqrt(0.75 * 0.25 / 100))
+    q, _ = prob_better(ds, {"config": "B"}, {"config": "A"}, "cost")
+    assert q == pytest.approx(0.25)
+
+
+def test_cheapest_within_deadline():
+    # Deadline 2 days = 48 h. A: fast, dear; B: 40 h +- 10 (half the runs late? no: 30..50 -> some late);
+    # C: 100 h, cheapest but late.
+    ds = _synthetic({"wall_time": [20, 40, 100], "cost": [10, 5, 1]}, runs=5, spread=10.0)
+    # runs of B: 30, 35, 40, 45, 50 h -> 4 of 5 within 48 h (0.8)
+    assert cheapest_within(ds, 2.0, 0.8)["configuration"] == {"config": "B"}
+    assert cheapest_within(ds, 2.0, 0.9)["configuration"] == {"config": "A"}
+    assert cheapest_within(ds, 0.5, 0.9) is None
+
+
+def _optimizer_case(stall_s: float, mtbf_h: float, shape: float = 1.0):
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["stragglers"]["sigma"] = 0.0
+    raw["model"]["tokens"] = 2e11
+    # Sync stall S / W with W = 8 nodes x 1 GB/s: bytes_per_param sets the stall.
+    raw["checkpoint"] = {"strategy": "sync", "bytes_per_param": stall_s * 8e9 / 1.3e9, "write_gbps_per_node": 1.0,
+                         "storage_gbps": 1e6}
+    raw["failures"] = [{"name": "c", "scope": "cluster", "shape": shape, "mtbf_hours": mtbf_h,
+                        "recovery_minutes": 5.0}]
+    return scenario_from_dict(raw).base
+
+
+@pytest.mark.parametrize("stall_s,mtbf_h", [(60.0, 2.0), (20.0, 4.0), (120.0, 1.0), (5.0, 0.5)])
+def test_optimizer_lands_near_daly_with_exponential_failures(stall_s, mtbf_h):
+    # Daly (2006, eq. 37) is the optimum of the expected wall time for exponential failures
+    # to higher order; the simulated optimum must be within 10 %.
+    opt = optimize_interval(_optimizer_case(stall_s, mtbf_h), runs=300)
+    assert opt.interval_s == pytest.approx(opt.daly_s, rel=0.10)
+    assert opt.ci95_s[0] <= opt.interval_s <= opt.ci95_s[1]
+
+
+def test_optimize_interval_from_toml():
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["checkpoint"] = {"strategy": "async", "interval": "optimize", "optimize_objective": "cost"}
+    raw["failures"][0]["mtbf_hours"] = 100.0
+    raw["run"]["runs"] = 50
+    ds = mcsim.simulate(scenario_from_dict(raw), progress=False)
+    low, high = float(ds["checkpoint_interval_ci_low"]), float(ds["checkpoint_interval_ci_high"])
+    assert 0 < low <= high and np.isfinite(float(ds["checkpoint_interval"]))
+
+
+def test_accessor_matches_functions(small_raw):
+    small_raw["sweep"] = {"parallelism.gpus": [64, 128], "checkpoint.strategy": ["async", "gockpt"]}
+    small_raw["run"]["runs"] = 30
+    ds = mcsim.simulate(scenario_from_dict(small_raw), progress=False)
+    assert ds.mcsim.best("cost") == best(ds, "cost")
+    assert ds.mcsim.pareto(("wall_time", "energy")).equals(pareto_front(ds, ("wall_time", "energy")))
+    assert "stat" in ds.mcsim.summary().dims
+    p, se = ds.mcsim.prob_better({"gpus": 128, "strategy": "async"}, {"gpus": 64, "strategy": "async"}, "wall_time")
+    assert p > 0.9 and se >= 0
