@@ -5,6 +5,10 @@
 ``mcsim validate [--runs N]``
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
+``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
+(one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
+``mcsim report OUT.nc [-o FOLDER]``
+(the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default)
 
 User mistakes (bad scenario, bad option value, unreadable file) print one
 line ``mcsim: error: ...`` naming the file and key, exit with status 2 and
@@ -61,7 +65,24 @@ def _build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--recovery-minutes", type=float, default=20.0, metavar="M", help="recovery per failure [min]")
     fit.add_argument("--confidence", type=float, default=0.95, metavar="C", help="confidence level of the intervals")
     fit.add_argument("-o", "--output", metavar="TABLE.toml", help="write the [[failures]] table to this TOML file")
+    plot = sub.add_parser("plot", help="draw one figure of a result file (needs matplotlib)")
+    plot.add_argument("file", help="netCDF file written by mcsim run")
+    plot.add_argument("--kind", required=True, choices=_PLOT_KINDS, help="which figure")
+    plot.add_argument("-o", "--output", required=True, metavar="FIG.png",
+                      help="image file to write (PNG; PDF or SVG by suffix)")
+    plot.add_argument("--x", default=None, metavar="DIM",
+                      help="--kind scaling: sweep dimension on the x axis (default gpus)")
+    plot.add_argument("--variable", default=None, metavar="NAME",
+                      help="--kind cdf: per-run variable whose distribution is drawn (default wall_time)")
+    report = sub.add_parser("report",
+                            help="write figures and a Markdown summary of a result file (needs matplotlib)")
+    report.add_argument("file", help="netCDF file written by mcsim run")
+    report.add_argument("-o", "--output", metavar="FOLDER",
+                        help="folder to write (default: FILE without .nc + -report)")
     return parser
+
+
+_PLOT_KINDS = ("scaling", "cdf", "pareto", "breakdown")
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -325,6 +346,108 @@ def _cmd_fit_failures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_result_file(name: str) -> xr.Dataset | None:
+    """The dataset of an mcsim result file, or None after printing the one-line error."""
+    from .netcdf import open_results
+
+    path = Path(name)
+    if not path.is_file():
+        print(f"mcsim: error: {path}: no such file", file=sys.stderr)
+        return None
+    try:
+        ds = open_results(path)
+    except (OSError, ValueError) as err:
+        print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
+        return None
+    if "wall_time" not in ds or "run" not in ds["wall_time"].dims:
+        print(f"mcsim: error: {path}: not an mcsim result file (no per-run wall_time variable)", file=sys.stderr)
+        return None
+    return ds
+
+
+def _use_agg() -> None:
+    """Files only, never a window: the Agg backend, when matplotlib is there at all."""
+    try:
+        import matplotlib
+    except ImportError:
+        return  # mcsim.plots raises BackendUnavailable with the install hint
+    matplotlib.use("Agg")
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .backends import BackendUnavailable
+
+    for option, value, kind in (("--x", args.x, "scaling"), ("--variable", args.variable, "cdf")):
+        if value is not None and args.kind != kind:
+            print(f"mcsim: error: {option}: applies to --kind {kind} only", file=sys.stderr)
+            return EXIT_USAGE
+    output = Path(args.output)
+    if problem := _output_problem(output):
+        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    ds = _open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    _use_agg()
+    try:
+        from . import plots
+
+        if args.kind == "scaling":
+            fig = plots.plot_scaling(ds, x=args.x or "gpus")
+        elif args.kind == "cdf":
+            fig = plots.plot_cdf(ds, variable=args.variable or "wall_time")
+        else:
+            fig = getattr(plots, f"plot_{args.kind}")(ds)
+    except (BackendUnavailable, ValueError) as err:
+        print(f"mcsim: error: {args.file}: {err}" if isinstance(err, ValueError) else f"mcsim: error: {err}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    import matplotlib.pyplot as plt
+
+    try:
+        plots.save_figure(fig, output)
+    except OSError as err:
+        print(f"mcsim: error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    finally:
+        plt.close(fig)
+    print(f"wrote {output}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .backends import BackendUnavailable
+
+    source = Path(args.file)
+    folder = Path(args.output) if args.output else source.with_name(
+        (source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
+    if folder.exists() and not folder.is_dir():
+        print(f"mcsim: error: -o: {folder}: exists and is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    if problem := _output_problem(folder / "README.md"):
+        print(f"mcsim: error: -o: {folder}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    ds = _open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    from .report import write_report
+
+    _use_agg()
+    try:
+        written = write_report(ds, folder, source=source.name)
+    except BackendUnavailable as err:
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as err:
+        print(f"mcsim: error: {source}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as err:
+        print(f"mcsim: error: cannot write {folder}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    print(f"wrote {', '.join(p.name for p in written)} in {folder}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``mcsim`` console script; returns the exit status."""
     parser = _build_parser()
@@ -345,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_validate(args)
         if args.command == "fit-failures":
             return _cmd_fit_failures(args)
+        if args.command == "plot":
+            return _cmd_plot(args)
+        if args.command == "report":
+            return _cmd_report(args)
         return _cmd_summary(args)
     except ScenarioError as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
