@@ -86,22 +86,29 @@ def prob_better(ds: xr.Dataset, a: Mapping, b: Mapping, objective: str = "cost")
     if not ok.any():
         raise ValueError("no comparable runs (infeasible configuration?)")
     wins = (xa[ok] < xb[ok]) + 0.5 * (xa[ok] == xb[ok])
+    n = int(ok.sum())
     p = float(wins.mean())
-    return p, math.sqrt(max(p * (1 - p), 0.0) / ok.sum())
+    # The binomial SE, with p shrunk to (k + 0.5) / (n + 1) so that p = 0 or 1 does not
+    # claim certainty.
+    shrunk = (p * n + 0.5) / (n + 1)
+    return p, math.sqrt(shrunk * (1 - shrunk) / n)
 
 
 def _config_record(ds: xr.Dataset, point: Mapping, objective: str) -> dict:
     values = ds[objective].sel(dict(point)).values.astype(float)
+    values = values[np.isfinite(values)]  # as xarray's skipna mean that chose the point
     n = values.size
+    mean = float(values.mean())
+    half = Z_95 * float(values.std(ddof=1)) / math.sqrt(n) if n > 1 else math.nan
     return {
         "configuration": {k: (v.item() if hasattr(v, "item") else v) for k, v in point.items()},
         "objective": objective,
         "units": ds[objective].attrs.get("units", ""),
-        "mean": float(values.mean()),
-        "ci95": (float(values.mean() - Z_95 * values.std(ddof=1) / math.sqrt(n)),
-                 float(values.mean() + Z_95 * values.std(ddof=1) / math.sqrt(n))),
+        "mean": mean,
+        "ci95": (mean - half, mean + half),
         "p5": float(np.percentile(values, 5)),
         "p95": float(np.percentile(values, 95)),
+        "runs": n,
     }
 
 

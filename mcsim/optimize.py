@@ -86,7 +86,7 @@ def optimize_interval(cfg: Config, objective: str = "wall_time", runs: int = 400
     plan = checkpoint_plan(daly, wl)
     iteration_s = wl.iteration_time_s
     k_daly = plan.every_iterations
-    k_max = max(1, wl.iterations - 1)
+    k_max = max(1, wl.iterations)  # an interval of all iterations: no checkpoint at all
 
     evaluated: dict[int, np.ndarray] = {}
 
@@ -104,15 +104,20 @@ def optimize_interval(cfg: Config, objective: str = "wall_time", runs: int = 400
     k_best = min(coarse, key=lambda k: evaluated[k].mean())
     fine = grid(k_best, 1.8, 9)
     evaluate(fine)
-    if len(fine) < 3:  # the interval is pinned at one or two iterations
-        fine = sorted(evaluated)
+    ks = sorted(evaluated)
+    if len(fine) < 3:
+        fine = ks
+    if len(fine) < 3:  # one or two candidate intervals (a very short run): take the best, no fit
+        k = min(ks, key=lambda k: evaluated[k].mean())
+        return IntervalOptimum(objective, k * iteration_s, k, (k * iteration_s, k * iteration_s),
+                               daly_interval_s(plan.stall_s, plan.system_mtbf_s), tuple(x * iteration_s for x in ks),
+                               tuple(float(evaluated[x].mean()) for x in ks))
     log_k = np.log(np.array(fine, dtype=float))
     samples = np.stack([evaluated[k] for k in fine])       # (points, runs), paired by run
     vertex = _vertex(log_k, samples.mean(axis=1))
     rng = np.random.default_rng(seed)
     boots = [_vertex(log_k, samples[:, rng.integers(0, runs, runs)].mean(axis=1)) for _ in range(bootstrap)]
     low, high = np.percentile(boots, [2.5, 97.5])
-    ks = sorted(evaluated)
     return IntervalOptimum(
         objective=objective,
         interval_s=math.exp(vertex) * iteration_s,

@@ -117,8 +117,9 @@ def _resolve_optimized_interval(cfg: Config, run, notify):
     """Replace ``interval = "optimize"`` by the simulated optimum, in whole iterations."""
     from .optimize import optimize_interval
 
+    # Tuned on a stream of its own (seed + 1), so the reported runs are not the ones it was tuned on.
     optimum = optimize_interval(cfg, objective=cfg.checkpoint.optimize_objective,
-                                runs=min(run.runs, OPTIMIZE_RUNS), seed=run.seed, mode=run.mode)
+                                runs=min(run.runs, OPTIMIZE_RUNS), seed=run.seed + 1, mode=run.mode)
     if notify is not None:
         notify(f"optimized checkpoint interval ({optimum.objective}): {optimum.interval_s:.4g} s "
                f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s")

@@ -65,7 +65,8 @@ def test_prob_better_on_paired_runs():
     ds = _synthetic({"wall_time": [0, 0], "cost": [0, 0]}, runs=100)
     ds["cost"][:] = np.stack([a, a + d])
     p, se = prob_better(ds, {"config": "A"}, {"config": "B"}, "cost")
-    assert p == pytest.approx(0.75) and se == pytest.approx(math.sqrt(0.75 * 0.25 / 100))
+    # SE with p shrunk to (75 + 0.5) / 101 so that 0 and 1 never claim certainty
+    assert p == pytest.approx(0.75) and se == pytest.approx(math.sqrt(75.5 / 101 * 25.5 / 101 / 100))
     q, _ = prob_better(ds, {"config": "B"}, {"config": "A"}, "cost")
     assert q == pytest.approx(0.25)
 
@@ -120,3 +121,19 @@ def test_accessor_matches_functions(small_raw):
     assert "stat" in ds.mcsim.summary().dims
     p, se = ds.mcsim.prob_better({"gpus": 128, "strategy": "async"}, {"gpus": 64, "strategy": "async"}, "wall_time")
     assert p > 0.9 and se >= 0
+
+
+def test_certain_win_still_has_an_error_and_nan_runs_are_skipped():
+    ds = _synthetic({"wall_time": [1, 2], "cost": [1, 2]}, runs=10)
+    p, se = prob_better(ds, {"config": "A"}, {"config": "B"}, "cost")
+    assert p == 1.0 and se > 0
+    ds["cost"][0, 3] = np.nan  # a NaN run must not turn the chosen configuration's record into NaN
+    record = best(ds, "cost")
+    assert record["configuration"] == {"config": "A"} and np.isfinite(record["mean"]) and record["runs"] == 9
+
+
+def test_optimizer_on_a_two_iteration_run_picks_a_grid_point():
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["model"]["tokens"] = 2 * 512 * 2048  # two iterations: too few candidate intervals for a fit
+    opt = optimize_interval(scenario_from_dict(raw).base, runs=20)
+    assert opt.interval_iterations in (1, 2) and opt.ci95_s[0] == opt.ci95_s[1] == opt.interval_s
