@@ -274,19 +274,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from .netcdf import open_results
-
-    path = Path(args.file)
-    if not path.is_file():
-        print(f"mcsim: error: {path}: no such file", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        ds = open_results(path)
-    except (OSError, ValueError) as err:
-        print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
-        return EXIT_USAGE
-    if "wall_time" not in ds:
-        print(f"mcsim: error: {path}: not an mcsim result file (no wall_time variable)", file=sys.stderr)
+    ds = _open_result_file(args.file)
+    if ds is None:
         return EXIT_USAGE
     print(summary_table(ds))
     return 0
