@@ -152,11 +152,12 @@ def summary_table(ds: xr.Dataset) -> str:
 
 
 MAX_TABLE_ROWS = 16
-_ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
 
 
 def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
     """Mean energy breakdown, cost and carbon split, per configuration (first 12)."""
+    from .energy import ENERGY_PARTS
+
     if "energy_compute" not in stats or int(np.prod([stats.sizes[d] for d in sweep_dims])) > MAX_TABLE_ROWS:
         return []
     lines = ["energy breakdown [MWh] (facility; parts add up to the total), cost [MUSD] and CO2 [t] splits:"]
@@ -169,7 +170,7 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
         if not bool(point["feasible"]):
             continue
         label = " ".join(f"{d}={stats[d].values[i]}" for d, i in zip(sweep_dims, index)) or "all runs"
-        parts = "  ".join(f"{k} {_fmt(float(point[f'energy_{k}']), 4)}" for k in _ENERGY_PARTS)
+        parts = "  ".join(f"{k} {_fmt(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
         lines.append(f"  {label}: {parts}  = {_fmt(float(point['energy']), 5)}"
                      f"  (GPUs alone, IT: {_fmt(float(point['energy_gpu']), 4)})")
         lines.append(f"  {' ' * len(label)}  cost allocation {_fmt(float(point['cost_allocation']) / 1e6, 4)}"

@@ -40,6 +40,8 @@ J_PER_KWH = 3.6e6
 HOURS_PER_YEAR = 365.25 * 24.0
 SECONDS_PER_YEAR = HOURS_PER_YEAR * 3600.0
 BITS_PER_BYTE = 8.0
+# The facility-level parts of `energy`, which add up to it.
+ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from tqdm.auto import tqdm
 from . import __version__
 from .backends import make_backend
 from .checkpointing import CheckpointPlan, checkpoint_plan
-from .energy import (J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t, run_cost_usd,
-                     run_energy_j)
+from .energy import (ENERGY_PARTS, J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t,
+                     run_cost_usd, run_energy_j)
 from .kernels import montecarlo as mc
 from .resume import PieceStore
 from .scenario import Config, Scenario
@@ -31,8 +31,6 @@ from .tasks import DEFAULT_CHUNK_RUNS, plan_tasks, run_task
 from .variables import PER_CONFIG, PER_RUN, build_dataset
 from .workload import Workload, workload
 
-# The facility-level parts of `energy`, which add up to it.
-ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
 
 
 def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int = 0,
@@ -88,6 +86,7 @@ def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
 
 def _per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) -> dict[str, object]:
     nan = math.nan
+    iteration_j = ideal_iteration_energy_j(cfg, wl, power_model(cfg, wl)) if plan else nan
     return {
         "iteration_time": wl.iteration_time_s,
         "compute_time": wl.compute_time_s,
@@ -103,9 +102,8 @@ def _per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) 
         "checkpoint_write_time": plan.size_bytes / (plan.write_gbps * 1e9) if plan else nan,
         "checkpoint_load_time": plan.load_s if plan else nan,
         "system_mtbf": plan.system_mtbf_s / 3600.0 if plan else nan,
-        "iteration_energy": ideal_iteration_energy_j(cfg, wl, power_model(cfg, wl)) if plan else nan,
-        "gpu_power": (ideal_iteration_energy_j(cfg, wl, power_model(cfg, wl))
-                      / (cfg.parallelism.gpus * wl.iteration_time_s)) if plan else nan,
+        "iteration_energy": iteration_j,
+        "gpu_power": iteration_j / (cfg.parallelism.gpus * wl.iteration_time_s),
     }
 
 

@@ -12,7 +12,7 @@ import naive
 import mcsim
 from conftest import SMALL_SCENARIO
 from mcsim.scenario import load_scenario, scenario_from_dict
-from mcsim.simulate import ENERGY_PARTS
+from mcsim.energy import ENERGY_PARTS
 from mcsim.workload import workload
 
 SCENARIOS = mcsim.reference_scenario_path().parent
