@@ -137,11 +137,11 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[s
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(source, "(file)", f"cannot read: {getattr(err, 'strerror', err)}")
+        raise ScenarioError(source, "(file)", f"cannot read: {getattr(err, 'strerror', err)}") from err
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}")
+        raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
     for item in overrides:
         key, value = parse_override(item)
         if isinstance(value, list):
