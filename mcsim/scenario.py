@@ -96,9 +96,22 @@ class Scenario:
         return dumps_toml(self.raw)
 
 
+def shipped_scenarios_folder() -> Path:
+    """Folder of the shipped scenario files.
+
+    Installed, they are the package data of ``mcsim.scenarios``. From a source
+    tree (``import mcsim`` in the repository root, where ``./mcsim`` shadows the
+    installed package) they are the repository's ``scenarios/`` folder.
+    """
+    try:
+        return Path(str(resources.files("mcsim.scenarios")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "scenarios"
+
+
 def reference_scenario_path() -> Path:
     """Path of the shipped reference scenario (Llama 3 405B)."""
-    return Path(str(resources.files("mcsim.scenarios").joinpath(REFERENCE_SCENARIO)))
+    return shipped_scenarios_folder() / REFERENCE_SCENARIO
 
 
 def parse_override(text: str) -> tuple[str, Any]:

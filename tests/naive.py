@@ -23,7 +23,7 @@ def splitmix64_mix(z: int) -> int:
 
 
 def seed_state(seed: int, run: int, stream: int) -> list[int]:
-    """xoshiro256** state of stream ``stream`` of run ``run`` (documented in kernels/rng.py)."""
+    """xoshiro256** state of stream ``stream`` of run ``run`` (documented in mcsim/kernels/rng.py)."""
     golden = 0x9E3779B97F4A7C15
     key = splitmix64_mix((seed + golden) & MASK64)
     key = splitmix64_mix(((key ^ run) + golden) & MASK64)
