@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import kernel_params, run_kernel
+from scipy import stats
 
+import naive
+from conftest import kernel_params, run_kernel
 from mcsim.kernels import montecarlo as mc
 from mcsim.stragglers import factor_law
 
@@ -106,9 +108,26 @@ def test_no_failures_no_stragglers_is_deterministic():
         np.testing.assert_allclose(fn(p, 3, 0), expected, rtol=1e-12, err_msg=name)
 
 
-@pytest.mark.parametrize("G, sigma", [(1, 0.0), (1, 0.1), (8, 0.2), (1024, 0.05), (1e6, 0.3)])
-def test_expected_max_factor_matches_factor_law(G, sigma):
+@pytest.mark.parametrize("sigma", [0.05, 0.3, 1.0])
+def test_expected_max_factor_closed_forms(sigma):
+    # G = 1: M = exp(sigma Z), lognormal: E = e^(s^2/2), Var = e^(s^2) (e^(s^2) - 1).
+    mean, var = baselines.expected_max_factor(1, sigma)
+    assert mean == pytest.approx(math.exp(sigma**2 / 2), rel=1e-9)
+    assert var == pytest.approx(math.exp(sigma**2) * math.expm1(sigma**2), rel=1e-7)
+    # G = 2: E[exp(t max(Z1, Z2))] = 2 e^(t^2/2) Phi(t / sqrt 2) (the larger of two iid
+    # normals: 2 E[e^(t Z1) 1{Z2 < Z1}] = 2 e^(t^2/2) P(Z2 < Z1 + t)); t = sigma and 2 sigma.
+    first = 2 * math.exp(sigma**2 / 2) * stats.norm.cdf(sigma / math.sqrt(2))
+    second = 2 * math.exp(2 * sigma**2) * stats.norm.cdf(2 * sigma / math.sqrt(2))
+    mean, var = baselines.expected_max_factor(2, sigma)
+    assert mean == pytest.approx(first, rel=1e-9)
+    assert var == pytest.approx(second - first**2, rel=1e-6)
+
+
+@pytest.mark.parametrize("G, sigma", [(8, 0.2), (1024, 0.05), (1e6, 0.3)])
+def test_expected_max_factor_matches_quadrature_in_u(G, sigma):
+    # tests/naive.py integrates M(u) = exp(sigma Phi^-1(u^(1/G))) over u in (0, 1), a
+    # different variable and integrand from the baseline's density of the maximum in z.
     mean, var = baselines.expected_max_factor(G, sigma)
-    law = factor_law(G, sigma)
-    assert mean == pytest.approx(law.mean, rel=1e-9)
-    assert math.sqrt(var) == pytest.approx(law.std, rel=1e-7, abs=1e-15)
+    ref_mean, ref_var, _ = naive.max_lognormal_central_moments_u(G, sigma)
+    assert mean == pytest.approx(ref_mean, rel=1e-9)
+    assert var == pytest.approx(ref_var, rel=1e-6)
