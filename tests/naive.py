@@ -128,3 +128,15 @@ def daly_interval_ref(c: float, m: float) -> float:
     if c >= 2 * m:
         return m
     return math.sqrt(2 * c * m) * (1 + (1 / 3) * math.sqrt(c / (2 * m)) + (1 / 9) * (c / (2 * m))) - c
+
+
+def simulate_run(params, classes, seed: int, run: int) -> list[float]:
+    """One run of docs/model.md §4 in plain Python, drawing the kernel's random streams.
+
+    The slow twin of ``mcsim.kernels.montecarlo.simulate_runs`` (issue 12): ``params`` is
+    a ``RunParams``, ``classes`` a ``FailureClasses``; returns the run's ``N_OUT``
+    outputs in the kernel's column order. Written out in ``tests/naive_run.py``.
+    """
+    import naive_run  # imported here: naive_run builds on this module's generator
+
+    return naive_run.simulate_run(params, classes, seed, run)

@@ -1,0 +1,632 @@
+"""The slow twin of the run loop: one run of docs/model.md §4, step by step, in plain Python.
+
+Written from ``docs/model.md`` (§3 checkpoints and failures, §4 one run, §6
+randomness), not from the kernel's code: named state, one function per event
+(a stretch of training, a checkpoint, a failure and its recovery, a restart),
+and plain loops. It draws from the same random streams as the kernel, so the
+two must agree run for run (``tests/test_twin.py``); it is the reference the
+kernel is refactored against (issue 12).
+
+Random streams of run ``r`` (docs/model.md §6), each a xoshiro256** generator
+seeded from ``(seed, r, stream)`` (``naive.seed_state``):
+
+* stream 0, the iterations: one uniform per iteration started (the max-of-G
+  rank factor), or, in fast mode, one uniform per block drawn at once (the
+  normal deviate of the block sum);
+* stream 1, the job factor J: one uniform at the start and after every restart
+  (none when ``job_sigma`` is 0);
+* stream 2, slow-node episodes: the gaps between arrivals and the durations of
+  the episodes the job sees (see :class:`Episodes` for the order);
+* stream 3 + c, failure class c: the Rényi pool of never-failed units and the
+  lifetimes of replacement units (see :class:`FailureProcesses` for the order).
+
+The uniform of a stream is ``((x >> 11) + 0.5) / 2**53`` of its next 64-bit
+output (mcsim/kernels/rng.py), in the open interval (0, 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from naive import MASK64, seed_state
+
+STREAM_ITERATIONS = 0
+STREAM_JOB = 1
+STREAM_EPISODES = 2
+STREAM_FIRST_FAILURE_CLASS = 3
+
+SYNC, ASYNC, IN_MEMORY = 0, 1, 2   # the kernel's strategy codes (gockpt runs as async)
+
+# The output of one run, in the kernel's column order (mcsim/kernels/montecarlo.py OUT_*).
+OUTPUT_NAMES = (
+    "wall_s", "failures", "lost_s", "checkpoint_s", "recovery_s", "straggler_s", "completed",
+    "iterations_done", "busy_s", "checkpoints", "straggler_transient_s", "straggler_persistent_s",
+    "memory_recoveries", "spare_wait_s", "episode_phase_s", "storage_writes", "storage_loads",
+    "memory_loads", "executed_iterations",
+)
+
+
+# ---------------------------------------------------------------------------
+# Random numbers
+# ---------------------------------------------------------------------------
+
+class Stream:
+    """One xoshiro256** stream (Blackman & Vigna's reference C code), Python integers."""
+
+    def __init__(self, seed: int, run: int, stream: int):
+        self.s = seed_state(seed, run, stream)
+
+    def next_u64(self) -> int:
+        s = self.s
+        result = (_rotl((s[1] * 5) & MASK64, 7) * 9) & MASK64
+        t = (s[1] << 17) & MASK64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = _rotl(s[3], 45)
+        return result
+
+    def uniform(self) -> float:
+        """Uniform in (0, 1): the top 53 bits plus one half, times 2**-53."""
+        return ((self.next_u64() >> 11) + 0.5) * 2.0**-53
+
+    def exponential(self) -> float:
+        """Exp(1) by inversion."""
+        return -math.log(self.uniform())
+
+
+def _rotl(x: int, k: int) -> int:
+    return ((x << k) | (x >> (64 - k))) & MASK64
+
+
+# Acklam (2003), "An algorithm for computing the inverse normal cumulative
+# distribution function": rational approximations in the central region and
+# in the tails (split at 0.02425), relative error < 1.15e-9.
+ACKLAM_A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
+            1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
+ACKLAM_B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
+            6.680131188771972e01, -1.328068155288572e01)
+ACKLAM_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
+            -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
+ACKLAM_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00,
+            3.754408661907416e00)
+ACKLAM_SPLIT = 0.02425
+
+
+def _horner(coefficients: tuple[float, ...], x: float) -> float:
+    """c0 x^n + c1 x^(n-1) + ... + cn, highest power first."""
+    value = coefficients[0]
+    for c in coefficients[1:]:
+        value = value * x + c
+    return value
+
+
+def _acklam_tail(q: float) -> float:
+    """Acklam's tail approximation in q = sqrt(-2 log p) (the lower tail's quantile)."""
+    return _horner(ACKLAM_C, q) / (_horner(ACKLAM_D, q) * q + 1.0)
+
+
+def normal_quantile_acklam(p: float) -> float:
+    """Acklam's Φ⁻¹(p); the upper tail uses log1p(-p) so that 1 - p is not formed."""
+    if p < ACKLAM_SPLIT:
+        return _acklam_tail(math.sqrt(-2.0 * math.log(p)))
+    if p <= 1.0 - ACKLAM_SPLIT:
+        q = p - 0.5
+        r = q * q
+        return _horner(ACKLAM_A, r) * q / (_horner(ACKLAM_B, r) * r + 1.0)
+    return -_acklam_tail(math.sqrt(-2.0 * math.log1p(-p)))
+
+
+def normal_quantile(p: float) -> float:
+    """Φ⁻¹(p) to double precision: Acklam refined by one Halley step on erfc."""
+    x = normal_quantile_acklam(p)
+    if p < 0.5:
+        residual = 0.5 * math.erfc(-x / math.sqrt(2.0)) - p       # Φ(x) - p
+    else:
+        residual = (1.0 - p) - 0.5 * math.erfc(x / math.sqrt(2.0))  # Φ(x) - p, with 1 - p exact
+    u = residual * math.sqrt(2.0 * math.pi) * math.exp(0.5 * x * x)
+    return x - u / (1.0 + 0.5 * x * u)
+
+
+def slowest_rank_factor(u: float, ranks: float, sigma: float) -> float:
+    """M = exp(sigma Φ⁻¹(u^(1/G))): the largest of G lognormal rank factors, from one uniform.
+
+    When u^(1/G) >= 1/2 the quantile is taken as -Φ⁻¹(q), q = 1 - u^(1/G) = -expm1(log(u)/G).
+    """
+    if sigma == 0.0:
+        return 1.0
+    log_p = math.log(u) / ranks
+    if log_p < -math.log(2.0):
+        z = normal_quantile(math.exp(log_p))
+    else:
+        z = -normal_quantile(-math.expm1(log_p))
+    return math.exp(sigma * z)
+
+
+# ---------------------------------------------------------------------------
+# Failure processes (docs/model.md §4 "Failure processes")
+# ---------------------------------------------------------------------------
+
+@dataclass
+class FailureClass:
+    units: int
+    shape: float
+    scale_s: float
+    recovery_s: float
+    nodes_taken: int
+    memory_ok: bool
+    repair_s: float
+
+
+class FailureProcesses:
+    """Every unit of every class is a Weibull renewal process, replaced as new when it fails.
+
+    Never-failed units of class c are pooled: their cumulative hazards are iid
+    Exp(1), so in increasing order the next is ``H + E / (units left)``, at time
+    ``scale * H^(1/k)``. A replaced unit's next failure is its failure time
+    plus a fresh Weibull lifetime ``scale * E^(1/k)``.
+
+    Draw order on class c's stream: one draw for the pool's first failure at the
+    start (none for an empty class); when a pooled unit fails, first the pool's
+    next failure (none once the pool is empty), then the replacement's lifetime;
+    when a replaced unit fails, its replacement's lifetime.
+
+    The earliest pending failure is taken; on equal times a pooled failure of
+    the lowest class comes first.
+    """
+
+    def __init__(self, classes: list[FailureClass], seed: int, run: int):
+        self.classes = classes
+        self.streams = [Stream(seed, run, STREAM_FIRST_FAILURE_CLASS + c) for c in range(len(classes))]
+        self.never_failed = [fc.units for fc in classes]
+        self.pool_hazard = [0.0] * len(classes)
+        self.pool_next_s = [math.inf] * len(classes)
+        self.replaced: list[tuple[float, int]] = []   # (next failure time, class) of replaced units
+        self._earliest_cache: tuple[float, str, int] | None = None
+        for c in range(len(classes)):
+            self._next_pooled_failure(c)
+
+    def _next_pooled_failure(self, c: int) -> None:
+        if self.never_failed[c] <= 0:
+            self.pool_next_s[c] = math.inf
+            return
+        self.pool_hazard[c] += self.streams[c].exponential() / self.never_failed[c]
+        fc = self.classes[c]
+        self.pool_next_s[c] = fc.scale_s * self.pool_hazard[c] ** (1.0 / fc.shape)
+
+    def _lifetime(self, c: int) -> float:
+        fc = self.classes[c]
+        return fc.scale_s * self.streams[c].exponential() ** (1.0 / fc.shape)
+
+    def _earliest(self) -> tuple[float, str, int]:
+        """(time, "pool" | "replaced" | "none", class or index in ``replaced``)."""
+        if self._earliest_cache is None:   # remembered until a failure is taken
+            self._earliest_cache = self._find_earliest()
+        return self._earliest_cache
+
+    def _find_earliest(self) -> tuple[float, str, int]:
+        best = (math.inf, "none", -1)
+        for c, time_s in enumerate(self.pool_next_s):
+            if time_s < best[0]:
+                best = (time_s, "pool", c)
+        for i, (time_s, _) in enumerate(self.replaced):
+            if time_s < best[0]:
+                best = (time_s, "replaced", i)
+        return best
+
+    def next_time(self) -> float:
+        """Time of the earliest pending failure (inf when none is pending)."""
+        return self._earliest()[0]
+
+    def take_next(self) -> int:
+        """Remove the earliest pending failure, replace its unit, and return its class."""
+        time_s, where, index = self._earliest()
+        self._earliest_cache = None
+        if where == "pool":
+            c = index
+            self.never_failed[c] -= 1
+            self._next_pooled_failure(c)
+            self.replaced.append((time_s + self._lifetime(c), c))
+            return c
+        _, c = self.replaced[index]
+        self.replaced[index] = (time_s + self._lifetime(c), c)
+        return c
+
+
+# ---------------------------------------------------------------------------
+# Slow-node episodes
+# ---------------------------------------------------------------------------
+
+class Episodes:
+    """Poisson arrivals of slow-node episodes with Exp(mean) durations; overlapping ones merge.
+
+    The job reads the stream when it (re)starts a stretch of training
+    (:meth:`catch_up`): each arrival up to then draws its duration, then the gap
+    to the next arrival. A restart ends every episode and skips the arrivals
+    up to it, drawing only their gaps (:meth:`restart`).
+    """
+
+    def __init__(self, rate_per_s: float, mean_s: float, stream: Stream):
+        self.rate_per_s = rate_per_s
+        self.mean_s = mean_s
+        self.stream = stream
+        self.next_arrival_s = stream.exponential() / rate_per_s if rate_per_s > 0.0 else math.inf
+        self.active_until_s = 0.0   # end of the merged episodes seen so far
+
+    def catch_up(self, t: float) -> None:
+        while self.next_arrival_s <= t:
+            end = self.next_arrival_s + self.mean_s * self.stream.exponential()
+            self.active_until_s = max(self.active_until_s, end)
+            self.next_arrival_s += self.stream.exponential() / self.rate_per_s
+
+    def active(self, t: float) -> bool:
+        return self.active_until_s > t
+
+    def next_change_s(self, t: float) -> float:
+        """When the state read at ``t`` may change: the end of the episodes or the next arrival."""
+        return self.active_until_s if self.active(t) else self.next_arrival_s
+
+    def restart(self, t: float) -> None:
+        self.active_until_s = min(self.active_until_s, t)
+        while self.next_arrival_s <= t:
+            self.next_arrival_s += self.stream.exponential() / self.rate_per_s
+
+
+# ---------------------------------------------------------------------------
+# Spare nodes
+# ---------------------------------------------------------------------------
+
+class SparePool:
+    """Hot spares: a failure's taken nodes go to repair and come back after the repair time."""
+
+    def __init__(self, spares: int):
+        self.free = spares
+        self.back_at_s: list[float] = []   # return times of nodes under repair, not yet claimed
+
+    def replace(self, t: float, need: int, repair_s: float) -> float:
+        """Send ``need`` nodes to repair at ``t``, take ``need`` replacements; when they are all there."""
+        returned = [x for x in self.back_at_s if x <= t]
+        self.back_at_s = [x for x in self.back_at_s if x > t]
+        self.free += len(returned)
+        self.back_at_s += [t + repair_s] * need
+        if self.free >= need:
+            self.free -= need
+            return t
+        missing = need - self.free
+        self.free = 0
+        self.back_at_s.sort()
+        awaited, self.back_at_s = self.back_at_s[:missing], self.back_at_s[missing:]
+        return max(awaited)
+
+
+# ---------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Progress:
+    """What a restore brings back: iterations done and the time accounts of those iterations."""
+
+    iterations: int = 0
+    alive_s: float = 0.0             # time of those iterations
+    transient_s: float = 0.0         # straggler excess: per-iteration rank noise
+    persistent_s: float = 0.0        # straggler excess: job factor and episodes
+    episode_phase_s: float = 0.0     # compute phase of those iterations during episodes
+
+
+@dataclass
+class Write:
+    """A copy in flight: ``point`` becomes restorable at ``ready_s``."""
+
+    point: Progress
+    ready_s: float
+
+
+@dataclass
+class RunState:
+    t: float = 0.0
+    progress: Progress = field(default_factory=Progress)
+    next_checkpoint: int = 0
+    job_factor: float = 1.0
+    durable: Progress = field(default_factory=Progress)   # last durable storage checkpoint
+    replica: Progress | None = None                        # last snapshot replicated to a peer (in_memory)
+    storage_write: Write | None = None
+    replication: Write | None = None
+    snapshots: int = 0
+    # Accounts.
+    lost_s: float = 0.0
+    checkpoint_s: float = 0.0
+    recovery_s: float = 0.0
+    spare_wait_s: float = 0.0
+    busy_s: float = 0.0
+    executed: float = 0.0
+    failures: int = 0
+    checkpoints: int = 0
+    memory_recoveries: int = 0
+    storage_writes: int = 0
+    storage_loads: int = 0
+    memory_loads: int = 0
+    partial_s: float = 0.0   # the iteration (or block) a failure interrupted
+
+
+class Run:
+    """One run of one configuration: ``params`` (kernel RunParams), failure classes, seed and run index."""
+
+    def __init__(self, params, classes: list[FailureClass], seed: int, run: int):
+        self.p = params
+        self.failures = FailureProcesses(classes, seed, run)
+        self.classes = classes
+        self.iteration_stream = Stream(seed, run, STREAM_ITERATIONS)
+        self.job_stream = Stream(seed, run, STREAM_JOB)
+        self.episodes = Episodes(params.episode_rate_per_s, params.episode_mean_s,
+                                 Stream(seed, run, STREAM_EPISODES))
+        self.spares = SparePool(params.spare_nodes) if params.spare_nodes >= 0 else None
+        self.state = RunState(next_checkpoint=params.checkpoint_every)
+        self.state.job_factor = self.draw_job_factor()
+
+    # --- draws --------------------------------------------------------------
+
+    def draw_job_factor(self) -> float:
+        """J = max(1, exp(job_sigma Z)), Z from Acklam's quantile (sampled only, unrefined)."""
+        if self.p.job_sigma == 0.0:
+            return 1.0
+        z = normal_quantile_acklam(self.job_stream.uniform())
+        return max(1.0, math.exp(self.p.job_sigma * z))
+
+    # --- when the current activity must stop ----------------------------------
+
+    def horizon(self) -> float:
+        """The next failure or the wall-clock limit, whichever comes first."""
+        return min(self.failures.next_time(), self.p.max_wall_s)
+
+    # --- training -------------------------------------------------------------
+
+    def train_stretch(self) -> str:
+        """Train towards the next checkpoint (or the end); "interrupted", "state changed" or "reached".
+
+        The episode state is read at the stretch's start; the stretch stops
+        when it changes. Fast mode draws the stretch as one block when it is
+        long enough, cut at the expected number of iterations before the change.
+        """
+        p, s = self.p, self.state
+        self.episodes.catch_up(s.t)
+        in_episode = self.episodes.active(s.t)
+        change_s = self.episodes.next_change_s(s.t)
+        target = min(s.next_checkpoint, p.iterations)
+        count = target - s.progress.iterations
+        if p.fast:
+            if in_episode:
+                mean, std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
+            else:
+                mean, std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
+            if count >= min_block and change_s < math.inf:
+                mean_iteration_s = p.compute_time_s * s.job_factor * mean + p.comm_time_s
+                count = min(count, max(1, math.ceil((change_s - s.t) / mean_iteration_s)))
+            if count >= min_block:
+                return self.train_block(count, mean, std, in_episode)
+        stop_at = s.progress.iterations + count
+        while s.progress.iterations < stop_at:
+            if s.t >= change_s:
+                return "state changed"
+            if not self.train_iteration(in_episode):
+                return "interrupted"
+        return "reached" if s.progress.iterations == target else "state changed"
+
+    def train_iteration(self, in_episode: bool) -> bool:
+        """One iteration; False if the horizon interrupts it."""
+        p, s = self.p, self.state
+        m = slowest_rank_factor(self.iteration_stream.uniform(), p.n_ranks, p.sigma)
+        factor = max(m, p.episode_slowdown) if in_episode else m
+        compute_phase = p.compute_time_s * s.job_factor * factor
+        duration = compute_phase + p.comm_time_s
+        return self.finish_work(1, duration, compute_phase, in_episode,
+                                transient_s=p.compute_time_s * (m - 1.0),
+                                persistent_s=p.compute_time_s * (s.job_factor * factor - m))
+
+    def train_block(self, count: int, mean: float, std: float, in_episode: bool) -> str:
+        """``count`` iterations at once: their factor sum ~ N(count mean, count var), clipped at 0."""
+        p, s = self.p, self.state
+        z = normal_quantile_acklam(self.iteration_stream.uniform())
+        factor_sum = max(count * mean + math.sqrt(count) * std * z, 0.0)
+        compute_phase = p.compute_time_s * s.job_factor * factor_sum
+        duration = compute_phase + count * p.comm_time_s
+        if in_episode:   # the rank noise at its expectation, the rest persistent
+            transient = p.compute_time_s * count * (p.factor_mean - 1.0)
+        else:
+            transient = p.compute_time_s * (factor_sum - count)
+        persistent = duration - count * (p.compute_time_s + p.comm_time_s) - transient
+        if not self.finish_work(count, duration, compute_phase, in_episode, transient, persistent):
+            return "interrupted"
+        return "reached" if s.progress.iterations == min(s.next_checkpoint, p.iterations) else "state changed"
+
+    def finish_work(self, count: int, duration: float, compute_phase: float, in_episode: bool,
+                    transient_s: float, persistent_s: float) -> bool:
+        """Run ``count`` iterations lasting ``duration``; False (and the partial work) if cut by the horizon."""
+        s = self.state
+        horizon = self.horizon()
+        if s.t + duration > horizon:
+            s.executed += count * (horizon - s.t) / duration
+            s.partial_s = horizon - s.t
+            s.busy_s += s.partial_s
+            s.t = horizon
+            return False
+        s.t += duration
+        s.executed += count
+        s.busy_s += duration
+        old = s.progress
+        s.progress = Progress(
+            iterations=old.iterations + count,
+            alive_s=old.alive_s + duration,
+            transient_s=old.transient_s + transient_s,
+            persistent_s=old.persistent_s + persistent_s,
+            episode_phase_s=old.episode_phase_s + compute_phase if in_episode else old.episode_phase_s,
+        )
+        return True
+
+    # --- writes in flight -----------------------------------------------------
+
+    def settle_writes(self) -> None:
+        """Writes whose copy has finished by now become restore points."""
+        s = self.state
+        if s.storage_write is not None and s.storage_write.ready_s <= s.t:
+            s.durable = s.storage_write.point
+            s.storage_write = None
+        if s.replication is not None and s.replication.ready_s <= s.t:
+            s.replica = s.replication.point
+            s.replication = None
+
+    # --- checkpoint -----------------------------------------------------------
+
+    def checkpoint(self) -> bool:
+        """Wait for the write this checkpoint depends on, then stall; False if interrupted."""
+        p, s = self.p, self.state
+        previous = s.replication if p.strategy == IN_MEMORY else s.storage_write
+        if previous is not None and previous.ready_s > s.t:
+            horizon = self.horizon()
+            waited_until = min(previous.ready_s, horizon)
+            s.checkpoint_s += waited_until - s.t
+            s.t = waited_until
+            if s.t < previous.ready_s:
+                return False
+        self.settle_writes()
+        horizon = self.horizon()
+        if s.t + p.checkpoint_stall_s > horizon:
+            s.checkpoint_s += horizon - s.t
+            s.t = horizon
+            return False
+        s.t += p.checkpoint_stall_s
+        s.checkpoint_s += p.checkpoint_stall_s
+        s.checkpoints += 1
+        s.next_checkpoint = s.progress.iterations + p.checkpoint_every
+        if p.strategy == SYNC:
+            s.durable = s.progress
+            s.storage_writes += 1
+        elif p.strategy == ASYNC:
+            s.storage_write = Write(s.progress, s.t + p.checkpoint_write_s)
+            s.storage_writes += 1
+        else:
+            s.replication = Write(s.progress, s.t + p.replicate_s)
+            s.snapshots += 1
+            self.settle_writes()
+            if s.snapshots % p.persist_every == 0 and s.storage_write is None:
+                s.storage_write = Write(s.progress, s.t + p.checkpoint_write_s)
+                s.storage_writes += 1
+        return True
+
+    # --- failure and recovery -------------------------------------------------
+
+    def fail_and_recover(self) -> None:
+        """A failure at ``t``: roll back, then recover (restarted by every failure during it)."""
+        p, s = self.p, self.state
+        self.settle_writes()
+        s.storage_write = None      # writes in flight are lost
+        s.replication = None
+        s.lost_s += s.partial_s
+        s.partial_s = 0.0
+        from_memory = False
+        spares_back_s = s.t
+        first = True
+        while True:
+            c = self.failures.take_next()
+            fc = self.classes[c]
+            s.failures += 1
+            if first:
+                from_memory = p.strategy == IN_MEMORY and fc.memory_ok and s.replica is not None
+                self.roll_back_to(self.memory_restore_point() if from_memory else s.durable)
+                if from_memory:
+                    s.memory_recoveries += 1
+                first = False
+            elif from_memory and not fc.memory_ok:
+                # This failure destroys the snapshot being restored: fall back to storage.
+                self.roll_back_to(s.durable)
+                from_memory = False
+                s.memory_recoveries -= 1
+            # A restore from memory leaves the restored snapshot replicated; one from storage leaves none.
+            s.replica = s.progress if from_memory else None
+            if self.spares is not None and fc.nodes_taken > 0:
+                spares_back_s = max(spares_back_s, self.spares.replace(s.t, fc.nodes_taken, fc.repair_s))
+            if from_memory:
+                load_s = p.load_memory_s
+                s.memory_loads += 1
+            else:
+                load_s = p.load_s
+                s.storage_loads += 1
+            recovered_s = max(s.t, spares_back_s) + fc.recovery_s + load_s
+            end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
+            s.spare_wait_s += max(0.0, min(spares_back_s, end) - s.t)
+            s.recovery_s += end - s.t
+            s.t = end
+            if end < self.failures.next_time() or end >= p.max_wall_s or s.failures >= p.max_failures:
+                break
+        self.restart()
+
+    def memory_restore_point(self) -> Progress:
+        """The last replicated snapshot, or the durable checkpoint if that is newer."""
+        s = self.state
+        return s.durable if s.durable.iterations > s.replica.iterations else s.replica
+
+    def roll_back_to(self, point: Progress) -> None:
+        s = self.state
+        s.lost_s += s.progress.alive_s - point.alive_s
+        s.progress = point
+        s.next_checkpoint = point.iterations + self.p.checkpoint_every
+
+    def restart(self) -> None:
+        """Training resumes: a new job factor; every episode ends."""
+        self.state.job_factor = self.draw_job_factor()
+        self.episodes.restart(self.state.t)
+
+    # --- the whole run --------------------------------------------------------
+
+    def simulate(self) -> dict[str, float]:
+        p, s = self.p, self.state
+        completed = False
+        while True:
+            if s.progress.iterations >= p.iterations:
+                completed = True
+                break
+            if s.t >= p.max_wall_s or s.failures >= p.max_failures:
+                break
+            outcome = self.train_stretch()
+            if outcome == "state changed":
+                continue
+            if outcome == "reached":
+                if s.progress.iterations >= p.iterations or self.checkpoint():
+                    continue
+            # Interrupted: by the wall-clock limit (censored) or by a failure.
+            if s.t >= p.max_wall_s and self.failures.next_time() > s.t:
+                break
+            self.fail_and_recover()
+        return self.outputs(completed)
+
+    def outputs(self, completed: bool) -> dict[str, float]:
+        s = self.state
+        done = s.progress
+        return {
+            "wall_s": s.t, "failures": s.failures, "lost_s": s.lost_s, "checkpoint_s": s.checkpoint_s,
+            "recovery_s": s.recovery_s, "straggler_s": done.transient_s + done.persistent_s,
+            "completed": 1.0 if completed else 0.0, "iterations_done": done.iterations, "busy_s": s.busy_s,
+            "checkpoints": s.checkpoints, "straggler_transient_s": done.transient_s,
+            "straggler_persistent_s": done.persistent_s, "memory_recoveries": s.memory_recoveries,
+            "spare_wait_s": s.spare_wait_s, "episode_phase_s": done.episode_phase_s,
+            "storage_writes": s.storage_writes, "storage_loads": s.storage_loads,
+            "memory_loads": s.memory_loads, "executed_iterations": s.executed,
+        }
+
+
+def failure_class_list(classes) -> list[FailureClass]:
+    """Plain per-class records from the kernel's FailureClasses arrays."""
+    return [FailureClass(units=int(classes.units[c]), shape=float(classes.shape[c]),
+                         scale_s=float(classes.scale_s[c]), recovery_s=float(classes.recovery_s[c]),
+                         nodes_taken=int(classes.nodes_taken[c]), memory_ok=bool(classes.memory_ok[c]),
+                         repair_s=float(classes.repair_s[c]))
+            for c in range(len(classes.units))]
+
+
+def simulate_run(params, classes, seed: int, run: int) -> list[float]:
+    """One run; the outputs in the kernel's column order (:data:`OUTPUT_NAMES`)."""
+    out = Run(params, failure_class_list(classes), seed, run).simulate()
+    return [float(out[name]) for name in OUTPUT_NAMES]
