@@ -350,6 +350,14 @@ class RunState:
     storage_loads: int = 0
     memory_loads: int = 0
     partial_s: float = 0.0   # the iteration (or block) a failure interrupted
+    # Not outputs: what the run went through, so that tests can check their grid covers it.
+    failures_in_recovery: int = 0
+    memory_fallbacks: int = 0
+    spare_waits: int = 0
+    episode_stretches: int = 0
+    write_waits: int = 0
+    blocks_at_once: int = 0
+    blocks_cut: int = 0
 
 
 class Run:
@@ -394,6 +402,7 @@ class Run:
         p, s = self.p, self.state
         self.episodes.catch_up(s.t)
         in_episode = self.episodes.active(s.t)
+        s.episode_stretches += in_episode
         change_s = self.episodes.next_change_s(s.t)
         target = min(s.next_checkpoint, p.iterations)
         count = target - s.progress.iterations
@@ -404,8 +413,11 @@ class Run:
                 mean, std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
             if count >= min_block and change_s < math.inf:
                 mean_iteration_s = p.compute_time_s * s.job_factor * mean + p.comm_time_s
-                count = min(count, max(1, math.ceil((change_s - s.t) / mean_iteration_s)))
+                fit = max(1, math.ceil((change_s - s.t) / mean_iteration_s))
+                s.blocks_cut += fit < count
+                count = min(count, fit)
             if count >= min_block:
+                s.blocks_at_once += 1
                 return self.train_block(count, mean, std, in_episode)
         stop_at = s.progress.iterations + count
         while s.progress.iterations < stop_at:
@@ -485,6 +497,7 @@ class Run:
         p, s = self.p, self.state
         previous = s.replication if p.strategy == IN_MEMORY else s.storage_write
         if previous is not None and previous.ready_s > s.t:
+            s.write_waits += 1
             horizon = self.horizon()
             waited_until = min(previous.ready_s, horizon)
             s.checkpoint_s += waited_until - s.t
@@ -533,6 +546,7 @@ class Run:
             c = self.failures.take_next()
             fc = self.classes[c]
             s.failures += 1
+            s.failures_in_recovery += 0 if first else 1
             if first:
                 from_memory = p.strategy == IN_MEMORY and fc.memory_ok and s.replica is not None
                 self.roll_back_to(self.memory_restore_point() if from_memory else s.durable)
@@ -544,6 +558,7 @@ class Run:
                 self.roll_back_to(s.durable)
                 from_memory = False
                 s.memory_recoveries -= 1
+                s.memory_fallbacks += 1
             # A restore from memory leaves the restored snapshot replicated; one from storage leaves none.
             s.replica = s.progress if from_memory else None
             if self.spares is not None and fc.nodes_taken > 0:
@@ -557,6 +572,7 @@ class Run:
             recovered_s = max(s.t, spares_back_s) + fc.recovery_s + load_s
             end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
             s.spare_wait_s += max(0.0, min(spares_back_s, end) - s.t)
+            s.spare_waits += 1 if spares_back_s > s.t else 0
             s.recovery_s += end - s.t
             s.t = end
             if end < self.failures.next_time() or end >= p.max_wall_s or s.failures >= p.max_failures:
@@ -628,5 +644,11 @@ def failure_class_list(classes) -> list[FailureClass]:
 
 def simulate_run(params, classes, seed: int, run: int) -> list[float]:
     """One run; the outputs in the kernel's column order (:data:`OUTPUT_NAMES`)."""
-    out = Run(params, failure_class_list(classes), seed, run).simulate()
-    return [float(out[name]) for name in OUTPUT_NAMES]
+    return simulate_run_traced(params, classes, seed, run)[0]
+
+
+def simulate_run_traced(params, classes, seed: int, run: int) -> tuple[list[float], RunState]:
+    """:func:`simulate_run` and the run's final state (for coverage checks)."""
+    sim = Run(params, failure_class_list(classes), seed, run)
+    out = sim.simulate()
+    return [float(out[name]) for name in OUTPUT_NAMES], sim.state

@@ -1,0 +1,278 @@
+"""The kernel against its slow twin (tests/naive_run.py), run for run, every output column.
+
+The twin follows docs/model.md §3-§4 in plain Python and draws from the same
+random streams (§6), so each run of the kernel must give the same outputs:
+equal to 1e-12 relative (counts exactly). The grid is a covering design, not
+the Cartesian product: each checkpoint strategy (sync, async, gockpt,
+in_memory) meets every feature (failure scopes gpu / node / cluster / domain of
+2 nodes, Weibull shapes 0.7 / 1 / 3, failures during recovery, spares and
+repair, job factor, slow-node episodes, censoring at the wall-clock limit) in at
+least one scenario, and :func:`test_grid_exercises_every_feature` checks that
+the runs really go through them. Exact mode is the reference; fast mode is
+compared too (same block draws), with a small block threshold so that blocks
+drawn at once, blocks cut at episode changes and short blocks drawn exactly
+all occur.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+import naive
+import naive_run
+from conftest import SMALL_SCENARIO, failure_classes, kernel_params
+from mcsim.checkpointing import checkpoint_plan
+from mcsim.kernels import montecarlo as mc
+from mcsim.scenario import scenario_from_dict
+from mcsim.stragglers import factor_law
+from mcsim.tasks import run_params
+from mcsim.workload import workload
+
+RTOL = 1e-12
+
+# Checkpoint strategies on 1 s iterations (0.9 s compute, 0.1 s exposed communication),
+# a checkpoint every 20 iterations, 8 s storage load. gockpt is async with GoCkpt's short
+# stall and a durability delay of an overlap window (3 iterations) plus the storage write.
+# async's write (25 s) is longer than the interval: every checkpoint waits for the previous.
+STRATEGIES = {
+    "sync": dict(strategy=mc.STRATEGY_SYNC, checkpoint_stall_s=8.0),
+    "async": dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=1.5, checkpoint_write_s=25.0),
+    "gockpt": dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.2, checkpoint_write_s=3 * 1.0 + 12.0),
+    "in_memory": dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.5, replicate_s=2.0,
+                      checkpoint_write_s=30.0, persist_every=3, load_memory_s=1.0),
+}
+
+NODES, GPUS_PER_NODE = 8, 8
+
+
+def weibull(units: int, shape: float, mtbf_s: float, recovery_s: float, nodes_taken: int, memory_ok: int,
+            repair_s: float) -> tuple:
+    """A failure class tuple for conftest.failure_classes; ``mtbf_s`` is one unit's MTBF."""
+    return (units, shape, mtbf_s / math.gamma(1.0 + 1.0 / shape), recovery_s, nodes_taken, memory_ok, repair_s)
+
+
+def gpu(shape: float, system_mtbf_s: float, recovery_s: float = 20.0, repair_s: float = 150.0) -> tuple:
+    """GPU scope: 64 units; a failure takes out its node, CPU memory survives."""
+    units = NODES * GPUS_PER_NODE
+    return weibull(units, shape, units * system_mtbf_s, recovery_s, 1, 1, repair_s)
+
+
+def node(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0) -> tuple:
+    """Node scope, one node per domain: the snapshot's replica lives on the peer."""
+    return weibull(NODES, shape, NODES * system_mtbf_s, recovery_s, 1, 1, repair_s)
+
+
+def domain(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0) -> tuple:
+    """Node scope with domain_nodes = 2: 4 domains, each event takes a node and its peer."""
+    return weibull(NODES // 2, shape, NODES // 2 * system_mtbf_s, recovery_s, 2, 0, repair_s)
+
+
+def cluster(shape: float, mtbf_s: float, recovery_s: float = 40.0) -> tuple:
+    """Cluster scope: one unit, takes out no node."""
+    return weibull(1, shape, mtbf_s, recovery_s, 0, 1, 0.0)
+
+
+EPISODES = dict(episode_rate_per_s=1 / 150.0, episode_mean_s=80.0, episode_slowdown=1.6)  # overlaps often
+JOB = dict(job_sigma=0.15)
+
+
+@dataclass
+class Case:
+    name: str
+    strategy: str
+    classes: list
+    overrides: dict = field(default_factory=dict)
+    features: tuple = ()   # what the runs must go through (checked by test_grid_exercises_every_feature)
+
+
+def _cases() -> list[Case]:
+    cases = []
+    for s in STRATEGIES:
+        cases += [
+            Case(f"{s}-scopes-shapes", s, [gpu(0.7, 300.0), node(1.0, 600.0), cluster(3.0, 500.0)], JOB,
+                 ("failure",)),
+            Case(f"{s}-recovery-failures", s, [cluster(1.0, 60.0, recovery_s=45.0), gpu(0.7, 400.0)], EPISODES,
+                 ("failure in recovery", "episode")),
+            Case(f"{s}-spares-domains", s, [gpu(1.0, 150.0), domain(3.0, 300.0)],
+                 dict(spare_nodes=1, **JOB), ("spare wait", "failure")),
+            Case(f"{s}-censored", s, [node(0.7, 120.0), cluster(1.0, 300.0)],
+                 dict(max_wall_s=420.0, spare_nodes=0, **EPISODES), ("censored", "spare wait", "episode")),
+            Case(f"{s}-everything", s, [gpu(0.7, 400.0), node(3.0, 1000.0), domain(1.0, 500.0),
+                                         cluster(1.0, 200.0, recovery_s=60.0)],
+                 dict(spare_nodes=2, max_wall_s=1100.0, **JOB, **EPISODES),
+                 ("failure in recovery", "spare wait", "episode")),
+        ]
+    cases += [
+        # Stragglers at scale (the quantile's upper-tail branch) and none at all (G = 1, sigma = 0).
+        Case("sync-huge-G", "sync", [gpu(1.0, 200.0)], dict(n_ranks=2.0e6, sigma=0.03), ("failure",)),
+        Case("async-no-stragglers", "async", [cluster(0.7, 150.0)], dict(n_ranks=1.0, sigma=0.0), ("failure",)),
+        # The failure guard: censored after 3 failures.
+        Case("gockpt-failure-guard", "gockpt", [cluster(1.0, 80.0, recovery_s=50.0)], dict(max_failures=3),
+             ("censored",)),
+        # Every snapshot persisted, replica slower than the storage write (storage newer than memory).
+        Case("in-memory-persist-all", "in_memory", [gpu(1.0, 100.0), domain(0.7, 200.0)],
+             dict(persist_every=1, replicate_s=40.0, checkpoint_write_s=5.0), ("memory recovery",)),
+    ]
+    for c in cases:
+        if c.strategy == "in_memory" and any(cl[5] == 1 for cl in c.classes):
+            c.features += ("memory recovery",)
+        if c.strategy == "in_memory" and any(cl[5] == 0 for cl in c.classes):
+            c.features += ("memory fallback",)   # a domain failure during a memory restore
+        if (c.strategy == "async" and "censored" not in c.name) or c.name == "in-memory-persist-all":
+            c.features += ("write wait",)
+    return cases
+
+
+CASES = _cases()
+RUNS = 8
+ITERATIONS = 400
+
+
+def case_params(case: Case, fast: bool) -> mc.RunParams:
+    values = dict(iterations=ITERATIONS, n_ranks=float(NODES * GPUS_PER_NODE), sigma=0.05, checkpoint_every=20,
+                  load_s=8.0, **STRATEGIES[case.strategy])
+    values.update(case.overrides)
+    if fast:
+        law = factor_law(values["n_ranks"], values["sigma"])
+        episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
+        # A small threshold (not the W1 one): blocks at once, cut at episode changes, and short exact ones.
+        values.update(fast=True, fast_min_block=4, factor_mean=law.mean, factor_std=law.std,
+                      fast_min_block_episode=4, factor_mean_episode=episode.mean, factor_std_episode=episode.std)
+    return kernel_params(**values)
+
+
+def assert_twin_matches(params: mc.RunParams, classes, seed: int, runs: int) -> list:
+    """Kernel rows == twin rows, column by column; returns the twin's final states."""
+    fc = failure_classes(classes) if isinstance(classes, list) else classes
+    kernel = np.zeros((runs, mc.N_OUT))
+    mc.simulate_runs(params, fc, seed, 0, kernel)
+    traced = [naive_run.simulate_run_traced(params, fc, seed, r) for r in range(runs)]
+    twin = np.array([row for row, _ in traced])
+    bad = []
+    for name in naive_run.OUTPUT_NAMES:
+        col = _column(name)
+        k, t = kernel[:, col], twin[:, col]
+        off = ~np.isclose(k, t, rtol=RTOL, atol=0.0)
+        if off.any():
+            r = int(np.argmax(off))
+            bad.append(f"{name}: run {r} kernel {k[r]!r} twin {t[r]!r}")
+    assert not bad, "kernel and twin differ:\n" + "\n".join(bad)
+    return [state for _, state in traced]
+
+
+def _column(name: str) -> int:
+    """The kernel's OUT_* index of a twin output name."""
+    return getattr(mc, KERNEL_COLUMNS[name])
+
+
+KERNEL_COLUMNS = {
+    "wall_s": "OUT_WALL_S", "failures": "OUT_FAILURES", "lost_s": "OUT_LOST_S",
+    "checkpoint_s": "OUT_CHECKPOINT_S", "recovery_s": "OUT_RECOVERY_S", "straggler_s": "OUT_STRAGGLER_S",
+    "completed": "OUT_COMPLETED", "iterations_done": "OUT_ITERATIONS_DONE", "busy_s": "OUT_BUSY_S",
+    "checkpoints": "OUT_CHECKPOINTS", "straggler_transient_s": "OUT_STRAGGLER_TRANSIENT_S",
+    "straggler_persistent_s": "OUT_STRAGGLER_PERSISTENT_S", "memory_recoveries": "OUT_MEMORY_RECOVERIES",
+    "spare_wait_s": "OUT_SPARE_WAIT_S", "episode_phase_s": "OUT_EPISODE_PHASE_S",
+    "storage_writes": "OUT_STORAGE_WRITES", "storage_loads": "OUT_STORAGE_LOADS",
+    "memory_loads": "OUT_MEMORY_LOADS", "executed_iterations": "OUT_EXECUTED_ITERATIONS",
+}
+
+
+def test_twin_columns_are_the_kernels():
+    # Every kernel column has one twin output at the same position.
+    assert len(naive_run.OUTPUT_NAMES) == mc.N_OUT
+    assert [_column(name) for name in naive_run.OUTPUT_NAMES] == list(range(mc.N_OUT))
+
+
+def test_twin_stream_is_the_reference_generator():
+    stream = naive_run.Stream(123, 45, 6)
+    assert [stream.next_u64() for _ in range(20)] == naive.xoshiro256ss(naive.seed_state(123, 45, 6), 20)
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["exact", "fast"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_kernel_equals_twin(case, fast):
+    assert_twin_matches(case_params(case, fast), case.classes, seed=1000 + CASES.index(case), runs=RUNS)
+
+
+def _features(states, outputs) -> set:
+    seen = set()
+    for state, row in zip(states, outputs):
+        if state.failures:
+            seen.add("failure")
+        if state.failures_in_recovery:
+            seen.add("failure in recovery")
+        if state.spare_waits:
+            seen.add("spare wait")
+        if state.memory_recoveries:
+            seen.add("memory recovery")
+        if state.memory_fallbacks:
+            seen.add("memory fallback")
+        if row[mc.OUT_COMPLETED] == 0.0:
+            seen.add("censored")
+        if state.write_waits:
+            seen.add("write wait")
+        if state.episode_stretches:
+            seen.add("episode")
+    return seen
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_grid_exercises_every_feature(case):
+    # A comparison proves little on paths the runs never take: each case's runs must go
+    # through the features it stands for (exact mode, the same seeds as above).
+    params = case_params(case, fast=False)
+    fc = failure_classes(case.classes)
+    runs = [naive_run.simulate_run_traced(params, fc, 1000 + CASES.index(case), r) for r in range(RUNS)]
+    seen = _features([s for _, s in runs], [row for row, _ in runs])
+    assert set(case.features) <= seen, f"missing {set(case.features) - seen}"
+
+
+# --- Configurations built from scenario tables (checkpoint_plan + run_params) -----------------
+
+def _scenario_config(strategy: str):
+    raw = {k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v] if isinstance(v, list) else v)
+           for k, v in SMALL_SCENARIO.items()}
+    raw["model"]["tokens"] = 4e8                     # ~380 iterations of 0.93 s
+    raw["hardware"]["spare_nodes"] = 1
+    raw["stragglers"] = {"sigma": 0.05, "job_sigma": 0.1, "episode_rate_per_node_day": 10.0,
+                         "episode_hours": 0.02, "episode_slowdown": 1.5}
+    raw["failures"] = [
+        {"name": "gpu", "scope": "gpu", "shape": 0.7, "mtbf_hours": 64 * 0.05, "recovery_minutes": 0.5,
+         "repair_hours": 0.05},
+        {"name": "rack", "scope": "node", "domain_nodes": 2, "shape": 3.0, "mtbf_hours": 4 * 0.1,
+         "recovery_minutes": 1.0, "repair_hours": 0.1},
+        {"name": "fabric", "scope": "cluster", "shape": 1.0, "mtbf_hours": 0.03, "recovery_minutes": 1.5},
+    ]
+    raw["checkpoint"] = {"strategy": strategy, "interval": {"iterations": 25}, "write_gbps_per_node": 0.5,
+                         "in_memory_persist_every": 2}
+    raw["run"] = dict(raw["run"], max_wall_days=0.012)
+    return scenario_from_dict(raw).base
+
+
+@pytest.mark.parametrize("strategy", ["sync", "async", "gockpt", "in_memory"])
+def test_kernel_equals_twin_on_scenario_configurations(strategy):
+    cfg = _scenario_config(strategy)
+    wl = workload(cfg)
+    plan = checkpoint_plan(cfg, wl)
+    params = run_params(cfg, wl, plan, "exact")
+    states = assert_twin_matches(params, plan.classes, seed=77, runs=RUNS)
+    assert sum(s.failures for s in states) > 0
+
+
+def test_fast_grid_draws_blocks_at_once_cut_and_exact():
+    # Fast mode's three paths all occur on the grid: blocks drawn at once, blocks cut at an
+    # episode change, and short blocks drawn iteration by iteration.
+    at_once = cut = short = 0
+    for case in CASES:
+        params = case_params(case, fast=True)
+        fc = failure_classes(case.classes)
+        for r in range(RUNS):
+            row, state = naive_run.simulate_run_traced(params, fc, 1000 + CASES.index(case), r)
+            at_once += state.blocks_at_once
+            cut += state.blocks_cut
+            short += row[mc.OUT_EXECUTED_ITERATIONS] > 4 * state.blocks_at_once + 10
+    assert at_once > 100 and cut > 10 and short > 0
