@@ -22,6 +22,29 @@ seeded from ``(seed, r, stream)`` (``naive.seed_state``):
 
 The uniform of a stream is ``((x >> 11) + 0.5) / 2**53`` of its next 64-bit
 output (mcsim/kernels/rng.py), in the open interval (0, 1).
+
+Where docs/model.md leaves a choice open, the twin takes the one below (the
+kernel's today); a redesign that changes one changes the streams or the
+numbers and must change it here too:
+
+* episodes: the stream is read at the start of each stretch of training
+  (after a checkpoint, a restart or an episode change), each arrival drawing
+  its duration and then the next gap; a restart skips the arrivals up to it
+  drawing only gaps (so arrivals during a recovery or a stall followed by a
+  failure draw no duration);
+* failures of class c: a pooled failure draws the pool's next failure before
+  its replacement's lifetime; on equal times pools win, lowest class first;
+* in_memory: snapshots are counted over the whole run (rolled-back ones too)
+  for "every n-th is persisted"; a memory restore brings back the newer of the
+  last replicated snapshot and the last durable checkpoint (the latter only
+  when storage was faster than the replica), at the memory load;
+* a sync checkpoint counts as a storage write when its stall completes (an
+  interrupted stall is not counted);
+* the failure guard (``max_failures``): the recovery of the last counted
+  failure runs to its end or to the next failure's instant, then the run stops;
+* fast mode: a stretch shorter than the block threshold, or cut below it at the
+  expected iterations before an episode change, is run iteration by iteration
+  and then the stretch is planned again.
 """
 
 from __future__ import annotations
@@ -358,6 +381,8 @@ class RunState:
     write_waits: int = 0
     blocks_at_once: int = 0
     blocks_cut: int = 0
+    persists_skipped: int = 0
+    failures_in_spare_wait: int = 0
 
 
 class Run:
@@ -527,6 +552,8 @@ class Run:
             if s.snapshots % p.persist_every == 0 and s.storage_write is None:
                 s.storage_write = Write(s.progress, s.t + p.checkpoint_write_s)
                 s.storage_writes += 1
+            elif s.snapshots % p.persist_every == 0:
+                s.persists_skipped += 1
         return True
 
     # --- failure and recovery -------------------------------------------------
@@ -547,6 +574,7 @@ class Run:
             fc = self.classes[c]
             s.failures += 1
             s.failures_in_recovery += 0 if first else 1
+            s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
             if first:
                 from_memory = p.strategy == IN_MEMORY and fc.memory_ok and s.replica is not None
                 self.roll_back_to(self.memory_restore_point() if from_memory else s.durable)
