@@ -74,7 +74,7 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("file", help="netCDF file written by mcsim run")
     plot.add_argument("--kind", required=True, choices=_PLOT_KINDS, help="which figure")
     plot.add_argument("-o", "--output", required=True, metavar="FIG.png",
-                      help="image file to write (PNG; PDF or SVG by suffix)")
+                      help="image file to write, in the format its suffix names (png, pdf, svg, jpg, ...)")
     plot.add_argument("--x", default=None, metavar="DIM",
                       help="--kind scaling: sweep dimension on the x axis (default gpus)")
     plot.add_argument("--variable", default=None, metavar="NAME",
