@@ -196,8 +196,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
     output = Path(args.output) if args.output is not None else Path("results") / f"{scenario.name}.nc"
-    problem = _output_problem(args.output if args.output is not None else output,
-                              inputs=[args.scenario] if args.scenario else [], may_replace=is_result_file)
+    inputs = [args.scenario] if args.scenario else []
+    problem = _output_problem(args.output if args.output is not None else output, inputs, is_result_file)
     if problem:
         print(f"mcsim: error: -o: {output}: {problem}" if args.output != "" else f"mcsim: error: -o: {problem}",
               file=sys.stderr)
@@ -240,6 +240,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if not args.scheduler:
                 raise
             print(f"mcsim: error: --scheduler {args.scheduler}: cannot use it ({err})", file=sys.stderr)
+            return EXIT_USAGE
+        if problem := _output_problem(output, inputs, is_result_file):  # something put there meanwhile
+            print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
             return EXIT_USAGE
         try:
             write_results(ds, output)

@@ -31,6 +31,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from .atomic import atomic_open, sidecar
@@ -58,8 +59,9 @@ def model_source_hash(package: Path = _PACKAGE) -> str:
     stragglers, energy, tasks, catalog, schema, scenario, simulate, optimize
     and any module added later), sorted by path. Independent of
     ``mcsim.__version__``: a kernel edited under the same version changes it.
+    The Numba version is included too (it compiles the kernels).
     """
-    digest = hashlib.sha256(PIECE_FORMAT.encode())
+    digest = hashlib.sha256(f"{PIECE_FORMAT}\0numba {numba.__version__}\0".encode())
     files = [p for p in package.glob("*.py") if p.name not in PRESENTATION_MODULES]
     files += list((package / "kernels").glob("*.py"))
     for path in sorted(files):
