@@ -10,9 +10,11 @@
 ``mcsim report OUT.nc [-o FOLDER]``
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default)
 
-User mistakes (bad scenario, bad option value, unreadable file) print one
-line ``mcsim: error: ...`` naming the file and key, exit with status 2 and
-write no output file.
+User mistakes (bad scenario, bad option value, unreadable file, an output
+path that cannot or must not be written) print one line ``mcsim: error: ...``
+naming the file and key, exit with status 2 and write no output file. A write
+the machine refuses part-way (disk full, quota, ``ulimit -f``) prints one line
+and exits with status 1, leaving no partial file.
 """
 
 from __future__ import annotations
