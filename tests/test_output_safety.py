@@ -425,3 +425,18 @@ def test_report_and_fit_refuse_an_empty_output(result_file, tmp_path, capsys, mo
     assert main(["fit-failures", str(log), "-o", str(log)]) == 2  # the input itself
     assert "is the input" in _one_error_line(capsys.readouterr().err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]
+
+
+def test_output_lock_is_exclusive_survives_a_stale_file_and_leaves_nothing(tmp_path):
+    out = tmp_path / "sub" / "out.nc"
+    lock = atomic.sidecar(out, ".lock")
+    with atomic.output_lock(out):
+        assert lock.exists()
+        with pytest.raises(atomic.OutputBusy, match="another mcsim process"):
+            with atomic.output_lock(out):
+                pass
+    assert not lock.exists()
+    lock.write_text("")  # left by a kill -9: nobody holds it
+    with atomic.output_lock(out):
+        pass
+    assert sorted(p.name for p in out.parent.iterdir()) == []
