@@ -10,17 +10,24 @@
 ``mcsim report OUT.nc [-o FOLDER]``
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default)
 
-User mistakes (bad scenario, bad option value, unreadable file) print one
-line ``mcsim: error: ...`` naming the file and key, exit with status 2 and
-write no output file.
+User mistakes (bad scenario, bad option value, unreadable file, an output
+path that cannot or must not be written) print one line ``mcsim: error: ...``
+naming the file and key, exit with status 2 and write no output file. A write
+the machine refuses part-way (disk full, quota, ``ulimit -f``) prints one line
+and exits with status 1, leaving no partial file.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import math
 import os
+import stat
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +76,7 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("file", help="netCDF file written by mcsim run")
     plot.add_argument("--kind", required=True, choices=_PLOT_KINDS, help="which figure")
     plot.add_argument("-o", "--output", required=True, metavar="FIG.png",
-                      help="image file to write (PNG; PDF or SVG by suffix)")
+                      help="image file to write, in the format its suffix names (png, pdf, svg, jpg, ...)")
     plot.add_argument("--x", default=None, metavar="DIM",
                       help="--kind scaling: sweep dimension on the x axis (default gpus)")
     plot.add_argument("--variable", default=None, metavar="NAME",
@@ -181,18 +188,21 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .atomic import OutputBusy, output_lock
     from .backends import BackendUnavailable
-    from .netcdf import write_results
-    from .resume import PieceStore, sweep_key
+    from .netcdf import is_result_file, write_results
+    from .resume import PieceStore, PieceWriteError
     from .scenario import load_scenario
     from .simulate import simulate
     from .tasks import DEFAULT_CHUNK_RUNS
 
     scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
-    output = Path(args.output) if args.output else Path("results") / f"{scenario.name}.nc"
-    problem = _output_problem(output)
+    output = Path(args.output) if args.output is not None else Path("results") / f"{scenario.name}.nc"
+    inputs = [args.scenario] if args.scenario else []
+    problem = _output_problem(args.output if args.output is not None else output, inputs, is_result_file)
     if problem:
-        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
+        print(f"mcsim: error: -o: {output}: {problem}" if args.output != "" else f"mcsim: error: -o: {problem}",
+              file=sys.stderr)
         return EXIT_USAGE
     for option, value in (("--workers", args.workers), ("--chunk-runs", args.chunk_runs)):
         if value is not None and value < 1:
@@ -203,49 +213,114 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _check_feasible(scenario)
     chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
-    store = None if args.no_resume else PieceStore(output, sweep_key(scenario, chunk))
 
     def notify(message: str) -> None:
         if not args.quiet:
             print(f"mcsim: {message}", file=sys.stderr)
 
-    try:
-        ds = simulate(scenario, progress=False if args.quiet else None, chunk_runs=chunk, workers=args.workers,
-                      scheduler=args.scheduler, store=store, notify=notify)
-    except BackendUnavailable as err:
-        print(f"mcsim: error: {err}", file=sys.stderr)
+    store = None if args.no_resume else PieceStore(output, scenario, chunk, notify=notify)
+    if store is not None and (problem := store.problem()):
+        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    except (OSError, TimeoutError) as err:
-        if not args.scheduler:
-            raise
-        print(f"mcsim: error: --scheduler {args.scheduler}: cannot use it ({err})", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        write_results(ds, output)
-    except OSError as err:
-        print(f"mcsim: error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
-        return 1
-    if store is not None:
-        store.clear()
-        for stale in store.remove_stale():
-            notify(f"removed pieces of an earlier, different run: {stale}")
+    with contextlib.ExitStack() as held:
+        try:  # one writer per output: a second one would remove the first one's pieces
+            held.enter_context(output_lock(output))
+        except OutputBusy as err:
+            print(f"mcsim: error: -o: {output}: {err}; wait for it or choose another -o", file=sys.stderr)
+            return EXIT_USAGE
+        except OSError as err:
+            return _write_failed(output, err)
+        try:
+            ds = simulate(scenario, progress=False if args.quiet else None, chunk_runs=chunk, workers=args.workers,
+                          scheduler=args.scheduler, store=store, notify=notify)
+        except BackendUnavailable as err:
+            print(f"mcsim: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        except PieceWriteError as err:
+            return _write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
+        except (OSError, TimeoutError) as err:
+            if not args.scheduler:
+                raise
+            print(f"mcsim: error: --scheduler {args.scheduler}: cannot use it ({err})", file=sys.stderr)
+            return EXIT_USAGE
+        if problem := _output_problem(output, inputs, is_result_file):  # something put there meanwhile
+            print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            write_results(ds, output)
+        except OSError as err:
+            return _write_failed(output, err, None if store is None else
+                                 "the finished pieces are kept; rerun the same command to resume")
+        if store is not None:
+            store.clear()
+            for stale in store.remove_stale():
+                notify(f"removed pieces of an earlier, different run: {stale}")
     if not args.quiet:
         print(summary_table(ds))
         print(f"wrote {output}")
     return 0
 
 
-def _output_problem(output: Path) -> str:
-    """Why ``output`` cannot be written (checked before simulating), or ""."""
-    if output.is_dir():
-        return "is a directory; expected a file name"
-    folder = output.parent
+# errno values of a write refused by the machine rather than by the path given: exit status 1
+_ENVIRONMENT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _write_failed(target: Path, err: OSError, note: str | None = None) -> int:
+    """Print the one-line error of a failed write; returns the exit status.
+
+    1 when the machine refused the bytes (disk full, quota, file-size limit,
+    I/O error), 2 when the path cannot be written (a user error).
+    """
+    detail = f"; {note}" if note else ""
+    print(f"mcsim: error: cannot write {target}: {err.strerror or err}{detail}", file=sys.stderr)
+    return 1 if err.errno in _ENVIRONMENT_ERRORS else EXIT_USAGE
+
+
+def _output_problem(output: str | Path, inputs: list[str | Path] = (),
+                    may_replace: Callable[[Path], bool] | None = None) -> str:
+    """Why the output file ``output`` cannot be written (checked before any work), or "".
+
+    Refused: an empty name, a name ending in a path separator or longer than
+    255 bytes, an existing folder, device, pipe or socket, one of ``inputs``
+    (the files the command reads), an existing file that ``may_replace`` does
+    not accept, and a folder in which no file can be created.
+    """
+    from .atomic import NAME_MAX
+
+    text = os.fspath(output)
+    if not text:
+        return "expected a file name, got ''"
+    if text.endswith(("/", os.sep)):
+        return "expected a file name, got a folder path (ends with a separator)"
+    path = Path(text)
+    if len(os.fsencode(path.name)) > NAME_MAX:
+        return f"expected a file name of at most {NAME_MAX} bytes, got {len(os.fsencode(path.name))}"
+    try:
+        info = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):  # a missing folder is examined below
+        info = None
+    except (OSError, ValueError) as err:
+        return f"cannot be examined ({getattr(err, 'strerror', None) or err})"
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            return "is a directory; expected a file name"
+        if not stat.S_ISREG(info.st_mode):
+            return "is not a regular file (a device, pipe or socket); refusing to write to it"
+        for source in inputs:
+            with contextlib.suppress(OSError):
+                if os.path.samefile(source, path):
+                    return f"is the input {source}; refusing to overwrite it"
+        if may_replace is not None and not may_replace(path):
+            return "exists and is not an mcsim result file; refusing to overwrite it (remove it or choose another name)"
+    folder = path.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
         return f"{folder} is not a directory"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return f"folder {folder} is not writable"
+    try:  # the real test (os.access says yes to root even where nothing can be created)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        return f"folder {folder} is not writable ({err.strerror or err})"
     return ""
 
 
@@ -284,7 +359,6 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 def _cmd_fit_failures(args: argparse.Namespace) -> int:
     import re
-    import tempfile
 
     from .fitting import failures_table_toml, fit_weibull, read_failure_log
     from .schema import ScenarioError
@@ -293,8 +367,8 @@ def _cmd_fit_failures(args: argparse.Namespace) -> int:
     if not 0.0 < args.confidence < 1.0:
         raise ScenarioError(source, "--confidence", f"expected a level in (0, 1), got {args.confidence:g}")
     name = args.name if args.name is not None else re.sub(r"[^A-Za-z0-9_-]+", "_", Path(source).stem) or "fitted"
-    output = Path(args.output) if args.output else None
-    if output is not None and (problem := _output_problem(output)):
+    output = Path(args.output) if args.output is not None else None
+    if output is not None and (problem := _output_problem(args.output, inputs=[source])):
         raise ScenarioError(source, "-o", f"{output}: {problem}")
     durations, failed = read_failure_log(source)
     try:
@@ -321,17 +395,12 @@ def _cmd_fit_failures(args: argparse.Namespace) -> int:
     print()
     print(table, end="")
     if output is not None:
-        folder = output.parent
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{output.name}.", suffix=".tmp")
+        from .atomic import write_atomic
+
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(table)
-            os.replace(tmp, output)
+            write_atomic(output, table)
         except OSError as err:
-            Path(tmp).unlink(missing_ok=True)
-            print(f"mcsim: error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
-            return 1
+            return _write_failed(output, err)
         print(f"wrote {output}")
     return 0
 
@@ -372,8 +441,9 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             print(f"mcsim: error: {option}: applies to --kind {kind} only", file=sys.stderr)
             return EXIT_USAGE
     output = Path(args.output)
-    if problem := _output_problem(output):
-        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
+    if problem := _output_problem(args.output, inputs=[args.file]) or _figure_format_problem(output):
+        print(f"mcsim: error: -o: {output}: {problem}" if args.output else f"mcsim: error: -o: {problem}",
+              file=sys.stderr)
         return EXIT_USAGE
     ds = _open_result_file(args.file)
     if ds is None:
@@ -397,19 +467,36 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     try:
         plots.save_figure(fig, output)
     except OSError as err:
-        print(f"mcsim: error: cannot write {output}: {err.strerror or err}", file=sys.stderr)
-        return 1
+        return _write_failed(output, err)
     finally:
         plt.close(fig)
     print(f"wrote {output}")
     return 0
 
 
+def _figure_format_problem(output: Path) -> str:
+    """Why no figure can be written under ``output``'s suffix, or ""."""
+    from .backends import BackendUnavailable
+
+    try:
+        from .plots import figure_format
+
+        figure_format(output)
+    except ValueError as err:
+        return str(err)
+    except BackendUnavailable:
+        return ""  # reported by the plot itself, with the install hint
+    return ""
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from .backends import BackendUnavailable
 
     source = Path(args.file)
-    folder = Path(args.output) if args.output else source.with_name(
+    if args.output == "":
+        print("mcsim: error: -o: expected a folder name, got ''", file=sys.stderr)
+        return EXIT_USAGE
+    folder = Path(args.output) if args.output is not None else source.with_name(
         (source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
     if folder.exists() and not folder.is_dir():
         print(f"mcsim: error: -o: {folder}: exists and is not a folder", file=sys.stderr)
@@ -432,14 +519,29 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"mcsim: error: {source}: {err}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as err:
-        print(f"mcsim: error: cannot write {folder}: {err.strerror or err}", file=sys.stderr)
-        return 1
+        return _write_failed(folder, err)
     print(f"wrote {', '.join(p.name for p in written)} in {folder}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``mcsim`` console script; returns the exit status."""
+    """Entry point of the ``mcsim`` console script; returns the exit status.
+
+    When the reader of standard output goes away (``mcsim run | head``), the
+    command stops quietly with status 1 (the recipe of the Python docs for
+    SIGPIPE): no traceback, no message.
+    """
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # Python flushes stdout at exit again
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return status
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.version:

@@ -1,18 +1,26 @@
 """Reading and writing result files: compressed netCDF4, written atomically.
 
 A result is written to a temporary file in the destination folder and renamed
-over the destination only once complete, so an interrupted write never leaves
-a half-written file (nor a stray temporary one) behind.
+over the destination only once complete (:mod:`mcsim.atomic`), so an
+interrupted or failed write never leaves a half-written file (nor a stray
+temporary one) behind.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
+import errno
+import shutil
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
+
+from .atomic import atomic_path
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - not POSIX
+    resource = None
 
 COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 
@@ -25,33 +33,44 @@ def _encoding(ds: xr.Dataset) -> dict[str, dict]:
     return encoding
 
 
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_results(ds: xr.Dataset, path: str | Path) -> Path:
     """Write ``ds`` to ``path`` (netCDF4, compressed) atomically; returns the path.
 
     Parent folders are created. On any error or interruption the temporary
-    file is removed and ``path`` is left as it was.
+    file is removed and ``path`` is left as it was (:func:`mcsim.atomic.atomic_path`).
+
+    Raises
+    ------
+    OSError
+        The file cannot be written; a failure reported by the netCDF library
+        (which gives no error number) is raised as ``OSError`` with ``ENOSPC``
+        when the disk is full, ``EFBIG`` when the file reached the process's
+        file-size limit (``ulimit -f``), else ``EIO``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        ds.to_netcdf(tmp_name, engine="netcdf4", format="NETCDF4", encoding=_encoding(ds))
-        with open(tmp_name, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(tmp_name, 0o666 & ~_current_umask())  # mkstemp makes 0600; use the usual mode
-        os.replace(tmp_name, path)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
+    with atomic_path(path) as tmp:
+        try:
+            ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=_encoding(ds))
+        except RuntimeError as err:
+            if not str(err).startswith("NetCDF:"):
+                raise
+            raise _library_failure(tmp, err) from err
     return path
+
+
+def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
+    """The likely OS cause of a netCDF library failure while writing ``tmp``."""
+    try:
+        size = tmp.stat().st_size
+        free = shutil.disk_usage(tmp.parent).free
+    except OSError:
+        size, free = 0, 1 << 62
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0] if resource is not None else -1
+    if soft != getattr(resource, "RLIM_INFINITY", -1) and soft >= 0 and size >= soft:
+        return OSError(errno.EFBIG, f"file-size limit of {soft} bytes reached (ulimit -f)")
+    if free < 1 << 20:
+        return OSError(errno.ENOSPC, "no space left on the device")
+    return OSError(errno.EIO, f"the netCDF library failed ({err})")
 
 
 def open_results(path: str | Path) -> xr.Dataset:
@@ -62,3 +81,27 @@ def open_results(path: str | Path) -> xr.Dataset:
         if name in loaded and loaded[name].dtype != np.bool_:
             loaded[name] = loaded[name].astype(bool)
     return loaded
+
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def is_result_file(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file written by :func:`write_results` (an mcsim result).
+
+    Checked by the HDF5 signature, then the ``mcsim_version`` global attribute;
+    used to refuse an ``-o`` that would overwrite anything else.
+    """
+    path = Path(path)
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as handle:
+            if handle.read(len(_HDF5_SIGNATURE)) != _HDF5_SIGNATURE:
+                return False
+        import netCDF4
+
+        with netCDF4.Dataset(path, "r") as nc:
+            return "mcsim_version" in nc.ncattrs()
+    except (OSError, RuntimeError, ValueError):
+        return False

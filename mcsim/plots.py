@@ -22,13 +22,13 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
+from .atomic import atomic_open
 from .backends import BackendUnavailable
 
 MAX_LINES = 8      # plot_scaling: more combinations of the other dims than this -> one line
@@ -561,27 +561,41 @@ def plot_breakdown(ds: xr.Dataset):
     return fig
 
 
-def save_figure(fig, path: str | Path) -> Path:
-    """Write ``fig`` to ``path`` atomically (PNG at 150 dpi; PDF or SVG by suffix); returns the path.
+def figure_format(path: str | Path) -> str:
+    """The image format that ``path``'s suffix names (``png`` when it has none).
 
-    The figure is written to a temporary file in the destination folder (created if
-    needed) and renamed over ``path`` only once complete.
+    Raises
+    ------
+    ValueError
+        The suffix names no format matplotlib can write (e.g. ``.nc``, ``.txt``).
+    BackendUnavailable
+        matplotlib is not installed.
+    """
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "png"
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as err:
+        raise BackendUnavailable("plots need matplotlib: pip install 'mcsim[plot]'") from err
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in formats:
+        raise ValueError(f"expected a file name ending in an image format ({', '.join(sorted(formats))}), "
+                         f"got .{suffix}")
+    return suffix
+
+
+def save_figure(fig, path: str | Path) -> Path:
+    """Write ``fig`` to ``path`` atomically in the format its suffix names; returns the path.
+
+    PNG (150 dpi) when the name has no suffix; any format matplotlib writes
+    (png, pdf, svg, jpg, ...) by suffix; another suffix raises ``ValueError``
+    (:func:`figure_format`). Written through :func:`mcsim.atomic.atomic_open`:
+    a temporary file in the destination folder (created if needed), renamed
+    over ``path`` only once complete.
     """
     path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
-    fmt = fmt if fmt in ("pdf", "svg") else "png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            fig.savefig(handle, format=fmt, dpi=DPI)
-            handle.flush()
-            os.fsync(handle.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; use the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fmt = figure_format(path)
+    with atomic_open(path) as handle:
+        fig.savefig(handle, format=fmt, dpi=DPI)
     return path

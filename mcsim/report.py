@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
 from . import analysis, plots
+from .atomic import write_atomic
 
 PROBABILITY = 0.9       # cheapest_within: required share of runs finishing in time
 DEADLINE_FACTOR = 2.0   # deadline = this x the median wall time of the fastest configuration
@@ -193,22 +192,6 @@ def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = Non
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) -> list[Path]:
     """Write ``README.md`` and the figures into ``folder`` (created if needed); returns the paths.
 
@@ -226,7 +209,7 @@ def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         written = [plots.save_figure(fig, folder / f"{key}.png") for key, fig in made.items()]
-        _write_atomic(folder / "README.md", text.encode("utf-8"))
+        write_atomic(folder / "README.md", text)
         return written + [folder / "README.md"]
     finally:
         if made:

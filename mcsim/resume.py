@@ -1,81 +1,230 @@
 """Resume: finished (configuration, run chunk) pieces recorded next to the output.
 
-While a sweep runs, each finished task's rows are saved (atomically: temporary
-file, then rename) in a folder beside the output file,
+While a sweep runs, each finished task's rows are saved atomically
+(:mod:`mcsim.atomic`) in a folder beside the output file,
 ``.<output name>.parts-<key>``, where the key hashes everything that
 determines the rows: the scenario as TOML (overrides applied, so seed, runs and
-mode included), the chunk size and the mcsim version. Rerunning the same
-command after an interruption (Ctrl-C, kill -9) loads those pieces and runs
-only the rest; the final file is identical to an uninterrupted run's. Folders
-with another key (a changed scenario) are stale and are removed, never reused.
-The folder is removed once the output file is written.
+mode included), the chunk size and the source of the kernels and model modules
+(:func:`model_source_hash`). Rerunning the same command after an interruption
+(Ctrl-C, kill -9) loads those pieces and runs only the rest; the final file is
+identical to an uninterrupted run's. Folders with another key (a changed
+scenario or a changed model) are stale and are removed once the new output is
+written, never reused. The folder is removed once the output file is written.
+
+Nothing found in the folder is trusted. A piece is one ``.npz`` file holding
+its rows and a JSON header that says what it is: the task (configuration index
+and run range), a hash of that configuration itself, the seed, mode, scenario
+hash, chunk size, model-source hash and a SHA-256 of the rows. A piece is
+reused only when every field matches what this run would compute and the
+rows match their checksum and contain no NaN; any other piece is recomputed,
+with one line through ``notify`` saying which and why.
 """
 
 from __future__ import annotations
 
-import glob
+import dataclasses
+import functools
 import hashlib
-import os
+import json
+import re
 import shutil
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+import numba
 import numpy as np
 
-from . import __version__
+from .atomic import atomic_open, sidecar
 from .kernels.montecarlo import N_OUT
 from .scenario import Scenario
 from .tasks import Task
 
+PIECE_FORMAT = "mcsim-piece-1"
+_PACKAGE = Path(__file__).resolve().parent
+# Modules that only present or store results: a change to them never changes a piece's rows.
+PRESENTATION_MODULES = frozenset({
+    "__init__.py", "accessor.py", "analysis.py", "atomic.py", "backends.py", "cli.py", "fitting.py",
+    "netcdf.py", "plots.py", "report.py", "resume.py", "summary.py", "validation.py", "variables.py",
+})
+# Rejection messages printed before the rest are only counted (a wholly foreign folder).
+_MAX_NOTICES = 10
+
+
+@functools.lru_cache(maxsize=None)
+def model_source_hash(package: Path = _PACKAGE) -> str:
+    """SHA-256 of the sources that determine a piece's rows.
+
+    Every ``.py`` file of ``mcsim/kernels`` and every module of the package
+    except :data:`PRESENTATION_MODULES` (so workload, checkpointing,
+    stragglers, energy, tasks, catalog, schema, scenario, simulate, optimize
+    and any module added later), sorted by path. Independent of
+    ``mcsim.__version__``: a kernel edited under the same version changes it.
+    The Numba version is included too (it compiles the kernels).
+    """
+    digest = hashlib.sha256(f"{PIECE_FORMAT}\0numba {numba.__version__}\0".encode())
+    files = [p for p in package.glob("*.py") if p.name not in PRESENTATION_MODULES]
+    files += list((package / "kernels").glob("*.py"))
+    for path in sorted(files):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class PieceWriteError(Exception):
+    """A finished piece could not be saved (disk full, file-size limit, permissions).
+
+    Not an ``OSError``, so that callers can tell it from a backend's errors;
+    the cause is in :attr:`error`.
+    """
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(f"{path}: {error.strerror or error}")
+        self.path = path
+        self.error = error
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def config_hash(config: object) -> str:
+    """SHA-256 of one configuration's full value (its frozen-dataclass ``repr``)."""
+    return _sha256(repr(config))
+
+
+def rows_checksum(rows: np.ndarray) -> str:
+    """SHA-256 of a rows array: shape, dtype and bytes (C order)."""
+    digest = hashlib.sha256(f"{rows.shape}{rows.dtype.str}".encode())
+    digest.update(np.ascontiguousarray(rows).tobytes())
+    return digest.hexdigest()
+
 
 def sweep_key(scenario: Scenario, chunk_runs: int) -> str:
-    """Hash of what determines every piece of a sweep."""
-    text = "\n".join([scenario.to_toml(), f"chunk_runs={chunk_runs}", f"mcsim={__version__}"])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    """Hash of what determines every piece of a sweep (16 hex digits)."""
+    text = "\n".join([scenario.to_toml(), f"chunk_runs={chunk_runs}", f"model={model_source_hash()}"])
+    return _sha256(text)[:16]
 
 
 class PieceStore:
-    """Saved task results of one sweep, in a folder beside its output file."""
+    """Saved task results of one sweep, in a folder beside its output file.
 
-    def __init__(self, output: str | Path, key: str) -> None:
-        output = Path(output)
-        self.prefix = f".{output.name}.parts-"
-        self.parent = output.parent
-        self.folder = self.parent / f"{self.prefix}{key}"
+    Parameters
+    ----------
+    output : str or Path
+        The output file the sweep will write.
+    scenario : Scenario
+        The scenario being simulated (overrides applied).
+    chunk_runs : int
+        Runs per task.
+    notify : callable, optional
+        Called with one line for each saved piece that is not reused.
+    """
+
+    def __init__(self, output: str | Path, scenario: Scenario, chunk_runs: int,
+                 notify: Callable[[str], None] | None = None) -> None:
+        self.output = Path(output)
+        self.key = sweep_key(scenario, chunk_runs)
+        self.folder = sidecar(self.output, f".parts-{self.key}")
+        self._stale = re.compile(re.escape(self.folder.name[: -len(self.key)]) + r"[0-9a-f]{16}")
+        self._scenario = scenario
+        self._chunk_runs = chunk_runs
+        self._scenario_hash = _sha256(scenario.to_toml())
+        self._notify = notify
+        self._notices = 0
+
+    def problem(self) -> str:
+        """Why pieces cannot be kept in :attr:`folder`, or "" (checked before simulating)."""
+        if self.folder.is_symlink() or (self.folder.exists() and not self.folder.is_dir()):
+            return f"resume folder {self.folder} exists and is not a folder; remove it or use --no-resume"
+        if self.folder.is_dir():
+            import tempfile
+
+            try:
+                tempfile.TemporaryFile(dir=self.folder).close()
+            except OSError as err:
+                return f"resume folder {self.folder} is not writable ({err.strerror or err}); use --no-resume"
+        return ""
+
+    def header(self, task: Task) -> dict[str, object]:
+        """What a piece of ``task`` must say it is (without the rows checksum)."""
+        run = self._scenario.run
+        return {
+            "format": PIECE_FORMAT,
+            "task": dataclasses.asdict(task),
+            "config_hash": config_hash(self._scenario.configs[task.config]),
+            "seed": run.seed,
+            "mode": run.mode,
+            "runs": run.runs,
+            "chunk_runs": self._chunk_runs,
+            "scenario_hash": self._scenario_hash,
+            "model_hash": model_source_hash(),
+        }
+
+    def path(self, task: Task) -> Path:
+        """The piece file of ``task``."""
+        return self.folder / f"{task.name}.npz"
 
     def remove_stale(self) -> list[Path]:
         """Remove piece folders of the same output with another key; returns them."""
-        stale = [p for p in self.parent.glob(f"{glob.escape(self.prefix)}*") if p != self.folder and p.is_dir()]
+        if not self.folder.parent.is_dir():
+            return []
+        stale = [p for p in self.folder.parent.iterdir()
+                 if p != self.folder and self._stale.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
-        return stale
+        return sorted(stale)
 
     def load(self, task: Task) -> np.ndarray | None:
-        """The saved rows of ``task``, or None."""
-        path = self.folder / f"{task.name}.npy"
+        """The saved rows of ``task`` when they check out, else None (the task is run again)."""
+        path = self.path(task)
         if not path.is_file():
             return None
         try:
-            rows = np.load(path, allow_pickle=False)
-        except Exception:  # damaged or truncated (e.g. a crash before the data reached the disk): rerun
-            return None
-        expected = (task.stop - task.start, N_OUT)
-        return rows if rows.shape == expected and rows.dtype == np.float64 else None
+            with np.load(path, allow_pickle=False) as data:
+                header = json.loads(str(data["header"][()]))
+                rows = data["rows"]
+        except Exception:  # damaged, truncated or not ours: rerun
+            return self._reject(task, "cannot be read")
+        reason = self._mismatch(task, header, rows)
+        return rows if not reason else self._reject(task, reason)
+
+    def _mismatch(self, task: Task, header: object, rows: np.ndarray) -> str:
+        """Why a piece read back is not the one ``task`` needs, or ""."""
+        if not isinstance(header, dict):
+            return "has no header"
+        expected = self.header(task)
+        wrong = [k for k, v in expected.items() if header.get(k) != v]
+        if wrong:
+            return f"was made for another {', '.join(wrong)}"
+        if rows.shape != (task.stop - task.start, N_OUT) or rows.dtype != np.float64:
+            return f"has rows of shape {rows.shape} {rows.dtype}, expected {(task.stop - task.start, N_OUT)} float64"
+        if header.get("rows_sha256") != rows_checksum(rows):
+            return "does not match its checksum (modified or damaged)"
+        if np.isnan(rows).any():
+            return "contains NaN"
+        return ""
+
+    def _reject(self, task: Task, reason: str) -> None:
+        self._notices += 1
+        if self._notify is not None and self._notices <= _MAX_NOTICES:
+            more = "; further rejected pieces are recomputed without a message" if self._notices == _MAX_NOTICES else ""
+            self._notify(f"recomputing {task.name}: its saved piece {reason}{more}")
+        return None
 
     def save(self, task: Task, rows: np.ndarray) -> None:
-        """Save the rows of a finished task atomically."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{task.name}.", suffix=".tmp", dir=self.folder)
+        """Save the rows of a finished task, with their header, atomically.
+
+        Raises
+        ------
+        PieceWriteError
+            The piece could not be written; nothing of it is left behind.
+        """
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        header = {**self.header(task), "rows_sha256": rows_checksum(rows)}
         try:
-            with os.fdopen(fd, "wb") as handle:
-                np.save(handle, rows, allow_pickle=False)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.folder / f"{task.name}.npy")
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            with atomic_open(self.path(task)) as handle:
+                np.savez(handle, rows=rows, header=np.array(json.dumps(header, sort_keys=True)))
+        except OSError as err:
+            raise PieceWriteError(self.path(task), err) from err
 
     def clear(self) -> None:
         """Remove the folder (after the output file is written)."""

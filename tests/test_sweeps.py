@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import mcsim
 from conftest import SMALL_SCENARIO
-from mcsim.resume import PieceStore, sweep_key
+from mcsim.resume import PieceStore
 from mcsim.scenario import scenario_from_dict
 from tests_helpers import write_toml
 
@@ -45,7 +45,7 @@ def test_local_dask_and_chunk_sizes_identical():
 
 def test_resume_reuses_saved_pieces_and_drops_stale(tmp_path):
     scenario = scenario_from_dict(copy.deepcopy(SWEEP))
-    store = PieceStore(tmp_path / "out.nc", sweep_key(scenario, 40))
+    store = PieceStore(tmp_path / "out.nc", scenario, 40)
     first = mcsim.simulate(scenario, progress=False, chunk_runs=40, store=store)
     saved = sorted(p.name for p in store.folder.iterdir())
     assert len(saved) == 8 * 3  # 8 configurations x 3 chunks of 40 runs
@@ -56,7 +56,7 @@ def test_resume_reuses_saved_pieces_and_drops_stale(tmp_path):
     # A changed scenario has another key: the old pieces are stale and removed, not reused.
     changed = copy.deepcopy(SWEEP)
     changed["run"]["seed"] = 99
-    other = PieceStore(tmp_path / "out.nc", sweep_key(scenario_from_dict(changed), 40))
+    other = PieceStore(tmp_path / "out.nc", scenario_from_dict(changed), 40)
     assert other.folder != store.folder
     assert other.remove_stale() == [store.folder] and not store.folder.exists()
 
@@ -71,7 +71,7 @@ def test_kill_9_then_rerun_is_identical_and_does_less(tmp_path):
     deadline = time.time() + 120
     parts = []
     while time.time() < deadline and proc.poll() is None:
-        parts = list(tmp_path.glob(".out.nc.parts-*/*.npy"))
+        parts = list(tmp_path.glob(".out.nc.parts-*/*.npz"))
         if len(parts) >= 10:
             break
         time.sleep(0.05)
@@ -140,15 +140,16 @@ def test_damaged_or_foreign_pieces_are_rerun_not_fatal(tmp_path):
     # Review finding: a zero-length piece (a rename that reached the disk before its data)
     # crashed every rerun; a piece of the wrong shape crashed at assembly.
     scenario = scenario_from_dict(copy.deepcopy(SWEEP))
-    store = PieceStore(tmp_path / "out[1].nc", sweep_key(scenario, 60))
+    store = PieceStore(tmp_path / "out[1].nc", scenario, 60)
     reference = mcsim.simulate(scenario, progress=False, chunk_runs=60, store=store)
-    pieces = sorted(store.folder.glob("*.npy"))
+    pieces = sorted(store.folder.glob("*.npz"))
     pieces[0].write_bytes(b"")
-    np.save(pieces[1], np.zeros((60, 3)))
+    with open(pieces[1], "wb") as handle:
+        np.save(handle, np.zeros((60, 3)))
     again = mcsim.simulate(scenario, progress=False, chunk_runs=60, store=store)
     _numeric_equal(reference, again)
     # Brackets in the output name are not glob patterns: another output's pieces survive.
-    other = tmp_path / ".out1.nc.parts-0123"
+    other = tmp_path / ".out1.nc.parts-0123456789abcdef"
     other.mkdir()
     assert store.remove_stale() == [] and other.exists()
 
