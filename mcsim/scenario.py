@@ -182,9 +182,21 @@ def _split_list_items(inner: str) -> list[str]:
     return [item.strip() for item in items]
 
 
+# numpy >= 2 writes its scalars as np.float64(0.5), np.int64(8), np.str_('x'), np.True_: what
+# f"{key}={value!r}" or f"{key}={list(array)}" puts in an override's text.
+_NUMPY_REPR = re.compile(r"\b(?:np|numpy)\.(?:float|int|uint|str_|bool_)\w*\(([^()]*)\)")
+_NUMPY_BOOL = re.compile(r"\b(?:np|numpy)\.(True|False)_")
+
+
+def _without_numpy_reprs(text: str) -> str:
+    """``text`` with numpy scalar reprs replaced by the TOML of their value."""
+    text = _NUMPY_REPR.sub(lambda m: m.group(1), text)
+    return _NUMPY_BOOL.sub(lambda m: m.group(1).lower(), text)
+
+
 def _parse_override_value(key: str, text: str) -> Any:
     """VALUE of ``--set KEY=VALUE``: a TOML value, a list with bare strings, or a bare string."""
-    text = text.strip()
+    text = _without_numpy_reprs(text.strip())
     try:
         return _toml_value_of(text)
     except RecursionError:

@@ -104,3 +104,14 @@ def test_cli_set_on_a_swept_key_is_what_runs(tmp_path, capsys):
         stored = tomllib.loads(ds.attrs["scenario_toml"])
     assert stored["checkpoint"]["strategy"] == "sync" and stored["parallelism"]["gpus"] == 128
     assert set(stored["sweep"]) == {"checkpoint.interval"}
+
+
+def test_numpy_reprs_in_override_text_keep_their_type():
+    # numpy 2 writes repr(np.float64(0.6)) as "np.float64(0.6)", and a list of numpy
+    # integers as "[np.int64(128), np.int64(256)]": what f-strings put in an override.
+    gpus = list(np.array([128, 256]))
+    scenario = load_scenario(CAPACITY, [f"compute.efficiency={np.float64(0.6)!r}", f"parallelism.gpus={gpus}",
+                                        f"checkpoint.strategy={np.str_('sync')!r}",
+                                        f"model.dropout={np.bool_(True)!r}"])
+    assert scenario.base.compute.efficiency == 0.6 and scenario.base.model.dropout is True
+    assert scenario.axes[0].values == (128, 256) and {c.checkpoint.strategy for c in scenario.configs} == {"sync"}
