@@ -108,7 +108,7 @@ class Scenario:
 
 # A name used unchanged as a file name: ASCII letters, digits, ".", "_", "-", not starting
 # with "." or "-" (no hidden files, no "..", nothing an option parser would take).
-_SAFE_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_SAFE_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -123,7 +123,7 @@ def safe_file_stem(name: str) -> str:
     only in unsafe characters do not share a file: ``../../escaped`` becomes
     ``escaped-<hash>``, ``/etc/x`` becomes ``etc_x-<hash>``.
     """
-    if _SAFE_STEM.match(name):
+    if _SAFE_STEM.fullmatch(name):
         return name
     readable = _UNSAFE_RUN.sub("_", name).strip("._-")[:80].rstrip("._-") or "scenario"
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
@@ -149,7 +149,7 @@ def reference_scenario_path() -> Path:
 
 
 # A list item written without TOML quotes (``[sync, async]``) is read as this bare string.
-_BARE_ITEM = re.compile(r"^[A-Za-z0-9_.:+-]+$")
+_BARE_ITEM = re.compile(r"[A-Za-z0-9_.:+-]+")
 # Deepest nesting a scenario needs: [sweep] -> "key" = [...] -> { minutes = M } -> value.
 MAX_DEPTH = 8
 
@@ -222,7 +222,7 @@ def _list_item(key: str, item: str) -> Any:
     except RecursionError:
         raise ScenarioError("--set", key, f"expected a value nested at most {MAX_DEPTH} deep") from None
     except tomllib.TOMLDecodeError:
-        return item if _BARE_ITEM.match(item) else None
+        return item if _BARE_ITEM.fullmatch(item) else None
 
 
 def _is_toml(text: str) -> bool:
@@ -278,18 +278,22 @@ def _override_items(overrides: Any) -> list[Override]:
         if isinstance(item, str):
             pairs.append(parse_override(item))
         elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
+            check_depth(item[1], "--set")
             pairs.append((_normal_key(item[0]), plain_value(item[1])))
         else:
             raise TypeError(f"an override is 'KEY=VALUE' or a (key, value) pair, got {item!r}")
     return pairs
 
 
-def apply_override(raw: dict, key: str, value: Any) -> None:
-    """Apply one override to the raw tables: a list sets the sweep axis ``key``, a scalar
-    sets the value and removes the axis if ``key`` was swept (the dimension disappears)."""
+def apply_override(raw: dict, key: str, value: Any, source: str) -> None:
+    """Apply one override to the raw tables of the file ``source``.
+
+    A list sets the sweep axis ``key`` (added, or its values replaced); a scalar sets
+    the value and removes the axis if ``key`` was swept (the dimension disappears).
+    """
     sweep = raw.get("sweep", {})
     if not isinstance(sweep, dict):
-        raise ScenarioError("--set", "sweep", "the scenario's sweep is not a table")
+        raise ScenarioError(source, "sweep", "expected a table of KEY = [values]")
     if isinstance(value, list):
         _set_dotted(copy.deepcopy(raw), key, value[0] if value else None, "--set")  # the key must resolve
         raw["sweep"] = {**sweep, key: value}
@@ -339,7 +343,7 @@ def load_scenario(path: str | Path | None = None,
     check_depth(raw, source)
     for key, value in _override_items(overrides):
         check_depth({key: value}, "--set")
-        apply_override(raw, key, value)
+        apply_override(raw, key, value, source)
     for key, value in run_overrides.items():
         if value is not None:
             option = f"load_scenario({key}=...)"
@@ -476,7 +480,7 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
                      for i, table in enumerate(failures_raw))
     names = [f.name for f in failures]
     for i, fname in enumerate(names):
-        if not _FAILURE_NAME.match(fname):
+        if not _FAILURE_NAME.fullmatch(fname):
             raise ScenarioError(where, f"failures[{i}].name", f"expected letters, digits, _ or -, got {fname!r}")
         if names.index(fname) != i:
             raise ScenarioError(where, f"failures[{i}].name", f"duplicate failure class name {fname!r}")
@@ -498,20 +502,20 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
     return Config(name=name, gpu=gpu, failures=failures, **sections)
 
 
-_FAILURE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _failure_prefix(table: Any, index: int) -> str:
     """How errors name a failure class: ``failures.<name>`` (as sweep keys and --set do), or
     ``failures[<index>]`` while it has no usable name."""
     name = table.get("name") if isinstance(table, dict) else None
-    return f"failures.{name}" if isinstance(name, str) and _FAILURE_NAME.match(name) else f"failures[{index}]"
+    return f"failures.{name}" if isinstance(name, str) and _FAILURE_NAME.fullmatch(name) else f"failures[{index}]"
 
 
 # TOML basic strings: these characters must be escaped; the other controls as \\uXXXX.
 _TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
                  "\r": "\\r"}
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _toml_string(text: str) -> str:
@@ -548,7 +552,7 @@ def _toml_value(value: Any) -> str:
 
 
 def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _toml_string(key)
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
 
 
 def dumps_toml(raw: dict) -> str:
