@@ -339,7 +339,7 @@ def load_scenario(path: str | Path | None = None,
         raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
     except RecursionError:
         raise ScenarioError(source, "(syntax)", f"arrays or tables nested too deeply "
-                                                f"(a scenario needs at most {MAX_DEPTH} levels)") from None
+                                                f"(at most {MAX_DEPTH} levels are accepted)") from None
     check_depth(raw, source)
     for key, value in _override_items(overrides):
         check_depth({key: value}, "--set")
