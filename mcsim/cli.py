@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import math
 import os
@@ -45,21 +46,42 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mcsim", description="Monte Carlo reliability simulator for LLM training clusters")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    run = sub.add_parser("run", help="simulate a scenario and write a netCDF result file")
+    from .schema import RunSection
+    from .tasks import DEFAULT_CHUNK_RUNS
+
+    run_defaults = {f.name: f.default for f in dataclasses.fields(RunSection)}
+    run = sub.add_parser(
+        "run", help="simulate a scenario and write a netCDF result file",
+        description="Simulate a scenario and write a netCDF result file. --runs, --seed and --mode "
+                    "override the scenario's [run] table (runs, seed, mode), and --set overrides any "
+                    "scenario key; where neither gives a value, the schema's default applies.")
     run.add_argument("scenario", nargs="?", help="scenario TOML (default: the shipped Llama 3 405B reference)")
-    run.add_argument("--runs", type=int, help="Monte Carlo runs per configuration")
-    run.add_argument("--seed", type=int, help="seed of the random streams")
-    run.add_argument("--mode", choices=("fast", "exact"), help="iteration sampling mode")
+    run.add_argument("--runs", type=int, metavar="N",
+                     help="Monte Carlo runs per configuration; overrides [run] runs "
+                          f"(default: the scenario's, else {run_defaults['runs']})")
+    run.add_argument("--seed", type=int, metavar="S",
+                     help=f"seed of the random streams; overrides [run] seed (default: the scenario's, "
+                          f"else {run_defaults['seed']})")
+    run.add_argument("--mode", choices=("fast", "exact"),
+                     help=f"iteration sampling mode; overrides [run] mode (default: the scenario's, "
+                          f"else {run_defaults['mode']})")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a scenario value (a [list] adds a sweep axis); repeatable")
-    run.add_argument("-o", "--output", help="output file (default: results/<scenario name>.nc)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar and no table")
-    run.add_argument("--workers", type=int, help="run on a local dask cluster of N worker processes")
-    run.add_argument("--scheduler", metavar="ADDRESS", help="run on the dask scheduler at ADDRESS (tcp://host:port)")
+                     help="override a scenario value, e.g. parallelism.gpus=4096; a scalar on a swept key "
+                          "removes that sweep axis, a [list] adds or replaces one (strings may go unquoted: "
+                          "checkpoint.strategy=[sync, async]); repeatable (default: none)")
+    run.add_argument("-o", "--output",
+                     help="output file (default: results/NAME.nc, NAME the scenario's name made file-safe, "
+                          "see docs/model.md §1)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar and no table (default: shown)")
+    run.add_argument("--workers", type=int, metavar="N",
+                     help="run on a local dask cluster of N worker processes (default: in this process)")
+    run.add_argument("--scheduler", metavar="ADDRESS",
+                     help="run on the dask scheduler at ADDRESS, tcp://host:port (default: none)")
     run.add_argument("--chunk-runs", type=int, default=None, metavar="N",
-                     help="runs per task (default 250); results do not depend on it")
+                     help=f"runs per task (default {DEFAULT_CHUNK_RUNS}); results do not depend on it")
     run.add_argument("--no-resume", action="store_true",
-                     help="do not record finished tasks beside the output, nor reuse recorded ones")
+                     help="do not record finished tasks beside the output, nor reuse recorded ones "
+                          "(default: record and reuse)")
     validate = sub.add_parser("validate", help="compare the reference scenarios with published runs")
     validate.add_argument("--runs", type=int, default=1000, help="runs per reference scenario (default 1000)")
     validate.add_argument("--seed", type=int, default=0)
@@ -193,11 +215,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .netcdf import is_result_file, write_results
     from .resume import PieceStore, PieceWriteError
     from .scenario import load_scenario
+    from .schema import run_option
     from .simulate import simulate
     from .tasks import DEFAULT_CHUNK_RUNS
 
+    for name in ("runs", "seed"):  # blamed on the option, not on the scenario file
+        if getattr(args, name) is not None:
+            run_option(name, getattr(args, name), f"--{name}")
     scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
-    output = Path(args.output) if args.output is not None else Path("results") / f"{scenario.name}.nc"
+    output = Path(args.output) if args.output is not None else Path("results") / f"{scenario.file_stem}.nc"
     inputs = [args.scenario] if args.scenario else []
     problem = _output_problem(args.output if args.output is not None else output, inputs, is_result_file)
     if problem:

@@ -68,7 +68,9 @@ def power_model(cfg: Config, wl: Workload) -> PowerModel:
     law = factor_law(float(cfg.parallelism.gpus), st.sigma)
     rank_mean = math.exp(0.5 * st.sigma**2)  # one rank's lognormal factor, median 1
     compute_share = wl.t_comp_s / wl.compute_time_s  # the rest of the compute phase is the bubble
-    busy_share = compute_share * rank_mean / law.mean
+    # E[X] <= E[F] exactly (F is the largest of the X); min() keeps the quadrature's last-digit
+    # error from making the share exceed compute_share (G = 1, where E[X] = E[F]).
+    busy_share = compute_share * min(1.0, rank_mean / law.mean)
     # In an episode one node's ranks compute `slowdown` times longer; the others wait for them.
     slow_share = cfg.hardware.gpus_per_node / cfg.parallelism.gpus
     episode_law = factor_law(float(cfg.parallelism.gpus), st.sigma, floor=st.episode_slowdown)
@@ -78,8 +80,9 @@ def power_model(cfg: Config, wl: Workload) -> PowerModel:
     phase = wl.compute_time_s * job_mean * law.mean
     iteration_power = (busy * busy_share * phase + wait * ((1 - busy_share) * phase + wl.comm_time_s)) / (
         phase + wl.comm_time_s)
-    return PowerModel(busy, wait, gpu.idle_w, busy_share, min(1.0, busy_share_episode), phase + wl.comm_time_s,
-                      iteration_power)
+    # The bubble is waiting time in an episode too: the computing share is at most compute_share.
+    return PowerModel(busy, wait, gpu.idle_w, busy_share, min(compute_share, busy_share_episode),
+                      phase + wl.comm_time_s, iteration_power)
 
 
 def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float:
@@ -104,11 +107,15 @@ def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel
     stalled = out[:, mc.OUT_CHECKPOINT_S]
     recovering = out[:, mc.OUT_RECOVERY_S]
     compute_phase = done * wl.compute_time_s + out[:, mc.OUT_STRAGGLER_S]  # sum of compute_time * J * F
-    episode_phase = out[:, mc.OUT_EPISODE_PHASE_S]
-    computing = pm.busy_share * (compute_phase - episode_phase) + pm.busy_share_episode * episode_phase
+    # Both phases are sums of non-negative terms; computed apart they differ by rounding, so the
+    # episode phase is capped by the whole and each part is a non-negative share, not a difference.
+    episode_phase = np.minimum(out[:, mc.OUT_EPISODE_PHASE_S], compute_phase)
+    calm_phase = compute_phase - episode_phase
+    computing = pm.busy_share * calm_phase + pm.busy_share_episode * episode_phase
+    waiting = (1.0 - pm.busy_share) * calm_phase + (1.0 - pm.busy_share_episode) * episode_phase
 
     gpu_compute = gpus * pm.busy_w * computing
-    gpu_wait = gpus * pm.wait_w * (compute_phase - computing + done * wl.comm_time_s)
+    gpu_wait = gpus * pm.wait_w * (waiting + done * wl.comm_time_s)
     gpu_lost = gpus * pm.iteration_power_w * lost
     gpu_stalled = gpus * pm.idle_w * stalled
     gpu_recovering = gpus * pm.idle_w * recovering

@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import itertools
 import json
+import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .catalog import GpuSpec, lookup_gpu
 from .schema import (REQUIRED_SECTIONS, SECTIONS, TOP_LEVEL_KEYS, CarbonSection,
                      CheckpointSection, ComputeSection, CostSection, EnergySection,
                      FailureClass, HardwareSection, Interval, ModelSection, NetworkSection,
-                     ParallelismSection, RunSection, ScenarioError, StragglerSection,
-                     build_section, coerce_value, field_meta)
+                     RUN_KEYS, ParallelismSection, RunSection, ScenarioError, StragglerSection,
+                     build_section, check_text, coerce_value, field_meta, format_number, run_option)
 
 REFERENCE_SCENARIO = "llama3-405b.toml"
 
@@ -84,6 +89,11 @@ class Scenario:
         return self.base.name
 
     @property
+    def file_stem(self) -> str:
+        """File name (without suffix) made from :attr:`name`; see :func:`safe_file_stem`."""
+        return safe_file_stem(self.name)
+
+    @property
     def run(self) -> RunSection:
         return self.base.run
 
@@ -94,6 +104,30 @@ class Scenario:
     def to_toml(self) -> str:
         """The scenario, overrides applied, as TOML text (round-trips through tomllib)."""
         return dumps_toml(self.raw)
+
+
+# A name used unchanged as a file name: ASCII letters, digits, ".", "_", "-", not starting
+# with "." or "-" (no hidden files, no "..", nothing an option parser would take).
+_SAFE_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_file_stem(name: str) -> str:
+    """A file name made from a scenario name; the name never chooses a folder.
+
+    A name of at most 100 ASCII letters, digits, ``.``, ``_`` and ``-`` that starts
+    with a letter or digit is used as it is. Any other name is mapped to its safe
+    characters (every run of others becomes ``_``, leading and trailing ``._-``
+    dropped, at most 80 kept, ``scenario`` if none is left) followed by ``-`` and 8
+    hex digits of the SHA-256 of the name (UTF-8), so that two names that differ
+    only in unsafe characters do not share a file: ``../../escaped`` becomes
+    ``escaped-<hash>``, ``/etc/x`` becomes ``etc_x-<hash>``.
+    """
+    if _SAFE_STEM.fullmatch(name):
+        return name
+    readable = _UNSAFE_RUN.sub("_", name).strip("._-")[:80].rstrip("._-") or "scenario"
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{readable}-{digest}"
 
 
 def shipped_scenarios_folder() -> Path:
@@ -114,20 +148,163 @@ def reference_scenario_path() -> Path:
     return shipped_scenarios_folder() / REFERENCE_SCENARIO
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """Split ``KEY=VALUE``; VALUE is read as a TOML value, else as a bare string."""
+# A list item written without TOML quotes (``[sync, async]``) is read as this bare string.
+_BARE_ITEM = re.compile(r"[A-Za-z0-9_.:+-]+")
+# Deepest nesting a scenario needs: [sweep] -> "key" = [...] -> { minutes = M } -> value.
+MAX_DEPTH = 8
+
+Override = tuple[str, Any]
+
+
+def _toml_value_of(text: str) -> Any:
+    """``text`` read as one TOML value (raises TOMLDecodeError, RecursionError)."""
+    return tomllib.loads(f"value = {text}")["value"]
+
+
+def _split_list_items(inner: str) -> list[str]:
+    """Items of a list's inside, split at commas outside brackets, braces and quotes."""
+    items, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(inner):
+        if quote:
+            quote = "" if char == quote and inner[i - 1] != "\\" else quote
+        elif char in "\"'":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            items.append(inner[start:i])
+            start = i + 1
+    items.append(inner[start:])
+    if items and not items[-1].strip() and len(items) > 1:
+        items.pop()  # a trailing comma, as TOML allows
+    return [item.strip() for item in items]
+
+
+# numpy >= 2 writes its scalars as np.float64(0.5), np.int64(8), np.str_('x'), np.True_: what
+# f"{key}={value!r}" or f"{key}={list(array)}" puts in an override's text.
+_NUMPY_REPR = re.compile(r"\b(?:np|numpy)\.(?:float|int|uint|str_|bool_)\w*\(([^()]*)\)")
+_NUMPY_BOOL = re.compile(r"\b(?:np|numpy)\.(True|False)_")
+
+
+def _without_numpy_reprs(text: str) -> str:
+    """``text`` with numpy scalar reprs replaced by the TOML of their value."""
+    text = _NUMPY_REPR.sub(lambda m: m.group(1), text)
+    return _NUMPY_BOOL.sub(lambda m: m.group(1).lower(), text)
+
+
+def _parse_override_value(key: str, text: str) -> Any:
+    """VALUE of ``--set KEY=VALUE``: a TOML value, a list with bare strings, or a bare string."""
+    text = _without_numpy_reprs(text.strip())
+    try:
+        return _toml_value_of(text)
+    except RecursionError:
+        raise ScenarioError("--set", key, f"expected a value nested at most {MAX_DEPTH} deep") from None
+    except tomllib.TOMLDecodeError:
+        pass
+    if not text.startswith("["):
+        return text  # a bare string: --set checkpoint.strategy=sync
+    closed = text.endswith("]")
+    items = _split_list_items(text[1:-1] if closed else text[1:])
+    values = [_list_item(key, item) for item in items]
+    if closed and all(v is not None for v in values):
+        return values
+    quoted = ", ".join(item if _is_toml(item) else json.dumps(item) for item in items)
+    raise ScenarioError("--set", key, f"cannot read the list {text}; write it as TOML, strings in quotes: "
+                                      f"{key}=[{quoted}]")
+
+
+def _list_item(key: str, item: str) -> Any:
+    """One item of a ``--set`` list: a TOML value or a bare string; None if neither."""
+    try:
+        return _toml_value_of(item)
+    except RecursionError:
+        raise ScenarioError("--set", key, f"expected a value nested at most {MAX_DEPTH} deep") from None
+    except tomllib.TOMLDecodeError:
+        return item if _BARE_ITEM.fullmatch(item) else None
+
+
+def _is_toml(text: str) -> bool:
+    try:
+        _toml_value_of(text)
+    except (tomllib.TOMLDecodeError, RecursionError):
+        return False
+    return True
+
+
+def parse_override(text: str) -> Override:
+    """Split ``KEY=VALUE``; VALUE is read as a TOML value, a list may hold bare strings.
+
+    ``parallelism.gpus=4096``, ``checkpoint.strategy=sync`` (a bare string),
+    ``checkpoint.strategy=[sync, async]`` (a list of bare strings, as
+    ``["sync", "async"]``), ``checkpoint.interval={ minutes = 30 }``.
+    """
     key, sep, value_text = text.partition("=")
-    key = key.strip()
+    key = _normal_key(key)
     if not sep or not key:
         raise ScenarioError("--set", text, "expected KEY=VALUE, e.g. parallelism.gpus=4096")
-    try:
-        value = tomllib.loads(f"value = {value_text.strip()}")["value"]
-    except tomllib.TOMLDecodeError:
-        value = value_text.strip()
-    return key, value
+    return key, _parse_override_value(key, value_text)
 
 
-def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
+def _normal_key(key: str) -> str:
+    return ".".join(part.strip() for part in key.strip().split("."))
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` with numpy scalars and arrays as Python numbers and lists, tuples as lists.
+
+    So that a value passed from Python keeps its type (``np.float64(0.5)`` is the
+    number 0.5, ``np.arange(3)`` a list of three integers) and can be written as TOML.
+    """
+    if isinstance(value, np.ndarray):
+        return [plain_value(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [plain_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain_value(v) for k, v in value.items()}
+    return value
+
+
+def _override_items(overrides: Any) -> list[Override]:
+    """``(key, value)`` pairs of ``overrides`` (see :func:`load_scenario`)."""
+    if isinstance(overrides, str):
+        overrides = [overrides]
+    items = overrides.items() if isinstance(overrides, Mapping) else overrides
+    pairs = []
+    for item in items:
+        if isinstance(item, str):
+            pairs.append(parse_override(item))
+        elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
+            check_depth(item[1], "--set")
+            pairs.append((_normal_key(item[0]), plain_value(item[1])))
+        else:
+            raise TypeError(f"an override is 'KEY=VALUE' or a (key, value) pair, got {item!r}")
+    return pairs
+
+
+def apply_override(raw: dict, key: str, value: Any, source: str) -> None:
+    """Apply one override to the raw tables of the file ``source``.
+
+    A list sets the sweep axis ``key`` (added, or its values replaced); a scalar sets
+    the value and removes the axis if ``key`` was swept (the dimension disappears).
+    """
+    sweep = raw.get("sweep", {})
+    if not isinstance(sweep, dict):
+        raise ScenarioError(source, "sweep", "expected a table of KEY = [values]")
+    if isinstance(value, list):
+        _set_dotted(copy.deepcopy(raw), key, value[0] if value else None, "--set")  # the key must resolve
+        raw["sweep"] = {**sweep, key: value}
+        return
+    _set_dotted(raw, key, value, "--set")
+    if key in sweep:
+        raw["sweep"] = {k: v for k, v in sweep.items() if k != key}
+
+
+def load_scenario(path: str | Path | None = None,
+                  overrides: Iterable[str | Override] | Mapping[str, Any] = (),
                   **run_overrides: Any) -> Scenario:
     """Read, override and validate a scenario file.
 
@@ -135,10 +312,15 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[s
     ----------
     path : str or Path, optional
         The TOML file; the shipped reference scenario when omitted.
-    overrides : list of str
-        ``KEY=VALUE`` items; a list VALUE adds (or replaces) a sweep axis.
+    overrides : iterable of str or (key, value) pairs, or a mapping key -> value
+        ``"KEY=VALUE"`` text as ``mcsim run --set`` takes it (VALUE read as TOML, bare
+        strings allowed), or typed ``(key, value)`` pairs / a ``{key: value}`` mapping,
+        whose values keep their type (numpy scalars become Python numbers). A scalar
+        replaces the value, and removes ``key``'s sweep axis if the scenario sweeps it;
+        a list (or tuple, or array) adds the sweep axis ``key`` or replaces its values.
     **run_overrides
-        Values for the ``[run]`` table (``runs``, ``seed``, ``mode``); None is ignored.
+        Values for the ``[run]`` table (``runs``, ``seed``, ``mode``, ``max_wall_days``);
+        None is ignored.
 
     Raises
     ------
@@ -155,25 +337,46 @@ def load_scenario(path: str | Path | None = None, overrides: list[str] | tuple[s
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
-    for item in overrides:
-        key, value = parse_override(item)
-        if isinstance(value, list):
-            raw.setdefault("sweep", {})
-            if not isinstance(raw["sweep"], dict):
-                raise ScenarioError(source, "sweep", "expected a table")
-            raw["sweep"][key] = value
-        else:
-            _set_dotted(raw, key, value, "--set")
+    except RecursionError:
+        raise ScenarioError(source, "(syntax)", f"arrays or tables nested too deeply "
+                                                f"(at most {MAX_DEPTH} levels are accepted)") from None
+    check_depth(raw, source)
+    for key, value in _override_items(overrides):
+        check_depth({key: value}, "--set")
+        apply_override(raw, key, value, source)
     for key, value in run_overrides.items():
         if value is not None:
+            option = f"load_scenario({key}=...)"
+            if field_meta("run", key) is None:
+                raise ScenarioError(option, key, f"unknown [run] key; expected one of {', '.join(RUN_KEYS)}")
             raw.setdefault("run", {})
-            if isinstance(raw["run"], dict):
-                raw["run"][key] = value
+            if not isinstance(raw["run"], dict):
+                raise ScenarioError(source, "run", "expected a table")
+            raw["run"][key] = run_option(key, plain_value(value), option)
     return scenario_from_dict(raw, source)
 
 
+def check_depth(raw: Any, source: str) -> None:
+    """Refuse values nested deeper than :data:`MAX_DEPTH` (iteratively: no recursion limit)."""
+    stack = [(raw, 0, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ScenarioError(source, where or "(value)",
+                                f"expected a value nested at most {MAX_DEPTH} deep (arrays and tables)")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1, where) for v in value)
+
+
 def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
-    """Validate the tables of a scenario (as :func:`tomllib.loads` returns them)."""
+    """Validate the tables of a scenario (as :func:`tomllib.loads` returns them).
+
+    numpy scalars and arrays among the values are taken as Python numbers and lists.
+    """
+    check_depth(raw, source)
+    raw = plain_value(raw)
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
             raise ScenarioError(source, key, f"unknown key; expected one of {', '.join(TOP_LEVEL_KEYS)}")
@@ -268,19 +471,16 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
     where = f"{source} ({context})" if context else source
     sections = {name: build_section(cls, raw.get(name, {}), where, name)
                 for name, cls in SECTIONS.items()}
-    name = raw.get("name", Path(source).stem)
-    if not isinstance(name, str) or not name:
-        raise ScenarioError(source, "name", "expected a non-empty string")
-    if not isinstance(raw.get("description", ""), str):
-        raise ScenarioError(source, "description", "expected a string")
+    name = check_text(raw["name"], source, "name", one_line=True) if "name" in raw else Path(source).stem
+    check_text(raw.get("description", ""), source, "description", one_line=False)
     failures_raw = raw.get("failures", [])
     if not isinstance(failures_raw, list):
         raise ScenarioError(source, "failures", "expected an array of tables [[failures]]")
-    failures = tuple(build_section(FailureClass, table, where, f"failures[{i}]")
+    failures = tuple(build_section(FailureClass, table, where, _failure_prefix(table, i))
                      for i, table in enumerate(failures_raw))
     names = [f.name for f in failures]
     for i, fname in enumerate(names):
-        if not fname or not fname.replace("_", "").replace("-", "").isalnum():
+        if not _FAILURE_NAME.fullmatch(fname):
             raise ScenarioError(where, f"failures[{i}].name", f"expected letters, digits, _ or -, got {fname!r}")
         if names.index(fname) != i:
             raise ScenarioError(where, f"failures[{i}].name", f"duplicate failure class name {fname!r}")
@@ -290,14 +490,51 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
     gpu = dataclasses.replace(lookup_gpu(hardware.gpu), **overrides)
     if gpu.freq_min_mhz > gpu.freq_max_mhz:
         raise ScenarioError(where, "hardware.freq_min_mhz",
-                            f"expected <= freq_max_mhz = {gpu.freq_max_mhz:g}, got {gpu.freq_min_mhz:g}")
+                            f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, "
+                            f"got {format_number(gpu.freq_min_mhz)}")
     if gpu.idle_w > gpu.tdp_w:
-        raise ScenarioError(where, "hardware.idle_w", f"expected <= tdp_w = {gpu.tdp_w:g}, got {gpu.idle_w:g}")
+        raise ScenarioError(where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, "
+                                                  f"got {format_number(gpu.idle_w)}")
     for i, fclass in enumerate(failures):
         if fclass.domain_nodes > 1 and fclass.scope != "node":
-            raise ScenarioError(where, f"failures[{i}].domain_nodes",
+            raise ScenarioError(where, f"failures.{fclass.name}.domain_nodes",
                                 f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)")
     return Config(name=name, gpu=gpu, failures=failures, **sections)
+
+
+_FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _failure_prefix(table: Any, index: int) -> str:
+    """How errors name a failure class: ``failures.<name>`` (as sweep keys and --set do), or
+    ``failures[<index>]`` while it has no usable name."""
+    name = table.get("name") if isinstance(table, dict) else None
+    return f"failures.{name}" if isinstance(name, str) and _FAILURE_NAME.fullmatch(name) else f"failures[{index}]"
+
+
+# TOML basic strings: these characters must be escaped; the other controls as \\uXXXX.
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
+                 "\r": "\\r"}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML basic string that :mod:`tomllib` reads back as ``text``.
+
+    Raises ValueError for a lone surrogate (not Unicode text; TOML cannot hold it).
+    """
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"cannot write {text!r} as TOML: a lone surrogate is not Unicode text")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
 
 
 def _toml_value(value: Any) -> str:
@@ -306,7 +543,7 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return _toml_string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -315,7 +552,7 @@ def _toml_value(value: Any) -> str:
 
 
 def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
 
 
 def dumps_toml(raw: dict) -> str:

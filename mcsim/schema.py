@@ -53,7 +53,7 @@ class Interval:
         """Readable coordinate label: ``young_daly``, ``60min``, ``500it``."""
         if self.kind in ("young_daly", "optimize"):
             return self.kind
-        number = f"{self.value:g}"
+        number = format_number(self.value)
         return f"{number}min" if self.kind == "minutes" else f"{number}it"
 
 
@@ -217,6 +217,7 @@ SECTIONS: dict[str, type] = {
     "run": RunSection,
 }
 REQUIRED_SECTIONS = ("model", "parallelism")
+RUN_KEYS = tuple(f.name for f in dataclasses.fields(RunSection))
 TOP_LEVEL_KEYS = ("name", "description", "failures", "sweep", *SECTIONS)
 
 
@@ -232,14 +233,26 @@ def _type_name(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
+def format_number(value: float) -> str:
+    """``value`` as text that reads back as exactly ``value``.
+
+    Whole numbers below 1e16 in full (``10000001``, not ``1e+07``); others in the
+    short ``%g`` form when that is exact (``0.05``, ``1e+18``), else in full precision.
+    """
+    if isinstance(value, int) or (math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16):
+        return str(int(value))
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
 def _bounds_text(meta: dict) -> str:
     parts = []
     if meta["gt"] is not None:
-        parts.append(f"> {meta['gt']:g}")
+        parts.append(f"> {format_number(meta['gt'])}")
     if meta["ge"] is not None:
-        parts.append(f">= {meta['ge']:g}")
+        parts.append(f">= {format_number(meta['ge'])}")
     if meta["le"] is not None:
-        parts.append(f"<= {meta['le']:g}")
+        parts.append(f"<= {format_number(meta['le'])}")
     unit = f" {meta['unit']}" if meta["unit"] else ""
     return (" " + " and ".join(parts) if parts else "") + unit
 
@@ -291,7 +304,7 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
         raise ScenarioError(source, key, f"expected a finite number{_bounds_text(meta)}, got {value}")
     if kind is int:
         if not float(value).is_integer() or abs(value) > 2**63 - 1:
-            raise ScenarioError(source, key, f"expected a whole number{_bounds_text(meta)}, got {value}")
+            raise ScenarioError(source, key, f"expected a whole number{_bounds_text(meta)}, got {value!r}")
         value = int(value)
     else:
         value = float(value)
@@ -299,7 +312,7 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
         meta["ge"] is not None and not value >= meta["ge"])
     too_large = meta["le"] is not None and not value <= meta["le"]
     if too_small or too_large:
-        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got {value:g}")
+        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got {format_number(value)}")
     return value
 
 
@@ -338,3 +351,35 @@ def field_meta(section: str, name: str) -> dict | None:
         if fld.name == name:
             return dict(fld.metadata)
     return None
+
+
+def run_option(name: str, value: Any, source: str) -> Any:
+    """Check a value given for ``run.<name>`` outside the file (``--runs``, ``runs=``), typed.
+
+    Errors name ``source`` (the option), not the scenario file.
+    """
+    meta = field_meta("run", name)
+    if meta is None:
+        raise ScenarioError(source, f"run.{name}", f"unknown key; expected one of {', '.join(RUN_KEYS)}")
+    return coerce_value(meta, value, source, f"run.{name}")
+
+
+def _short_repr(text: str, limit: int = 60) -> str:
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def check_text(text: Any, source: str, key: str, *, one_line: bool) -> str:
+    """A free-text scenario string (``name``, ``description``), checked.
+
+    It must be a string of Unicode text (no lone surrogates, which no file format
+    can store); with ``one_line`` also non-empty and free of control characters
+    (C0, DEL, C1: a name is a label printed in tables, titles and progress lines).
+    """
+    if not isinstance(text, str) or (one_line and not text):
+        raise ScenarioError(source, key, f"expected a {'non-empty ' if one_line else ''}string, "
+                                         f"got {_type_name(text)}")
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        raise ScenarioError(source, key, f"expected Unicode text, got a lone surrogate in {_short_repr(text)}")
+    if one_line and any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text):
+        raise ScenarioError(source, key, f"expected one line without control characters, got {_short_repr(text)}")
+    return text

@@ -47,7 +47,8 @@ class FactorLaw:
         """Smallest block size K whose normal-law W1 error is within ``tolerance`` of K E[F]."""
         if self.std == 0.0:
             return 1
-        return max(1, math.ceil(EDGEWORTH_W1 * abs(self.skew) * self.std / (self.mean * tolerance)))
+        block = EDGEWORTH_W1 * abs(self.skew) * self.std / (self.mean * tolerance)
+        return max(1, math.ceil(block)) if block < MAX_FAST_BLOCK else MAX_FAST_BLOCK
 
 
 def max_normal_median(n_ranks: float) -> float:
@@ -55,9 +56,17 @@ def max_normal_median(n_ranks: float) -> float:
     return float(-special.ndtri(-math.expm1(math.log(0.5) / n_ranks)))
 
 
-def _max_density(z: float, n_ranks: float) -> float:
-    log_f = math.log(n_ranks) - 0.5 * z * z - 0.5 * math.log(2 * math.pi) + (n_ranks - 1) * special.log_ndtr(z)
-    return math.exp(log_f)
+def _log_max_density(z: float, n_ranks: float) -> float:
+    """Log density of the maximum of ``n_ranks`` iid standard normals at ``z``."""
+    return math.log(n_ranks) - 0.5 * z * z - 0.5 * math.log(2 * math.pi) + (n_ranks - 1) * special.log_ndtr(z)
+
+
+# Standard units beyond the last peak of an integrand that the quadrature covers:
+# the normal tail there is below exp(-72), far under double precision.
+_TAIL_UNITS = 12.0
+# Largest fast-mode block size: no run has that many iterations, so a law whose
+# error bound asks for more is drawn iteration by iteration (kept within int64).
+MAX_FAST_BLOCK = 2**62
 
 
 @functools.lru_cache(maxsize=4096)
@@ -73,35 +82,50 @@ def factor_law(n_ranks: float, sigma: float, floor: float = 0.0) -> FactorLaw:
     floor : float
         Episode slowdown ``s`` (0: no episode).
 
-    Cached: every task of a configuration and its energy model ask for the same law,
-    and the three quadratures cost about 2 ms.
+    Each moment is one quadrature over z (the maximum's standard-normal
+    quantile) of ``(F(z) - E[F])^k f(z)``, evaluated in log space so that it
+    neither overflows nor underflows at large ``sigma``. The k-th moment's
+    integrand peaks near ``max(median of the maximum, k sigma)`` (``e^{k sigma z}
+    phi(z)`` is a normal density centred at ``k sigma``), so the range reaches
+    12 standard units beyond ``3 sigma``. Cached: every task of a configuration
+    and its energy model ask for the same law, and the quadratures cost a few ms.
     """
     if sigma == 0.0:
         return FactorLaw(max(1.0, floor), 0.0, 0.0)
     center = max_normal_median(n_ranks)
-    # The maximum's spread shrinks with G; +-12 standard units around the median
-    # hold all mass to double precision for G >= 1.
-    lo, hi = center - 12.0, center + 12.0
-    points = [center]
+    lo, hi = center - _TAIL_UNITS, max(center, 3.0 * sigma) + _TAIL_UNITS
+    points = [center] + [k * sigma for k in (1, 2, 3) if lo < k * sigma < hi]
     if floor > 0.0 and lo < math.log(floor) / sigma < hi:
         points.append(math.log(floor) / sigma)  # the kink of max(M, s)
-    # Relative accuracy 1e-11 is far below any Monte Carlo error; where a kink (the episode
-    # floor) keeps quad from certifying it, its roundoff warning is not the user's concern.
-    opts = dict(points=points, limit=400, epsabs=0.0, epsrel=1e-11)
+    log_floor = math.log(floor) if floor > 0.0 else -math.inf
 
-    def factor(z: float) -> float:
-        return max(math.exp(sigma * z), floor)
+    def log_factor(z: float) -> float:
+        return max(sigma * z, log_floor)
+
+    def moment(k: int, mean: float) -> float:
+        def integrand(z: float) -> float:
+            log_f = _log_max_density(z, n_ranks)
+            if k == 1:
+                return math.exp(log_factor(z) + log_f)
+            d = math.exp(log_factor(z)) - mean
+            if d == 0.0:
+                return 0.0
+            term = math.exp(k * math.log(abs(d)) + log_f)
+            return -term if d < 0.0 and k % 2 else term
+
+        # Relative accuracy 1e-11 is far below any Monte Carlo error; where a kink (the episode
+        # floor) keeps quad from certifying it, its roundoff warning is not the user's concern.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", integrate.IntegrationWarning)
+            return integrate.quad(integrand, lo, hi, points=sorted(points), limit=400, epsabs=0.0,
+                                  epsrel=1e-11)[0]
 
     below = special.ndtr(lo) ** n_ranks if n_ranks < 1e6 else 0.0  # mass under lo (zero in practice)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", integrate.IntegrationWarning)
-        mean = integrate.quad(lambda z: factor(z) * _max_density(z, n_ranks), lo, hi, **opts)[0] + below * floor
-        var = integrate.quad(lambda z: (factor(z) - mean) ** 2 * _max_density(z, n_ranks), lo, hi, **opts)[0]
-        third = integrate.quad(lambda z: (factor(z) - mean) ** 3 * _max_density(z, n_ranks), lo, hi, **opts)[0]
-    std = math.sqrt(max(var, 0.0))
+    mean = moment(1, 0.0) + below * floor
+    std = math.sqrt(max(moment(2, mean), 0.0))
     if std <= 1e-12 * abs(mean):  # e.g. an episode floor far above every rank: constant factor
         return FactorLaw(float(mean), 0.0, 0.0)
-    skew = third / std**3
+    skew = moment(3, mean) / std**3
     return FactorLaw(float(mean), std, float(skew))
 
 

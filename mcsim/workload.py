@@ -147,10 +147,11 @@ def workload(cfg: Config) -> Workload:
     if cfg.checkpoint.strategy == "in_memory" and G // gpn < 2:
         return _infeasible("checkpoint.strategy", "in_memory needs at least 2 nodes (a peer for the replica)",
                            iterations)
-    for i, fclass in enumerate(cfg.failures):
+    for fclass in cfg.failures:
         if fclass.scope == "node" and (G // gpn) % fclass.domain_nodes:
-            return _infeasible(f"failures[{i}].domain_nodes", f"domain_nodes = {fclass.domain_nodes} does not "
-                                                              f"divide the job's {G // gpn} nodes", iterations)
+            return _infeasible(f"failures.{fclass.name}.domain_nodes",
+                               f"domain_nodes = {fclass.domain_nodes} does not divide the job's {G // gpn} nodes",
+                               iterations)
     m = B // (d * b)
     if not cfg.gpu.freq_min_mhz <= cfg.freq_mhz <= cfg.gpu.freq_max_mhz:
         return _infeasible("compute.freq_mhz", f"freq_mhz = {cfg.freq_mhz:g} is outside the {cfg.hardware.gpu}'s "

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+import xarray as xr
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from mcsim.cli import main
 from mcsim.scenario import load_scenario, scenario_from_dict
@@ -46,8 +50,14 @@ def test_bad_input_exit_2_one_line_no_output(path, tmp_path, capsys):
     (["--set", "nonsense"], "nonsense"),
     (["--set", "model.unknown=3"], "model.unknown"),
     (["--set", "failures.nothere.mtbf_hours=3"], "failures.nothere.mtbf_hours"),
-    (["--runs", "0"], "run.runs"),
-    (["--seed", "-1"], "run.seed"),
+    (["--runs", "0"], "--runs: run.runs"),
+    (["--runs", "10000001"], "--runs: run.runs: expected a value >= 1 and <= 10000000, got 10000001"),
+    (["--seed", "-1"], "--seed: run.seed"),
+    (["--set", "parallelism.gpus=" + "[" * 5000 + "]" * 5000], "parallelism.gpus"),
+    (["--set", "parallelism.gpus=" + "[" * 20 + "]" * 20], "parallelism.gpus"),
+    (["--set", "checkpoint.strategy=[sync, in memory]"], 'checkpoint.strategy=["sync", "in memory"]'),
+    (["--set", "name=a\x00b"], "name"),
+    (["--set", "failures.gpu.mtbf_hours=-1"], "failures.gpu.mtbf_hours"),
 ])
 def test_bad_command_line_values(args, key, tmp_path, capsys):
     good = Path(__file__).parent / "bad_inputs" / "runs_zero.toml"
@@ -56,7 +66,9 @@ def test_bad_command_line_values(args, key, tmp_path, capsys):
     scenario.write_text(text)
     status = main(["run", str(scenario), "-o", str(tmp_path / "out.nc"), *args])
     err = capsys.readouterr().err
-    assert status == 2 and len(err.strip().splitlines()) == 1 and key in err
+    assert status == 2 and len(err.strip().splitlines()) == 1 and key in err, err
+    if args[0] in ("--runs", "--seed"):  # an option's value is the option's fault, not the file's
+        assert err.startswith(f"mcsim: error: {args[0]}: ") and str(scenario) not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.toml"]
 
 
@@ -162,3 +174,94 @@ def test_sweep_summary_table(sweep, small_raw, tmp_path, capsys):
     else:
         for label in ("strategy=sync gpus=64", "strategy=in_memory gpus=128"):
             assert label in out
+
+
+def _small_with(small_raw: dict, tmp_path: Path, **top: str) -> Path:
+    from tests_helpers import write_toml
+
+    small_raw.update(top)
+    small_raw["run"].update(runs=3, mode="fast")
+    folder = tmp_path / "work"
+    folder.mkdir(exist_ok=True)
+    return write_toml(small_raw, folder / "s.toml")
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "/ABSOLUTE/x", "a" * 300, "sub/dir", ".hidden", "..",
+                                  "-rf", "name with spaces é"])
+def test_name_never_chooses_a_location(name, small_raw, tmp_path, monkeypatch, capsys):
+    if name.startswith("/ABSOLUTE"):
+        name = str(tmp_path / "absolute" / "x")
+    path = _small_with(small_raw, tmp_path, name=name)
+    monkeypatch.chdir(path.parent)
+    assert main(["run", "s.toml", "--quiet", "--no-resume"]) == 0, capsys.readouterr().err
+    results = path.parent / "results"
+    written = list(results.iterdir())
+    assert len(written) == 1 and written[0].suffix == ".nc"
+    # one plain file name: no folder part, not hidden, not an option, short enough for any file system
+    assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*\.nc", written[0].name) and len(written[0].name) <= 120
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]  # nothing beside or above
+    assert sorted(p.name for p in path.parent.iterdir()) == ["results", "s.toml"]
+    with xr.open_dataset(written[0]) as ds:
+        assert ds.attrs["scenario_name"] == name  # the real name is kept
+        assert tomllib.loads(ds.attrs["scenario_toml"])["name"] == name
+
+
+def test_safe_file_stem_keeps_safe_names_and_separates_others():
+    from mcsim.scenario import safe_file_stem
+
+    assert safe_file_stem("llama3-405b") == "llama3-405b"
+    assert safe_file_stem("capacity_planning.v2") == "capacity_planning.v2"
+    names = ("a/b", "a_b", "a b", "a\\b", "a" * 300, "a" * 301, "a_b\n", "..", "")
+    stems = {safe_file_stem(n) for n in names}
+    assert len(stems) == len(names)  # distinct names, distinct files
+    assert all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", stem) for stem in stems)
+
+
+ALL_CONTROLS = "".join(chr(c) for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)])
+
+
+def test_scenario_toml_round_trips_every_control_character(small_raw, tmp_path, capsys):
+    path = _small_with(small_raw, tmp_path, description=f"tab\there, quote \" and backslash \\ {ALL_CONTROLS}")
+    out = tmp_path / "work" / "o.nc"
+    assert main(["run", str(path), "--quiet", "--no-resume", "-o", str(out)]) == 0, capsys.readouterr().err
+    with xr.open_dataset(out) as ds:
+        stored = tomllib.loads(ds.attrs["scenario_toml"])
+    assert stored["description"] == small_raw["description"]
+
+
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
+@example(text="key\n")  # a trailing newline must not pass for a bare key
+@example(text="ü")  # bare keys are ASCII only
+@settings(max_examples=300, deadline=None)
+def test_dumps_toml_round_trips_any_string(text):
+    from mcsim.scenario import dumps_toml
+
+    raw = {"name": text, "description": text + ALL_CONTROLS, "sweep": {text: [text, 1.5]},
+           "model": {text: text}, "failures": [{"name": text}]}
+    assert tomllib.loads(dumps_toml(raw)) == raw
+
+
+def test_run_help_shows_defaults_and_run_table_override(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "override the scenario's [run] table" in " ".join(out.split())
+    entries: dict[str, str] = {}  # option -> its help text (argparse starts each at "  -")
+    for line in out.split("options:", 1)[1].splitlines():
+        if line.startswith("  -"):
+            option = line.split()[0]
+            entries[option] = line
+        elif entries:
+            entries[option] += " " + line.strip()
+    for option, default in (("--runs", "else 1000)"), ("--seed", "else 0)"), ("--mode", "else fast)"),
+                            ("--chunk-runs", "(default 250)"), ("-o", "(default: results/NAME.nc")):
+        assert default in " ".join(entries[option].split()), option
+    assert "[run]" in entries["--runs"] and "[run]" in entries["--seed"] and "[run]" in entries["--mode"]
+
+
+def test_stragglers_sigma_at_its_bound_runs(small_raw, tmp_path, capsys):
+    path = _small_with(small_raw, tmp_path)
+    out = tmp_path / "work" / "o.nc"
+    status = main(["run", str(path), "--quiet", "--no-resume", "-o", str(out), "--set", "stragglers.sigma=5"])
+    assert status == 0, capsys.readouterr().err
