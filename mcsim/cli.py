@@ -1,7 +1,7 @@
 """The ``mcsim`` command line.
 
 ``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
-``mcsim summary OUT.nc``
+``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)

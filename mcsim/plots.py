@@ -414,7 +414,8 @@ def plot_cdf(ds: xr.Dataset, variable: str = "wall_time"):
         ax.set_xlabel(_label(ds, variable))
         ax.set_ylabel("fraction of runs ≤ x")
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2 if len(points) > 3 else 1,
-                  frameon=False, title=(" · ".join(dims) + f" (lowest mean {_name(variable)} first)") if dims else None)
+                  frameon=False,
+                  title=(" · ".join(dims) + f" (lowest mean {_name(variable)} first)") if dims else None)
         censored = float(np.mean([1.0 - _completed(ds, p) for p in points]))
         detail = f"{runs} runs" + (" per configuration" if dims else "")
         if note:
@@ -592,8 +593,11 @@ def plot_breakdown(ds: xr.Dataset):
 
     Left: stacked bars in days and MWh. Right: the same parts other than ideal
     compute (time) and compute (energy), as a share of the total, so small
-    overheads stay readable. At most ``MAX_BARS`` configurations (the 8 cheapest
-    and the 8 dearest by mean cost).
+    overheads stay readable. When the totals differ by more than ``MAX_TOTAL_RATIO``,
+    the left panels show each configuration's parts as shares of its own total (the
+    total written at the bar's end), so small configurations do not shrink to slivers.
+    At most ``MAX_BARS`` configurations (the 8 cheapest and the 8 dearest by mean
+    cost); one with censored runs carries its completed share in its label.
     """
     cheap, dear, note = _select(ds, MAX_BARS)
     plt = _pyplot()

@@ -1,11 +1,14 @@
 """A Markdown report of a result file: what was simulated, the best picks, figures.
 
 :func:`write_report` writes ``README.md`` and the figures that apply
-(``scaling.png`` when there is a ``gpus`` dimension, ``cdf.png``, ``pareto.png``,
-``breakdown.png``) into a folder, each file atomically. The picks come from
-:mod:`mcsim.analysis`: :func:`~mcsim.analysis.best` of cost, energy and wall time,
-:func:`~mcsim.analysis.pareto_front` of (wall time, cost) and
-:func:`~mcsim.analysis.cheapest_within` a deadline.
+(``scaling.png`` when there is a ``gpus`` dimension or a single sweep dimension,
+``cdf.png``, ``pareto.png``, ``breakdown.png``) into a folder, each file atomically.
+The picks come from :mod:`mcsim.analysis`: :func:`~mcsim.analysis.best` of cost,
+energy and wall time (a pick that differs from an earlier one is compared with it by
+:func:`~mcsim.analysis.paired_difference`, and called equivalent when the CI of the
+difference contains 0), :func:`~mcsim.analysis.pareto_front` of (wall time, cost) and
+:func:`~mcsim.analysis.cheapest_within` a deadline. Configurations with runs censored
+at ``max_wall_days`` are listed with their completed share and never picked.
 """
 
 from __future__ import annotations
@@ -223,8 +226,8 @@ def _picks(ds: xr.Dataset, records: dict) -> list[str]:
             compared.append(configuration)
             names = [objective] + [o for t, o in earlier if records[o]["configuration"] == configuration]
             parts = [_difference_text(ds, record, records[other], name) for name in names]
-            lines += [f"Against the {other_title.lower()} configuration ({_config_text(records[other]['configuration'])}),"
-                      f" mean of the paired differences over runs with its 95 % CI: " + "; ".join(parts) + ".", ""]
+            lines += [f"Against the {other_title.lower()} configuration ({_config_text(configuration)}), mean of "
+                      "the paired differences over runs with its 95 % CI: " + "; ".join(parts) + ".", ""]
     return lines
 
 

@@ -6,6 +6,10 @@ mean (normal approximation, ``mean +- 1.959964 std / sqrt(n)``), stacked
 along a ``stat`` dimension. Runs that are NaN (infeasible configurations) are
 skipped. Censored runs are included as they are (their wall time is a lower
 bound); ``completed``'s mean is the fraction of runs that finished.
+
+Also here: :func:`format_coordinate` (coordinate values as text, for every table and
+figure) and :func:`check_results` (what ``mcsim summary``, ``plot`` and ``report``
+require of a result file).
 """
 
 from __future__ import annotations

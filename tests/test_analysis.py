@@ -99,9 +99,11 @@ def _optimizer_case(stall_s: float, mtbf_h: float, shape: float = 1.0):
 @pytest.mark.parametrize("stall_s,mtbf_h", [(60.0, 2.0), (20.0, 4.0), (120.0, 1.0), (5.0, 0.5)])
 def test_optimizer_lands_near_daly_with_exponential_failures(stall_s, mtbf_h):
     # Daly (2006, eq. 37) is the optimum of the expected wall time for exponential failures
-    # to higher order; the simulated optimum must be within 10 %.
+    # to higher order; docs/model.md §6c and the README claim the simulated optimum is within
+    # 2 % of it. Measured (seed 0, 300 runs): -0.4, -0.3, -1.6, -0.5 % with bootstrap standard
+    # errors of 0.7, 1.0, 0.45 and 0.3 %; the tolerance is the claim itself.
     opt = optimize_interval(_optimizer_case(stall_s, mtbf_h), runs=300)
-    assert opt.interval_s == pytest.approx(opt.daly_s, rel=0.10)
+    assert opt.interval_s == pytest.approx(opt.daly_s, rel=0.02)
     assert opt.ci95_s[0] <= opt.interval_s <= opt.ci95_s[1]
 
 
