@@ -442,3 +442,29 @@ def test_result_files_without_mcsim_variables(how, command, sweep_file, tmp_path
     err = _one_error_line(capsys)
     assert str(path) in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.nc"]
+
+
+def test_every_figure_marks_censored_configurations(hard_file):
+    ds = mcsim.open_results(hard_file)
+    figures = {kind: getattr(plots, f"plot_{kind}")(ds) for kind in ("cdf", "pareto", "breakdown")}
+    try:
+        cdf = [t.get_text() for t in figures["cdf"].axes[0].get_legend().get_texts()]
+        assert any(t.startswith("8 GPUs") and "(0% completed)" in t for t in cdf), cdf
+        pareto = [t.get_text() for t in figures["pareto"].axes[0].get_legend().get_texts()]
+        assert any("censored" in t for t in pareto), pareto
+        bars = [t.get_text() for t in figures["breakdown"].axes[0].get_yticklabels()]
+        assert any(t.startswith("8 GPUs") and "(0% completed)" in t for t in bars), bars
+    finally:
+        for fig in figures.values():
+            plt.close(fig)
+
+
+def test_report_when_no_configuration_can_be_ranked(hard_file, tmp_path, capsys):
+    only_censored = mcsim.open_results(hard_file).sel(gpus=[8])
+    path = tmp_path / "censored.nc"
+    mcsim.write_results(only_censored, path)
+    with pytest.raises(ValueError, match="max_wall_days"):
+        analysis.best(only_censored, "cost")
+    assert main(["report", str(path), "-o", str(tmp_path / "r")]) == 0
+    readme = (tmp_path / "r" / "README.md").read_text()
+    assert "No configuration can be ranked" in readme and "Cost-optimal" not in readme
