@@ -77,7 +77,8 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("-o", "--output", required=True, metavar="FIG.png",
                       help="image file to write (PNG; PDF or SVG by suffix)")
     plot.add_argument("--x", default=None, metavar="DIM",
-                      help="--kind scaling: sweep dimension on the x axis (default gpus, or the only sweep dimension)")
+                      help="--kind scaling: sweep dimension on the x axis "
+                           "(default gpus, or the only sweep dimension)")
     plot.add_argument("--variable", default=None, metavar="NAME",
                       help="--kind cdf: per-run variable whose distribution is drawn (default wall_time)")
     report = sub.add_parser("report",
