@@ -4,6 +4,7 @@
 >>> ds.mcsim.summary()                          # mean, std, percentiles, 95 % CI per variable
 >>> ds.mcsim.pareto(("wall_time", "cost"))      # boolean front over the sweep dims
 >>> ds.mcsim.best("energy")                     # the energy-optimal configuration
+>>> ds.mcsim.best("ettr")                       # the highest ETTR (each objective has a direction)
 >>> ds.mcsim.cheapest_within(days=3, probability=0.9)
 >>> ds.mcsim.prob_better({"gpus": 8192}, {"gpus": 4096}, "cost")
 >>> ds.mcsim.plot.scaling()                     # matplotlib figures (the plot extra)
@@ -60,16 +61,24 @@ class McsimAccessor:
         return analysis.pareto_front(self._ds, objectives, stat)
 
     def best(self, objective: str = "cost", stat: str | float = "mean") -> dict:
-        """The configuration minimising ``objective`` (:func:`mcsim.analysis.best`)."""
+        """The best configuration on ``objective``, in its direction (:func:`mcsim.analysis.best`)."""
         return analysis.best(self._ds, objective, stat)
 
-    def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> tuple[float, float]:
-        """P(a beats b) from paired runs, with its standard error (:func:`mcsim.analysis.prob_better`)."""
+    def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> analysis.Probability:
+        """P(a beats b) from paired runs, with its 95 % Wilson interval (:func:`mcsim.analysis.prob_better`)."""
         return analysis.prob_better(self._ds, a, b, objective)
 
     def cheapest_within(self, days: float, probability: float = 0.9) -> dict | None:
         """Cheapest configuration finishing within ``days`` with ``probability`` (:func:`mcsim.analysis.cheapest_within`)."""
         return analysis.cheapest_within(self._ds, days, probability)
+
+    def paired_difference(self, a: Mapping, b: Mapping, objective: str = "cost") -> dict:
+        """Mean of a - b over paired runs with its 95 % CI (:func:`mcsim.analysis.paired_difference`)."""
+        return analysis.paired_difference(self._ds, a, b, objective)
+
+    def completed_share(self) -> xr.DataArray:
+        """Share of completed runs per configuration (:func:`mcsim.analysis.completed_share`)."""
+        return analysis.completed_share(self._ds)
 
     @property
     def plot(self) -> _Plots:

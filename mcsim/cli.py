@@ -1,7 +1,7 @@
 """The ``mcsim`` command line.
 
 ``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
-``mcsim summary OUT.nc``
+``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
@@ -87,6 +87,12 @@ def _build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--seed", type=int, default=0)
     summary = sub.add_parser("summary", help="print the summary table of a result file")
     summary.add_argument("file", help="netCDF file written by mcsim run")
+    summary.add_argument("--all", dest="show_all", action="store_true",
+                         help=f"show every configuration (default: the 5 best and 5 worst when more than "
+                              f"{MAX_TABLE_ROWS})")
+    summary.add_argument("--sort", metavar="VAR", default=None,
+                         help="sort by the mean of this per-run variable, best first (default: grid order, "
+                              "or by cost when rows are left out)")
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
     fit.add_argument("log", metavar="LOG.csv", help="CSV with columns unit,start_hours,end_hours,failed (see docs/fitting.md)")
     fit.add_argument("--name", help="failure class name (default: the log's file name)")
@@ -100,7 +106,8 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("-o", "--output", required=True, metavar="FIG.png",
                       help="image file to write, in the format its suffix names (png, pdf, svg, jpg, ...)")
     plot.add_argument("--x", default=None, metavar="DIM",
-                      help="--kind scaling: sweep dimension on the x axis (default gpus)")
+                      help="--kind scaling: sweep dimension on the x axis "
+                           "(default gpus, or the only sweep dimension)")
     plot.add_argument("--variable", default=None, metavar="NAME",
                       help="--kind cdf: per-run variable whose distribution is drawn (default wall_time)")
     report = sub.add_parser("report",
@@ -131,51 +138,99 @@ _COLUMNS = (
 )
 
 
-def summary_table(ds: xr.Dataset) -> str:
-    """Mean and 95 % confidence interval per configuration, as aligned text."""
-    from .summary import summarize
+def _pm(mean: float, half: float, scale: float) -> str:
+    """``mean ± half`` in 4 and 2 significant digits; a half-width at the float round-off of
+    the mean (identical runs: 1e-12 of it or less) prints as 0."""
+    mean, half = mean * scale, half * scale
+    if math.isfinite(half) and math.isfinite(mean) and abs(half) <= 1e-12 * abs(mean):
+        half = 0.0
+    return f"{_fmt(mean, 4)} ± {_fmt(half, 2) if half else '0'}"
 
+
+def _sort_direction(name: str) -> float:
+    from .variables import VARIABLES
+
+    return -1.0 if VARIABLES[name].direction == "higher" else 1.0
+
+
+def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = None) -> str:
+    """Mean and 95 % confidence interval per configuration, as aligned text.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result of :func:`mcsim.simulate` (checked by :func:`mcsim.summary.check_results`).
+    show_all : bool
+        Every configuration; otherwise, with more than ``MAX_TABLE_ROWS``, the 5 best and
+        the 5 worst completed ones by ``sort`` (cost by default).
+    sort : str, optional
+        Per-run variable whose mean orders the rows, best first in its registered
+        direction. Configurations with censored runs (values truncated at
+        ``max_wall_days``) follow the completed ones, by completed share; infeasible
+        ones come last.
+
+    Raises
+    ------
+    ValueError
+        ``sort`` is not a per-run variable.
+    """
+    from .summary import format_coordinate, summarize
+    from .variables import PER_RUN
+
+    if sort is not None and sort not in PER_RUN:
+        raise ValueError(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {sort!r}")
     stats = summarize(ds)
     sweep_dims = [d for d in ds["wall_time"].dims if d != "run"]
     header = ["configuration"] + [c[0] for c in _COLUMNS] + ["completed"]
-    rows = []
-    costs = []
+    key_name = sort or "cost"
+    sign = _sort_direction(key_name)
+    entries = []  # (group, key, row): group 0 completed, 1 censored, 2 infeasible
     for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
         point = dict(zip(sweep_dims, index))
         sel = stats.isel(point)
         if sweep_dims:
-            label = " ".join(f"{d}={ds[d].values[i]}" for d, i in point.items())
+            label = " ".join(f"{d}={format_coordinate(ds[d].values[i])}" for d, i in point.items())
         else:
             label = ds.attrs.get("scenario_name", "scenario")
         if not bool(sel["feasible"]):
-            rows.append([label, f"infeasible: {sel['infeasible_reason'].item()}"])
-            costs.append(np.inf)
+            entries.append((2, 0.0, [label, f"infeasible: {sel['infeasible_reason'].item()}"]))
             continue
-        costs.append(float(sel["cost"].sel(stat="mean")))
         row = [label]
         for _, name, scale in _COLUMNS:
-            mean = float(sel[name].sel(stat="mean")) * scale
-            half = (float(sel[name].sel(stat="ci95_high")) - float(sel[name].sel(stat="mean"))) * scale
-            row.append(f"{_fmt(mean, 4)} ± {_fmt(half, 2)}")
-        row.append(f"{float(sel['completed'].sel(stat='mean')):.1%}")
-        rows.append(row)
+            mean = float(sel[name].sel(stat="mean"))
+            row.append(_pm(mean, float(sel[name].sel(stat="ci95_high")) - mean, scale))
+        share = float(sel["completed"].sel(stat="mean"))
+        row.append(f"{share:.1%}" + (" *" if share < 1.0 else ""))
+        if share < 1.0:
+            entries.append((1, -share, row))
+        else:
+            entries.append((0, sign * float(sel[key_name].sel(stat="mean")), row))
+    counts = [sum(1 for e in entries if e[0] == g) for g in range(3)]
+    ranked = sorted(entries, key=lambda e: (e[0], e[1]))
     note = []
-    if len(rows) > MAX_TABLE_ROWS:
-        order = np.argsort(costs, kind="stable")
-        feasible = [i for i in order if np.isfinite(costs[i])]
-        keep = feasible[:5] + feasible[-5:] if len(feasible) > 10 else feasible
-        note = [f"{len(rows)} configurations: the 5 cheapest and the 5 dearest by mean cost are shown "
-                f"({len(rows) - len(feasible)} infeasible); all are in the file"]
-        rows = [rows[i] for i in sorted(set(keep), key=lambda i: costs[i])]
+    if show_all or len(entries) <= MAX_TABLE_ROWS:
+        shown = ranked if sort else entries
+    else:
+        done = [e for e in ranked if e[0] == 0]
+        shown = done if len(done) <= 10 else done[:5] + done[-5:]
+        left = len(entries) - len(shown)
+        what = (f"the 5 best and the 5 worst by mean {key_name}" if len(done) > 10
+                else f"the {len(done)} whose runs all completed, by mean {key_name}")
+        note = [f"{len(entries)} configurations ({counts[0]} completed, {counts[1]} with censored runs, "
+                f"{counts[2]} infeasible): {what}; {left} not shown (--all shows every one; all are in the file)"]
+    rows = [e[2] for e in shown]
     widths = [max(len(r[k]) for r in [header] + [r for r in rows if len(r) == len(header)])
               for k in range(len(header))]
-    lines = note + ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines = note + ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
     for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) if len(row) == len(header)
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() if len(row) == len(header)
                      else "  ".join(row))
     runs = ds.sizes["run"]
     lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
                  f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
+    if counts[1]:
+        lines.append("* runs censored at max_wall_days: time, energy and cost are truncated (lower bounds), "
+                     "so the configuration is never ranked (best, Pareto front, report)")
     lines += _breakdown_lines(stats, sweep_dims)
     return "\n".join(lines)
 
@@ -186,6 +241,7 @@ MAX_TABLE_ROWS = 16
 def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
     """Mean energy breakdown, cost and carbon split, per configuration (first 12)."""
     from .energy import ENERGY_PARTS
+    from .summary import format_coordinate
 
     if "energy_compute" not in stats or int(np.prod([stats.sizes[d] for d in sweep_dims])) > MAX_TABLE_ROWS:
         return []
@@ -198,7 +254,8 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
         point = stats.isel(dict(zip(sweep_dims, index))).sel(stat="mean")
         if not bool(point["feasible"]):
             continue
-        label = " ".join(f"{d}={stats[d].values[i]}" for d, i in zip(sweep_dims, index)) or "all runs"
+        label = " ".join(f"{d}={format_coordinate(stats[d].values[i])}" for d, i in zip(sweep_dims, index)) \
+            or "all runs"
         parts = "  ".join(f"{k} {_fmt(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
         lines.append(f"  {label}: {parts}  = {_fmt(float(point['energy']), 5)}"
                      f"  (GPUs alone, IT: {_fmt(float(point['energy_gpu']), 4)})")
@@ -379,7 +436,12 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     ds = _open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
-    print(summary_table(ds))
+    try:
+        text = summary_table(ds, show_all=args.show_all, sort=args.sort)
+    except ValueError as err:
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
     return 0
 
 
@@ -444,8 +506,12 @@ def _open_result_file(name: str) -> xr.Dataset | None:
     except (OSError, ValueError) as err:
         print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
         return None
-    if "wall_time" not in ds or "run" not in ds["wall_time"].dims:
-        print(f"mcsim: error: {path}: not an mcsim result file (no per-run wall_time variable)", file=sys.stderr)
+    from .summary import check_results
+
+    try:
+        check_results(ds)
+    except ValueError as err:
+        print(f"mcsim: error: {path}: {err}", file=sys.stderr)
         return None
     return ds
 
@@ -479,7 +545,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         from . import plots
 
         if args.kind == "scaling":
-            fig = plots.plot_scaling(ds, x=args.x or "gpus")
+            fig = plots.plot_scaling(ds, x=args.x)
         elif args.kind == "cdf":
             fig = plots.plot_cdf(ds, variable=args.variable or "wall_time")
         else:

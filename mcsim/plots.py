@@ -30,10 +30,12 @@ import xarray as xr
 
 from .atomic import atomic_open
 from .backends import BackendUnavailable
+from .summary import format_coordinate
 
 MAX_LINES = 8      # plot_scaling: more combinations of the other dims than this -> one line
-MAX_CURVES = 12    # plot_cdf: more configurations -> the 6 cheapest and the 6 dearest
+MAX_CURVES = 10    # plot_cdf: more configurations -> this many, spread over the range of the mean
 MAX_BARS = 16      # plot_breakdown: more configurations -> the 8 cheapest and the 8 dearest
+MAX_TOTAL_RATIO = 10.0  # plot_breakdown: totals spread wider than this -> parts as shares of each total
 DPI = 150
 
 # stored unit -> the units it is shown in, preferred first: (factor from the stored unit, unit shown);
@@ -200,22 +202,52 @@ def _title(fig, what: str, detail: str) -> None:
 
 # --------------------------------------------------------------------------- figures
 
-def plot_scaling(ds: xr.Dataset, x: str = "gpus"):
-    """Wall time, energy, cost and ETTR versus the sweep dimension ``x``.
+def scaling_dimension(ds: xr.Dataset, x: str | None = None) -> str:
+    """The sweep dimension a scaling figure is drawn against.
 
-    One line per combination of the other sweep dims (the mean over runs, with a
-    shaded 5–95 % band); when there are more than ``MAX_LINES`` combinations the
-    other dims are fixed at the values of the cost-optimal configuration.
+    ``x`` when given; otherwise ``gpus`` when swept, else the only sweep dimension.
 
     Raises
     ------
     ValueError
-        When ``x`` is not a sweep dimension of ``ds``.
+        ``x`` is not a sweep dimension, or none was named and there is no ``gpus`` nor a
+        single sweep dimension to take.
     """
     dims = _sweep_dims(ds)
+    if x is None:
+        if "gpus" in dims:
+            return "gpus"
+        if len(dims) == 1:
+            return dims[0]
+        if not dims:
+            raise ValueError("plot_scaling: the dataset has no sweep dimension to plot against "
+                             "(a single configuration; no gpus dimension)")
+        raise ValueError(f"plot_scaling: no gpus dimension; name the one to plot against with --x "
+                         f"(x=...), one of {', '.join(dims)}")
     if x not in dims:
         raise ValueError(f"plot_scaling: the dataset has no {x!r} dimension to plot against "
                          f"(sweep dims: {', '.join(dims) or 'none, a single configuration'})")
+    return x
+
+
+def plot_scaling(ds: xr.Dataset, x: str | None = None):
+    """Wall time, energy, cost and ETTR versus the sweep dimension ``x``.
+
+    One line per combination of the other sweep dims (the mean over runs, with a
+    shaded 5–95 % band); when there are more than ``MAX_LINES`` combinations the
+    other dims are fixed at the values of the cost-optimal configuration. ``x``
+    defaults to ``gpus``, or to the only sweep dimension (:func:`scaling_dimension`).
+    Infeasible configurations are marked with an x on the horizontal axis;
+    configurations with runs censored at ``max_wall_days`` (values truncated) with a
+    hollow marker.
+
+    Raises
+    ------
+    ValueError
+        When ``x`` is not a sweep dimension of ``ds``, or cannot be chosen.
+    """
+    x = scaling_dimension(ds, x)
+    dims = _sweep_dims(ds)
     plt = _pyplot()
     from matplotlib.lines import Line2D
 
@@ -225,7 +257,10 @@ def plot_scaling(ds: xr.Dataset, x: str = "gpus"):
     if len(combos) > MAX_LINES:
         from .analysis import best
 
-        optimum = best(ds, "cost")["configuration"]
+        try:
+            optimum = best(ds, "cost")["configuration"]
+        except ValueError:  # nothing can be ranked (all censored): the first combination
+            optimum = combos[0]
         combos = [{d: optimum[d] for d in others}]
         fixed_note = (f"; {', '.join(f'{d}={optimum[d]}' for d in others)} fixed at the cost-optimal values "
                       f"({len(_points(ds, others))} combinations in the file)")
@@ -239,6 +274,7 @@ def plot_scaling(ds: xr.Dataset, x: str = "gpus"):
     numeric = np.issubdtype(xs.dtype, np.number)
     positions = xs.astype(float) if numeric else np.arange(xs.size, dtype=float)
     panels = (("wall_time", "wall time"), ("energy", "energy"), ("cost", "cost"), ("ettr", "ETTR"))
+    marks = {"infeasible": False, "censored": False}
     with _style():
         fig, axes = plt.subplots(2, 2, figsize=(11, 8.2), sharex=True, layout="constrained")
         handles = []
@@ -251,22 +287,35 @@ def plot_scaling(ds: xr.Dataset, x: str = "gpus"):
             style_index = ds[style_dim].values.tolist().index(combo[style_dim]) if style_dim else 0
             line_style, marker = styles[style_index % 4], markers[style_index % 4]
             sub = ds.sel(combo) if combo else ds
+            feasible = sub["feasible"].values.astype(bool) if "feasible" in sub else np.ones(xs.size, bool)
+            censored = feasible & (sub["completed"].mean("run").values < 1.0 if "completed" in sub else False)
+            marks["infeasible"] |= bool((~feasible).any())
+            marks["censored"] |= bool(censored.any())
             for ax, (name, _) in zip(axes.flat, panels):
-                values = sub[name].astype(float) * _units(ds, name)[0]
-                if "feasible" in sub:
-                    values = values.where(sub["feasible"])
-                mean = values.mean("run").values
-                low, high = (values.quantile(q, dim="run").values for q in (0.05, 0.95))
+                values = sub[name].values.astype(float) * _units(ds, name)[0]
+                mean, low, high = np.full((3, xs.size), np.nan)
+                if feasible.any():  # statistics of feasible points only: no all-NaN slices
+                    runs = values[feasible]
+                    mean[feasible] = np.nanmean(runs, axis=-1)
+                    low[feasible], high[feasible] = np.nanpercentile(runs, (5, 95), axis=-1)
                 ax.fill_between(positions, low, high, color=colour, alpha=0.15, linewidth=0)
                 ax.plot(positions, mean, color=colour, linestyle=line_style, marker=marker, markersize=4,
                         linewidth=1.6)
+                if censored.any():
+                    ax.plot(positions[censored], mean[censored], linestyle="none", marker=marker, markersize=8,
+                            markerfacecolor="white", markeredgecolor=colour, zorder=4)
+                if (~feasible).any():
+                    ax.plot(positions[~feasible], np.zeros(int((~feasible).sum())), linestyle="none", marker="x",
+                            markersize=7, color=colour, clip_on=False, zorder=5,
+                            transform=ax.get_xaxis_transform())
             handles.append((colour_index, style_index,
                             Line2D([], [], color=colour, linestyle=line_style, marker=marker, markersize=4,
                                    label=config_label(combo, "mean"))))
         for ax, (name, title) in zip(axes.flat, panels):
             ax.set_title(title)
             ax.set_ylabel(_label(ds, name) if name != "ettr" else "ETTR (ideal time / wall time)")
-            lines = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()])
+            lines = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()
+                                    if line.get_marker() != "x"])
             if name != "ettr" and _log_worthy(lines):
                 ax.set_yscale("log")
                 _plain_log_axis(ax.yaxis)
@@ -274,16 +323,24 @@ def plot_scaling(ds: xr.Dataset, x: str = "gpus"):
             if x == "gpus" and numeric and np.all(positions > 0):
                 ax.set_xscale("log", base=2)
             ax.set_xticks(positions)
-            ax.set_xticklabels([f"{v:,}" if numeric and float(v).is_integer() else str(v) for v in xs])
+            ax.set_xticklabels([f"{v:,.0f}" if numeric and float(v).is_integer() else format_coordinate(v)
+                                for v in xs])
             ax.xaxis.set_minor_locator(plt.NullLocator())
             ax.set_xlabel(f"{'GPUs' if x == 'gpus' else x}" + (" (log scale)" if ax.get_xscale() == "log" else ""))
             if len(xs) > 10:
                 ax.tick_params(axis="x", labelrotation=30)
         band = Line2D([], [], color="0.5", alpha=0.3, linewidth=8, label="5–95 % of runs")
+        extra = []
+        if marks["censored"]:
+            extra.append(Line2D([], [], linestyle="none", marker="o", markersize=8, markerfacecolor="white",
+                                markeredgecolor="0.3", label="runs censored at max_wall_days (values truncated)"))
+        if marks["infeasible"]:
+            extra.append(Line2D([], [], linestyle="none", marker="x", markersize=7, color="0.3",
+                                label="infeasible (x on the axis)"))
         title = " · ".join(others) if len(combos) > 1 else None
         # legend columns: one per colour, its line styles one under the other
         rows = ds.sizes[style_dim] if style_dim else max(1, -(-len(handles) // 4))
-        handles = [h for _, _, h in sorted(handles, key=lambda item: item[:2])] + [band]
+        handles = [h for _, _, h in sorted(handles, key=lambda item: item[:2])] + [band] + extra
         fig.legend(handles=handles, loc="outside lower center", ncols=-(-len(handles) // rows), title=title,
                    frameon=False)
         _title(fig, f"Scaling with {'the number of GPUs' if x == 'gpus' else x}: {_scenario(ds)}",
@@ -291,52 +348,80 @@ def plot_scaling(ds: xr.Dataset, x: str = "gpus"):
     return fig
 
 
+def _completed(ds: xr.Dataset, point: dict) -> float:
+    """Share of the runs of ``point`` that completed (1 when the dataset does not say)."""
+    return float(ds["completed"].sel(point).values.mean()) if "completed" in ds else 1.0
+
+
+def _censored_text(share: float) -> str:
+    return f" ({share:.0%} completed)" if share < 1.0 else ""
+
+
+def spread_configurations(ds: xr.Dataset, variable: str, limit: int) -> tuple[list[dict], str]:
+    """Up to ``limit`` feasible configurations spread evenly over the range of the mean of ``variable``.
+
+    With more configurations than ``limit``, those whose mean ranks nearest to ``limit``
+    evenly spaced ranks from the lowest to the highest are chosen (the extremes always),
+    so the curves differ instead of crowding at one end. Returns the configurations,
+    lowest mean first, and a note ("" when all are shown).
+    """
+    dims = _sweep_dims(ds)
+    points = [p for p in _points(ds, dims) if _feasible(ds, p)]
+    if not points:
+        raise ValueError("no feasible configuration in the dataset")
+    means = [float(np.nanmean(ds[variable].sel(p).values.astype(float))) for p in points]
+    order = [points[i] for i in np.argsort(means, kind="stable")]
+    note = []
+    if len(order) > limit:
+        ranks = np.unique(np.round(np.linspace(0, len(order) - 1, limit)).astype(int))
+        order = [order[i] for i in ranks]
+        note.append(f"{len(order)} of {len(points)} configurations, spread evenly over the range of mean "
+                    f"{_name(variable)}")
+    all_points = len(_points(ds, dims))
+    if all_points > len(points):
+        note.append(f"{all_points - len(points)} infeasible not shown")
+    return order, "; ".join(note)
+
+
 def plot_cdf(ds: xr.Dataset, variable: str = "wall_time"):
     """Empirical CDF of ``variable`` over runs, one curve per configuration.
 
-    At most ``MAX_CURVES`` curves: with more configurations, the 6 cheapest and
-    the 6 dearest by mean cost, in two panels with their own axes.
+    At most ``MAX_CURVES`` curves: with more configurations, ones spread evenly over
+    the range of the mean of ``variable`` (:func:`spread_configurations`). A
+    configuration with runs censored at ``max_wall_days`` carries its completed share
+    in the legend (its censored runs sit at their truncated values).
     """
     _check_variable(ds, variable)
-    cheap, dear, note = _select(ds, MAX_CURVES)
+    points, note = spread_configurations(ds, variable, MAX_CURVES)
     plt = _pyplot()
-    groups = [("cheapest", cheap), ("dearest", dear)] if dear else [("", cheap)]
     runs = ds.sizes["run"]
     dims = _sweep_dims(ds)
     with _style():
-        fig, axes = plt.subplots(1, len(groups), figsize=(6.2 * len(groups) + 0.6, 6.0), layout="constrained",
-                                 squeeze=False)
-        for ax, (group, points) in zip(axes[0], groups):
-            everything = []
-            for k, point in enumerate(points):
-                values = np.sort(_runs_of(ds, point, variable))
-                values = values[np.isfinite(values)]
-                everything.append(values)
-                y = np.arange(1, values.size + 1) / values.size
-                ax.step(np.concatenate([values[:1], values]), np.concatenate([[0.0], y]), where="post",
-                        color=f"C{k % 10}", linestyle="-" if k % 2 == 0 else (0, (4, 2)),
-                        linewidth=2.0 if k % 2 == 0 else 1.6,
-                        label=config_label(point, _scenario(ds)))
-            if _log_worthy(np.concatenate(everything)):
-                ax.set_xscale("log")
-                _plain_log_axis(ax.xaxis)
-            ax.set_ylim(0, 1.02)
-            ax.set_xlabel(_label(ds, variable))
-            ax.set_ylabel("fraction of runs ≤ x")
-            if group:
-                ax.set_title(f"the {len(points)} {group} configurations (mean cost)")
-            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12),
-                      ncols=2 if len(points) > 3 else 1, frameon=False,
-                      title=" · ".join(dims) if dims else None)
-        censored = 0.0
-        if "completed" in ds:
-            shown = [p for _, pts in groups for p in pts]
-            censored = float(np.mean([1.0 - ds["completed"].sel(p).values.mean() for p in shown]))
+        fig, ax = plt.subplots(figsize=(8.4, 6.0), layout="constrained")
+        everything = []
+        for k, point in enumerate(points):
+            values = np.sort(_runs_of(ds, point, variable))
+            values = values[np.isfinite(values)]
+            everything.append(values)
+            y = np.arange(1, values.size + 1) / max(values.size, 1)
+            ax.step(np.concatenate([values[:1], values]), np.concatenate([[0.0], y]), where="post",
+                    color=f"C{k % 10}", linestyle="-" if k < 10 else (0, (4, 2)), linewidth=1.8,
+                    label=config_label(point, _scenario(ds)) + _censored_text(_completed(ds, point)))
+        if _log_worthy(np.concatenate(everything)):
+            ax.set_xscale("log")
+            _plain_log_axis(ax.xaxis)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel(_label(ds, variable))
+        ax.set_ylabel("fraction of runs ≤ x")
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2 if len(points) > 3 else 1,
+                  frameon=False,
+                  title=(" · ".join(dims) + f" (lowest mean {_name(variable)} first)") if dims else None)
+        censored = float(np.mean([1.0 - _completed(ds, p) for p in points]))
         detail = f"{runs} runs" + (" per configuration" if dims else "")
         if note:
             detail += f"; {note}"
-        if censored > 0 and variable == "wall_time":
-            detail += f"; {censored:.1%} of runs censored at max_wall_days"
+        if censored > 0:
+            detail += f"; {censored:.1%} of runs censored at max_wall_days (at their truncated values)"
         _title(fig, f"Distribution of {_name(variable)}: {_scenario(ds)}", detail)
     return fig
 
@@ -357,23 +442,29 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
     if not points:
         raise ValueError("no feasible configuration in the dataset")
     plt = _pyplot()
-    front = pareto_front(ds, (x, y))
+    try:
+        front = pareto_front(ds, (x, y))
+    except ValueError:  # every feasible configuration has censored runs: none is ranked
+        front = xr.zeros_like(ds["feasible"]) if "feasible" in ds else xr.DataArray(False)
 
     def stats(point, name):
         values = _runs_of(ds, point, name)
-        return values.mean(), np.percentile(values, 5), np.percentile(values, 95)
+        return np.nanmean(values), np.nanpercentile(values, 5), np.nanpercentile(values, 95)
 
     table = np.array([[*stats(p, x), *stats(p, y)] for p in points])  # mx, x5, x95, my, y5, y95
     on_front = np.array([bool(front.sel(p)) if dims else bool(front) for p in points])
+    censored = np.array([_completed(ds, p) < 1.0 for p in points])
     front_points = [p for p, f in zip(points, on_front) if f]
     # coordinates shared by every front point go in the legend, the rest on each label
     shared = {d: v for d, v in front_points[0].items()
-              if len(front_points) > 1 and all(p[d] == v for p in front_points)}
+              if len(front_points) > 1 and all(p[d] == v for p in front_points)} if front_points else {}
     front_name = "Pareto front" + (f" (all {config_label(shared)})" if shared else "") if dims else "the configuration"
+    groups = ((~on_front & ~censored, "0.55", 4, "other configurations", 2, None),
+              (censored, "C1", 7, "runs censored at max_wall_days (values truncated; not ranked)", 2.5, "white"),
+              (on_front, "C3", 6, front_name, 3, None))
     with _style():
         fig, ax = plt.subplots(figsize=(10, 6.8), layout="constrained")
-        for mask, colour, size, label, z in ((~on_front, "0.55", 4, "other configurations", 2),
-                                             (on_front, "C3", 6, front_name, 3)):
+        for mask, colour, size, label, z, face in groups:
             if not mask.any():
                 continue
             t = table[mask]
@@ -387,7 +478,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
             ax.plot(np.repeat(t[:, 0], 2), t[:, 4:6].ravel(), linestyle="none", marker="_", markersize=5,
                     color=colour, alpha=alpha, zorder=z)
             ax.plot(t[:, 0], t[:, 3], linestyle="none", marker="o", markersize=size, color=colour, alpha=alpha,
-                    label=label, zorder=z + 0.5)
+                    label=label, zorder=z + 0.5, markerfacecolor=face or colour)
         order = np.argsort(table[on_front, 0])
         ax.plot(table[on_front, 0][order], table[on_front, 3][order], color="C3", linewidth=1.5, zorder=3)
         for axis, column in ((ax.xaxis, (1, 2)), (ax.yaxis, (4, 5))):
@@ -425,12 +516,23 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
         _place_labels(fig, ax, sorted(labels), np.concatenate(obstacles))
         n_all = len(_points(ds, dims))
         detail = (f"{len(points)} feasible configurations, {int(on_front.sum())} on the front (means over "
-                  f"{ds.sizes['run']} runs; lower is better on both axes)") if dims else (
+                  f"{ds.sizes['run']} runs; {_better_text(x, y)})") if dims else (
                   f"a single configuration: mean over {ds.sizes['run']} runs")
+        if censored.any():
+            detail += f"; {int(censored.sum())} with runs censored at max_wall_days, never on the front"
         if n_all > len(points):
             detail += f"; {n_all - len(points)} infeasible not shown"
         _title(fig, f"Trade-off of {_name(x)} and {_name(y)}: {_scenario(ds)}", detail)
     return fig
+
+
+def _better_text(x: str, y: str) -> str:
+    from .variables import VARIABLES
+
+    directions = [VARIABLES[n].direction if n in VARIABLES else None for n in (x, y)]
+    if directions[0] == directions[1] and directions[0]:
+        return f"{directions[0]} is better on both axes"
+    return ", ".join(f"{d} {_name(n)} is better" for n, d in zip((x, y), directions) if d)
 
 
 def _fmt(value: float) -> str:
@@ -491,8 +593,11 @@ def plot_breakdown(ds: xr.Dataset):
 
     Left: stacked bars in days and MWh. Right: the same parts other than ideal
     compute (time) and compute (energy), as a share of the total, so small
-    overheads stay readable. At most ``MAX_BARS`` configurations (the 8 cheapest
-    and the 8 dearest by mean cost).
+    overheads stay readable. When the totals differ by more than ``MAX_TOTAL_RATIO``,
+    the left panels show each configuration's parts as shares of its own total (the
+    total written at the bar's end), so small configurations do not shrink to slivers.
+    At most ``MAX_BARS`` configurations (the 8 cheapest and the 8 dearest by mean
+    cost); one with censored runs carries its completed share in its label.
     """
     cheap, dear, note = _select(ds, MAX_BARS)
     plt = _pyplot()
@@ -511,7 +616,7 @@ def plot_breakdown(ds: xr.Dataset):
         time_rows.append([wall - lost - ckpt - rec - strag, strag, ckpt, rec, lost])
         energy_rows.append([mean(point, name) * energy_factor for name, _, _ in _ENERGY_PARTS])
     time_rows, energy_rows = np.array(time_rows), np.array(energy_rows)
-    labels = [config_label(p, _scenario(ds)) for p in points]
+    labels = [config_label(p, _scenario(ds)) + _censored_text(_completed(ds, p)) for p in points]
     n = len(points)
     rows = [
         ("Where wall time goes", f"mean wall time [{time_unit}]", "time other than ideal compute [% of wall time]",
@@ -527,7 +632,13 @@ def plot_breakdown(ds: xr.Dataset):
         for (title, absolute_label, share_label, data, parts, unit), (ax_abs, ax_share) in zip(rows, axes):
             totals = data.sum(axis=1)
             shares = 100 * data / totals[:, None]
-            for ax, values, first in ((ax_abs, data, 0), (ax_share, shares, 1)):
+            # totals over more than a factor MAX_TOTAL_RATIO: a linear axis would shrink the small
+            # configurations to slivers, so each bar shows its own parts as shares of its total
+            relative = _log_worthy(totals, MAX_TOTAL_RATIO)
+            if relative:
+                absolute_label = absolute_label.replace("mean ", "share of mean ").split(" [")[0] \
+                    + " [% of each configuration's total; total at the bar end]"
+            for ax, values, first in ((ax_abs, shares if relative else data, 0), (ax_share, shares, 1)):
                 left = np.zeros(n)
                 for k in range(first, len(parts)):
                     label, colour = parts[k]
@@ -539,7 +650,7 @@ def plot_breakdown(ds: xr.Dataset):
                          else [f"{s:.2g} %" if s < 10 else f"{s:.0f} %" for s in ends])
                 for pos, end, text in zip(positions, ends, texts):
                     ax.text(end, pos, " " + text, va="center", ha="left", fontsize=8)
-                ax.set_xlim(0, ends.max() * 1.18 if ends.max() > 0 else 1)
+                ax.set_xlim(0, ends.max() * (1.35 if relative and first == 0 else 1.18) if ends.max() > 0 else 1)
                 ax.grid(axis="y", visible=False)
             ax_abs.set_title(title)
             ax_abs.set_xlabel(absolute_label)

@@ -1,11 +1,14 @@
 """A Markdown report of a result file: what was simulated, the best picks, figures.
 
 :func:`write_report` writes ``README.md`` and the figures that apply
-(``scaling.png`` when there is a ``gpus`` dimension, ``cdf.png``, ``pareto.png``,
-``breakdown.png``) into a folder, each file atomically. The picks come from
-:mod:`mcsim.analysis`: :func:`~mcsim.analysis.best` of cost, energy and wall time,
-:func:`~mcsim.analysis.pareto_front` of (wall time, cost) and
-:func:`~mcsim.analysis.cheapest_within` a deadline.
+(``scaling.png`` when there is a ``gpus`` dimension or a single sweep dimension,
+``cdf.png``, ``pareto.png``, ``breakdown.png``) into a folder, each file atomically.
+The picks come from :mod:`mcsim.analysis`: :func:`~mcsim.analysis.best` of cost,
+energy and wall time (a pick that differs from an earlier one is compared with it by
+:func:`~mcsim.analysis.paired_difference`, and called equivalent when the CI of the
+difference contains 0), :func:`~mcsim.analysis.pareto_front` of (wall time, cost) and
+:func:`~mcsim.analysis.cheapest_within` a deadline. Configurations with runs censored
+at ``max_wall_days`` are listed with their completed share and never picked.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import xarray as xr
 
 from . import analysis, plots
 from .atomic import write_atomic
+from .summary import format_coordinate
 
 PROBABILITY = 0.9       # cheapest_within: required share of runs finishing in time
 DEADLINE_FACTOR = 2.0   # deadline = this x the median wall time of the fastest configuration
@@ -26,8 +30,10 @@ DEADLINE_FACTOR = 2.0   # deadline = this x the median wall time of the fastest 
 _QUANTITIES = (("cost", "cost [MUSD]", 1e-6), ("energy", "energy [MWh]", 1.0),
                ("wall_time", "wall time [days]", 1 / 24))
 _FIGURES = (
-    ("scaling", "Scaling with the number of GPUs",
-     "Mean wall time, energy, cost and ETTR against the number of GPUs, with the 5–95 % range over runs."),
+    ("scaling", "Scaling",
+     "Mean wall time, energy, cost and ETTR against the number of GPUs (or the one swept dimension), with the "
+     "5–95 % range over runs; an x on the axis marks an infeasible configuration, a hollow marker one with runs "
+     "censored at the wall-time limit."),
     ("cdf", "Distribution of wall time",
      "Empirical distribution function of the wall time over runs, per configuration."),
     ("pareto", "Trade-off of wall time and cost",
@@ -43,7 +49,7 @@ def _sweep_dims(ds: xr.Dataset) -> list[str]:
 
 
 def _config_text(configuration: dict) -> str:
-    return ", ".join(f"{d}={v}" for d, v in configuration.items()) or "the single configuration"
+    return ", ".join(f"{d}={format_coordinate(v)}" for d, v in configuration.items()) or "the single configuration"
 
 
 def _sig(value: float, digits: int = 3) -> str:
@@ -71,11 +77,22 @@ def _select(ds: xr.Dataset, configuration: dict) -> xr.Dataset:
 
 def _config_table(ds: xr.Dataset, configuration: dict) -> list[str]:
     """Mean, 95 % CI of the mean and 5–95 % range of cost, energy and wall time at a configuration."""
-    one = _select(ds, configuration)
     lines = ["| quantity | mean | 95 % CI of the mean | 5–95 % of runs |", "|---|---:|---:|---:|"]
     for name, title, scale in _QUANTITIES:
-        lines.append(_stats_row(analysis.best(one, name), title, scale))
+        lines.append(_stats_row(analysis.config_record(ds, configuration, name), title, scale))
     return lines
+
+
+def _censored_configs(ds: xr.Dataset) -> list[tuple[dict, float]]:
+    """Feasible configurations with runs censored at max_wall_days, with their completed share."""
+    share = analysis.completed_share(ds)
+    dims = _sweep_dims(ds)
+    found = []
+    for index in np.ndindex(*share.shape):
+        value = float(share.values[index])
+        if np.isfinite(value) and value < 1.0:
+            found.append(({d: ds[d].values[i].item() for d, i in zip(dims, index)}, value))
+    return found
 
 
 def _what(ds: xr.Dataset, source: str | None) -> list[str]:
@@ -93,8 +110,10 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     if source:
         rows.insert(1, ("result file", f"`{source}`"))
     for d in dims:
-        rows.append((f"sweep: {d}", ", ".join(str(v) for v in ds[d].values.tolist())))
-    rows.append(("configurations", f"{n_configs} ({n_feasible} feasible)"))
+        rows.append((f"sweep: {d}", ", ".join(format_coordinate(v) for v in ds[d].values.tolist())))
+    censored = _censored_configs(ds)
+    rows.append(("configurations", f"{n_configs} ({n_feasible} feasible"
+                 + (f", {len(censored)} of them with censored runs" if censored else "") + ")"))
     lines = ["## What was simulated", ""]
     description = _description(attrs)
     if description:
@@ -104,6 +123,13 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
         reasons = sorted({str(r) for r in np.asarray(ds["infeasible_reason"].values).ravel() if str(r)})
         lines += ["", f"{n_configs - n_feasible} configurations cannot run and are left out of every pick: "
                   + "; ".join(reasons[:5]) + (" …" if len(reasons) > 5 else "") + "."]
+    if censored:
+        shown = "; ".join(f"{_config_text(p)}: {share:.1%} completed" for p, share in censored[:8])
+        lines += ["", f"**{len(censored)} configuration{'s' if len(censored) > 1 else ''} did not complete all "
+                  "their runs** within "
+                  "`run.max_wall_days`: their wall time, energy and cost stop where the runs were cut off "
+                  "(lower bounds), so they are left out of every pick and never on the Pareto front. "
+                  f"Share of runs completed: {shown}" + (" …" if len(censored) > 8 else "") + "."]
     return lines
 
 
@@ -126,7 +152,7 @@ def _pareto_table(ds: xr.Dataset) -> list[str]:
         one = _select(ds, p)
         wall, cost, energy = (one[n].values.astype(float) * s for n, s in
                               (("wall_time", 1 / 24), ("cost", 1e-6), ("energy", 1.0)))
-        rows.append((wall.mean(), [str(p[d]) for d in dims]
+        rows.append((wall.mean(), [format_coordinate(p[d]) for d in dims]
                      + [f"{_sig(v.mean(), 4)} ({_sig(np.percentile(v, 5), 4)} – {_sig(np.percentile(v, 95), 4)})"
                         for v in (wall, cost)] + [_sig(energy.mean())]))
     header = (dims or ["configuration"]) + ["wall time [days]", "cost [MUSD]", "energy [MWh]"]
@@ -135,7 +161,8 @@ def _pareto_table(ds: xr.Dataset) -> list[str]:
         lines.append("| " + " | ".join(cells if dims else ["the single configuration"] + cells) + " |")
     return ["## Pareto front of wall time and cost", "",
             f"The feasible configurations that no other beats on both mean wall time and mean cost "
-            f"({len(rows)} of {int(ds['feasible'].sum()) if 'feasible' in ds else 1}), fastest first; "
+            f"({len(rows)} of the {int(analysis.eligible(ds).sum())} feasible configurations whose runs all "
+            "completed), fastest first; "
             "mean (5th – 95th percentile over runs).", ""] + lines
 
 
@@ -151,11 +178,55 @@ def _deadline(ds: xr.Dataset, fastest: dict) -> list[str]:
     if pick is None:
         lines.append(f"**No configuration finishes within {days:g} days with probability ≥ {PROBABILITY:g}.**")
         return lines
-    share = (f"all {ds.sizes['run']:,} of its runs" if pick["p_within"] == 1.0 else
-             f"{100 * pick['p_within']:.1f} % of its runs (± {100 * pick['p_within_se']:.1f} % standard error)")
+    low, high = pick["p_within_ci95"]
+    share = ((f"all {ds.sizes['run']:,} of its runs" if pick["p_within"] == 1.0 else
+              f"{100 * pick['p_within']:.1f} % of its runs")
+             + f" (95 % interval of the probability: {100 * low:.1f} – {100 * high:.1f} %, Wilson)")
     lines += [f"The cheapest configuration that finishes within {days:g} days with probability ≥ {PROBABILITY:g}: "
               f"**{_config_text(pick['configuration'])}**; it finishes in time in {share}.", ""]
     lines += _config_table(ds, pick["configuration"])
+    return lines
+
+
+_PICKS = (("Cost-optimal", "cost", "lowest mean cost"), ("Energy-optimal", "energy", "lowest mean energy"),
+          ("Fastest", "wall_time", "lowest mean wall time"))
+_SHOWN = {name: (title.split(" [")[0], title.split("[")[1].rstrip("]"), scale) for name, title, scale in _QUANTITIES}
+
+
+def _difference_text(ds: xr.Dataset, record: dict, other: dict, objective: str) -> str:
+    """Paired difference of ``objective`` between two picks, and whether it is within the uncertainty."""
+    diff = analysis.paired_difference(ds, record["configuration"], other["configuration"], objective)
+    title, unit, scale = _SHOWN[objective]
+    mean, (low, high) = diff["mean"] * scale, (v * scale for v in diff["ci95"])
+    d = _decimals((high - low) / 2)
+    text = f"{title} {mean:+,.{d}f} {unit} [{low:+,.{d}f}, {high:+,.{d}f}]"
+    if low <= 0.0 <= high:
+        text += " — equivalent within the uncertainty (the 95 % CI of the paired difference contains 0)"
+    return text
+
+
+def _picks(ds: xr.Dataset, records: dict) -> list[str]:
+    """One subsection per pick; a pick that differs from an earlier one is compared with it on paired runs."""
+    lines = []
+    for k, (title, objective, meaning) in enumerate(_PICKS):
+        record = records[objective]
+        earlier = [(t, o) for t, o, _ in _PICKS[:k]]
+        same = next((t for t, o in earlier if records[o]["configuration"] == record["configuration"]), None)
+        lines += [f"### {title}: {_config_text(record['configuration'])}", "", f"The {meaning}"
+                  + (f": the same configuration as the {same.lower()} one above." if same else "."), ""]
+        if same:
+            continue
+        lines += _config_table(ds, record["configuration"]) + [""]
+        compared = []
+        for other_title, other in earlier:
+            configuration = records[other]["configuration"]
+            if configuration == records[objective]["configuration"] or configuration in compared:
+                continue
+            compared.append(configuration)
+            names = [objective] + [o for t, o in earlier if records[o]["configuration"] == configuration]
+            parts = [_difference_text(ds, record, records[other], name) for name in names]
+            lines += [f"Against the {other_title.lower()} configuration ({_config_text(configuration)}), mean of "
+                      "the paired differences over runs with its 95 % CI: " + "; ".join(parts) + ".", ""]
     return lines
 
 
@@ -168,27 +239,22 @@ def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = Non
              "interval of the mean (normal approximation); ranges are the 5th and 95th percentiles over runs. "
              "Runs share their random streams across configurations (common random numbers).", ""]
     lines += _what(ds, source) + [""]
-    picks = (("Cost-optimal", "cost", "lowest mean cost"), ("Energy-optimal", "energy", "lowest mean energy"),
-             ("Fastest", "wall_time", "lowest mean wall time"))
     lines += ["## Best configurations", ""]
-    records = {}
-    for title, objective, meaning in picks:
-        record = analysis.best(ds, objective)
-        same = next((t for t, o, _ in picks if o in records and records[o]["configuration"] == record["configuration"]),
-                    None)
-        records[objective] = record
-        lines += [f"### {title}: {_config_text(record['configuration'])}", "", f"The {meaning}"
-                  + (f": the same configuration as the {same.lower()} one above." if same else "."), ""]
-        if not same:
-            lines += _config_table(ds, record["configuration"]) + [""]
-    lines += _pareto_table(ds) + [""]
-    lines += _deadline(ds, records["wall_time"]) + [""]
+    try:
+        records = {objective: analysis.best(ds, objective) for _, objective, _ in _PICKS}
+    except ValueError as err:
+        records = None
+        lines += [f"**No configuration can be ranked**: {err}.", ""]
+    if records is not None:
+        lines += _picks(ds, records)
+        lines += _pareto_table(ds) + [""]
+        lines += _deadline(ds, records["wall_time"]) + [""]
     lines += ["## Figures", ""]
     for key, title, caption in _FIGURES:
         if key in figures:
             lines += [f"### {title}", "", f"![{title}]({key}.png)", "", caption, ""]
     if "scaling" not in figures:
-        lines += ["(No scaling figure: the file has no `gpus` sweep dimension.)", ""]
+        lines += ["(No scaling figure: the file has no `gpus` sweep dimension nor a single sweep dimension.)", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -200,8 +266,12 @@ def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) 
     """
     made = {}
     try:
-        if "gpus" in _sweep_dims(ds):
-            made["scaling"] = plots.plot_scaling(ds, "gpus")
+        try:
+            x = plots.scaling_dimension(ds)
+        except ValueError:
+            x = None
+        if x is not None:
+            made["scaling"] = plots.plot_scaling(ds, x)
         made["cdf"] = plots.plot_cdf(ds, "wall_time")
         made["pareto"] = plots.plot_pareto(ds, "wall_time", "cost")
         made["breakdown"] = plots.plot_breakdown(ds)

@@ -26,9 +26,9 @@ from .energy import (ENERGY_PARTS, J_PER_MWH, ideal_iteration_energy_j, power_mo
 from .kernels import montecarlo as mc
 from .resume import PieceStore
 from .scenario import Config, Scenario
-from .schema import Interval
+from .schema import Interval, field_meta
 from .tasks import DEFAULT_CHUNK_RUNS, plan_tasks, run_task
-from .variables import PER_CONFIG, PER_RUN, build_dataset
+from .variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
 from .workload import Workload, workload
 
 
@@ -58,8 +58,13 @@ def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
     total_j = sum(energy[k] for k in ENERGY_PARTS)
     cost = run_cost_usd(cfg, wall_s, total_j)
     co2 = run_co2_t(cfg, wall_s, total_j)
+    completed = out[:, mc.OUT_COMPLETED] == 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        ettr = wl.ideal_time_s / wall_s
+        # ETTR = ideal time of the work done / wall time. A completed run did all the
+        # iterations; a censored one only the OUT_ITERATIONS_DONE that survived, so its
+        # ETTR stays in [0, 1] instead of setting the full job against a truncated wall time.
+        done_ideal_s = np.where(completed, wl.ideal_time_s, out[:, mc.OUT_ITERATIONS_DONE] * wl.iteration_time_s)
+        ettr = np.where(wall_s > 0, done_ideal_s / wall_s, np.nan)
     return {
         "wall_time": wall_s / 3600.0,
         "energy": total_j / J_PER_MWH,
@@ -75,7 +80,7 @@ def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
         "n_memory_recoveries": out[:, mc.OUT_MEMORY_RECOVERIES],
         "spare_wait_time": out[:, mc.OUT_SPARE_WAIT_S] / 3600.0,
         "ettr": ettr,
-        "completed": out[:, mc.OUT_COMPLETED] == 1.0,
+        "completed": completed,
         **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},
         "cost_allocation": cost["allocation"],
         "cost_electricity": cost["electricity"],
@@ -223,7 +228,18 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
     coords = {axis.dim: list(axis.coords) for axis in scenario.axes}
     coords["run"] = np.arange(run.runs)
     attrs = provenance_attrs(scenario)
-    return build_dataset(data, dims, coords, attrs)
+    ds = build_dataset(data, dims, coords, attrs)
+    for axis in scenario.axes:
+        ds[axis.dim].attrs.update(_coordinate_attrs(axis))
+    return ds
+
+
+def _coordinate_attrs(axis) -> dict[str, str]:
+    """``long_name`` and ``units`` of a sweep coordinate, from the schema field it sweeps."""
+    parts = axis.key.split(".")
+    meta = field_meta(parts[0], parts[-1])
+    numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in axis.coords)
+    return coordinate_attrs(axis.key, meta, numeric)
 
 
 def provenance_attrs(scenario: Scenario) -> dict[str, object]:

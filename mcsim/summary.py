@@ -6,6 +6,10 @@ mean (normal approximation, ``mean +- 1.959964 std / sqrt(n)``), stacked
 along a ``stat`` dimension. Runs that are NaN (infeasible configurations) are
 skipped. Censored runs are included as they are (their wall time is a lower
 bound); ``completed``'s mean is the fraction of runs that finished.
+
+Also here: :func:`format_coordinate` (coordinate values as text, for every table and
+figure) and :func:`check_results` (what ``mcsim summary``, ``plot`` and ``report``
+require of a result file).
 """
 
 from __future__ import annotations
@@ -70,3 +74,56 @@ def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
             result[name] = var
     result.attrs = dict(ds.attrs)
     return result
+
+
+def format_coordinate(value) -> str:
+    """A coordinate value as text, floats to 6 significant digits (1.0000000000010 -> '1')."""
+    value = value.item() if hasattr(value, "item") else value
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def check_results(ds: xr.Dataset) -> None:
+    """Refuse a dataset that is not a complete mcsim result, naming what is wrong.
+
+    Checks that every registered variable is present with numbers (text for
+    ``infeasible_reason``) on the dims of ``wall_time`` (sweep dims + ``run``, or the
+    sweep dims alone for per-configuration variables), that there is at least one run
+    and one configuration, that no dimension is named ``stat`` (the dimension
+    :func:`summarize` adds), that some configuration is feasible and that every
+    feasible one has a finite wall time, energy and cost.
+
+    Raises
+    ------
+    ValueError
+        One line saying what is missing or wrong.
+    """
+    if "stat" in ds.dims:
+        raise ValueError("has a dimension named 'stat' (a summary from mcsim.summarize, not a result of mcsim run)")
+    missing = [name for name in VARIABLES if name not in ds.variables]
+    if missing:
+        shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+        raise ValueError(f"not an mcsim result file: no variable {shown}")
+    if "run" not in ds["wall_time"].dims:
+        raise ValueError("not an mcsim result file: wall_time has no run dimension")
+    sweep = [d for d in ds["wall_time"].dims if d != "run"]
+    for name, var in VARIABLES.items():
+        expected = set(sweep) | ({"run"} if var.per_run else set())
+        if set(ds[name].dims) != expected:
+            raise ValueError(f"{name}: dimensions ({', '.join(ds[name].dims)}), expected "
+                             f"({', '.join(sorted(expected))})")
+        if var.dtype != "str" and ds[name].dtype.kind not in "fiub":
+            raise ValueError(f"{name}: expected numbers, got {ds[name].dtype}")
+    if ds.sizes["run"] == 0:
+        raise ValueError("no runs (the run dimension is empty)")
+    empty = [d for d in sweep if ds.sizes[d] == 0]
+    if empty:
+        raise ValueError(f"no configurations (sweep dimension {empty[0]!r} is empty)")
+    feasible = ds["feasible"].astype(bool)
+    if not bool(feasible.any()):
+        raise ValueError("no feasible configuration")
+    for name in ("wall_time", "energy", "cost"):
+        finite = np.isfinite(ds[name].astype(float)).any("run")
+        if bool((feasible & ~finite).any()):
+            raise ValueError(f"{name}: no finite value in a feasible configuration (all NaN)")

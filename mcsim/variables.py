@@ -16,45 +16,65 @@ import xarray as xr
 
 @dataclass(frozen=True)
 class Variable:
-    """An output variable: per run (sweep dims + ``run``) or per configuration."""
+    """An output variable: per run (sweep dims + ``run``) or per configuration.
+
+    ``direction`` says which way is better when the variable is an objective of the
+    decision analysis (:mod:`mcsim.analysis`): ``"lower"``, ``"higher"``, or None for
+    a variable that is not an objective (a count whose sign of merit depends on the
+    question, a per-configuration input).
+    """
 
     name: str
     per_run: bool
     units: str
     long_name: str
     dtype: str = "float64"
+    direction: str | None = None
 
 
 _VARIABLES = [
     # per run (SPEC §5)
-    Variable("wall_time", True, "h", "job start to the last durable iteration"),
-    Variable("energy", True, "MWh", "facility energy (IT x PUE)"),
-    Variable("cost", True, "USD", "allocation plus electricity"),
-    Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e"),
-    Variable("n_failures", True, "1", "failure events, those that strike during a recovery included"),
-    Variable("lost_time", True, "h", "compute time rolled back by failures"),
-    Variable("checkpoint_time", True, "h", "time training stood still for checkpoints"),
-    Variable("recovery_time", True, "h", "time spent recovering"),
-    Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time"),
-    Variable("ettr", True, "1", "effective training time ratio: ideal time / wall_time"),
-    Variable("completed", True, "1", "false when censored at max_wall_days", "bool"),
+    Variable("wall_time", True, "h", "job start to the last durable iteration", direction="lower"),
+    Variable("energy", True, "MWh", "facility energy (IT x PUE)", direction="lower"),
+    Variable("cost", True, "USD", "allocation plus electricity", direction="lower"),
+    Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e", direction="lower"),
+    Variable("n_failures", True, "1", "failure events, those that strike during a recovery included",
+             direction="lower"),
+    Variable("lost_time", True, "h", "compute time rolled back by failures", direction="lower"),
+    Variable("checkpoint_time", True, "h", "time training stood still for checkpoints", direction="lower"),
+    Variable("recovery_time", True, "h", "time spent recovering", direction="lower"),
+    Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time",
+             direction="lower"),
+    Variable("ettr", True, "1", "effective training time ratio: ideal time of the iterations done / wall_time "
+             "(a censored run counts only the surviving iterations it did)", direction="higher"),
+    Variable("completed", True, "1", "false when censored at max_wall_days", "bool", direction="higher"),
     # per run, beyond the SPEC table
-    Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise"),
-    Variable("straggler_persistent_time", True, "h", "straggler time from the job factor and slow-node episodes"),
+    Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise",
+             direction="lower"),
+    Variable("straggler_persistent_time", True, "h", "straggler time from the job factor and slow-node episodes",
+             direction="lower"),
     Variable("n_memory_recoveries", True, "1", "recoveries from an in-memory snapshot (in_memory)"),
-    Variable("spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes"),
-    Variable("energy_compute", True, "MWh", "facility energy of GPUs computing surviving iterations"),
-    Variable("energy_wait", True, "MWh", "facility energy of GPUs waiting at barriers or exchanging data"),
-    Variable("energy_checkpoint", True, "MWh", "facility energy of checkpoint stalls and checkpoint writes"),
-    Variable("energy_recovery", True, "MWh", "facility energy of recoveries and checkpoint loads"),
-    Variable("energy_lost", True, "MWh", "facility energy of GPUs on work later rolled back"),
-    Variable("energy_network", True, "MWh", "facility energy of the bits moved on intra- and inter-node links"),
-    Variable("energy_node", True, "MWh", "facility energy of node overhead (CPUs, memory, NICs, fans)"),
-    Variable("energy_gpu", True, "MWh", "IT energy of the GPUs alone (no PUE, links, storage or nodes)"),
-    Variable("cost_allocation", True, "USD", "rental or amortised capital cost of the allocation"),
-    Variable("cost_electricity", True, "USD", "electricity cost of the facility energy"),
-    Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e"),
-    Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e"),
+    Variable("spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes",
+             direction="lower"),
+    Variable("energy_compute", True, "MWh", "facility energy of GPUs computing surviving iterations",
+             direction="lower"),
+    Variable("energy_wait", True, "MWh", "facility energy of GPUs waiting at barriers or exchanging data",
+             direction="lower"),
+    Variable("energy_checkpoint", True, "MWh", "facility energy of checkpoint stalls and checkpoint writes",
+             direction="lower"),
+    Variable("energy_recovery", True, "MWh", "facility energy of recoveries and checkpoint loads", direction="lower"),
+    Variable("energy_lost", True, "MWh", "facility energy of GPUs on work later rolled back", direction="lower"),
+    Variable("energy_network", True, "MWh", "facility energy of the bits moved on intra- and inter-node links",
+             direction="lower"),
+    Variable("energy_node", True, "MWh", "facility energy of node overhead (CPUs, memory, NICs, fans)",
+             direction="lower"),
+    Variable("energy_gpu", True, "MWh", "IT energy of the GPUs alone (no PUE, links, storage or nodes)",
+             direction="lower"),
+    Variable("cost_allocation", True, "USD", "rental or amortised capital cost of the allocation", direction="lower"),
+    Variable("cost_electricity", True, "USD", "electricity cost of the facility energy", direction="lower"),
+    Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e", direction="lower"),
+    Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e",
+             direction="lower"),
     # per configuration (SPEC §5)
     Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
     Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
@@ -121,3 +141,51 @@ def build_dataset(data: dict[str, np.ndarray], dims: tuple[str, ...], coords: di
     ds = xr.Dataset(variables, coords=coords, attrs=attrs)
     ds["run"].attrs.update(long_name="run index (names the random stream)", units="1")
     return ds
+
+
+DIRECTIONS = ("lower", "higher")
+
+
+def objective_direction(name: str) -> str:
+    """Whether ``lower`` or ``higher`` values of the registered variable ``name`` are better.
+
+    Raises
+    ------
+    ValueError
+        When ``name`` is not registered, is not per run, or has no direction (it is not
+        an objective of the decision analysis); the message names the variable.
+    """
+    var = VARIABLES.get(name)
+    if var is None or not var.per_run or var.direction is None:
+        objectives = ", ".join(v.name for v in _VARIABLES if v.per_run and v.direction is not None)
+        what = ("is not an mcsim output variable" if var is None else
+                "is a per-configuration variable" if not var.per_run else
+                "has no direction (lower or higher is better) in the variable registry")
+        raise ValueError(f"objective {name!r} {what}, so it cannot be ranked; objectives are: {objectives}")
+    return var.direction
+
+
+# schema units that are counts or labels, shown as the dimensionless "1"
+_COUNT_UNITS = {"", "parameters", "tokens", "sequences"}
+
+
+def coordinate_attrs(key: str, meta: dict | None, numeric: bool) -> dict[str, str]:
+    """``long_name`` and ``units`` of the sweep coordinate of scenario key ``key``.
+
+    Parameters
+    ----------
+    key : str
+        The dotted scenario key (``parallelism.gpus``).
+    meta : dict or None
+        The field's schema metadata (:func:`mcsim.schema.field_meta`): its ``unit`` and ``doc``.
+    numeric : bool
+        Whether the coordinate values are numbers; text labels (strategies, intervals) get
+        no ``units``.
+    """
+    meta = meta or {}
+    doc = str(meta.get("doc") or "")
+    attrs = {"long_name": f"swept scenario key {key}" + (f" ({doc})" if doc else "")}
+    if numeric:
+        unit = str(meta.get("unit") or "")
+        attrs["units"] = "1" if unit in _COUNT_UNITS else unit
+    return attrs

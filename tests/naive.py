@@ -140,3 +140,18 @@ def simulate_run(params, classes, seed: int, run: int) -> list[float]:
     import naive_run  # imported here: naive_run builds on this module's generator
 
     return naive_run.simulate_run(params, classes, seed, run)
+
+
+def pareto_front_naive(values: np.ndarray) -> np.ndarray:
+    """O(n^2) reference: row i is on the front when it is finite and no finite row j has
+    values[j] <= values[i] everywhere and < somewhere (all objectives minimised)."""
+    values = np.asarray(values, dtype=float)
+    finite = [bool(np.all(np.isfinite(row))) for row in values]
+    front = np.zeros(len(values), dtype=bool)
+    for i, row in enumerate(values):
+        if not finite[i]:
+            continue
+        front[i] = not any(finite[j] and all(a <= b for a, b in zip(other, row))
+                           and any(a < b for a, b in zip(other, row))
+                           for j, other in enumerate(values) if j != i)
+    return front

@@ -117,16 +117,41 @@ def test_sweep_dims_coords_and_infeasible(small_raw):
 
 
 def test_common_random_numbers_across_configurations(small_raw):
-    # Failure times come from per-class streams: with checkpoint intervals swept, the first
-    # failure strikes every configuration of run r at the same time, so runs that see
-    # no failure are the same in all of them.
+    # Failure times come from per-class streams named by (seed, run): with checkpoint
+    # intervals swept, run r of both configurations meets the same failures, so its
+    # failure count and wall time move together across configurations. The GPU MTBF of
+    # 10 h (64 GPUs: a job MTBF of 9.4 min over ~0.5 h of work) gives most runs several
+    # failures, so the pairing is exercised and not just the failure-free runs.
     small_raw["sweep"] = {"checkpoint.interval": [{"iterations": 20}, {"iterations": 80}]}
     small_raw["stragglers"]["sigma"] = 0.0
+    small_raw["failures"][0]["mtbf_hours"] = 10.0
     ds = mcsim.simulate(scenario_from_dict(small_raw), progress=False)
-    none = (ds["n_failures"] == 0).all("interval")
-    assert none.any()
+    assert float((ds["n_failures"] > 0).all("interval").mean()) > 0.8
     a, b = ds["n_failures"].isel(interval=0), ds["n_failures"].isel(interval=1)
-    assert float(np.corrcoef(a, b)[0, 1]) > 0.5
+    wall_a, wall_b = ds["wall_time"].isel(interval=0), ds["wall_time"].isel(interval=1)
+    # Paired: correlations of about 0.95 (measured); independent runs would give 0 with a
+    # standard error of 1/sqrt(200) = 0.07, so 0.8 is more than 10 standard errors away.
+    assert float(np.corrcoef(a, b)[0, 1]) > 0.8
+    assert float(np.corrcoef(wall_a, wall_b)[0, 1]) > 0.8
+    # The control: the same comparison with the pairing broken (the second configuration
+    # from another seed) stays within 4 standard errors of 0, so the test can fail.
+    small_raw["run"]["seed"] = 8
+    other = mcsim.simulate(scenario_from_dict(small_raw), progress=False)
+    assert abs(float(np.corrcoef(a, other["n_failures"].isel(interval=1))[0, 1])) < 4 / np.sqrt(200)
+
+
+def test_sweep_coordinates_carry_units_and_long_name(small_raw):
+    small_raw["sweep"] = {"parallelism.gpus": [64, 128], "checkpoint.strategy": ["sync", "async"],
+                          "failures.gpu.mtbf_hours": [1000.0, 2000.0]}
+    small_raw["run"]["runs"] = 4
+    ds = mcsim.simulate(scenario_from_dict(small_raw), progress=False)
+    assert ds["gpus"].attrs["units"] == "1" and "parallelism.gpus" in ds["gpus"].attrs["long_name"]
+    assert ds["mtbf_hours"].attrs["units"] == "h"
+    assert "checkpoint.strategy" in ds["strategy"].attrs["long_name"] and "units" not in ds["strategy"].attrs
+
+
+def test_ettr_long_name_says_how_censored_runs_count():
+    assert "censored" in VARIABLES["ettr"].long_name
 
 
 def test_chunking_and_split_calls_bit_identical(small_raw):

@@ -6,6 +6,7 @@ import copy
 import re
 import sys
 
+import numpy as np
 import pytest
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -209,3 +210,261 @@ def test_matplotlib_missing(sweep_file, tmp_path, capsys, monkeypatch):
     assert main(["report", str(sweep_file), "-o", str(tmp_path / "r")]) == 2
     assert "matplotlib" in _one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- issue 11: items 8, 10, 12, 17
+
+@pytest.fixture(scope="module")
+def hard_file(tmp_path_factory):
+    """gpus 8, 64, 128 x tp 2, 3: tp = 3 is infeasible everywhere, and no 8-GPU run finishes
+    within max_wall_days = 0.05 (1.2 h; 8 GPUs need 3.8 h of ideal compute)."""
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["run"].update(runs=30, mode="fast", max_wall_days=0.05)
+    raw["sweep"] = {"parallelism.gpus": [8, 64, 128], "parallelism.tp": [2, 3]}
+    path = tmp_path_factory.mktemp("hard") / "hard.nc"
+    mcsim.write_results(mcsim.simulate(scenario_from_dict(raw), progress=False), path)
+    return path
+
+
+def test_infeasible_points_are_marked_without_warnings(hard_file, tmp_path):
+    import warnings
+
+    ds = mcsim.open_results(hard_file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error")
+        fig = plots.plot_scaling(ds)
+        assert main(["report", str(hard_file), "-o", str(tmp_path / "r")]) == 0
+    assert caught == []
+    try:
+        crosses = [line for line in fig.axes[0].get_lines() if line.get_marker() == "x"]
+        assert sum(len(line.get_xdata()) for line in crosses) == 3  # the three tp = 3 configurations
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert any("infeasible" in t for t in legend) and any("censored" in t for t in legend)
+    finally:
+        plt.close(fig)
+
+
+def test_report_never_recommends_an_unfinished_configuration(hard_file, tmp_path):
+    assert main(["report", str(hard_file), "-o", str(tmp_path / "r")]) == 0
+    readme = (tmp_path / "r" / "README.md").read_text()
+    picks = re.findall(r"### (?:Cost-optimal|Energy-optimal|Fastest): (.*)", readme)
+    assert picks and all("gpus=8," not in p for p in picks), picks
+    assert "did not complete all their runs" in readme and "gpus=8, tp=2: 0.0% completed" in readme
+    assert "| 8 |" not in readme  # not on the Pareto front table
+
+
+def test_summary_marks_censored_configurations(hard_file, capsys):
+    assert main(["summary", str(hard_file)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("gpus=8 tp=2"))
+    assert row.rstrip().endswith("0.0% *") and "censored" in out
+    ettr = mcsim.open_results(hard_file)["ettr"]
+    assert float(ettr.max()) <= 1.0
+
+
+def test_plot_scaling_takes_the_single_sweep_dimension_or_asks_for_x(sweep_file, tmp_path, capsys):
+    ds = mcsim.open_results(sweep_file).sel(gpus=64)  # strategy alone
+    fig = plots.plot_scaling(ds)
+    try:
+        assert "strategy" in fig.axes[2].get_xlabel()
+    finally:
+        plt.close(fig)
+    two = mcsim.open_results(sweep_file).rename({"gpus": "nodes"})
+    with pytest.raises(ValueError, match="--x"):
+        plots.plot_scaling(two)
+    path = tmp_path / "two.nc"
+    mcsim.write_results(two, path)
+    assert main(["plot", str(path), "--kind", "scaling", "-o", str(tmp_path / "x.png")]) == 2
+    assert "--x" in _one_error_line(capsys)
+    assert main(["plot", str(path), "--kind", "scaling", "--x", "nodes", "-o", str(tmp_path / "x.png")]) == 0
+
+
+def _many(sweep_file, factors=(1, 2, 4, 8, 16, 32)):
+    """The 2 x 2 sweep repeated along a 'site' dimension, every variable scaled by the site's factor."""
+    import xarray as xr
+
+    ds = mcsim.open_results(sweep_file)
+    copies = []
+    for factor in factors:
+        one = ds.copy()
+        for name in ds.data_vars:
+            if "run" in ds[name].dims and name not in ("completed", "ettr"):
+                one[name] = (ds[name] * factor).assign_attrs(ds[name].attrs)
+        copies.append(one)
+    return xr.concat(copies, dim=xr.DataArray(np.arange(len(factors)), dims="site", name="site"))
+
+
+def test_cdf_curves_are_spread_over_the_range(sweep_file):
+    wide = _many(sweep_file)  # 24 configurations, means over a factor 32 and more
+    fig = plots.plot_cdf(wide)
+    try:
+        means = wide["wall_time"].mean("run")
+        labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert len(labels) == plots.MAX_CURVES
+        lowest = means.where(means == means.min(), drop=True)
+        highest = means.where(means == means.max(), drop=True)
+        for extreme in (lowest, highest):  # both ends of the range are drawn
+            point = {d: extreme[d].values[0].item() for d in extreme.dims}
+            assert plots.config_label(point) in labels
+        # the drawn curves' medians cover the range instead of crowding at the cheap end
+        medians = sorted(np.median(line.get_xdata()) for line in fig.axes[0].get_lines())
+        assert medians[-1] / medians[0] > 20
+    finally:
+        plt.close(fig)
+
+
+def test_breakdown_of_configurations_of_very_different_size(sweep_file):
+    wide = _many(sweep_file, factors=(1, 100))
+    fig = plots.plot_breakdown(wide)
+    try:
+        ax = fig.axes[0]
+        assert "share" in ax.get_xlabel()
+        ends = {}
+        for bar in ax.patches:  # every configuration's bar fills the axis: the parts sum to 100 %
+            y = round(bar.get_y(), 6)
+            ends[y] = max(ends.get(y, 0.0), bar.get_x() + bar.get_width())
+        assert len(ends) == 8 and all(end == pytest.approx(100.0) for end in ends.values())
+    finally:
+        plt.close(fig)
+
+
+def test_coordinate_labels_are_rounded(sweep_file, capsys, tmp_path):
+    ds = mcsim.open_results(sweep_file).assign_coords(gpus=[1.0000000000010, 2.0000000000001])
+    ds["gpus"].attrs["units"] = "1"
+    fig = plots.plot_scaling(ds)
+    try:
+        ticks = [t.get_text() for t in fig.axes[2].get_xticklabels()]
+        assert ticks == ["1", "2"], ticks
+    finally:
+        plt.close(fig)
+    from mcsim.cli import summary_table
+    text = summary_table(ds)
+    assert "gpus=1 strategy" in text and "1.000000000001" not in text
+    from mcsim.report import report_markdown
+    assert "1.000000000001" not in report_markdown(ds, [])
+
+
+def test_half_width_below_float_resolution_prints_as_zero(sweep_file):
+    from mcsim.cli import summary_table
+
+    ds = mcsim.open_results(sweep_file)
+    noise = np.zeros(ds.sizes["run"])
+    noise[::2] = 7e-20  # round-off of a constant 2.491e-05 MWh: the spacing there is 3.4e-21
+    ds["energy"] = (ds["energy"] * 0 + 2.491e-05 + noise).assign_attrs(ds["energy"].attrs)
+    assert float(ds["energy"].std()) > 0
+    text = summary_table(ds)
+    assert "2.491e-05 ± 0 " in text and "e-20" not in text
+
+
+def test_summary_all_and_sort(tmp_path, capsys):
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["run"].update(runs=10, mode="fast")
+    # 3 x 6 = 18 configurations, > 16; tp = 3 makes 6 of them infeasible
+    raw["sweep"] = {"parallelism.tp": [1, 2, 3], "parallelism.gpus": [32, 64, 96, 128, 192, 256]}
+    path = tmp_path / "many.nc"
+    mcsim.write_results(mcsim.simulate(scenario_from_dict(raw), progress=False), path)
+    ds = mcsim.open_results(path)
+    n_feasible = int(ds["feasible"].sum())
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line for line in out if line.startswith("tp=")]
+    # the header counts what is there and what is shown
+    assert out[0].startswith(f"18 configurations ({n_feasible} completed, 0 with censored runs, "
+                             f"{18 - n_feasible} infeasible)")
+    assert len(rows) == 10 and f"{18 - len(rows)} not shown" in out[0]
+    assert main(["summary", str(path), "--all"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tp=")]
+    assert len(rows) == 18
+    assert main(["summary", str(path), "--all", "--sort", "ettr"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tp=")]
+    ettr = [float(re.split(r"\s{2,}", r.strip())[-2].split(" ± ")[0]) for r in rows if "infeasible" not in r]
+    assert ettr == sorted(ettr, reverse=True)  # higher ETTR is better: best first
+    assert all("infeasible" in r for r in rows[len(ettr):])  # infeasible last
+    assert main(["summary", str(path), "--sort", "nope"]) == 2
+    assert "--sort" in _one_error_line(capsys)
+
+
+def test_report_says_when_picks_are_equivalent(sweep_file):
+    from mcsim.report import report_markdown
+
+    ds = mcsim.open_results(sweep_file)
+    runs = ds.sizes["run"]
+    cheap, green = {"gpus": 64, "strategy": "async"}, {"gpus": 128, "strategy": "gockpt"}
+    # Cost (the issue's case): green costs 12 USD more than cheap on 1 MUSD, plus paired noise of
+    # +-1,000 USD alternating over the (even number of) runs: mean difference exactly 12 USD,
+    # standard deviation ~1,017 USD, so the 95 % CI of the paired difference is 12 +- ~364 USD.
+    base = 1e6 + 5e4 * np.sin(np.arange(runs))
+    cost = np.full(ds["cost"].shape, np.nan)
+    cost[...] = base + 1e5                                    # the two others: far dearer
+    ds["cost"] = (ds["cost"].dims, cost, ds["cost"].attrs)
+    ds["cost"].loc[cheap] = base
+    ds["cost"].loc[green] = base + 12.0 + 1000.0 * (-1.0) ** np.arange(runs)
+    energy = ds["energy"].copy()
+    energy.loc[green] = float(energy.min()) / 2                # green is energy-optimal by far
+    ds["energy"] = energy
+    assert analysis.best(ds, "cost")["configuration"] == cheap
+    assert analysis.best(ds, "energy")["configuration"] == green
+    section = report_markdown(ds, []).split("### Energy-optimal")[1].split("###")[0]
+    cost_text = next(part for part in section.split("; ") if part.lstrip().startswith("cost"))
+    assert "equivalent within the uncertainty" in cost_text
+    energy_text = section.split("CI: ")[1].split("; ")[0]
+    assert energy_text.startswith("energy -") and "equivalent" not in energy_text
+
+
+def _broken(ds, how):
+    """A netCDF dataset that lacks what mcsim's analysis needs (issue 11, item 10)."""
+    if how == "no cost":
+        return ds.drop_vars("cost")
+    if how == "no feasible":
+        return ds.drop_vars("feasible")
+    if how == "zero runs":
+        return ds.isel(run=slice(0, 0))
+    if how == "zero configurations":
+        return ds.isel(gpus=slice(0, 0))
+    if how == "all NaN":
+        return ds.assign(cost=ds["cost"] * np.nan)
+    if how == "stat dimension":
+        return ds.rename({"strategy": "stat"})
+    if how == "text cost":
+        return ds.assign(cost=ds["cost"].astype(str))
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize("how", ["no cost", "no feasible", "zero runs", "zero configurations", "all NaN",
+                                 "stat dimension", "text cost"])
+@pytest.mark.parametrize("command", [["summary"], ["plot", "--kind", "scaling", "-o", "OUT/x.png"],
+                                     ["plot", "--kind", "pareto", "-o", "OUT/x.png"], ["report", "-o", "OUT/r"]])
+def test_result_files_without_mcsim_variables(how, command, sweep_file, tmp_path, capsys):
+    path = tmp_path / "broken.nc"
+    _broken(mcsim.open_results(sweep_file), how).to_netcdf(path)
+    args = [a.replace("OUT", str(tmp_path)) for a in command]
+    assert main([args[0], str(path), *args[1:]]) == 2
+    err = _one_error_line(capsys)
+    assert str(path) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.nc"]
+
+
+def test_every_figure_marks_censored_configurations(hard_file):
+    ds = mcsim.open_results(hard_file)
+    figures = {kind: getattr(plots, f"plot_{kind}")(ds) for kind in ("cdf", "pareto", "breakdown")}
+    try:
+        cdf = [t.get_text() for t in figures["cdf"].axes[0].get_legend().get_texts()]
+        assert any(t.startswith("8 GPUs") and "(0% completed)" in t for t in cdf), cdf
+        pareto = [t.get_text() for t in figures["pareto"].axes[0].get_legend().get_texts()]
+        assert any("censored" in t for t in pareto), pareto
+        bars = [t.get_text() for t in figures["breakdown"].axes[0].get_yticklabels()]
+        assert any(t.startswith("8 GPUs") and "(0% completed)" in t for t in bars), bars
+    finally:
+        for fig in figures.values():
+            plt.close(fig)
+
+
+def test_report_when_no_configuration_can_be_ranked(hard_file, tmp_path, capsys):
+    only_censored = mcsim.open_results(hard_file).sel(gpus=[8])
+    path = tmp_path / "censored.nc"
+    mcsim.write_results(only_censored, path)
+    with pytest.raises(ValueError, match="max_wall_days"):
+        analysis.best(only_censored, "cost")
+    assert main(["report", str(path), "-o", str(tmp_path / "r")]) == 0
+    readme = (tmp_path / "r" / "README.md").read_text()
+    assert "No configuration can be ranked" in readme and "Cost-optimal" not in readme
