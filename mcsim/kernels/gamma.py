@@ -186,6 +186,8 @@ def log_gammaincc_inv(a, h):
         else:
             hi = y
         step = -f / slope
+        if abs(step) <= 1e-15 * max(1.0, abs(y)):
+            return y + step            # converged (a step this small may round onto a bracket end)
         y_new = min(y + step, _MAX_LOG_X)
         if not (lo < y_new < hi) or not math.isfinite(y_new):
             if math.isfinite(lo) and math.isfinite(hi):
