@@ -13,7 +13,11 @@ the number of failures in [0, T).
 from __future__ import annotations
 
 import copy
+import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -24,7 +28,7 @@ from mcsim.kernels import montecarlo as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY, first_failure_s
 from mcsim.scenario import scenario_from_dict
 from mcsim.schema import ScenarioError
-from mcsim.simulate import simulate
+from mcsim.simulate import simulate, simulate_config
 
 MTBF_H = 1000.0
 MTBF_S = MTBF_H * 3600.0
@@ -169,3 +173,43 @@ def test_stationary_is_the_default_and_values_are_checked(small_raw):
             scenario_from_dict(small_raw)
         assert err.value.key == "failures[0].initial_age"
         assert '"stationary" or "new" or a number' in err.value.message or "expected a" in err.value.message
+
+
+def _weibull_start_raw() -> dict:
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"] = [{"name": "g", "scope": "gpu", "shape": 0.7, "mtbf_hours": 64 * 0.5},
+                       {"name": "n", "scope": "node", "shape": 3.0, "mtbf_hours": 8 * 1.0, "initial_age": 5.0},
+                       {"name": "c", "scope": "cluster", "shape": 0.5, "mtbf_hours": 2.0}]
+    return raw
+
+
+def test_start_states_are_bit_identical_for_any_chunking():
+    cfg = scenario_from_dict(_weibull_start_raw()).base
+    whole, _, _ = simulate_config(cfg, 400, 7, "exact", chunk_runs=400)
+    chunked, _, _ = simulate_config(cfg, 400, 7, "exact", chunk_runs=37)
+    second, _, _ = simulate_config(cfg, 200, 7, "exact", first_run=200)
+    assert whole[:, mc.OUT_FAILURES].mean() > 1.0
+    assert whole.tobytes() == chunked.tobytes()
+    assert whole[200:].tobytes() == second.tobytes()
+
+
+_THREAD_SCRIPT = """
+import json, sys, numpy as np, numba
+from mcsim.scenario import scenario_from_dict
+from mcsim.simulate import simulate_config
+cfg = scenario_from_dict(json.loads(sys.argv[1])).base
+out = np.vstack([simulate_config(cfg, 300, 7, mode)[0] for mode in ("exact", "fast")])
+sys.stdout.write(str(numba.get_num_threads()) + " " + out.tobytes().hex())
+"""
+
+
+def test_start_states_are_bit_identical_for_any_thread_count(tmp_path):
+    results = {}
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
+        proc = subprocess.run([sys.executable, "-c", _THREAD_SCRIPT, json.dumps(_weibull_start_raw())],
+                              capture_output=True, text=True, env=env, check=True, cwd=tmp_path)
+        n, data = proc.stdout.split()
+        assert n == threads
+        results[threads] = data
+    assert results["1"] == results["2"]
