@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels.montecarlo import FailureClasses
+from .kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 from .schema import FailureClass
 from .scenario import Config
 from .workload import Workload
@@ -69,7 +70,8 @@ def failure_classes(cfg: Config) -> FailureClasses:
     memory of every node intact; a node or domain event takes out
     ``domain_nodes`` nodes, and an in-memory snapshot survives it only when one
     node is lost (its replica lives on the peer node, docs/model.md §3); a
-    cluster-scope event (software, fabric) takes out no node.
+    cluster-scope event (software, fabric) takes out no node. Each class's
+    units start as its ``initial_age`` says (docs/model.md §4 "Failure processes").
     """
     failures = cfg.failures
     shape = np.array([f.shape for f in failures], dtype=np.float64)
@@ -84,7 +86,19 @@ def failure_classes(cfg: Config) -> FailureClasses:
         memory_ok=np.array([0 if f.scope == "node" and f.domain_nodes > 1 else 1 for f in failures],
                            dtype=np.int64),
         repair_s=np.array([f.repair_hours * 3600.0 for f in failures], dtype=np.float64),
+        start=np.array([start_state(f.initial_age) for f in failures], dtype=np.int64),
+        age_s=np.array([0.0 if isinstance(f.initial_age, str) else f.initial_age * 3600.0 for f in failures],
+                       dtype=np.float64),
     )
+
+
+def start_state(initial_age: str | float) -> int:
+    """Kernel code of a class's ``initial_age``: stationary, new, or a fixed age (hours)."""
+    if initial_age == "stationary":
+        return START_STATIONARY
+    if initial_age == "new":
+        return START_NEW
+    return START_AGED
 
 
 def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:

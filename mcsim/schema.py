@@ -57,6 +57,10 @@ class Interval:
         return f"{number}min" if self.kind == "minutes" else f"{number}it"
 
 
+class StateOrNumber:
+    """Field kind: one of the field's ``choices`` (a string) or a number within its bounds."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSection:
     params: float = param(gt=0, le=1e15, unit="parameters", doc="N, model parameters")
@@ -139,6 +143,11 @@ class FailureClass:
                               doc="scope node: nodes one event takes out (a rack, a leaf switch)")
     repair_hours: float = param(24.0, ge=0, le=1e6, unit="h",
                                 doc="time until a failed node returns to the spare pool")
+    initial_age: str | float = param("stationary", kind=StateOrNumber, ge=0, le=1e9, unit="h",
+                                     choices=("stationary", "new"),
+                                     doc='units at job start: "stationary" (a cluster that has been running: '
+                                         'first failures from the renewal process in equilibrium), "new" '
+                                         '(all installed at t = 0), or every unit this many hours old')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -283,6 +292,14 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
     kind = meta["kind"]
     if kind is Interval:
         return value if isinstance(value, Interval) else _coerce_interval(value, source, key)
+    if kind is StateOrNumber:
+        if isinstance(value, str) and value in meta["choices"]:
+            return value
+        if not _is_number(value):
+            options = " or ".join(f'"{c}"' for c in meta["choices"])
+            raise ScenarioError(source, key, f"expected {options} or a number{_bounds_text(meta)}, got "
+                                             f"{_type_name(value)}")
+        kind = float
     if kind is bool:
         if not isinstance(value, bool):
             raise ScenarioError(source, key, f"expected true or false, got {_type_name(value)}")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mcsim.kernels import montecarlo as mc
+from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 
 # A small, valid scenario: 64 GPUs, short training, one exponential GPU failure class.
 SMALL_SCENARIO = {
@@ -46,12 +47,20 @@ def kernel_params(**overrides) -> mc.RunParams:
 
 
 def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
-    """FailureClasses from tuples (units, shape, scale_s, recovery_s[, nodes_taken, memory_ok, repair_s])."""
-    full = [tuple(c) + (1, 1, 0.0)[len(c) - 4:] for c in classes]
+    """FailureClasses from tuples (units, shape, scale_s, recovery_s[, nodes_taken, memory_ok, repair_s[, start]]).
+
+    ``start`` is "new" (the default here, all units new at t = 0), "stationary", or a fixed
+    age of every unit in seconds.
+    """
+    full = [tuple(c) + (1, 1, 0.0, "new")[len(c) - 4:] for c in classes]
     column = lambda k, dtype: np.array([c[k] for c in full], dtype=dtype)  # noqa: E731
+    starts = {"new": START_NEW, "stationary": START_STATIONARY}
     return mc.FailureClasses(units=column(0, np.int64), shape=column(1, float), scale_s=column(2, float),
                              recovery_s=column(3, float), nodes_taken=column(4, np.int64),
-                             memory_ok=column(5, np.int64), repair_s=column(6, float))
+                             memory_ok=column(5, np.int64), repair_s=column(6, float),
+                             start=np.array([starts.get(c[7], START_AGED) if isinstance(c[7], str) else START_AGED
+                                             for c in full], dtype=np.int64),
+                             age_s=np.array([0.0 if isinstance(c[7], str) else c[7] for c in full], dtype=float))
 
 
 def run_kernel(params: mc.RunParams, classes: list[tuple], runs: int, seed: int = 0,

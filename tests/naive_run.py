@@ -18,7 +18,9 @@ seeded from ``(seed, r, stream)`` (``naive.seed_state``):
 * stream 2, slow-node episodes: the gaps between arrivals and the durations of
   the episodes the job sees (see :class:`Episodes` for the order);
 * stream 3 + c, failure class c: the Rényi pool of never-failed units and the
-  lifetimes of replacement units (see :class:`FailureProcesses` for the order).
+  lifetimes of replacement units (see :class:`FailureProcesses` for the order);
+  the class's start state (new, stationary, or a fixed age) changes only how
+  the pool's cumulative hazards become times, not the draws.
 
 The uniform of a stream is ``((x >> 11) + 0.5) / 2**53`` of its next 64-bit
 output (mcsim/kernels/rng.py), in the open interval (0, 1).
@@ -52,6 +54,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from scipy import special
+
 from naive import MASK64, seed_state
 
 STREAM_ITERATIONS = 0
@@ -60,6 +64,7 @@ STREAM_EPISODES = 2
 STREAM_FIRST_FAILURE_CLASS = 3
 
 SYNC, ASYNC, IN_MEMORY = 0, 1, 2   # the kernel's strategy codes (gockpt runs as async)
+START_NEW, START_STATIONARY, START_AGED = 0, 1, 2   # the kernel's start-state codes (FailureClasses.start)
 
 # The output of one run, in the kernel's column order (mcsim/kernels/montecarlo.py OUT_*).
 OUTPUT_NAMES = (
@@ -182,15 +187,40 @@ class FailureClass:
     nodes_taken: int
     memory_ok: bool
     repair_s: float
+    start: str = "new"     # "new", "stationary" or "aged" (every unit age_s old at t = 0)
+    age_s: float = 0.0
+
+
+def first_failure_time(fc: FailureClass, hazard: float) -> float:
+    """The time at which a never-failed unit's first-failure cumulative hazard reaches ``hazard``.
+
+    new: a Weibull lifetime, ``H(t) = (t/scale)^k``. stationary: the forward-recurrence
+    time of the renewal process in equilibrium, survival ``(1/mean) int_t^inf S(u) du``,
+    which for a Weibull is ``Q(1/k, (t/scale)^k)`` (SciPy's inverse; near Q = 1 through
+    P = 1 - Q, which ``-expm1(-H)`` gives to full precision). aged: the residual life of a
+    unit that has worked ``a`` hours, ``S(a + t) / S(a) = exp(-H)``.
+    """
+    k, scale = fc.shape, fc.scale_s
+    if fc.start == "new" or (fc.start == "aged" and (k == 1.0 or fc.age_s == 0.0)):
+        return scale * hazard ** (1.0 / k)
+    if fc.start == "stationary":
+        if hazard < math.log(2.0):
+            x = special.gammaincinv(1.0 / k, -math.expm1(-hazard))
+        else:
+            x = special.gammainccinv(1.0 / k, math.exp(-hazard))
+        return scale * x ** (1.0 / k)
+    age_hazard = (fc.age_s / scale) ** k
+    return scale * (age_hazard + hazard) ** (1.0 / k) - fc.age_s
 
 
 class FailureProcesses:
     """Every unit of every class is a Weibull renewal process, replaced as new when it fails.
 
-    Never-failed units of class c are pooled: their cumulative hazards are iid
-    Exp(1), so in increasing order the next is ``H + E / (units left)``, at time
-    ``scale * H^(1/k)``. A replaced unit's next failure is its failure time
-    plus a fresh Weibull lifetime ``scale * E^(1/k)``.
+    Never-failed units of class c are pooled: the cumulative hazards of their
+    first failures are iid Exp(1), so in increasing order the next is
+    ``H + E / (units left)``, at time :func:`first_failure_time` (``scale * H^(1/k)``
+    for new units). A replaced unit is new: its next failure is its failure
+    time plus a fresh Weibull lifetime ``scale * E^(1/k)``.
 
     Draw order on class c's stream: one draw for the pool's first failure at the
     start (none for an empty class); when a pooled unit fails, first the pool's
@@ -217,8 +247,7 @@ class FailureProcesses:
             self.pool_next_s[c] = math.inf
             return
         self.pool_hazard[c] += self.streams[c].exponential() / self.never_failed[c]
-        fc = self.classes[c]
-        self.pool_next_s[c] = fc.scale_s * self.pool_hazard[c] ** (1.0 / fc.shape)
+        self.pool_next_s[c] = first_failure_time(self.classes[c], self.pool_hazard[c])
 
     def _lifetime(self, c: int) -> float:
         fc = self.classes[c]
@@ -663,10 +692,12 @@ class Run:
 
 def failure_class_list(classes) -> list[FailureClass]:
     """Plain per-class records from the kernel's FailureClasses arrays."""
+    starts = {START_NEW: "new", START_STATIONARY: "stationary", START_AGED: "aged"}
     return [FailureClass(units=int(classes.units[c]), shape=float(classes.shape[c]),
                          scale_s=float(classes.scale_s[c]), recovery_s=float(classes.recovery_s[c]),
                          nodes_taken=int(classes.nodes_taken[c]), memory_ok=bool(classes.memory_ok[c]),
-                         repair_s=float(classes.repair_s[c]))
+                         repair_s=float(classes.repair_s[c]), start=starts[int(classes.start[c])],
+                         age_s=float(classes.age_s[c]))
             for c in range(len(classes.units))]
 
 

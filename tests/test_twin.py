@@ -50,30 +50,38 @@ NODES, GPUS_PER_NODE = 8, 8
 
 
 def weibull(units: int, shape: float, mtbf_s: float, recovery_s: float, nodes_taken: int, memory_ok: int,
-            repair_s: float) -> tuple:
-    """A failure class tuple for conftest.failure_classes; ``mtbf_s`` is one unit's MTBF."""
-    return (units, shape, mtbf_s / math.gamma(1.0 + 1.0 / shape), recovery_s, nodes_taken, memory_ok, repair_s)
+            repair_s: float, start: str = "new") -> tuple:
+    """A failure class tuple for conftest.failure_classes; ``mtbf_s`` is one unit's MTBF.
+
+    ``start``: "new", "stationary", or "aged" (every unit one MTBF old at t = 0).
+    """
+    scale_s = mtbf_s / math.gamma(1.0 + 1.0 / shape)
+    return (units, shape, scale_s, recovery_s, nodes_taken, memory_ok, repair_s,
+            mtbf_s if start == "aged" else start)
 
 
-def gpu(shape: float, system_mtbf_s: float, recovery_s: float = 20.0, repair_s: float = 150.0) -> tuple:
+def gpu(shape: float, system_mtbf_s: float, recovery_s: float = 20.0, repair_s: float = 150.0,
+        start: str = "new") -> tuple:
     """GPU scope: 64 units; a failure takes out its node, CPU memory survives."""
     units = NODES * GPUS_PER_NODE
-    return weibull(units, shape, units * system_mtbf_s, recovery_s, 1, 1, repair_s)
+    return weibull(units, shape, units * system_mtbf_s, recovery_s, 1, 1, repair_s, start)
 
 
-def node(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0) -> tuple:
+def node(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0,
+         start: str = "new") -> tuple:
     """Node scope, one node per domain: the snapshot's replica lives on the peer."""
-    return weibull(NODES, shape, NODES * system_mtbf_s, recovery_s, 1, 1, repair_s)
+    return weibull(NODES, shape, NODES * system_mtbf_s, recovery_s, 1, 1, repair_s, start)
 
 
-def domain(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0) -> tuple:
+def domain(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0,
+           start: str = "new") -> tuple:
     """Node scope with domain_nodes = 2: 4 domains, each event takes a node and its peer."""
-    return weibull(NODES // 2, shape, NODES // 2 * system_mtbf_s, recovery_s, 2, 0, repair_s)
+    return weibull(NODES // 2, shape, NODES // 2 * system_mtbf_s, recovery_s, 2, 0, repair_s, start)
 
 
-def cluster(shape: float, mtbf_s: float, recovery_s: float = 40.0) -> tuple:
+def cluster(shape: float, mtbf_s: float, recovery_s: float = 40.0, start: str = "new") -> tuple:
     """Cluster scope: one unit, takes out no node."""
-    return weibull(1, shape, mtbf_s, recovery_s, 0, 1, 0.0)
+    return weibull(1, shape, mtbf_s, recovery_s, 0, 1, 0.0, start)
 
 
 EPISODES = dict(episode_rate_per_s=1 / 150.0, episode_mean_s=80.0, episode_slowdown=1.6)  # overlaps often
@@ -122,6 +130,13 @@ def _cases() -> list[Case]:
         Case("in-memory-slow-storage", "in_memory", [gpu(1.0, 150.0), domain(1.0, 200.0)],
              dict(persist_every=2, checkpoint_write_s=70.0, **EPISODES), ("persist skipped", "episode")),
     ]
+    # Start states (docs/model.md §4 "Failure processes"): the equilibrium residual life and a
+    # fixed age, for infant mortality (k = 0.7) and wear-out (k = 3), every scope.
+    for s, start in (("sync", "stationary"), ("in_memory", "stationary"), ("async", "aged"), ("gockpt", "aged")):
+        cases.append(Case(f"{s}-{start}", s, [gpu(0.7, 300.0, start=start), node(3.0, 600.0, start=start),
+                                              domain(0.7, 900.0, start=start), cluster(3.0, 500.0, start=start),
+                                              cluster(0.7, 700.0, recovery_s=30.0, start=start)],
+                          dict(spare_nodes=2, max_wall_s=1500.0, **JOB), ("failure", "failure in recovery")))
     for c in cases:
         if c.strategy == "in_memory" and any(cl[5] == 1 for cl in c.classes):
             c.features += ("memory recovery",)
@@ -312,3 +327,18 @@ def test_twin_time_accounts_add_up():
             assert row[mc.OUT_BUSY_S] == pytest.approx(ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S],
                                                        rel=1e-9)
     assert completed > 50
+
+
+def test_start_state_cases_differ_from_new_units():
+    # The start-state cases really run another failure law: the same runs with all units new
+    # give other failure times (the twin comparison above would not notice a start state dropped
+    # on both sides).
+    for case in [c for c in CASES if c.name.endswith(("-stationary", "-aged"))]:
+        as_new = [tuple(cl[:7]) + ("new",) for cl in case.classes]
+        params = case_params(case, fast=False)
+        seed = 1000 + CASES.index(case)
+        out = np.zeros((RUNS, mc.N_OUT))
+        new = np.zeros((RUNS, mc.N_OUT))
+        mc.simulate_runs(params, failure_classes(case.classes), seed, 0, out)
+        mc.simulate_runs(params, failure_classes(as_new), seed, 0, new)
+        assert not np.array_equal(out[:, mc.OUT_WALL_S], new[:, mc.OUT_WALL_S]), case.name

@@ -118,6 +118,8 @@ class FailureClasses(NamedTuple):
     nodes_taken: np.ndarray  # int64: nodes an event takes out (needs as spares)
     memory_ok: np.ndarray    # int64 0/1: an in-memory snapshot survives the event
     repair_s: np.ndarray     # time until a taken node returns to the spare pool, s
+    start: np.ndarray        # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
+    age_s: np.ndarray        # START_AGED: every unit's age at t = 0, s (0 otherwise)
 
 
 @jit
@@ -146,7 +148,7 @@ def _simulate_run(p, fc, seed, run, row):
     seed_stream(ep_stream, seed, run, STREAM_EPISODE)
 
     pool_left, pool_hazard, pool_next, heap_time, heap_class = init_failures(
-        fc.units, fc.shape, fc.scale_s, streams)
+        fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
     heap_size = 0
     repair_time = np.empty(16)          # spare nodes under repair: return times
     repair_tag = np.empty(16, np.int64)
@@ -342,7 +344,7 @@ def _simulate_run(p, fc, seed, run, row):
             n_failures += 1
             c, heap_time, heap_class, heap_size = consume_failure(
                 source, t, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-                heap_size, fc.shape, fc.scale_s, streams)
+                heap_size, fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
             if first:
                 from_memory = p.strategy == STRATEGY_IN_MEMORY and fc.memory_ok[c] == 1 and memory_valid
                 restore = memory if from_memory else durable

@@ -1,22 +1,37 @@
 """Per-unit Weibull renewal processes of the failure classes, O(log n) per event.
 
-Each failure class ``c`` has ``units[c]`` independent units, all new at t = 0,
-with Weibull(shape k, scale lambda) lifetimes; a failed unit is replaced by a
-new one at the moment it fails. The superposition of all units' renewal
-processes is simulated without touching every unit:
+Each failure class ``c`` has ``units[c]`` independent units with Weibull(shape
+k, scale lambda) lifetimes; a failed unit is replaced by a new one at the
+moment it fails. At t = 0 the units are in the start state of their class
+(``start[c]``, docs/model.md §4 "Failure processes"):
+
+* ``START_NEW``: all new, first failure after a Weibull lifetime, cumulative
+  hazard ``H(t) = (t/lambda)^k``;
+* ``START_STATIONARY``: the renewal process in equilibrium (a cluster that has
+  been running for long): the first failure follows the forward-recurrence
+  (residual life) law ``P(R > t) = (1/mu) int_t^inf S(u) du = Q(1/k, (t/lambda)^k)``,
+  cumulative hazard ``H(t) = -log Q(1/k, (t/lambda)^k)`` (``mcsim.kernels.gamma``);
+* ``START_AGED``: every unit ``age_s[c]`` old and working: residual life
+  given the age ``a``, ``H(t) = ((a+t)/lambda)^k - (a/lambda)^k``.
+
+For k = 1 all three laws are the exponential one and use the same arithmetic
+as ``START_NEW``. The superposition of all units' renewal processes is
+simulated without touching every unit:
 
 * Units that have never failed form a *pool*. Their first failure times, in
   increasing order, are generated lazily with Renyi's representation of
-  exponential order statistics: the cumulative hazards ``H(T) = (T/lambda)^k``
-  of the ``m`` pooled units are iid Exp(1), so the next pooled failure has
-  ``H_next = H_prev + E / m`` with ``E ~ Exp(1)``. O(1) per event, no O(units)
+  exponential order statistics: the cumulative hazards ``H(T)`` of the first
+  failure times of the ``m`` pooled units are iid Exp(1), so the next pooled
+  failure has ``H_next = H_prev + E / m`` with ``E ~ Exp(1)``, at the time
+  ``H^-1(H_next)`` (:func:`first_failure_s`). O(1) per event, no O(units)
   initialisation.
 * A replaced unit's next failure time goes into one binary min-heap shared by
   all classes (entries: time, class). Its size is at most the number of
   failures so far, so it starts small and doubles when full.
 
 Every draw of class ``c`` comes from that class's own random stream, so its
-failure times do not depend on what the rest of the simulation consumed.
+failure times do not depend on what the rest of the simulation consumed; the
+start state changes only the transform of the draws, not the draws.
 
 State (all arrays owned by one run):
 ``pool_left[c]`` (units never failed), ``pool_hazard[c]`` (cumulative hazard
@@ -32,7 +47,13 @@ import math
 import numpy as np
 
 from .accelerate import jit
+from .gamma import log_gammaincc_inv
 from .rng import uniform
+
+# Start states of a failure class's units at t = 0 (FailureClasses.start).
+START_NEW = 0
+START_STATIONARY = 1
+START_AGED = 2
 
 
 @jit
@@ -42,18 +63,41 @@ def weibull_lifetime(state, shape, scale_s):
 
 
 @jit
-def _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, streams):
+def first_failure_s(hazard, shape, scale_s, start, age_s):
+    """Time of a pooled unit's first failure whose cumulative hazard is ``hazard`` (inverse of H).
+
+    ``START_NEW`` (and k = 1 in every state): ``lambda H^(1/k)``. ``START_STATIONARY``:
+    ``lambda x^(1/k)`` with ``Q(1/k, x) = e^-H``. ``START_AGED`` (age ``a``, ``A = (a/lambda)^k``):
+    ``a ((1 + H/A)^(1/k) - 1)``, by ``expm1``/``log1p`` so that ``t << a`` keeps its digits.
+    """
+    if shape == 1.0 or start == START_NEW or (start == START_AGED and age_s == 0.0):
+        return scale_s * hazard ** (1.0 / shape)
+    if start == START_STATIONARY:
+        return scale_s * math.exp(log_gammaincc_inv(1.0 / shape, hazard) / shape)
+    log_ratio = math.log(hazard) - shape * math.log(age_s / scale_s)   # log(H / A)
+    if log_ratio > 0.0:
+        log1p_ratio = log_ratio + math.log1p(math.exp(-log_ratio))
+    else:
+        log1p_ratio = math.log1p(math.exp(log_ratio))
+    growth = log1p_ratio / shape                                      # log((a + t) / a)
+    if growth > 700.0:
+        return math.exp(math.log(age_s) + growth)                       # a is below t's rounding
+    return age_s * math.expm1(growth)
+
+
+@jit
+def _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams):
     """Draw the next first-failure time of the never-failed units of class ``c``."""
     if pool_left[c] <= 0.0:
         pool_next[c] = np.inf
         return
     pool_hazard[c] += -math.log(uniform(streams[c])) / pool_left[c]
-    pool_next[c] = scale_s[c] * pool_hazard[c] ** (1.0 / shape[c])
+    pool_next[c] = first_failure_s(pool_hazard[c], shape[c], scale_s[c], start[c], age_s[c])
 
 
 @jit
-def init_failures(units, shape, scale_s, streams):
-    """Create the failure state of one run at t = 0.
+def init_failures(units, shape, scale_s, start, age_s, streams):
+    """Create the failure state of one run at t = 0 (units in their classes' start states).
 
     Returns
     -------
@@ -65,7 +109,7 @@ def init_failures(units, shape, scale_s, streams):
     pool_hazard = np.zeros(n_classes)
     pool_next = np.full(n_classes, np.inf)
     for c in range(n_classes):
-        _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, streams)
+        _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams)
     heap_time = np.empty(64)
     heap_class = np.empty(64, np.int64)
     return pool_left, pool_hazard, pool_next, heap_time, heap_class
@@ -130,7 +174,7 @@ def _heap_push(heap_time, heap_class, size, time_s, c):
 
 @jit
 def consume_failure(source, time_s, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-                    heap_size, shape, scale_s, streams):
+                    heap_size, shape, scale_s, start, age_s, streams):
     """Remove the failure ``(time_s, source)`` and schedule the replacement unit's.
 
     Returns ``(class, heap_time, heap_class, heap_size)``; the heap arrays may
@@ -139,7 +183,7 @@ def consume_failure(source, time_s, pool_left, pool_hazard, pool_next, heap_time
     if source >= 0:
         c = source
         pool_left[c] -= 1.0
-        _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, streams)
+        _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams)
         replacement = time_s + weibull_lifetime(streams[c], shape[c], scale_s[c])
         heap_time, heap_class, heap_size = _heap_push(heap_time, heap_class, heap_size,
                                                        replacement, c)
