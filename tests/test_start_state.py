@@ -171,7 +171,7 @@ def test_stationary_is_the_default_and_values_are_checked(small_raw):
         small_raw["failures"][0]["initial_age"] = bad
         with pytest.raises(ScenarioError) as err:
             scenario_from_dict(small_raw)
-        assert err.value.key == "failures[0].initial_age"
+        assert err.value.key == "failures.gpu.initial_age"  # errors name the class (issue 11, item 18)
         assert '"stationary" or "new" or a number' in err.value.message or "expected a" in err.value.message
 
 
