@@ -486,7 +486,7 @@ def start_state_note(shape: float, mtbf_hours: float) -> str:
     if shape == 1.0:
         effect = "shape 1 (exponential): the start state does not change the failure rate"
     else:
-        direction = "< 1: the early hazard is above 1/MTBF" if shape < 1 else "> 1: new units fail less at first"
+        direction = "< 1 the early hazard is above 1/MTBF" if shape < 1 else "> 1 new units fail less at first"
         effect = (f"with shape k = {shape:g} {direction}, so a 30-day job on any number of units sees\n"
                   f"# about {ratios[30]:.3g} times the failures of an exponential law with the same MTBF "
                   f"({others}; renewal function M(T) * MTBF / T)")
