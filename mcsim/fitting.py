@@ -31,7 +31,8 @@ One row per unit lifetime:
 The unit's age at the end of the row is ``entry_hours + end_hours - start_hours``;
 ``end_hours - start_hours`` must be > 0. Blank lines and lines whose first non-blank
 character is ``#`` are ignored. Any other deviation (missing file, wrong header, wrong
-number of fields, a number that is not a finite number or whose sum overflows,
+number of fields, a line over 1 MiB, a device or pipe instead of a file, a number that
+is not a finite number or whose sum overflows,
 ``end_hours <= start_hours``, a negative ``entry_hours``, a bad ``failed`` flag, no data
 rows, more than :data:`MAX_ROWS` rows, no failure at all) raises
 :class:`mcsim.schema.ScenarioError` naming the file, the line and the column.
@@ -75,6 +76,7 @@ import math
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -85,6 +87,7 @@ from .schema import ScenarioError, field_meta
 HEADER = ("unit", "start_hours", "end_hours", "failed")
 ENTRY_COLUMN = "entry_hours"
 MAX_ROWS = 10_000_000          # lifetimes per log: ~0.25 GB of arrays and a fit of minutes
+_MAX_LINE = 1 << 20            # characters per line: a row is short; this bounds the memory per line
 _FLAGS = {"1": True, "true": True, "0": False, "false": False}
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless
 _LOG_MAX = math.log(np.finfo(float).max)   # ~709.8: exp() of more overflows
@@ -177,8 +180,10 @@ def read_failure_log(path: str | Path) -> FailureLog:
     """
     source = str(path)
     try:
+        if Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
+            raise ScenarioError(source, "file", "not a regular file (a device, a pipe?); expected a CSV file")
         with open(path, encoding="utf-8-sig", newline="") as handle:
-            columns, durations, flags, entries = _read_rows(source, handle)
+            columns, durations, flags, entries = _read_rows(source, _lines(source, handle))
     except FileNotFoundError:
         raise ScenarioError(source, "file", "no such file") from None
     except IsADirectoryError:
@@ -198,11 +203,21 @@ def read_failure_log(path: str | Path) -> FailureLog:
     return FailureLog(np.asarray(durations, dtype=float), failed, np.asarray(entries, dtype=float))
 
 
-def _read_rows(source: str, handle) -> tuple[tuple[str, ...] | None, array, bytearray, array]:
-    """Header and rows of an open log: (columns or None, durations, flags, entries)."""
+def _lines(source: str, handle) -> Iterator[str]:
+    """The lines of an open text file, refusing one longer than ``_MAX_LINE`` characters."""
+    n = 0
+    while line := handle.readline(_MAX_LINE + 1):
+        n += 1
+        if len(line) > _MAX_LINE:
+            raise ScenarioError(source, f"line {n}", f"longer than {_MAX_LINE:,} characters; expected a CSV row")
+        yield line
+
+
+def _read_rows(source: str, lines: Iterator[str]) -> tuple[tuple[str, ...] | None, array, bytearray, array]:
+    """Header and rows of a log's lines: (columns or None, durations, flags, entries)."""
     columns: tuple[str, ...] | None = None
     durations, entries, flags = array("d"), array("d"), bytearray()
-    for n, line in enumerate(handle, start=1):
+    for n, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         key = f"line {n}"

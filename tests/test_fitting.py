@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import subprocess
 import sys
 import tomllib
@@ -555,6 +556,19 @@ def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "log.csv"]
 
 
+@pytest.mark.parametrize("make,key", [
+    (lambda p: p.write_text("unit,start_hours,end_hours,failed\n" + "9" * (2 << 20) + ",0,1,1\n"), "line 2"),
+    (lambda p: os.mkfifo(p), "not a regular file"),
+])
+def test_unbounded_inputs_are_refused(make, key, tmp_path, capsys):
+    # A 2 MiB line, a FIFO (which would block, like /dev/zero would fill memory).
+    path = tmp_path / "log.csv"
+    make(path)
+    assert main(["fit-failures", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and key in err, err
+
+
 def test_row_limit(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(fitting, "MAX_ROWS", 3)
     path = write_log(tmp_path / "big.csv", [(f"u{i}", 0, 10 + i, 1) for i in range(5)])
@@ -624,11 +638,12 @@ def test_fuzz_fit_with_extreme_floats(durations, data):
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(ROW, min_size=1, max_size=6))
-def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, tmp_path, capsys):
+@given(rows=st.lists(ROW, min_size=1, max_size=6), entry=st.booleans())
+def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, entry, tmp_path, capsys):
     path = tmp_path / "fuzz.csv"
-    path.write_text("unit,start_hours,end_hours,failed,entry_hours\n"
-                    + "".join(f"u{i},{s},{e},{f},{a}\n" for i, (s, e, f, a) in enumerate(rows)))
+    path.write_text("unit,start_hours,end_hours,failed" + (",entry_hours" if entry else "") + "\n"
+                    + "".join(f"u{i},{s},{e},{f}" + (f",{a}" if entry else "") + "\n"
+                              for i, (s, e, f, a) in enumerate(rows)))
     out = tmp_path / "out.toml"
     out.unlink(missing_ok=True)
     status = main(["fit-failures", str(path), "-o", str(out)])
