@@ -534,7 +534,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     (["--plot", "LOG"], "--plot"),
     (["-o", "LINK"], "-o"),                   # a link to the log
     (["-o", ""], "-o"),
-    (["-o", "/dev/null"], "-o"),
+    (["-o", "FIFO"], "-o"),                   # not a regular file (a FIFO here, never a real device)
     (["-o", "DIR"], "-o"),
     (["-o", "same.png", "--plot", "same.png"], "--plot"),
 ])
@@ -543,8 +543,9 @@ def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys,
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
     path = write_log(tmp_path / "log.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
     (tmp_path / "link.csv").symlink_to(path)
+    os.mkfifo(tmp_path / "fifo")
     before = path.read_bytes()
-    names = {"LOG": "log.csv", "./LOG": "./log.csv", "LINK": "link.csv", "DIR": str(tmp_path)}
+    names = {"LOG": "log.csv", "./LOG": "./log.csv", "LINK": "link.csv", "DIR": str(tmp_path), "FIFO": "fifo"}
     try:
         status = main(["fit-failures", "log.csv", *(names.get(a, a) for a in args)])
     except SystemExit as exit_:                   # argparse's own errors (choices, types)
@@ -553,7 +554,8 @@ def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys,
     assert status == 2 and captured.err.count("\n") == 1 and key in captured.err, captured.err
     assert captured.err.startswith("mcsim: error: ") and captured.out == ""
     assert path.read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "log.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link.csv", "log.csv"]
+    assert (tmp_path / "fifo").is_fifo()
 
 
 @pytest.mark.parametrize("make,key", [
