@@ -537,6 +537,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     (["-o", "FIFO"], "-o"),                   # not a regular file (a FIFO here, never a real device)
     (["-o", "DIR"], "-o"),
     (["-o", "same.png", "--plot", "same.png"], "--plot"),
+    (["--plot", "LOG/fig.png"], "--plot"),    # a folder that is a file: cannot be written
 ])
 def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -545,7 +546,8 @@ def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys,
     (tmp_path / "link.csv").symlink_to(path)
     os.mkfifo(tmp_path / "fifo")
     before = path.read_bytes()
-    names = {"LOG": "log.csv", "./LOG": "./log.csv", "LINK": "link.csv", "DIR": str(tmp_path), "FIFO": "fifo"}
+    names = {"LOG": "log.csv", "./LOG": "./log.csv", "LINK": "link.csv", "DIR": str(tmp_path), "FIFO": "fifo",
+             "LOG/fig.png": "log.csv/fig.png"}
     try:
         status = main(["fit-failures", "log.csv", *(names.get(a, a) for a in args)])
     except SystemExit as exit_:                   # argparse's own errors (choices, types)
@@ -569,6 +571,29 @@ def test_unbounded_inputs_are_refused(make, key, tmp_path, capsys):
     assert main(["fit-failures", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and key in err, err
+
+
+@pytest.mark.parametrize("failing", ["figure", "table"])
+def test_a_failed_write_leaves_no_output(failing, tmp_path, capsys, monkeypatch):
+    # Disk full while writing the figure, or the table after the figure: one line, exit 2,
+    # and neither file left (the figure written first is removed again).
+    pytest.importorskip("matplotlib")
+    import errno
+
+    real_replace = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if str(dst).endswith(".png" if failing == "figure" else ".toml"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
+    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
+    status = main(["fit-failures", str(path), "--plot", str(tmp_path / "f.png"), "-o", str(tmp_path / "t.toml")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "No space left" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.csv"]
 
 
 def test_row_limit(tmp_path, capsys, monkeypatch):
