@@ -345,15 +345,19 @@ def _fit_output(source: str, option: str, value: str | None) -> Path | None:
     path = Path(value)
     if _same_path(path, Path(source)):
         raise ScenarioError(source, option, f"{value}: is the log itself; the log is never overwritten")
-    if path.exists() and not path.is_dir() and not path.is_file():
-        raise ScenarioError(source, option, f"{value}: not a regular file")
-    if problem := _output_problem(path):
+    try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise ScenarioError(source, option, f"{value}: not a regular file")
+        problem = _output_problem(path)
+    except OSError as err:  # a name too long for the file system, a loop of links
+        raise ScenarioError(source, option, f"{value[:100]}: {err.strerror or err}") from None
+    if problem:
         raise ScenarioError(source, option, f"{value}: {problem}")
     return path
 
 
 def _same_path(a: Path, b: Path) -> bool:
-    """Whether two paths name the same file (through links too); false when either is absent."""
+    """Whether two paths name the same file: the same resolved path, or the same file through a link."""
     try:
         return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
     except OSError:

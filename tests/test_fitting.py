@@ -538,6 +538,8 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     (["-o", "DIR"], "-o"),
     (["-o", "same.png", "--plot", "same.png"], "--plot"),
     (["--plot", "LOG/fig.png"], "--plot"),    # a folder that is a file: cannot be written
+    (["-o", "a" * 300 + ".toml"], "File name too long"),
+    (["--plot", "a" * 300 + ".png"], "File name too long"),
 ])
 def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
