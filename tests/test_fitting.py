@@ -628,7 +628,8 @@ ROW = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(ROW, min_size=1, max_size=8), entry=st.booleans())
 def test_fuzz_reader_fit_and_table_raise_only_user_errors(rows, entry, tmp_path):
     # Any log of extreme or malformed numbers: the reader, the fit and the table either
@@ -649,7 +650,7 @@ def test_fuzz_reader_fit_and_table_raise_only_user_errors(rows, entry, tmp_path)
     assert math.isfinite(fit.shape) and math.isfinite(fit.mtbf_hours) and fit.mtbf_hours > 0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(durations=st.lists(st.one_of(EXTREME, POSITIVE), min_size=1, max_size=10), data=st.data())
 def test_fuzz_fit_with_extreme_floats(durations, data):
     n = len(durations)
@@ -666,7 +667,8 @@ def test_fuzz_fit_with_extreme_floats(durations, data):
         failure_ratio(min(max(fit.shape, 0.05), 20.0), min(max(fit.mtbf_hours, 1e-300), 1e9), 720.0)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(ROW, min_size=1, max_size=6), entry=st.booleans())
 def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, entry, tmp_path, capsys):
     path = tmp_path / "fuzz.csv"
