@@ -3,7 +3,7 @@
 ``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
-``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml]``
+``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
@@ -94,12 +94,18 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="sort by the mean of this per-run variable, best first (default: grid order, "
                               "or by cost when rows are left out)")
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
-    fit.add_argument("log", metavar="LOG.csv", help="CSV with columns unit,start_hours,end_hours,failed (see docs/fitting.md)")
+    fit.add_argument("log", metavar="LOG.csv",
+                     help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours] (see docs/fitting.md)")
     fit.add_argument("--name", help="failure class name (default: the log's file name)")
-    fit.add_argument("--scope", choices=("gpu", "node", "cluster"), default="gpu", help="what one unit is")
-    fit.add_argument("--recovery-minutes", type=float, default=20.0, metavar="M", help="recovery per failure [min]")
-    fit.add_argument("--confidence", type=float, default=0.95, metavar="C", help="confidence level of the intervals")
+    fit.add_argument("--scope", choices=("gpu", "node", "cluster"), default="gpu",
+                     help="what one unit is (default gpu)")
+    fit.add_argument("--recovery-minutes", type=float, default=20.0, metavar="M",
+                     help="recovery per failure [min] (default 20)")
+    fit.add_argument("--confidence", type=float, default=0.95, metavar="C",
+                     help="confidence level of the intervals (default 0.95)")
     fit.add_argument("-o", "--output", metavar="TABLE.toml", help="write the [[failures]] table to this TOML file")
+    fit.add_argument("--plot", metavar="FIG.png",
+                     help="write a Weibull probability plot (PNG; PDF or SVG by suffix; needs matplotlib)")
     plot = sub.add_parser("plot", help="draw one figure of a result file (needs matplotlib)")
     plot.add_argument("file", help="netCDF file written by mcsim run")
     plot.add_argument("--kind", required=True, choices=_PLOT_KINDS, help="which figure")
@@ -455,41 +461,119 @@ def _cmd_fit_failures(args: argparse.Namespace) -> int:
     if not 0.0 < args.confidence < 1.0:
         raise ScenarioError(source, "--confidence", f"expected a level in (0, 1), got {args.confidence:g}")
     name = args.name if args.name is not None else re.sub(r"[^A-Za-z0-9_-]+", "_", Path(source).stem) or "fitted"
-    output = Path(args.output) if args.output is not None else None
-    if output is not None and (problem := _output_problem(args.output, inputs=[source])):
-        raise ScenarioError(source, "-o", f"{output}: {problem}")
-    durations, failed = read_failure_log(source)
+    output = _fit_output(source, "-o", args.output)
+    figure_path = _fit_output(source, "--plot", args.plot)
+    if output is not None and figure_path is not None and _same_path(output, figure_path):
+        raise ScenarioError(source, "--plot", f"{figure_path}: the same file as -o; give two names")
+    if figure_path is not None:
+        _fit_plot_backend()
+    log = read_failure_log(source)
     try:
-        fit = fit_weibull(durations, failed, confidence=args.confidence)
+        fit = fit_weibull(*log, confidence=args.confidence)
     except ValueError as err:
         raise ScenarioError(source, "fit", str(err)) from None
     try:
         table = failures_table_toml(fit, name, args.scope, args.recovery_minutes)
     except ValueError as err:  # "name: ...", "shape: ...": an option or a fitted value a scenario rejects
         key, _, message = str(err).partition(": ")
-        raise ScenarioError(source, {"name": "--name", "recovery_minutes": "--recovery-minutes"}.get(key, key),
-                            message) from None
+        raise ScenarioError(source, {"name": "--name", "recovery_minutes": "--recovery-minutes",
+                                     "scope": "--scope"}.get(key, key), message) from None
+    figure = _fit_figure(source, log, fit) if figure_path is not None else None
     level = f"{100 * args.confidence:g} % CI"
     rows = [("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
             ("MTBF [h]", f"{fit.mtbf_hours:.4g}", f"[{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}]"),
             ("scale λ [h]", f"{fit.scale_hours:.4g}", ""),
             ("units (lifetimes)", str(fit.n_units), ""),
+            ("left-truncated", str(fit.n_truncated), ""),
             ("failures", str(fit.n_failures), ""),
             ("total unit-hours", f"{fit.total_hours:,.1f}", "")]
-    print(f"Weibull fit of {source} (maximum likelihood, right-censored)")
+    censoring = "right-censored, left-truncated" if fit.n_truncated else "right-censored"
+    print(f"Weibull fit of {source} (maximum likelihood, {censoring})")
     widths = [max(len(r[k]) for r in rows + [("quantity", "estimate", level)]) for k in range(3)]
     for row in [("quantity", "estimate", level)] + rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     print()
     print(table, end="")
-    if output is not None:
-        from .atomic import write_atomic
+    return _write_fit_outputs(source, table, output, figure, figure_path)
 
-        try:
+
+def _fit_output(source: str, option: str, value: str | None) -> Path | None:
+    """The checked path of a ``fit-failures`` output option, or None when not given."""
+    from .schema import ScenarioError
+
+    if value is None:
+        return None
+    if not value.strip() or "\0" in value:
+        raise ScenarioError(source, option, f"expected a file name, got {value[:100]!r}")
+    path = Path(value)
+    if _same_path(path, Path(source)):
+        raise ScenarioError(source, option, f"{value}: is the log itself; the log is never overwritten")
+    try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise ScenarioError(source, option, f"{value}: not a regular file")
+        problem = _output_problem(value, inputs=[source])
+    except OSError as err:  # a name too long for the file system, a loop of links
+        raise ScenarioError(source, option, f"{value[:100]}: {err.strerror or err}") from None
+    if problem:
+        raise ScenarioError(source, option, f"{value}: {problem}")
+    return path
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    """Whether two paths name the same file: the same resolved path, or the same file through a link."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def _fit_plot_backend() -> None:
+    """Fail early, before reading the log, when --plot cannot be drawn."""
+    from .backends import BackendUnavailable
+    from .plots import _pyplot
+    from .schema import ScenarioError
+
+    _use_agg()
+    try:
+        _pyplot()
+    except BackendUnavailable as err:
+        raise ScenarioError("--plot", "matplotlib", str(err)) from None
+
+
+def _fit_figure(source: str, log, fit):
+    from .fitting import probability_plot
+    from .schema import ScenarioError
+
+    try:
+        return probability_plot(log, fit)
+    except ValueError as err:
+        raise ScenarioError(source, "--plot", str(err)) from None
+
+
+def _write_fit_outputs(source: str, table: str, output: Path | None, figure, figure_path: Path | None) -> int:
+    """Write the figure, then the table (atomically); on failure remove what this call wrote."""
+    written: list[Path] = []
+    try:
+        if figure is not None:
+            from .plots import save_figure
+            import matplotlib.pyplot as plt
+
+            try:
+                written.append(save_figure(figure, figure_path))
+            finally:
+                plt.close(figure)
+        if output is not None:
+            from .atomic import write_atomic
+
             write_atomic(output, table)
-        except OSError as err:
-            return _write_failed(output, err)
-        print(f"wrote {output}")
+            written.append(output)
+    except OSError as err:
+        for path in written:
+            path.unlink(missing_ok=True)
+        target = figure_path if not written and figure is not None else output
+        return _write_failed(target, err)
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 

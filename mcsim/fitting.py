@@ -2,12 +2,13 @@
 
 Log format
 ----------
-A CSV file (UTF-8) with a header row and exactly these four columns, in this order::
+A CSV file (UTF-8) with a header row and these four columns, in this order, optionally
+followed by a fifth, ``entry_hours``::
 
-    unit,start_hours,end_hours,failed
-    gpu-0017,0,1830.5,1
-    gpu-0017,1830.5,4380,0
-    node-3,120,4380,0
+    unit,start_hours,end_hours,failed,entry_hours
+    gpu-0017,0,1830.5,1,2200
+    gpu-0017,1830.5,4380,0,0
+    node-3,120,4380,0,0
 
 One row per unit lifetime:
 
@@ -15,49 +16,68 @@ One row per unit lifetime:
     Any string id of the unit (a GPU, a node, the cluster). It is not used by the fit;
     a unit that failed and was replaced or repaired has one row per lifetime.
 ``start_hours``
-    When observation of this lifetime started [h], e.g. when the unit entered service.
+    When observation of this lifetime started [h] (a clock time: when the log opened,
+    or when the unit entered service if that was later).
 ``end_hours``
     When it ended [h]: the failure time if ``failed`` is true, otherwise the end of
     observation (the lifetime is right-censored: it lasted *at least* this long).
 ``failed``
     ``1``/``true`` (the lifetime ended in a failure) or ``0``/``false`` (censored),
     case-insensitive.
+``entry_hours`` (optional column; 0 when absent)
+    Age of the unit at ``start_hours`` [h], >= 0: how long it had already been in
+    service when observation began (left truncation). A new or replaced unit has 0.
 
-The lifetime is ``end_hours - start_hours`` and must be > 0. Blank lines and lines
-whose first non-blank character is ``#`` are ignored. Any other deviation (missing
-file, wrong header, wrong number of fields, a number that is not a finite number,
-``end_hours <= start_hours``, a bad ``failed`` flag, no data rows, no failure at all)
-raises :class:`mcsim.schema.ScenarioError` naming the file and the line.
+The unit's age at the end of the row is ``entry_hours + end_hours - start_hours``;
+``end_hours - start_hours`` must be > 0. Blank lines and lines whose first non-blank
+character is ``#`` are ignored. Any other deviation (missing file, wrong header, wrong
+number of fields, a line over 1 MiB, a device or pipe instead of a file, a number that
+is not a finite number or whose sum overflows,
+``end_hours <= start_hours``, a negative ``entry_hours``, a bad ``failed`` flag, no data
+rows, more than :data:`MAX_ROWS` rows, no failure at all) raises
+:class:`mcsim.schema.ScenarioError` naming the file, the line and the column.
 
 Method
 ------
 Maximum likelihood for the Weibull law with survival ``S(t) = exp(-(t/λ)^k)`` under
-right censoring. With lifetimes ``t_i`` and failure indicators ``δ_i``::
+right censoring and left truncation. With ages at the end ``a_i``, ages at entry
+``e_i`` and failure indicators ``δ_i``, each lifetime contributes its density (failed)
+or survival (censored) at ``a_i``, conditioned on having survived to ``e_i``::
 
-    log L(k, λ) = Σ_{δ_i=1} [log k − log λ + (k − 1) log(t_i/λ)] − Σ_i (t_i/λ)^k
+    log L(k, λ) = Σ_{δ_i=1} [log k − log λ + (k − 1) log(a_i/λ)] − Σ_i (a_i/λ)^k + Σ_i (e_i/λ)^k
 
 is maximised over ``(log k, log λ)`` with :func:`scipy.optimize.minimize` (BFGS with
-the analytic gradient, then Newton steps), starting from the exponential MLE ``λ0 = Σ t_i / Σ δ_i``,
-``k0 = 1``. Confidence intervals come from the observed information: the numerical
-Hessian of ``−log L`` at the optimum in the log-parameters, inverted, gives the
-asymptotic covariance; intervals are ``exp(estimate ± z·se)`` on the log scale, so
-they stay positive. The mean time between failures ``MTBF = λ Γ(1 + 1/k)`` gets its
-interval from the delta method on ``log MTBF``.
+the analytic gradient, then Newton steps), starting from the exponential MLE
+``λ0 = Σ (a_i − e_i) / Σ δ_i``, ``k0 = 1``. Confidence intervals come from the observed
+information: the numerical Hessian of ``−log L`` at the optimum in the log-parameters,
+inverted, gives the asymptotic covariance; intervals are ``exp(estimate ± z·se)`` on
+the log scale, so they stay positive. The mean time between failures
+``MTBF = λ Γ(1 + 1/k)`` gets its interval from the delta method on ``log MTBF``.
 
 Assumptions: lifetimes are independent and identically distributed (units fail
 independently; a replaced or repaired unit is as good as new, the renewal model the
-simulator uses); censoring is non-informative (observation does not stop *because* a
-unit is about to fail); each lifetime starts fresh at ``start_hours`` (no left
-truncation of units that were already old when observation began). The intervals are
+simulator uses); censoring and entry are non-informative (observation does not stop
+*because* a unit is about to fail, nor start because it survived). The intervals are
 asymptotic (large-sample) intervals and can be too narrow with few failures.
+
+How the simulator uses the law
+------------------------------
+The simulator starts every unit new (age 0) at job start and renews it at each
+failure, so a unit's expected failures in a job of ``T`` hours are the renewal
+function ``M(T)`` (:func:`renewal_function`), not ``T / MTBF``.
+:func:`failure_ratio` gives ``M(T) · MTBF / T``; :func:`failures_table_toml` states
+it in the table's comment.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 from scipy import optimize, special, stats
@@ -65,13 +85,36 @@ from scipy import optimize, special, stats
 from .schema import ScenarioError, field_meta
 
 HEADER = ("unit", "start_hours", "end_hours", "failed")
+ENTRY_COLUMN = "entry_hours"
+MAX_ROWS = 10_000_000          # lifetimes per log: ~0.25 GB of arrays and a fit of minutes
+_MAX_LINE = 1 << 20            # characters per line: a row is short; this bounds the memory per line
 _FLAGS = {"1": True, "true": True, "0": False, "false": False}
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless
+_LOG_MAX = math.log(np.finfo(float).max)   # ~709.8: exp() of more overflows
+_GRID_MAX = 500.0   # renewal function: the grid up to t/λ = 500 (step <= λ/40), the asymptote beyond
+
+
+class FailureLog(NamedTuple):
+    """The lifetimes of a failure log, as arrays of one entry per row.
+
+    Attributes
+    ----------
+    durations_h : np.ndarray of float
+        Observed time of each lifetime ``end_hours - start_hours`` [h], all > 0.
+    failed : np.ndarray of bool
+        True where the lifetime ended in a failure, False where it is right-censored.
+    entry_h : np.ndarray of float
+        Age of the unit when observation began [h], >= 0 (0: observed from new).
+    """
+
+    durations_h: np.ndarray
+    failed: np.ndarray
+    entry_h: np.ndarray
 
 
 @dataclass(frozen=True)
 class WeibullFit:
-    """A right-censored maximum likelihood Weibull fit.
+    """A maximum likelihood Weibull fit (right-censored, left-truncated lifetimes).
 
     Attributes
     ----------
@@ -86,11 +129,15 @@ class WeibullFit:
     n_failures : int
         Number of lifetimes that ended in a failure [-].
     total_hours : float
-        Sum of all lifetimes, failed and censored [unit-hours].
+        Sum of all observed times, failed and censored [unit-hours].
     log_likelihood : float
         ``log L`` at the optimum (lifetimes in hours) [-].
     confidence : float
         Level of the intervals, e.g. 0.95 [-].
+    n_truncated : int
+        Number of lifetimes observed from an age > 0 (left-truncated) [-].
+    covariance : tuple of tuple of float
+        Asymptotic covariance of ``(log k, log λ)`` (inverse observed information) [-].
     """
 
     shape: float
@@ -105,10 +152,14 @@ class WeibullFit:
     total_hours: float
     log_likelihood: float
     confidence: float = 0.95
+    n_truncated: int = 0
+    covariance: tuple[tuple[float, float], tuple[float, float]] = ((math.nan, math.nan), (math.nan, math.nan))
 
 
-def read_failure_log(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read a failure log (format in the module docstring).
+# --------------------------------------------------------------------------- the log reader
+
+def read_failure_log(path: str | Path) -> FailureLog:
+    """Read a failure log (format in the module docstring), line by line.
 
     Parameters
     ----------
@@ -117,19 +168,22 @@ def read_failure_log(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
     Returns
     -------
-    durations_h : np.ndarray of float
-        Lifetimes ``end_hours - start_hours`` [h], all > 0.
-    failed : np.ndarray of bool
-        True where the lifetime ended in a failure, False where it is right-censored.
+    FailureLog
+        Observed times [h], failure flags and entry ages [h] (zeros without the
+        ``entry_hours`` column); unpacks as ``durations_h, failed, entry_h``.
 
     Raises
     ------
     ScenarioError
-        If the file is missing, unreadable or malformed, or holds no failure.
+        If the file is missing, unreadable or malformed, or holds no failure; the key
+        names the line and the column.
     """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        if Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
+            raise ScenarioError(source, "file", "not a regular file (a device, a pipe?); expected a CSV file")
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            columns, durations, flags, entries = _read_rows(source, _lines(source, handle))
     except FileNotFoundError:
         raise ScenarioError(source, "file", "no such file") from None
     except IsADirectoryError:
@@ -138,87 +192,149 @@ def read_failure_log(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise ScenarioError(source, "file", "not a UTF-8 text file") from None
     except OSError as err:
         raise ScenarioError(source, "file", f"cannot read: {err.strerror or err}") from None
-    header_seen = False
-    durations: list[float] = []
-    flags: list[bool] = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    if columns is None:
+        raise ScenarioError(source, "line 1", f"empty file; expected the header {','.join(HEADER)!r}")
+    if not durations:
+        raise ScenarioError(source, "rows", "no data rows after the header")
+    failed = np.frombuffer(flags, dtype=np.uint8).astype(bool)
+    if not failed.any():
+        raise ScenarioError(source, "failed", f"no row has failed = 1 among {failed.size} rows; "
+                                              "a failure law cannot be fitted without failures")
+    return FailureLog(np.asarray(durations, dtype=float), failed, np.asarray(entries, dtype=float))
+
+
+def _lines(source: str, handle) -> Iterator[str]:
+    """The lines of an open text file, refusing one longer than ``_MAX_LINE`` characters."""
+    n = 0
+    while line := handle.readline(_MAX_LINE + 1):
+        n += 1
+        if len(line) > _MAX_LINE:
+            raise ScenarioError(source, f"line {n}", f"longer than {_MAX_LINE:,} characters; expected a CSV row")
+        yield line
+
+
+def _read_rows(source: str, lines: Iterator[str]) -> tuple[tuple[str, ...] | None, array, bytearray, array]:
+    """Header and rows of a log's lines: (columns or None, durations, flags, entries)."""
+    columns: tuple[str, ...] | None = None
+    durations, entries, flags = array("d"), array("d"), bytearray()
+    for n, line in enumerate(lines, start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         key = f"line {n}"
         try:
             fields = [f.strip() for f in next(csv.reader([line], strict=True))]
-        except csv.Error as err:
+        except (csv.Error, StopIteration) as err:
             raise ScenarioError(source, key, f"not a CSV row ({err})") from None
-        if not header_seen:
-            if tuple(f.lower() for f in fields) != HEADER:
-                raise ScenarioError(source, key, f"expected the header {','.join(HEADER)!r}, got {line.strip()!r}")
-            header_seen = True
+        if columns is None:
+            columns = _header(source, key, fields, line)
             continue
-        if len(fields) != len(HEADER):
-            raise ScenarioError(source, key, f"expected {len(HEADER)} fields ({','.join(HEADER)}), "
+        if len(fields) != len(columns):
+            raise ScenarioError(source, key, f"expected {len(columns)} fields ({','.join(columns)}), "
                                              f"got {len(fields)}")
+        if len(durations) >= MAX_ROWS:
+            raise ScenarioError(source, key, f"more than {MAX_ROWS:,} lifetimes; aggregate or sample the log")
         start, end = (_number(source, key, name, value) for name, value in zip(HEADER[1:3], fields[1:3]))
         if not end > start:
             raise ScenarioError(source, key, f"end_hours must be > start_hours, got {fields[2]} <= {fields[1]}")
         flag = _FLAGS.get(fields[3].lower())
         if flag is None:
             raise ScenarioError(source, key, f"failed: expected 1, 0, true or false, got {fields[3]!r}")
-        durations.append(end - start)
+        entry = _number(source, key, ENTRY_COLUMN, fields[4]) if len(columns) > 4 else 0.0
+        if entry < 0:
+            raise ScenarioError(source, key, f"{ENTRY_COLUMN}: expected an age >= 0 hours, got {fields[4]!r}")
+        duration = end - start
+        if not math.isfinite(duration) or not math.isfinite(entry + duration):
+            raise ScenarioError(source, key, f"end_hours - start_hours + {ENTRY_COLUMN}: expected a finite "
+                                             f"number of hours, got an overflow ({fields[2]} - {fields[1]})")
+        durations.append(duration)
+        entries.append(entry)
         flags.append(flag)
-    if not header_seen:
-        raise ScenarioError(source, "line 1", f"empty file; expected the header {','.join(HEADER)!r}")
-    if not durations:
-        raise ScenarioError(source, "rows", "no data rows after the header")
-    if not any(flags):
-        raise ScenarioError(source, "failed", f"no row has failed = 1 among {len(flags)} rows; "
-                                              "a failure law cannot be fitted without failures")
-    return np.asarray(durations, dtype=float), np.asarray(flags, dtype=bool)
+    return columns, durations, flags, entries
+
+
+def _header(source: str, key: str, fields: list[str], line: str) -> tuple[str, ...]:
+    names = tuple(f.lower() for f in fields)
+    if names not in (HEADER, HEADER + (ENTRY_COLUMN,)):
+        raise ScenarioError(source, key, f"expected the header {','.join(HEADER)!r} (optionally "
+                                         f"followed by ',{ENTRY_COLUMN}'), got {line.strip()[:200]!r}")
+    return names
 
 
 def _number(source: str, key: str, column: str, value: str) -> float:
     try:
         number = float(value)
     except ValueError:
-        raise ScenarioError(source, key, f"{column}: expected a number of hours, got {value!r}") from None
+        raise ScenarioError(source, key, f"{column}: expected a number of hours, got {value[:100]!r}") from None
     if not math.isfinite(number):
-        raise ScenarioError(source, key, f"{column}: expected a finite number of hours, got {value!r}")
+        raise ScenarioError(source, key, f"{column}: expected a finite number of hours, got {value[:100]!r}")
     return number
 
 
-def _neg_log_lik(theta: np.ndarray, t: np.ndarray, failed: np.ndarray) -> tuple[float, np.ndarray]:
-    """``-log L`` and its gradient in ``theta = (log k, log λ)`` (``t`` in the units of λ)."""
+# --------------------------------------------------------------------------- the fit
+
+def _neg_log_lik(theta: np.ndarray, a: np.ndarray, failed: np.ndarray,
+                 entry: np.ndarray) -> tuple[float, np.ndarray]:
+    """``-log L`` and its gradient in ``theta = (log k, log λ)``.
+
+    ``a`` are the ages at the end and ``entry`` the ages > 0 at entry (only those; an
+    entry at age 0 adds nothing), in the units of λ.
+    """
     log_k, log_lam = theta
     k = math.exp(min(log_k, 700.0))           # a diverging shape gives inf/nan, rejected by the caller
-    w = np.log(t) - log_lam                      # log(t/λ)
-    z = np.exp(np.minimum(k * w, 700.0))         # (t/λ)^k, capped against overflow
+    w = np.log(a) - log_lam                      # log(a/λ)
+    z = np.exp(np.minimum(k * w, 700.0))         # (a/λ)^k, capped against overflow
+    we = np.log(entry) - log_lam                 # log(e/λ)
+    ze = np.exp(np.minimum(k * we, 700.0))       # (e/λ)^k
     r = float(np.count_nonzero(failed))
     wf_sum = float(w[failed].sum())
-    log_lik = r * (log_k - log_lam) + (k - 1.0) * wf_sum - float(z.sum())
-    d_log_k = r + k * wf_sum - k * float((z * w).sum())
-    d_log_lam = -k * r + k * float(z.sum())
+    log_lik = r * (log_k - log_lam) + (k - 1.0) * wf_sum - float(z.sum()) + float(ze.sum())
+    d_log_k = r + k * wf_sum - k * float((z * w).sum()) + k * float((ze * we).sum())
+    d_log_lam = -k * r + k * float(z.sum()) - k * float(ze.sum())
     return -log_lik, -np.array([d_log_k, d_log_lam])
 
 
-def _hessian(theta: np.ndarray, t: np.ndarray, failed: np.ndarray) -> np.ndarray:
+def _hessian(theta: np.ndarray, *data: np.ndarray) -> np.ndarray:
     """Numerical Hessian of ``-log L`` (central differences of the analytic gradient)."""
     h = _HESSIAN_STEP
     hess = np.empty((2, 2))
     for j in range(2):
         step = np.zeros(2)
         step[j] = h
-        hess[:, j] = (_neg_log_lik(theta + step, t, failed)[1] - _neg_log_lik(theta - step, t, failed)[1]) / (2 * h)
+        hess[:, j] = (_neg_log_lik(theta + step, *data)[1] - _neg_log_lik(theta - step, *data)[1]) / (2 * h)
     return 0.5 * (hess + hess.T)
 
 
-def fit_weibull(durations_h: np.ndarray, failed: np.ndarray, confidence: float = 0.95) -> WeibullFit:
-    """Maximum likelihood Weibull fit of right-censored lifetimes.
+def _maximise(data: tuple[np.ndarray, ...], r: int) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """BFGS then Newton polish from (0, 0); returns theta, -log L, gradient and Hessian there."""
+    result = optimize.minimize(_neg_log_lik, np.zeros(2), args=data, jac=True, method="BFGS",
+                               options={"gtol": 1e-9 * r, "maxiter": 1000})
+    theta = result.x
+    # Polish with Newton steps on the numerical Hessian (BFGS stops on a loose gradient).
+    for _ in range(20):
+        grad = _neg_log_lik(theta, *data)[1]
+        if not np.all(np.isfinite(grad)) or np.max(np.abs(grad)) < 1e-10 * r:
+            break
+        try:
+            theta = theta - np.linalg.solve(_hessian(theta, *data), grad)
+        except np.linalg.LinAlgError:
+            break
+    nll, grad = _neg_log_lik(theta, *data)
+    return theta, nll, grad, _hessian(theta, *data)
+
+
+def fit_weibull(durations_h: np.ndarray, failed: np.ndarray, entry_h: np.ndarray | None = None,
+                confidence: float = 0.95) -> WeibullFit:
+    """Maximum likelihood Weibull fit of right-censored, optionally left-truncated lifetimes.
 
     Parameters
     ----------
     durations_h : array of float
-        Lifetimes [h], all finite and > 0.
+        Observed time of each lifetime [h], all finite and > 0.
     failed : array of bool
         True for a lifetime that ended in a failure, False for a right-censored one.
+    entry_h : array of float, optional
+        Age of each unit when its observation began [h], finite and >= 0; None or 0
+        means observed from new. The likelihood conditions on survival to this age.
     confidence : float
         Level of the two-sided asymptotic confidence intervals, in (0, 1) [-].
 
@@ -231,57 +347,167 @@ def fit_weibull(durations_h: np.ndarray, failed: np.ndarray, confidence: float =
     ------
     ValueError
         If the inputs are invalid, hold no failure, or the likelihood has no finite
-        maximum (e.g. every lifetime failed at the same time, so ``k`` diverges).
+        maximum (e.g. every lifetime failed at the same time, so ``k`` diverges), or
+        the estimates overflow a float.
     """
-    t = np.asarray(durations_h, dtype=float)
-    delta = np.asarray(failed, dtype=bool)
-    if t.ndim != 1 or t.shape != delta.shape or t.size == 0:
-        raise ValueError("durations_h and failed must be non-empty 1-D arrays of the same length")
-    if not np.all(np.isfinite(t)) or np.any(t <= 0):
-        raise ValueError("durations_h must be finite and > 0")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    r = int(np.count_nonzero(delta))
-    if r == 0:
-        raise ValueError("no failures: a failure law cannot be fitted")
-    total = float(t.sum())
-    lam0 = total / r                              # exponential MLE: the starting point
-    ts = t / lam0                                 # work in units of λ0, so log λ starts at 0
     with np.errstate(all="ignore"):
-        result = optimize.minimize(_neg_log_lik, np.zeros(2), args=(ts, delta), jac=True, method="BFGS",
-                                   options={"gtol": 1e-9 * r, "maxiter": 1000})
-        theta = result.x
-        # Polish with Newton steps on the numerical Hessian (BFGS stops on a loose gradient).
-        for _ in range(20):
-            grad = _neg_log_lik(theta, ts, delta)[1]
-            if not np.all(np.isfinite(grad)) or np.max(np.abs(grad)) < 1e-10 * r:
-                break
-            try:
-                theta = theta - np.linalg.solve(_hessian(theta, ts, delta), grad)
-            except np.linalg.LinAlgError:
-                break
-        nll, grad = _neg_log_lik(theta, ts, delta)
-        hess = _hessian(theta, ts, delta)
-    if (not np.all(np.isfinite(theta)) or abs(theta[0]) > math.log(1e3) or not np.all(np.isfinite(grad))
-            or np.max(np.abs(grad)) > 1e-6 * r or not np.all(np.isfinite(hess))
-            or np.any(np.linalg.eigvalsh(hess) <= 0)):
-        raise ValueError("the likelihood has no finite maximum (the shape diverges): the failure times "
-                         "are too few or too alike to determine a Weibull law")
-    cov = np.linalg.inv(hess)
-    log_k, log_lam = theta[0], theta[1] + math.log(lam0)   # the Hessian is unchanged by the shift
+        t = np.asarray(durations_h, dtype=float)
+        delta = np.asarray(failed, dtype=bool)
+        e = np.zeros_like(t) if entry_h is None else np.asarray(entry_h, dtype=float)
+        if t.ndim != 1 or t.shape != delta.shape or t.shape != e.shape or t.size == 0:
+            raise ValueError("durations_h, failed and entry_h must be non-empty 1-D arrays of the same length")
+        if not np.all(np.isfinite(t)) or np.any(t <= 0):
+            raise ValueError("durations_h must be finite and > 0")
+        if not np.all(np.isfinite(e)) or np.any(e < 0) or not np.all(np.isfinite(e + t)):
+            raise ValueError("entry_h must be finite and >= 0, and entry_h + durations_h finite")
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+        r = int(np.count_nonzero(delta))
+        if r == 0:
+            raise ValueError("no failures: a failure law cannot be fitted")
+        # Work in units of the exponential MLE λ0 = Σ t / r (the starting point, log λ = 0),
+        # computed through the largest age so that neither the sum nor the ratios overflow.
+        big = float(np.max(e + t))
+        lam0 = float(np.sum(t / big)) / r         # in units of `big`, finite
+        a, entry = (e + t) / big / lam0, e[e > 0] / big / lam0
+        if not (np.all(a > 0) and np.all(np.isfinite(a)) and np.all(entry > 0)):
+            raise ValueError("the lifetimes span too many orders of magnitude to be represented together")
+        theta, nll, grad, hess = _maximise((a, delta, entry), r)
+        if (not np.all(np.isfinite(theta)) or abs(theta[0]) > math.log(1e3) or not np.all(np.isfinite(grad))
+                or np.max(np.abs(grad)) > 1e-6 * r or not np.all(np.isfinite(hess))
+                or np.any(np.linalg.eigvalsh(hess) <= 0)):
+            raise ValueError("the likelihood has no finite maximum (the shape diverges): the failure times "
+                             "are too few or too alike to determine a Weibull law")
+        cov = np.linalg.inv(hess)
+        return _fit_result(theta, cov, math.log(big) + math.log(lam0), nll, t, delta, e, confidence)
+
+
+def _fit_result(theta: np.ndarray, cov: np.ndarray, log_unit: float, nll: float, t: np.ndarray,
+                delta: np.ndarray, e: np.ndarray, confidence: float) -> WeibullFit:
+    """Estimates and intervals in hours from the optimum in units of ``exp(log_unit)`` hours."""
+    r = int(np.count_nonzero(delta))
+    log_k, log_lam = float(theta[0]), float(theta[1]) + log_unit   # the Hessian is unchanged by the shift
     k = math.exp(log_k)
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     se_log_k = math.sqrt(cov[0, 0])
     log_mtbf = log_lam + float(special.gammaln(1.0 + 1.0 / k))
     grad_log_mtbf = np.array([-float(special.digamma(1.0 + 1.0 / k)) / k, 1.0])  # d/d(log k), d/d(log λ)
     se_log_mtbf = math.sqrt(float(grad_log_mtbf @ cov @ grad_log_mtbf))
-    # log L in hours: rescaling t by λ0 shifts it by r·log λ0 (the density's Jacobian)
-    log_lik = -nll - r * math.log(lam0)
+    if not all(math.isfinite(v) for v in (se_log_k, se_log_mtbf)) or \
+            max(abs(log_lam), abs(log_mtbf) + z * se_log_mtbf, abs(log_k) + z * se_log_k) >= _LOG_MAX:
+        raise ValueError(f"the fitted scale or MTBF (about 10^{log_mtbf / math.log(10):.0f} h) or its "
+                         "interval overflows a float")
+    # log L in hours: rescaling t by the unit shifts it by r·log_unit (the density's Jacobian)
+    log_lik = -nll - r * log_unit
+    total = float(np.sum(t))
     return WeibullFit(shape=k, shape_low=math.exp(log_k - z * se_log_k), shape_high=math.exp(log_k + z * se_log_k),
                       scale_hours=math.exp(log_lam), mtbf_hours=math.exp(log_mtbf),
                       mtbf_low=math.exp(log_mtbf - z * se_log_mtbf), mtbf_high=math.exp(log_mtbf + z * se_log_mtbf),
                       n_units=int(t.size), n_failures=r, total_hours=total, log_likelihood=float(log_lik),
-                      confidence=confidence)
+                      confidence=confidence, n_truncated=int(np.count_nonzero(e > 0)),
+                      covariance=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))))
+
+
+# --------------------------------------------------------------------------- how the simulator uses it
+
+def renewal_function(t_over_scale: float, shape: float) -> float:
+    """Expected failures of one unit, new at time 0 and renewed at each failure, by time t.
+
+    The renewal function ``M(t)`` of a Weibull law (shape ``k``, scale ``λ``) solves
+    ``M(t) = F(t) + ∫_0^t M(t − x) dF(x)`` with ``F(t) = 1 − exp(−(t/λ)^k)``. It is
+    computed by the Riemann–Stieltjes midpoint method of Xie (M. Xie, "On the solution
+    of renewal-type integral equations", Communications in Statistics – Simulation and
+    Computation 18(1), 1989, pp. 281–293) on a uniform grid of ``n`` steps,
+    ``n = clip(40 t/λ, 4000, 20000)``: ``M_i (1 − F_{1/2}) = F_i + Σ_{j<i} F_{i−j+1/2} ΔM_j
+    − F_{1/2} M_{i−1}``, for ``t/λ <= 500``; beyond, the key renewal theorem's
+    ``t/μ + (cv² − 1)/2``. Checked against simulated renewal counts in
+    ``tests/test_fitting.py`` (``t/λ`` from 0.01 to 1000, ``k`` 0.5–3: within 4 standard
+    errors, and within 1 % where the simulation resolves it).
+    For ``k = 1`` it is ``t/λ``; for ``t ≪ λ`` it is close to the first-failure part
+    ``F(t) ≈ (t/λ)^k``.
+
+    Parameters
+    ----------
+    t_over_scale : float
+        Time over the Weibull scale, ``t/λ`` [-], >= 0 and finite.
+    shape : float
+        Weibull shape ``k`` [-], > 0.
+
+    Returns
+    -------
+    float
+        ``M(t)`` [failures per unit].
+    """
+    if not (math.isfinite(t_over_scale) and t_over_scale >= 0 and math.isfinite(shape) and shape > 0):
+        raise ValueError(f"expected t/λ >= 0 and a shape > 0, got {t_over_scale} and {shape}")
+    if t_over_scale == 0:
+        return 0.0
+    if t_over_scale > _GRID_MAX:
+        # Key renewal theorem, second order (Smith 1954): M(t) ≈ t/μ + (cv² − 1)/2, μ and
+        # cv² of the law with λ = 1; its share of M is small this far out except for very
+        # heavy tails (k < 0.5), where it overstates M by a few per cent.
+        log_mu = float(special.gammaln(1.0 + 1.0 / shape))
+        cv2 = math.exp(min(float(special.gammaln(1.0 + 2.0 / shape)) - 2.0 * log_mu, _LOG_MAX)) - 1.0
+        return t_over_scale / math.exp(log_mu) + 0.5 * (cv2 - 1.0)
+    n = int(min(max(40 * t_over_scale, 4000), 20000))
+    h = t_over_scale / n
+    with np.errstate(under="ignore"):
+        f_grid = -np.expm1(-(h * np.arange(n + 1)) ** shape)        # F(i h), i = 0..n
+        f_mid = -np.expm1(-(h * (np.arange(n) + 0.5)) ** shape)     # F((j + 1/2) h), j = 0..n-1
+    m = np.zeros(n + 1)
+    dm = np.zeros(n + 1)
+    reversed_mid = np.ascontiguousarray(f_mid[::-1])                # [n − i : n − 1] = F_{i−1/2}, ..., F_{3/2}
+    for i in range(1, n + 1):
+        conv = float(np.dot(reversed_mid[n - i:n - 1], dm[1:i])) if i > 1 else 0.0
+        m[i] = (f_grid[i] + conv - f_mid[0] * m[i - 1]) / (1.0 - f_mid[0])
+        dm[i] = m[i] - m[i - 1]
+    return float(m[n])
+
+
+def failure_ratio(shape: float, mtbf_hours: float, job_hours: float) -> float:
+    """Failures a job sees under the simulator's start state, over those of an exponential law.
+
+    Every unit starts new at job start (``t = 0``) and is renewed at each failure, so
+    its expected failures in ``job_hours`` are ``M(T)``; an exponential law with the
+    same MTBF gives ``T / MTBF``. The ratio does not depend on the number of units.
+
+    Parameters
+    ----------
+    shape : float
+        Weibull shape ``k`` [-].
+    mtbf_hours : float
+        Mean lifetime ``λ Γ(1 + 1/k)`` [h].
+    job_hours : float
+        Length of the job ``T`` [h], > 0.
+
+    Returns
+    -------
+    float
+        ``M(T) · MTBF / T`` [-]: above 1 for ``k < 1``, below 1 for ``k > 1`` when
+        ``T`` is short against the MTBF, tending to 1 as ``T/MTBF`` grows.
+    """
+    scale = mtbf_hours / math.gamma(1.0 + 1.0 / shape)
+    if not math.isfinite(job_hours / scale):
+        return math.nan                       # an MTBF of ~1e-300 h: no meaningful ratio
+    return renewal_function(job_hours / scale, shape) * mtbf_hours / job_hours
+
+
+_JOB_DAYS = (1, 30, 365)   # job lengths for which the table's comment states the ratio
+
+
+def start_state_note(shape: float, mtbf_hours: float) -> str:
+    """Comment lines saying how the simulator will use a fitted law (each starts with ``#``)."""
+    ratios = {days: failure_ratio(shape, mtbf_hours, 24.0 * days) for days in _JOB_DAYS}
+    others = ", ".join(f"{d} day{'s' if d > 1 else ''}: {ratios[d]:.3g}x" for d in _JOB_DAYS if d != 30)
+    if shape == 1.0:
+        effect = "shape 1 (exponential): the start state does not change the failure rate"
+    else:
+        direction = "< 1 the early hazard is above 1/MTBF" if shape < 1 else "> 1 new units fail less at first"
+        effect = (f"with shape k = {shape:g} {direction}, so a 30-day job on any number of units sees\n"
+                  f"# about {ratios[30]:.3g} times the failures of an exponential law with the same MTBF "
+                  f"({others}; renewal function M(T) * MTBF / T)")
+    return ("# The simulator starts every unit new at job start (t = 0) and renews it at each failure;\n"
+            f"# {effect}.\n")
 
 
 def _rounded(value: float, digits: int = 4) -> str:
@@ -306,8 +532,9 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
     Returns
     -------
     str
-        A comment line with the intervals and counts, then the table (shape and MTBF
-        to 4 significant digits), ending in a newline.
+        Comment lines (the intervals and counts; how the simulator will use the shape,
+        :func:`start_state_note`), then the table (shape and MTBF to 4 significant
+        digits), ending in a newline.
 
     Raises
     ------
@@ -315,10 +542,10 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
         If a value lies outside what a scenario accepts (see :mod:`mcsim.schema`).
     """
     if not name or not name.replace("_", "").replace("-", "").isalnum() or not name.isascii():
-        raise ValueError(f"name: expected letters, digits, _ or -, got {name!r}")
+        raise ValueError(f"name: expected letters, digits, _ or -, got {name[:100]!r}")
     meta = field_meta("failures", "scope") or {}
     if scope not in meta.get("choices", (scope,)):
-        raise ValueError(f"scope: expected one of {', '.join(meta['choices'])}, got {scope!r}")
+        raise ValueError(f"scope: expected one of {', '.join(meta['choices'])}, got {scope[:100]!r}")
     for key, value in (("shape", fit.shape), ("mtbf_hours", fit.mtbf_hours), ("recovery_minutes", recovery_minutes)):
         meta = field_meta("failures", key) or {}
         strict = meta.get("gt") is not None
@@ -330,15 +557,126 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
             raise ValueError(f"{key}: a scenario accepts {' and '.join(x for x in (lower, upper) if x)}, "
                              f"got {value:.4g}")
     level = f"{100 * fit.confidence:g} %"
+    truncated = f", {fit.n_truncated} left-truncated" if fit.n_truncated else ""
+    shape, mtbf = float(_rounded(fit.shape)), float(_rounded(fit.mtbf_hours))
     return (f"# Weibull MLE fit: shape {fit.shape:.3g} [{fit.shape_low:.3g}, {fit.shape_high:.3g}], "
             f"MTBF {fit.mtbf_hours:.4g} h [{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}] ({level} CI); "
-            f"n = {fit.n_units} lifetimes, {fit.n_failures} failures, {fit.total_hours:.4g} unit-hours\n"
+            f"n = {fit.n_units} lifetimes{truncated}, {fit.n_failures} failures, "
+            f"{fit.total_hours:.4g} unit-hours\n"
+            f"{start_state_note(shape, mtbf)}"
             f"[[failures]]\n"
             f"name = \"{name}\"\n"
             f"scope = \"{scope}\"\n"
-            f"shape = {_rounded(fit.shape)}\n"
-            f"mtbf_hours = {_rounded(fit.mtbf_hours)}\n"
+            f"shape = {shape!r}\n"
+            f"mtbf_hours = {mtbf!r}\n"
             f"recovery_minutes = {_rounded(recovery_minutes)}\n")
 
 
-__all__ = ["HEADER", "WeibullFit", "read_failure_log", "fit_weibull", "failures_table_toml"]
+# --------------------------------------------------------------------------- probability plot
+
+def product_limit(log: FailureLog) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kaplan–Meier estimate of survival by age, with left truncation and right censoring.
+
+    At each distinct failure age ``u_j`` the risk set holds the lifetimes with entry age
+    ``e_i < u_j <= a_i`` (entered before, still observed); ``Ŝ(u_j) = Π_{l<=j} (1 − d_l/n_l)``
+    with ``d_l`` failures among ``n_l`` at risk (Lawless, *Statistical Models and Methods
+    for Lifetime Data*, 2nd ed., 2003, §3.5). When no unit is observed from age 0 the
+    estimate is of ``S(t)/S(s0)``, ``s0`` the smallest entry age.
+
+    Parameters
+    ----------
+    log : FailureLog
+        The lifetimes.
+
+    Returns
+    -------
+    ages_h : np.ndarray
+        Distinct failure ages ``u_j`` [h].
+    survival : np.ndarray
+        ``Ŝ(u_j)`` [-].
+    greenwood : np.ndarray
+        Greenwood's ``Σ_{l<=j} d_l / (n_l (n_l − d_l))`` [-] (``Var Ŝ ≈ Ŝ² ·`` this).
+    """
+    entry = np.asarray(log.entry_h, dtype=float)
+    ages = entry + np.asarray(log.durations_h, dtype=float)
+    failed = np.asarray(log.failed, dtype=bool)
+    u, d = np.unique(ages[failed], return_counts=True)
+    # n_j = #{a_i >= u_j} − #{e_i >= u_j}
+    at_risk = (ages.size - np.searchsorted(np.sort(ages), u, side="left")
+               - (entry.size - np.searchsorted(np.sort(entry), u, side="left")))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        survival = np.cumprod(1.0 - d / at_risk)
+        greenwood = np.cumsum(d / (at_risk * (at_risk - d)))
+    return u, survival, greenwood
+
+
+def probability_plot(log: FailureLog, fit: WeibullFit):
+    """A Weibull probability plot of a log and its fit (needs matplotlib).
+
+    x: age ``t`` [h] on a log axis; y: ``log(−log(1 − F))``, on which a Weibull law is
+    the straight line ``k (log t − log λ)``. Points: the product-limit estimate
+    (:func:`product_limit`) with pointwise Greenwood bands (on the ``log(−log Ŝ)``
+    scale, ``se = sqrt(Σ d/(n(n−d))) / |log Ŝ|``); line: the fit, with its pointwise
+    band from the delta method on the fit's covariance. With every unit left-truncated
+    (smallest entry age ``s0 > 0``) both show the law conditioned on survival to ``s0``,
+    ``F(t) = 1 − S(t)/S(s0)``, and the fitted curve bends near ``s0``.
+
+    Parameters
+    ----------
+    log : FailureLog
+        The lifetimes the fit was made from.
+    fit : WeibullFit
+        The fit.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    mcsim.backends.BackendUnavailable
+        Without matplotlib.
+    """
+    from .plots import _plain_log_axis, _pyplot
+
+    plt = _pyplot()
+    u, survival, greenwood = product_limit(log)
+    keep = (survival > 0) & (survival < 1) & np.isfinite(greenwood)
+    u, survival, greenwood = u[keep], survival[keep], greenwood[keep]
+    z = float(stats.norm.ppf(0.5 + fit.confidence / 2))
+    y = np.log(-np.log(survival))
+    se = np.sqrt(greenwood) / np.abs(np.log(survival))
+    s0 = float(np.min(log.entry_h))
+    ages = np.asarray(log.entry_h) + np.asarray(log.durations_h)
+    grid = np.geomspace(max(s0 * 1.0001, float(np.min(ages)) / 2), float(np.max(ages)) * 1.5, 200)
+    k, lam = fit.shape, fit.scale_hours
+    g = (grid / lam) ** k - (s0 / lam) ** k                         # −log(S(t)/S(s0))
+    dg = np.array([k * ((grid / lam) ** k * np.log(grid / lam) - ((s0 / lam) ** k * math.log(s0 / lam) if s0 > 0
+                                                                    else 0.0)), -k * g])   # d/d(log k, log λ)
+    cov = np.array(fit.covariance)
+    fit_se = np.sqrt(np.einsum("in,ij,jn->n", dg, cov, dg)) / g
+    level = f"{100 * fit.confidence:g} %"
+    fig, ax = plt.subplots(figsize=(7, 5), layout="constrained")
+    ax.fill_between(grid, np.log(g) - z * fit_se, np.log(g) + z * fit_se, color="C0", alpha=0.2, lw=0,
+                    label=f"fit, pointwise {level} band")
+    ax.plot(grid, np.log(g), color="C0", label=f"Weibull fit: k = {k:.3g}, λ = {lam:.4g} h")
+    ax.errorbar(u, y, yerr=z * se, fmt="o", ms=3, color="C1", ecolor="C1", elinewidth=0.6, alpha=0.8,
+                label=f"product-limit (Kaplan–Meier) estimate, Greenwood {level}")
+    ax.set_xscale("log")
+    _plain_log_axis(ax.xaxis)
+    ax.set_xlabel("age t [h]" + (f" (conditioned on survival to {s0:.4g} h)" if s0 > 0 else ""))
+    ax.set_ylabel("log(−log(1 − F(t)))")
+    probabilities = np.array([0.001, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999])
+    right = ax.secondary_yaxis("right", functions=(lambda v: v, lambda v: v))
+    right.set_yticks(np.log(-np.log1p(-probabilities)), labels=[f"{p:g}" for p in probabilities])
+    right.set_ylabel("F(t)")
+    ax.set_title(f"Weibull probability plot: {fit.n_failures} failures, {fit.n_units} lifetimes"
+                 + (f", {fit.n_truncated} left-truncated" if fit.n_truncated else ""), fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+__all__ = ["HEADER", "ENTRY_COLUMN", "MAX_ROWS", "FailureLog", "WeibullFit", "read_failure_log", "fit_weibull",
+           "renewal_function", "failure_ratio", "start_state_note", "failures_table_toml", "product_limit",
+           "probability_plot"]
