@@ -62,11 +62,12 @@ asymptotic (large-sample) intervals and can be too narrow with few failures.
 
 How the simulator uses the law
 ------------------------------
-The simulator starts every unit new (age 0) at job start and renews it at each
-failure, so a unit's expected failures in a job of ``T`` hours are the renewal
-function ``M(T)`` (:func:`renewal_function`), not ``T / MTBF``.
-:func:`failure_ratio` gives ``M(T) · MTBF / T``; :func:`failures_table_toml` states
-it in the table's comment.
+By default (``initial_age = "stationary"``) the simulator starts each unit at its
+renewal process's equilibrium, so a job of ``T`` hours sees ``T / MTBF`` failures per
+unit on average for any shape. With ``initial_age = "new"`` every unit is new at job
+start and renewed at each failure, so its expected failures are the renewal function
+``M(T)`` (:func:`renewal_function`): :func:`failure_ratio` gives ``M(T) · MTBF / T``;
+:func:`failures_table_toml` states both in the table's comment.
 """
 
 from __future__ import annotations
@@ -465,7 +466,7 @@ def renewal_function(t_over_scale: float, shape: float) -> float:
 
 
 def failure_ratio(shape: float, mtbf_hours: float, job_hours: float) -> float:
-    """Failures a job sees under the simulator's start state, over those of an exponential law.
+    """Failures a job sees with ``initial_age = "new"``, over those of an exponential law.
 
     Every unit starts new at job start (``t = 0``) and is renewed at each failure, so
     its expected failures in ``job_hours`` are ``M(T)``; an exponential law with the
@@ -499,15 +500,18 @@ def start_state_note(shape: float, mtbf_hours: float) -> str:
     """Comment lines saying how the simulator will use a fitted law (each starts with ``#``)."""
     ratios = {days: failure_ratio(shape, mtbf_hours, 24.0 * days) for days in _JOB_DAYS}
     others = ", ".join(f"{d} day{'s' if d > 1 else ''}: {ratios[d]:.3g}x" for d in _JOB_DAYS if d != 30)
+    head = ("# The simulator starts each unit at its renewal process's equilibrium by default\n"
+            "# (initial_age = \"stationary\"): a job of T hours on N units then sees N * T / MTBF failures\n"
+            "# on average whatever the shape; the shape changes how they cluster. A unit that fails is\n"
+            "# renewed (new).")
     if shape == 1.0:
-        effect = "shape 1 (exponential): the start state does not change the failure rate"
+        effect = "shape 1 (exponential): no start state changes the failure rate"
     else:
         direction = "< 1 the early hazard is above 1/MTBF" if shape < 1 else "> 1 new units fail less at first"
-        effect = (f"with shape k = {shape:g} {direction}, so a 30-day job on any number of units sees\n"
-                  f"# about {ratios[30]:.3g} times the failures of an exponential law with the same MTBF "
-                  f"({others}; renewal function M(T) * MTBF / T)")
-    return ("# The simulator starts every unit new at job start (t = 0) and renews it at each failure;\n"
-            f"# {effect}.\n")
+        effect = (f"With initial_age = \"new\" (a freshly installed cluster) and shape k = {shape:g} {direction},\n"
+                  f"# so a 30-day job on any number of units sees about {ratios[30]:.3g} times the failures of an\n"
+                  f"# exponential law with the same MTBF ({others}; renewal function M(T) * MTBF / T)")
+    return f"{head}\n# {effect}.\n"
 
 
 def _rounded(value: float, digits: int = 4) -> str:

@@ -356,7 +356,7 @@ def test_ratio_matches_the_simulator():
 
     raw = copy.deepcopy(SMALL_SCENARIO)
     raw["failures"] = [{"name": "gpu", "scope": "gpu", "shape": 0.7, "mtbf_hours": 2000.0,
-                        "recovery_minutes": 0.0}]
+                        "recovery_minutes": 0.0, "initial_age": "new"}]
     raw["checkpoint"] = {"strategy": "sync", "interval": {"iterations": 1}}
     raw["run"] = {"runs": 1000, "seed": 3, "mode": "fast", "max_wall_days": 365.0}
     ds = simulate(scenario_from_dict(raw, source="test"), progress=False)
@@ -370,6 +370,13 @@ def test_ratio_matches_the_simulator():
     exponential = 64 * wall.mean() / 2000.0
     assert failures.mean() > exponential + 4 * se                  # k < 1 and new units: more failures
     assert expected / exponential == pytest.approx(failure_ratio(0.7, 2000.0, wall.mean()), rel=1e-12)
+    # The default start (stationary, the table's first claim): 64 W / MTBF whatever the shape.
+    raw["failures"][0]["initial_age"] = "stationary"
+    raw["run"]["runs"] = 4000
+    ds = simulate(scenario_from_dict(raw, source="test"), progress=False)
+    failures = ds["n_failures"].values.ravel()
+    stationary = 64 * ds["wall_time"].values.mean() / 2000.0
+    assert abs(failures.mean() - stationary) < 4 * failures.std() / math.sqrt(failures.size)
 
 
 def test_table_says_how_the_shape_is_used():
@@ -377,14 +384,15 @@ def test_table_says_how_the_shape_is_used():
     fit = fit_weibull(durations, failed)
     text = failures_table_toml(fit, "gpu")
     table = tomllib.loads(text)["failures"][0]
-    assert "new at job start (t = 0)" in text
+    assert 'initial_age = "stationary"' in text and "N * T / MTBF failures" in text
     ratio = failure_ratio(table["shape"], table["mtbf_hours"], 720.0)   # from the values the scenario gets
     assert ratio > 1.5
-    assert f"a 30-day job on any number of units sees\n# about {ratio:.3g} times the failures" in text
+    assert 'With initial_age = "new"' in text
+    assert f"a 30-day job on any number of units sees about {ratio:.3g} times the failures" in text
     assert all(line.startswith("#") for line in text.split("[[failures]]")[0].splitlines())
     exponential = fit_weibull(*censored_sample(1.0, 500.0, units=500, censored_fraction=0.3, seed=6)[:2])
     exponential_text = failures_table_toml(exponential, "gpu")
-    assert "new at job start" in exponential_text
+    assert "initial_age = \"stationary\"" in exponential_text
 
 
 # ---------------------------------------------------------------- left truncation (item 23)
@@ -594,7 +602,7 @@ def test_a_failed_write_leaves_no_output(failing, tmp_path, capsys, monkeypatch)
     path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
     status = main(["fit-failures", str(path), "--plot", str(tmp_path / "f.png"), "-o", str(tmp_path / "t.toml")])
     err = capsys.readouterr().err
-    assert status == 2 and err.count("\n") == 1 and "No space left" in err, err
+    assert status == 1 and err.count("\n") == 1 and "No space left" in err, err  # 1: the machine refused the bytes (docs/model.md §6b)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.csv"]
 
 
