@@ -47,8 +47,16 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="override a scenario value (a [list] adds a sweep axis); repeatable")
     run.add_argument("-o", "--output", help="output file (default: results/<scenario name>.nc)")
     run.add_argument("--quiet", action="store_true", help="no progress bar and no table")
-    run.add_argument("--workers", type=int, help="run on a local dask cluster of N worker processes")
-    run.add_argument("--scheduler", metavar="ADDRESS", help="run on the dask scheduler at ADDRESS (tcp://host:port)")
+    run.add_argument("--workers", type=int, help="run on a local dask cluster of N worker processes "
+                                                 "(at most the CPUs available)")
+    run.add_argument("--scheduler", metavar="ADDRESS",
+                     help="run on the dask scheduler at ADDRESS (tcp://host:port); it must answer within "
+                          "MCSIM_SCHEDULER_TIMEOUT seconds (default 10)")
+    run.add_argument("--max-memory", metavar="SIZE", default=None,
+                     help="refuse scenarios whose results need more memory than SIZE (e.g. 16G, inf; "
+                          "default: half the available memory)")
+    run.add_argument("--max-hours", type=float, default=None, metavar="H",
+                     help="refuse runs estimated to take longer than H hours (default 24; inf: no limit)")
     run.add_argument("--chunk-runs", type=int, default=None, metavar="N",
                      help="runs per task (default 250); results do not depend on it")
     run.add_argument("--no-resume", action="store_true",
@@ -180,8 +188,24 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
     return lines
 
 
+def _cmd_run_within_limits(args: argparse.Namespace) -> int:
+    """``mcsim run`` under the memory and time limits of ``--max-memory`` and ``--max-hours``."""
+    from .budget import limits, parse_bytes
+
+    try:
+        max_memory = None if args.max_memory is None else parse_bytes(args.max_memory)
+    except ValueError as err:
+        print(f"mcsim: error: --max-memory: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.max_hours is not None and not args.max_hours > 0:
+        print(f"mcsim: error: --max-hours: expected a number of hours > 0, got {args.max_hours:g}", file=sys.stderr)
+        return EXIT_USAGE
+    with limits(max_memory, args.max_hours):
+        return _cmd_run(args)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .backends import BackendUnavailable
+    from .backends import BackendUnavailable, usable_cpus
     from .netcdf import write_results
     from .resume import PieceStore, sweep_key
     from .scenario import load_scenario
@@ -201,6 +225,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.scheduler:
         print("mcsim: error: --workers and --scheduler: give one of them", file=sys.stderr)
         return EXIT_USAGE
+    if args.workers is not None and args.workers > (cpus := usable_cpus()):
+        print(f"mcsim: error: --workers: expected at most {cpus} (the CPUs this process may use; more "
+              f"worker processes only add memory), got {args.workers}", file=sys.stderr)
+        return EXIT_USAGE
     _check_feasible(scenario)
     chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
     store = None if args.no_resume else PieceStore(output, sweep_key(scenario, chunk))
@@ -218,8 +246,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (OSError, TimeoutError) as err:
         if not args.scheduler:
             raise
-        print(f"mcsim: error: --scheduler {args.scheduler}: cannot use it ({err})", file=sys.stderr)
+        print(f"mcsim: error: --scheduler: {args.scheduler}: lost the scheduler ({err})", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # the backend (and any dask cluster) is closed by now
+        kept = f"; finished tasks are kept in {store.folder}: rerun the same command to resume" \
+            if store is not None and store.folder.is_dir() else ""
+        print(f"mcsim: interrupted; no output written{kept}", file=sys.stderr)
+        return 130
     try:
         write_results(ds, output)
     except OSError as err:
@@ -453,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "run":
-            return _cmd_run(args)
+            return _cmd_run_within_limits(args)
         if args.command == "validate":
             return _cmd_validate(args)
         if args.command == "fit-failures":
