@@ -119,23 +119,19 @@ class _Execution:
         self.backend, self.configs, self.run, self.store, self.bar = backend, configs, run, store, bar
         self.notify = notify
 
-    def execute(self, tasks: list[Task], what: str = "tasks", on_task=None) -> dict[Task, np.ndarray]:
-        """Rows of every task: saved ones loaded, the others run and saved; ``on_task(task)`` as each is done."""
-        rows_of: dict[Task, np.ndarray] = {}
+    def execute(self, tasks: list[Task], on_rows, what: str = "tasks") -> None:
+        """Call ``on_rows(task, rows)`` for every task: saved ones loaded, the others run and saved."""
         pending = []
         for task in tasks:
             rows = self.store.load(task) if self.store is not None else None
             if rows is None:
                 pending.append(task)
             else:
-                rows_of[task] = rows
                 self.bar.update(task.runs)
+                on_rows(task, rows)
         if self.notify is not None and len(pending) < len(tasks):
             self.notify(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} {what} already done "
                         f"({self.store.folder})")
-        for task in rows_of:
-            if on_task is not None:
-                on_task(task)
         reported = 0
 
         def on_runs(n: int) -> None:
@@ -144,14 +140,11 @@ class _Execution:
             self.bar.update(n)
 
         for task, rows in self.backend.run(pending, self.configs, self.run.seed, self.run.mode, on_runs=on_runs):
-            rows_of[task] = rows
             if self.store is not None:
                 self.store.save(task, rows)
             self.bar.update(task.runs - reported)
             reported = 0
-            if on_task is not None:
-                on_task(task)
-        return rows_of
+            on_rows(task, rows)
 
 
 def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -> dict[int, IntervalOptimum]:
@@ -170,12 +163,14 @@ def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -
         return [task for i, ks in points.items() for k in ks if k not in evaluated[i]
                 for task in plan_tasks([i], runs, chunk, optimize_every=k)]
 
-    def collect(rows_of: dict[Task, np.ndarray]) -> None:
-        chunks: dict[tuple[int, int], list[Task]] = {}
+    def collect(tasks: list[Task]) -> None:
+        rows_of: dict[Task, np.ndarray] = {}
+        execution.execute(tasks, rows_of.__setitem__, "interval optimiser tasks")
+        points: dict[tuple[int, int], list[Task]] = {}
         for task in rows_of:
-            chunks.setdefault((task.config, task.optimize_every), []).append(task)
-        for (i, k), tasks in chunks.items():
-            rows = np.concatenate([rows_of[t] for t in sorted(tasks, key=lambda t: t.start)])
+            points.setdefault((task.config, task.optimize_every), []).append(task)
+        for (i, k), chunks in points.items():
+            rows = np.concatenate([rows_of[t] for t in sorted(chunks, key=lambda t: t.start)])
             evaluated[i][k] = searches[i].objective_per_run(k, rows)
 
     coarse = grid_tasks({i: search.coarse() for i, search in searches.items()})
@@ -183,12 +178,12 @@ def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -
     fine_bound = FINE_POINTS * runs * len(indices)  # until the fine grids are known
     bar.total += sum(t.runs for t in coarse) + fine_bound
     bar.refresh()
-    collect(execution.execute(coarse, "interval optimiser tasks"))
+    collect(coarse)
     fine = grid_tasks({i: searches[i].fine({k: float(v.mean()) for k, v in evaluated[i].items()})
                        for i in indices})
     bar.total += sum(t.runs for t in fine) - fine_bound
     bar.refresh()
-    collect(execution.execute(fine, "interval optimiser tasks"))
+    collect(fine)
     optima = {i: searches[i].optimum(evaluated[i], run.seed + OPTIMIZE_SEED_OFFSET) for i in indices}
     if execution.notify is not None:
         for i, optimum in optima.items():
@@ -280,17 +275,17 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
             for task in tasks:
                 left[task.config] += 1
             done = [0]
+            outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
 
-            def on_task(task: Task) -> None:
+            def place(task: Task, rows: np.ndarray) -> None:
+                outs[task.config][task.start:task.stop] = rows
                 left[task.config] -= 1
                 done[0] += left[task.config] == 0
                 bar.set_postfix_str(f"{done[0]}/{len(feasible)} configurations, "
                                     f"{done[0] / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
                                     refresh=False)
 
-            outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
-            for task, rows in execution.execute(tasks, on_task=on_task).items():
-                outs[task.config][task.start:task.stop] = rows
+            execution.execute(tasks, place)
     finally:
         backend.close()
 
