@@ -157,6 +157,24 @@ async def _identity(address: str, timeout_s: float) -> dict:
         comm.abort()
 
 
+def _in_own_thread(call: Callable[[], object]) -> object:
+    """``call()`` in a new thread (its own event loop even where one runs here, e.g. Jupyter)."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as err:  # re-raised in the caller's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=target, name="mcsim scheduler probe", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def probe_scheduler(address: str, timeout_s: float) -> int:
     """Threads of the dask scheduler at ``address``; raises BackendUnavailable unless one answers.
 
@@ -166,7 +184,7 @@ def probe_scheduler(address: str, timeout_s: float) -> int:
     bounded by ``timeout_s``.
     """
     try:
-        reply = asyncio.run(_identity(address, timeout_s))
+        reply = _in_own_thread(lambda: asyncio.run(_identity(address, timeout_s)))
     except (OSError, asyncio.TimeoutError, TimeoutError) as err:
         raise BackendUnavailable(f"--scheduler: {address}: no dask scheduler answered within {timeout_s:g} s "
                                  f"({type(err).__name__}{': ' + str(err) if str(err) else ''}); "

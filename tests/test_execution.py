@@ -272,6 +272,31 @@ def test_time_limit_can_be_lowered_and_raised():
         assert mcsim.simulate(scenario, progress=False).sizes["run"] == 50
 
 
+def test_scheduler_without_workers_is_estimated_but_not_refused():
+    # A dask-jobqueue cluster still scaling has no workers: the wall time is unknown, not infinite.
+    idle = budget.TimeEstimate(cpu_s=1e9, parallelism=0, longest_run_s=1.0)
+    budget.check_time(idle, "s.toml")
+    assert "no workers yet" in idle.describe()
+    with pytest.raises(ScenarioError, match="more than the limit of 24 h"):
+        budget.check_time(budget.TimeEstimate(cpu_s=1e9, parallelism=4, longest_run_s=1.0), "s.toml")
+
+
+def test_scheduler_probe_works_inside_a_running_event_loop():
+    # In Jupyter an event loop runs in the main thread; asyncio.run() there raises RuntimeError.
+    import asyncio
+
+    from dask.distributed import LocalCluster
+
+    from mcsim.backends import probe_scheduler
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
+                      dashboard_address=None) as cluster:
+        async def inside() -> int:
+            return probe_scheduler(cluster.scheduler_address, 5.0)
+
+        assert asyncio.run(inside()) == 1
+
+
 def test_run_estimate_matches_the_simulated_mean_with_exponential_failures():
     # One cluster-scope exponential failure unit, no stragglers: the kernel is Daly's renewal model,
     # whose expected time per segment x is M e^(R/M) (e^(x/M) - 1), and E[failures] = E[wall] / M
