@@ -247,9 +247,11 @@ class DaskBackend:
             self.parallelism = threads  # 0: no workers yet (e.g. a dask-jobqueue cluster still scaling)
             self.description = f"dask scheduler {address} ({threads} worker threads)"
         else:
+            # Workers log at CRITICAL only: a closing cluster makes them log heartbeat failures
+            # (task errors still reach the caller through the futures).
             with _sigint_ignored():  # the worker processes inherit "ignore" (see dask_setup)
                 self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=logging.ERROR,
+                                             dashboard_address=None, silence_logs=logging.CRITICAL,
                                              preload=["mcsim.backends"])
                 self.client = Client(self._cluster)
             self.parallelism = workers
