@@ -6,25 +6,80 @@ their run indices, so the result never depends on the backend, the order of
 completion, or the chunk size.
 
 * :class:`LocalBackend` (default): tasks one after another in this process;
-  each uses all Numba threads over its runs.
+  each uses all Numba threads over its runs, in kernel calls of bounded work
+  (about :data:`CALL_SECONDS`), so that progress is reported and Ctrl-C acts
+  between calls rather than after a whole task.
 * :class:`DaskBackend`: ``workers=N`` starts a ``dask.distributed.LocalCluster``
-  of N single-threaded worker processes; ``scheduler=ADDRESS`` connects to a
-  running scheduler, the way a SLURM or Kubernetes cluster is reached through
-  dask-jobqueue or dask-kubernetes (see the README). Needs the ``dask`` extra.
+  of N single-threaded worker processes (at most the CPUs this process may
+  use); ``scheduler=ADDRESS`` connects to a running scheduler, the way a SLURM
+  or Kubernetes cluster is reached through dask-jobqueue or dask-kubernetes
+  (see the README). The address is checked for its form and the scheduler must
+  answer within :func:`scheduler_timeout_s` seconds. Needs the ``dask`` extra.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 
+import numba
 import numpy as np
 
+from .kernels.montecarlo import N_OUT
 from .scenario import Config
-from .tasks import Task, run_task
+from .tasks import Task, estimate_run, execute, kernel_inputs, run_kernel, task_inputs
+
+# Target duration of one local kernel call, s: Ctrl-C acts and the progress bar
+# moves at least this often (plus the length of one run, which cannot be split).
+CALL_SECONDS = 0.5
+# Seconds to wait for a dask scheduler to answer (env MCSIM_SCHEDULER_TIMEOUT overrides).
+DEFAULT_SCHEDULER_TIMEOUT_S = 10.0
+_ADDRESS = re.compile(r"^(?:(?P<protocol>tcp|tls)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
+
+OnRuns = Callable[[int], None]
 
 
 class BackendUnavailable(RuntimeError):
-    """The requested backend cannot be used (the dask extra is not installed)."""
+    """The requested backend cannot be used (no dask extra, bad or silent scheduler)."""
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def runs_per_call(run_s: float, threads: int, call_s: float = CALL_SECONDS) -> int:
+    """Runs per kernel call so that a call takes about ``call_s`` seconds.
+
+    Parameters
+    ----------
+    run_s : float
+        Seconds one run takes on one thread.
+    threads : int
+        Numba threads sharing the call's runs.
+    call_s : float
+        Target duration of a call, s.
+
+    Returns
+    -------
+    int
+        A multiple of ``threads`` (at least ``threads``: one run per thread).
+    """
+    if not (run_s > 0 and math.isfinite(run_s)):
+        return threads
+    per_thread = max(1, int(call_s / run_s))
+    return threads * min(per_thread, 1_000_000)
 
 
 class LocalBackend:
@@ -32,13 +87,142 @@ class LocalBackend:
 
     description = "local"
 
-    def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int,
-            mode: str) -> Iterator[tuple[Task, np.ndarray]]:
+    def __init__(self, call_s: float = CALL_SECONDS) -> None:
+        self.call_s = call_s
+        self._ratio = 1.0  # measured / estimated seconds per run, learned from the calls so far
+
+    @property
+    def parallelism(self) -> int:
+        """Runs simulated at the same time (Numba threads)."""
+        return numba.get_num_threads()
+
+    def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str,
+            on_runs: OnRuns | None = None) -> Iterator[tuple[Task, np.ndarray]]:
+        """Run ``tasks`` in order; ``on_runs(n)`` after every kernel call of ``n`` runs."""
+        threads = numba.get_num_threads()
         for task in tasks:
-            yield task, run_task(configs[task.config], seed, mode, task.start, task.stop)
+            cfg, task_seed = task_inputs(task, configs[task.config], seed)
+            inputs = kernel_inputs(cfg, mode)
+            estimate_s = max(estimate_run(inputs).seconds, 1e-9)
+            rows = np.empty((task.runs, N_OUT))
+            start = task.start
+            while start < task.stop:
+                stop = min(task.stop, start + runs_per_call(estimate_s * self._ratio, threads, self.call_s))
+                began = time.perf_counter()
+                rows[start - task.start:stop - task.start] = run_kernel(inputs, task_seed, start, stop)
+                self._learn(time.perf_counter() - began, stop - start, threads, estimate_s)
+                if on_runs is not None:
+                    on_runs(stop - start)
+                start = stop
+            yield task, rows
+
+    def _learn(self, elapsed_s: float, runs: int, threads: int, estimate_s: float) -> None:
+        """Update the measured/estimated ratio from one call (calls too short to time are ignored)."""
+        if elapsed_s < 0.02:
+            return
+        measured = elapsed_s * min(threads, runs) / runs
+        self._ratio = min(max(measured / estimate_s, self._ratio / 8.0), self._ratio * 8.0)
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def scheduler_timeout_s() -> float:
+    """Seconds to wait for a scheduler: ``MCSIM_SCHEDULER_TIMEOUT`` or 10."""
+    text = os.environ.get("MCSIM_SCHEDULER_TIMEOUT", "")
+    try:
+        value = float(text)
+    except ValueError:
+        return DEFAULT_SCHEDULER_TIMEOUT_S
+    return value if 0 < value < math.inf else DEFAULT_SCHEDULER_TIMEOUT_S
+
+
+def check_scheduler_address(address: str) -> str:
+    """``address`` as ``tcp://HOST:PORT`` (or ``tls://``); raises BackendUnavailable if malformed."""
+    match = _ADDRESS.match(address.strip())
+    if not match or not 1 <= int(match["port"]) <= 65535:
+        raise BackendUnavailable(f"--scheduler: {address!r}: expected an address tcp://HOST:PORT "
+                                 "(or tls://HOST:PORT) with a port 1-65535")
+    return f"{match['protocol'] or 'tcp'}://{match['host']}:{match['port']}"
+
+
+async def _identity(address: str, timeout_s: float) -> dict:
+    from distributed.comm import connect
+
+    comm = await asyncio.wait_for(connect(address, timeout=timeout_s), timeout_s)
+    try:
+        await asyncio.wait_for(comm.write({"op": "identity", "reply": True}), timeout_s)
+        return await asyncio.wait_for(comm.read(), timeout_s)
+    finally:
+        comm.abort()
+
+
+def _in_own_thread(call: Callable[[], object]) -> object:
+    """``call()`` in a new thread (its own event loop even where one runs here, e.g. Jupyter)."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as err:  # re-raised in the caller's thread
+            outcome["error"] = err
+
+    thread = threading.Thread(target=target, name="mcsim scheduler probe", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def probe_scheduler(address: str, timeout_s: float) -> int:
+    """Threads of the dask scheduler at ``address``; raises BackendUnavailable unless one answers.
+
+    ``dask.distributed.Client(address, timeout=...)`` waits forever on a peer
+    that accepts the connection and never answers (a plain TCP listener, an
+    HTTP server): the scheduler's identity is asked for first, every step
+    bounded by ``timeout_s``.
+    """
+    try:
+        reply = _in_own_thread(lambda: asyncio.run(_identity(address, timeout_s)))
+    except (OSError, asyncio.TimeoutError, TimeoutError) as err:
+        raise BackendUnavailable(f"--scheduler: {address}: no dask scheduler answered within {timeout_s:g} s "
+                                 f"({type(err).__name__}{': ' + str(err) if str(err) else ''}); "
+                                 "MCSIM_SCHEDULER_TIMEOUT sets the wait") from None
+    except Exception as err:  # garbage from a peer that is not dask (decode errors of any kind)
+        raise BackendUnavailable(f"--scheduler: {address}: the peer is not a dask scheduler "
+                                 f"({type(err).__name__})") from None
+    if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
+        kind = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
+        raise BackendUnavailable(f"--scheduler: {address}: expected a dask scheduler, got {kind!r}")
+    return int(reply.get("total_threads") or 0)
+
+
+def dask_setup(worker) -> None:  # noqa: ARG001 - the dask preload interface
+    """Preload of mcsim's LocalCluster workers: Ctrl-C is the parent's to handle.
+
+    A terminal's Ctrl-C reaches every process of the foreground group; the
+    workers ignore it (also when a nanny restarts one) and are closed by the
+    parent, which prints one line.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while worker processes start: a spawned process keeps an ignored SIGINT.
+
+    Ctrl-C during the few seconds a LocalCluster takes to start is therefore
+    ignored; afterwards the parent handles it (and closes the cluster).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class DaskBackend:
@@ -51,17 +235,31 @@ class DaskBackend:
             raise BackendUnavailable("--workers and --scheduler need dask.distributed: "
                                      "pip install 'mcsim[dask]'") from err
         self._cluster = None
+        self._futures: list = []
         if scheduler:
-            self.client = Client(scheduler)
-            self.description = f"dask scheduler {scheduler}"
+            address = check_scheduler_address(scheduler)
+            timeout_s = scheduler_timeout_s()
+            threads = probe_scheduler(address, timeout_s)
+            try:
+                self.client = Client(address, timeout=timeout_s)
+            except (OSError, TimeoutError) as err:
+                raise BackendUnavailable(f"--scheduler: {address}: cannot connect ({err})") from None
+            self.parallelism = threads  # 0: no workers yet (e.g. a dask-jobqueue cluster still scaling)
+            self.description = f"dask scheduler {address} ({threads} worker threads)"
         else:
-            self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                         dashboard_address=None)
-            self.client = Client(self._cluster)
+            # Workers log at CRITICAL only: a closing cluster makes them log heartbeat failures
+            # (task errors still reach the caller through the futures).
+            with _sigint_ignored():  # the worker processes inherit "ignore" (see dask_setup)
+                self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                             dashboard_address=None, silence_logs=logging.CRITICAL,
+                                             preload=["mcsim.backends"])
+                self.client = Client(self._cluster)
+            self.parallelism = workers
             self.description = f"dask LocalCluster of {workers} workers"
 
-    def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int,
-            mode: str) -> Iterator[tuple[Task, np.ndarray]]:
+    def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str,
+            on_runs: OnRuns | None = None) -> Iterator[tuple[Task, np.ndarray]]:
+        """Submit every task, yield each as it finishes (``on_runs`` is not used: tasks are whole)."""
         from dask.distributed import as_completed
 
         scattered = {}
@@ -69,23 +267,48 @@ class DaskBackend:
         for task in tasks:
             if task.config not in scattered:
                 scattered[task.config] = self.client.scatter(configs[task.config], broadcast=False)
-            future = self.client.submit(run_task, scattered[task.config], seed, mode, task.start,
-                                        task.stop, 1, pure=False)
+            future = self.client.submit(execute, task, scattered[task.config], seed, mode, 1, pure=False)
             futures[future] = task
+        self._futures = list(futures) + list(scattered.values())
         for future in as_completed(futures):
             yield futures[future], future.result()
 
     def close(self) -> None:
-        """Close the client and any cluster this backend started."""
-        self.client.close()
-        if self._cluster is not None:
-            self._cluster.close()
+        """Cancel what is left, close the client and any cluster this backend started, quietly."""
+        quiet = logging.getLogger("distributed")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL + 1)  # an interrupted cluster logs lost futures and closed comms
+        try:
+            if self._futures:
+                self.client.cancel(self._futures, force=True)
+            if self._cluster is not None:
+                self._cluster.close()
+            self.client.close()
+        finally:
+            quiet.setLevel(level)
 
 
-def make_backend(workers: int | None = None, scheduler: str | None = None):
-    """The backend for the given options: local unless ``workers`` or ``scheduler`` is set."""
+def make_backend(workers: int | None = None, scheduler: str | None = None) -> LocalBackend | DaskBackend:
+    """The backend for the given options: local unless ``workers`` or ``scheduler`` is set.
+
+    Raises
+    ------
+    ValueError
+        ``workers`` below 1 or above :func:`usable_cpus` (more worker processes
+        than CPUs only add memory: each holds its own copy of the kernels).
+    BackendUnavailable
+        No dask extra, a malformed scheduler address, or no scheduler answering.
+    """
     if workers is None and not scheduler:
         return LocalBackend()
-    if workers is not None and workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers is not None:
+        check_workers(workers)
     return DaskBackend(workers=workers, scheduler=scheduler)
+
+
+def check_workers(workers: int) -> None:
+    """Raise ValueError unless ``1 <= workers <= usable_cpus()``."""
+    cpus = usable_cpus()
+    if not 1 <= workers <= cpus:
+        raise ValueError(f"expected a whole number from 1 to {cpus} (the CPUs this process may use), "
+                         f"got {workers}")

@@ -74,9 +74,16 @@ def _build_parser() -> argparse.ArgumentParser:
                           "see docs/model.md §1)")
     run.add_argument("--quiet", action="store_true", help="no progress bar and no table (default: shown)")
     run.add_argument("--workers", type=int, metavar="N",
-                     help="run on a local dask cluster of N worker processes (default: in this process)")
+                     help="run on a local dask cluster of N worker processes, at most the CPUs available "
+                          "(default: in this process)")
     run.add_argument("--scheduler", metavar="ADDRESS",
-                     help="run on the dask scheduler at ADDRESS, tcp://host:port (default: none)")
+                     help="run on the dask scheduler at ADDRESS (tcp://host:port); it must answer within "
+                          "MCSIM_SCHEDULER_TIMEOUT seconds, default 10 (default: none)")
+    run.add_argument("--max-memory", metavar="SIZE", default=None,
+                     help="refuse scenarios whose results need more memory than SIZE (e.g. 16G, inf; "
+                          "default: half the available memory)")
+    run.add_argument("--max-hours", type=float, default=None, metavar="H",
+                     help="refuse runs estimated to take longer than H hours (default 24; inf: no limit)")
     run.add_argument("--chunk-runs", type=int, default=None, metavar="N",
                      help=f"runs per task (default {DEFAULT_CHUNK_RUNS}); results do not depend on it")
     run.add_argument("--no-resume", action="store_true",
@@ -272,9 +279,25 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
     return lines
 
 
+def _cmd_run_within_limits(args: argparse.Namespace) -> int:
+    """``mcsim run`` under the memory and time limits of ``--max-memory`` and ``--max-hours``."""
+    from .budget import limits, parse_bytes
+
+    try:
+        max_memory = None if args.max_memory is None else parse_bytes(args.max_memory)
+    except ValueError as err:
+        print(f"mcsim: error: --max-memory: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.max_hours is not None and not args.max_hours > 0:
+        print(f"mcsim: error: --max-hours: expected a number of hours > 0, got {args.max_hours:g}", file=sys.stderr)
+        return EXIT_USAGE
+    with limits(max_memory, args.max_hours):
+        return _cmd_run(args)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .atomic import OutputBusy, output_lock
-    from .backends import BackendUnavailable
+    from .backends import BackendUnavailable, usable_cpus
     from .netcdf import is_result_file, write_results
     from .resume import PieceStore, PieceWriteError
     from .scenario import load_scenario
@@ -299,6 +322,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if args.workers is not None and args.scheduler:
         print("mcsim: error: --workers and --scheduler: give one of them", file=sys.stderr)
+        return EXIT_USAGE
+    if args.workers is not None and args.workers > (cpus := usable_cpus()):
+        print(f"mcsim: error: --workers: expected at most {cpus} (the CPUs this process may use; more "
+              f"worker processes only add memory), got {args.workers}", file=sys.stderr)
         return EXIT_USAGE
     _check_feasible(scenario)
     chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
@@ -330,8 +357,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except (OSError, TimeoutError) as err:
             if not args.scheduler:
                 raise
-            print(f"mcsim: error: --scheduler {args.scheduler}: cannot use it ({err})", file=sys.stderr)
+            print(f"mcsim: error: --scheduler: {args.scheduler}: lost the scheduler ({err})", file=sys.stderr)
             return EXIT_USAGE
+        except KeyboardInterrupt:  # the backend (and any dask cluster) is closed by now
+            kept = f"; finished tasks are kept in {store.folder}: rerun the same command to resume" \
+                if store is not None and store.folder.is_dir() else ""
+            print(f"mcsim: interrupted; no output written{kept}", file=sys.stderr)
+            return 130
         if problem := _output_problem(output, inputs, is_result_file):  # something put there meanwhile
             print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
             return EXIT_USAGE
@@ -731,7 +763,7 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         if args.command == "run":
-            return _cmd_run(args)
+            return _cmd_run_within_limits(args)
         if args.command == "validate":
             return _cmd_validate(args)
         if args.command == "fit-failures":

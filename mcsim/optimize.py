@@ -9,9 +9,15 @@ the fine grid in log(interval): the checkpoint overhead ``C/tau + tau/(2M)`` is
 symmetric in log(tau) around its minimum, so the parabola fits it well. Its 95 %
 interval comes from a bootstrap over runs (resampled runs, refitted vertex).
 
-With exponential failures the optimum lands near Daly's formula (tested within
-10 %); with Weibull failures of shape k < 1 (early failures more likely) it moves,
-and docs/model.md shows by how much.
+With exponential failures the optimum lands near Daly's formula; with Weibull
+failures of shape k < 1 (early failures more likely) it moves, and docs/model.md
+shows by how much.
+
+:class:`IntervalSearch` holds the grid logic only; who runs the grid points is
+up to the caller. :func:`mcsim.simulate` runs them as tasks (``Task.optimize_every``)
+on the scenario's backend, progress bar and resume store; :func:`optimize_interval`
+runs them here, for one configuration. This module does not import
+:mod:`mcsim.simulate`.
 """
 
 from __future__ import annotations
@@ -23,12 +29,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checkpointing import checkpoint_plan, daly_interval_s
+from .energy import ENERGY_PARTS, J_PER_MWH, power_model, run_cost_usd, run_energy_j
 from .kernels import montecarlo as mc
 from .scenario import Config
 from .schema import Interval
+from .tasks import run_task, with_fixed_interval
 from .workload import workload
 
 OBJECTIVES = ("wall_time", "energy", "cost")
+COARSE_SPREAD, COARSE_POINTS = 4.0, 11
+FINE_SPREAD, FINE_POINTS = 1.8, 9
 
 
 @dataclass(frozen=True)
@@ -44,15 +54,32 @@ class IntervalOptimum:
     grid_mean: tuple[float, ...]   # objective mean at each (units of the output variable)
 
 
-def _objective_per_run(cfg: Config, every: int, runs: int, seed: int, mode: str, objective: str) -> np.ndarray:
-    from .simulate import _per_run_outputs, simulate_config
+def objective_per_run(cfg: Config, every: int, rows: np.ndarray, objective: str) -> np.ndarray:
+    """Per-run objective of ``cfg`` checkpointed every ``every`` iterations, from its kernel rows.
 
-    fixed = dataclasses.replace(cfg, checkpoint=dataclasses.replace(
-        cfg.checkpoint, interval=Interval("iterations", float(every))))
-    out, wl, plan = simulate_config(fixed, runs, seed, mode)
+    Parameters
+    ----------
+    cfg : Config
+        The configuration (its own interval setting is ignored).
+    every : int
+        Iterations between checkpoints the rows were simulated with.
+    rows : ndarray
+        Kernel output ``(runs, N_OUT)``.
+    objective : {"wall_time", "energy", "cost"}
+        Wall time [h], facility energy [MWh] or cost [USD] per run, as the output
+        variables of the same names.
+    """
+    wall_s = rows[:, mc.OUT_WALL_S]
     if objective == "wall_time":
-        return out[:, mc.OUT_WALL_S] / 3600.0
-    return _per_run_outputs(fixed, wl, plan, out)[objective]
+        return wall_s / 3600.0
+    fixed = with_fixed_interval(cfg, every)
+    wl = workload(fixed)
+    energy = run_energy_j(fixed, wl, checkpoint_plan(fixed, wl), power_model(fixed, wl), rows)
+    total_j = sum(energy[k] for k in ENERGY_PARTS)
+    if objective == "energy":
+        return total_j / J_PER_MWH
+    cost = run_cost_usd(fixed, wall_s, total_j)
+    return cost["allocation"] + cost["electricity"]
 
 
 def _vertex(log_k: np.ndarray, means: np.ndarray) -> float:
@@ -62,9 +89,93 @@ def _vertex(log_k: np.ndarray, means: np.ndarray) -> float:
     return float(np.clip(-b / (2 * a), log_k[0], log_k[-1]))
 
 
+class IntervalSearch:
+    """The grid of one configuration's interval search: coarse points, fine points, the fit.
+
+    Parameters
+    ----------
+    cfg : Config
+        A feasible configuration (its own interval setting is ignored).
+    objective : {"wall_time", "energy", "cost"}
+        Per-run output whose mean is minimised.
+    """
+
+    def __init__(self, cfg: Config, objective: str = "wall_time") -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        wl = workload(cfg)
+        if not wl.feasible:
+            raise ValueError(f"infeasible configuration: {wl.infeasible_reason}")
+        daly = dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint,
+                                                                       interval=Interval("young_daly")))
+        plan = checkpoint_plan(daly, wl)
+        self.cfg = cfg
+        self.objective = objective
+        self.iteration_s = wl.iteration_time_s
+        self.k_daly = plan.every_iterations
+        self.k_max = max(1, wl.iterations)  # an interval of all iterations: no checkpoint at all
+        self.daly_s = daly_interval_s(plan.stall_s, plan.system_mtbf_s)
+
+    def _grid(self, center: float, spread: float, points: int) -> list[int]:
+        raw = np.exp(np.linspace(math.log(center / spread), math.log(center * spread), points))
+        return sorted({int(min(self.k_max, max(1, round(k)))) for k in raw})
+
+    def coarse(self) -> list[int]:
+        """Intervals (iterations) of the coarse grid: Daly/4 .. 4 Daly."""
+        return self._grid(self.k_daly, COARSE_SPREAD, COARSE_POINTS)
+
+    def fine(self, means: dict[int, float]) -> list[int]:
+        """Intervals of the fine grid around the best coarse point (``means``: objective mean per interval)."""
+        best = min(self.coarse(), key=lambda k: means[k])
+        return self._grid(best, FINE_SPREAD, FINE_POINTS)
+
+    def objective_per_run(self, every: int, rows: np.ndarray) -> np.ndarray:
+        """The objective per run of the grid point ``every`` from its kernel rows."""
+        return objective_per_run(self.cfg, every, rows, self.objective)
+
+    def optimum(self, evaluated: dict[int, np.ndarray], seed: int, bootstrap: int = 200) -> IntervalOptimum:
+        """Fit the optimum to every grid point's per-run objective (the same runs at every point).
+
+        Parameters
+        ----------
+        evaluated : dict
+            Objective per run, by interval in iterations: every coarse and fine point.
+        seed : int
+            Seed of the bootstrap's resampling.
+        bootstrap : int
+            Bootstrap resamples for the 95 % interval.
+        """
+        ks = sorted(evaluated)
+        means = {k: float(evaluated[k].mean()) for k in ks}
+        fine = self.fine(means)
+        if len(fine) < 3:
+            fine = ks
+        iteration_s = self.iteration_s
+        if len(fine) < 3:  # one or two candidate intervals (a very short run): take the best, no fit
+            k = min(ks, key=lambda k: means[k])
+            return IntervalOptimum(self.objective, k * iteration_s, k, (k * iteration_s, k * iteration_s),
+                                   self.daly_s, tuple(x * iteration_s for x in ks), tuple(means[x] for x in ks))
+        log_k = np.log(np.array(fine, dtype=float))
+        samples = np.stack([evaluated[k] for k in fine])       # (points, runs), paired by run
+        runs = samples.shape[1]
+        vertex = _vertex(log_k, samples.mean(axis=1))
+        rng = np.random.default_rng(seed)
+        boots = [_vertex(log_k, samples[:, rng.integers(0, runs, runs)].mean(axis=1)) for _ in range(bootstrap)]
+        low, high = np.percentile(boots, [2.5, 97.5])
+        return IntervalOptimum(
+            objective=self.objective,
+            interval_s=math.exp(vertex) * iteration_s,
+            interval_iterations=int(max(1, round(math.exp(vertex)))),
+            ci95_s=(math.exp(low) * iteration_s, math.exp(high) * iteration_s),
+            daly_s=self.daly_s,
+            grid_s=tuple(k * iteration_s for k in ks),
+            grid_mean=tuple(means[k] for k in ks),
+        )
+
+
 def optimize_interval(cfg: Config, objective: str = "wall_time", runs: int = 400, seed: int = 0,
                       mode: str = "fast", bootstrap: int = 200) -> IntervalOptimum:
-    """Find the checkpoint interval minimising the mean of ``objective`` for ``cfg``.
+    """Find the checkpoint interval minimising the mean of ``objective`` for ``cfg``, in this process.
 
     Parameters
     ----------
@@ -73,57 +184,20 @@ def optimize_interval(cfg: Config, objective: str = "wall_time", runs: int = 400
     objective : {"wall_time", "energy", "cost"}
         Per-run output whose mean is minimised.
     runs, seed, mode
-        Monte Carlo runs per grid point (the same runs at every point), seed, mode.
+        Monte Carlo runs per grid point (runs ``0 .. runs - 1`` of the streams of
+        ``seed``, the same at every point), seed, mode.
     bootstrap : int
         Bootstrap resamples for the 95 % interval.
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    wl = workload(cfg)
-    if not wl.feasible:
-        raise ValueError(f"infeasible configuration: {wl.infeasible_reason}")
-    daly = dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint, interval=Interval("young_daly")))
-    plan = checkpoint_plan(daly, wl)
-    iteration_s = wl.iteration_time_s
-    k_daly = plan.every_iterations
-    k_max = max(1, wl.iterations)  # an interval of all iterations: no checkpoint at all
-
+    search = IntervalSearch(cfg, objective)
     evaluated: dict[int, np.ndarray] = {}
 
-    def evaluate(ks):
+    def evaluate(ks: list[int]) -> None:
         for k in ks:
             if k not in evaluated:
-                evaluated[k] = _objective_per_run(cfg, k, runs, seed, mode, objective)
+                rows = run_task(with_fixed_interval(cfg, k), seed, mode, 0, runs)
+                evaluated[k] = search.objective_per_run(k, rows)
 
-    def grid(center: float, spread: float, points: int) -> list[int]:
-        raw = np.exp(np.linspace(math.log(center / spread), math.log(center * spread), points))
-        return sorted({int(min(k_max, max(1, round(k)))) for k in raw})
-
-    coarse = grid(k_daly, 4.0, 11)
-    evaluate(coarse)
-    k_best = min(coarse, key=lambda k: evaluated[k].mean())
-    fine = grid(k_best, 1.8, 9)
-    evaluate(fine)
-    ks = sorted(evaluated)
-    if len(fine) < 3:
-        fine = ks
-    if len(fine) < 3:  # one or two candidate intervals (a very short run): take the best, no fit
-        k = min(ks, key=lambda k: evaluated[k].mean())
-        return IntervalOptimum(objective, k * iteration_s, k, (k * iteration_s, k * iteration_s),
-                               daly_interval_s(plan.stall_s, plan.system_mtbf_s), tuple(x * iteration_s for x in ks),
-                               tuple(float(evaluated[x].mean()) for x in ks))
-    log_k = np.log(np.array(fine, dtype=float))
-    samples = np.stack([evaluated[k] for k in fine])       # (points, runs), paired by run
-    vertex = _vertex(log_k, samples.mean(axis=1))
-    rng = np.random.default_rng(seed)
-    boots = [_vertex(log_k, samples[:, rng.integers(0, runs, runs)].mean(axis=1)) for _ in range(bootstrap)]
-    low, high = np.percentile(boots, [2.5, 97.5])
-    return IntervalOptimum(
-        objective=objective,
-        interval_s=math.exp(vertex) * iteration_s,
-        interval_iterations=int(max(1, round(math.exp(vertex)))),
-        ci95_s=(math.exp(low) * iteration_s, math.exp(high) * iteration_s),
-        daly_s=daly_interval_s(plan.stall_s, plan.system_mtbf_s),
-        grid_s=tuple(k * iteration_s for k in ks),
-        grid_mean=tuple(float(evaluated[k].mean()) for k in ks),
-    )
+    evaluate(search.coarse())
+    evaluate(search.fine({k: float(v.mean()) for k, v in evaluated.items()}))
+    return search.optimum(evaluated, seed, bootstrap)

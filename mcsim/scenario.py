@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .budget import check_sweep_size
 from .catalog import GpuSpec, lookup_gpu
 from .schema import (REQUIRED_SECTIONS, SECTIONS, TOP_LEVEL_KEYS, CarbonSection,
                      CheckpointSection, ComputeSection, CostSection, EnergySection,
@@ -385,6 +386,7 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
             raise ScenarioError(source, f"[{key}]", "required table is missing")
     base = _build_config(raw, source)
     axes = _build_axes(raw, source)
+    check_sweep_size(tuple(len(axis.values) for axis in axes), base.run.runs, source)  # before expanding
     configs = []
     for combo in itertools.product(*(axis.values for axis in axes)):
         varied = copy.deepcopy(raw)

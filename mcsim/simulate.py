@@ -9,7 +9,6 @@ the sweep (common random numbers).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from datetime import datetime, timezone
 
@@ -20,14 +19,17 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .backends import make_backend
+from .budget import TimeEstimate, check_time, format_duration
 from .checkpointing import CheckpointPlan, checkpoint_plan
 from .energy import (ENERGY_PARTS, J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t,
                      run_cost_usd, run_energy_j)
 from .kernels import montecarlo as mc
 from .resume import PieceStore
 from .scenario import Config, Scenario
+from .optimize import COARSE_POINTS, FINE_POINTS, IntervalOptimum, IntervalSearch
 from .schema import Interval, field_meta
-from .tasks import DEFAULT_CHUNK_RUNS, plan_tasks, run_task
+from .tasks import (DEFAULT_CHUNK_RUNS, OPTIMIZE_SEED_OFFSET, Task, estimate_run, kernel_inputs, plan_tasks,
+                    run_task, with_fixed_interval)
 from .variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
 from .workload import Workload, workload
 
@@ -116,19 +118,98 @@ def _per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) 
 OPTIMIZE_RUNS = 300
 
 
-def _resolve_optimized_interval(cfg: Config, run, notify):
-    """Replace ``interval = "optimize"`` by the simulated optimum, in whole iterations."""
-    from .optimize import optimize_interval
+class _Execution:
+    """Tasks through the resume store, a backend and one progress bar."""
 
-    # Tuned on a stream of its own (seed + 1), so the reported runs are not the ones it was tuned on.
-    optimum = optimize_interval(cfg, objective=cfg.checkpoint.optimize_objective,
-                                runs=min(run.runs, OPTIMIZE_RUNS), seed=run.seed + 1, mode=run.mode)
-    if notify is not None:
-        notify(f"optimized checkpoint interval ({optimum.objective}): {optimum.interval_s:.4g} s "
-               f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s")
-    fixed = dataclasses.replace(cfg, checkpoint=dataclasses.replace(
-        cfg.checkpoint, interval=Interval("iterations", float(optimum.interval_iterations))))
-    return optimum, fixed
+    def __init__(self, backend, configs: list[Config], run, store: PieceStore | None, bar, notify) -> None:
+        self.backend, self.configs, self.run, self.store, self.bar = backend, configs, run, store, bar
+        self.notify = notify
+
+    def execute(self, tasks: list[Task], on_rows, what: str = "tasks") -> None:
+        """Call ``on_rows(task, rows)`` for every task: saved ones loaded, the others run and saved."""
+        pending = []
+        for task in tasks:
+            rows = self.store.load(task) if self.store is not None else None
+            if rows is None:
+                pending.append(task)
+            else:
+                self.bar.update(task.runs)
+                on_rows(task, rows)
+        if self.notify is not None and len(pending) < len(tasks):
+            self.notify(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} {what} already done "
+                        f"({self.store.folder})")
+        reported = 0
+
+        def on_runs(n: int) -> None:
+            nonlocal reported
+            reported += n
+            self.bar.update(n)
+
+        for task, rows in self.backend.run(pending, self.configs, self.run.seed, self.run.mode, on_runs=on_runs):
+            if self.store is not None:
+                self.store.save(task, rows)
+            self.bar.update(task.runs - reported)
+            reported = 0
+            on_rows(task, rows)
+
+
+def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -> dict[int, IntervalOptimum]:
+    """Resolve ``interval = "optimize"`` of the configurations ``indices``, the grid points as tasks.
+
+    Every grid point is a task (``Task.optimize_every``) of min(runs, OPTIMIZE_RUNS)
+    runs on the streams of seed + 1, run by the backend, saved by the store and
+    counted by the progress bar like the reported runs.
+    """
+    run, configs = execution.run, execution.configs
+    runs = min(run.runs, OPTIMIZE_RUNS)
+    searches = {i: IntervalSearch(configs[i], configs[i].checkpoint.optimize_objective) for i in indices}
+    evaluated: dict[int, dict[int, np.ndarray]] = {i: {} for i in indices}
+
+    def grid_tasks(points: dict[int, list[int]]) -> list[Task]:
+        return [task for i, ks in points.items() for k in ks if k not in evaluated[i]
+                for task in plan_tasks([i], runs, chunk, optimize_every=k)]
+
+    def collect(tasks: list[Task]) -> None:
+        rows_of: dict[Task, np.ndarray] = {}
+        execution.execute(tasks, rows_of.__setitem__, "interval optimiser tasks")
+        points: dict[tuple[int, int], list[Task]] = {}
+        for task in rows_of:
+            points.setdefault((task.config, task.optimize_every), []).append(task)
+        for (i, k), chunks in points.items():
+            rows = np.concatenate([rows_of[t] for t in sorted(chunks, key=lambda t: t.start)])
+            evaluated[i][k] = searches[i].objective_per_run(k, rows)
+
+    coarse = grid_tasks({i: search.coarse() for i, search in searches.items()})
+    bar = execution.bar
+    fine_bound = FINE_POINTS * runs * len(indices)  # until the fine grids are known
+    bar.total += sum(t.runs for t in coarse) + fine_bound
+    bar.refresh()
+    collect(coarse)
+    fine = grid_tasks({i: searches[i].fine({k: float(v.mean()) for k, v in evaluated[i].items()})
+                       for i in indices})
+    bar.total += sum(t.runs for t in fine) - fine_bound
+    bar.refresh()
+    collect(fine)
+    optima = {i: searches[i].optimum(evaluated[i], run.seed + OPTIMIZE_SEED_OFFSET) for i in indices}
+    if execution.notify is not None:
+        for i, optimum in optima.items():
+            label = "" if len(configs) == 1 else f" of configuration {i}"
+            execution.notify(f"optimized checkpoint interval{label} ({optimum.objective}): {optimum.interval_s:.4g} s "
+                             f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s")
+    return optima
+
+
+def _time_estimate(configs: list[Config], feasible: list[int], to_optimize: list[int], run,
+                   parallelism: int) -> TimeEstimate:
+    """Estimated kernel time of every task, the optimiser's grid points included."""
+    grid_runs = min(run.runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)
+    cpu_s, longest = 0.0, 0.0
+    optimized = set(to_optimize)
+    for i in feasible:
+        run_s = estimate_run(kernel_inputs(configs[i], run.mode)).seconds
+        cpu_s += run_s * (run.runs + (grid_runs if i in optimized else 0))
+        longest = max(longest, run_s)
+    return TimeEstimate(cpu_s, parallelism, longest)
 
 
 def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: int | None = None,
@@ -141,18 +222,20 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
     scenario : Scenario
         From :func:`mcsim.load_scenario`; ``scenario.run`` gives runs, seed and mode.
     progress : bool, optional
-        Show a tqdm bar over all runs (runs/s, configurations done); by default only
-        when stderr is a terminal.
+        Show a tqdm bar over all runs (runs/s, configurations done), the interval
+        optimiser's included; by default only when stderr is a terminal.
     chunk_runs : int, optional
         Runs per task (default 250); does not change the results.
     workers : int, optional
-        Run the tasks on a dask ``LocalCluster`` of this many worker processes.
+        Run the tasks on a dask ``LocalCluster`` of this many worker processes
+        (at most the CPUs this process may use).
     scheduler : str, optional
-        Run the tasks on the dask scheduler at this address.
+        Run the tasks on the dask scheduler at this address (``tcp://HOST:PORT``).
     store : PieceStore, optional
-        Saves each finished task and reuses the saved ones (resume).
+        Saves each finished task and reuses the saved ones (resume), the interval
+        optimiser's too.
     notify : callable, optional
-        Called with one-line messages (backend in use, tasks resumed).
+        Called with one-line messages (backend in use, time estimate, tasks resumed).
 
     Returns
     -------
@@ -160,52 +243,57 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
         Dims (sweep dims..., ``run``); every registered variable with ``units`` and
         ``long_name``; provenance in the global attributes. Identical whatever the
         backend, chunk size or resumption.
+
+    Raises
+    ------
+    ScenarioError
+        When the estimated duration exceeds the limit of :func:`mcsim.budget.limits`
+        (24 h by default).
+    BackendUnavailable
+        No dask extra, or no dask scheduler answering at ``scheduler``.
     """
     run = scenario.run
     shape = scenario.shape
     configs = list(scenario.configs)
     workloads = [workload(cfg) for cfg in configs]
     feasible = [i for i, wl in enumerate(workloads) if wl.feasible]
-    optima = {}
-    for i in feasible:
-        if configs[i].checkpoint.interval.kind == "optimize":
-            optima[i], configs[i] = _resolve_optimized_interval(configs[i], run, notify)
-    tasks = plan_tasks(feasible, run.runs, chunk_runs or DEFAULT_CHUNK_RUNS)
-    outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
-    pending = []
-    for task in tasks:
-        rows = store.load(task) if store is not None else None
-        if rows is None:
-            pending.append(task)
-        else:
-            outs[task.config][task.start:task.stop] = rows
-    left = {i: 0 for i in feasible}
-    for task in pending:
-        left[task.config] += 1
-    if notify is not None and len(pending) < len(tasks):
-        notify(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} tasks already done ({store.folder})")
+    to_optimize = [i for i in feasible if configs[i].checkpoint.interval.kind == "optimize"]
+    chunk = chunk_runs or DEFAULT_CHUNK_RUNS
+    tasks = plan_tasks(feasible, run.runs, chunk)  # validates chunk before anything starts
     backend = make_backend(workers, scheduler)
-    if notify is not None:
-        notify(f"running {len(pending)} tasks ({len(feasible)} configurations x {run.runs} runs) on "
-               f"{backend.description}")
-    waiting = set(pending)
-    done_runs = sum(t.stop - t.start for t in tasks if t not in waiting)
-    with tqdm(total=len(feasible) * run.runs, initial=done_runs, disable=None if progress is None else not progress,
-              unit="run", desc=scenario.name, leave=False, dynamic_ncols=True) as bar:
-        configs_done = sum(1 for n in left.values() if n == 0)
-        try:
-            for task, rows in backend.run(pending, configs, run.seed, run.mode):
+    try:
+        estimate = _time_estimate(configs, feasible, to_optimize, run, backend.parallelism)
+        check_time(estimate, scenario.source)
+        if notify is not None:
+            notify(f"running {len(tasks)} tasks ({len(feasible)} configurations x {run.runs} runs"
+                   f"{f', {len(to_optimize)} interval optimisations' if to_optimize else ''}) on "
+                   f"{backend.description}; {estimate.describe()}")
+            if estimate.longest_run_s > 2.0:
+                notify(f"one run takes about {format_duration(estimate.longest_run_s)}: progress and Ctrl-C "
+                       "act between runs")
+        with tqdm(total=len(feasible) * run.runs, disable=None if progress is None else not progress,
+                  unit="run", desc=scenario.name, leave=False, dynamic_ncols=True) as bar:
+            execution = _Execution(backend, configs, run, store, bar, notify)
+            optima = _optimize_intervals(execution, to_optimize, chunk) if to_optimize else {}
+            for i, optimum in optima.items():
+                configs[i] = with_fixed_interval(configs[i], optimum.interval_iterations)
+            left = {i: 0 for i in feasible}
+            for task in tasks:
+                left[task.config] += 1
+            done = [0]
+            outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
+
+            def place(task: Task, rows: np.ndarray) -> None:
                 outs[task.config][task.start:task.stop] = rows
-                if store is not None:
-                    store.save(task, rows)
                 left[task.config] -= 1
-                configs_done += left[task.config] == 0
-                bar.update(rows.shape[0])
-                bar.set_postfix_str(f"{configs_done}/{len(feasible)} configurations, "
-                                    f"{configs_done / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
+                done[0] += left[task.config] == 0
+                bar.set_postfix_str(f"{done[0]}/{len(feasible)} configurations, "
+                                    f"{done[0] / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
                                     refresh=False)
-        finally:
-            backend.close()
+
+            execution.execute(tasks, place)
+    finally:
+        backend.close()
 
     per_run = {name: np.empty(shape + (run.runs,), dtype=object if name == "completed" else float)
                for name in PER_RUN}

@@ -4,11 +4,21 @@ A task is a pure function of picklable inputs, so any backend (the local
 thread pool of the Numba kernel, a dask cluster) can run it, and its result,
 the kernel's output rows for runs ``start .. stop - 1``, depends on nothing
 else: run r always draws from the streams of ``(seed, r)``.
+
+Two kinds of task share this one type: the runs that are reported, and the
+grid points of the checkpoint interval optimiser (``interval = "optimize"``),
+which run the configuration with a fixed interval (``optimize_every``
+iterations) on the streams of ``seed + 1`` (so the reported runs are not the
+ones the interval was tuned on). Both go through the same backends, progress
+bar and resume store.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -16,6 +26,7 @@ import numpy as np
 from .checkpointing import CheckpointPlan, checkpoint_plan
 from .kernels import montecarlo as mc
 from .scenario import Config
+from .schema import Interval
 from .stragglers import factor_law
 from .workload import Workload, workload
 
@@ -27,25 +38,57 @@ STRATEGY_CODES = {"sync": mc.STRATEGY_SYNC, "async": mc.STRATEGY_ASYNC, "gockpt"
                   "in_memory": mc.STRATEGY_IN_MEMORY}
 
 
+# The optimiser's grid points use the streams of seed + OPTIMIZE_SEED_OFFSET.
+OPTIMIZE_SEED_OFFSET = 1
+
+
 @dataclass(frozen=True)
 class Task:
-    """Runs ``start .. stop - 1`` of configuration ``config`` (flat index in the sweep)."""
+    """Runs ``start .. stop - 1`` of configuration ``config`` (flat index in the sweep).
+
+    ``optimize_every`` (None for the reported runs) makes the task a grid point of
+    the interval optimiser: the configuration with a checkpoint every
+    ``optimize_every`` iterations, on the streams of ``seed + OPTIMIZE_SEED_OFFSET``.
+    """
 
     config: int
     start: int
     stop: int
+    optimize_every: int | None = None
 
     @property
     def name(self) -> str:
-        """File-name-safe identifier."""
-        return f"c{self.config}-r{self.start}-{self.stop}"
+        """File-name-safe identifier, distinct for every distinct task."""
+        if self.optimize_every is None:
+            return f"c{self.config}-r{self.start}-{self.stop}"
+        return f"c{self.config}-k{self.optimize_every}-r{self.start}-{self.stop}"
+
+    @property
+    def runs(self) -> int:
+        """Number of runs."""
+        return self.stop - self.start
 
 
-def plan_tasks(configs: list[int], runs: int, chunk_runs: int = DEFAULT_CHUNK_RUNS) -> list[Task]:
+def plan_tasks(configs: list[int], runs: int, chunk_runs: int = DEFAULT_CHUNK_RUNS,
+               optimize_every: int | None = None) -> list[Task]:
     """Tasks covering ``runs`` runs of each configuration in ``configs``, ``chunk_runs`` at a time."""
     if chunk_runs < 1:
         raise ValueError(f"chunk_runs must be >= 1, got {chunk_runs}")
-    return [Task(c, start, min(runs, start + chunk_runs)) for c in configs for start in range(0, runs, chunk_runs)]
+    return [Task(c, start, min(runs, start + chunk_runs), optimize_every)
+            for c in configs for start in range(0, runs, chunk_runs)]
+
+
+def with_fixed_interval(cfg: Config, every: int) -> Config:
+    """``cfg`` with a checkpoint every ``every`` iterations (its own interval setting replaced)."""
+    return dataclasses.replace(cfg, checkpoint=dataclasses.replace(
+        cfg.checkpoint, interval=Interval("iterations", float(every))))
+
+
+def task_inputs(task: Task, cfg: Config, seed: int) -> tuple[Config, int]:
+    """The configuration and seed a task's kernel calls use (``cfg``: its sweep configuration)."""
+    if task.optimize_every is None:
+        return cfg, seed
+    return with_fixed_interval(cfg, task.optimize_every), seed + OPTIMIZE_SEED_OFFSET
 
 
 def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc.RunParams:
@@ -85,6 +128,30 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc
     )
 
 
+class KernelInputs(NamedTuple):
+    """What the kernel needs for one feasible configuration (prepared once per task)."""
+
+    params: mc.RunParams
+    classes: mc.FailureClasses
+    system_mtbf_s: float    # 1 / total failure rate, s (inf without failures)
+
+
+def kernel_inputs(cfg: Config, mode: str) -> KernelInputs:
+    """Kernel scalars and failure arrays of one feasible configuration."""
+    wl = workload(cfg)
+    plan = checkpoint_plan(cfg, wl)
+    return KernelInputs(run_params(cfg, wl, plan, mode), plan.classes, plan.system_mtbf_s)
+
+
+def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: int | None = None) -> np.ndarray:
+    """Kernel output rows ``(stop - start, N_OUT)`` for runs ``start .. stop - 1``."""
+    if threads is not None:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    out = np.empty((stop - start, mc.N_OUT))
+    mc.simulate_runs(inputs.params, inputs.classes, seed, start, out)
+    return out
+
+
 def run_task(cfg: Config, seed: int, mode: str, start: int, stop: int, threads: int | None = None) -> np.ndarray:
     """Kernel output rows ``(stop - start, N_OUT)`` of one feasible configuration.
 
@@ -101,11 +168,86 @@ def run_task(cfg: Config, seed: int, mode: str, start: int, stop: int, threads: 
     threads : int, optional
         Numba threads for this call (dask workers use 1 each).
     """
-    wl = workload(cfg)
-    plan = checkpoint_plan(cfg, wl)
-    params = run_params(cfg, wl, plan, mode)
-    if threads is not None:
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    out = np.empty((stop - start, mc.N_OUT))
-    mc.simulate_runs(params, plan.classes, seed, start, out)
-    return out
+    return run_kernel(kernel_inputs(cfg, mode), seed, start, stop, threads)
+
+
+def execute(task: Task, cfg: Config, seed: int, mode: str, threads: int | None = None) -> np.ndarray:
+    """Kernel output rows of ``task`` in one call (``cfg``: its sweep configuration)."""
+    cfg, seed = task_inputs(task, cfg, seed)
+    return run_task(cfg, seed, mode, task.start, task.stop, threads)
+
+
+# Seconds per kernel loop step of each kind, one thread (measured on a 2-core x86-64
+# machine over the shipped and test scenarios; benchmarks/ times the real runs).
+SECONDS_PER_ITERATION_STEP = 350e-9   # one iteration drawn on its own
+SECONDS_PER_BLOCK = 100e-9            # one fast-mode block of iterations
+SECONDS_PER_CHECKPOINT = 30e-9
+SECONDS_PER_FAILURE = 600e-9          # a failure and its recovery, restore included
+
+
+class RunEstimate(NamedTuple):
+    """Expected size of one run, from a renewal argument (Daly 2006)."""
+
+    wall_s: float            # expected wall time, capped at max_wall
+    failures: float          # expected failures
+    iteration_steps: float   # iterations drawn one at a time (reruns after failures included)
+    blocks: float            # fast-mode blocks
+    checkpoints: float
+
+    @property
+    def events(self) -> float:
+        """Kernel loop steps of all kinds."""
+        return self.iteration_steps + self.blocks + self.checkpoints + self.failures
+
+    @property
+    def seconds(self) -> float:
+        """Estimated kernel time of one run on one thread, s."""
+        return (self.iteration_steps * SECONDS_PER_ITERATION_STEP + self.blocks * SECONDS_PER_BLOCK
+                + self.checkpoints * SECONDS_PER_CHECKPOINT + self.failures * SECONDS_PER_FAILURE)
+
+
+def _expected_segment_s(segment_s: float, restart_s: float, mtbf_s: float) -> float:
+    """Expected time to get ``segment_s`` of work done under Poisson failures (Daly 2006)."""
+    exponent = (restart_s + segment_s) / mtbf_s
+    if exponent > 700:
+        return math.inf
+    return mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1(segment_s / mtbf_s)
+
+
+def estimate_run(inputs: KernelInputs) -> RunEstimate:
+    """Order-of-magnitude estimate of one run's wall time and kernel work.
+
+    Failures are taken as a Poisson process of the job's MTBF ``M`` with the
+    rate-weighted mean restart time ``R`` (recovery plus load): an interval of
+    ``tau`` compute seconds and a checkpoint stall ``C`` then takes
+    ``M e^(R/M) (e^((tau + C)/M) - 1)`` on average (Daly 2006). Weibull
+    shapes, spares and stragglers are ignored, so the estimate is good to a
+    factor of a few; it sizes the local backend's kernel calls (which are also
+    timed) and the time estimate printed and checked before a run.
+    """
+    p, fc = inputs.params, inputs.classes
+    iterations = max(1, p.iterations)
+    every = max(1, min(p.checkpoint_every, iterations))
+    iteration_s = p.compute_time_s * p.factor_mean + p.comm_time_s
+    intervals = math.ceil(iterations / every)
+    last_s = (iterations - (intervals - 1) * every) * iteration_s  # the last interval: no checkpoint after it
+    segments = ((intervals - 1, every * iteration_s + p.checkpoint_stall_s), (1, last_s))
+    mtbf = inputs.system_mtbf_s
+    if math.isfinite(mtbf) and mtbf > 0:
+        rates = fc.units / (fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape]))
+        restart_s = float(np.sum(rates * fc.recovery_s) / np.sum(rates)) + p.load_s
+        uncapped = sum(n * _expected_segment_s(x, restart_s, mtbf) for n, x in segments)
+    else:
+        uncapped = sum(n * x for n, x in segments)
+    wall_s = min(p.max_wall_s, uncapped)
+    share = wall_s / uncapped if uncapped > 0 else 1.0
+    failures = min(float(p.max_failures), wall_s / mtbf) if math.isfinite(mtbf) and mtbf > 0 else 0.0
+    stepped = not (p.fast and every >= p.fast_min_block)
+    done = iterations * share
+    rollback = failures * min(every / 2.0, mtbf / iteration_s if iteration_s > 0 else every)
+    episodes = 2.0 * p.episode_rate_per_s * wall_s
+    if stepped:
+        steps, blocks = done + rollback + episodes, 0.0
+    else:
+        steps, blocks = 0.0, intervals * share + failures + episodes
+    return RunEstimate(wall_s, failures, steps, blocks, intervals * share)

@@ -1,0 +1,229 @@
+"""Memory and time a simulation will need, estimated and checked before it starts.
+
+Two limits, both overridable (``mcsim run --max-memory`` / ``--max-hours``, or
+:func:`limits` from Python):
+
+* **Memory.** The result is held in memory until it is written: per
+  configuration and run, the kernel's ``N_OUT`` columns and every per-run output
+  variable, 8 bytes each, twice over (the arrays are copied once while the
+  dataset is assembled: measured peak 717 bytes per configuration-run against
+  736 estimated), plus about 4 kB per configuration (its ``Config`` object and
+  per-configuration outputs; measured 2.6 kB). A sweep whose estimate exceeds
+  half the memory available (``MemAvailable`` of /proc/meminfo, the cgroup's
+  limit where lower) is refused before its configurations are built.
+* **Time.** :func:`mcsim.tasks.estimate_run` gives the kernel time of a run;
+  summed over tasks and divided by the runs simulated at once (Numba threads,
+  dask workers), it is printed before the run starts, and a run estimated at
+  more than :data:`DEFAULT_MAX_HOURS` hours is refused (an estimate that large
+  is almost always a mistake, e.g. a checkpoint every iteration of 1e10
+  iterations; ``--max-hours`` raises the limit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .kernels.montecarlo import N_OUT
+from .schema import ScenarioError
+from .variables import PER_RUN
+
+BYTES_PER_CONFIG = 4096
+PEAK_COPIES = 2
+DEFAULT_MAX_HOURS = 24.0
+MEMORY_SHARE = 0.5  # of the available memory
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Largest simulation accepted: bytes of memory (None: half the available) and hours."""
+
+    max_memory_bytes: float | None = None
+    max_hours: float = DEFAULT_MAX_HOURS
+
+
+_LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("mcsim_limits", default=Limits())
+
+
+def current_limits() -> Limits:
+    """The limits in force (see :func:`limits`)."""
+    return _LIMITS.get()
+
+
+@contextlib.contextmanager
+def limits(max_memory_bytes: float | None = None, max_hours: float | None = None) -> Iterator[Limits]:
+    """Use other limits inside a ``with`` block (``math.inf`` turns a check off).
+
+    Parameters
+    ----------
+    max_memory_bytes : float, optional
+        Memory a simulation may need, bytes; default half the available memory.
+    max_hours : float, optional
+        Estimated duration a simulation may have, hours; default :data:`DEFAULT_MAX_HOURS`.
+    """
+    new = Limits(max_memory_bytes, DEFAULT_MAX_HOURS if max_hours is None else max_hours)
+    token = _LIMITS.set(new)
+    try:
+        yield new
+    finally:
+        _LIMITS.reset(token)
+
+
+def bytes_per_config_run() -> int:
+    """Peak bytes of memory per (configuration, run) while a result is assembled."""
+    return PEAK_COPIES * 8 * (N_OUT + len(PER_RUN))
+
+
+def memory_estimate_bytes(configurations: int, runs: int) -> float:
+    """Peak memory of a simulation of ``configurations`` x ``runs``, bytes."""
+    return float(configurations) * (runs * bytes_per_config_run() + BYTES_PER_CONFIG)
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def available_memory_bytes() -> int | None:
+    """Memory this process can still use, bytes (None when the OS does not say)."""
+    candidates = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    candidates.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError):
+        pass
+    if not candidates:
+        try:
+            candidates.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and usage is not None and limit < 1 << 60:
+            candidates.append(max(0, limit - usage))
+    return min(candidates) if candidates else None
+
+
+def memory_limit_bytes() -> float | None:
+    """Bytes a simulation may need: the override of :func:`limits`, else half the available."""
+    override = current_limits().max_memory_bytes
+    if override is not None:
+        return override
+    available = available_memory_bytes()
+    return None if available is None else MEMORY_SHARE * available
+
+
+def check_sweep_size(shape: tuple[int, ...], runs: int, source: str) -> None:
+    """Refuse a sweep whose results would not fit in memory, before it is expanded.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Values per sweep axis (empty for a single configuration).
+    runs : int
+        Monte Carlo runs per configuration.
+    source : str
+        Scenario file, for the error message.
+
+    Raises
+    ------
+    ScenarioError
+        With the estimate and the limit.
+    """
+    configurations = math.prod(shape)
+    need = memory_estimate_bytes(configurations, runs)
+    limit = memory_limit_bytes()
+    if limit is None or need <= limit:
+        return
+    key = "sweep" if shape else "run.runs"
+    what = "half the available memory" if current_limits().max_memory_bytes is None else "--max-memory"
+    raise ScenarioError(source, key, f"{configurations:,} configurations x {runs:,} runs need about "
+                                     f"{format_bytes(need)} of memory, more than the limit of "
+                                     f"{format_bytes(limit)} ({what}); use fewer runs or configurations, "
+                                     "split the sweep, or raise --max-memory")
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """Estimated duration of a simulation."""
+
+    cpu_s: float           # kernel time on one thread, summed over all runs, s
+    parallelism: int       # runs simulated at once (0: unknown, a scheduler without workers yet)
+    longest_run_s: float   # the longest single run, s (Ctrl-C waits for it at worst)
+
+    @property
+    def wall_s(self) -> float:
+        """Estimated elapsed time, s (NaN when the parallelism is unknown)."""
+        return self.cpu_s / self.parallelism if self.parallelism > 0 else math.nan
+
+    def describe(self) -> str:
+        """The estimate as text, e.g. ``estimated 3.2 min``."""
+        if self.parallelism > 0:
+            return f"estimated {format_duration(self.wall_s)}"
+        return f"estimated {format_duration(self.cpu_s)} on one thread (no workers yet to divide it)"
+
+
+def check_time(estimate: TimeEstimate, source: str) -> None:
+    """Refuse a simulation estimated to take longer than the limit of :func:`limits`."""
+    max_hours = current_limits().max_hours
+    if estimate.parallelism <= 0 or estimate.wall_s <= max_hours * 3600.0:
+        return  # an unknown parallelism (a scheduler whose workers are still starting) is not refused
+    raise ScenarioError(source, "run", f"estimated {format_duration(estimate.wall_s)} on {estimate.parallelism} "
+                                       f"threads (one run about {format_duration(estimate.longest_run_s)}), "
+                                       f"more than the limit of {max_hours:g} h; use fewer runs, configurations "
+                                       "or iterations, a longer checkpoint interval, or raise --max-hours")
+
+
+def format_bytes(value: float) -> str:
+    """``value`` bytes as text, e.g. ``12.3 GB``."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as text in s, min, h or days."""
+    if not math.isfinite(seconds):
+        return "forever"
+    for unit, scale in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.2g} s"
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*(?:([kKMGT])(i?)B?|B?)\s*$")
+
+
+def parse_bytes(text: str) -> float:
+    """A memory size: ``8G``/``8GB`` (10^9), ``8GiB`` (2^30), ``500M``, ``2e9``, or ``inf``.
+
+    Raises
+    ------
+    ValueError
+        Not a size.
+    """
+    if text.strip().lower() in ("inf", "none", "unlimited"):
+        return math.inf
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"expected a size such as 8G, 500M, 16GiB or inf, got {text!r}")
+    number, prefix, binary = match.groups()
+    power = "kMGT".index(prefix.replace("K", "k")) + 1 if prefix else 0
+    value = float(number) * (1024.0 if binary else 1000.0) ** power
+    if not value > 0:
+        raise ValueError(f"expected a size > 0, got {text!r}")
+    return value
