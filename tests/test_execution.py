@@ -28,7 +28,7 @@ from mcsim import budget
 from mcsim.backends import LocalBackend, make_backend, usable_cpus
 from mcsim.cli import main
 from mcsim.optimize import optimize_interval
-from mcsim.resume import PieceStore, sweep_key
+from mcsim.resume import PieceStore
 from mcsim.scenario import scenario_from_dict
 from mcsim.schema import ScenarioError
 from mcsim.tasks import Task, estimate_run, kernel_inputs, run_task
@@ -350,7 +350,7 @@ def test_optimizer_grid_runs_on_the_backend_and_is_resumed(tmp_path, monkeypatch
     simulate_module = importlib.import_module("mcsim.simulate")  # mcsim.simulate is the function
     monkeypatch.setattr(simulate_module, "make_backend", lambda *a, **k: _RecordingBackend(seen))
     scenario = scenario_from_dict(_optimize_scenario())
-    store = PieceStore(tmp_path / "out.nc", sweep_key(scenario, 25))
+    store = PieceStore(tmp_path / "out.nc", scenario, 25)
     first = mcsim.simulate(scenario, progress=False, chunk_runs=25, store=store)
     grid = [t for t in seen if t.optimize_every is not None]
     assert len({t.optimize_every for t in grid}) >= 11  # the coarse grid at least, run as tasks

@@ -171,7 +171,7 @@ def test_piece_files_carry_what_they_are(reference, tmp_path):
     with np.load(piece) as data:
         header = json.loads(str(data["header"][()]))
         rows = data["rows"]
-    assert header["task"] == {"config": 1, "start": 40, "stop": 80}
+    assert header["task"] == {"config": 1, "start": 40, "stop": 80, "optimize_every": None}
     assert header["config_hash"] == resume.config_hash(scenario.configs[1]) != resume.config_hash(scenario.configs[0])
     assert header["seed"] == 7 and header["mode"] == "fast" and header["model_hash"] == resume.model_source_hash()
     assert header["rows_sha256"] == resume.rows_checksum(rows)
@@ -423,7 +423,7 @@ def test_report_and_fit_refuse_an_empty_output(result_file, tmp_path, capsys, mo
     assert main(["fit-failures", str(log), "-o", ""]) == 2
     _one_error_line(capsys.readouterr().err)
     assert main(["fit-failures", str(log), "-o", str(log)]) == 2  # the input itself
-    assert "is the input" in _one_error_line(capsys.readouterr().err)
+    assert "is the log itself" in _one_error_line(capsys.readouterr().err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log.csv"]
 
 
