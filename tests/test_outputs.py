@@ -18,11 +18,11 @@ from mcsim.scenario import scenario_from_dict
 from mcsim.simulate import simulate_config
 from mcsim.variables import PER_CONFIG, PER_RUN, VARIABLES
 
-SPEC_PER_RUN = {"wall_time": "h", "energy": "MWh", "cost": "USD", "co2": "t", "n_failures": "1",
+SPEC_PER_RUN = {"wall_time": "h", "energy": "MW h", "cost": "USD", "co2": "t", "n_failures": "1",
                 "lost_time": "h", "checkpoint_time": "h", "recovery_time": "h", "straggler_time": "h",
                 "ettr": "1", "completed": "1"}
 SPEC_PER_CONFIG = {"iteration_time": "s", "compute_time": "s", "comm_time": "s", "iterations": "1",
-                   "checkpoint_interval": "s", "checkpoint_stall": "s", "memory_per_gpu": "GB",
+                   "checkpoint_interval": "s", "checkpoint_stall": "s", "memory_per_gpu": "Gbyte",
                    "mfu_ideal": "1", "feasible": "1", "infeasible_reason": "1"}
 
 
