@@ -26,7 +26,7 @@ class Variable:
 
 
 _VARIABLES = [
-    # per run (SPEC §5)
+    # per run (docs/model.md §7)
     Variable("wall_time", True, "h", "job start to the last durable iteration"),
     Variable("energy", True, "MW h", "facility energy (IT x PUE)"),
     Variable("cost", True, "USD", "allocation plus electricity"),
@@ -38,7 +38,7 @@ _VARIABLES = [
     Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time"),
     Variable("ettr", True, "1", "effective training time ratio: ideal time / wall_time"),
     Variable("completed", True, "1", "false when censored at max_wall_days", "bool"),
-    # per run, beyond the SPEC table
+    # per run: breakdowns
     Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise"),
     Variable("straggler_persistent_time", True, "h", "straggler time from the job factor and slow-node episodes"),
     Variable("n_memory_recoveries", True, "1", "recoveries from an in-memory snapshot (in_memory)"),
@@ -55,7 +55,7 @@ _VARIABLES = [
     Variable("cost_electricity", True, "USD", "electricity cost of the facility energy"),
     Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e"),
     Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e"),
-    # per configuration (SPEC §5)
+    # per configuration (docs/model.md §7)
     Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
     Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
     Variable("comm_time", False, "s", "exposed communication time per iteration"),
@@ -66,7 +66,7 @@ _VARIABLES = [
     Variable("mfu_ideal", False, "1", "model FLOPs utilisation without failures or stragglers"),
     Variable("feasible", False, "1", "whether the configuration can run", "bool"),
     Variable("infeasible_reason", False, "1", "why the configuration cannot run (empty if feasible)", "str"),
-    # per configuration, beyond the SPEC table
+    # per configuration: further detail
     Variable("ideal_time", False, "h", "iterations x ideal iteration time"),
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
