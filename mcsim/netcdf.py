@@ -27,9 +27,9 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[str, dict]]:
     - Text (``infeasible_reason``, and sweep values such as ``strategy``) is
       stored as UTF-8 character arrays with ``_Encoding = "utf-8"`` and a
       ``<name>_strlen`` dimension (CF-1.10 §2.2), the form every CF checker
-      and netCDF tool reads (compliance-checker fails on variable-length
-      string coordinates); xarray decodes them back to text with the same
-      dimensions.
+      and netCDF tool reads (compliance-checker's coordinate checks raise
+      errors on variable-length string coordinates); xarray decodes them
+      back to text with the same dimensions.
 
     Parameters
     ----------
