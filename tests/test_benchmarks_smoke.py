@@ -37,3 +37,18 @@ def test_benchmark_suite_quick_run_writes_json(tmp_path):
     # the stated total is the suite's wall time (the subprocess also imports and writes the JSON)
     assert 0 < results["total_seconds"] <= elapsed
     assert f"total wall time: {results['total_seconds']:.0f} s" in proc.stdout
+
+
+def test_default_run_skips_the_slow_tests():
+    """`pytest` (the README's command) skips tests marked slow; `-m slow` and `--runslow` select them."""
+    target = f"{Path(__file__).resolve()}::test_benchmark_suite_quick_run_writes_json"
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", target]
+    default = subprocess.run(base, cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=300)
+    assert default.returncode == 0 and "1 skipped" in default.stdout, default.stdout[-2000:]
+    assert "slow: run with --runslow or -m slow" in default.stdout
+    for selection in (["-m", "slow"], ["--runslow"]):
+        # --setup-plan evaluates skip marks without running the test
+        planned = subprocess.run(base + selection + ["--setup-plan"], cwd=Path(__file__).parents[1],
+                                 capture_output=True, text=True, timeout=300)
+        assert planned.returncode == 0 and "skipped" not in planned.stdout, planned.stdout[-2000:]
+        assert "test_benchmark_suite_quick_run_writes_json" in planned.stdout
