@@ -2,7 +2,7 @@
 
 Reports total time and configurations per second, compile time apart (a first
 call on 2 runs of every configuration). Usage:
-``python benchmarks/bench_capacity.py [--runs N] [--workers N]``. Target (issue 5):
+``.venv/bin/python benchmarks/bench_capacity.py [--runs N] [--workers N]``. Target (issue 5):
 under 60 s on 2 cores at 1,000 runs per configuration.
 """
 

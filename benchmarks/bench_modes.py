@@ -2,7 +2,7 @@
 
 Compile time is measured separately (first call on a few runs), then each mode
 runs ``--runs`` runs; the speed-up is the ratio of the two, measured in one
-process. Usage: ``python benchmarks/bench_modes.py [--runs N] [--exact-runs N] [--scenario FILE]``.
+process. Usage: ``.venv/bin/python benchmarks/bench_modes.py [--runs N] [--exact-runs N] [--scenario FILE]``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the block's mean ``K E[M]``. It prints the measurement beside the first-order
 Edgeworth prediction ``0.161 |skew| std / (K mean)`` that
 ``mcsim.stragglers.FactorLaw.fast_min_block`` uses, and the sampling-noise
 floor of the measurement (the same estimator applied to a normal sample of the
-same size). Usage: ``python benchmarks/fast_mode_error.py [--samples N]``.
+same size). Usage: ``.venv/bin/python benchmarks/fast_mode_error.py [--samples N]``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""mcsim's speed suite: ``python benchmarks/run.py [--quick] [-o FILE.json]``.
+"""mcsim's speed suite: ``.venv/bin/python benchmarks/run.py [--quick] [-o FILE.json]``.
 
-Every case runs once to warm up (JIT compile time is reported on its own, never
-mixed into steady-state figures), then is timed; ratios are measured in this one
+Every case runs once on 2 runs first (``warmup_seconds``: compiling the kernels,
+or loading them from Numba's cache when an earlier process compiled them), then
+is timed; the warm-up is never mixed into the steady-state figures, and the
+true compile time is the ``cold start`` case. Ratios are measured in this one
 process against baselines doing the same work:
 
 * ``fast`` / ``exact``: mcsim on the Llama 3 405B reference and on a 1,024-GPU cluster;
@@ -13,14 +15,17 @@ process against baselines doing the same work:
   cache, then with the cache warm;
 * ``scaling``: fast-mode time versus runs, GPUs and iterations.
 
-It prints a table and writes the results as JSON (default
-``benchmarks/results/latest.json``, untracked). ``--quick`` shrinks every case so
-the suite runs in well under a minute (the CI smoke run).
+It prints one line per case to stderr as the case starts and ends (with its
+wall time, warm-up included), then a table, and writes the results as JSON
+(default ``benchmarks/results/latest.json``, untracked). ``--quick`` shrinks
+every case (the test suite's smoke run, ``pytest -m slow``); the total wall
+time is printed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import importlib.util
 import json
@@ -65,6 +70,15 @@ def floor_kernel(iterations, n_ranks, sigma, seed, out):
         out[r] = total
 
 
+@contextlib.contextmanager
+def _progress(name: str):
+    """One line to stderr as case ``name`` starts, one as it ends with its wall time."""
+    print(f"[run.py] {name}: started", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    yield
+    print(f"[run.py] {name}: done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
 def _timed(fn, *args, **kwargs):
     start = time.perf_counter()
     result = fn(*args, **kwargs)
@@ -84,8 +98,9 @@ def _feasible(cfg):
 
 def _mcsim_case(name: str, overrides: list[str], runs: int, mode: str) -> dict:
     cfg = _feasible(load_scenario(REFERENCE, overrides).base)
-    compile_s, _ = _timed(simulate_config, cfg, 2, 0, mode)
-    elapsed, (out, wl, _) = _timed(simulate_config, cfg, runs, 0, mode)
+    with _progress(name):
+        compile_s, _ = _timed(simulate_config, cfg, 2, 0, mode)
+        elapsed, (out, wl, _) = _timed(simulate_config, cfg, runs, 0, mode)
     gpu_hours = float(out[:, mc.OUT_WALL_S].sum() / 3600.0 * cfg.parallelism.gpus)
     iterations = float(out[:, mc.OUT_ITERATIONS_DONE].sum() + out[:, mc.OUT_LOST_S].sum() / wl.iteration_time_s)
     return dict(case=name, mode=mode, gpus=cfg.parallelism.gpus, runs=runs, seconds=elapsed,
@@ -97,9 +112,10 @@ def _mcsim_case(name: str, overrides: list[str], runs: int, mode: str) -> dict:
 def _floor_case(overrides: list[str], runs: int, iterations: int) -> dict:
     cfg = load_scenario(REFERENCE, overrides).base
     out = np.empty(runs)
-    floor_kernel(10, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out[:2])
-    elapsed, _ = _timed(floor_kernel, iterations, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out)
-    return dict(case="floor", gpus=cfg.parallelism.gpus, runs=runs, seconds=elapsed,
+    with _progress("floor"):
+        warmup_s, _ = _timed(floor_kernel, 10, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out[:2])
+        elapsed, _ = _timed(floor_kernel, iterations, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out)
+    return dict(case="floor", gpus=cfg.parallelism.gpus, runs=runs, seconds=elapsed, warmup_seconds=warmup_s,
                 iterations_per_s=runs * iterations / elapsed, peak_rss_mb=_peak_rss_mb())
 
 
@@ -144,15 +160,19 @@ def _baseline_cases(quick: bool) -> list[dict]:
     rows = []
     mcsim_runs = 200 if quick else 1000
     for mode in ("exact", "fast"):
-        simulate_config(cfg, 2, 0, mode)
-        elapsed, _ = _timed(simulate_config, cfg, mcsim_runs, 0, mode)
-        rows.append(dict(case=f"mcsim {mode} (baseline work)", runs=mcsim_runs, seconds=elapsed,
+        name = f"mcsim {mode} (baseline work)"
+        with _progress(name):
+            warmup_s, _ = _timed(simulate_config, cfg, 2, 0, mode)
+            elapsed, _ = _timed(simulate_config, cfg, mcsim_runs, 0, mode)
+        rows.append(dict(case=name, runs=mcsim_runs, seconds=elapsed, warmup_seconds=warmup_s,
                          seconds_per_run=elapsed / mcsim_runs, gpus=params["G"], iterations=iterations))
     for name, runs in (("numpy", 2 if quick else 4), ("simpy", 20 if quick else 100)):
         fn = baselines.BASELINES[name]
-        fn(params | {"I": 20}, 1, 0)  # warm up imports and quadrature
-        elapsed, _ = _timed(fn, params, runs, 0)
-        rows.append(dict(case=f"{name} baseline", runs=runs, seconds=elapsed, seconds_per_run=elapsed / runs,
+        with _progress(f"{name} baseline"):
+            warmup_s, _ = _timed(fn, params | {"I": 20}, 1, 0)  # warm up imports and quadrature
+            elapsed, _ = _timed(fn, params, runs, 0)
+        rows.append(dict(case=f"{name} baseline", runs=runs, seconds=elapsed, warmup_seconds=warmup_s,
+                         seconds_per_run=elapsed / runs,
                          gpus=params["G"], iterations=iterations,
                          ns_per_iteration_rank=elapsed / (runs * iterations * params["G"]) * 1e9))
     return rows
@@ -165,7 +185,8 @@ def _cold_start(quick: bool) -> list[dict]:
         cmd = [sys.executable, "-m", "mcsim.cli", "run", "--runs", "100" if quick else "1000", "--quiet",
                "--no-resume", "-o", str(Path(out) / "r.nc")]
         for label in ("cold start (empty Numba cache)", "warm cache"):
-            elapsed, proc = _timed(subprocess.run, cmd, env=env, cwd=out, capture_output=True)
+            with _progress(label):
+                elapsed, proc = _timed(subprocess.run, cmd, env=env, cwd=out, capture_output=True)
             if proc.returncode:
                 raise RuntimeError(proc.stderr.decode())
             rows.append(dict(case=label, seconds=elapsed))
@@ -247,8 +268,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke run)")
     parser.add_argument("-o", "--output", default=str(HERE / "results" / "latest.json"))
     args = parser.parse_args()
+    start = time.perf_counter()
     results = run_suite(args.quick)
+    results["total_seconds"] = time.perf_counter() - start
     print(_table(results))
+    print(f"total wall time: {results['total_seconds']:.0f} s")
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_suffix(".json.tmp")

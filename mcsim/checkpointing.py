@@ -1,4 +1,4 @@
-"""Checkpoint and failure plan of one configuration (SPEC §4.2-4.3).
+"""Checkpoint and failure plan of one configuration (docs/model.md §3).
 
 Turns the scenario's checkpoint and failure tables into the numbers the
 kernel needs: checkpoint size and bandwidths, the training stall and the

@@ -1,4 +1,4 @@
-"""Energy by phase, cost and carbon of each run (SPEC §4.5; docs/model.md §5).
+"""Energy by phase, cost and carbon of each run (docs/model.md §5).
 
 Per GPU, at core frequency f (x = f / f_max, gamma = ``power_freq_exponent``):
 

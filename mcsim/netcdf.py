@@ -25,12 +25,44 @@ except ImportError:  # pragma: no cover - not POSIX
 COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 
 
-def _encoding(ds: xr.Dataset) -> dict[str, dict]:
-    encoding = {}
+def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[str, dict]]:
+    """The dataset as it is stored, and its netCDF encoding.
+
+    - Numbers are compressed (zlib level 4 with shuffle).
+    - Text is converted to fixed-width Unicode first (text held as Python
+      objects, as :func:`open_results` returns it, too), so that writing does
+      not depend on how the installed pandas infers object columns.
+    - Text (``infeasible_reason``, and sweep values such as ``strategy``) is
+      stored as UTF-8 character arrays with ``_Encoding = "utf-8"`` and a
+      ``<name>_strlen`` dimension (CF-1.10 §2.2), the form every CF checker
+      and netCDF tool reads (compliance-checker's coordinate checks raise
+      errors on variable-length string coordinates); xarray decodes them
+      back to text with the same dimensions.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result dataset (any mcsim output or an edited copy).
+
+    Returns
+    -------
+    (xarray.Dataset, dict)
+        The dataset to write (``ds`` with text as fixed-width Unicode) and the
+        ``encoding`` argument for :meth:`xarray.Dataset.to_netcdf`.
+    """
+    encoding: dict[str, dict] = {}
+    converted = {}
     for name, var in {**ds.data_vars, **ds.coords}.items():
         if var.dtype.kind in "fiub":
             encoding[name] = dict(COMPRESSION)
-    return encoding
+        elif var.dtype.kind in "OUST":
+            if var.dtype.kind != "U":
+                converted[name] = var.astype(str)
+            encoding[name] = {"dtype": "S1", "char_dim_name": f"{name}_strlen"}
+    if converted:
+        ds = ds.assign_coords({k: v for k, v in converted.items() if k in ds.coords})
+        ds = ds.assign({k: v for k, v in converted.items() if k not in ds.coords})
+    return ds, encoding
 
 
 def write_results(ds: xr.Dataset, path: str | Path) -> Path:
@@ -50,7 +82,8 @@ def write_results(ds: xr.Dataset, path: str | Path) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp:
         try:
-            ds.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=_encoding(ds))
+            stored, encoding = netcdf_form(ds)
+            stored.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
         except RuntimeError as err:
             if not str(err).startswith("NetCDF:"):
                 raise
@@ -80,7 +113,7 @@ def open_results(path: str | Path) -> xr.Dataset:
     for name in ("completed", "feasible"):
         if name in loaded and loaded[name].dtype != np.bool_:
             loaded[name] = loaded[name].astype(bool)
-    return loaded
+    return _text_as_unicode(loaded)
 
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -105,3 +138,13 @@ def is_result_file(path: str | Path) -> bool:
             return "mcsim_version" in nc.ncattrs()
     except (OSError, RuntimeError, ValueError):
         return False
+
+
+def _text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
+    """Text decoded from character arrays (Python objects) as fixed-width Unicode, as simulated."""
+    text = {name: var.astype(str) for name, var in {**ds.data_vars, **ds.coords}.items()
+            if var.dtype.kind == "O" and all(isinstance(v, str) for v in var.values.ravel())}
+    if not text:
+        return ds
+    return xr.Dataset({name: text.get(name, var) for name, var in ds.data_vars.items()},
+                      coords={name: text.get(name, var) for name, var in ds.coords.items()}, attrs=ds.attrs)

@@ -43,6 +43,7 @@ DPI = 150
 _DISPLAY_UNITS = {"h": ((1 / 24, "days"), (1.0, "h"), (60.0, "min")),
                   "USD": ((1e-6, "MUSD"), (1e-3, "kUSD"), (1.0, "USD")),
                   "MWh": ((1.0, "MWh"), (1e3, "kWh")),
+                  "MW h": ((1.0, "MWh"), (1e3, "kWh")),  # the UDUNITS spelling stored since CF-1.10
                   "t": ((1.0, "t CO$_2$e"), (1e3, "kg CO$_2$e")),
                   "1": ((1.0, ""),)}
 _NAMES = {"wall_time": "wall time", "ettr": "ETTR", "co2": "CO$_2$", "n_failures": "failures"}

@@ -6,8 +6,8 @@ documentation prints; a field without a default is required. Unknown keys,
 wrong types, NaN/inf and out-of-range values are :class:`ScenarioError` with
 one line that names the file, the key and what was expected.
 
-Defaults follow the example scenario of the SPEC (§2); figures taken from
-publications cite them in ``docs/model.md`` ("Defaults and their sources").
+Defaults are assumptions unless ``docs/model.md`` ("Defaults and their sources")
+cites the publication they are taken from.
 """
 
 from __future__ import annotations

@@ -331,8 +331,14 @@ def _coordinate_attrs(axis) -> dict[str, str]:
 
 
 def provenance_attrs(scenario: Scenario) -> dict[str, object]:
-    """Global attributes: version, scenario TOML, seed, runs, mode, creation time."""
+    """Global attributes: version, scenario TOML, seed, runs, mode, creation time, history.
+
+    ``Conventions``, ``title`` and ``history`` are the CF-1.10 §2.6.2
+    attributes; ``history`` records when and by which mcsim version the file
+    was made, for which scenario, runs, seed and mode.
+    """
     run = scenario.run
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {
         "title": f"mcsim Monte Carlo results: {scenario.name}",
         "mcsim_version": __version__,
@@ -344,6 +350,8 @@ def provenance_attrs(scenario: Scenario) -> dict[str, object]:
         "runs": run.runs,
         "mode": run.mode,
         "sweep_dims": " ".join(axis.dim for axis in scenario.axes),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": created,
         "Conventions": "CF-1.10",
+        "history": (f"{created}: mcsim {__version__} simulated scenario {scenario.name!r}, "
+                    f"{run.runs} runs, seed {run.seed}, {run.mode} mode"),
     }

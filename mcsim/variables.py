@@ -33,9 +33,9 @@ class Variable:
 
 
 _VARIABLES = [
-    # per run (SPEC §5)
+    # per run (docs/model.md §7)
     Variable("wall_time", True, "h", "job start to the last durable iteration", direction="lower"),
-    Variable("energy", True, "MWh", "facility energy (IT x PUE)", direction="lower"),
+    Variable("energy", True, "MW h", "facility energy (IT x PUE)", direction="lower"),
     Variable("cost", True, "USD", "allocation plus electricity", direction="lower"),
     Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e", direction="lower"),
     Variable("n_failures", True, "1", "failure events, those that strike during a recovery included",
@@ -48,7 +48,7 @@ _VARIABLES = [
     Variable("ettr", True, "1", "effective training time ratio: ideal time of the iterations done / wall_time "
              "(a censored run counts only the surviving iterations it did)", direction="higher"),
     Variable("completed", True, "1", "false when censored at max_wall_days", "bool", direction="higher"),
-    # per run, beyond the SPEC table
+    # per run: breakdowns
     Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise",
              direction="lower"),
     Variable("straggler_persistent_time", True, "h", "straggler time from the job factor and slow-node episodes",
@@ -56,37 +56,37 @@ _VARIABLES = [
     Variable("n_memory_recoveries", True, "1", "recoveries from an in-memory snapshot (in_memory)"),
     Variable("spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes",
              direction="lower"),
-    Variable("energy_compute", True, "MWh", "facility energy of GPUs computing surviving iterations",
+    Variable("energy_compute", True, "MW h", "facility energy of GPUs computing surviving iterations",
              direction="lower"),
-    Variable("energy_wait", True, "MWh", "facility energy of GPUs waiting at barriers or exchanging data",
+    Variable("energy_wait", True, "MW h", "facility energy of GPUs waiting at barriers or exchanging data",
              direction="lower"),
-    Variable("energy_checkpoint", True, "MWh", "facility energy of checkpoint stalls and checkpoint writes",
+    Variable("energy_checkpoint", True, "MW h", "facility energy of checkpoint stalls and checkpoint writes",
              direction="lower"),
-    Variable("energy_recovery", True, "MWh", "facility energy of recoveries and checkpoint loads", direction="lower"),
-    Variable("energy_lost", True, "MWh", "facility energy of GPUs on work later rolled back", direction="lower"),
-    Variable("energy_network", True, "MWh", "facility energy of the bits moved on intra- and inter-node links",
+    Variable("energy_recovery", True, "MW h", "facility energy of recoveries and checkpoint loads", direction="lower"),
+    Variable("energy_lost", True, "MW h", "facility energy of GPUs on work later rolled back", direction="lower"),
+    Variable("energy_network", True, "MW h", "facility energy of the bits moved on intra- and inter-node links",
              direction="lower"),
-    Variable("energy_node", True, "MWh", "facility energy of node overhead (CPUs, memory, NICs, fans)",
+    Variable("energy_node", True, "MW h", "facility energy of node overhead (CPUs, memory, NICs, fans)",
              direction="lower"),
-    Variable("energy_gpu", True, "MWh", "IT energy of the GPUs alone (no PUE, links, storage or nodes)",
+    Variable("energy_gpu", True, "MW h", "IT energy of the GPUs alone (no PUE, links, storage or nodes)",
              direction="lower"),
     Variable("cost_allocation", True, "USD", "rental or amortised capital cost of the allocation", direction="lower"),
     Variable("cost_electricity", True, "USD", "electricity cost of the facility energy", direction="lower"),
     Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e", direction="lower"),
     Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e",
              direction="lower"),
-    # per configuration (SPEC §5)
+    # per configuration (docs/model.md §7)
     Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
     Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
     Variable("comm_time", False, "s", "exposed communication time per iteration"),
     Variable("iterations", False, "1", "training iterations", "int64"),
     Variable("checkpoint_interval", False, "s", "ideal training time between checkpoints"),
     Variable("checkpoint_stall", False, "s", "training stall per checkpoint"),
-    Variable("memory_per_gpu", False, "GB", "memory per GPU: model state and activations"),
+    Variable("memory_per_gpu", False, "Gbyte", "memory per GPU: model state and activations"),
     Variable("mfu_ideal", False, "1", "model FLOPs utilisation without failures or stragglers"),
     Variable("feasible", False, "1", "whether the configuration can run", "bool"),
     Variable("infeasible_reason", False, "1", "why the configuration cannot run (empty if feasible)", "str"),
-    # per configuration, beyond the SPEC table
+    # per configuration: further detail
     Variable("ideal_time", False, "h", "iterations x ideal iteration time"),
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),

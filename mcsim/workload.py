@@ -1,4 +1,4 @@
-"""The deterministic workload model of one configuration (SPEC §3).
+"""The deterministic workload model of one configuration (docs/model.md §2).
 
 Symbols: N params, L layers, h hidden, s seq_len, B global batch (sequences),
 D tokens, G gpus, t tp, p pp, d = G/(t p) dp, b microbatch, v interleave,

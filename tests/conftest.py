@@ -10,6 +10,21 @@ import pytest
 from mcsim.kernels import montecarlo as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", default=False,
+                     help="also run the tests marked slow (CI runs them with -m slow)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests marked ``slow`` unless ``--runslow`` is given or ``-m`` names the marker."""
+    if config.getoption("--runslow") or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow or -m slow")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
+
+
 # A small, valid scenario: 64 GPUs, short training, one exponential GPU failure class.
 SMALL_SCENARIO = {
     "name": "small",

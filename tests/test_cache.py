@@ -1,0 +1,197 @@
+"""Where compiled kernels are cached, and when they are recompiled (mcsim/kernels/accelerate.py).
+
+The tests run as root here and in CI, and root ignores file permissions; an unwritable
+location is therefore simulated by a path that cannot be created: a folder "inside" a
+regular file (mkdir fails with ENOTDIR for every user), and the package's ``__pycache__``
+replaced by a regular file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mcsim
+from mcsim.kernels import accelerate
+
+PACKAGE = Path(mcsim.__file__).resolve().parent
+NO_CACHE_WARNING = "mcsim: no writable folder for compiled kernels"
+
+# A trivial kernel compiled through accelerate.jit: cheap to compile, cached like the real ones.
+PROBE = '''
+from .accelerate import jit
+
+
+@jit
+def probe(x):
+    return x + 1
+'''
+# Imports a probe kernel, calls it, and reports where it was cached and whether it was a cache hit.
+PROBE_RUN = """
+import json, mcsim.kernels.accelerate as acc
+from mcsim.kernels.probe import probe
+assert probe(1) == 2
+stats = probe.stats
+print(json.dumps({"folder": None if acc.CACHE_FOLDER is None else str(acc.CACHE_FOLDER),
+                  "hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
+                  "stamp": acc.SOURCE_HASH, "file": acc.__file__}))
+"""
+# Simulates a tiny scenario with the real kernels.
+SIMULATE = """
+import json, math, warnings
+warnings.simplefilter("always")
+import mcsim, mcsim.kernels.accelerate as acc
+from mcsim.scenario import scenario_from_dict
+raw = json.loads({raw!r})
+ds = mcsim.simulate(scenario_from_dict(raw, "tiny.toml"), progress=False)
+assert all(math.isfinite(v) and v > 0 for v in ds["wall_time"].values)
+print(json.dumps({{"folder": None if acc.CACHE_FOLDER is None else str(acc.CACHE_FOLDER),
+                  "file": mcsim.__file__, "runs": int(ds.sizes["run"])}}))
+"""
+
+
+def _copy_package(dest: Path, probe: bool = False) -> Path:
+    """A copy of the installed mcsim package under ``dest`` (no compiled files); returns the package."""
+    package = dest / "mcsim"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc"))
+    if probe:
+        (package / "kernels" / "probe.py").write_text(PROBE)
+    return package
+
+
+def _blocked(tmp_path: Path) -> Path:
+    """A path under a regular file: no user, root included, can create it."""
+    blocker = tmp_path / "a-regular-file"
+    blocker.write_text("")
+    return blocker / "cannot-exist"
+
+
+def _env(site: Path, home: Path, tmpdir: Path | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH", "XDG_CACHE_HOME")}
+    env.update(PYTHONPATH=str(site), HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
+    return env
+
+
+def _run(code: str, env: dict, cwd: Path, tempdir: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter; ``tempdir`` replaces tempfile's choice (which would fall
+    back from an unusable TMPDIR to /tmp) before mcsim is imported."""
+    prefix = f"import tempfile; tempfile.tempdir = {str(tempdir)!r}\n" if tempdir is not None else ""
+    return subprocess.run([sys.executable, "-c", prefix + code], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=900)
+
+
+def _tiny_scenario_json(small_raw: dict) -> str:
+    small_raw["run"].update(runs=4, mode="fast")
+    return json.dumps(small_raw)
+
+
+# --------------------------------------------------------------------------- invalidation
+
+def test_source_hash_covers_every_kernel_file(tmp_path):
+    copy = tmp_path / "kernels"
+    shutil.copytree(PACKAGE / "kernels", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    original = accelerate.kernel_source_hash(copy)
+    assert original == accelerate.kernel_source_hash(PACKAGE / "kernels") == accelerate.SOURCE_HASH
+    seen = {original}
+    for name in ("rng.py", "normal.py", "renewal.py", "montecarlo.py"):  # helpers and the entry point
+        path = copy / name
+        text = path.read_text()
+        path.write_text(text + "\n# an edit\n")
+        changed = accelerate.kernel_source_hash(copy)
+        assert changed not in seen, name
+        seen.add(changed)
+        path.write_text(text)
+        assert accelerate.kernel_source_hash(copy) == original
+    (copy / "extra.py").write_text("X = 1\n")  # a new kernel file counts too
+    assert accelerate.kernel_source_hash(copy) != original
+
+
+def test_every_kernel_is_stamped_with_the_source_hash():
+    if accelerate.CACHE_FOLDER is None:
+        pytest.skip("no writable cache folder in this environment")
+    from mcsim.kernels import montecarlo, normal, renewal, rng
+    dispatchers = [montecarlo.simulate_runs, normal.max_lognormal_factor, renewal.next_failure, rng.uniform]
+    for dispatcher in dispatchers:
+        locator = dispatcher._cache._impl.locator
+        assert locator.get_source_stamp() == accelerate.kernel_source_hash()
+        assert Path(locator.get_cache_path()) == accelerate.CACHE_FOLDER
+
+
+def test_editing_a_helper_file_recompiles_a_cached_kernel(tmp_path):
+    """End to end: a cached kernel is reused, then recompiled after another kernel file changes."""
+    site = tmp_path / "site"
+    package = _copy_package(site, probe=True)
+    env = _env(site, tmp_path)
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    first, second = (json.loads(_run(PROBE_RUN, env, tmp_path).stdout) for _ in range(2))
+    assert Path(first["file"]).is_relative_to(package)
+    assert first["folder"] == str(tmp_path / "numba-cache" / "mcsim")
+    assert (first["misses"], second["hits"]) == (1, 1)  # compiled once, then loaded from the cache
+    helper = package / "kernels" / "rng.py"  # not the file that defines the probe
+    helper.write_text(helper.read_text() + "\n# a change in a helper\n")
+    third = json.loads(_run(PROBE_RUN, env, tmp_path).stdout)
+    assert third["stamp"] != first["stamp"]
+    assert (third["hits"], third["misses"]) == (0, 1)  # stale machine code is not reused
+
+
+# --------------------------------------------------------------------------- location
+
+def test_cache_folder_order(tmp_path, monkeypatch):
+    """NUMBA_CACHE_DIR, then the install's __pycache__, then ~/.cache, then a private temp folder."""
+    blocked = _blocked(tmp_path)
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "env"))
+    assert accelerate._cache_folder() == tmp_path / "env" / "mcsim"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocked))
+    monkeypatch.setattr(accelerate, "_KERNEL_FOLDER", blocked)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert accelerate._cache_folder() == tmp_path / "xdg" / "mcsim" / "numba"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setenv("HOME", str(blocked))
+    monkeypatch.setattr(accelerate.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    private = accelerate._cache_folder()
+    assert private == tmp_path / "tmp" / f"mcsim-numba-cache-{os.getuid()}"
+    assert private.stat().st_mode & 0o777 == 0o700
+    private.chmod(0o777)  # a folder others can write to is not trusted (cache files are pickles)
+    assert accelerate._cache_folder() is None
+    monkeypatch.setattr(accelerate.tempfile, "tempdir", str(blocked))
+    assert accelerate._cache_folder() is None
+
+
+@pytest.mark.slow
+def test_read_only_install_without_writable_folders_runs_uncached(tmp_path, small_raw):
+    site = tmp_path / "site"
+    package = _copy_package(site)
+    (package / "kernels" / "__pycache__").write_text("")  # the install's cache folder cannot be made
+    blocked = _blocked(tmp_path)
+    proc = _run(SIMULATE.format(raw=_tiny_scenario_json(small_raw)), _env(site, blocked, blocked), tmp_path,
+                tempdir=blocked)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert NO_CACHE_WARNING in proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert Path(result["file"]).is_relative_to(package) and result["folder"] is None and result["runs"] == 4
+
+
+def test_read_only_install_uses_a_private_temp_folder(tmp_path):
+    site = tmp_path / "site"
+    package = _copy_package(site, probe=True)
+    (package / "kernels" / "__pycache__").write_text("")
+    blocked = _blocked(tmp_path)
+    writable_tmp = tmp_path / "tmp"
+    writable_tmp.mkdir()
+    proc = _run(PROBE_RUN, _env(site, blocked, writable_tmp), tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert NO_CACHE_WARNING not in proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    private = writable_tmp / f"mcsim-numba-cache-{os.getuid()}"
+    assert Path(result["file"]).is_relative_to(package) and result["folder"] == str(private)
+    assert result["misses"] == 1 and any(private.glob("*probe*.nbi")) and any(private.glob("*probe*.nbc"))
+    assert private.stat().st_mode & 0o777 == 0o700
