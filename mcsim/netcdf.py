@@ -91,6 +91,9 @@ def write_results(ds: xr.Dataset, path: str | Path) -> Path:
     return path
 
 
+_LARGEST_WRITE = 4 << 20  # bytes: an upper bound on one write of the netCDF library here
+
+
 def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
     """The likely OS cause of a netCDF library failure while writing ``tmp``."""
     try:
@@ -99,7 +102,9 @@ def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
     except OSError:
         size, free = 0, 1 << 62
     soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0] if resource is not None else -1
-    if soft != getattr(resource, "RLIM_INFINITY", -1) and soft >= 0 and size >= soft:
+    # The write that failed did not extend the file: within one HDF5 write (a chunk, at
+    # most a few MiB) of a finite file-size limit, the limit is the cause.
+    if soft != getattr(resource, "RLIM_INFINITY", -1) and soft >= 0 and size + _LARGEST_WRITE >= soft:
         return OSError(errno.EFBIG, f"file-size limit of {soft} bytes reached (ulimit -f)")
     if free < 1 << 20:
         return OSError(errno.ENOSPC, "no space left on the device")
