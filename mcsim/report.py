@@ -95,20 +95,36 @@ def _censored_configs(ds: xr.Dataset) -> list[tuple[dict, float]]:
     return found
 
 
+_MARKDOWN_SPECIAL = "\\`*_{}[]<>()#+-.!|~$&"
+
+
+def markdown_text(text: object, limit: int = 300) -> str:
+    """``text`` (a scenario's name, description, a path: user input) as inert Markdown.
+
+    Control characters and line breaks become spaces, every character with a Markdown
+    or HTML meaning is backslash-escaped, and the result is cut to ``limit`` characters,
+    so scenario text can neither format nor link nor inject HTML into the report.
+    """
+    plain = "".join(" " if (ord(c) < 32 or 127 <= ord(c) < 160) else c for c in str(text))
+    if len(plain) > limit:
+        plain = plain[:limit] + "…"
+    return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in plain)
+
+
 def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     attrs = ds.attrs
     dims = _sweep_dims(ds)
     n_configs = int(np.prod([ds.sizes[d] for d in dims])) if dims else 1
     n_feasible = int(ds["feasible"].sum()) if "feasible" in ds else n_configs
-    rows = [("scenario", f"{attrs.get('scenario_name', '?')}"
-                         + (f" (`{attrs['scenario_source']}`)" if attrs.get("scenario_source") else "")),
+    rows = [("scenario", markdown_text(attrs.get("scenario_name", "?"))
+                         + (f" ({markdown_text(attrs['scenario_source'])})" if attrs.get("scenario_source") else "")),
             ("runs per configuration", f"{ds.sizes['run']:,}"),
             ("seed", str(attrs.get("seed", "?"))),
             ("mode", str(attrs.get("mode", "?"))),
             ("mcsim version", str(attrs.get("mcsim_version", "?"))),
             ("simulated on", str(attrs.get("created", "?")))]
     if source:
-        rows.insert(1, ("result file", f"`{source}`"))
+        rows.insert(1, ("result file", markdown_text(source)))
     for d in dims:
         rows.append((f"sweep: {d}", ", ".join(format_coordinate(v) for v in ds[d].values.tolist())))
     censored = _censored_configs(ds)
@@ -117,10 +133,10 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     lines = ["## What was simulated", ""]
     description = _description(attrs)
     if description:
-        lines += [description, ""]
+        lines += [markdown_text(description, limit=2000), ""]
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     if n_feasible < n_configs:
-        reasons = sorted({str(r) for r in np.asarray(ds["infeasible_reason"].values).ravel() if str(r)})
+        reasons = sorted({markdown_text(r) for r in np.asarray(ds["infeasible_reason"].values).ravel() if str(r)})
         lines += ["", f"{n_configs - n_feasible} configurations cannot run and are left out of every pick: "
                   + "; ".join(reasons[:5]) + (" …" if len(reasons) > 5 else "") + "."]
     if censored:
@@ -234,7 +250,7 @@ def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = Non
     """The report's Markdown; ``figures`` are the names (without .png) of the figures beside it."""
     name = ds.attrs.get("scenario_name", "mcsim results")
     runs = ds.sizes["run"]
-    lines = [f"# mcsim report: {name}", "",
+    lines = [f"# mcsim report: {markdown_text(name)}", "",
              f"Monte Carlo results over {runs:,} runs per configuration. Means carry the 95 % confidence "
              "interval of the mean (normal approximation); ranges are the 5th and 95th percentiles over runs. "
              "Runs share their random streams across configurations (common random numbers).", ""]

@@ -468,3 +468,28 @@ def test_report_when_no_configuration_can_be_ranked(hard_file, tmp_path, capsys)
     assert main(["report", str(path), "-o", str(tmp_path / "r")]) == 0
     readme = (tmp_path / "r" / "README.md").read_text()
     assert "No configuration can be ranked" in readme and "Cost-optimal" not in readme
+
+
+def test_scenario_text_is_inert_in_the_report_markdown(single_file):
+    # Issue 11, item 18: a scenario's name and description went into the report's Markdown
+    # unescaped. Hostile text must come out escaped: no link, image, HTML, heading or
+    # table cell break can be formed from it, and no line break.
+    from mcsim.report import report_markdown
+
+    ds = mcsim.open_results(single_file)
+    hostile = "x](http://evil) <img src=x onerror=alert(1)> | # *bold*\n# Injected heading"
+    import tomllib
+
+    from mcsim.scenario import dumps_toml
+
+    raw = tomllib.loads(ds.attrs["scenario_toml"])
+    raw["description"] = "![img](http://evil) <b>hi</b>"
+    ds.attrs.update(scenario_name=hostile, scenario_source="a`b`c.toml", scenario_toml=dumps_toml(raw))
+    text = report_markdown(ds, [])
+    import re
+
+    for pattern in (r"\]\(", r"<img", r"<b>", r"!\[", r"\*bold"):  # unescaped: not after a backslash
+        assert not re.search(r"(?<!\\)" + pattern, text), pattern
+    assert "\n# Injected heading" not in text
+    assert r"x\]\(http://evil\) \<img src=x onerror=alert\(1\)\> \| \# \*bold\* \# Injected heading" in text
+    assert r"\!\[img\]\(http://evil\) \<b\>hi\</b\>" in text
