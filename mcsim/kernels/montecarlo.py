@@ -23,7 +23,10 @@ Semantics (the full statement is ``docs/model.md`` §4):
 * A run ends when all iterations are done, or is censored at ``max_wall_s``
   or after ``max_failures`` failures.
 * Exact mode draws ``F`` every iteration. Fast mode draws the sum of a block
-  of ``K >= fast_min_block`` factors at once from N(K E[F], K Var[F]).
+  of ``K >= fast_min_block`` factors at once from N(K E[F], K Var[F]), and
+  advances whole stretches of checkpoint cycles between two events with one
+  such draw (:func:`_advance_stretch`), so that its cost follows the failures,
+  restarts and episodes, not the checkpoints.
 
 Time bookkeeping: ``wall = alive_iteration_time + lost + checkpoint + recovery``
 for completed runs, with ``alive_iteration_time = iterations * ideal +
@@ -544,6 +547,177 @@ def _write_outputs(row, x, k, pts):
     row[OUT_EXECUTED_ITERATIONS] = x[X_EXECUTED]
 
 
+# --- Fast mode: whole stretches of checkpoint cycles at once -----------------------------------
+
+STRETCH_Z = 8.0         # margin, in standard deviations, that a stretch keeps from the next event
+
+
+@jit
+def _cycles_within(distance, mean, std):
+    """Largest ``n >= 0`` with ``n mean + STRETCH_Z sqrt(n) std <= distance`` (cycles of that mean and std)."""
+    if not distance > 0.0 or not mean > 0.0:
+        return 0
+    if distance == np.inf:
+        return 1 << 62
+    root = (-STRETCH_Z * std + math.sqrt(STRETCH_Z * STRETCH_Z * std * std + 4.0 * mean * distance)) / (2.0 * mean)
+    n = int(root * root)
+    while n > 0 and n * mean + STRETCH_Z * math.sqrt(n) * std > distance:
+        n -= 1
+    return n
+
+
+@jit
+def _stretch_point(pts, dst, j, n, base, t0, t_of_n_frac, stall_and_wait_s):
+    """Progress point after ``j`` of the ``n`` cycles of a stretch, by interpolation (never reached
+    by a failure: see :func:`_advance_stretch`); returns its time."""
+    share = j / n
+    for col in range(N_P):
+        pts[dst, col] = base[col] + share * (pts[PT_NOW, col] - base[col])
+    return t0 + share * t_of_n_frac + j * stall_and_wait_s
+
+
+@jit
+def _stretch_writes(p, x, k, pts, n, base, t0, dt_sum, cycle_extra_s, heavy):
+    """The strategy's hook for ``n`` skipped cycles: counters and restore points in closed form.
+
+    ``cycle_extra_s``: stall (and, ``heavy``, the write wait's deterministic length) per cycle.
+    """
+    t_end = x[X_T]
+    span = 0.0 if heavy else dt_sum   # the random part of the stretch's time
+    if p.strategy == STRATEGY_SYNC:
+        _copy_point(pts, PT_DURABLE, PT_NOW)
+        k[K_STORAGE_WRITES] += n
+        return
+    if p.strategy == STRATEGY_ASYNC:
+        k[K_STORAGE_WRITES] += n
+        if k[K_PENDING] == 1:        # the write in flight at the start is durable by checkpoint 1
+            _copy_point(pts, PT_DURABLE, PT_PENDING)
+        if n >= 2:
+            _stretch_point(pts, PT_DURABLE, n - 1, n, base, t0, span, cycle_extra_s)
+        _copy_point(pts, PT_PENDING, PT_NOW)
+        k[K_PENDING] = 1
+        x[X_PENDING_READY] = t_end + p.checkpoint_write_s
+        x[X_GATE] = x[X_PENDING_READY]
+        return
+    # in_memory: snapshots replicated; every persist_every-th persisted (none skipped: regular regime)
+    if k[K_REPLICATING] == 1:
+        _copy_point(pts, PT_MEMORY, PT_REPLICATING)
+        k[K_MEMORY_VALID] = 1
+    if n >= 2:
+        _stretch_point(pts, PT_MEMORY, n - 1, n, base, t0, span, cycle_extra_s)
+        k[K_MEMORY_VALID] = 1
+    s0 = k[K_SNAPSHOTS]
+    pe = p.persist_every
+    persists = (s0 + n) // pe - s0 // pe
+    k[K_SNAPSHOTS] = s0 + n
+    k[K_STORAGE_WRITES] += persists
+    if persists >= 1:
+        if k[K_PENDING] == 1:        # durable before the first persist of the stretch
+            _copy_point(pts, PT_DURABLE, PT_PENDING)
+        last = (s0 + n) // pe * pe - s0
+        if persists >= 2:
+            _stretch_point(pts, PT_DURABLE, last - pe, n, base, t0, span, cycle_extra_s)
+        t_last = _stretch_point(pts, PT_PENDING, last, n, base, t0, span, cycle_extra_s)
+        k[K_PENDING] = 1
+        x[X_PENDING_READY] = t_last + p.checkpoint_write_s
+    _complete_writes(x, k, pts)
+    _copy_point(pts, PT_REPLICATING, PT_NOW)
+    k[K_REPLICATING] = 1
+    x[X_REPLICA_READY] = t_end + p.replicate_s
+    x[X_GATE] = x[X_REPLICA_READY]
+
+
+@jit
+def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
+    """Fast mode: advance ``n`` whole checkpoint cycles (block, wait, stall) with one normal draw.
+
+    From a checkpoint boundary in a steady state, the cycles up to the next event are iid:
+    a block of K iterations (``c J S + K comm``, ``S ~ N(K E[F], K Var[F])``), the wait for
+    the previous write (none when the write is ``8 sd`` shorter than the block, ``W - block``
+    when it is ``8 sd`` longer) and the stall. The sum of ``n`` blocks' factor sums is
+    ``N(nK E[F], nK Var[F])``: drawn at once, exactly given the normal law. ``n`` keeps
+    ``8 sd`` from the next failure or the wall-clock limit plus a tail of cycles that are
+    walked one by one (so that every restore point a failure can reach is walked), and
+    ``8 sd`` plus one block from the next episode change. Returns the cycles advanced (0: none).
+    """
+    K = p.checkpoint_every
+    done = pts[PT_NOW, P_DONE]
+    if k[K_NEXT_CHECKPOINT] - done != K:
+        return 0
+    if active:
+        f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
+    else:
+        f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
+    n_max = (p.iterations - int(done) - 1) // K   # cycles that end with a checkpoint
+    if n_max < 1 or n_max * K < min_block:
+        return 0
+    t = x[X_T]
+    job = x[X_JOB]
+    c = p.compute_time_s
+    iter_mean = c * job * f_mean + p.comm_time_s
+    block_mean = K * iter_mean
+    block_std = c * job * math.sqrt(K) * f_std
+    if p.strategy == STRATEGY_SYNC:
+        write = 0.0
+    elif p.strategy == STRATEGY_ASYNC:
+        write = p.checkpoint_write_s
+    else:
+        write = p.replicate_s
+    heavy = False
+    if write <= block_mean - STRETCH_Z * block_std:
+        cycle_mean, cycle_std = block_mean + p.checkpoint_stall_s, block_std
+    elif write >= block_mean + STRETCH_Z * block_std and x[X_GATE] == t + write:
+        heavy = True
+        cycle_mean, cycle_std = write + p.checkpoint_stall_s, 0.0
+    else:
+        return 0  # the write and the block overlap: cycles are walked
+    # Cycles walked before the next failure: every restore point a failure can reach is walked.
+    tail = 0 if p.strategy == STRATEGY_SYNC else 1
+    if p.strategy == STRATEGY_IN_MEMORY:
+        pe = p.persist_every
+        tail = 2 * pe
+        # Regular persists: each storage write is durable before the next persist is due.
+        if p.checkpoint_write_s > pe * cycle_mean - STRETCH_Z * math.sqrt(pe) * cycle_std:
+            return 0
+        if k[K_PENDING] == 1:
+            first = pe - k[K_SNAPSHOTS] % pe
+            if x[X_PENDING_READY] > t + first * cycle_mean - STRETCH_Z * math.sqrt(first) * cycle_std:
+                return 0
+    n = _cycles_within(horizon - t, cycle_mean, cycle_std) - tail
+    if transition < np.inf:
+        n = min(n, _cycles_within(transition - t - block_mean, cycle_mean, cycle_std))
+    n = min(n, n_max)
+    if n < 1 or n * K < min_block:
+        return 0
+
+    iterations = float(n * K)
+    total = iterations * f_mean + math.sqrt(iterations) * f_std * ndtri_acklam(uniform(it_stream))
+    total = max(total, 0.0)
+    dt_sum = c * job * total + iterations * p.comm_time_s
+    extra = write + p.checkpoint_stall_s if heavy else p.checkpoint_stall_s
+    t_end = t + n * extra if heavy else t + dt_sum + n * extra
+    if t_end > horizon:
+        return 0  # beyond 8 sd (probability < 1e-15): walk instead
+    x[X_CHECKPOINT] += n * extra - dt_sum if heavy else n * extra
+    base = pts[PT_NOW].copy()
+    pts[PT_NOW, P_DONE] = done + iterations
+    x[X_EXECUTED] += iterations
+    pts[PT_NOW, P_ALIVE] += dt_sum
+    x[X_BUSY] += dt_sum
+    if active:  # transient share at its expectation; the rest is persistent
+        transient = c * iterations * (p.factor_mean - 1.0)
+        pts[PT_NOW, P_EPISODE_PHASE] += c * job * total
+    else:
+        transient = c * (total - iterations)
+    pts[PT_NOW, P_TRANSIENT] += transient
+    pts[PT_NOW, P_PERSISTENT] += dt_sum - iterations * (c + p.comm_time_s) - transient
+    x[X_T] = t_end
+    k[K_CHECKPOINTS] += n
+    k[K_NEXT_CHECKPOINT] = int(done) + (n + 1) * K
+    _stretch_writes(p, x, k, pts, n, base, t, dt_sum, extra, heavy)
+    return n
+
+
 # --- The run loop --------------------------------------------------------------------------
 
 @jit
@@ -584,6 +758,8 @@ def _simulate_run(p, fc, seed, run, row):
         if x[X_T] >= p.max_wall_s or k[K_FAILURES] >= p.max_failures:
             break
         active, transition = _episodes_at(p, x, ep_stream)
+        if p.fast and _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition) > 0:
+            continue
         status = _advance_block(p, x, k, pts, it_stream, horizon, active, transition)
         if status == BLOCK_CUT:
             continue  # the episode state changed: re-evaluate before going on
