@@ -54,7 +54,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .accelerate import jit, jit_parallel
+from .accelerate import jit_inline, jit_parallel
 from .normal import max_lognormal_factor, ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
 from .rng import seed_stream, uniform
@@ -185,7 +185,8 @@ PT_DURABLE = 1          # last durable storage checkpoint
 PT_MEMORY = 2           # last restorable in-memory snapshot (in_memory)
 PT_PENDING = 3          # storage write in flight, durable at X_PENDING_READY
 PT_REPLICATING = 4      # in_memory snapshot being replicated, until X_REPLICA_READY
-N_PT = 5
+PT_STRETCH_START = 5    # fast mode: the progress where the current stretch began
+N_PT = 6
 P_DONE = 0              # iterations completed
 P_ALIVE = 1             # time spent on them, s
 P_TRANSIENT = 2         # straggler excess within them: per-iteration noise, s
@@ -199,19 +200,19 @@ BLOCK_CUT = 1           # stopped at an episode change
 BLOCK_INTERRUPTED = 2   # a failure or the wall-clock limit struck inside it
 
 
-@jit
+@jit_inline
 def _job_factor(state, job_sigma):
     if job_sigma == 0.0:
         return 1.0
     return max(1.0, math.exp(job_sigma * ndtri_acklam(uniform(state))))
 
 
-@jit
+@jit_inline
 def _exponential(state):
     return -math.log(uniform(state))
 
 
-@jit
+@jit_inline
 def _copy_point(pts, dst, src):
     for j in range(N_P):
         pts[dst, j] = pts[src, j]
@@ -219,7 +220,7 @@ def _copy_point(pts, dst, src):
 
 # --- Events --------------------------------------------------------------------------------
 
-@jit
+@jit_inline
 def _episodes_at(p, x, ep_stream):
     """Episode change: process the arrivals up to now; returns ``(active, next change time)``."""
     t = x[X_T]
@@ -232,7 +233,7 @@ def _episodes_at(p, x, ep_stream):
     return active, transition
 
 
-@jit
+@jit_inline
 def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     """Advance a block of iterations up to the next checkpoint, the end, or an episode change.
 
@@ -321,7 +322,7 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     return BLOCK_DONE
 
 
-@jit
+@jit_inline
 def _complete_writes(x, k, pts):
     """Write completes: every write in flight that has finished by now becomes a restore point."""
     t = x[X_T]
@@ -336,14 +337,14 @@ def _complete_writes(x, k, pts):
 
 # --- Checkpoint strategy hooks: what a checkpoint does once its stall has ended --------------
 
-@jit
+@jit_inline
 def _sync_checkpoint(p, x, k, pts):
     """sync: the state is durable when the stall ends."""
     _copy_point(pts, PT_DURABLE, PT_NOW)
     k[K_STORAGE_WRITES] += 1
 
 
-@jit
+@jit_inline
 def _async_checkpoint(p, x, k, pts):
     """async, gockpt: durable ``checkpoint_write_s`` after the stall; the next checkpoint waits for it."""
     _copy_point(pts, PT_PENDING, PT_NOW)
@@ -353,7 +354,7 @@ def _async_checkpoint(p, x, k, pts):
     k[K_STORAGE_WRITES] += 1
 
 
-@jit
+@jit_inline
 def _in_memory_checkpoint(p, x, k, pts):
     """in_memory: a snapshot replicated to the peer (the next checkpoint waits for it),
     persisted to storage every ``persist_every``-th snapshot when no write is in flight."""
@@ -369,7 +370,7 @@ def _in_memory_checkpoint(p, x, k, pts):
         k[K_STORAGE_WRITES] += 1
 
 
-@jit
+@jit_inline
 def _checkpoint_hook(p, x, k, pts):
     """The strategy's hook (one per ``STRATEGY_*`` code)."""
     if p.strategy == STRATEGY_SYNC:
@@ -380,13 +381,13 @@ def _checkpoint_hook(p, x, k, pts):
         _in_memory_checkpoint(p, x, k, pts)
 
 
-@jit
+@jit_inline
 def _restores_from_memory(p):
     """Whether the strategy keeps snapshots a recovery can load from a peer's memory."""
     return p.strategy == STRATEGY_IN_MEMORY
 
 
-@jit
+@jit_inline
 def _checkpoint(p, x, k, pts, horizon):
     """Checkpoint begins: wait for the previous write (``X_GATE``), stall, then the strategy's hook.
 
@@ -415,7 +416,7 @@ def _checkpoint(p, x, k, pts, horizon):
     return False
 
 
-@jit
+@jit_inline
 def _failure(x, k, pts):
     """Failure at ``X_T``: writes in flight complete only if already done; the partial block is lost."""
     _complete_writes(x, k, pts)
@@ -427,7 +428,7 @@ def _failure(x, k, pts):
     x[X_LOST] += x[X_PARTIAL]
 
 
-@jit
+@jit_inline
 def _restore(p, x, k, pts, point):
     """Roll the run back to restore point ``point``: its later iterations are lost."""
     x[X_LOST] += pts[PT_NOW, P_ALIVE] - pts[point, P_ALIVE]
@@ -435,7 +436,7 @@ def _restore(p, x, k, pts, point):
     k[K_NEXT_CHECKPOINT] = int(pts[PT_NOW, P_DONE]) + p.checkpoint_every
 
 
-@jit
+@jit_inline
 def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
     """Failure of class ``c`` takes its nodes to repair; returns when the spares it needs are there."""
     t = x[X_T]
@@ -460,7 +461,7 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
     return repair_time, repair_tag, wait_until
 
 
-@jit
+@jit_inline
 def _recover(p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class,
              repair_time, repair_tag):
     """Recovery, restarted by every failure that strikes during it.
@@ -512,7 +513,7 @@ def _recover(p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_
             return heap_time, heap_class, repair_time, repair_tag
 
 
-@jit
+@jit_inline
 def _restart(p, x, job_stream, ep_stream):
     """Training resumes: a new job factor; the restart ends every episode."""
     x[X_JOB] = _job_factor(job_stream, p.job_sigma)
@@ -523,7 +524,7 @@ def _restart(p, x, job_stream, ep_stream):
         x[X_EPISODE_NEXT] += _exponential(ep_stream) / p.episode_rate_per_s
 
 
-@jit
+@jit_inline
 def _write_outputs(row, x, k, pts):
     """The output columns (``OUTPUT_COLUMNS``) from the final state."""
     row[OUT_WALL_S] = x[X_T]
@@ -552,7 +553,7 @@ def _write_outputs(row, x, k, pts):
 STRETCH_Z = 8.0         # margin, in standard deviations, that a stretch keeps from the next event
 
 
-@jit
+@jit_inline
 def _cycles_within(distance, mean, std):
     """Largest ``n >= 0`` with ``n mean + STRETCH_Z sqrt(n) std <= distance`` (cycles of that mean and std)."""
     if not distance > 0.0 or not mean > 0.0:
@@ -566,18 +567,18 @@ def _cycles_within(distance, mean, std):
     return n
 
 
-@jit
-def _stretch_point(pts, dst, j, n, base, t0, t_of_n_frac, stall_and_wait_s):
+@jit_inline
+def _stretch_point(pts, dst, j, n, t0, t_of_n_frac, stall_and_wait_s):
     """Progress point after ``j`` of the ``n`` cycles of a stretch, by interpolation (never reached
     by a failure: see :func:`_advance_stretch`); returns its time."""
     share = j / n
     for col in range(N_P):
-        pts[dst, col] = base[col] + share * (pts[PT_NOW, col] - base[col])
+        pts[dst, col] = pts[PT_STRETCH_START, col] + share * (pts[PT_NOW, col] - pts[PT_STRETCH_START, col])
     return t0 + share * t_of_n_frac + j * stall_and_wait_s
 
 
-@jit
-def _stretch_writes(p, x, k, pts, n, base, t0, dt_sum, cycle_extra_s, heavy):
+@jit_inline
+def _stretch_writes(p, x, k, pts, n, t0, dt_sum, cycle_extra_s, heavy):
     """The strategy's hook for ``n`` skipped cycles: counters and restore points in closed form.
 
     ``cycle_extra_s``: stall (and, ``heavy``, the write wait's deterministic length) per cycle.
@@ -593,18 +594,19 @@ def _stretch_writes(p, x, k, pts, n, base, t0, dt_sum, cycle_extra_s, heavy):
         if k[K_PENDING] == 1:        # the write in flight at the start is durable by checkpoint 1
             _copy_point(pts, PT_DURABLE, PT_PENDING)
         if n >= 2:
-            _stretch_point(pts, PT_DURABLE, n - 1, n, base, t0, span, cycle_extra_s)
+            _stretch_point(pts, PT_DURABLE, n - 1, n, t0, span, cycle_extra_s)
         _copy_point(pts, PT_PENDING, PT_NOW)
         k[K_PENDING] = 1
         x[X_PENDING_READY] = t_end + p.checkpoint_write_s
         x[X_GATE] = x[X_PENDING_READY]
         return
     # in_memory: snapshots replicated; every persist_every-th persisted (none skipped: regular regime)
-    if k[K_REPLICATING] == 1:
+    if k[K_REPLICATING] == 1:     # the replica in flight at the start is restorable by checkpoint 1
         _copy_point(pts, PT_MEMORY, PT_REPLICATING)
         k[K_MEMORY_VALID] = 1
+        k[K_REPLICATING] = 0
     if n >= 2:
-        _stretch_point(pts, PT_MEMORY, n - 1, n, base, t0, span, cycle_extra_s)
+        _stretch_point(pts, PT_MEMORY, n - 1, n, t0, span, cycle_extra_s)
         k[K_MEMORY_VALID] = 1
     s0 = k[K_SNAPSHOTS]
     pe = p.persist_every
@@ -616,8 +618,8 @@ def _stretch_writes(p, x, k, pts, n, base, t0, dt_sum, cycle_extra_s, heavy):
             _copy_point(pts, PT_DURABLE, PT_PENDING)
         last = (s0 + n) // pe * pe - s0
         if persists >= 2:
-            _stretch_point(pts, PT_DURABLE, last - pe, n, base, t0, span, cycle_extra_s)
-        t_last = _stretch_point(pts, PT_PENDING, last, n, base, t0, span, cycle_extra_s)
+            _stretch_point(pts, PT_DURABLE, last - pe, n, t0, span, cycle_extra_s)
+        t_last = _stretch_point(pts, PT_PENDING, last, n, t0, span, cycle_extra_s)
         k[K_PENDING] = 1
         x[X_PENDING_READY] = t_last + p.checkpoint_write_s
     _complete_writes(x, k, pts)
@@ -627,7 +629,7 @@ def _stretch_writes(p, x, k, pts, n, base, t0, dt_sum, cycle_extra_s, heavy):
     x[X_GATE] = x[X_REPLICA_READY]
 
 
-@jit
+@jit_inline
 def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     """Fast mode: advance ``n`` whole checkpoint cycles (block, wait, stall) with one normal draw.
 
@@ -699,7 +701,7 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     if t_end > horizon:
         return 0  # beyond 8 sd (probability < 1e-15): walk instead
     x[X_CHECKPOINT] += n * extra - dt_sum if heavy else n * extra
-    base = pts[PT_NOW].copy()
+    _copy_point(pts, PT_STRETCH_START, PT_NOW)
     pts[PT_NOW, P_DONE] = done + iterations
     x[X_EXECUTED] += iterations
     pts[PT_NOW, P_ALIVE] += dt_sum
@@ -714,13 +716,13 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     x[X_T] = t_end
     k[K_CHECKPOINTS] += n
     k[K_NEXT_CHECKPOINT] = int(done) + (n + 1) * K
-    _stretch_writes(p, x, k, pts, n, base, t, dt_sum, extra, heavy)
+    _stretch_writes(p, x, k, pts, n, t, dt_sum, extra, heavy)
     return n
 
 
 # --- The run loop --------------------------------------------------------------------------
 
-@jit
+@jit_inline
 def _simulate_run(p, fc, seed, run, row):
     n_classes = fc.units.shape[0]
     streams = np.empty((n_classes, 4), np.uint64)
