@@ -19,6 +19,7 @@ from .kernels.montecarlo import FailureClasses
 from .kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 from .schema import FailureClass
 from .scenario import Config
+from .strategies import STRATEGIES, Transfers
 from .workload import Workload
 
 
@@ -111,20 +112,8 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     copy_s = size / cfg.parallelism.gpus / (cfg.gpu.d2h_gbps * 1e9)  # each GPU's shard to host memory
     # One node's shard to its peer over the node's inter-node links.
     peer_s = size / cfg.nodes / (cfg.hardware.gpus_per_node * cfg.network.inter_gbps * 1e9)
-    replicate = load_memory = 0.0
-    if ck.strategy == "sync":
-        stall, background = storage_write_s, 0.0
-    elif ck.strategy == "async":
-        stall, background = copy_s + ck.async_overhead_s, storage_write_s
-    elif ck.strategy == "gockpt":
-        # GoCkpt (arXiv 2511.07035): the copy is spread over several iterations and
-        # made consistent on the CPU; training stalls a fraction of async's stall.
-        overlap = ck.gockpt_overlap_iterations or math.ceil(copy_s / wl.iteration_time_s) + 1
-        stall = ck.gockpt_stall_fraction * (copy_s + ck.async_overhead_s)
-        background = overlap * wl.iteration_time_s + storage_write_s
-    else:  # in_memory (Gemini, SOSP'23): snapshot to CPU memory, replica on a peer node
-        stall, background = copy_s, storage_write_s
-        replicate = load_memory = peer_s
+    stall, background, replicate, load_memory = STRATEGIES[ck.strategy].timings(
+        cfg, wl, Transfers(storage_write_s, copy_s, peer_s))
     load = size / (read_gbps * 1e9)
 
     classes = failure_classes(cfg)

@@ -32,6 +32,7 @@ from scipy import special
 from .checkpointing import CheckpointPlan
 from .kernels import montecarlo as mc
 from .scenario import Config
+from .strategies import STRATEGIES
 from .stragglers import factor_law
 from .workload import Workload
 
@@ -123,8 +124,9 @@ def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel
     storage_j_per_copy = plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12
     peer_j_per_copy = plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12
     writes_j = out[:, mc.OUT_STORAGE_WRITES] * storage_j_per_copy
-    if cfg.checkpoint.strategy == "in_memory":  # every snapshot also crosses to the peer node
-        writes_j = writes_j + out[:, mc.OUT_CHECKPOINTS] * peer_j_per_copy
+    peer_copies = STRATEGIES[cfg.checkpoint.strategy].peer_copies_per_checkpoint
+    if peer_copies:  # in_memory: every snapshot also crosses to the peer node
+        writes_j = writes_j + out[:, mc.OUT_CHECKPOINTS] * peer_copies * peer_j_per_copy
     # Every recovery attempt starts a load: from storage, or one node's shard from its peer.
     reads_j = out[:, mc.OUT_STORAGE_LOADS] * storage_j_per_copy \
         + out[:, mc.OUT_MEMORY_LOADS] * peer_j_per_copy / cfg.nodes

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import GPU_CATALOG
+from .strategies import STRATEGIES
 
 _REQUIRED = dataclasses.MISSING
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
@@ -152,7 +153,7 @@ class FailureClass:
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSection:
-    strategy: str = param("async", kind=str, choices=("sync", "async", "gockpt", "in_memory"))
+    strategy: str = param("async", kind=str, choices=tuple(STRATEGIES))
     interval: Interval = param(Interval("young_daly"), kind=Interval)
     bytes_per_param: float = param(14.0, gt=0, le=1e3, unit="B",
                                    doc="persisted bytes per parameter (ZeRO §3.1: ~14)")

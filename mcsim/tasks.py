@@ -27,6 +27,7 @@ from .checkpointing import CheckpointPlan, checkpoint_plan
 from .kernels import montecarlo as mc
 from .scenario import Config
 from .schema import Interval
+from .strategies import STRATEGIES
 from .stragglers import factor_law
 from .workload import Workload, workload
 
@@ -34,8 +35,7 @@ from .workload import Workload, workload
 # that would make one run take hours (Llama 3 saw 419 in 54 days).
 MAX_FAILURES_PER_RUN = 1_000_000
 DEFAULT_CHUNK_RUNS = 250
-STRATEGY_CODES = {"sync": mc.STRATEGY_SYNC, "async": mc.STRATEGY_ASYNC, "gockpt": mc.STRATEGY_ASYNC,
-                  "in_memory": mc.STRATEGY_IN_MEMORY}
+STRATEGY_CODES = {name: s.kernel_code for name, s in STRATEGIES.items()}
 
 
 # The optimiser's grid points use the streams of seed + OPTIMIZE_SEED_OFFSET.

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from .scenario import Config
+from .strategies import STRATEGIES
 
 BF16_BYTES = 2
 # Guards that keep every run finite (docs/model.md §2): at most 1e10 iterations, and an
@@ -144,9 +145,9 @@ def workload(cfg: Config) -> Workload:
                                                  f"dp*microbatch = {d}*{b} = {d * b}", iterations)
     if p > L:
         return _infeasible("parallelism.pp", f"pp = {p} exceeds layers = {L}", iterations)
-    if cfg.checkpoint.strategy == "in_memory" and G // gpn < 2:
-        return _infeasible("checkpoint.strategy", "in_memory needs at least 2 nodes (a peer for the replica)",
-                           iterations)
+    strategy_problem = STRATEGIES[cfg.checkpoint.strategy].infeasible(cfg)
+    if strategy_problem:
+        return _infeasible("checkpoint.strategy", strategy_problem, iterations)
     for fclass in cfg.failures:
         if fclass.scope == "node" and (G // gpn) % fclass.domain_nodes:
             return _infeasible(f"failures.{fclass.name}.domain_nodes",

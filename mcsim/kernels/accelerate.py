@@ -1,7 +1,7 @@
 """All Numba settings of mcsim in one place, and where compiled kernels are cached.
 
-Every kernel is compiled through :func:`jit` (serial helpers) or
-:func:`jit_parallel` (the entry points that ``prange`` over runs), so the
+Every kernel is compiled through :func:`jit` (serial helpers), :func:`jit_inline`
+(small helpers inlined into their callers) or :func:`jit_parallel` (the entry points that ``prange`` over runs), so the
 options below are the only ones in the code base:
 
 - ``nopython``: kernels never fall back to Python objects.
@@ -136,6 +136,15 @@ def _with_cache(dispatcher):
 def jit(func):
     """Compile a serial kernel helper with mcsim's settings."""
     return _with_cache(numba.jit(**_COMMON)(func))
+
+
+def jit_inline(func):
+    """Compile a small kernel helper that Numba inlines into its callers (``inline="always"``).
+
+    For the run loop's event functions: called once per event with the run's parameter
+    records, they cost more as calls than as code (measured in benchmarks/bench_kernel.py).
+    """
+    return _with_cache(numba.jit(inline="always", **_COMMON)(func))
 
 
 def jit_parallel(func):

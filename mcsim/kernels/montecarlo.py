@@ -23,11 +23,27 @@ Semantics (the full statement is ``docs/model.md`` §4):
 * A run ends when all iterations are done, or is censored at ``max_wall_s``
   or after ``max_failures`` failures.
 * Exact mode draws ``F`` every iteration. Fast mode draws the sum of a block
-  of ``K >= fast_min_block`` factors at once from N(K E[F], K Var[F]).
+  of ``K >= fast_min_block`` factors at once from N(K E[F], K Var[F]), and
+  advances whole stretches of checkpoint cycles between two events with one
+  such draw (:func:`_advance_stretch`), so that its cost follows the failures,
+  restarts and episodes, not the checkpoints.
 
 Time bookkeeping: ``wall = alive_iteration_time + lost + checkpoint + recovery``
 for completed runs, with ``alive_iteration_time = iterations * ideal +
 straggler_transient + straggler_persistent``.
+
+Structure. A run's state lives in three arrays with named slots: ``x`` (float
+scalars, ``X_*``), ``k`` (integer scalars, ``K_*``) and ``pts`` (progress
+points: the run's progress ``PT_NOW`` and its restore points ``PT_DURABLE``,
+``PT_MEMORY``, ``PT_PENDING``, ``PT_REPLICATING``, each a vector of ``P_*``
+columns). One small function per event changes it: :func:`_episodes_at`
+(episode change), :func:`_advance_block` (advance a block),
+:func:`_checkpoint` (checkpoint begins: wait, stall, then the strategy's hook
+:func:`_checkpoint_hook`), :func:`_complete_writes` (write completes: the one
+place where a finished write becomes a restore point), :func:`_failure`,
+:func:`_recover` (recovery, restarted by failures during it) and
+:func:`_restart`; :func:`_simulate_run` is the loop that dispatches them. The
+output columns are declared once in :data:`OUTPUT_COLUMNS`.
 """
 
 from __future__ import annotations
@@ -38,32 +54,36 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .accelerate import jit, jit_parallel
+from .accelerate import jit_inline, jit_parallel
 from .normal import max_lognormal_factor, ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
 from .rng import seed_stream, uniform
 
-# Columns of the per-run output matrix.
-OUT_WALL_S = 0
-OUT_FAILURES = 1
-OUT_LOST_S = 2
-OUT_CHECKPOINT_S = 3
-OUT_RECOVERY_S = 4
-OUT_STRAGGLER_S = 5
-OUT_COMPLETED = 6
-OUT_ITERATIONS_DONE = 7
-OUT_BUSY_S = 8
-OUT_CHECKPOINTS = 9
-OUT_STRAGGLER_TRANSIENT_S = 10
-OUT_STRAGGLER_PERSISTENT_S = 11
-OUT_MEMORY_RECOVERIES = 12
-OUT_SPARE_WAIT_S = 13
-OUT_EPISODE_PHASE_S = 14      # compute phase (compute_time * J * F) of surviving iterations in episodes
-OUT_STORAGE_WRITES = 15       # checkpoint writes to storage started
-OUT_STORAGE_LOADS = 16        # loads from storage started (one per recovery attempt)
-OUT_MEMORY_LOADS = 17         # loads from a peer's memory started
-OUT_EXECUTED_ITERATIONS = 18  # iterations run, rolled-back ones and the interrupted partial one included
-N_OUT = 19
+# Columns of the per-run output matrix, declared once: (name, meaning). Each name is
+# turned into the constant ``OUT_<NAME>`` (its column index) below, the only place.
+OUTPUT_COLUMNS = (
+    ("wall_s", "wall-clock time of the run, s"),
+    ("failures", "failures, those during recovery included"),
+    ("lost_s", "iteration time rolled back, partial iterations included, s"),
+    ("checkpoint_s", "time stalled or waiting for a previous write at checkpoints, s"),
+    ("recovery_s", "time recovering (spare wait, recovery, load), s"),
+    ("straggler_s", "straggler excess of the surviving iterations, s"),
+    ("completed", "1 if all iterations were done, 0 if censored"),
+    ("iterations_done", "iterations completed and not rolled back"),
+    ("busy_s", "time the GPUs computed, rolled-back and partial iterations included, s"),
+    ("checkpoints", "checkpoints taken (stalls completed)"),
+    ("straggler_transient_s", "straggler excess from per-iteration rank noise, s"),
+    ("straggler_persistent_s", "straggler excess from the job factor and episodes, s"),
+    ("memory_recoveries", "recoveries from an in-memory snapshot"),
+    ("spare_wait_s", "time waiting for spare nodes, s"),
+    ("episode_phase_s", "compute phase (compute_time * J * F) of surviving iterations in episodes, s"),
+    ("storage_writes", "checkpoint writes to storage started"),
+    ("storage_loads", "loads from storage started (one per recovery attempt)"),
+    ("memory_loads", "loads from a peer's memory started"),
+    ("executed_iterations", "iterations run, rolled-back ones and the interrupted partial one included"),
+)
+N_OUT = len(OUTPUT_COLUMNS)
+globals().update({f"OUT_{name.upper()}": i for i, (name, _) in enumerate(OUTPUT_COLUMNS)})
 
 STRATEGY_SYNC = 0
 STRATEGY_ASYNC = 1      # async and gockpt
@@ -122,19 +142,587 @@ class FailureClasses(NamedTuple):
     age_s: np.ndarray        # START_AGED: every unit's age at t = 0, s (0 otherwise)
 
 
-@jit
+# --- Run state: named slots of three arrays owned by one run ---------------------------------
+# Float scalars (``x``).
+X_T = 0                 # simulated time, s
+X_FAIL_T = 1            # time of the earliest pending failure, s
+X_JOB = 2               # job factor J of the current attempt
+X_EPISODE_NEXT = 3      # next slow-node episode arrival, s
+X_EPISODE_UNTIL = 4     # end of the episodes that have begun, s
+X_GATE = 5              # a checkpoint waits until this time (the previous foreground write), s
+X_PENDING_READY = 6     # the storage write in flight is durable at this time, s
+X_REPLICA_READY = 7     # the snapshot being replicated is restorable at this time, s
+X_PARTIAL = 8           # time of the iterations a failure interrupted, s
+X_EXECUTED = 9          # iterations run (rolled back and partial ones included)
+X_LOST = 10             # iteration time rolled back, s
+X_CHECKPOINT = 11       # time in checkpoints (waits and stalls), s
+X_RECOVERY = 12         # time recovering, s
+X_SPARE_WAIT = 13       # time waiting for spare nodes, s
+X_BUSY = 14             # time computing, s
+N_X = 15
+# Integer scalars (``k``).
+K_FAILURES = 0
+K_CHECKPOINTS = 1
+K_SNAPSHOTS = 2         # in_memory snapshots taken
+K_STORAGE_WRITES = 3
+K_STORAGE_LOADS = 4
+K_MEMORY_LOADS = 5
+K_MEMORY_RECOVERIES = 6
+K_NEXT_CHECKPOINT = 7   # iteration count after which the next checkpoint is taken
+K_SOURCE = 8            # source of the earliest pending failure (renewal.next_failure)
+K_PENDING = 9           # 1: a storage write is in flight
+K_REPLICATING = 10      # 1: a snapshot is being replicated
+K_MEMORY_VALID = 11     # 1: a replicated snapshot exists in peer memory
+K_SPARES_FREE = 12
+K_HEAP_SIZE = 13        # failure heap entries
+K_REPAIR_SIZE = 14      # nodes under repair
+K_COMPLETED = 15
+N_K = 16
+# Progress points (rows of ``pts``): the run's progress and its restore points, each a
+# vector of the columns below.
+PT_NOW = 0              # the run's progress
+PT_DURABLE = 1          # last durable storage checkpoint
+PT_MEMORY = 2           # last restorable in-memory snapshot (in_memory)
+PT_PENDING = 3          # storage write in flight, durable at X_PENDING_READY
+PT_REPLICATING = 4      # in_memory snapshot being replicated, until X_REPLICA_READY
+PT_STRETCH_START = 5    # fast mode: the progress where the current stretch began
+N_PT = 6
+P_DONE = 0              # iterations completed
+P_ALIVE = 1             # time spent on them, s
+P_TRANSIENT = 2         # straggler excess within them: per-iteration noise, s
+P_PERSISTENT = 3        # ... and job factor and episodes, s
+P_EPISODE_PHASE = 4     # compute phase of those iterations spent in slow-node episodes, s
+N_P = 5
+
+# What a block of iterations ended with (:func:`_advance_block`).
+BLOCK_DONE = 0          # reached the next checkpoint or the end
+BLOCK_CUT = 1           # stopped at an episode change
+BLOCK_INTERRUPTED = 2   # a failure or the wall-clock limit struck inside it
+
+
+@jit_inline
 def _job_factor(state, job_sigma):
     if job_sigma == 0.0:
         return 1.0
     return max(1.0, math.exp(job_sigma * ndtri_acklam(uniform(state))))
 
 
-@jit
+@jit_inline
 def _exponential(state):
     return -math.log(uniform(state))
 
 
-@jit
+@jit_inline
+def _copy_point(pts, dst, src):
+    for j in range(N_P):
+        pts[dst, j] = pts[src, j]
+
+
+# --- Events --------------------------------------------------------------------------------
+
+@jit_inline
+def _episodes_at(p, x, ep_stream):
+    """Episode change: process the arrivals up to now; returns ``(active, next change time)``."""
+    t = x[X_T]
+    while x[X_EPISODE_NEXT] <= t:
+        x[X_EPISODE_UNTIL] = max(x[X_EPISODE_UNTIL],
+                                 x[X_EPISODE_NEXT] + p.episode_mean_s * _exponential(ep_stream))
+        x[X_EPISODE_NEXT] += _exponential(ep_stream) / p.episode_rate_per_s
+    active = x[X_EPISODE_UNTIL] > t
+    transition = x[X_EPISODE_UNTIL] if active else x[X_EPISODE_NEXT]
+    return active, transition
+
+
+@jit_inline
+def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
+    """Advance a block of iterations up to the next checkpoint, the end, or an episode change.
+
+    Fast mode draws a block of ``K >= min_block`` iterations at once; shorter blocks and
+    exact mode draw each iteration. Returns a ``BLOCK_*`` code.
+    """
+    if active:
+        f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
+    else:
+        f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
+    job = x[X_JOB]
+    t = x[X_T]
+    done = pts[PT_NOW, P_DONE]
+    ideal_iter = p.compute_time_s + p.comm_time_s
+    interrupted = False
+    target = float(min(k[K_NEXT_CHECKPOINT], p.iterations))
+    block = target - done
+    use_fast = p.fast and block >= min_block
+    if use_fast and transition < np.inf:
+        # Iterations that start before the episode state changes, in expectation.
+        fit = math.ceil((transition - t) / (p.compute_time_s * job * f_mean + p.comm_time_s))
+        block = min(block, float(max(1, fit)))
+        use_fast = block >= min_block
+    if use_fast:
+        total = block * f_mean + math.sqrt(block) * f_std * ndtri_acklam(uniform(it_stream))
+        total = max(total, 0.0)
+        dt = p.compute_time_s * job * total + block * p.comm_time_s
+        if t + dt > horizon:
+            interrupted = True
+            x[X_EXECUTED] += block * (horizon - t) / dt
+        else:
+            t += dt
+            done += block
+            x[X_EXECUTED] += block
+            pts[PT_NOW, P_ALIVE] += dt
+            x[X_BUSY] += dt
+            if active:  # transient share at its expectation; the rest is persistent
+                transient = p.compute_time_s * block * (p.factor_mean - 1.0)
+                pts[PT_NOW, P_EPISODE_PHASE] += p.compute_time_s * job * total
+            else:
+                transient = p.compute_time_s * (total - block)
+            pts[PT_NOW, P_TRANSIENT] += transient
+            pts[PT_NOW, P_PERSISTENT] += dt - block * ideal_iter - transient
+    else:
+        stop = done + block
+        executed = x[X_EXECUTED]
+        alive_s = pts[PT_NOW, P_ALIVE]
+        busy_s = x[X_BUSY]
+        transient_s = pts[PT_NOW, P_TRANSIENT]
+        persistent_s = pts[PT_NOW, P_PERSISTENT]
+        episode_phase_s = pts[PT_NOW, P_EPISODE_PHASE]
+        while done < stop and t < transition:
+            m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
+            factor = max(m, p.episode_slowdown) if active else m
+            dt = p.compute_time_s * job * factor + p.comm_time_s
+            if t + dt > horizon:
+                interrupted = True
+                executed += (horizon - t) / dt
+                break
+            t += dt
+            done += 1.0
+            executed += 1.0
+            alive_s += dt
+            busy_s += dt
+            if active:
+                episode_phase_s += p.compute_time_s * job * factor
+            transient_s += p.compute_time_s * (m - 1.0)
+            persistent_s += p.compute_time_s * (job * factor - m)
+        x[X_EXECUTED] = executed
+        pts[PT_NOW, P_ALIVE] = alive_s
+        x[X_BUSY] = busy_s
+        pts[PT_NOW, P_TRANSIENT] = transient_s
+        pts[PT_NOW, P_PERSISTENT] = persistent_s
+        pts[PT_NOW, P_EPISODE_PHASE] = episode_phase_s
+    pts[PT_NOW, P_DONE] = done
+    x[X_PARTIAL] = 0.0
+    if interrupted:
+        # The GPUs computed up to the horizon; lost if the horizon is a failure.
+        x[X_PARTIAL] = horizon - t
+        x[X_BUSY] += horizon - t
+        x[X_T] = horizon
+        return BLOCK_INTERRUPTED
+    x[X_T] = t
+    if done < target:
+        return BLOCK_CUT
+    return BLOCK_DONE
+
+
+@jit_inline
+def _complete_writes(x, k, pts):
+    """Write completes: every write in flight that has finished by now becomes a restore point."""
+    t = x[X_T]
+    if k[K_PENDING] == 1 and x[X_PENDING_READY] <= t:
+        _copy_point(pts, PT_DURABLE, PT_PENDING)
+        k[K_PENDING] = 0
+    if k[K_REPLICATING] == 1 and x[X_REPLICA_READY] <= t:
+        _copy_point(pts, PT_MEMORY, PT_REPLICATING)
+        k[K_MEMORY_VALID] = 1
+        k[K_REPLICATING] = 0
+
+
+# --- Checkpoint strategy hooks: what a checkpoint does once its stall has ended --------------
+
+@jit_inline
+def _sync_checkpoint(p, x, k, pts):
+    """sync: the state is durable when the stall ends."""
+    _copy_point(pts, PT_DURABLE, PT_NOW)
+    k[K_STORAGE_WRITES] += 1
+
+
+@jit_inline
+def _async_checkpoint(p, x, k, pts):
+    """async, gockpt: durable ``checkpoint_write_s`` after the stall; the next checkpoint waits for it."""
+    _copy_point(pts, PT_PENDING, PT_NOW)
+    k[K_PENDING] = 1
+    x[X_PENDING_READY] = x[X_T] + p.checkpoint_write_s
+    x[X_GATE] = x[X_PENDING_READY]
+    k[K_STORAGE_WRITES] += 1
+
+
+@jit_inline
+def _in_memory_checkpoint(p, x, k, pts):
+    """in_memory: a snapshot replicated to the peer (the next checkpoint waits for it),
+    persisted to storage every ``persist_every``-th snapshot when no write is in flight."""
+    _copy_point(pts, PT_REPLICATING, PT_NOW)
+    k[K_REPLICATING] = 1
+    x[X_REPLICA_READY] = x[X_T] + p.replicate_s
+    x[X_GATE] = x[X_REPLICA_READY]
+    k[K_SNAPSHOTS] += 1
+    if k[K_SNAPSHOTS] % p.persist_every == 0 and k[K_PENDING] == 0:
+        _copy_point(pts, PT_PENDING, PT_NOW)
+        k[K_PENDING] = 1
+        x[X_PENDING_READY] = x[X_T] + p.checkpoint_write_s
+        k[K_STORAGE_WRITES] += 1
+
+
+@jit_inline
+def _checkpoint_hook(p, x, k, pts):
+    """The strategy's hook (one per ``STRATEGY_*`` code)."""
+    if p.strategy == STRATEGY_SYNC:
+        _sync_checkpoint(p, x, k, pts)
+    elif p.strategy == STRATEGY_ASYNC:
+        _async_checkpoint(p, x, k, pts)
+    else:
+        _in_memory_checkpoint(p, x, k, pts)
+
+
+@jit_inline
+def _restores_from_memory(p):
+    """Whether the strategy keeps snapshots a recovery can load from a peer's memory."""
+    return p.strategy == STRATEGY_IN_MEMORY
+
+
+@jit_inline
+def _checkpoint(p, x, k, pts, horizon):
+    """Checkpoint begins: wait for the previous write (``X_GATE``), stall, then the strategy's hook.
+
+    Returns True when a failure or the wall-clock limit interrupted it.
+    """
+    t = x[X_T]
+    if x[X_GATE] > t:
+        wait_end = min(x[X_GATE], horizon)
+        x[X_CHECKPOINT] += wait_end - t
+        x[X_T] = wait_end
+        if wait_end < x[X_GATE]:
+            return True
+    _complete_writes(x, k, pts)
+    t = x[X_T]
+    stall_end = t + p.checkpoint_stall_s
+    if stall_end > horizon:
+        x[X_CHECKPOINT] += horizon - t
+        x[X_T] = horizon
+        return True
+    x[X_CHECKPOINT] += p.checkpoint_stall_s
+    x[X_T] = stall_end
+    k[K_CHECKPOINTS] += 1
+    k[K_NEXT_CHECKPOINT] = int(pts[PT_NOW, P_DONE]) + p.checkpoint_every
+    _complete_writes(x, k, pts)
+    _checkpoint_hook(p, x, k, pts)
+    return False
+
+
+@jit_inline
+def _failure(x, k, pts):
+    """Failure at ``X_T``: writes in flight complete only if already done; the partial block is lost."""
+    _complete_writes(x, k, pts)
+    k[K_PENDING] = 0
+    k[K_REPLICATING] = 0
+    x[X_GATE] = -np.inf
+    if pts[PT_DURABLE, P_DONE] > pts[PT_MEMORY, P_DONE]:
+        _copy_point(pts, PT_MEMORY, PT_DURABLE)
+    x[X_LOST] += x[X_PARTIAL]
+
+
+@jit_inline
+def _restore(p, x, k, pts, point):
+    """Roll the run back to restore point ``point``: its later iterations are lost."""
+    x[X_LOST] += pts[PT_NOW, P_ALIVE] - pts[point, P_ALIVE]
+    _copy_point(pts, PT_NOW, point)
+    k[K_NEXT_CHECKPOINT] = int(pts[PT_NOW, P_DONE]) + p.checkpoint_every
+
+
+@jit_inline
+def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
+    """Failure of class ``c`` takes its nodes to repair; returns when the spares it needs are there."""
+    t = x[X_T]
+    repair_size = k[K_REPAIR_SIZE]
+    spares_free = k[K_SPARES_FREE]
+    while repair_size > 0 and repair_time[0] <= t:
+        _, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
+        spares_free += 1
+    need = fc.nodes_taken[c]
+    for _ in range(need):
+        repair_time, repair_tag, repair_size = heap_push(
+            repair_time, repair_tag, repair_size, t + fc.repair_s[c], c)
+    if spares_free >= need:
+        spares_free -= need
+    else:
+        for _ in range(need - spares_free):
+            back, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
+            wait_until = max(wait_until, back)
+        spares_free = 0
+    k[K_REPAIR_SIZE] = repair_size
+    k[K_SPARES_FREE] = spares_free
+    return repair_time, repair_tag, wait_until
+
+
+@jit_inline
+def _recover(p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class,
+             repair_time, repair_tag):
+    """Recovery, restarted by every failure that strikes during it.
+
+    Returns the (possibly reallocated) failure and repair heaps.
+    """
+    from_memory = False
+    first = True
+    wait_until = x[X_T]
+    while True:
+        t = x[X_T]
+        k[K_FAILURES] += 1
+        c, heap_time, heap_class, heap_size = consume_failure(
+            k[K_SOURCE], t, pool_left, pool_hazard, pool_next, heap_time, heap_class,
+            k[K_HEAP_SIZE], fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
+        k[K_HEAP_SIZE] = heap_size
+        if first:
+            from_memory = _restores_from_memory(p) and fc.memory_ok[c] == 1 and k[K_MEMORY_VALID] == 1
+            _restore(p, x, k, pts, PT_MEMORY if from_memory else PT_DURABLE)
+            if from_memory:
+                k[K_MEMORY_RECOVERIES] += 1
+            first = False
+        elif from_memory and fc.memory_ok[c] == 0:
+            # The snapshot being restored is destroyed: fall back to storage.
+            _restore(p, x, k, pts, PT_DURABLE)
+            from_memory = False
+            k[K_MEMORY_RECOVERIES] -= 1
+        _copy_point(pts, PT_MEMORY, PT_NOW)
+        # After a restore from storage no replica of the restored state exists yet.
+        if not from_memory:
+            k[K_MEMORY_VALID] = 0
+        if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
+            repair_time, repair_tag, wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag,
+                                                               wait_until)
+        load = p.load_memory_s if from_memory else p.load_s
+        if from_memory:
+            k[K_MEMORY_LOADS] += 1
+        else:
+            k[K_STORAGE_LOADS] += 1
+        recovery_end = max(t, wait_until) + fc.recovery_s[c] + load
+        fail_t, source = next_failure(pool_next, heap_time, heap_size)
+        x[X_FAIL_T] = fail_t
+        k[K_SOURCE] = source
+        stop = min(recovery_end, fail_t, p.max_wall_s)
+        x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - t)
+        x[X_RECOVERY] += stop - t
+        x[X_T] = stop
+        if stop < fail_t or stop >= p.max_wall_s or k[K_FAILURES] >= p.max_failures:
+            return heap_time, heap_class, repair_time, repair_tag
+
+
+@jit_inline
+def _restart(p, x, job_stream, ep_stream):
+    """Training resumes: a new job factor; the restart ends every episode."""
+    x[X_JOB] = _job_factor(job_stream, p.job_sigma)
+    # Those that began during the recovery too.
+    t = x[X_T]
+    x[X_EPISODE_UNTIL] = min(x[X_EPISODE_UNTIL], t)
+    while x[X_EPISODE_NEXT] <= t:
+        x[X_EPISODE_NEXT] += _exponential(ep_stream) / p.episode_rate_per_s
+
+
+@jit_inline
+def _write_outputs(row, x, k, pts):
+    """The output columns (``OUTPUT_COLUMNS``) from the final state."""
+    row[OUT_WALL_S] = x[X_T]
+    row[OUT_FAILURES] = k[K_FAILURES]
+    row[OUT_LOST_S] = x[X_LOST]
+    row[OUT_CHECKPOINT_S] = x[X_CHECKPOINT]
+    row[OUT_RECOVERY_S] = x[X_RECOVERY]
+    row[OUT_STRAGGLER_S] = pts[PT_NOW, P_TRANSIENT] + pts[PT_NOW, P_PERSISTENT]
+    row[OUT_COMPLETED] = k[K_COMPLETED]
+    row[OUT_ITERATIONS_DONE] = pts[PT_NOW, P_DONE]
+    row[OUT_BUSY_S] = x[X_BUSY]
+    row[OUT_CHECKPOINTS] = k[K_CHECKPOINTS]
+    row[OUT_STRAGGLER_TRANSIENT_S] = pts[PT_NOW, P_TRANSIENT]
+    row[OUT_STRAGGLER_PERSISTENT_S] = pts[PT_NOW, P_PERSISTENT]
+    row[OUT_MEMORY_RECOVERIES] = k[K_MEMORY_RECOVERIES]
+    row[OUT_SPARE_WAIT_S] = x[X_SPARE_WAIT]
+    row[OUT_EPISODE_PHASE_S] = pts[PT_NOW, P_EPISODE_PHASE]
+    row[OUT_STORAGE_WRITES] = k[K_STORAGE_WRITES]
+    row[OUT_STORAGE_LOADS] = k[K_STORAGE_LOADS]
+    row[OUT_MEMORY_LOADS] = k[K_MEMORY_LOADS]
+    row[OUT_EXECUTED_ITERATIONS] = x[X_EXECUTED]
+
+
+# --- Fast mode: whole stretches of checkpoint cycles at once -----------------------------------
+
+STRETCH_Z = 8.0         # margin, in standard deviations, that a stretch keeps from the next event
+
+
+@jit_inline
+def _cycles_within(distance, mean, std):
+    """Largest ``n >= 0`` with ``n mean + STRETCH_Z sqrt(n) std <= distance`` (cycles of that mean and std)."""
+    if not distance > 0.0 or not mean > 0.0:
+        return 0
+    if distance == np.inf:
+        return 1 << 62
+    root = (-STRETCH_Z * std + math.sqrt(STRETCH_Z * STRETCH_Z * std * std + 4.0 * mean * distance)) / (2.0 * mean)
+    n = int(root * root)
+    while n > 0 and n * mean + STRETCH_Z * math.sqrt(n) * std > distance:
+        n -= 1
+    return n
+
+
+@jit_inline
+def _stretch_point(pts, dst, j, n, t0, t_of_n_frac, stall_and_wait_s):
+    """Progress point after ``j`` of the ``n`` cycles of a stretch, by interpolation (never reached
+    by a failure: see :func:`_advance_stretch`); returns its time."""
+    share = j / n
+    for col in range(N_P):
+        pts[dst, col] = pts[PT_STRETCH_START, col] + share * (pts[PT_NOW, col] - pts[PT_STRETCH_START, col])
+    return t0 + share * t_of_n_frac + j * stall_and_wait_s
+
+
+@jit_inline
+def _stretch_writes(p, x, k, pts, n, t0, dt_sum, cycle_extra_s, heavy):
+    """The strategy's hook for ``n`` skipped cycles: counters and restore points in closed form.
+
+    ``cycle_extra_s``: stall (and, ``heavy``, the write wait's deterministic length) per cycle.
+    """
+    t_end = x[X_T]
+    span = 0.0 if heavy else dt_sum   # the random part of the stretch's time
+    if p.strategy == STRATEGY_SYNC:
+        _copy_point(pts, PT_DURABLE, PT_NOW)
+        k[K_STORAGE_WRITES] += n
+        return
+    if p.strategy == STRATEGY_ASYNC:
+        k[K_STORAGE_WRITES] += n
+        if k[K_PENDING] == 1:        # the write in flight at the start is durable by checkpoint 1
+            _copy_point(pts, PT_DURABLE, PT_PENDING)
+        if n >= 2:
+            _stretch_point(pts, PT_DURABLE, n - 1, n, t0, span, cycle_extra_s)
+        _copy_point(pts, PT_PENDING, PT_NOW)
+        k[K_PENDING] = 1
+        x[X_PENDING_READY] = t_end + p.checkpoint_write_s
+        x[X_GATE] = x[X_PENDING_READY]
+        return
+    # in_memory: snapshots replicated; every persist_every-th persisted (none skipped: regular regime)
+    if k[K_REPLICATING] == 1:     # the replica in flight at the start is restorable by checkpoint 1
+        _copy_point(pts, PT_MEMORY, PT_REPLICATING)
+        k[K_MEMORY_VALID] = 1
+        k[K_REPLICATING] = 0
+    if n >= 2:
+        _stretch_point(pts, PT_MEMORY, n - 1, n, t0, span, cycle_extra_s)
+        k[K_MEMORY_VALID] = 1
+    s0 = k[K_SNAPSHOTS]
+    pe = p.persist_every
+    persists = (s0 + n) // pe - s0 // pe
+    k[K_SNAPSHOTS] = s0 + n
+    k[K_STORAGE_WRITES] += persists
+    if persists >= 1:
+        if k[K_PENDING] == 1:        # durable before the first persist of the stretch
+            _copy_point(pts, PT_DURABLE, PT_PENDING)
+        last = (s0 + n) // pe * pe - s0
+        if persists >= 2:
+            _stretch_point(pts, PT_DURABLE, last - pe, n, t0, span, cycle_extra_s)
+        t_last = _stretch_point(pts, PT_PENDING, last, n, t0, span, cycle_extra_s)
+        k[K_PENDING] = 1
+        x[X_PENDING_READY] = t_last + p.checkpoint_write_s
+    _complete_writes(x, k, pts)
+    _copy_point(pts, PT_REPLICATING, PT_NOW)
+    k[K_REPLICATING] = 1
+    x[X_REPLICA_READY] = t_end + p.replicate_s
+    x[X_GATE] = x[X_REPLICA_READY]
+
+
+@jit_inline
+def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
+    """Fast mode: advance ``n`` whole checkpoint cycles (block, wait, stall) with one normal draw.
+
+    From a checkpoint boundary in a steady state, the cycles up to the next event are iid:
+    a block of K iterations (``c J S + K comm``, ``S ~ N(K E[F], K Var[F])``), the wait for
+    the previous write (none when the write is ``8 sd`` shorter than the block, ``W - block``
+    when it is ``8 sd`` longer) and the stall. The sum of ``n`` blocks' factor sums is
+    ``N(nK E[F], nK Var[F])``: drawn at once, exactly given the normal law. ``n`` keeps
+    ``8 sd`` from the next failure or the wall-clock limit plus a tail of cycles that are
+    walked one by one (so that every restore point a failure can reach is walked), and
+    ``8 sd`` plus one block from the next episode change. Returns the cycles advanced (0: none).
+    """
+    K = p.checkpoint_every
+    done = pts[PT_NOW, P_DONE]
+    if k[K_NEXT_CHECKPOINT] - done != K:
+        return 0
+    if active:
+        f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
+    else:
+        f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
+    n_max = (p.iterations - int(done) - 1) // K   # cycles that end with a checkpoint
+    if n_max < 1 or n_max * K < min_block:
+        return 0
+    t = x[X_T]
+    job = x[X_JOB]
+    c = p.compute_time_s
+    iter_mean = c * job * f_mean + p.comm_time_s
+    block_mean = K * iter_mean
+    block_std = c * job * math.sqrt(K) * f_std
+    if p.strategy == STRATEGY_SYNC:
+        write = 0.0
+    elif p.strategy == STRATEGY_ASYNC:
+        write = p.checkpoint_write_s
+    else:
+        write = p.replicate_s
+    heavy = False
+    if write <= block_mean - STRETCH_Z * block_std:
+        cycle_mean, cycle_std = block_mean + p.checkpoint_stall_s, block_std
+    elif write >= block_mean + STRETCH_Z * block_std and x[X_GATE] == t + write:
+        heavy = True
+        cycle_mean, cycle_std = write + p.checkpoint_stall_s, 0.0
+    else:
+        return 0  # the write and the block overlap: cycles are walked
+    # Cycles walked before the next failure: every restore point a failure can reach is walked.
+    tail = 0 if p.strategy == STRATEGY_SYNC else 1
+    if p.strategy == STRATEGY_IN_MEMORY:
+        pe = p.persist_every
+        tail = 2 * pe
+        # Regular persists: each storage write is durable before the next persist is due.
+        if p.checkpoint_write_s > pe * cycle_mean - STRETCH_Z * math.sqrt(pe) * cycle_std:
+            return 0
+        if k[K_PENDING] == 1:
+            first = pe - k[K_SNAPSHOTS] % pe
+            if x[X_PENDING_READY] > t + first * cycle_mean - STRETCH_Z * math.sqrt(first) * cycle_std:
+                return 0
+    n = _cycles_within(horizon - t, cycle_mean, cycle_std) - tail
+    if transition < np.inf:
+        n = min(n, _cycles_within(transition - t - block_mean, cycle_mean, cycle_std))
+    n = min(n, n_max)
+    if n < 1 or n * K < min_block:
+        return 0
+
+    iterations = float(n * K)
+    total = iterations * f_mean + math.sqrt(iterations) * f_std * ndtri_acklam(uniform(it_stream))
+    total = max(total, 0.0)
+    dt_sum = c * job * total + iterations * p.comm_time_s
+    extra = write + p.checkpoint_stall_s if heavy else p.checkpoint_stall_s
+    t_end = t + n * extra if heavy else t + dt_sum + n * extra
+    if t_end > horizon:
+        return 0  # beyond 8 sd (probability < 1e-15): walk instead
+    x[X_CHECKPOINT] += n * extra - dt_sum if heavy else n * extra
+    _copy_point(pts, PT_STRETCH_START, PT_NOW)
+    pts[PT_NOW, P_DONE] = done + iterations
+    x[X_EXECUTED] += iterations
+    pts[PT_NOW, P_ALIVE] += dt_sum
+    x[X_BUSY] += dt_sum
+    if active:  # transient share at its expectation; the rest is persistent
+        transient = c * iterations * (p.factor_mean - 1.0)
+        pts[PT_NOW, P_EPISODE_PHASE] += c * job * total
+    else:
+        transient = c * (total - iterations)
+    pts[PT_NOW, P_TRANSIENT] += transient
+    pts[PT_NOW, P_PERSISTENT] += dt_sum - iterations * (c + p.comm_time_s) - transient
+    x[X_T] = t_end
+    k[K_CHECKPOINTS] += n
+    k[K_NEXT_CHECKPOINT] = int(done) + (n + 1) * K
+    _stretch_writes(p, x, k, pts, n, t, dt_sum, extra, heavy)
+    return n
+
+
+# --- The run loop --------------------------------------------------------------------------
+
+@jit_inline
 def _simulate_run(p, fc, seed, run, row):
     n_classes = fc.units.shape[0]
     streams = np.empty((n_classes, 4), np.uint64)
@@ -149,274 +737,45 @@ def _simulate_run(p, fc, seed, run, row):
 
     pool_left, pool_hazard, pool_next, heap_time, heap_class = init_failures(
         fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
-    heap_size = 0
     repair_time = np.empty(16)          # spare nodes under repair: return times
     repair_tag = np.empty(16, np.int64)
-    repair_size = 0
-    spares_free = p.spare_nodes
-
-    t = 0.0
-    done = 0                  # iterations completed and not rolled back
-    alive_s = 0.0             # time spent on those iterations
-    transient_s = 0.0         # straggler excess within them: per-iteration noise
-    persistent_s = 0.0        # ... and job factor and episodes
-    episode_phase_s = 0.0     # compute phase of those iterations spent in slow-node episodes
-    # Restore points: (iterations, alive_s, transient_s, persistent_s, episode_phase_s).
-    durable = (0, 0.0, 0.0, 0.0, 0.0)   # last durable storage checkpoint
-    memory = durable               # last restorable in-memory snapshot (in_memory)
-    pending = durable              # storage write in flight, durable at pending_ready_s
-    pending_active = False
-    pending_ready_s = 0.0
-    replicating = durable          # in_memory snapshot being replicated, until replica_ready_s
-    replicating_active = False
-    replica_ready_s = 0.0
-    memory_valid = False           # a replicated snapshot exists in peer memory
-    next_checkpoint = p.checkpoint_every
-    n_snapshots = 0
-    n_storage_writes = 0
-    n_storage_loads = 0
-    n_memory_loads = 0
-    executed = 0.0
-    lost_s = 0.0
-    checkpoint_s = 0.0
-    recovery_total_s = 0.0
-    spare_wait_s = 0.0
-    busy_s = 0.0
-    n_failures = 0
-    n_checkpoints = 0
-    n_memory_recoveries = 0
-    completed = False
-    job = _job_factor(job_stream, p.job_sigma)
-    ideal_iter = p.compute_time_s + p.comm_time_s
-    episode_next = np.inf
+    x = np.zeros(N_X)
+    k = np.zeros(N_K, np.int64)
+    pts = np.zeros((N_PT, N_P))
+    k[K_SPARES_FREE] = p.spare_nodes
+    k[K_NEXT_CHECKPOINT] = p.checkpoint_every
+    x[X_GATE] = -np.inf
+    x[X_JOB] = _job_factor(job_stream, p.job_sigma)
+    x[X_EPISODE_NEXT] = np.inf
     if p.episode_rate_per_s > 0.0:
-        episode_next = _exponential(ep_stream) / p.episode_rate_per_s
-    episode_until = 0.0
-
+        x[X_EPISODE_NEXT] = _exponential(ep_stream) / p.episode_rate_per_s
     # The earliest pending failure changes only when a failure is consumed.
-    fail_t, source = next_failure(pool_next, heap_time, heap_size)
+    x[X_FAIL_T], k[K_SOURCE] = next_failure(pool_next, heap_time, 0)
+
     while True:
-        horizon = min(fail_t, p.max_wall_s)
-        if done >= p.iterations:
-            completed = True
+        horizon = min(x[X_FAIL_T], p.max_wall_s)
+        if pts[PT_NOW, P_DONE] >= p.iterations:
+            k[K_COMPLETED] = 1
             break
-        if t >= p.max_wall_s or n_failures >= p.max_failures:
+        if x[X_T] >= p.max_wall_s or k[K_FAILURES] >= p.max_failures:
             break
-        while episode_next <= t:
-            episode_until = max(episode_until, episode_next + p.episode_mean_s * _exponential(ep_stream))
-            episode_next += _exponential(ep_stream) / p.episode_rate_per_s
-        active = episode_until > t
-        transition = episode_until if active else episode_next
-        if active:
-            f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
-        else:
-            f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
-
-        # --- a block of iterations up to the next checkpoint, the end, or an episode change ---
-        interrupted = False
-        target = min(next_checkpoint, p.iterations)
-        block = target - done
-        use_fast = p.fast and block >= min_block
-        if use_fast and transition < np.inf:
-            # Iterations that start before the episode state changes, in expectation.
-            fit = math.ceil((transition - t) / (p.compute_time_s * job * f_mean + p.comm_time_s))
-            block = min(block, max(1, fit))
-            use_fast = block >= min_block
-        if use_fast:
-            total = block * f_mean + math.sqrt(block) * f_std * ndtri_acklam(uniform(it_stream))
-            total = max(total, 0.0)
-            dt = p.compute_time_s * job * total + block * p.comm_time_s
-            if t + dt > horizon:
-                interrupted = True
-                executed += block * (horizon - t) / dt
-            else:
-                t += dt
-                done += block
-                executed += block
-                alive_s += dt
-                busy_s += dt
-                if active:  # transient share at its expectation; the rest is persistent
-                    transient = p.compute_time_s * block * (p.factor_mean - 1.0)
-                    episode_phase_s += p.compute_time_s * job * total
-                else:
-                    transient = p.compute_time_s * (total - block)
-                transient_s += transient
-                persistent_s += dt - block * ideal_iter - transient
-        else:
-            stop = done + block
-            while done < stop and t < transition:
-                m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
-                factor = max(m, p.episode_slowdown) if active else m
-                dt = p.compute_time_s * job * factor + p.comm_time_s
-                if t + dt > horizon:
-                    interrupted = True
-                    executed += (horizon - t) / dt
-                    break
-                t += dt
-                done += 1
-                executed += 1.0
-                alive_s += dt
-                busy_s += dt
-                if active:
-                    episode_phase_s += p.compute_time_s * job * factor
-                transient_s += p.compute_time_s * (m - 1.0)
-                persistent_s += p.compute_time_s * (job * factor - m)
-        partial_s = 0.0
-        if interrupted:
-            # The GPUs computed up to the horizon; lost if the horizon is a failure.
-            partial_s = horizon - t
-            busy_s += partial_s
-            t = horizon
-        elif done < target:
-            continue  # the episode state changed: re-evaluate before going on
-        elif done < p.iterations:
-            # --- checkpoint after iteration `done`: first wait for the previous write ---
-            tiered = p.strategy == STRATEGY_IN_MEMORY
-            waiting = replicating_active if tiered else pending_active
-            ready_s = replica_ready_s if tiered else pending_ready_s
-            if waiting and ready_s > t:
-                wait_end = min(ready_s, horizon)
-                checkpoint_s += wait_end - t
-                t = wait_end
-                interrupted = t < ready_s
-            if not interrupted and waiting:
-                if tiered:
-                    memory = replicating
-                    memory_valid = True
-                    replicating_active = False
-                else:
-                    durable = pending
-                    pending_active = False
-            if not interrupted:
-                stall_end = t + p.checkpoint_stall_s
-                if stall_end > horizon:
-                    checkpoint_s += horizon - t
-                    t = horizon
-                    interrupted = True
-                else:
-                    checkpoint_s += p.checkpoint_stall_s
-                    t = stall_end
-                    n_checkpoints += 1
-                    next_checkpoint = done + p.checkpoint_every
-                    snapshot = (done, alive_s, transient_s, persistent_s, episode_phase_s)
-                    if p.strategy == STRATEGY_SYNC:
-                        durable = snapshot
-                        n_storage_writes += 1
-                    elif p.strategy == STRATEGY_ASYNC:
-                        pending = snapshot
-                        pending_active = True
-                        pending_ready_s = t + p.checkpoint_write_s
-                        n_storage_writes += 1
-                    else:
-                        replicating = snapshot
-                        replicating_active = True
-                        replica_ready_s = t + p.replicate_s
-                        n_snapshots += 1
-                        if pending_active and pending_ready_s <= t:
-                            durable = pending
-                            pending_active = False
-                        if n_snapshots % p.persist_every == 0 and not pending_active:
-                            pending = snapshot
-                            pending_active = True
-                            pending_ready_s = t + p.checkpoint_write_s
-                            n_storage_writes += 1
-        if not interrupted:
+        active, transition = _episodes_at(p, x, ep_stream)
+        if p.fast and _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition) > 0:
             continue
-        if horizon < fail_t:
+        status = _advance_block(p, x, k, pts, it_stream, horizon, active, transition)
+        if status == BLOCK_CUT:
+            continue  # the episode state changed: re-evaluate before going on
+        if status == BLOCK_DONE:
+            if pts[PT_NOW, P_DONE] >= p.iterations or not _checkpoint(p, x, k, pts, horizon):
+                continue
+        if horizon < x[X_FAIL_T]:
             break  # censored at max_wall_s
-
-        # --- failure at t == fail_t: writes in flight complete only if already done ---
-        if pending_active and pending_ready_s <= t:
-            durable = pending
-        pending_active = False
-        if replicating_active and replica_ready_s <= t:
-            memory = replicating
-            memory_valid = True
-        replicating_active = False
-        if durable[0] > memory[0]:
-            memory = durable
-        lost_s += partial_s
-        from_memory = False
-        first = True
-        wait_until = t
-        # --- recovery, restarted by every failure that strikes during it ---
-        while True:
-            n_failures += 1
-            c, heap_time, heap_class, heap_size = consume_failure(
-                source, t, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-                heap_size, fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
-            if first:
-                from_memory = p.strategy == STRATEGY_IN_MEMORY and fc.memory_ok[c] == 1 and memory_valid
-                restore = memory if from_memory else durable
-                lost_s += alive_s - restore[1]
-                done, alive_s, transient_s, persistent_s, episode_phase_s = restore
-                next_checkpoint = done + p.checkpoint_every
-                if from_memory:
-                    n_memory_recoveries += 1
-                first = False
-            elif from_memory and fc.memory_ok[c] == 0:
-                # The snapshot being restored is destroyed: fall back to storage.
-                lost_s += alive_s - durable[1]
-                done, alive_s, transient_s, persistent_s, episode_phase_s = durable
-                next_checkpoint = done + p.checkpoint_every
-                from_memory = False
-                n_memory_recoveries -= 1
-            memory = (done, alive_s, transient_s, persistent_s, episode_phase_s)
-            # After a restore from storage no replica of the restored state exists yet.
-            memory_valid = memory_valid and from_memory
-            if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
-                while repair_size > 0 and repair_time[0] <= t:
-                    _, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
-                    spares_free += 1
-                need = fc.nodes_taken[c]
-                for _ in range(need):
-                    repair_time, repair_tag, repair_size = heap_push(
-                        repair_time, repair_tag, repair_size, t + fc.repair_s[c], c)
-                if spares_free >= need:
-                    spares_free -= need
-                else:
-                    for _ in range(need - spares_free):
-                        back, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
-                        wait_until = max(wait_until, back)
-                    spares_free = 0
-            load = p.load_memory_s if from_memory else p.load_s
-            if from_memory:
-                n_memory_loads += 1
-            else:
-                n_storage_loads += 1
-            recovery_end = max(t, wait_until) + fc.recovery_s[c] + load
-            fail_t, source = next_failure(pool_next, heap_time, heap_size)
-            stop = min(recovery_end, fail_t, p.max_wall_s)
-            spare_wait_s += max(0.0, min(wait_until, stop) - t)
-            recovery_total_s += stop - t
-            t = stop
-            if stop < fail_t or stop >= p.max_wall_s or n_failures >= p.max_failures:
-                break
-        job = _job_factor(job_stream, p.job_sigma)
-        # The restart ends every episode, those that began during the recovery too.
-        episode_until = min(episode_until, t)
-        while episode_next <= t:
-            episode_next += _exponential(ep_stream) / p.episode_rate_per_s
-
-    row[OUT_WALL_S] = t
-    row[OUT_FAILURES] = n_failures
-    row[OUT_LOST_S] = lost_s
-    row[OUT_CHECKPOINT_S] = checkpoint_s
-    row[OUT_RECOVERY_S] = recovery_total_s
-    row[OUT_STRAGGLER_S] = transient_s + persistent_s
-    row[OUT_COMPLETED] = 1.0 if completed else 0.0
-    row[OUT_ITERATIONS_DONE] = done
-    row[OUT_BUSY_S] = busy_s
-    row[OUT_CHECKPOINTS] = n_checkpoints
-    row[OUT_STRAGGLER_TRANSIENT_S] = transient_s
-    row[OUT_STRAGGLER_PERSISTENT_S] = persistent_s
-    row[OUT_MEMORY_RECOVERIES] = n_memory_recoveries
-    row[OUT_SPARE_WAIT_S] = spare_wait_s
-    row[OUT_EPISODE_PHASE_S] = episode_phase_s
-    row[OUT_STORAGE_WRITES] = n_storage_writes
-    row[OUT_STORAGE_LOADS] = n_storage_loads
-    row[OUT_MEMORY_LOADS] = n_memory_loads
-    row[OUT_EXECUTED_ITERATIONS] = executed
+        _failure(x, k, pts)
+        heap_time, heap_class, repair_time, repair_tag = _recover(
+            p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class,
+            repair_time, repair_tag)
+        _restart(p, x, job_stream, ep_stream)
+    _write_outputs(row, x, k, pts)
 
 
 @jit_parallel

@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 
-from .accelerate import jit
+from .accelerate import jit, jit_inline
 from .gamma import log_gammaincc_inv
 from .rng import uniform
 
@@ -85,7 +85,7 @@ def first_failure_s(hazard, shape, scale_s, start, age_s):
     return age_s * math.expm1(growth)
 
 
-@jit
+@jit_inline
 def _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams):
     """Draw the next first-failure time of the never-failed units of class ``c``."""
     if pool_left[c] <= 0.0:
@@ -115,7 +115,7 @@ def init_failures(units, shape, scale_s, start, age_s, streams):
     return pool_left, pool_hazard, pool_next, heap_time, heap_class
 
 
-@jit
+@jit_inline
 def next_failure(pool_next, heap_time, heap_size):
     """Time and source of the earliest pending failure.
 
@@ -172,7 +172,7 @@ def _heap_push(heap_time, heap_class, size, time_s, c):
     return heap_time, heap_class, size + 1
 
 
-@jit
+@jit_inline
 def consume_failure(source, time_s, pool_left, pool_hazard, pool_next, heap_time, heap_class,
                     heap_size, shape, scale_s, start, age_s, streams):
     """Remove the failure ``(time_s, source)`` and schedule the replacement unit's.

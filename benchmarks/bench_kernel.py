@@ -1,0 +1,100 @@
+"""The run loop against its pre-issue-#12 version: ``python benchmarks/bench_kernel.py [--quick]``.
+
+Both kernels (``mcsim.kernels.montecarlo`` and the frozen copy
+``benchmarks/baseline_kernel.py``) run the same configurations with the same
+parameters in one process, each warmed up first (compile time excluded), so the
+ratio holds on a shared machine. Cases (docs/model.md §4 "Execution modes"):
+
+* ``reference 1,024 GPUs``: the Llama 3 405B reference on 1,024 GPUs (full
+  recomputation), its default async checkpoints, Daly interval (3 iterations of
+  101 s, below the fast block threshold: the old kernel walks every iteration);
+* ``28 days, 30-min sync``: the same model and cluster with a 28-day ideal job,
+  blocking checkpoints every 30 minutes and the reference's failure classes
+  (about 60 failures per run);
+* the reference (16,384 GPUs) for each strategy.
+
+Exact mode is timed too: it must not have slowed down (ratio about 1).
+
+The machine is shared, so the ratio is taken on CPU time with one Numba thread
+(best of three, the two kernels alternating); ``2 threads`` is the new kernel's
+wall-clock rate with two threads, the figure the issue's targets are stated in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+import mcsim
+from mcsim.checkpointing import checkpoint_plan
+from mcsim.kernels import montecarlo as mc
+from mcsim.scenario import load_scenario
+from mcsim.tasks import run_params
+from mcsim.workload import workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import baseline_kernel  # noqa: E402
+
+SMALL_CLUSTER = ["parallelism.gpus=1024", "model.recompute=full"]
+REFERENCE_TOKENS_PER_ITERATION = 2048 * 8192   # the reference's global_batch * seq_len
+
+
+def _params(overrides: list[str], mode: str):
+    cfg = load_scenario(mcsim.reference_scenario_path(), overrides).base
+    wl = workload(cfg)
+    plan = checkpoint_plan(cfg, wl)
+    return run_params(cfg, wl, plan, mode), plan.classes, wl
+
+
+def _rate(kernel, params, classes, runs: int, threads: int = 1,
+          clock=time.process_time) -> tuple[float, np.ndarray]:
+    """Runs per second of ``clock`` (CPU time by default) with ``threads`` Numba threads."""
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    kernel.simulate_runs(params, classes, 1, 0, np.empty((2, mc.N_OUT)))   # compile / warm up
+    out = np.empty((runs, mc.N_OUT))
+    start = clock()
+    kernel.simulate_runs(params, classes, 1, 0, out)
+    return runs / (clock() - start), out
+
+
+def _case(name: str, overrides: list[str], mode: str, runs_new: int, runs_old: int) -> dict:
+    params, classes, wl = _params(overrides, mode)
+    new = old = 0.0
+    for _ in range(3):
+        rate, out = _rate(mc, params, classes, runs_new)
+        new = max(new, rate)
+        old = max(old, _rate(baseline_kernel, params, classes, runs_old)[0])
+    wall, _ = _rate(mc, params, classes, 2 * runs_new, threads=2, clock=time.perf_counter)
+    row = dict(case=name, mode=mode, new_runs_per_cpu_s=new, old_runs_per_cpu_s=old, ratio=new / old,
+               new_runs_per_s_2_threads=wall, failures_per_run=float(out[:, mc.OUT_FAILURES].mean()),
+               checkpoints_per_run=float(out[:, mc.OUT_CHECKPOINTS].mean()))
+    print(f"{name:28s} {mode:5s} per CPU-s: new {new:9.1f} old {old:8.2f} ratio {new / old:6.1f}x | "
+          f"2 threads: {wall:9.1f} runs/s | {row['failures_per_run']:.0f} failures, "
+          f"{row['checkpoints_per_run']:.0f} checkpoints per run", flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer runs")
+    args = parser.parse_args()
+    q = 0.1 if args.quick else 1.0
+    iterations_28d = round(28 * 86400 / _params(SMALL_CLUSTER, "fast")[2].iteration_time_s)
+    month = SMALL_CLUSTER + [f"model.tokens={iterations_28d * REFERENCE_TOKENS_PER_ITERATION}",
+                             "checkpoint.strategy=sync", "checkpoint.interval={ minutes = 30 }"]
+    _case("reference 1,024 GPUs", SMALL_CLUSTER, "fast", int(1000 * q), max(2, int(20 * q)))
+    _case("28 days, 30-min sync, 1,024", month, "fast", int(40_000 * q), int(10_000 * q))
+    for strategy in ("sync", "async", "gockpt", "in_memory"):
+        _case(f"reference 16,384 {strategy}", [f"checkpoint.strategy={strategy}"], "fast",
+              int(3000 * q), int(300 * q))
+    _case("28 days, 30-min sync, 1,024", month, "exact", int(200 * q), int(200 * q))
+    _case("reference 16,384 async", [], "exact", max(2, int(10 * q)), max(2, int(10 * q)))
+
+
+if __name__ == "__main__":
+    main()

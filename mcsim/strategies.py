@@ -1,0 +1,101 @@
+"""Checkpoint strategies: one record per strategy, the only place that knows them by name.
+
+A :class:`Strategy` holds everything mcsim needs to know about a strategy
+outside the kernel (docs/model.md §3 states what each computes):
+
+* ``kernel_hook``: which of the kernel's checkpoint hooks runs it
+  (``mcsim.kernels.montecarlo.STRATEGY_<HOOK>``): ``"sync"`` (durable when the
+  stall ends), ``"async"`` (durable a background write after the stall; the
+  next checkpoint waits for it) or ``"in_memory"`` (a snapshot replicated to a
+  peer, persisted to storage every n-th time);
+* ``timings``: its stall, background write, replication and memory load from
+  the configuration's transfer times (:class:`Transfers`);
+* ``infeasible``: why a configuration cannot use it (None if it can);
+* ``peer_copies_per_checkpoint``: snapshot copies sent over the inter-node link
+  per checkpoint (energy).
+
+A new strategy that reuses a kernel hook is one more entry in
+:data:`STRATEGIES` (plus its description in docs/model.md and a test); the
+scenario schema, the plan, the kernel parameters, feasibility and energy all
+read this table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, NamedTuple
+
+if TYPE_CHECKING:  # only for annotations: this module is imported by the schema
+    from .scenario import Config
+    from .workload import Workload
+
+
+class Transfers(NamedTuple):
+    """Transfer times of one checkpoint of a configuration, s."""
+
+    storage_write_s: float   # S / W: the whole checkpoint to storage
+    copy_s: float            # each GPU's shard to host memory (S/G / d2h_gbps)
+    peer_s: float            # one node's shard to its peer node over the inter-node links
+
+
+class Timings(NamedTuple):
+    """What a strategy costs per checkpoint and recovery, s."""
+
+    stall_s: float           # training stands still per checkpoint
+    write_s: float           # storage durability after the stall (0: durable when the stall ends)
+    replicate_s: float       # in-memory snapshot restorable after the stall (0 if none)
+    load_memory_s: float     # load of a snapshot from the peer's memory (0 if none)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One checkpoint strategy (see the module docstring)."""
+
+    name: str
+    kernel_hook: str
+    timings: Callable[[Config, Workload, Transfers], Timings]
+    infeasible: Callable[[Config], str | None] = lambda cfg: None
+    peer_copies_per_checkpoint: float = 0.0
+
+    @property
+    def kernel_code(self) -> int:
+        """The kernel's ``STRATEGY_*`` code of :attr:`kernel_hook`."""
+        from .kernels import montecarlo as mc
+        return getattr(mc, "STRATEGY_" + self.kernel_hook.upper())
+
+
+def _sync(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+    return Timings(tr.storage_write_s, 0.0, 0.0, 0.0)
+
+
+def _async(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+    return Timings(tr.copy_s + cfg.checkpoint.async_overhead_s, tr.storage_write_s, 0.0, 0.0)
+
+
+def _gockpt(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+    # GoCkpt (arXiv 2511.07035): the copy is spread over several iterations and made
+    # consistent on the CPU; training stalls a fraction of async's stall.
+    ck = cfg.checkpoint
+    overlap = ck.gockpt_overlap_iterations or math.ceil(tr.copy_s / wl.iteration_time_s) + 1
+    stall = ck.gockpt_stall_fraction * (tr.copy_s + ck.async_overhead_s)
+    return Timings(stall, overlap * wl.iteration_time_s + tr.storage_write_s, 0.0, 0.0)
+
+
+def _in_memory(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+    # Gemini (SOSP'23): snapshot to CPU memory, replica on a peer node.
+    return Timings(tr.copy_s, tr.storage_write_s, tr.peer_s, tr.peer_s)
+
+
+def _needs_a_peer(cfg: Config) -> str | None:
+    if cfg.parallelism.gpus // cfg.hardware.gpus_per_node < 2:
+        return "in_memory needs at least 2 nodes (a peer for the replica)"
+    return None
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
+    Strategy("sync", "sync", _sync),
+    Strategy("async", "async", _async),
+    Strategy("gockpt", "async", _gockpt),
+    Strategy("in_memory", "in_memory", _in_memory, infeasible=_needs_a_peer, peer_copies_per_checkpoint=1.0),
+)}

@@ -1,0 +1,138 @@
+"""Fast mode's whole stretches of checkpoint cycles against exact mode, in distribution.
+
+Fast mode advances the checkpoint cycles between two events (failure, restart,
+episode change) as one normal draw of their factor sums (docs/model.md §4
+"Execution modes"); exact mode draws every iteration. Given the per-block normal
+law, whose error the W1 rule bounds (1e-4 of a block's mean, far below what
+2,000 runs resolve), the two modes must agree in distribution: for every output
+below, the means within 4 standard errors of their difference and a two-sample
+Kolmogorov-Smirnov p-value above 0.001. The runs of the two modes use different
+seeds (independent samples). The scenarios cover every strategy and regime of a
+stretch: hundreds of checkpoints between failures; async writes shorter than the
+interval, longer than it (every checkpoint waits), and about as long (cycles
+walked); in_memory persisting regularly and skipping persists; episodes cutting
+stretches; job factor, spares, censoring, Weibull shapes, stationary start.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import failure_classes, kernel_params
+from mcsim.kernels import montecarlo as mc
+from mcsim.stragglers import factor_law
+
+# 1 s iterations (0.9 s compute, 0.1 s exposed communication) on 64 ranks, sigma 0.05,
+# 20,000 iterations, a checkpoint every 10: 2,000 checkpoints per run.
+BASE = dict(iterations=20_000, compute_time_s=0.9, comm_time_s=0.1, n_ranks=64.0, sigma=0.05,
+            checkpoint_every=10, checkpoint_stall_s=2.0, load_s=30.0)
+
+
+def _gpu(mtbf_s: float, shape: float = 1.0, start: str = "new", recovery_s: float = 60.0) -> tuple:
+    """64 GPU units whose system MTBF is ``mtbf_s`` (a failure takes one node; memory survives)."""
+    scale = 64 * mtbf_s / math.gamma(1.0 + 1.0 / shape)
+    return (64, shape, scale, recovery_s, 1, 1, 600.0, start)
+
+
+def _domain(mtbf_s: float) -> tuple:
+    """4 domains of 2 nodes (an event destroys a snapshot and its replica)."""
+    return (4, 1.0, 4 * mtbf_s, 90.0, 2, 0, 900.0, "new")
+
+
+SCENARIOS = {
+    # ~300 checkpoints between failures, blocking writes.
+    "sync_hundreds": (dict(), [_gpu(3000.0)]),
+    # async, write (4 s) shorter than the interval (10 s): no waits.
+    "async_light": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5, checkpoint_write_s=4.0),
+                    [_gpu(3000.0)]),
+    # async, write (25 s) slower than the interval: every checkpoint waits for the previous.
+    "async_slower_than_interval": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5,
+                                        checkpoint_write_s=25.0), [_gpu(3000.0, shape=0.7, start="stationary")]),
+    # gockpt-like: write as long as the mean block (sigma 0.3): waits half the time, cycles walked.
+    "async_write_equals_block": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.2,
+                                      checkpoint_write_s=10 * (0.9 * factor_law(64, 0.3).mean + 0.1),
+                                      sigma=0.3), [_gpu(2000.0)]),
+    # in_memory persisting every 8th snapshot regularly; domain failures fall back to storage.
+    "in_memory_regular": (dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.3, replicate_s=1.0,
+                               checkpoint_write_s=30.0, persist_every=8, load_memory_s=2.0),
+                          [_gpu(3000.0), _domain(6000.0)]),
+    # in_memory whose storage write (150 s) outlasts persist_every cycles: persists skipped.
+    "in_memory_slow_storage": (dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.3, replicate_s=1.0,
+                                    checkpoint_write_s=150.0, persist_every=4, load_memory_s=2.0),
+                               [_gpu(2500.0), _domain(5000.0)]),
+    # in_memory whose replica (15 s) is slower than the interval: every snapshot waits.
+    "in_memory_slow_replica": (dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.3, replicate_s=15.0,
+                                    checkpoint_write_s=40.0, persist_every=3, load_memory_s=2.0),
+                               [_gpu(3000.0)]),
+    # Slow-node episodes cut stretches; job factor redrawn at restarts.
+    "sync_episodes_job": (dict(episode_rate_per_s=1 / 1500.0, episode_mean_s=400.0, episode_slowdown=1.5,
+                               job_sigma=0.1), [_gpu(4000.0)]),
+    # async with spares, a wear-out class and censoring at the wall-clock limit.
+    "async_spares_censored": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5, checkpoint_write_s=6.0,
+                                   spare_nodes=1, max_wall_s=21_000.0, job_sigma=0.05),
+                              [_gpu(2500.0), _gpu(8000.0, shape=3.0, start="stationary")]),
+}
+
+COLUMNS = ("wall_s", "failures", "lost_s", "checkpoint_s", "recovery_s", "straggler_s", "completed",
+           "iterations_done", "busy_s", "checkpoints", "straggler_transient_s", "straggler_persistent_s",
+           "memory_recoveries", "spare_wait_s", "episode_phase_s", "storage_writes", "storage_loads",
+           "memory_loads", "executed_iterations")
+RUNS = 1000
+
+
+def _params(overrides: dict, fast: bool) -> mc.RunParams:
+    values = dict(BASE, **overrides)
+    law = factor_law(values["n_ranks"], values["sigma"])
+    episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
+    values.update(fast=fast, fast_min_block=law.fast_min_block(), factor_mean=law.mean, factor_std=law.std,
+                  fast_min_block_episode=episode.fast_min_block(), factor_mean_episode=episode.mean,
+                  factor_std_episode=episode.std)
+    return kernel_params(**values)
+
+
+def _run(name: str, fast: bool, seed: int) -> np.ndarray:
+    overrides, classes = SCENARIOS[name]
+    out = np.zeros((RUNS, mc.N_OUT))
+    mc.simulate_runs(_params(overrides, fast), failure_classes(classes), seed, 0, out)
+    return out
+
+
+def test_columns_are_the_kernels():
+    assert COLUMNS == tuple(name for name, _ in mc.OUTPUT_COLUMNS)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_fast_and_exact_agree_in_distribution(name):
+    exact = _run(name, fast=False, seed=11)
+    fast = _run(name, fast=True, seed=12)   # independent seeds: a two-sample comparison
+    assert exact[:, mc.OUT_FAILURES].mean() > 2          # failures happen
+    bad = []
+    rounding = 1e-9 * exact[:, mc.OUT_WALL_S].mean()   # sums of seconds agree to this at best
+    for col, column in enumerate(COLUMNS):
+        # Sums of many stalls differ in their last digits between the modes (added one by one or
+        # as n * stall); on the grid `rounding` they are the same atoms of the distribution.
+        a, b = np.round(exact[:, col] / rounding) * rounding, np.round(fast[:, col] / rounding) * rounding
+        if max(np.abs(a).max(), np.abs(b).max()) == 0.0:
+            continue  # zero up to rounding (e.g. persistent stragglers without J or episodes)
+        se = math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+        if se == 0.0:
+            if a.mean() != b.mean():
+                bad.append(f"{column}: constant {a.mean()} vs {b.mean()}")
+            continue
+        z = (b.mean() - a.mean()) / se
+        ks = stats.ks_2samp(a, b).pvalue
+        if abs(z) >= 4.0 or ks <= 1e-3:
+            bad.append(f"{column}: exact {a.mean():.6g} fast {b.mean():.6g} z {z:.2f} KS p {ks:.2g}")
+    assert not bad, "fast and exact differ:\n" + "\n".join(bad)
+
+
+def test_scenarios_have_hundreds_of_checkpoints_between_failures():
+    # The stretches this file is about: long runs of checkpoints between two failures.
+    for name in ("sync_hundreds", "async_light", "async_slower_than_interval", "in_memory_regular"):
+        out = _run(name, fast=True, seed=12)
+        per_failure = out[:, mc.OUT_CHECKPOINTS].sum() / max(1.0, out[:, mc.OUT_FAILURES].sum())
+        assert per_failure > 100, name
