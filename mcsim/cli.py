@@ -193,10 +193,12 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
     if sort is not None and sort not in PER_RUN:
         raise ValueError(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {sort!r}")
     stats = summarize(ds)
-    sweep_dims = [d for d in ds["wall_time"].dims if d != "run"]
-    header = ["configuration"] + [c[0] for c in _COLUMNS] + ["completed"]
+    sweep_dims = [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
+    draws = ds.sizes.get("draw", 0)
     key_name = sort or "cost"
     sign = _sort_direction(key_name)
+    uncertain_columns = _uncertain_columns(key_name) if draws else []
+    header = ["configuration"] + [c[0] for c in _COLUMNS] + [c[0] for c in uncertain_columns] + ["completed"]
     entries = []  # (group, key, row): group 0 completed, 1 censored, 2 infeasible
     for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
         point = dict(zip(sweep_dims, index))
@@ -205,13 +207,14 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
             label = " ".join(f"{d}={format_coordinate(ds[d].values[i])}" for d, i in point.items())
         else:
             label = ds.attrs.get("scenario_name", "scenario")
-        if not bool(sel["feasible"]):
-            entries.append((2, 0.0, [label, f"infeasible: {sel['infeasible_reason'].item()}"]))
+        if not bool(sel["feasible"].all()):
+            entries.append((2, 0.0, [label, f"infeasible: {_infeasible_text(sel)}"]))
             continue
         row = [label]
         for _, name, scale in _COLUMNS:
             mean = float(sel[name].sel(stat="mean"))
             row.append(_pm(mean, float(sel[name].sel(stat="ci95_high")) - mean, scale))
+        row += [cell(sel) for _, cell in uncertain_columns]
         share = float(sel["completed"].sel(stat="mean"))
         row.append(f"{share:.1%}" + (" *" if share < 1.0 else ""))
         if share < 1.0:
@@ -239,8 +242,15 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() if len(row) == len(header)
                      else "  ".join(row))
     runs = ds.sizes["run"]
-    lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
-                 f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
+    if draws:
+        lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {draws} parameter draws "
+                     f"x {runs} runs (from the spread of the draw means; seed {ds.attrs.get('seed')}, mode "
+                     f"{ds.attrs.get('mode')}); {key_name} 5-95 %: predictive interval over draws and runs; "
+                     f"epistemic: share of its variance due to the uncertain inputs "
+                     f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw")
+    else:
+        lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
+                     f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
     if counts[1]:
         lines.append("* runs censored at max_wall_days: time, energy and cost are truncated (lower bounds), "
                      "so the configuration is never ranked (best, Pareto front, report)")
@@ -249,6 +259,31 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
 
 
 MAX_TABLE_ROWS = 16
+
+
+def _infeasible_text(sel: xr.Dataset) -> str:
+    """Why a configuration is infeasible (in how many draws, when it has draws)."""
+    feasible = np.asarray(sel["feasible"].values, dtype=bool).ravel()
+    reasons = [str(r) for r in np.asarray(sel["infeasible_reason"].values, dtype=object).ravel() if str(r)]
+    reason = reasons[0] if reasons else "unknown"
+    return reason if feasible.size == 1 else f"{reason} (in {int((~feasible).sum())} of {feasible.size} draws)"
+
+
+def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]]]:
+    """Columns of the summary table with parameter draws: ``name``'s predictive 5-95 % and epistemic share."""
+    title, scale = next(((t, k) for t, n, k in _COLUMNS if n == name), (name, 1.0))
+    unit = title[title.index("["):] if "[" in title else ""
+    base = title[:title.index("[")].strip() if "[" in title else title
+
+    def interval(sel: xr.Dataset) -> str:
+        low, high = (float(sel[name].sel(stat=s)) * scale for s in ("p5", "p95"))
+        return f"{_fmt(low, 4)} to {_fmt(high, 4)}"
+
+    def share(sel: xr.Dataset) -> str:
+        value = float(sel[name].sel(stat="epistemic_share"))
+        return f"{value:.0%}" if math.isfinite(value) else "-"
+
+    return [(f"{base} 5-95 % {unit}".strip(), interval), (f"{base} epistemic", share)]
 
 
 def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
@@ -265,7 +300,7 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
             lines.append(f"  ... {int(np.prod(shape)) - 12} more configurations in the file")
             break
         point = stats.isel(dict(zip(sweep_dims, index))).sel(stat="mean")
-        if not bool(point["feasible"]):
+        if not bool(point["feasible"].all()):  # all draws, with parameter draws
             continue
         label = " ".join(f"{d}={format_coordinate(stats[d].values[i])}" for d, i in zip(sweep_dims, index)) \
             or "all runs"

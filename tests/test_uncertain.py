@@ -124,15 +124,21 @@ def _censored_poisson(draws=128, runs=50):
     return raw
 
 
-def test_gamma_rate_gives_negative_binomial_failure_counts():
+@pytest.fixture(scope="module")
+def gamma_rate():
     # Failure rate lambda = 1/MTBF ~ Gamma(a = 5, rate b = 50 h) across draws (MTBF inverse-gamma,
     # scale 50 h); given lambda, failures over T = 500 h form a Poisson process (exponential,
     # one unit, zero recovery time), so the count is Poisson(lambda T) and, over draws,
-    # negative binomial: mean a T / b = 50, variance a T / b + a T^2 / b^2 = 50 + 500 = 550.
+    # negative binomial: mean a T / b = 50, variance a T / b + a T^2 / b^2 = 50 + 500 = 550,
+    # of which Var E[N | lambda] = Var(lambda T) = 500 comes from the input (epistemic) and
+    # E Var[N | lambda] = E[lambda T] = 50 from chance (aleatoric).
     raw = _censored_poisson()
     raw["uncertain"] = {"failures.sw.mtbf_hours": {"dist": "invgamma", "shape": 5.0, "scale": 50.0}}
-    ds = mcsim.simulate(scenario_from_dict(raw), progress=False)
-    n = ds.n_failures.values  # (draw, run)
+    return mcsim.simulate(scenario_from_dict(raw), progress=False)
+
+
+def test_gamma_rate_gives_negative_binomial_failure_counts(gamma_rate):
+    n = gamma_rate.n_failures.values  # (draw, run)
     assert n.shape == (128, 50)
     mean, var = n.mean(), n.var()
     # standard errors from the draws as independent clusters (each draw: its own rate)
@@ -215,3 +221,49 @@ def test_written_and_read_back(paired, tmp_path):
     back = mcsim.open_results(path)
     np.testing.assert_array_equal(back["compute.efficiency"], ds["compute.efficiency"])
     assert back.attrs["uncertain_inputs"] == "compute.efficiency failures.gpu.mtbf_hours"
+
+
+# ---------------------------------------------------------------- honest summaries
+
+
+def test_summary_splits_the_variance_by_the_law_of_total_variance(gamma_rate):
+    stats = mcsim.summarize(gamma_rate).n_failures
+    n = gamma_rate.n_failures.values
+    draws, runs = n.shape
+    epistemic, aleatoric = (float(stats.sel(stat=s)) for s in ("epistemic_share", "aleatoric_share"))
+    assert epistemic + aleatoric == pytest.approx(1.0, abs=1e-12)
+    # the shares times the variance they split recover the closed form's two parts (500 and 50)
+    split_total = n.mean(axis=1).var(ddof=1) - n.var(axis=1, ddof=1).mean() / runs + n.var(axis=1, ddof=1).mean()
+    se_between = ((n.mean(axis=1) - n.mean()) ** 2).std(ddof=1) / math.sqrt(draws)
+    se_within = n.var(axis=1, ddof=1).std(ddof=1) / math.sqrt(draws)
+    assert abs(epistemic * split_total - 500.0) < 4 * se_between
+    assert abs(aleatoric * split_total - 50.0) < 4 * se_within
+    # the law of total variance: the two parts add up to the total variance (550 in closed form)
+    assert abs(split_total - float(stats.sel(stat="std")) ** 2) < 0.02 * split_total
+
+
+def test_summary_ci_comes_from_the_draw_means(gamma_rate):
+    summary = mcsim.summarize(gamma_rate).n_failures
+    n = gamma_rate.n_failures.values
+    low, high, mean = (float(summary.sel(stat=s)) for s in ("ci95_low", "ci95_high", "mean"))
+    half = (high - low) / 2
+    # two-level: the half-width is 1.96 s_B / sqrt(D) (s_B: sd of the draw means), about
+    # 1.96 sqrt(501 / 128) = 3.9 here, far wider than the naive 1.96 sqrt(550 / 6400) = 0.57
+    assert half == pytest.approx(1.959964 * n.mean(axis=1).std(ddof=1) / math.sqrt(n.shape[0]), rel=1e-6)
+    assert half > 4 * 1.959964 * n.std(ddof=1) / math.sqrt(n.size)
+    assert abs(mean - 50.0) < 4 / 1.959964 * half  # the true mean, within 4 standard errors
+    # the predictive 5-95 % interval spans the negative binomial's (mean 50, variance 550)
+    # NB(r = a = 5, p = b / (b + T) = 50 / 550); tolerances ~4 standard errors of a quantile
+    # estimated from 128 independent rates (sqrt(0.05 * 0.95 / 128) / density: ~1.6 at p5, ~3 at p95)
+    nb = stats.nbinom(5, 50 / 550)
+    assert float(summary.sel(stat="p5")) == pytest.approx(nb.ppf(0.05), abs=7)
+    assert float(summary.sel(stat="p95")) == pytest.approx(nb.ppf(0.95), abs=12)
+
+
+def test_summary_table_reports_draws(paired):
+    from mcsim.cli import summary_table
+
+    text = summary_table(paired[1])
+    assert "cost 5-95 % [MUSD]" in text and "cost epistemic" in text
+    assert "over 6 parameter draws x 12 runs" in text
+    assert len([line for line in text.splitlines() if line.startswith("pue=")]) >= 4  # no row per draw
