@@ -3,6 +3,7 @@
 ``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
+``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
@@ -100,6 +101,11 @@ def _build_parser() -> argparse.ArgumentParser:
     summary.add_argument("--sort", metavar="VAR", default=None,
                          help="sort by the mean of this per-run variable, best first (default: grid order, "
                               "or by cost when rows are left out)")
+    sens = sub.add_parser("sensitivity", help="rank the uncertain inputs of a result with parameter draws "
+                                              "(Sobol indices)")
+    sens.add_argument("file", help="netCDF file written by mcsim run with run.draws > 0")
+    sens.add_argument("--output", default="cost", metavar="VAR",
+                      help="per-run variable whose mean per draw is analysed (default cost)")
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
     fit.add_argument("log", metavar="LOG.csv",
                      help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours] (see docs/fitting.md)")
@@ -518,6 +524,53 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
+    """The inputs of a result with parameter draws, ranked by their Sobol indices, as text.
+
+    Raises
+    ------
+    ValueError
+        No parameter draws, or ``output`` is not a per-run variable.
+    """
+    from .sensitivity import sensitivity
+    from .summary import format_coordinate
+
+    result = sensitivity(ds, output)
+    sweep_dims = [d for d in result["rank"].dims if d != "input"]
+    method = result.attrs["method"]
+    names = ("S1", "ST") if method == "sobol" else ("S1", "delta")
+    lines = []
+    for index in np.ndindex(*(result.sizes[d] for d in sweep_dims)):
+        point = result.isel(dict(zip(sweep_dims, index)))
+        label = " ".join(f"{d}={format_coordinate(result[d].values[i])}" for d, i in zip(sweep_dims, index))
+        lines.append(f"{label or ds.attrs.get('scenario_name', 'scenario')}:")
+        order = np.argsort(point["rank"].values)
+        width = max(len(str(k)) for k in point["input"].values)
+        for i in order:
+            cells = [f"{n} {float(point[n][i]):.3f} [{float(point[f'{n}_low'][i]):.3f}, "
+                     f"{float(point[f'{n}_high'][i]):.3f}]" for n in names]
+            lines.append(f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  " + "  ".join(cells))
+    how = ("first-order (S1) and total (ST) Sobol indices from the Saltelli design" if method == "sobol" else
+           f"first-order index (S1) and delta measure from the given {result.attrs['design']} draws "
+           "(a total index needs run.design = \"saltelli\")")
+    lines.append(f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
+                 "[95 % bootstrap interval]; 1 = most influential")
+    return "\n".join(lines)
+
+
+def _cmd_sensitivity(args: argparse.Namespace) -> int:
+    ds = _open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    try:
+        text = sensitivity_table(ds, args.output)
+    except ValueError as err:
+        print(f"mcsim: error: {args.file}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
+    return 0
+
+
 def _cmd_fit_failures(args: argparse.Namespace) -> int:
     import re
 
@@ -807,6 +860,8 @@ def _main(argv: list[str] | None) -> int:
             return _cmd_plot(args)
         if args.command == "report":
             return _cmd_report(args)
+        if args.command == "sensitivity":
+            return _cmd_sensitivity(args)
         return _cmd_summary(args)
     except ScenarioError as err:
         print(f"mcsim: error: {err}", file=sys.stderr)

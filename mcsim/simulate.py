@@ -337,7 +337,8 @@ class _DrawPlan:
 
     Configuration ``flat`` of the sweep with draw ``d`` is the simulated configuration
     ``flat * draws + d`` (C order of dims (sweep..., draw)); its runs use the kernel
-    streams of the global runs ``d * runs .. (d + 1) * runs - 1``, so a draw has the same
+    streams of the global runs ``d * runs .. (d + 1) * runs - 1`` (with the Saltelli design,
+    those of its base point: :func:`mcsim.uncertain.draw_offset`), so a draw has the same
     parameter values and the same streams in every configuration (paired comparisons).
     """
 
@@ -354,7 +355,9 @@ class _DrawPlan:
 
     def first_run(self, config: int) -> int:
         """Global index of the first run of simulated configuration ``config``."""
-        return draw_offset(config % self.count, self.runs) if self.count else 0
+        if not self.count:
+            return 0
+        return draw_offset(config % self.count, self.runs, self.scenario.run.design, len(self.scenario.uncertain))
 
     def shift(self, tasks: list[Task]) -> list[Task]:
         """``tasks`` (runs 0 .. runs - 1 of each configuration) on their draw's global runs."""

@@ -241,6 +241,12 @@ def parse_uncertain(raw: dict, swept: set[str], draws: int, source: str) -> tupl
                                                  "[uncertain] table, got 0")
     if draws and not inputs:
         raise ScenarioError(source, "run.draws", f"expected 0 without an [uncertain] table, got {draws}")
+    run = raw.get("run", {})
+    block = saltelli_block(len(inputs))
+    if inputs and isinstance(run, dict) and run.get("design") == "saltelli" and (draws % block or draws < 2 * block):
+        raise ScenarioError(source, "run.draws", f"the saltelli design of {len(inputs)} inputs takes N x "
+                                                 f"{block} draws (N base points, at least 2; e.g. "
+                                                 f"{64 * block} for N = 64), got {draws}")
     return inputs
 
 
@@ -251,7 +257,10 @@ def unit_design(dims: int, draws: int, design: str, seed: int) -> np.ndarray:
     :mod:`scipy.stats.qmc`, randomised from ``seed`` (the scenario's ``run.seed``)
     on a stream of its own. The same seed gives the same points.
     """
-    rng = np.random.default_rng(np.random.SeedSequence([seed, DESIGN_STREAM]))
+    sequence = np.random.SeedSequence([seed, DESIGN_STREAM])
+    rng = np.random.default_rng(sequence)
+    if design == "saltelli":
+        return _saltelli_design(dims, draws, int(sequence.generate_state(1)[0]))
     if design == "lhs":
         return qmc.LatinHypercube(d=dims, rng=rng).random(draws)
     if design == "sobol":
@@ -259,6 +268,22 @@ def unit_design(dims: int, draws: int, design: str, seed: int) -> np.ndarray:
             warnings.simplefilter("ignore", UserWarning)
             return qmc.Sobol(d=dims, scramble=True, rng=rng).random(draws)
     raise ValueError(f"unknown design {design!r}")
+
+
+def saltelli_block(dims: int) -> int:
+    """Draws per base point of a Saltelli design of ``dims`` inputs (A, the ``dims`` AB_i, B)."""
+    return dims + 2
+
+
+def _saltelli_design(dims: int, draws: int, seed: int) -> np.ndarray:
+    """SALib's Saltelli/Sobol design (first and total indices) of ``draws = N (dims + 2)`` points."""
+    from SALib.sample import sobol as saltelli
+
+    problem = {"num_vars": dims, "names": [f"x{i}" for i in range(dims)], "bounds": [[0.0, 1.0]] * dims}
+    with warnings.catch_warnings():  # N not a power of 2: less balance, still valid
+        warnings.simplefilter("ignore")
+        points = saltelli.sample(problem, draws // saltelli_block(dims), calc_second_order=False, seed=seed)
+    return np.clip(points, 0.0, 1.0)
 
 
 def draw_values(inputs: tuple[UncertainInput, ...], draws: int, design: str, seed: int) -> np.ndarray:
@@ -269,8 +294,15 @@ def draw_values(inputs: tuple[UncertainInput, ...], draws: int, design: str, see
     return np.column_stack([entry.ppf(points[:, i]) for i, entry in enumerate(inputs)])
 
 
-def draw_offset(draw: int, runs: int) -> int:
-    """First global run index of draw ``draw``: run r of draw d uses the streams of run d * runs + r."""
+def draw_offset(draw: int, runs: int, design: str = "sobol", dims: int = 0) -> int:
+    """First global run index of draw ``draw``: run r of draw d uses the streams of run d * runs + r.
+
+    With the Saltelli design the ``dims + 2`` draws of one base point j (rows A_j, AB_i,j,
+    B_j) share the streams of j * runs + r, so that the differences f(A) - f(AB_i) the
+    Sobol estimators take are paired: an input without effect gives exactly 0.
+    """
+    if design == "saltelli":
+        return (draw // saltelli_block(dims)) * runs
     return draw * runs
 
 

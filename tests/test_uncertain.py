@@ -267,3 +267,78 @@ def test_summary_table_reports_draws(paired):
     assert "cost 5-95 % [MUSD]" in text and "cost epistemic" in text
     assert "over 6 parameter draws x 12 runs" in text
     assert len([line for line in text.splitlines() if line.startswith("pue=")]) >= 4  # no row per draw
+
+
+# ---------------------------------------------------------------- sensitivity
+
+
+def _linear_cost(design, draws):
+    """Cost linear in two inputs through the model, a third input without effect on cost.
+
+    No failures and no stragglers: every run of a draw is the same, and
+    cost = a * gpu_hour_usd + b * electricity_usd_per_kwh (a: GPU-hours, b: facility kWh, both
+    fixed by the configuration); grid_g_per_kwh changes CO2 only. With independent uniform
+    inputs the Sobol indices are S1_i = ST_i = a_i^2 Var X_i / sum_j a_j^2 Var X_j, and 0 for
+    the third input.
+    """
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"] = []
+    raw["stragglers"] = {"sigma": 0.0}
+    raw["run"].update(runs=2, draws=draws, design=design, mode="fast")
+    raw["uncertain"] = {"cost.gpu_hour_usd": {"dist": "uniform", "low": 1.0, "high": 3.0},
+                        "cost.electricity_usd_per_kwh": {"dist": "uniform", "low": 0.0, "high": 2.0},
+                        "carbon.grid_g_per_kwh": {"dist": "uniform", "low": 100, "high": 600}}
+    ds = mcsim.simulate(scenario_from_dict(raw), progress=False)
+    a = float((ds.cost_allocation / ds["cost.gpu_hour_usd"]).isel(run=0, draw=0))
+    b = float((ds.cost_electricity / ds["cost.electricity_usd_per_kwh"]).isel(run=0, draw=0))
+    v1, v2 = a * a * 2.0 ** 2 / 12, b * b * 2.0 ** 2 / 12  # a uniform of width w has variance w^2 / 12
+    return ds, np.array([v1, v2, 0.0]) / (v1 + v2)
+
+
+def _within(index, low, high, exact):
+    """``exact`` within about 4 standard errors of the estimate (the 95 % half-width is 1.96 of them)."""
+    slack = (high - low) / 2 * (4 / 1.959964 - 1)
+    return low - slack <= exact <= high + slack
+
+
+def test_saltelli_recovers_known_indices_and_a_null_input():
+    ds, exact = _linear_cost("saltelli", 128 * 5)
+    result = ds.mcsim.sensitivity("cost")
+    assert result.attrs["method"] == "sobol"
+    assert list(result.input.values) == ["cost.gpu_hour_usd", "cost.electricity_usd_per_kwh", "carbon.grid_g_per_kwh"]
+    for name in ("S1", "ST"):
+        for i in range(3):
+            assert _within(*(float(result[f"{name}{s}"][i]) for s in ("", "_low", "_high")), exact[i]), (name, i)
+    # the input without effect: its total index's interval contains 0
+    assert float(result.ST_low[2]) <= 0.0 <= float(result.ST_high[2])
+    assert list(result["rank"].values) == [1, 2, 3]
+    assert 0.25 < exact[1] < 0.75  # both effective inputs matter: the case is not degenerate
+
+
+def test_given_data_method_ranks_the_inputs():
+    ds, exact = _linear_cost("sobol", 256)
+    from mcsim.sensitivity import sensitivity
+
+    result = sensitivity(ds, "cost")
+    assert result.attrs["method"] == "delta"
+    assert np.isnan(result.ST).all()  # no total index without a Saltelli design
+    for i in range(2):
+        assert _within(*(float(result[f"S1{s}"][i]) for s in ("", "_low", "_high")), exact[i]), i
+    assert list(result["rank"].values) == [1, 2, 3]
+
+
+def test_sensitivity_cli_and_refusals(tmp_path, capsys, small_raw):
+    from mcsim.cli import main
+
+    ds, _ = _linear_cost("saltelli", 4 * 5)
+    path = write_results(ds, tmp_path / "s.nc")
+    assert main(["sensitivity", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1. cost.gpu_hour_usd" in out and "ST " in out
+    assert main(["sensitivity", str(path), "--output", "nonsense"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mcsim: error: ") and "nonsense" in err[0]
+    small_raw["run"]["runs"] = 4
+    plain = write_results(mcsim.simulate(scenario_from_dict(small_raw), progress=False), tmp_path / "p.nc")
+    assert main(["sensitivity", str(plain)]) == 2
+    assert "no parameter draws" in capsys.readouterr().err
