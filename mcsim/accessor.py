@@ -7,6 +7,7 @@
 >>> ds.mcsim.best("ettr")                       # the highest ETTR (each objective has a direction)
 >>> ds.mcsim.cheapest_within(days=3, probability=0.9)
 >>> ds.mcsim.prob_better({"gpus": 8192}, {"gpus": 4096}, "cost")
+>>> ds.mcsim.sensitivity("cost")               # Sobol indices of the uncertain inputs (run.draws)
 >>> ds.mcsim.plot.scaling()                     # matplotlib figures (the plot extra)
 """
 
@@ -75,6 +76,11 @@ class McsimAccessor:
     def paired_difference(self, a: Mapping, b: Mapping, objective: str = "cost") -> dict:
         """Mean of a - b over paired runs with its 95 % CI (:func:`mcsim.analysis.paired_difference`)."""
         return analysis.paired_difference(self._ds, a, b, objective)
+
+    def sensitivity(self, output: str = "cost", seed: int = 0) -> xr.Dataset:
+        """Sobol indices of the uncertain inputs on ``output``, per configuration (:func:`mcsim.sensitivity.sensitivity`)."""
+        from .sensitivity import sensitivity
+        return sensitivity(self._ds, output, seed)
 
     def completed_share(self) -> xr.DataArray:
         """Share of completed runs per configuration (:func:`mcsim.analysis.completed_share`)."""

@@ -3,6 +3,7 @@
 ``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
+``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
@@ -100,6 +101,11 @@ def _build_parser() -> argparse.ArgumentParser:
     summary.add_argument("--sort", metavar="VAR", default=None,
                          help="sort by the mean of this per-run variable, best first (default: grid order, "
                               "or by cost when rows are left out)")
+    sens = sub.add_parser("sensitivity", help="rank the uncertain inputs of a result with parameter draws "
+                                              "(Sobol indices)")
+    sens.add_argument("file", help="netCDF file written by mcsim run with run.draws > 0")
+    sens.add_argument("--output", default="cost", metavar="VAR",
+                      help="per-run variable whose mean per draw is analysed (default cost)")
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
     fit.add_argument("log", metavar="LOG.csv",
                      help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours] (see docs/fitting.md)")
@@ -193,10 +199,12 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
     if sort is not None and sort not in PER_RUN:
         raise ValueError(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {sort!r}")
     stats = summarize(ds)
-    sweep_dims = [d for d in ds["wall_time"].dims if d != "run"]
-    header = ["configuration"] + [c[0] for c in _COLUMNS] + ["completed"]
+    sweep_dims = [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
+    draws = ds.sizes.get("draw", 0)
     key_name = sort or "cost"
     sign = _sort_direction(key_name)
+    uncertain_columns = _uncertain_columns(key_name) if draws else []
+    header = ["configuration"] + [c[0] for c in _COLUMNS] + [c[0] for c in uncertain_columns] + ["completed"]
     entries = []  # (group, key, row): group 0 completed, 1 censored, 2 infeasible
     for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
         point = dict(zip(sweep_dims, index))
@@ -205,13 +213,14 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
             label = " ".join(f"{d}={format_coordinate(ds[d].values[i])}" for d, i in point.items())
         else:
             label = ds.attrs.get("scenario_name", "scenario")
-        if not bool(sel["feasible"]):
-            entries.append((2, 0.0, [label, f"infeasible: {sel['infeasible_reason'].item()}"]))
+        if not bool(sel["feasible"].all()):
+            entries.append((2, 0.0, [label, f"infeasible: {_infeasible_text(sel)}"]))
             continue
         row = [label]
         for _, name, scale in _COLUMNS:
             mean = float(sel[name].sel(stat="mean"))
             row.append(_pm(mean, float(sel[name].sel(stat="ci95_high")) - mean, scale))
+        row += [cell(sel) for _, cell in uncertain_columns]
         share = float(sel["completed"].sel(stat="mean"))
         row.append(f"{share:.1%}" + (" *" if share < 1.0 else ""))
         if share < 1.0:
@@ -239,8 +248,15 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
         lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() if len(row) == len(header)
                      else "  ".join(row))
     runs = ds.sizes["run"]
-    lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
-                 f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
+    if draws:
+        lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {draws} parameter draws "
+                     f"x {runs} runs (from the spread of the draw means; seed {ds.attrs.get('seed')}, mode "
+                     f"{ds.attrs.get('mode')}); {key_name} 5-95 %: predictive interval over draws and runs; "
+                     f"epistemic: share of its variance due to the uncertain inputs "
+                     f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw")
+    else:
+        lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
+                     f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
     if counts[1]:
         lines.append("* runs censored at max_wall_days: time, energy and cost are truncated (lower bounds), "
                      "so the configuration is never ranked (best, Pareto front, report)")
@@ -249,6 +265,31 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
 
 
 MAX_TABLE_ROWS = 16
+
+
+def _infeasible_text(sel: xr.Dataset) -> str:
+    """Why a configuration is infeasible (in how many draws, when it has draws)."""
+    feasible = np.asarray(sel["feasible"].values, dtype=bool).ravel()
+    reasons = [str(r) for r in np.asarray(sel["infeasible_reason"].values, dtype=object).ravel() if str(r)]
+    reason = reasons[0] if reasons else "unknown"
+    return reason if feasible.size == 1 else f"{reason} (in {int((~feasible).sum())} of {feasible.size} draws)"
+
+
+def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]]]:
+    """Columns of the summary table with parameter draws: ``name``'s predictive 5-95 % and epistemic share."""
+    title, scale = next(((t, k) for t, n, k in _COLUMNS if n == name), (name, 1.0))
+    unit = title[title.index("["):] if "[" in title else ""
+    base = title[:title.index("[")].strip() if "[" in title else title
+
+    def interval(sel: xr.Dataset) -> str:
+        low, high = (float(sel[name].sel(stat=s)) * scale for s in ("p5", "p95"))
+        return f"{_fmt(low, 4)} to {_fmt(high, 4)}"
+
+    def share(sel: xr.Dataset) -> str:
+        value = float(sel[name].sel(stat="epistemic_share"))
+        return f"{value:.0%}" if math.isfinite(value) else "-"
+
+    return [(f"{base} 5-95 % {unit}".strip(), interval), (f"{base} epistemic", share)]
 
 
 def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
@@ -265,7 +306,7 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
             lines.append(f"  ... {int(np.prod(shape)) - 12} more configurations in the file")
             break
         point = stats.isel(dict(zip(sweep_dims, index))).sel(stat="mean")
-        if not bool(point["feasible"]):
+        if not bool(point["feasible"].all()):  # all draws, with parameter draws
             continue
         label = " ".join(f"{d}={format_coordinate(stats[d].values[i])}" for d, i in zip(sweep_dims, index)) \
             or "all runs"
@@ -478,6 +519,53 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         text = summary_table(ds, show_all=args.show_all, sort=args.sort)
     except ValueError as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
+    return 0
+
+
+def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
+    """The inputs of a result with parameter draws, ranked by their Sobol indices, as text.
+
+    Raises
+    ------
+    ValueError
+        No parameter draws, or ``output`` is not a per-run variable.
+    """
+    from .sensitivity import sensitivity
+    from .summary import format_coordinate
+
+    result = sensitivity(ds, output)
+    sweep_dims = [d for d in result["rank"].dims if d != "input"]
+    method = result.attrs["method"]
+    names = ("S1", "ST") if method == "sobol" else ("S1", "delta")
+    lines = []
+    for index in np.ndindex(*(result.sizes[d] for d in sweep_dims)):
+        point = result.isel(dict(zip(sweep_dims, index)))
+        label = " ".join(f"{d}={format_coordinate(result[d].values[i])}" for d, i in zip(sweep_dims, index))
+        lines.append(f"{label or ds.attrs.get('scenario_name', 'scenario')}:")
+        order = np.argsort(point["rank"].values)
+        width = max(len(str(k)) for k in point["input"].values)
+        for i in order:
+            cells = [f"{n} {float(point[n][i]):.3f} [{float(point[f'{n}_low'][i]):.3f}, "
+                     f"{float(point[f'{n}_high'][i]):.3f}]" for n in names]
+            lines.append(f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  " + "  ".join(cells))
+    how = ("first-order (S1) and total (ST) Sobol indices from the Saltelli design" if method == "sobol" else
+           f"first-order index (S1) and delta measure from the given {result.attrs['design']} draws "
+           "(a total index needs run.design = \"saltelli\")")
+    lines.append(f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
+                 "[95 % bootstrap interval]; 1 = most influential")
+    return "\n".join(lines)
+
+
+def _cmd_sensitivity(args: argparse.Namespace) -> int:
+    ds = _open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    try:
+        text = sensitivity_table(ds, args.output)
+    except ValueError as err:
+        print(f"mcsim: error: {args.file}: {err}", file=sys.stderr)
         return EXIT_USAGE
     print(text)
     return 0
@@ -772,6 +860,8 @@ def _main(argv: list[str] | None) -> int:
             return _cmd_plot(args)
         if args.command == "report":
             return _cmd_report(args)
+        if args.command == "sensitivity":
+            return _cmd_sensitivity(args)
         return _cmd_summary(args)
     except ScenarioError as err:
         print(f"mcsim: error: {err}", file=sys.stderr)

@@ -126,6 +126,7 @@ class PieceStore:
         self.folder = sidecar(self.output, f".parts-{self.key}")
         self._stale = re.compile(re.escape(self.folder.name[: -len(self.key)]) + r"[0-9a-f]{16}")
         self._scenario = scenario
+        self.configs = scenario.configs  # the simulated configurations; simulate() sets the (config, draw) ones
         self._chunk_runs = chunk_runs
         self._scenario_hash = _sha256(scenario.to_toml())
         self._notify = notify
@@ -150,7 +151,7 @@ class PieceStore:
         return {
             "format": PIECE_FORMAT,
             "task": dataclasses.asdict(task),
-            "config_hash": config_hash(self._scenario.configs[task.config]),
+            "config_hash": config_hash(self.configs[task.config]),
             "seed": run.seed,
             "mode": run.mode,
             "runs": run.runs,

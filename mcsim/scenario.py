@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .budget import check_sweep_size
+from .uncertain import UncertainInput, parse_uncertain
 from .catalog import GpuSpec, lookup_gpu
 from .schema import (REQUIRED_SECTIONS, SECTIONS, TOP_LEVEL_KEYS, CarbonSection,
                      CheckpointSection, ComputeSection, CostSection, EnergySection,
@@ -84,6 +85,7 @@ class Scenario:
     base: Config
     axes: tuple[SweepAxis, ...]
     configs: tuple[Config, ...]
+    uncertain: tuple[UncertainInput, ...] = ()  # the [uncertain] table (mcsim.uncertain)
 
     @property
     def name(self) -> str:
@@ -386,14 +388,32 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
             raise ScenarioError(source, f"[{key}]", "required table is missing")
     base = _build_config(raw, source)
     axes = _build_axes(raw, source)
-    check_sweep_size(tuple(len(axis.values) for axis in axes), base.run.runs, source)  # before expanding
+    uncertain = parse_uncertain(raw, {axis.key for axis in axes}, base.run.draws, source)
+    check_sweep_size(tuple(len(axis.values) for axis in axes), base.run.runs * max(1, base.run.draws),
+                     source)  # before expanding
     configs = []
     for combo in itertools.product(*(axis.values for axis in axes)):
         varied = copy.deepcopy(raw)
         for axis, value in zip(axes, combo):
             _set_dotted(varied, axis.key, _as_raw(value), source)
         configs.append(_build_config(varied, source, context=_combo_text(axes, combo)))
-    return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs))
+    return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs),
+                    uncertain=uncertain)
+
+
+def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float], context: str = "") -> Config:
+    """Configuration ``flat`` of the sweep with the scenario keys ``values`` set (validated again).
+
+    Used for the parameter draws of the ``[uncertain]`` inputs (:mod:`mcsim.uncertain`).
+    """
+    varied = copy.deepcopy(scenario.raw)
+    combo = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
+    for axis, index in zip(scenario.axes, combo):
+        _set_dotted(varied, axis.key, _as_raw(axis.values[index]), scenario.source)
+    for key, value in values.items():
+        _set_dotted(varied, key, float(value), scenario.source)
+    axes_text = _combo_text(scenario.axes, tuple(axis.values[i] for axis, i in zip(scenario.axes, combo)))
+    return _build_config(varied, scenario.source, context=", ".join(t for t in (axes_text, context) if t))
 
 
 def _combo_text(axes: list[SweepAxis], combo: tuple) -> str:

@@ -210,6 +210,10 @@ class RunSection:
     seed: int = param(0, kind=int, ge=0, le=2**63 - 1)
     mode: str = param("fast", kind=str, choices=("fast", "exact"))
     max_wall_days: float = param(3650.0, gt=0, le=36_500, unit="d")
+    draws: int = param(0, kind=int, ge=0, le=1_000_000,
+                       doc="parameter draws of the [uncertain] inputs, each run `runs` times; 0: no uncertainty")
+    design: str = param("sobol", kind=str, choices=("sobol", "lhs", "saltelli"),
+                        doc="design of the draws: scrambled Sobol, Latin hypercube, or Saltelli (Sobol indices)")
 
 
 # TOML table name -> section class, in file order.
@@ -228,7 +232,7 @@ SECTIONS: dict[str, type] = {
 }
 REQUIRED_SECTIONS = ("model", "parallelism")
 RUN_KEYS = tuple(f.name for f in dataclasses.fields(RunSection))
-TOP_LEVEL_KEYS = ("name", "description", "failures", "sweep", *SECTIONS)
+TOP_LEVEL_KEYS = ("name", "description", "failures", "sweep", "uncertain", *SECTIONS)
 
 
 def _type_name(value: Any) -> str:

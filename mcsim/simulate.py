@@ -9,6 +9,7 @@ the sweep (common random numbers).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime, timezone
 
@@ -25,11 +26,12 @@ from .energy import (ENERGY_PARTS, J_PER_MWH, ideal_iteration_energy_j, power_mo
                      run_cost_usd, run_energy_j)
 from .kernels import montecarlo as mc
 from .resume import PieceStore
-from .scenario import Config, Scenario
+from .scenario import Config, Scenario, config_with_values
 from .optimize import COARSE_POINTS, FINE_POINTS, IntervalOptimum, IntervalSearch
 from .schema import Interval, field_meta
 from .tasks import (DEFAULT_CHUNK_RUNS, OPTIMIZE_SEED_OFFSET, Task, estimate_run, kernel_inputs, plan_tasks,
                     run_task, with_fixed_interval)
+from .uncertain import draw_offset, draw_values, input_variable_attrs
 from .variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
 from .workload import Workload, workload
 
@@ -255,11 +257,16 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
     run = scenario.run
     shape = scenario.shape
     configs = list(scenario.configs)
+    draws = _DrawPlan(scenario)
+    if draws.count:
+        configs, shape = draws.configs(), shape + (draws.count,)
+        if store is not None:
+            store.configs = configs  # pieces are checked against the (configuration, draw) they ran
     workloads = [workload(cfg) for cfg in configs]
     feasible = [i for i, wl in enumerate(workloads) if wl.feasible]
     to_optimize = [i for i in feasible if configs[i].checkpoint.interval.kind == "optimize"]
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    tasks = plan_tasks(feasible, run.runs, chunk)  # validates chunk before anything starts
+    tasks = draws.shift(plan_tasks(feasible, run.runs, chunk))  # validates chunk before anything starts
     backend = make_backend(workers, scheduler)
     try:
         estimate = _time_estimate(configs, feasible, to_optimize, run, backend.parallelism)
@@ -284,7 +291,8 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
             outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
 
             def place(task: Task, rows: np.ndarray) -> None:
-                outs[task.config][task.start:task.stop] = rows
+                first = draws.first_run(task.config)
+                outs[task.config][task.start - first:task.stop - first] = rows
                 left[task.config] -= 1
                 done[0] += left[task.config] == 0
                 bar.set_postfix_str(f"{done[0]}/{len(feasible)} configurations, "
@@ -312,14 +320,59 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
     per_run["completed"] = per_run["completed"].astype(bool)
     casts = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
     data = {**per_run, **{k: v.astype(casts.get(k, float)) for k, v in per_config.items()}}
-    dims = tuple(axis.dim for axis in scenario.axes)
+    dims = tuple(axis.dim for axis in scenario.axes) + (("draw",) if draws.count else ())
     coords = {axis.dim: list(axis.coords) for axis in scenario.axes}
     coords["run"] = np.arange(run.runs)
+    if draws.count:
+        coords["draw"] = np.arange(draws.count)
     attrs = provenance_attrs(scenario)
     ds = build_dataset(data, dims, coords, attrs)
     for axis in scenario.axes:
         ds[axis.dim].attrs.update(_coordinate_attrs(axis))
-    return ds
+    return draws.annotate(ds)
+
+
+class _DrawPlan:
+    """The parameter draws of a scenario's ``[uncertain]`` inputs (none when ``run.draws`` is 0).
+
+    Configuration ``flat`` of the sweep with draw ``d`` is the simulated configuration
+    ``flat * draws + d`` (C order of dims (sweep..., draw)); its runs use the kernel
+    streams of the global runs ``d * runs .. (d + 1) * runs - 1`` (with the Saltelli design,
+    those of its base point: :func:`mcsim.uncertain.draw_offset`), so a draw has the same
+    parameter values and the same streams in every configuration (paired comparisons).
+    """
+
+    def __init__(self, scenario: Scenario) -> None:
+        run = scenario.run
+        self.scenario, self.count, self.runs = scenario, run.draws, run.runs
+        self.values = draw_values(scenario.uncertain, run.draws, run.design, run.seed)
+
+    def configs(self) -> list[Config]:
+        """Every (configuration, draw) pair as a configuration with the drawn values set."""
+        keys = [entry.key for entry in self.scenario.uncertain]
+        return [config_with_values(self.scenario, flat, dict(zip(keys, self.values[d])), f"draw {d}")
+                for flat in range(len(self.scenario.configs)) for d in range(self.count)]
+
+    def first_run(self, config: int) -> int:
+        """Global index of the first run of simulated configuration ``config``."""
+        if not self.count:
+            return 0
+        return draw_offset(config % self.count, self.runs, self.scenario.run.design, len(self.scenario.uncertain))
+
+    def shift(self, tasks: list[Task]) -> list[Task]:
+        """``tasks`` (runs 0 .. runs - 1 of each configuration) on their draw's global runs."""
+        return [dataclasses.replace(t, start=t.start + self.first_run(t.config), stop=t.stop + self.first_run(t.config))
+                for t in tasks]
+
+    def annotate(self, ds: xr.Dataset) -> xr.Dataset:
+        """``ds`` with each input's drawn values as a variable along ``draw`` (named by its key)."""
+        for i, entry in enumerate(self.scenario.uncertain):
+            ds[entry.key] = xr.Variable(("draw",), self.values[:, i], input_variable_attrs(entry))
+        if self.count:
+            ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
+            ds.attrs.update(draws=self.count, design=self.scenario.run.design,
+                            uncertain_inputs=" ".join(entry.key for entry in self.scenario.uncertain))
+        return ds
 
 
 def _coordinate_attrs(axis) -> dict[str, str]:

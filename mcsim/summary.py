@@ -42,6 +42,42 @@ def _stats_of(x: xr.DataArray, dim: str) -> xr.DataArray:
     return xr.concat(parts, dim="stat", coords="minimal", compat="override")
 
 
+# With parameter draws (dims ..., draw, run) the summary has two more statistics.
+TWO_LEVEL_STATS = (*STATS, "epistemic_share", "aleatoric_share")
+
+
+def _two_level_stats(values: xr.DataArray) -> xr.DataArray:
+    with warnings.catch_warnings():  # all-NaN (infeasible) configurations, zero variance: NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _two_level_stats_of(values.astype(float))
+
+
+def _two_level_stats_of(x: xr.DataArray) -> xr.DataArray:
+    """Statistics over draws and runs: the draws are the independent units of the mean's CI.
+
+    mean, std, p5/p50/p95: over all draws and runs (the predictive distribution).
+    ci95: mean +- 1.96 s_B / sqrt(D), s_B the standard deviation of the D draw means (it
+    holds both the input uncertainty and the runs' noise of each draw mean). Shares of the
+    variance, by the law of total variance Var X = Var E[X|theta] + E Var[X|theta]:
+    aleatoric W = mean over draws of the within-draw variance (ddof 1), epistemic
+    max(s_B^2 - W / R, 0) (the between-draw variance less the runs' noise in each draw
+    mean, R runs per draw); each divided by their sum, so the two add up to 1.
+    """
+    pooled = x.stack(sample=("draw", "run"))
+    mean = pooled.mean("sample")
+    std = pooled.std("sample", ddof=1)
+    q = pooled.quantile([0.05, 0.5, 0.95], dim="sample").drop_vars("quantile")
+    draw_means = x.mean("run")
+    between = draw_means.var("draw", ddof=1)
+    half = Z_95 * np.sqrt(between / draw_means.count("draw"))
+    within = x.var("run", ddof=1).mean("draw")
+    epistemic = (between - within / x.count("run").mean("draw")).clip(min=0.0)
+    total = epistemic + within
+    parts = [mean, std, q.isel(quantile=0), q.isel(quantile=1), q.isel(quantile=2),
+             mean - half, mean + half, epistemic / total, within / total]
+    return xr.concat(parts, dim="stat", coords="minimal", compat="override")
+
+
 def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
     """Statistics of every per-run variable along ``dim``.
 
@@ -57,18 +93,25 @@ def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
     xarray.Dataset
         One variable per per-run variable, dims (``stat``, sweep dims...), with
         the units of the source variable (``completed``: fraction of runs);
-        the per-configuration variables are carried over unchanged.
+        the per-configuration variables are carried over unchanged. A result
+        with parameter draws (``run.draws``, dims sweep..., ``draw``, ``run``)
+        is summarised over draws and runs together (:data:`TWO_LEVEL_STATS`):
+        the percentiles are the predictive interval, the CI of the mean comes
+        from the spread of the draw means, and ``epistemic_share`` and
+        ``aleatoric_share`` split the variance between the inputs' uncertainty
+        (between draws) and chance (within a draw).
     """
     out = {}
+    two_level = dim == "run" and "draw" in ds.dims
     for name in PER_RUN:
         if name not in ds:
             continue
-        summary = _stats(ds[name], dim)
+        summary = _two_level_stats(ds[name]) if two_level else _stats(ds[name], dim)
         units = "1" if name == "completed" else ds[name].attrs.get("units", VARIABLES[name].units)
         summary.attrs = {"units": units, "long_name": ds[name].attrs.get("long_name", "")}
         out[name] = summary
     result = xr.Dataset(out)
-    result = result.assign_coords(stat=list(STATS))
+    result = result.assign_coords(stat=list(TWO_LEVEL_STATS if two_level else STATS))
     for name, var in ds.data_vars.items():
         if dim not in var.dims:
             result[name] = var

@@ -1,0 +1,314 @@
+"""Uncertain inputs: the ``[uncertain]`` table, its distributions and the draws of a design.
+
+A scenario's ``[uncertain]`` table maps scalar keys, by the dotted path a sweep
+uses (``"compute.efficiency"``, ``"failures.gpu.mtbf_hours"``), to a
+distribution::
+
+    [uncertain]
+    "failures.gpu.mtbf_hours" = { dist = "lognormal", median = 79230, p95 = 200000 }
+    "compute.efficiency" = { dist = "triangular", low = 0.5, mode = 0.6, high = 0.65 }
+
+Each distribution is a frozen :mod:`scipy.stats` distribution, truncated to
+the key's schema bounds (a distribution with no mass inside them is an
+error). ``run.draws`` points of a design on the unit cube (scrambled Sobol,
+Latin hypercube, or a Saltelli design for Sobol indices) are mapped through
+the truncated inverse CDFs to ``draws`` parameter sets; every configuration
+of a sweep is simulated with each of them (:mod:`mcsim.simulate`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+from scipy.stats import qmc
+
+from .schema import ScenarioError, field_meta, format_number
+
+# parameter names of each distribution: (required, alternatives of which exactly one is required)
+DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "normal": (("mean", "sd"), ()),
+    "lognormal": (("median",), ("p95", "sigma")),
+    "uniform": (("low", "high"), ()),
+    "loguniform": (("low", "high"), ()),
+    "triangular": (("low", "mode", "high"), ()),
+    "gamma": (("shape", "scale"), ()),
+    "invgamma": (("shape", "scale"), ()),
+}
+DESIGNS = ("sobol", "lhs", "saltelli")
+Z_95 = 1.6448536269514722  # Phi^-1(0.95): a lognormal's p95 is median * exp(Z_95 * sigma)
+# Smallest probability mass a distribution may keep inside its key's bounds.
+MIN_MASS = 1e-9
+# Salt of the design's random stream (the kernel's streams are seeded otherwise).
+DESIGN_STREAM = 0x756E6365  # "unce"
+
+
+@dataclass(frozen=True)
+class UncertainInput:
+    """One uncertain scenario key and its truncated distribution.
+
+    ``low``/``high`` are the key's schema bounds (``-inf``/``inf`` where it has
+    none); ``strict_low`` says the lower bound is excluded (``gt``).
+    """
+
+    key: str
+    dist: str
+    params: tuple[tuple[str, float], ...]
+    low: float
+    high: float
+    strict_low: bool
+    unit: str
+    doc: str
+
+    @property
+    def frozen(self) -> Any:
+        """The untruncated :mod:`scipy.stats` frozen distribution."""
+        return _frozen(self.dist, dict(self.params))
+
+    @property
+    def text(self) -> str:
+        """The specification as TOML inline-table text."""
+        inner = ", ".join([f'dist = "{self.dist}"'] + [f"{k} = {format_number(v)}" for k, v in self.params])
+        return "{ " + inner + " }"
+
+    def ppf(self, u: np.ndarray) -> np.ndarray:
+        """Values at the probabilities ``u`` (in (0, 1)) of the distribution truncated to the bounds."""
+        dist = self.frozen
+        below = dist.cdf(self.low) if math.isfinite(self.low) else 0.0
+        above = dist.cdf(self.high) if math.isfinite(self.high) else 1.0
+        values = dist.ppf(below + np.asarray(u, dtype=float) * (above - below))
+        low = np.nextafter(self.low, np.inf) if self.strict_low else self.low
+        return np.clip(values, low, self.high)
+
+    def mass(self) -> float:
+        """Probability the untruncated distribution puts inside the key's bounds."""
+        dist = self.frozen
+        below = dist.cdf(self.low) if math.isfinite(self.low) else 0.0
+        above = dist.cdf(self.high) if math.isfinite(self.high) else 1.0
+        return float(above - below)
+
+
+def _frozen(dist: str, p: Mapping[str, float]) -> Any:
+    if dist == "normal":
+        return stats.norm(loc=p["mean"], scale=p["sd"])
+    if dist == "lognormal":
+        sigma = p["sigma"] if "sigma" in p else math.log(p["p95"] / p["median"]) / Z_95
+        return stats.lognorm(s=sigma, scale=p["median"])
+    if dist == "uniform":
+        return stats.uniform(loc=p["low"], scale=p["high"] - p["low"])
+    if dist == "loguniform":
+        return stats.loguniform(p["low"], p["high"])
+    if dist == "triangular":
+        width = p["high"] - p["low"]
+        return stats.triang(c=(p["mode"] - p["low"]) / width, loc=p["low"], scale=width)
+    if dist == "gamma":
+        return stats.gamma(a=p["shape"], scale=p["scale"])
+    return stats.invgamma(a=p["shape"], scale=p["scale"])
+
+
+def _check_params(dist: str, p: Mapping[str, float]) -> str:
+    """Why the parameters of ``dist`` are inconsistent, or ""."""
+    if dist == "normal" and not p["sd"] > 0:
+        return f"expected sd > 0, got {format_number(p['sd'])}"
+    if dist == "lognormal":
+        if not p["median"] > 0:
+            return f"expected median > 0, got {format_number(p['median'])}"
+        if "p95" in p and not p["p95"] > p["median"]:
+            return f"expected p95 > median = {format_number(p['median'])}, got {format_number(p['p95'])}"
+        if "sigma" in p and not p["sigma"] > 0:
+            return f"expected sigma > 0, got {format_number(p['sigma'])}"
+    if dist in ("uniform", "loguniform", "triangular") and not p["high"] > p["low"]:
+        return f"expected high > low = {format_number(p['low'])}, got {format_number(p['high'])}"
+    if dist == "loguniform" and not p["low"] > 0:
+        return f"expected low > 0, got {format_number(p['low'])}"
+    if dist == "triangular" and not p["low"] <= p["mode"] <= p["high"]:
+        return f"expected low <= mode <= high, got mode = {format_number(p['mode'])}"
+    if dist in ("gamma", "invgamma"):
+        for name in ("shape", "scale"):
+            if not p[name] > 0:
+                return f"expected {name} > 0, got {format_number(p[name])}"
+    return ""
+
+
+def _where(key: str) -> str:
+    return f"uncertain.{json.dumps(key)}"
+
+
+def _key_meta(raw: dict, key: str, swept: set[str], source: str) -> dict:
+    """Schema metadata of the uncertain key ``key``, checked to be a continuous, unswept scalar."""
+    where = _where(key)
+    parts = key.split(".")
+    section, name = parts[0], parts[-1]
+    meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
+    if meta is None or section == "run":
+        raise ScenarioError(source, where, "not an uncertain scenario key (expected e.g. \"compute.efficiency\" "
+                                           "or \"failures.<class>.mtbf_hours\")")
+    if meta["kind"] is not float:
+        kind = getattr(meta["kind"], "__name__", str(meta["kind"]))
+        raise ScenarioError(source, where, f"expected a key with a continuous numeric value, got a key of kind "
+                                           f"{kind}")
+    if key in swept:
+        raise ScenarioError(source, where, "this key is also swept; make it either swept or uncertain")
+    if section == "failures":
+        classes = raw.get("failures", [])
+        names = [c.get("name") for c in classes if isinstance(c, dict)] if isinstance(classes, list) else []
+        if parts[1] not in names:
+            listed = ", ".join(str(n) for n in names)
+            raise ScenarioError(source, where, f"no failure class named {parts[1]!r} (classes: {listed or 'none'})")
+    return meta
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_input(raw: dict, key: str, spec: Any, swept: set[str], source: str) -> UncertainInput:
+    """Validate one ``[uncertain]`` entry.
+
+    Raises
+    ------
+    ScenarioError
+        Unknown or non-continuous key, a swept key, an unknown distribution, a
+        missing, unknown or inconsistent parameter, or a distribution with no
+        mass within the key's schema bounds.
+    """
+    where = _where(key)
+    meta = _key_meta(raw, key, swept, source)
+    if not isinstance(spec, dict):
+        raise ScenarioError(source, where, 'expected a table { dist = "...", ... }')
+    dist = spec.get("dist")
+    if dist not in DISTRIBUTIONS:
+        raise ScenarioError(source, f"{where}.dist", f"expected one of {', '.join(DISTRIBUTIONS)}; got {dist!r}")
+    required, alternatives = DISTRIBUTIONS[dist]
+    allowed = ("dist", *required, *alternatives)
+    takes = ", ".join(required) + (f" and one of {' or '.join(alternatives)}" if alternatives else "")
+    for name in spec:
+        if name not in allowed:
+            raise ScenarioError(source, f"{where}.{name}", f"unknown parameter; {dist} takes {takes}")
+    for name in required:
+        if name not in spec:
+            raise ScenarioError(source, f"{where}.{name}", f"missing parameter; {dist} takes {takes}")
+    given = [name for name in alternatives if name in spec]
+    if alternatives and len(given) != 1:
+        raise ScenarioError(source, where, f"{dist} takes {takes}, got {', '.join(given) or 'neither'}")
+    params = {name: spec[name] for name in (*required, *given)}
+    for name, value in params.items():
+        if not _number(value):
+            raise ScenarioError(source, f"{where}.{name}", f"expected a finite number, got {value!r}")
+    params = {name: float(value) for name, value in params.items()}
+    problem = _check_params(dist, params)
+    if problem:
+        raise ScenarioError(source, where, f"{dist}: {problem}")
+    lower = meta["gt"] if meta["gt"] is not None else meta["ge"]
+    entry = UncertainInput(key=key, dist=dist, params=tuple(params.items()),
+                           low=-math.inf if lower is None else float(lower),
+                           high=math.inf if meta["le"] is None else float(meta["le"]),
+                           strict_low=meta["gt"] is not None, unit=str(meta["unit"] or ""),
+                           doc=str(meta["doc"] or ""))
+    if not entry.mass() >= MIN_MASS:
+        bounds = f"{'>' if entry.strict_low else '>='} {format_number(entry.low)} and <= {format_number(entry.high)}"
+        raise ScenarioError(source, where, f"the {dist} distribution has no probability within the key's "
+                                           f"bounds ({bounds})")
+    return entry
+
+
+def parse_uncertain(raw: dict, swept: set[str], draws: int, source: str) -> tuple[UncertainInput, ...]:
+    """The validated ``[uncertain]`` table of a scenario (empty when there is none).
+
+    Parameters
+    ----------
+    raw : dict
+        The scenario's TOML tables.
+    swept : set of str
+        Keys of the sweep (an uncertain key cannot be swept too).
+    draws : int
+        ``run.draws``: an ``[uncertain]`` table needs draws > 0, and draws > 0 a table.
+    source : str
+        The scenario file, for error messages.
+    """
+    table = raw.get("uncertain", {})
+    if not isinstance(table, dict):
+        raise ScenarioError(source, "uncertain", 'expected a table of "KEY" = { dist = "...", ... }')
+    inputs = tuple(parse_input(raw, key, spec, swept, source) for key, spec in table.items())
+    if inputs and draws == 0:
+        raise ScenarioError(source, "run.draws", "expected the number of parameter draws (e.g. 256) with an "
+                                                 "[uncertain] table, got 0")
+    if draws and not inputs:
+        raise ScenarioError(source, "run.draws", f"expected 0 without an [uncertain] table, got {draws}")
+    run = raw.get("run", {})
+    block = saltelli_block(len(inputs))
+    if inputs and isinstance(run, dict) and run.get("design") == "saltelli" and (draws % block or draws < 2 * block):
+        raise ScenarioError(source, "run.draws", f"the saltelli design of {len(inputs)} inputs takes N x "
+                                                 f"{block} draws (N base points, at least 2; e.g. "
+                                                 f"{64 * block} for N = 64), got {draws}")
+    return inputs
+
+
+def unit_design(dims: int, draws: int, design: str, seed: int) -> np.ndarray:
+    """``draws`` points of the design on the unit cube ``(0, 1)^dims``, shape ``(draws, dims)``.
+
+    Scrambled Sobol (``"sobol"``) or Latin hypercube (``"lhs"``) from
+    :mod:`scipy.stats.qmc`, randomised from ``seed`` (the scenario's ``run.seed``)
+    on a stream of its own. The same seed gives the same points.
+    """
+    sequence = np.random.SeedSequence([seed, DESIGN_STREAM])
+    rng = np.random.default_rng(sequence)
+    if design == "saltelli":
+        return _saltelli_design(dims, draws, int(sequence.generate_state(1)[0]))
+    if design == "lhs":
+        return qmc.LatinHypercube(d=dims, rng=rng).random(draws)
+    if design == "sobol":
+        with warnings.catch_warnings():  # a count that is not a power of 2 loses balance, not validity
+            warnings.simplefilter("ignore", UserWarning)
+            return qmc.Sobol(d=dims, scramble=True, rng=rng).random(draws)
+    raise ValueError(f"unknown design {design!r}")
+
+
+def saltelli_block(dims: int) -> int:
+    """Draws per base point of a Saltelli design of ``dims`` inputs (A, the ``dims`` AB_i, B)."""
+    return dims + 2
+
+
+def _saltelli_design(dims: int, draws: int, seed: int) -> np.ndarray:
+    """SALib's Saltelli/Sobol design (first and total indices) of ``draws = N (dims + 2)`` points."""
+    from SALib.sample import sobol as saltelli
+
+    problem = {"num_vars": dims, "names": [f"x{i}" for i in range(dims)], "bounds": [[0.0, 1.0]] * dims}
+    with warnings.catch_warnings():  # N not a power of 2: less balance, still valid
+        warnings.simplefilter("ignore")
+        points = saltelli.sample(problem, draws // saltelli_block(dims), calc_second_order=False, seed=seed)
+    return np.clip(points, 0.0, 1.0)
+
+
+def draw_values(inputs: tuple[UncertainInput, ...], draws: int, design: str, seed: int) -> np.ndarray:
+    """The input values of every draw, shape ``(draws, len(inputs))``, in the inputs' units."""
+    if not inputs or not draws:
+        return np.empty((draws, len(inputs)))
+    points = unit_design(len(inputs), draws, design, seed)
+    return np.column_stack([entry.ppf(points[:, i]) for i, entry in enumerate(inputs)])
+
+
+def draw_offset(draw: int, runs: int, design: str = "sobol", dims: int = 0) -> int:
+    """First global run index of draw ``draw``: run r of draw d uses the streams of run d * runs + r.
+
+    With the Saltelli design the ``dims + 2`` draws of one base point j (rows A_j, AB_i,j,
+    B_j) share the streams of j * runs + r, so that the differences f(A) - f(AB_i) the
+    Sobol estimators take are paired: an input without effect gives exactly 0.
+    """
+    if design == "saltelli":
+        return (draw // saltelli_block(dims)) * runs
+    return draw * runs
+
+
+def input_variable_attrs(entry: UncertainInput) -> dict[str, str]:
+    """``long_name``, ``units`` and the distribution of the variable holding an input's draws."""
+    unit = entry.unit
+    return {"long_name": f"uncertain scenario key {entry.key}" + (f" ({entry.doc})" if entry.doc else ""),
+            "units": "1" if unit in ("", "parameters", "tokens", "sequences") else unit,
+            "distribution": entry.text}
