@@ -39,20 +39,23 @@ def _rotl(x: int, k: int) -> int:
     return ((x << k) | (x >> (64 - k))) & MASK64
 
 
+def xoshiro256ss_next(s: list[int]) -> int:
+    """Next output of xoshiro256** (Blackman & Vigna's reference C code); advances ``s`` in place."""
+    result = (_rotl((s[1] * 5) & MASK64, 7) * 9) & MASK64
+    t = (s[1] << 17) & MASK64
+    s[2] ^= s[0]
+    s[3] ^= s[1]
+    s[1] ^= s[2]
+    s[0] ^= s[3]
+    s[2] ^= t
+    s[3] = _rotl(s[3], 45)
+    return result
+
+
 def xoshiro256ss(state: list[int], n: int) -> list[int]:
-    """First ``n`` outputs of xoshiro256** (Blackman & Vigna's reference C code)."""
+    """First ``n`` outputs of xoshiro256** from ``state`` (left unchanged)."""
     s = list(state)
-    out = []
-    for _ in range(n):
-        out.append((_rotl((s[1] * 5) & MASK64, 7) * 9) & MASK64)
-        t = (s[1] << 17) & MASK64
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = _rotl(s[3], 45)
-    return out
+    return [xoshiro256ss_next(s) for _ in range(n)]
 
 
 def max_lognormal_brute(rng: np.random.Generator, n_ranks: int, sigma: float, size: int) -> np.ndarray:

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 
 from scipy import special
 
-from naive import MASK64, seed_state
+from naive import seed_state, xoshiro256ss_next
 
 STREAM_ITERATIONS = 0
 STREAM_JOB = 1
@@ -86,16 +86,7 @@ class Stream:
         self.s = seed_state(seed, run, stream)
 
     def next_u64(self) -> int:
-        s = self.s
-        result = (_rotl((s[1] * 5) & MASK64, 7) * 9) & MASK64
-        t = (s[1] << 17) & MASK64
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = _rotl(s[3], 45)
-        return result
+        return xoshiro256ss_next(self.s)
 
     def uniform(self) -> float:
         """Uniform in (0, 1): the top 53 bits plus one half, times 2**-53."""
@@ -104,10 +95,6 @@ class Stream:
     def exponential(self) -> float:
         """Exp(1) by inversion."""
         return -math.log(self.uniform())
-
-
-def _rotl(x: int, k: int) -> int:
-    return ((x << k) | (x >> (64 - k))) & MASK64
 
 
 # Acklam (2003), "An algorithm for computing the inverse normal cumulative
