@@ -536,8 +536,8 @@ def _require_draws(ds: xr.Dataset) -> None:
                          "run.draws > 0)")
 
 
-def _by_config(ds: xr.Dataset, variable: xr.DataArray) -> np.ndarray:
-    """``variable`` (sweep..., draw, run) as a (configurations, draws, runs) array, sweep in C order."""
+def configuration_array(ds: xr.Dataset, variable: xr.DataArray) -> np.ndarray:
+    """``variable`` (sweep..., draw, run) as a (configurations, draws, runs) array, the sweep in C order."""
     dims = _sweep_dims(ds)
     values = variable.transpose(*dims, "draw", "run").values.astype(float)
     return values.reshape(-1, ds.sizes["draw"], ds.sizes["run"])
@@ -579,7 +579,7 @@ def decision_table(ds: xr.Dataset, objective: str = "cost") -> xr.Dataset:
     sign = _sign(ds, objective)
     mask = eligible(ds)
     _require_eligible(ds, mask)
-    signed = sign * _by_config(ds, ds[objective].where(mask))
+    signed = sign * configuration_array(ds, ds[objective].where(mask))
     arrays = decision_arrays(signed)
     units = ds[objective].attrs.get("units", "")
     one = {"units": "1"}
@@ -631,7 +631,7 @@ def prob_within(ds: xr.Dataset, days: float, probability: float | None = None) -
     if feasible is not None:
         indicator = indicator.where(feasible)
     if "draw" in _samples(ds):
-        arrays = within_arrays(_by_config(ds, indicator), probability)
+        arrays = within_arrays(configuration_array(ds, indicator), probability)
     else:
         runs = ds.sizes["run"]
         p = indicator.transpose(*_sweep_dims(ds), "run").values.reshape(-1, runs).mean(axis=1)
