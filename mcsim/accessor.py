@@ -8,6 +8,8 @@
 >>> ds.mcsim.cheapest_within(days=3, probability=0.9)
 >>> ds.mcsim.prob_better({"gpus": 8192}, {"gpus": 4096}, "cost")
 >>> ds.mcsim.sensitivity("cost")               # Sobol indices of the uncertain inputs (run.draws)
+>>> ds.mcsim.decision_table("cost")            # with draws: P(best) and expected regret per configuration
+>>> ds.mcsim.robustness("cost")                # with draws: the robust choice, the input that would change it
 >>> ds.mcsim.plot.scaling()                     # matplotlib figures (the plot extra)
 """
 
@@ -76,6 +78,31 @@ class McsimAccessor:
     def paired_difference(self, a: Mapping, b: Mapping, objective: str = "cost") -> dict:
         """Mean of a - b over paired runs with its 95 % CI (:func:`mcsim.analysis.paired_difference`)."""
         return analysis.paired_difference(self._ds, a, b, objective)
+
+    def prob_better_by_draw(self, a: Mapping, b: Mapping, objective: str = "cost") -> analysis.Probability:
+        """P(a's mean over a draw's runs beats b's) over parameter draws (:func:`mcsim.analysis.prob_better_by_draw`)."""
+        return analysis.prob_better_by_draw(self._ds, a, b, objective)
+
+    def decision_table(self, objective: str = "cost") -> xr.Dataset:
+        """P(best) and expected regret per configuration over draws (:func:`mcsim.analysis.decision_table`)."""
+        return analysis.decision_table(self._ds, objective)
+
+    def prob_best(self, objective: str = "cost") -> xr.DataArray:
+        """P(best) per configuration over parameter draws (:func:`mcsim.analysis.prob_best`)."""
+        return analysis.prob_best(self._ds, objective)
+
+    def expected_regret(self, objective: str = "cost") -> xr.DataArray:
+        """Expected regret of each configuration over parameter draws (:func:`mcsim.analysis.expected_regret`)."""
+        return analysis.expected_regret(self._ds, objective)
+
+    def prob_within(self, days: float, probability: float | None = None) -> xr.Dataset:
+        """P(finishing within ``days``) per configuration, pooled over draws and runs (:func:`mcsim.analysis.prob_within`)."""
+        return analysis.prob_within(self._ds, days, probability)
+
+    def robustness(self, objective: str = "cost", groups: int = 2) -> dict:
+        """The robust choice and the uncertain input that would change it (:func:`mcsim.robustness.robustness`)."""
+        from .robustness import robustness
+        return robustness(self._ds, objective, groups)
 
     def sensitivity(self, output: str = "cost", seed: int = 0) -> xr.Dataset:
         """Sobol indices of the uncertain inputs on ``output``, per configuration (:func:`mcsim.sensitivity.sensitivity`)."""

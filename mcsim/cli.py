@@ -204,6 +204,9 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
     key_name = sort or "cost"
     sign = _sort_direction(key_name)
     uncertain_columns = _uncertain_columns(key_name) if draws else []
+    if draws:
+        stats, decision_columns = _with_decisions(ds, stats, key_name)
+        uncertain_columns += decision_columns
     header = ["configuration"] + [c[0] for c in _COLUMNS] + [c[0] for c in uncertain_columns] + ["completed"]
     entries = []  # (group, key, row): group 0 completed, 1 censored, 2 infeasible
     for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
@@ -253,7 +256,10 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
                      f"x {runs} runs (from the spread of the draw means; seed {ds.attrs.get('seed')}, mode "
                      f"{ds.attrs.get('mode')}); {key_name} 5-95 %: predictive interval over draws and runs; "
                      f"epistemic: share of its variance due to the uncertain inputs "
-                     f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw")
+                     f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw"
+                     + (f"; P(best): share of draws in which its mean {key_name} over the draw's runs is the best, "
+                        f"regret: mean over draws of what it loses against the draw's best (docs/model.md)"
+                        if "p_best" in stats else ""))
     else:
         lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
                      f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
@@ -290,6 +296,32 @@ def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]
         return f"{value:.0%}" if math.isfinite(value) else "-"
 
     return [(f"{base} 5-95 % {unit}".strip(), interval), (f"{base} epistemic", share)]
+
+
+def _with_decisions(ds: xr.Dataset, stats: xr.Dataset,
+                    name: str) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]]]:
+    """``stats`` with ``name``'s P(best) and expected regret over draws, and their columns (none when
+    ``name`` cannot be ranked: no direction, or no configuration with all its runs completed)."""
+    from .analysis import decision_table
+
+    try:
+        table = decision_table(ds, name)
+    except ValueError:
+        return stats, []
+    stats = stats.assign(p_best=table["p_best"], expected_regret=table["expected_regret"])
+    title, scale = next(((t, k) for t, n, k in _COLUMNS if n == name), (name, 1.0))
+    unit = title[title.index("["):] if "[" in title else ""
+    base = title[:title.index("[")].strip() if "[" in title else title
+
+    def p_best(sel: xr.Dataset) -> str:
+        value = float(sel["p_best"])
+        return f"{value:.0%}" if math.isfinite(value) else "-"
+
+    def regret(sel: xr.Dataset) -> str:
+        value = float(sel["expected_regret"])
+        return _fmt(value * scale, 3) if math.isfinite(value) else "-"
+
+    return stats, [(f"P(best {base})", p_best), (f"{base} regret {unit}".strip(), regret)]
 
 
 def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:

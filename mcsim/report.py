@@ -9,6 +9,14 @@ energy and wall time (a pick that differs from an earlier one is compared with i
 difference contains 0), :func:`~mcsim.analysis.pareto_front` of (wall time, cost) and
 :func:`~mcsim.analysis.cheapest_within` a deadline. Configurations with runs censored
 at ``max_wall_days`` are listed with their completed share and never picked.
+
+A result with parameter draws (``run.draws``) is summarised over draws and runs
+together (the predictive distribution; CIs of means from the spread of the draw
+means), and gets a section "Decision under uncertainty": the robust choice on cost
+(:func:`mcsim.robustness.robustness`), P(best) and expected regret of the leading
+configurations, the pooled probability of meeting the deadline, and the input that
+would change the choice. Its figures are drawn from the draws and runs pooled per
+configuration (:func:`pooled_over_draws`).
 """
 
 from __future__ import annotations
@@ -45,7 +53,47 @@ _FIGURES = (
 
 
 def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    return [d for d in ds["wall_time"].dims if d != "run"]
+    return [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
+
+
+def _over(ds: xr.Dataset) -> str:
+    """What the statistics of a configuration run over: 'runs' or 'draws and runs'."""
+    return "draws and runs" if "draw" in ds.dims else "runs"
+
+
+def pooled_over_draws(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with each configuration's draws and runs as one ``run`` dimension (D x R runs).
+
+    Per-run variables are reshaped (draw-major); per-configuration variables along
+    ``draw`` are reduced: ``feasible`` to feasible in every draw, numbers to their mean
+    over draws, text to the first draw's; the inputs' drawn values are left out. A result
+    without draws is returned as it is. For figures, which show the predictive
+    distribution of each configuration.
+    """
+    if "draw" not in ds.dims:
+        return ds
+    draws, runs = ds.sizes["draw"], ds.sizes["run"]
+    variables = {}
+    for name, var in ds.data_vars.items():
+        if "draw" not in var.dims:
+            variables[name] = var
+            continue
+        others = [d for d in var.dims if d not in ("draw", "run")]
+        if not others and "run" not in var.dims:
+            continue  # an input's drawn values
+        if "run" in var.dims:
+            values = var.transpose(*others, "draw", "run").values
+            variables[name] = xr.Variable((*others, "run"), values.reshape(values.shape[:-2] + (draws * runs,)),
+                                          var.attrs)
+        elif var.dtype == bool:
+            variables[name] = var.all("draw").variable
+        elif var.dtype.kind in "fiu":
+            variables[name] = var.mean("draw").variable.astype(var.dtype) if var.dtype.kind == "f" \
+                else var.isel(draw=0).variable
+        else:
+            variables[name] = var.isel(draw=0).variable
+    coords = {d: ds[d] for d in _sweep_dims(ds)} | {"run": np.arange(draws * runs)}
+    return xr.Dataset(variables, coords=coords, attrs=dict(ds.attrs))
 
 
 def _config_text(configuration: dict) -> str:
@@ -77,7 +125,7 @@ def _select(ds: xr.Dataset, configuration: dict) -> xr.Dataset:
 
 def _config_table(ds: xr.Dataset, configuration: dict) -> list[str]:
     """Mean, 95 % CI of the mean and 5–95 % range of cost, energy and wall time at a configuration."""
-    lines = ["| quantity | mean | 95 % CI of the mean | 5–95 % of runs |", "|---|---:|---:|---:|"]
+    lines = [f"| quantity | mean | 95 % CI of the mean | 5–95 % of {_over(ds)} |", "|---|---:|---:|---:|"]
     for name, title, scale in _QUANTITIES:
         lines.append(_stats_row(analysis.config_record(ds, configuration, name), title, scale))
     return lines
@@ -115,16 +163,20 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     attrs = ds.attrs
     dims = _sweep_dims(ds)
     n_configs = int(np.prod([ds.sizes[d] for d in dims])) if dims else 1
-    n_feasible = int(ds["feasible"].sum()) if "feasible" in ds else n_configs
+    n_feasible = int(analysis.completed_share(ds).notnull().sum()) if "feasible" in ds else n_configs
     rows = [("scenario", markdown_text(attrs.get("scenario_name", "?"))
                          + (f" ({markdown_text(attrs['scenario_source'])})" if attrs.get("scenario_source") else "")),
-            ("runs per configuration", f"{ds.sizes['run']:,}"),
+            ("runs per configuration", f"{ds.sizes['run']:,}" + (
+                f" in each of {ds.sizes['draw']:,} parameter draws ({attrs.get('design', '?')} design)"
+                if "draw" in ds.dims else "")),
             ("seed", str(attrs.get("seed", "?"))),
             ("mode", str(attrs.get("mode", "?"))),
             ("mcsim version", str(attrs.get("mcsim_version", "?"))),
             ("simulated on", str(attrs.get("created", "?")))]
     if source:
         rows.insert(1, ("result file", markdown_text(source)))
+    if "draw" in ds.dims:
+        rows.append(("uncertain inputs", ", ".join(markdown_text(k) for k in str(attrs.get("uncertain_inputs", "")).split())))
     for d in dims:
         rows.append((f"sweep: {d}", ", ".join(format_coordinate(v) for v in ds[d].values.tolist())))
     censored = _censored_configs(ds)
@@ -179,25 +231,39 @@ def _pareto_table(ds: xr.Dataset) -> list[str]:
             f"The feasible configurations that no other beats on both mean wall time and mean cost "
             f"({len(rows)} of the {int(analysis.eligible(ds).sum())} feasible configurations whose runs all "
             "completed), fastest first; "
-            "mean (5th – 95th percentile over runs).", ""] + lines
+            f"mean (5th – 95th percentile over {_over(ds)}).", ""] + lines
+
+
+def _deadline_days(ds: xr.Dataset, fastest: dict) -> tuple[float, float]:
+    """The report's deadline in days, and the fastest configuration's median wall time it comes from."""
+    median_days = float(np.median(_select(ds, fastest["configuration"])["wall_time"].values)) / 24
+    return float(f"{DEADLINE_FACTOR * median_days:.3g}"), median_days
 
 
 def _deadline(ds: xr.Dataset, fastest: dict) -> list[str]:
-    median_days = float(np.median(_select(ds, fastest["configuration"])["wall_time"].values)) / 24
-    days = float(f"{DEADLINE_FACTOR * median_days:.3g}")
+    days, median_days = _deadline_days(ds, fastest)
     lines = ["## Cheapest configuration within a deadline", "",
              f"Deadline D = {days:g} days: {DEADLINE_FACTOR:g} × the median wall time of the fastest configuration "
              f"({_config_text(fastest['configuration'])}, median {median_days:.3g} days), rounded to three "
              f"significant digits. A configuration qualifies when at least {100 * PROBABILITY:g} % of its runs "
-             "complete within D (runs stopped at the wall-time limit count as late).", ""]
+             "complete within D (runs stopped at the wall-time limit count as late)"
+             + (", counting the runs of all parameter draws together (the predictive probability)"
+                if "draw" in ds.dims else "") + ".", ""]
     pick = analysis.cheapest_within(ds, days, PROBABILITY)
     if pick is None:
         lines.append(f"**No configuration finishes within {days:g} days with probability ≥ {PROBABILITY:g}.**")
         return lines
     low, high = pick["p_within_ci95"]
-    share = ((f"all {ds.sizes['run']:,} of its runs" if pick["p_within"] == 1.0 else
+    runs = ds.sizes["run"] * ds.sizes.get("draw", 1)
+    share = ((f"all {runs:,} of its runs" if pick["p_within"] == 1.0 else
               f"{100 * pick['p_within']:.1f} % of its runs")
-             + f" (95 % interval of the probability: {100 * low:.1f} – {100 * high:.1f} %, Wilson)")
+             + f" (95 % interval of the probability: {100 * low:.1f} – {100 * high:.1f} %, Wilson"
+             + (", the draws as the independent units" if "draw" in ds.dims else "") + ")")
+    if "draw" in ds.dims:
+        meet_low, meet_high = pick["draws_meeting_ci95"]
+        share += (f", over the {ds.sizes['draw']:,} parameter draws and their runs; in "
+                  f"{100 * pick['draws_meeting']:.1f} % of the draws ({100 * meet_low:.1f} – {100 * meet_high:.1f} %) "
+                  f"its own probability reaches {PROBABILITY:g}")
     lines += [f"The cheapest configuration that finishes within {days:g} days with probability ≥ {PROBABILITY:g}: "
               f"**{_config_text(pick['configuration'])}**; it finishes in time in {share}.", ""]
     lines += _config_table(ds, pick["configuration"])
@@ -246,14 +312,93 @@ def _picks(ds: xr.Dataset, records: dict) -> list[str]:
     return lines
 
 
+def _money(value: float, units: str) -> str:
+    """A cost-like amount in the report's unit (MUSD for USD)."""
+    if units == "USD":
+        return f"{_sig(value * 1e-6)} MUSD"
+    return f"{_sig(value)} {units}".rstrip()
+
+
+def _p_text(p: float, ci: tuple[float, float]) -> str:
+    return f"{100 * p:.0f} % ({100 * ci[0]:.0f} – {100 * ci[1]:.0f} %)"
+
+
+def decision_section(ds: xr.Dataset, days: float, objective: str = "cost") -> list[str]:
+    """"Decision under uncertainty": the robust choice on ``objective``, its P(best) and expected
+    regret, the leading configurations, the pooled probability of finishing within ``days``
+    and the input that would change the choice (:func:`mcsim.robustness.robustness`)."""
+    from .robustness import robustness
+
+    found = robustness(ds, objective)
+    choice, units, draws = found["choice"], found["units"], found["draws"]
+    lines = ["## Decision under uncertainty", "",
+             f"Over the {draws:,} parameter draws of the uncertain inputs, each configuration's {objective} in a "
+             f"draw is its mean over the draw's {ds.sizes['run']:,} runs. P(best) is the share of draws in which a "
+             "configuration is the best (95 % Wilson interval over draws); its regret in a draw is what it loses "
+             "against that draw's best, and the expected regret is the mean over draws. The robust choice is the "
+             "configuration of least expected regret.", "",
+             f"**Robust choice on {objective}: {_config_text(choice['configuration'])}**: best in "
+             f"{_p_text(choice['p_best'], choice['p_best_ci95'])} of the draws, expected regret "
+             f"{_money(choice['expected_regret'], units)} (95 % CI up to "
+             f"{_money(choice['expected_regret_ci95'][1], units)}).", "",
+             "| configuration | P(best) | 95 % interval | won beyond the runs' noise | expected regret |",
+             "|---|---:|---:|---:|---:|"]
+    for leader in found["leaders"]:
+        low, high = leader["p_best_ci95"]
+        lines.append(f"| {_config_text(leader['configuration'])} | {100 * leader['p_best']:.1f} % | "
+                     f"{100 * low:.1f} – {100 * high:.1f} % | {100 * leader['p_best_clear']:.1f} % | "
+                     f"{_money(leader['expected_regret'], units)} |")
+    within = analysis.prob_within(ds, days, PROBABILITY)
+    one = within.sel(choice["configuration"]) if choice["configuration"] else within
+    lines += ["", "(\"won beyond the runs' noise\": draws won by more than 1.96 standard errors of the paired "
+              "difference to the runner-up; the rest of P(best) was decided within the Monte Carlo noise.)", "",
+              f"The robust choice finishes within {days:g} days with probability "
+              f"{_p_text(float(one['p_within']), (float(one['p_within_ci95_low']), float(one['p_within_ci95_high'])))}"
+              f", pooled over draws and runs; in {100 * float(one['draws_meeting']):.0f} % of the draws its own "
+              f"probability reaches {PROBABILITY:g}.", ""]
+    lines += [_changing_text(found)]
+    return lines
+
+
+def _changing_text(found: dict) -> str:
+    """One or two sentences: which input would change the robust choice, and what knowing it is worth."""
+    units = found["units"]
+    changing = next((item for item in found["inputs"] if item["changes"]), None)
+    if changing is None:
+        return ("**No single input changes the choice**: split at each uncertain input's median, the robust "
+                "choice stays the best in both halves.")
+    parts = [p for p in changing["groups"] if p["best"] != found["choice"]["configuration"]]
+    part = max(parts, key=lambda p: p["pick_regret"])
+    side = "below" if part is changing["groups"][0] else "above"
+    edge = part["range"][1] if side == "below" else part["range"][0]
+    low, high = part["pick_regret_ci95"]
+    text = (f"**Which input would change it: {markdown_text(changing['input'])}.** In the draws with "
+            f"{markdown_text(changing['input'])} {side} {_sig(edge)} {markdown_text(changing['units'])}".rstrip()
+            + f", {_config_text(part['best'])} is better on average; the robust choice loses "
+            f"{_money(part['pick_regret'], units)} there (95 % CI {_money(low, units)} to {_money(high, units)}"
+            + ("" if low > 0 else ", which includes 0: the change may be noise") + "). "
+            f"Knowing which side of its median it falls on before choosing would save "
+            f"{_money(changing['value_of_information'], units)} on average")
+    others = [item["input"] for item in found["inputs"] if item is not changing and item["value_of_information"] > 0]
+    return text + (f"; next: {', '.join(markdown_text(o) for o in others[:3])}." if others else ".")
+
+
 def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = None) -> str:
     """The report's Markdown; ``figures`` are the names (without .png) of the figures beside it."""
     name = ds.attrs.get("scenario_name", "mcsim results")
     runs = ds.sizes["run"]
-    lines = [f"# mcsim report: {markdown_text(name)}", "",
-             f"Monte Carlo results over {runs:,} runs per configuration. Means carry the 95 % confidence "
-             "interval of the mean (normal approximation); ranges are the 5th and 95th percentiles over runs. "
-             "Runs share their random streams across configurations (common random numbers).", ""]
+    if "draw" in ds.dims:
+        intro = (f"Monte Carlo results over {ds.sizes['draw']:,} parameter draws of the uncertain inputs × "
+                 f"{runs:,} runs per draw, per configuration. Means carry the 95 % confidence interval of the "
+                 "mean from the spread of the draw means (the draws are the independent units); ranges are the "
+                 "5th and 95th percentiles over draws and runs (the predictive interval: input uncertainty and "
+                 "chance). Draw d has the same input values and random streams in every configuration, so "
+                 "comparisons pair (draw, run).")
+    else:
+        intro = (f"Monte Carlo results over {runs:,} runs per configuration. Means carry the 95 % confidence "
+                 "interval of the mean (normal approximation); ranges are the 5th and 95th percentiles over runs. "
+                 "Runs share their random streams across configurations (common random numbers).")
+    lines = [f"# mcsim report: {markdown_text(name)}", "", intro, ""]
     lines += _what(ds, source) + [""]
     lines += ["## Best configurations", ""]
     try:
@@ -265,6 +410,8 @@ def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = Non
         lines += _picks(ds, records)
         lines += _pareto_table(ds) + [""]
         lines += _deadline(ds, records["wall_time"]) + [""]
+        if "draw" in ds.dims:
+            lines += decision_section(ds, _deadline_days(ds, records["wall_time"])[0]) + [""]
     lines += ["## Figures", ""]
     for key, title, caption in _FIGURES:
         if key in figures:
@@ -281,16 +428,17 @@ def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) 
     (matplotlib missing, no feasible configuration) leaves the folder untouched.
     """
     made = {}
+    shown = pooled_over_draws(ds)  # figures: each configuration's draws and runs together
     try:
         try:
-            x = plots.scaling_dimension(ds)
+            x = plots.scaling_dimension(shown)
         except ValueError:
             x = None
         if x is not None:
-            made["scaling"] = plots.plot_scaling(ds, x)
-        made["cdf"] = plots.plot_cdf(ds, "wall_time")
-        made["pareto"] = plots.plot_pareto(ds, "wall_time", "cost")
-        made["breakdown"] = plots.plot_breakdown(ds)
+            made["scaling"] = plots.plot_scaling(shown, x)
+        made["cdf"] = plots.plot_cdf(shown, "wall_time")
+        made["pareto"] = plots.plot_pareto(shown, "wall_time", "cost")
+        made["breakdown"] = plots.plot_breakdown(shown)
         text = report_markdown(ds, list(made), source)
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
