@@ -373,7 +373,8 @@ def _changing_text(found: dict) -> str:
     edge = part["range"][1] if side == "below" else part["range"][0]
     low, high = part["pick_regret_ci95"]
     text = (f"**Which input would change it: {markdown_text(changing['input'])}.** In the draws with "
-            f"{markdown_text(changing['input'])} {side} {_sig(edge)} {markdown_text(changing['units'])}".rstrip()
+            f"{markdown_text(changing['input'])} {side} {_sig(edge)} "
+            f"{markdown_text(changing['units']) if changing['units'] not in ('', '1') else ''}".rstrip()
             + f", {_config_text(part['best'])} is better on average; the robust choice loses "
             f"{_money(part['pick_regret'], units)} there (95 % CI {_money(low, units)} to {_money(high, units)}"
             + ("" if low > 0 else ", which includes 0: the change may be noise") + "). "

@@ -215,3 +215,12 @@ def test_split_groups_are_equal_count_parts():
     values = np.array([5.0, 1.0, 3.0, 3.0, 2.0, 4.0])
     np.testing.assert_array_equal(split_groups(values, 2), [1, 0, 0, 1, 0, 1])
     assert np.bincount(split_groups(np.arange(7.0), 3)).tolist() == [3, 2, 2]
+
+
+def test_report_sentence_names_the_changing_input(kinked):
+    from mcsim.report import _changing_text
+
+    text = _changing_text(robustness(kinked, "cost"))
+    # B is the robust choice; below the median of x (0.495, the largest x of the lower half) A is better
+    assert "Which input would change it: x" in text and "below 0.495" in text and "config=A" in text
+    assert "y" not in text.split("save")[1]  # y is worth nothing: not listed as the next input

@@ -343,3 +343,45 @@ def test_sensitivity_cli_and_refusals(tmp_path, capsys, small_raw):
     plain = write_results(mcsim.simulate(scenario_from_dict(small_raw), progress=False), tmp_path / "p.nc")
     assert main(["sensitivity", str(plain)]) == 2
     assert "no parameter draws" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- decisions (step 5)
+
+
+def test_analysis_treats_draws_as_samples_not_configurations(paired):
+    _, ds = paired
+    record = ds.mcsim.best("cost")
+    assert set(record["configuration"]) == {"pue", "strategy"}  # never a draw
+    assert record["runs"] == 6 * 12 and record["draws"] == 6 and 0.0 <= record["p_best"] <= 1.0
+    assert ds.mcsim.pareto().dims == ("pue", "strategy")
+    table = ds.mcsim.decision_table("cost")
+    assert float(table.p_best.sum()) == pytest.approx(1.0)
+    # best by the pooled mean is the configuration of least expected regret (equal runs per draw)
+    flat = int(np.nanargmin(table.expected_regret.values))
+    assert record["configuration"] == {d: ds[d].values[i].item() for d, i in
+                                       zip(("pue", "strategy"), np.unravel_index(flat, table.expected_regret.shape))}
+
+
+def test_report_has_a_decision_section(paired, tmp_path):
+    from mcsim.report import pooled_over_draws, report_markdown, write_report
+
+    _, ds = paired
+    text = report_markdown(ds, [])
+    assert "## Decision under uncertainty" in text and "Robust choice on cost" in text
+    assert "draw=" not in text and "sweep: draw" not in text
+    assert "pooled over draws and runs" in text
+    pooled = pooled_over_draws(ds)
+    assert pooled.wall_time.dims == ("pue", "strategy", "run") and pooled.sizes["run"] == 6 * 12
+    np.testing.assert_array_equal(pooled.wall_time.isel(pue=0, strategy=0).values[12:24],
+                                  ds.wall_time.isel(pue=0, strategy=0, draw=1).values)
+    assert pooled.feasible.dims == ("pue", "strategy")
+    pytest.importorskip("matplotlib")
+    written = write_report(ds, tmp_path / "report")
+    assert (tmp_path / "report" / "README.md") in written
+
+
+def test_summary_table_prints_p_best_and_regret(paired):
+    from mcsim.cli import summary_table
+
+    text = summary_table(paired[1])
+    assert "P(best cost)" in text and "cost regret [MUSD]" in text
