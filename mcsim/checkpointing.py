@@ -54,6 +54,21 @@ def daly_interval_s(stall_s, mtbf_s):
     return float(out) if out.ndim == 0 else out
 
 
+def expected_segment_s(segment_s, restart_s, mtbf_s):
+    """Expected wall time to get ``segment_s`` of work (and its checkpoint) done under Poisson failures, s.
+
+    Daly (2006, eq. 13): ``M e^(R/M) (e^(segment/M) - 1)`` with ``M`` the system MTBF and ``R`` the
+    restart time (failures may strike during restarts); ``segment_s`` without failures (scalars or arrays).
+    """
+    seg, restart, m = (np.asarray(x, dtype=np.float64) for x in (segment_s, restart_s, mtbf_s))
+    finite = np.isfinite(m) & (m > 0)
+    safe = np.where(finite, m, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = safe * np.exp(restart / safe) * np.expm1(seg / safe)
+    out = np.where(finite, value, seg)
+    return float(out) if out.ndim == 0 else out
+
+
 def checkpoint_every(interval: Interval, stall_s, mtbf_s, iteration_s, iterations):
     """Checkpoint interval in iterations (scalars or arrays), between 1 and ``iterations``.
 

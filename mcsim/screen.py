@@ -1,0 +1,264 @@
+"""The planner's screen: every candidate evaluated analytically, in arrays (docs/model.md §8).
+
+Per candidate: the workload model (:func:`mcsim.workload.workload_arrays`:
+iteration time and memory, exactly as ``mcsim run``), the checkpoint plan's
+stall and interval (:mod:`mcsim.checkpointing`), the system MTBF of its size,
+and a first-order expected wall time under Poisson failures (Daly 2006,
+:func:`mcsim.checkpointing.expected_segment_s`), then energy, cost and CO2 from
+the same phase powers as the simulation (:mod:`mcsim.energy`). Every rejected
+candidate keeps its reason (:data:`REJECTIONS`). The finalists are the
+candidates whose objective estimate is within ``margin`` of the best, at most
+``plan.finalists`` of them; the Monte Carlo ranks them (:mod:`mcsim.planner`).
+
+No Python loop runs per candidate: loops run over GPU sizes, strategies and
+intervals (a few dozen groups at most).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from .checkpointing import class_units, checkpoint_every, checkpoint_transfers, expected_segment_s, system_mtbf_s
+from .energy import (BITS_PER_BYTE, J_PER_KWH, J_PER_MWH, allocation_usd, co2_t, iteration_power_w,
+                     job_factor_mean, phase_powers_w, rank_factor_mean)
+from .plan import Candidates, Plan, gpu_specs
+from .scenario import Config
+from .strategies import STRATEGIES
+from .stragglers import factor_law
+from .workload import (FREQUENCY, MEMORY, RECOMPUTE_CODES, STRUCTURAL, TIME_RESOLUTION_CODE, TOO_MANY_ITERATIONS, Layouts,
+                       configuration_problem, workload_arrays)
+
+# Rejection codes, in the order they are assigned (the first one found is kept).
+KEPT = 0
+REJECTIONS = {
+    KEPT: "",
+    1: "layout: the workload model cannot run it",
+    2: "frequency outside the GPU's clock range",
+    3: "too many iterations",
+    4: "iteration below the time resolution",
+    5: "memory: does not fit in GPU memory",
+    6: "checkpoint strategy or failure domain does not fit the size",
+    7: "constraint: GPU count limits",
+    8: "constraint: facility power cap",
+    9: "constraint: deadline (screen estimate beyond it by more than the margin)",
+    10: "constraint: budget (screen estimate above it by more than the margin)",
+    11: "dominated: objective beyond the margin of the best screen estimate",
+    12: "within the margin, but beyond the cap on finalists",
+}
+_WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
+CONSTRAINT_CODES = {"gpus": 7, "power": 8, "deadline": 9, "budget": 10}
+DOMINATED, BEYOND_CAP = 11, 12
+
+
+@dataclass(frozen=True)
+class Screen:
+    """Screen estimates per candidate (SI units) and the outcome."""
+
+    iteration_time_s: np.ndarray     # ideal, exactly mcsim run's iteration_time
+    memory_per_gpu_gb: np.ndarray    # exactly mcsim run's memory_per_gpu
+    checkpoint_stall_s: np.ndarray
+    checkpoint_every: np.ndarray     # iterations
+    system_mtbf_s: np.ndarray
+    power_mw: np.ndarray             # facility power while computing (all GPUs busy), MW
+    wall_s: np.ndarray               # expected wall time (Daly)
+    energy_j: np.ndarray             # facility
+    cost_usd: np.ndarray
+    co2_t: np.ndarray
+    objective: np.ndarray            # in the objective's per-run units (h, MWh, USD, t)
+    rejection: np.ndarray            # REJECTIONS code
+    gap: np.ndarray                  # objective / best - 1 (NaN where rejected before the ranking)
+    finalists: np.ndarray            # candidate indices, best screen objective first
+
+
+def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
+    """The :class:`Config` of one candidate (for ``mcsim run`` and the simulation)."""
+    base, search = plan.scenario.base, plan.search
+    spec = gpu_specs(plan)[int(cand.gpu_type[index])]
+    recompute = {code: name for name, code in RECOMPUTE_CODES.items()}[int(cand.recompute[index])]
+    return dataclasses.replace(
+        base, gpu=spec,
+        hardware=dataclasses.replace(base.hardware, gpu=search.gpu_types[int(cand.gpu_type[index])]),
+        parallelism=dataclasses.replace(base.parallelism, gpus=int(cand.gpus[index]), tp=int(cand.tp[index]),
+                                        pp=int(cand.pp[index]), microbatch=int(cand.microbatch[index]),
+                                        interleave=int(cand.interleave[index])),
+        model=dataclasses.replace(base.model, recompute=recompute),
+        compute=dataclasses.replace(base.compute, freq_mhz=float(cand.freq_mhz[index])),
+        checkpoint=dataclasses.replace(base.checkpoint, strategy=search.strategy[int(cand.strategy[index])],
+                                       interval=search.interval[int(cand.interval[index])]))
+
+
+def _gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
+    return np.array([getattr(spec, name) for spec in gpu_specs(plan)], dtype=np.float64)[cand.gpu_type]
+
+
+def layouts(plan: Plan, cand: Candidates) -> Layouts:
+    """The workload model's :class:`~mcsim.workload.Layouts` of the candidates."""
+    field = lambda name: _gpu_field(plan, cand, name)  # noqa: E731
+    return Layouts(cand.gpus, cand.tp, cand.pp, cand.microbatch, cand.interleave, cand.recompute, cand.freq_mhz,
+                   field("peak_tflops"), field("memory_gb"), field("freq_min_mhz"), field("freq_max_mhz"))
+
+
+def _by_group(keys: np.ndarray):
+    """(value, indices) for every distinct value of ``keys``."""
+    values, inverse = np.unique(keys, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(values.size + 1))
+    for k, value in enumerate(values):
+        yield value, order[bounds[k]:bounds[k + 1]]
+
+
+def screen(plan: Plan, cand: Candidates) -> Screen:
+    """Evaluate every candidate and choose the finalists (see the module docstring)."""
+    base = plan.scenario.base
+    wl = workload_arrays(base, layouts(plan, cand))
+    rejection = np.zeros(len(cand), dtype=np.int8)
+    rejection[np.isin(wl.code, STRUCTURAL)] = 1
+    for code, reason in _WORKLOAD_REJECTION.items():
+        rejection[(rejection == KEPT) & (wl.code == code)] = reason
+    _configuration_problems(plan, cand, rejection)
+
+    iteration_s = wl.iteration_time_s
+    n = len(cand)
+    stall, load, every = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64)
+    mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node)
+    mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
+    d2h = _gpu_field(plan, cand, "d2h_gbps")
+    write_gbps, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, d2h)
+    size = base.model.params * base.checkpoint.bytes_per_param
+    for s_index, idx in _by_group(cand.strategy):
+        strategy = STRATEGIES[plan.search.strategy[int(s_index)]]
+        tr = type(transfers)(*(np.asarray(x)[idx] for x in transfers))
+        timing = strategy.timings(base, SimpleNamespace(iteration_time_s=iteration_s[idx]), tr)
+        stall[idx] = timing.stall_s
+        load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
+    for i_index, idx in _by_group(cand.interval):
+        every[idx] = checkpoint_every(plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx],
+                                      wl.iterations[idx])
+
+    mean_iteration_s, power = _iteration_power(plan, cand, wl)
+    wall = _expected_wall_s(base, cand, wl.iterations, mean_iteration_s, every, stall, load, mtbf)
+    energy, power_mw = _energy_j(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf, power)
+    hours = wall / 3600.0
+    nodes = cand.gpus // base.hardware.gpus_per_node
+    cost = allocation_usd(base.cost, cand.gpus, nodes, hours) + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
+    co2 = co2_t(base.carbon, cand.gpus, wall, energy)
+    co2_total = co2["operational"] + co2["embodied"]
+    estimates = {"cost": cost, "energy": energy / J_PER_MWH, "wall_time": hours, "co2": co2_total}
+    objective = estimates[plan.objective] if isinstance(plan.objective, str) else \
+        sum(w * estimates[k] for k, w in plan.objective.items())
+    _constraints(plan, cand, rejection, power_mw, wall, cost)
+    gap, finalists = _finalists(plan, objective, rejection)
+    return Screen(iteration_s, wl.memory_per_gpu_gb, stall, every, mtbf, power_mw, wall, energy, cost, co2_total,
+                  objective, rejection, gap, finalists)
+
+
+def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray) -> None:
+    """Strategy and failure-domain objections, checked once per (strategy, size)."""
+    base = plan.scenario.base
+    key = cand.strategy.astype(np.int64) * (1 << 40) + cand.gpus
+    for value, idx in _by_group(key):
+        strategy, gpus = divmod(int(value), 1 << 40)
+        cfg = dataclasses.replace(base, parallelism=dataclasses.replace(base.parallelism, gpus=gpus),
+                                  checkpoint=dataclasses.replace(base.checkpoint,
+                                                                 strategy=plan.search.strategy[strategy]))
+        if configuration_problem(cfg):
+            rejection[idx[rejection[idx] == KEPT]] = 6
+
+
+def _iteration_power(plan: Plan, cand: Candidates, wl) -> tuple[np.ndarray, np.ndarray]:
+    """Mean executed iteration time (stragglers' expected factors) and mean per-GPU power over it."""
+    base = plan.scenario.base
+    st = base.stragglers
+    law_mean = np.ones(len(cand))
+    for gpus, idx in _by_group(cand.gpus):  # one quadrature per size
+        law_mean[idx] = factor_law(float(gpus), st.sigma).mean
+    busy, wait = phase_powers_w(_gpu_field(plan, cand, "tdp_w"), _gpu_field(plan, cand, "idle_w"), cand.freq_mhz,
+                                _gpu_field(plan, cand, "freq_max_mhz"), base.energy)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
+        phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * law_mean
+        power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
+    return phase + wl.comm_time_s, SimpleNamespace(busy=busy, wait=wait, iteration=power,
+                                                   idle=_gpu_field(plan, cand, "idle_w"))
+
+
+def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
+    """Rate-weighted mean recovery of the failure classes plus the checkpoint load, s."""
+    rates = [class_units(f, cand.gpus, base.hardware.gpus_per_node) / (f.mtbf_hours * 3600.0) for f in base.failures]
+    if not rates:
+        return load
+    total = sum(rates)
+    recovery = sum(r * f.recovery_minutes * 60.0 for r, f in zip(rates, base.failures))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, recovery / np.where(total > 0, total, 1.0), 0.0) + load
+
+
+def _expected_wall_s(base: Config, cand: Candidates, iterations, iteration_s, every, stall, load, mtbf):
+    """Expected wall time: every interval of ``every`` iterations and its checkpoint as a Daly segment."""
+    intervals = -(-iterations // every)
+    last_s = (iterations - (intervals - 1) * every) * iteration_s
+    restart = _restart_s(base, cand, load)
+    wall = (intervals - 1) * expected_segment_s(every * iteration_s + stall, restart, mtbf) \
+        + expected_segment_s(last_s, restart, mtbf)
+    return np.minimum(wall, base.run.max_wall_days * 86400.0)
+
+
+def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, load, mtbf, power):
+    """Facility energy of the expected run, J, and the facility power while computing, MW."""
+    base = plan.scenario.base
+    en, net = base.energy, base.network
+    gpus = cand.gpus
+    nodes = gpus // base.hardware.gpus_per_node
+    checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
+    stalled = checkpoints * stall
+    failures = np.where(np.isfinite(mtbf), wall / mtbf, 0.0)
+    recovering = failures * _restart_s(base, cand, load)
+    useful = wl.iterations * iteration_s
+    lost = np.maximum(wall - useful - stalled - recovering, 0.0)
+    gpu_j = gpus * (power.iteration * (useful + lost) + power.idle * (stalled + recovering))
+    bits_j = (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit) \
+        * BITS_PER_BYTE * 1e-12 * gpus * wl.iterations * (1.0 + lost / np.where(useful > 0, useful, 1.0))
+    size = base.model.params * base.checkpoint.bytes_per_param
+    storage_j = checkpoints * size * BITS_PER_BYTE * en.storage_pj_per_bit * 1e-12
+    node_j = nodes * en.node_overhead_w * wall
+    energy = en.pue * (gpu_j + bits_j + storage_j + node_j)
+    power_mw = en.pue * (gpus * power.busy + nodes * en.node_overhead_w) / 1e6
+    return energy, power_mw
+
+
+def _constraints(plan: Plan, cand: Candidates, rejection, power_mw, wall_s, cost) -> None:
+    c, margin = plan.constraints, plan.margin
+    checks = [("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus))]
+    if c.power_mw is not None:
+        checks.append(("power", power_mw > c.power_mw))
+    if c.deadline_days is not None:
+        checks.append(("deadline", wall_s / 86400.0 > c.deadline_days * (1.0 + margin)))
+    if c.budget_usd is not None:
+        checks.append(("budget", cost > c.budget_usd * (1.0 + margin)))
+    for name, failed in checks:
+        rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
+
+
+def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    kept = np.flatnonzero(rejection == KEPT)
+    gap = np.full(objective.shape, np.nan)
+    if kept.size == 0:
+        return gap, kept
+    best = objective[kept].min()
+    gap[kept] = objective[kept] / best - 1.0
+    rejection[kept[gap[kept] > plan.margin]] = DOMINATED
+    within = kept[gap[kept] <= plan.margin]
+    order = within[np.argsort(objective[within], kind="stable")]
+    rejection[order[plan.finalists:]] = BEYOND_CAP
+    return gap, order[:plan.finalists]
+
+
+def binding_constraint(rejection: np.ndarray) -> str:
+    """The constraint that rejected the most candidates that fit in memory, or ""."""
+    counts = {name: int(np.sum(rejection == code)) for name, code in CONSTRAINT_CODES.items()}
+    name, count = max(counts.items(), key=lambda kv: kv[1])
+    return name if count else ""
