@@ -9,6 +9,11 @@
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
+(the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default;
+for a plan file written by ``mcsim plan``, the explanation of its recommendation)
+``mcsim plan PLAN.toml [-o PLAN.nc] [--quiet] [--workers N] [--scheduler ADDRESS]``
+(search every cluster configuration of a plan file, screen them analytically, select the best by simulation;
+docs/model.md §8; exit 1 with one line when no candidate meets the constraints)
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default)
 
 User mistakes (bad scenario, bad option value, unreadable file, an output
@@ -134,6 +139,15 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("file", help="netCDF file written by mcsim run")
     report.add_argument("-o", "--output", metavar="FOLDER",
                         help="folder to write (default: FILE without .nc + -report)")
+    plan = sub.add_parser("plan", help="search cluster configurations: screen every candidate, select the best "
+                                       "by simulation")
+    plan.add_argument("plan", metavar="PLAN.toml", help="plan file: a scenario plus [search], [constraints], [plan]")
+    plan.add_argument("-o", "--output", help="output file (default: results/NAME.nc, NAME the plan's name made "
+                                             "file-safe)")
+    plan.add_argument("--quiet", action="store_true", help="no progress and no table (default: shown)")
+    plan.add_argument("--workers", type=int, metavar="N", help="run on a local dask cluster of N worker processes "
+                                                              "(default: in this process)")
+    plan.add_argument("--scheduler", metavar="ADDRESS", help="run on the dask scheduler at ADDRESS (default: none)")
     return parser
 
 
@@ -832,6 +846,18 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if problem := _output_problem(folder / "README.md"):
         print(f"mcsim: error: -o: {folder}: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    from .plan_report import is_plan_file, write_plan_report
+
+    if is_plan_file(source):
+        try:
+            written = write_plan_report(source, folder)
+        except ValueError as err:
+            print(f"mcsim: error: {source}: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        except OSError as err:
+            return _write_failed(folder, err)
+        print(f"wrote {', '.join(p.name for p in written)} in {folder}")
+        return 0
     ds = _open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
@@ -894,6 +920,10 @@ def _main(argv: list[str] | None) -> int:
             return _cmd_report(args)
         if args.command == "sensitivity":
             return _cmd_sensitivity(args)
+        if args.command == "plan":
+            from .plan_command import cmd_plan
+
+            return cmd_plan(args)
         return _cmd_summary(args)
     except ScenarioError as err:
         print(f"mcsim: error: {err}", file=sys.stderr)

@@ -48,10 +48,11 @@ REJECTIONS = {
     10: "constraint: budget (screen estimate above it by more than the margin)",
     11: "dominated: objective beyond the margin of the best screen estimate",
     12: "within the margin, but beyond the cap on finalists",
+    13: "equivalent to a finalist: the same screen estimates (e.g. microbatch without a pipeline)",
 }
 _WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
 CONSTRAINT_CODES = {"gpus": 7, "power": 8, "deadline": 9, "budget": 10}
-DOMINATED, BEYOND_CAP = 11, 12
+DOMINATED, BEYOND_CAP, EQUIVALENT = 11, 12, 13
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     objective = estimates[plan.objective] if isinstance(plan.objective, str) else \
         sum(w * estimates[k] for k, w in plan.objective.items())
     _constraints(plan, cand, rejection, power_mw, wall, cost)
-    gap, finalists = _finalists(plan, objective, rejection)
+    gap, finalists = _finalists(plan, objective, rejection, (wall, energy, wl.memory_per_gpu_gb))
     return Screen(iteration_s, wl.memory_per_gpu_gb, stall, every, mtbf, power_mw, wall, energy, cost, co2_total,
                   objective, rejection, gap, finalists)
 
@@ -243,7 +244,10 @@ def _constraints(plan: Plan, cand: Candidates, rejection, power_mw, wall_s, cost
         rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
 
 
-def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray,
+               tie_keys: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Finalists: within ``margin`` of the best objective, one of each set of equal estimates (the one
+    with the least memory per GPU), at most ``plan.finalists``, best first."""
     kept = np.flatnonzero(rejection == KEPT)
     gap = np.full(objective.shape, np.nan)
     if kept.size == 0:
@@ -252,7 +256,13 @@ def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray) -> tupl
     gap[kept] = objective[kept] / best - 1.0
     rejection[kept[gap[kept] > plan.margin]] = DOMINATED
     within = kept[gap[kept] <= plan.margin]
-    order = within[np.argsort(objective[within], kind="stable")]
+    wall, energy, memory = (key[within] for key in tie_keys)
+    order = within[np.lexsort((memory, energy, wall, objective[within]))]
+    same = np.zeros(order.size, dtype=bool)
+    same[1:] = (objective[order][1:] == objective[order][:-1]) & (tie_keys[0][order][1:] == tie_keys[0][order][:-1]) \
+        & (tie_keys[1][order][1:] == tie_keys[1][order][:-1])
+    rejection[order[same]] = EQUIVALENT
+    order = order[~same]
     rejection[order[plan.finalists:]] = BEYOND_CAP
     return gap, order[:plan.finalists]
 

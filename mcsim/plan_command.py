@@ -1,0 +1,59 @@
+"""``mcsim plan PLAN.toml``: the command (argument checks, progress, output file, terminal table).
+
+Exit status 0 with a recommendation; 1 with one line when no candidate meets the
+constraints (docs/model.md §8, "Outcomes"); 2 for a bad plan file or option (one
+line naming the file and key, no output file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_NO_CANDIDATE = 1
+EXIT_USAGE = 2
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Run ``mcsim plan``; returns the exit status (ScenarioError propagates to the caller's handler)."""
+    from .backends import BackendUnavailable
+    from .cli import _output_problem, _write_failed
+    from .netcdf import is_result_file, write_results
+    from .plan import load_plan
+    from .planner import NoCandidate, plan_dataset, plan_table, run_plan
+
+    plan = load_plan(args.plan)
+    output = Path(args.output) if args.output is not None else Path("results") / f"{plan.scenario.file_stem}.nc"
+    if problem := _output_problem(args.output if args.output is not None else output, [args.plan], is_result_file):
+        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.workers is not None and args.workers < 1:
+        print(f"mcsim: error: --workers: expected a whole number >= 1, got {args.workers}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.workers is not None and args.scheduler:
+        print("mcsim: error: --workers and --scheduler: give one of them", file=sys.stderr)
+        return EXIT_USAGE
+
+    def notify(message: str) -> None:
+        if not args.quiet:
+            print(f"mcsim: {message}", file=sys.stderr)
+
+    try:
+        result = run_plan(plan, workers=args.workers, scheduler=args.scheduler,
+                          progress=False if args.quiet else None, notify=notify)
+    except NoCandidate as err:
+        print(f"mcsim: no recommendation: {err}", file=sys.stderr)
+        return EXIT_NO_CANDIDATE
+    except BackendUnavailable as err:
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    ds = plan_dataset(result)
+    try:
+        write_results(ds, output)
+    except OSError as err:
+        return _write_failed(output, err)
+    if not args.quiet:
+        print(plan_table(ds))
+        print(f"wrote {output}")
+    return 0

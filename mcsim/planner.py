@@ -1,0 +1,339 @@
+"""``mcsim plan``: screen every candidate, then select the best finalist by simulation (docs/model.md §8).
+
+:func:`run_plan` enumerates the plan's search (:mod:`mcsim.plan`), screens
+every candidate analytically (:mod:`mcsim.screen`), simulates the finalists in
+Kim–Nelson's ranking-and-selection procedure (:func:`mcsim.selection.select_best`,
+common random numbers, the same tasks, backends and resume store as ``mcsim
+run``), checks the simulated deadline probability and budget of the
+recommendation (dropping a finalist that misses them and selecting again), and
+returns the dataset :func:`plan_dataset` builds: every candidate with its
+screen estimates and rejection reason, the finalists' per-run results, the
+Pareto front of wall time, cost and energy among the finalists, and the
+recommendation with its probability of correct selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from .checkpointing import checkpoint_plan
+from .pareto import nondominated
+from .plan import Candidates, Plan, enumerate_candidates
+from .scenario import Config
+from .screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, candidate_config, screen
+from .variables import Variable
+from .workload import RECOMPUTE_CODES, workload
+
+PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
+
+
+class NoCandidate(Exception):
+    """No candidate passes the screen, or none meets the constraints when simulated (exit status 1)."""
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """Everything :func:`plan_dataset` writes."""
+
+    plan: Plan
+    candidates: Candidates
+    screen: Screen
+    finalists: np.ndarray                # candidate indices, in finalist order
+    outputs: list[dict[str, np.ndarray]]  # per finalist: per-run outputs of its simulated runs
+    selection: object                    # the last SelectionResult (over `selected` finalists)
+    selected: np.ndarray                 # finalist positions the last selection ran over
+    dropped: dict[int, str]              # finalist position -> constraint it missed when simulated
+    recommended: int                     # finalist position
+
+
+def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = None, store=None,
+             progress: bool | None = None, notify: Callable[[str], None] | None = None,
+             select=None) -> PlanResult:
+    """Screen, then select by simulation (``select``: :func:`mcsim.selection.select_best` by default).
+
+    Raises
+    ------
+    NoCandidate
+        With one line saying which constraint (or memory) rules every candidate out and
+        how close the closest candidate comes.
+    """
+    if select is None:
+        from .selection import select_best as select
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    if scr.finalists.size == 0:
+        raise NoCandidate(no_candidate_message(plan, cand, scr))
+    configs = [candidate_config(plan, cand, int(i)) for i in scr.finalists]
+    active = list(range(len(configs)))
+    dropped: dict[int, str] = {}
+    outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
+    while True:
+        result = select([configs[k] for k in active], plan.objective, seed=plan.scenario.run.seed,
+                        mode=plan.scenario.run.mode, alpha=plan.alpha, indifference=plan.indifference,
+                        first_runs=plan.first_runs, max_runs=plan.max_runs, max_total_runs=plan.max_total_runs,
+                        workers=workers, scheduler=scheduler, store=store, progress=progress, notify=notify)
+        simulated = getattr(result, "configs", None) or [configs[k] for k in active]
+        for j, k in enumerate(active):
+            outputs[k] = per_run_outputs(simulated[j], result.rows[j])
+        best = active[result.best]
+        missed = simulated_constraint(plan, outputs[best])
+        if not missed:
+            break
+        dropped[best] = missed
+        if notify:
+            notify(f"finalist {best} misses the {missed} when simulated; selecting again without it")
+        active.remove(best)
+        if not active:
+            raise NoCandidate(f"{plan.source}: constraints: every finalist misses a constraint when simulated "
+                              f"({', '.join(sorted(set(dropped.values())))})")
+    return PlanResult(plan, cand, scr, scr.finalists, outputs, result, np.array(active), dropped, best)
+
+
+def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
+    from .simulate import _per_run_outputs
+
+    wl = workload(cfg)
+    out = _per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), np.asarray(rows))
+    return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
+
+
+def simulated_constraint(plan: Plan, out: dict[str, np.ndarray]) -> str:
+    """The constraint a finalist's simulated runs miss ("deadline" or "budget"), or ""."""
+    c = plan.constraints
+    if c.deadline_days is not None:
+        met = np.mean(out["completed"] & (out["wall_time"] <= c.deadline_days * 24.0))
+        if met < c.deadline_probability:
+            return "deadline"
+    if c.budget_usd is not None and np.mean(out["cost"]) > c.budget_usd:
+        return "budget"
+    return ""
+
+
+def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
+    """One line: why no candidate passed the screen, and how close the closest came."""
+    fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
+    if not fits.any():
+        return (f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
+                f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs")
+    c = plan.constraints
+    codes = scr.rejection[fits]
+    name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
+    if name == "deadline":
+        closest = float(np.min(scr.wall_s[fits])) / 86400.0
+        return (f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
+                f"(the fastest screen estimate is {closest:.1f} days, beyond the deadline by more than the "
+                f"{plan.margin:.0%} margin)")
+    if name == "budget":
+        closest = float(np.min(scr.cost_usd[fits]))
+        return (f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {c.budget_usd:,.0f} USD "
+                f"(the cheapest screen estimate is {closest:,.0f} USD)")
+    if name == "power":
+        closest = float(np.min(scr.power_mw[fits]))
+        return (f"{plan.source}: constraints.power_mw: no candidate fits the {c.power_mw:g} MW power cap "
+                f"(the smallest draws {closest:.2f} MW)")
+    return f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = {c.min_gpus}..{c.max_gpus}"
+
+
+# Variables of a plan dataset (one registry, as mcsim/variables.py does for mcsim run's outputs).
+_PLAN_VARIABLES = [
+    Variable("screen_iteration_time", False, "s", "ideal iteration time (screen; equals mcsim run's iteration_time)"),
+    Variable("screen_memory_per_gpu", False, "Gbyte", "memory per GPU (screen; equals mcsim run's memory_per_gpu)"),
+    Variable("screen_power", False, "MW", "facility power with every GPU computing (screen)"),
+    Variable("screen_checkpoint_every", False, "1", "checkpoint interval in iterations (screen)", "int64"),
+    Variable("screen_system_mtbf", False, "h", "mean time between failures of the whole job"),
+    Variable("screen_wall_time", False, "h", "expected wall time, Daly's first-order model (screen)"),
+    Variable("screen_energy", False, "MW h", "expected facility energy (screen)"),
+    Variable("screen_cost", False, "USD", "expected cost (screen)"),
+    Variable("screen_co2", False, "t", "expected emissions, tonnes CO2e (screen)"),
+    Variable("screen_objective", False, "1", "objective estimate in the units of its per-run outputs (screen)"),
+    Variable("screen_gap", False, "1", "screen objective / best screen objective - 1 (NaN if ruled out before)"),
+    Variable("rejection", False, "1", "why the screen ruled the candidate out (0: finalist); see rejection_reason",
+             "int8"),
+    Variable("finalist_candidate", False, "1", "index of the finalist in the candidate dimension", "int64"),
+    Variable("finalist_runs", False, "1", "runs simulated", "int64"),
+    Variable("finalist_eliminated_round", False, "1", "selection stage that eliminated it (-1: never)", "int64"),
+    Variable("finalist_objective", False, "1", "mean simulated objective (units of its per-run outputs)"),
+    Variable("finalist_half_width", False, "1", "half-width of the 95 % interval of finalist_objective"),
+    Variable("finalist_deadline_probability", False, "1", "share of simulated runs within the deadline"),
+    Variable("finalist_dropped", False, "1", "constraint missed when simulated (empty: none)", "str"),
+    Variable("pareto", False, "1", "on the Pareto front of mean wall time, cost and energy among finalists", "bool"),
+    Variable("wall_time", True, "h", "job start to the last durable iteration (simulated; NaN: run not simulated)"),
+    Variable("energy", True, "MW h", "facility energy (simulated)"),
+    Variable("cost", True, "USD", "allocation plus electricity (simulated)"),
+    Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e (simulated)"),
+    Variable("recommended", False, "1", "candidate index of the recommendation", "int64"),
+    Variable("pcs", False, "1", "probability of correct selection (a guaranteed bound when decided)"),
+    Variable("decided", False, "1", "whether the selection stopped by its rule (else its run budget ran out)", "bool"),
+]
+PLAN_VARIABLES = {v.name: v for v in _PLAN_VARIABLES}
+
+
+def _categorical(codes: np.ndarray, names) -> np.ndarray:
+    return np.array([str(n) for n in names], dtype=object)[codes]
+
+
+def plan_dataset(res: PlanResult) -> xr.Dataset:
+    """The plan's dataset (see the module docstring); ``attrs['mcsim_kind'] = 'plan'``."""
+    plan, cand, scr = res.plan, res.candidates, res.screen
+    recompute_names = {code: name for name, code in RECOMPUTE_CODES.items()}
+    coords = {
+        "candidate": np.arange(len(cand)),
+        "gpu_type": ("candidate", _categorical(cand.gpu_type, plan.search.gpu_types)),
+        "gpus": ("candidate", cand.gpus), "tp": ("candidate", cand.tp), "pp": ("candidate", cand.pp),
+        "dp": ("candidate", cand.dp), "microbatch": ("candidate", cand.microbatch),
+        "interleave": ("candidate", cand.interleave),
+        "recompute": ("candidate", _categorical(cand.recompute, [recompute_names[k] for k in range(3)])),
+        "strategy": ("candidate", _categorical(cand.strategy, plan.search.strategy)),
+        "interval": ("candidate", _categorical(cand.interval, [i.label for i in plan.search.interval])),
+        "freq_mhz": ("candidate", cand.freq_mhz),
+        "finalist": np.arange(res.finalists.size),
+        "reason": np.arange(len(REJECTIONS)),
+    }
+    runs = max(len(o["wall_time"]) for o in res.outputs if o is not None)
+    coords["run"] = np.arange(runs)
+    per_run = {name: np.full((res.finalists.size, runs), np.nan) for name in PER_RUN_KEPT}
+    n_runs = np.zeros(res.finalists.size, dtype=np.int64)
+    eliminated = np.full(res.finalists.size, -1, dtype=np.int64)
+    objective = np.full(res.finalists.size, np.nan)
+    half = np.full(res.finalists.size, np.nan)
+    for j, k in enumerate(res.selected):
+        eliminated[k] = res.selection.eliminated_round[j]
+        objective[k], half[k] = res.selection.means[j], res.selection.half_widths[j]
+    deadline = np.full(res.finalists.size, np.nan)
+    for k, out in enumerate(res.outputs):
+        if out is None:
+            continue
+        n_runs[k] = len(out["wall_time"])
+        for name in PER_RUN_KEPT:
+            per_run[name][k, :n_runs[k]] = out[name]
+        if plan.constraints.deadline_days is not None:
+            deadline[k] = np.mean(out["completed"] & (out["wall_time"] <= plan.constraints.deadline_days * 24.0))
+        if k not in res.selected:  # dropped earlier: its mean from its own runs
+            objective[k] = _objective_mean(plan, out)
+    means = np.column_stack([np.nanmean(per_run[n], axis=1) for n in ("wall_time", "cost", "energy")])
+    eligible = np.array([k not in res.dropped for k in range(res.finalists.size)])
+    pareto = np.zeros(res.finalists.size, dtype=bool)
+    pareto[np.flatnonzero(eligible)[nondominated(means[eligible])]] = True
+    data = {
+        "screen_iteration_time": scr.iteration_time_s, "screen_memory_per_gpu": scr.memory_per_gpu_gb,
+        "screen_power": scr.power_mw, "screen_checkpoint_every": scr.checkpoint_every,
+        "screen_system_mtbf": scr.system_mtbf_s / 3600.0, "screen_wall_time": scr.wall_s / 3600.0,
+        "screen_energy": scr.energy_j / 3.6e9, "screen_cost": scr.cost_usd, "screen_co2": scr.co2_t,
+        "screen_objective": scr.objective, "screen_gap": scr.gap, "rejection": scr.rejection,
+        "finalist_candidate": res.finalists, "finalist_runs": n_runs, "finalist_eliminated_round": eliminated,
+        "finalist_objective": objective, "finalist_half_width": half,
+        "finalist_deadline_probability": deadline,
+        "finalist_dropped": np.array([res.dropped.get(k, "") for k in range(res.finalists.size)], dtype=object),
+        "pareto": pareto, **per_run,
+        "recommended": np.int64(res.finalists[res.recommended]), "pcs": float(res.selection.pcs),
+        "decided": bool(res.selection.decided),
+    }
+    variables = {}
+    for name, var in PLAN_VARIABLES.items():
+        dims = _dims(name, var)
+        array = np.asarray(data[name])
+        array = array.astype(object) if var.dtype == "str" else array.astype(var.dtype)
+        variables[name] = xr.Variable(dims, array, {"units": var.units, "long_name": var.long_name})
+    variables["rejection"].attrs.update(flag_values=np.arange(len(REJECTIONS), dtype=np.int8),
+                                        flag_meanings=" ".join(_flag_word(k) for k in REJECTIONS))
+    variables["rejection_reason"] = xr.Variable(("reason",), np.array(list(REJECTIONS.values()), dtype=object),
+                                                {"long_name": "text of each rejection code", "units": "1"})
+    ds = xr.Dataset(variables, coords=coords, attrs=_attrs(res))
+    for name, text in (("candidate", "candidate index"), ("finalist", "finalist index"),
+                       ("reason", "rejection code"), ("run", "run index (names the random stream)")):
+        ds[name].attrs.update(long_name=text, units="1")
+    for name, text, units in (("gpu_type", "GPU type (catalog name)", None), ("gpus", "GPUs in the job", "1"),
+                              ("tp", "tensor-parallel degree", "1"), ("pp", "pipeline-parallel degree", "1"),
+                              ("dp", "data-parallel degree", "1"), ("microbatch", "microbatch size, sequences", "1"),
+                              ("interleave", "virtual pipeline stages per GPU", "1"),
+                              ("recompute", "activation recomputation policy", None),
+                              ("strategy", "checkpoint strategy", None), ("interval", "checkpoint interval rule", None),
+                              ("freq_mhz", "GPU core frequency", "MHz")):
+        ds[name].attrs.update(long_name=text, **({"units": units} if units else {}))
+    return ds
+
+
+def _dims(name: str, var: Variable) -> tuple[str, ...]:
+    if var.per_run:
+        return ("finalist", "run")
+    if name.startswith("finalist_") or name == "pareto":
+        return ("finalist",)
+    if name in ("recommended", "pcs", "decided"):
+        return ()
+    return ("candidate",)
+
+
+def _flag_word(code: int) -> str:
+    words = {0: "finalist", 1: "layout", 2: "frequency", 3: "iterations", 4: "time_resolution", 5: "memory",
+             6: "strategy_or_domain", 7: "gpu_count", 8: "power_cap", 9: "deadline", 10: "budget",
+             11: "dominated", 12: "beyond_finalist_cap", 13: "equivalent"}
+    return words[code]
+
+
+def _objective_mean(plan: Plan, out: dict[str, np.ndarray]) -> float:
+    weights = {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective
+    return float(np.mean(sum(w * out[k] for k, w in weights.items())))
+
+
+def _attrs(res: PlanResult) -> dict[str, object]:
+    from . import __version__
+    from .screen import binding_constraint
+
+    plan = res.plan
+    c = plan.constraints
+    return {
+        "mcsim_kind": "plan", "mcsim_version": __version__, "scenario_name": plan.scenario.name,
+        "plan_source": plan.source, "scenario_toml": plan.scenario.to_toml(),
+        "objective": plan.objective_label, "indifference": plan.indifference, "alpha": plan.alpha,
+        "margin": plan.margin, "seed": plan.scenario.run.seed, "mode": plan.scenario.run.mode,
+        "candidates_enumerated": res.candidates.enumerated, "selection_reason": str(res.selection.reason),
+        "total_runs": int(sum(len(o["wall_time"]) for o in res.outputs if o is not None)),
+        "binding_constraint": binding_constraint(res.screen.rejection),
+        "deadline_days": c.deadline_days if c.deadline_days is not None else np.nan,
+        "deadline_probability": c.deadline_probability,
+        "budget_usd": c.budget_usd if c.budget_usd is not None else np.nan,
+        "power_mw": c.power_mw if c.power_mw is not None else np.nan,
+        "Conventions": "CF-1.10",
+    }
+
+
+def layout_label(ds: xr.Dataset, index: int) -> str:
+    """``H100-SXM x 4096, tp 8 pp 4 dp 128, mb 1, v 5, selective, async, young_daly`` of candidate ``index``."""
+    c = ds.isel(candidate=int(index))
+    return (f"{c['gpu_type'].item()} x {int(c['gpus'])}, tp {int(c['tp'])} pp {int(c['pp'])} dp {int(c['dp'])}, "
+            f"mb {int(c['microbatch'])}, v {int(c['interleave'])}, {c['recompute'].item()}, {c['strategy'].item()}, "
+            f"{c['interval'].item()}, {float(c['freq_mhz']):g} MHz")
+
+
+def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
+    """The top finalists (by mean simulated objective) and the recommendation, as text."""
+    order = np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf, ds["finalist_objective"].values),
+                       kind="stable")[:rows]
+    lines = [f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
+             f"({ds.attrs['candidates_enumerated']:,} combinations searched); objective {ds.attrs['objective']}, "
+             f"mean ± 95 % half-width over the runs simulated:"]
+    for k in order:
+        index = int(ds["finalist_candidate"][k])
+        mark = " *" if bool(ds["pareto"][k]) else ""
+        dropped = str(ds["finalist_dropped"].values[k])
+        note = f" (misses the {dropped})" if dropped else ""
+        lines.append(f"  {_fmt(float(ds['finalist_objective'][k]))} ± {_fmt(float(ds['finalist_half_width'][k]))}"
+                     f"  screen {_fmt(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
+                     f"  {layout_label(ds, index)}{mark}{note}")
+    lines.append("  * on the Pareto front of wall time, cost and energy among the finalists")
+    decided = "decided" if bool(ds["decided"]) else "NOT decided within the run budget"
+    lines.append(f"recommended: {layout_label(ds, int(ds['recommended']))}; P(correct selection) "
+                 f"{'>= ' if bool(ds['decided']) else '~ '}{float(ds['pcs']):.3f} ({decided}); "
+                 f"{ds.attrs['selection_reason']}")
+    return "\n".join(lines)
+
+
+def _fmt(value: float) -> str:
+    if not np.isfinite(value):
+        return "nan"
+    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"
