@@ -390,6 +390,10 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     d = G // (t * p)
     ok = (model.global_batch % (d * b) == 0) & ((iv == 1) | ((p > 1) & (model.layers % (p * iv) == 0)))
     G, t, p, b, iv, d = G[ok], t[ok], p[ok], b[ok], iv[ok], d[ok]
+    if G.size == 0:
+        raise ScenarioError(plan.source, "search", "no combination of the searched values is a valid layout "
+                                                   "(tp*pp dividing gpus, dp*microbatch dividing global_batch, "
+                                                   "pp <= layers, interleave dividing layers/pp)")
     freqs = search.freq_mhz
     n_freq = len(freqs) if freqs else 1
     extra = (len(search.gpu_types), len(search.recompute), len(search.strategy), len(search.interval), n_freq)

@@ -1,0 +1,223 @@
+"""mcsim plan: plan files, the vectorised screen against mcsim run, constraints and outputs.
+
+The 19-of-20-seeds selection test lives with the selection procedure (tests/test_selection.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mcsim
+from mcsim.cli import main
+from mcsim.netcdf import open_results
+from mcsim.plan import default_values, enumerate_candidates, plan_from_dict
+from mcsim.planner import PLAN_VARIABLES, per_run_outputs
+from mcsim.scenario import dumps_toml, scenario_from_dict
+from mcsim.screen import CONSTRAINT_CODES, KEPT, candidate_config, screen
+from mcsim.tasks import run_task
+from mcsim.workload import peak_stage_microbatch_layers, stage_layers, workload
+
+BAD = sorted(Path(__file__).parent.joinpath("bad_plans").glob("*.toml"))
+
+# A small plan: 1.3B model, two GPU types, 16..64 GPUs, every default layout.
+PLAN = {
+    "name": "small-plan",
+    "model": {"params": 1.3e9, "layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "tokens": 2e10,
+              "global_batch": 512},
+    "hardware": {"gpus_per_node": 8},
+    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
+    "run": {"seed": 3, "mode": "fast"},
+    "search": {"gpu_types": ["A100-40GB", "H100-SXM"], "gpus": [16, 32, 64], "strategy": ["sync", "async"]},
+    "plan": {"objective": "wall_time", "first_runs": 20, "max_runs": 100, "finalists": 3},
+}
+
+
+def _plan(**tables):
+    raw = copy.deepcopy(PLAN)
+    for name, values in tables.items():
+        raw.setdefault(name, {}).update(values)
+    return raw
+
+
+def _write(raw: dict, path: Path) -> Path:
+    path.write_text(dumps_toml(raw))
+    return path
+
+
+def _expected_key(path: Path) -> str:
+    return path.read_text().splitlines()[0].removeprefix("# expect-key:").strip()
+
+
+def test_corpus_is_there():
+    assert len(BAD) >= 25
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_bad_plan_exit_2_one_line_no_output(path, tmp_path, capsys):
+    status = main(["plan", str(path), "-o", str(tmp_path / "plan.nc"), "--quiet"])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"mcsim: error: {path}: {_expected_key(path)}: "), lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("layers", [1, 7, 24, 80, 126])
+def test_peak_stage_closed_form_matches_the_stage_loop(layers):
+    # Independent reference: the maximum over the stages of stage_layers() x in-flight microbatches.
+    for stages in range(1, layers + 1):
+        counts = stage_layers(layers, stages)
+        for m in (1, 2, 3, stages, 2 * stages + 1):
+            expected = max(n * min(stages - i, m) for i, n in enumerate(counts))
+            got = int(peak_stage_microbatch_layers(layers, np.array([stages]), np.array([m]))[0])
+            assert got == expected, (layers, stages, m)
+
+
+def test_screen_equals_mcsim_run_on_iteration_time_and_memory():
+    plan = plan_from_dict(_plan(search={"gpu_types": ["A100-40GB", "H100-SXM", "B200"], "gpus": [16, 64],
+                                        "freq_mhz": [1410.0, 1200.0]}))
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    rng = np.random.default_rng(0)
+    picked = rng.choice(len(cand), 300, replace=False)
+    recompute_seen, tp_seen, fits = set(), set(), 0
+    for i in picked:
+        wl = workload(candidate_config(plan, cand, int(i)))
+        assert scr.iteration_time_s[i] == wl.iteration_time_s  # exactly, not approximately
+        assert scr.memory_per_gpu_gb[i] == wl.memory_per_gpu_gb
+        fits += wl.feasible
+        recompute_seen.add(int(cand.recompute[i]))
+        tp_seen.add(int(cand.tp[i]))
+    assert recompute_seen == {0, 1, 2} and len(tp_seen) >= 3 and 0 < fits < len(picked)
+
+
+def test_screen_equals_the_simulated_dataset(small_raw):
+    # The numbers mcsim run writes (iteration_time, memory_per_gpu) for three candidates.
+    plan = plan_from_dict(_plan())
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    for i in np.flatnonzero(scr.rejection != 5)[[0, 17, -1]]:
+        cfg = candidate_config(plan, cand, int(i))
+        raw = {k: v for k, v in copy.deepcopy(PLAN).items() if k not in ("search", "plan")}
+        raw["hardware"]["gpu"] = cfg.hardware.gpu
+        raw["parallelism"] = {"gpus": cfg.parallelism.gpus, "tp": cfg.parallelism.tp, "pp": cfg.parallelism.pp,
+                              "microbatch": cfg.parallelism.microbatch, "interleave": cfg.parallelism.interleave}
+        raw["model"]["recompute"] = cfg.model.recompute
+        raw["checkpoint"] = {"strategy": cfg.checkpoint.strategy}
+        raw["run"] = {"runs": 2, "seed": 0}
+        ds = mcsim.simulate(scenario_from_dict(raw, "one.toml"), progress=False)
+        assert float(ds["iteration_time"]) == scr.iteration_time_s[i]
+        assert float(ds["memory_per_gpu"]) == scr.memory_per_gpu_gb[i]
+        assert float(ds["checkpoint_stall"]) == scr.checkpoint_stall_s[i]
+
+
+def test_screen_reliability_estimate_matches_simulation_exponential():
+    # Daly's expected wall time against the simulated mean: exponential failures, sync checkpoints,
+    # no stragglers. Stated tolerance (docs/model.md §8): 1 % of the mean, and |z| < 4 from the
+    # standard error of the simulated mean.
+    raw = _plan(search={"gpu_types": ["H100-SXM"], "gpus": [512], "tp": [1], "pp": [1], "microbatch": [1],
+                        "recompute": ["selective"], "strategy": ["sync"]},
+                checkpoint={"write_gbps_per_node": 0.5})
+    raw["model"]["tokens"] = 2e11
+    plan = plan_from_dict(raw)
+    cand = enumerate_candidates(plan)
+    assert len(cand) == 1
+    scr = screen(plan, cand)
+    cfg = candidate_config(plan, cand, 0)
+    wall_h = per_run_outputs(cfg, run_task(cfg, 11, "fast", 0, 2000))["wall_time"]
+    estimate_h = scr.wall_s[0] / 3600.0
+    assert wall_h.mean() > 1.5 * scr.iteration_time_s[0] * 3663 / 3600  # failures matter here (~40 % of the time)
+    z = (estimate_h - wall_h.mean()) / (wall_h.std(ddof=1) / math.sqrt(wall_h.size))
+    assert abs(estimate_h / wall_h.mean() - 1) < 0.01 and abs(z) < 4, (estimate_h, wall_h.mean(), z)
+
+
+def test_enumeration_keeps_only_valid_layouts():
+    plan = plan_from_dict(_plan())
+    cand = enumerate_candidates(plan)
+    layers, batch = 24, 512
+    assert np.all(cand.gpus % (cand.tp * cand.pp) == 0)
+    assert np.all(cand.dp * cand.tp * cand.pp == cand.gpus)
+    assert np.all(batch % (cand.dp * cand.microbatch) == 0)
+    assert np.all((cand.interleave == 1) | ((cand.pp > 1) & (layers % (cand.pp * cand.interleave) == 0)))
+    assert set(np.unique(cand.tp)) == {1, 2, 4, 8}  # powers of two within a node dividing 16 heads
+    defaults = default_values(plan)["pp"]  # divisors of 24 and powers of two below it (uneven stages)
+    assert set(defaults) == {1, 2, 3, 4, 6, 8, 12, 16, 24}
+    assert set(np.unique(cand.pp).tolist()) == {1, 2, 4, 8, 16}  # those that divide 16, 32 or 64 GPUs
+    assert cand.enumerated > len(cand)
+
+
+def test_deadline_no_candidate_can_meet(tmp_path, capsys):
+    path = _write(_plan(constraints={"deadline_days": 0.001}), tmp_path / "p.toml")
+    status = main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and len(err) == 1
+    assert err[0].startswith(f"mcsim: no recommendation: {path}: constraints.deadline_days: no candidate can finish "
+                             "within 0.001 days (the fastest screen estimate is")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_budget_no_candidate_fits(tmp_path, capsys):
+    path = _write(_plan(constraints={"budget_usd": 1.0}), tmp_path / "p.toml")
+    status = main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and len(err) == 1 and "constraints.budget_usd: no candidate fits the budget of 1 USD" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_power_cap_rules_out_the_largest_size(tmp_path, capsys):
+    # Without a cap the fastest plan uses 64 GPUs; 0.05 MW admits 32 H100 (0.036 MW) but not 64 (0.071 MW).
+    free = screen(plan_from_dict(_plan()), enumerate_candidates(plan_from_dict(_plan())))
+    assert free.finalists.size and all(
+        enumerate_candidates(plan_from_dict(_plan())).gpus[free.finalists] == 64)
+    path = _write(_plan(constraints={"power_mw": 0.05}), tmp_path / "p.toml")
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    largest = (ds["gpus"] == 64) & (ds["rejection"] != 5)  # 64-GPU candidates that fit in memory
+    assert bool((ds["rejection"].where(largest) == CONSTRAINT_CODES["power"]).sum() == largest.sum())
+    assert int(ds["gpus"][int(ds["recommended"])]) == 32
+    assert ds.attrs["binding_constraint"] == "power"
+    assert float(ds["screen_power"][int(ds["recommended"])]) <= 0.05
+
+
+def test_budget_binds_and_is_met_when_simulated(tmp_path):
+    plan = plan_from_dict(_plan())
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    fits = scr.rejection != 5
+    budget = float(np.quantile(scr.cost_usd[fits], 0.3))  # rules out the dearer candidates
+    path = _write(_plan(constraints={"budget_usd": budget}), tmp_path / "p.toml")
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    assert int((ds["rejection"] == CONSTRAINT_CODES["budget"]).sum()) > 0
+    best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    assert np.nanmean(ds["cost"].values[best]) <= budget
+
+
+def test_plan_dataset_outputs_and_report(tmp_path, capsys):
+    path = _write(_plan(), tmp_path / "p.toml")
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(path), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "recommended: " in printed and "P(correct selection)" in printed
+    ds = open_results(out)
+    for name in PLAN_VARIABLES:
+        assert ds[name].attrs.get("units") and ds[name].attrs.get("long_name"), name
+    for name in ("gpus", "tp", "pp", "dp", "microbatch", "interleave", "freq_mhz", "gpu_type", "strategy"):
+        assert ds[name].dims == ("candidate",) and ds[name].attrs.get("long_name"), name
+    finalists = ds["finalist_candidate"].values
+    assert np.all(ds["rejection"].values[finalists] == KEPT)
+    assert int((ds["rejection"] == KEPT).sum()) == finalists.size
+    runs = ds["finalist_runs"].values
+    for k in range(finalists.size):  # simulated runs first, NaN after
+        assert np.all(np.isfinite(ds["cost"].values[k, :runs[k]])) and np.all(np.isnan(ds["cost"].values[k, runs[k]:]))
+    assert bool(ds["pareto"].any()) and 0.0 < float(ds["pcs"]) <= 1.0
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "README.md").read_text()
+    assert "**Recommended:**" in text and "## Runner-up" in text and "## Constraints" in text
