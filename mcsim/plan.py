@@ -97,6 +97,7 @@ class Plan:
     max_total_runs: int | None = None
     finalists: int = 10
     margin: float = DEFAULT_MARGIN
+    has_reference: bool = False  # the file's [parallelism] names a layout (tp or pp): simulated alongside
 
     @property
     def objective_label(self) -> str:
@@ -133,6 +134,7 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
     parallelism = raw.setdefault("parallelism", {})
     if not isinstance(parallelism, dict):
         raise ScenarioError(source, "parallelism", "expected a table")
+    has_reference = "tp" in parallelism or "pp" in parallelism
     parallelism.setdefault("gpus", search.gpus[0])
     hardware = raw.setdefault("hardware", {})
     if isinstance(hardware, dict):
@@ -144,7 +146,7 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
         raise ScenarioError(source, "search.gpus", f"expected multiples of hardware.gpus_per_node = {gpn}, got {bad[0]}")
     constraints = _parse_constraints(tables["constraints"], source)
     options = _parse_options(tables["plan"], source)
-    return Plan(source, scenario, search, constraints, **options)
+    return Plan(source, scenario, search, constraints, **options, has_reference=has_reference)
 
 
 def _table(value: Any, source: str, name: str) -> dict:
@@ -334,16 +336,16 @@ def _heads(scenario: Scenario) -> int:
 def default_values(plan: Plan) -> dict[str, tuple[int, ...]]:
     """The default values of ``tp``, ``pp`` and ``interleave`` for the plan's model.
 
-    ``tp``: powers of two within a node that divide the heads. ``pp``: every divisor of the
-    layers, plus the powers of two below the layers (uneven stages, the outermost one layer
-    short, as Llama 3 did; docs/model.md §2). ``interleave``: 1 to 8 (kept where it divides
-    the layers per stage, below).
+    ``tp``: powers of two within a node that divide the heads. ``pp``: 1 to the layers; where
+    it does not divide them the stages are uneven, the outermost ones a layer short, as Llama 3
+    (PP 16 for 126 layers) and BLOOM (PP 12 for 70 layers) did (docs/model.md §2); only those
+    dividing G / tp survive the enumeration. ``interleave``: 1 to 8 (kept where every virtual
+    stage holds a layer, below).
     """
     scenario = plan.scenario
     gpn, layers, heads = scenario.base.hardware.gpus_per_node, scenario.base.model.layers, _heads(scenario)
     tp = tuple(t for t in (2**k for k in range(0, 21)) if t <= gpn and heads % t == 0)
-    pp = sorted({p for p in range(1, layers + 1) if layers % p == 0} | {2**k for k in range(0, 21) if 2**k < layers})
-    return {"tp": tp or (1,), "pp": tuple(pp), "interleave": tuple(range(1, MAX_INTERLEAVE + 1))}
+    return {"tp": tp or (1,), "pp": tuple(range(1, layers + 1)), "interleave": tuple(range(1, MAX_INTERLEAVE + 1))}
 
 
 @dataclass(frozen=True)
@@ -371,8 +373,8 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     """Every valid combination of the search (vectorised; no Python loop per candidate).
 
     Kept: ``tp * pp`` divides G; ``global_batch`` divisible by ``dp * microbatch``;
-    ``pp <= layers``; ``interleave`` 1, or ``pp > 1`` and ``interleave`` dividing
-    ``layers / pp`` (an even split); G within ``min_gpus..max_gpus`` is a constraint
+    ``pp <= layers``; ``interleave`` 1, or ``pp > 1`` and at least one layer per virtual
+    stage (``interleave <= layers // pp``; uneven splits as for the stages); G within ``min_gpus..max_gpus`` is a constraint
     (kept, rejected by the screen with its reason).
     """
     search, model = plan.search, plan.scenario.base.model
@@ -388,12 +390,12 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     ok = (G % (t * p) == 0) & (p <= model.layers)
     G, t, p, b, iv = G[ok], t[ok], p[ok], b[ok], iv[ok]
     d = G // (t * p)
-    ok = (model.global_batch % (d * b) == 0) & ((iv == 1) | ((p > 1) & (model.layers % (p * iv) == 0)))
+    ok = (model.global_batch % (d * b) == 0) & ((iv == 1) | ((p > 1) & (iv <= model.layers // p)))
     G, t, p, b, iv, d = G[ok], t[ok], p[ok], b[ok], iv[ok], d[ok]
     if G.size == 0:
         raise ScenarioError(plan.source, "search", "no combination of the searched values is a valid layout "
                                                    "(tp*pp dividing gpus, dp*microbatch dividing global_batch, "
-                                                   "pp <= layers, interleave dividing layers/pp)")
+                                                   "pp <= layers, interleave <= layers // pp)")
     freqs = search.freq_mhz
     n_freq = len(freqs) if freqs else 1
     extra = (len(search.gpu_types), len(search.recompute), len(search.strategy), len(search.interval), n_freq)

@@ -294,6 +294,7 @@ def _attrs(res: PlanResult) -> dict[str, object]:
         "candidates_enumerated": res.candidates.enumerated, "selection_reason": str(res.selection.reason),
         "total_runs": int(sum(len(o["wall_time"]) for o in res.outputs if o is not None)),
         "binding_constraint": binding_constraint(res.screen.rejection),
+        "reference_candidate": int(res.screen.reference),
         "deadline_days": c.deadline_days if c.deadline_days is not None else np.nan,
         "deadline_probability": c.deadline_probability,
         "budget_usd": c.budget_usd if c.budget_usd is not None else np.nan,

@@ -72,7 +72,8 @@ class Screen:
     objective: np.ndarray            # in the objective's per-run units (h, MWh, USD, t)
     rejection: np.ndarray            # REJECTIONS code
     gap: np.ndarray                  # objective / best - 1 (NaN where rejected before the ranking)
-    finalists: np.ndarray            # candidate indices, best screen objective first
+    finalists: np.ndarray            # candidate indices, best screen objective first (then the reference)
+    reference: int = -1              # candidate index of the plan file's own [parallelism] layout (-1: none)
 
 
 def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
@@ -153,8 +154,33 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         sum(w * estimates[k] for k, w in plan.objective.items())
     _constraints(plan, cand, rejection, power_mw, wall, cost)
     gap, finalists = _finalists(plan, objective, rejection, (wall, energy, wl.memory_per_gpu_gb))
+    reference = reference_candidate(plan, cand)
+    if reference >= 0 and finalists.size and reference not in finalists \
+            and rejection[reference] in (DOMINATED, BEYOND_CAP, EQUIVALENT):
+        finalists = np.append(finalists, reference)  # simulated too, so the report can compare with it
     return Screen(iteration_s, wl.memory_per_gpu_gb, stall, every, mtbf, power_mw, wall, energy, cost, co2_total,
-                  objective, rejection, gap, finalists)
+                  objective, rejection, gap, finalists, reference)
+
+
+def reference_candidate(plan: Plan, cand: Candidates) -> int:
+    """Index of the candidate that is the plan file's own ``[parallelism]`` layout (its GPU type, size,
+    recompute, strategy, interval and clock too), or -1 when the file names none or it is not searched."""
+    if not plan.has_reference:
+        return -1
+    base, search = plan.scenario.base, plan.search
+    par = base.parallelism
+    try:
+        gpu_type = search.gpu_types.index(base.hardware.gpu)
+        strategy = search.strategy.index(base.checkpoint.strategy)
+        interval = search.interval.index(base.checkpoint.interval)
+    except ValueError:
+        return -1
+    match = ((cand.gpu_type == gpu_type) & (cand.gpus == par.gpus) & (cand.tp == par.tp) & (cand.pp == par.pp)
+             & (cand.microbatch == par.microbatch) & (cand.interleave == par.interleave)
+             & (cand.recompute == RECOMPUTE_CODES[base.model.recompute]) & (cand.strategy == strategy)
+             & (cand.interval == interval) & (cand.freq_mhz == base.freq_mhz))
+    found = np.flatnonzero(match)
+    return int(found[0]) if found.size else -1
 
 
 def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray) -> None:

@@ -143,10 +143,10 @@ def test_enumeration_keeps_only_valid_layouts():
     assert np.all(cand.gpus % (cand.tp * cand.pp) == 0)
     assert np.all(cand.dp * cand.tp * cand.pp == cand.gpus)
     assert np.all(batch % (cand.dp * cand.microbatch) == 0)
-    assert np.all((cand.interleave == 1) | ((cand.pp > 1) & (layers % (cand.pp * cand.interleave) == 0)))
+    assert np.all((cand.interleave == 1) | ((cand.pp > 1) & (cand.interleave * cand.pp <= layers)))
+    assert set(np.unique(cand.interleave[cand.pp == 4]).tolist()) == set(range(1, 7))  # 24 // 4 = 6 per stage
     assert set(np.unique(cand.tp)) == {1, 2, 4, 8}  # powers of two within a node dividing 16 heads
-    defaults = default_values(plan)["pp"]  # divisors of 24 and powers of two below it (uneven stages)
-    assert set(defaults) == {1, 2, 3, 4, 6, 8, 12, 16, 24}
+    assert default_values(plan)["pp"] == tuple(range(1, 25))  # every stage count, uneven stages included
     assert set(np.unique(cand.pp).tolist()) == {1, 2, 4, 8, 16}  # those that divide 16, 32 or 64 GPUs
     assert cand.enumerated > len(cand)
 
@@ -212,6 +212,7 @@ def test_plan_dataset_outputs_and_report(tmp_path, capsys):
     for name in ("gpus", "tp", "pp", "dp", "microbatch", "interleave", "freq_mhz", "gpu_type", "strategy"):
         assert ds[name].dims == ("candidate",) and ds[name].attrs.get("long_name"), name
     finalists = ds["finalist_candidate"].values
+    assert ds.attrs["reference_candidate"] == -1  # no [parallelism] layout in this plan file
     assert np.all(ds["rejection"].values[finalists] == KEPT)
     assert int((ds["rejection"] == KEPT).sum()) == finalists.size
     runs = ds["finalist_runs"].values

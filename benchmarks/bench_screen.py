@@ -1,0 +1,98 @@
+"""Speed and error of the planner's screen: ``.venv/bin/python benchmarks/bench_screen.py [--error]``.
+
+Speed: enumerates and screens every candidate of a plan file (default the shipped
+``scenarios/plan-llama3-70b.toml``), best of ``--repeat`` passes, and times the baseline
+a user would write without the vectorised model: a Python loop calling
+:func:`mcsim.workload.workload` (iteration time and memory only, less than the screen
+computes) on ``--sample`` candidates. Both in this process, one after the other, so the
+ratio holds under the machine's load even when the absolute rates do not.
+
+Error (``--error``): the screen's estimates of wall time, energy and cost against the
+mean of ``--runs`` simulated runs for ``--configs`` candidates of each plan (the
+finalists first, then candidates that fit in memory, spread over the sizes): the
+largest relative error sets the default screen margin (``mcsim.plan.DEFAULT_MARGIN``,
+docs/model.md §8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mcsim.plan import enumerate_candidates, load_plan
+from mcsim.planner import per_run_outputs
+from mcsim.screen import candidate_config, screen
+from mcsim.tasks import run_task
+from mcsim.workload import workload
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PLANS = ("plan-llama3-70b.toml", "plan-llama3-405b.toml", "plan-bloom-176b.toml", "plan-gpt3-175b.toml")
+
+
+def speed(path: Path, repeat: int, sample: int) -> None:
+    plan = load_plan(path)
+    best = np.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        cand = enumerate_candidates(plan)
+        screen(plan, cand)
+        best = min(best, time.perf_counter() - start)
+    rng = np.random.default_rng(0)
+    picked = rng.choice(len(cand), min(sample, len(cand)), replace=False)
+    configs = [candidate_config(plan, cand, int(i)) for i in picked]
+    start = time.perf_counter()
+    for cfg in configs:
+        workload(cfg)
+    loop = time.perf_counter() - start
+    screen_rate, loop_rate = len(cand) / best, len(picked) / loop
+    print(f"{path.name}: {len(cand):,} candidates ({cand.enumerated:,} combinations): screen {best:.3f} s "
+          f"= {screen_rate:,.0f} candidates/s (enumeration included, best of {repeat}); "
+          f"Python loop over workload(): {loop_rate:,.0f} candidates/s on {len(picked):,}; "
+          f"ratio {screen_rate / loop_rate:,.0f}x")
+
+
+def error(path: Path, configs: int, runs: int) -> float:
+    plan = load_plan(path)
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    fits = np.flatnonzero(scr.rejection != 5)
+    rng = np.random.default_rng(1)
+    others = rng.choice(fits, min(configs, fits.size), replace=False)
+    chosen = list(dict.fromkeys([*scr.finalists.tolist(), *others.tolist()]))[:configs]
+    worst = 0.0
+    for i in chosen:
+        cfg = candidate_config(plan, cand, int(i))
+        out = per_run_outputs(cfg, run_task(cfg, 5, plan.scenario.run.mode, 0, runs))
+        errors = [scr.wall_s[i] / 3600.0 / out["wall_time"].mean() - 1, scr.energy_j[i] / 3.6e9 / out["energy"].mean() - 1,
+                  scr.cost_usd[i] / out["cost"].mean() - 1]
+        worst = max(worst, *(abs(e) for e in errors))
+        print(f"  {path.name} #{i}: {cfg.hardware.gpu} x {cfg.parallelism.gpus} tp {cfg.parallelism.tp} "
+              f"pp {cfg.parallelism.pp} {cfg.checkpoint.strategy}: screen/simulated - 1: wall {errors[0]:+.4f} "
+              f"energy {errors[1]:+.4f} cost {errors[2]:+.4f}")
+    print(f"{path.name}: largest relative error {worst:.4f} over {len(chosen)} candidates x {runs} runs")
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plans", nargs="*", help="plan files (default: the shipped plans)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sample", type=int, default=2000, help="candidates in the Python-loop baseline")
+    parser.add_argument("--error", action="store_true", help="also measure the screen's error against simulation")
+    parser.add_argument("--configs", type=int, default=8, help="--error: candidates per plan")
+    parser.add_argument("--runs", type=int, default=200, help="--error: simulated runs per candidate")
+    args = parser.parse_args()
+    paths = [Path(p) for p in args.plans] or [ROOT / "scenarios" / name for name in DEFAULT_PLANS
+                                               if (ROOT / "scenarios" / name).is_file()]
+    for path in paths:
+        speed(path, args.repeat, args.sample)
+    if args.error:
+        worst = max(error(path, args.configs, args.runs) for path in paths)
+        print(f"largest relative error over all plans: {worst:.4f}")
+
+
+if __name__ == "__main__":
+    main()
