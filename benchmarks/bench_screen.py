@@ -61,7 +61,8 @@ def error(path: Path, configs: int, runs: int) -> float:
     fits = np.flatnonzero(scr.rejection != 5)
     rng = np.random.default_rng(1)
     others = rng.choice(fits, min(configs, fits.size), replace=False)
-    chosen = list(dict.fromkeys([*scr.finalists.tolist(), *others.tolist()]))[:configs]
+    half = configs // 2
+    chosen = list(dict.fromkeys([*scr.finalists[:half].tolist(), *others.tolist()]))[:configs]
     worst = 0.0
     for i in chosen:
         cfg = candidate_config(plan, cand, int(i))

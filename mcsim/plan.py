@@ -1,4 +1,4 @@
-"""Plan files: a scenario plus ``[search]``, ``[constraints]`` and ``[plan]`` (docs/model.md §8).
+"""Plan files: a scenario plus ``[search]``, ``[constraints]`` and ``[plan]`` (docs/model.md §9).
 
 A plan file is a scenario (every table of ``mcsim run``'s files except
 ``[sweep]``; ``[parallelism] gpus`` may be left out) plus:

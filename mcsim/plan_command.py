@@ -1,7 +1,7 @@
 """``mcsim plan PLAN.toml``: the command (argument checks, progress, output file, terminal table).
 
 Exit status 0 with a recommendation; 1 with one line when no candidate meets the
-constraints (docs/model.md §8, "Outcomes"); 2 for a bad plan file or option (one
+constraints (docs/model.md §9, "Outcomes"); 2 for a bad plan file or option (one
 line naming the file and key, no output file).
 """
 

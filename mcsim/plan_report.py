@@ -1,4 +1,4 @@
-"""``mcsim report PLAN.nc`` for a plan file: why this configuration (docs/model.md §8).
+"""``mcsim report PLAN.nc`` for a plan file: why this configuration (docs/model.md §9).
 
 The Markdown explains the recommendation: its probability of correct selection,
 what the runner-up would cost more (or less), which constraint binds and how much
@@ -74,6 +74,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
              f"({'decided by the stopping rule' if decided else 'NOT decided: the run budget ran out'}); "
              f"{ds.attrs['selection_reason']}", ""]
     lines += _runner_up(ds, ranked, best_f, best)
+    lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)
     lines += _finalist_table(ds, ranked)
@@ -97,6 +98,41 @@ def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int, best: dict[str, 
             f"{_money(other['cost'] - best['cost'])} {'more' if other['cost'] >= best['cost'] else 'less'}, "
             f"wall time {(other['wall_time'] - best['wall_time']) / 24:+.2f} days, energy "
             f"{other['energy'] - best['energy']:+,.0f} MWh", ""]
+
+
+def reference_rank(ds: xr.Dataset) -> tuple[int, int, float] | None:
+    """(rank, of how many, relative gap) of the plan file's own layout by screen objective among the
+    candidates that passed memory and the constraints; None without a reference layout."""
+    ref = int(ds.attrs.get("reference_candidate", -1))
+    if ref < 0:
+        return None
+    gap = ds["screen_gap"].values
+    objective = ds["screen_objective"].values
+    ranked = np.isfinite(gap)
+    if not ranked[ref]:
+        return None
+    return int(np.sum(objective[ranked] < objective[ref])) + 1, int(ranked.sum()), float(gap[ref])
+
+
+def _reference(ds: xr.Dataset, best_f: int) -> list[str]:
+    """Where the plan file's own [parallelism] layout ranks, and what the recommendation gains on it."""
+    from .planner import layout_label
+
+    ref = int(ds.attrs.get("reference_candidate", -1))
+    if ref < 0:
+        return []
+    lines = ["## The plan file's own layout", "", layout_label(ds, ref)]
+    rank = reference_rank(ds)
+    if rank is None:
+        return lines + ["- ruled out by the screen before the ranking (memory or a constraint)", ""]
+    lines.append(f"- screen rank {rank[0]} of {rank[1]} candidates that fit and meet the constraints "
+                 f"({100 * rank[2]:+.1f} % against the best screen estimate)")
+    k = np.flatnonzero(ds["finalist_candidate"].values == ref)
+    if k.size:
+        ref_mean, best_mean = float(ds["finalist_objective"][k[0]]), float(ds["finalist_objective"][best_f])
+        lines.append(f"- simulated: {ref_mean:.6g} ± {float(ds['finalist_half_width'][k[0]]):.3g}; the recommendation "
+                     f"is {100 * (best_mean / ref_mean - 1):+.1f} % on it")
+    return lines + [""]
 
 
 def _constraints(ds: xr.Dataset, best_f: int) -> list[str]:

@@ -1,4 +1,4 @@
-"""``mcsim plan``: screen every candidate, then select the best finalist by simulation (docs/model.md §8).
+"""``mcsim plan``: screen every candidate, then select the best finalist by simulation (docs/model.md §9).
 
 :func:`run_plan` enumerates the plan's search (:mod:`mcsim.plan`), screens
 every candidate analytically (:mod:`mcsim.screen`), simulates the finalists in

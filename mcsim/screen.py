@@ -1,4 +1,4 @@
-"""The planner's screen: every candidate evaluated analytically, in arrays (docs/model.md §8).
+"""The planner's screen: every candidate evaluated analytically, in arrays (docs/model.md §9).
 
 Per candidate: the workload model (:func:`mcsim.workload.workload_arrays`:
 iteration time and memory, exactly as ``mcsim run``), the checkpoint plan's
