@@ -78,9 +78,36 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)
     lines += _finalist_table(ds, ranked)
-    lines += ["", "What changes under uncertain inputs: this plan's report does not re-rank under the "
-              "[uncertain] inputs (not done; run `mcsim run` with draws on the top finalists).", ""]
+    lines += _uncertain(ds, best_f)
     return "\n".join(lines)
+
+
+def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
+    """What changes with each uncertain input at its 5 % and 95 % (the finalists re-screened)."""
+    from .planner import layout_label
+
+    keys = [str(k) for k in ds["uncertain_input"].values]
+    lines = ["", "## Under the uncertain inputs", ""]
+    if not keys:
+        return lines + ["The plan has no [uncertain] inputs.", ""]
+    base = float(ds["screen_objective"][int(ds["recommended"])])
+    for i, key in enumerate(keys):
+        for j, q in enumerate(ds["quantile"].values):
+            objective = ds["uncertain_objective"].values[i, j]
+            best = int(np.nanargmin(objective))
+            value = float(ds["uncertain_value"].values[i, j])
+            move = 100 * (objective[best_f] / base - 1)
+            if best == best_f:
+                verdict = "the recommendation stays the best finalist"
+            else:
+                gain = 100 * (1 - objective[best] / objective[best_f])
+                verdict = (f"{layout_label(ds, int(ds['finalist_candidate'][best]))} would be best, "
+                           f"{gain:.2f} % better than the recommendation")
+            lines.append(f"- {key} at its {100 * q:g} % ({value:.4g}): the recommendation's objective "
+                         f"{move:+.1f} %; {verdict}")
+    lines.append("")
+    lines.append("One input at a time, the others as given; screen estimates of the finalists (docs/model.md §9).")
+    return lines + [""]
 
 
 def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int, best: dict[str, float]) -> list[str]:

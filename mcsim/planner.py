@@ -23,6 +23,7 @@ import xarray as xr
 from .checkpointing import checkpoint_plan
 from .pareto import nondominated
 from .plan import Candidates, Plan, enumerate_candidates
+from .plan_uncertain import QUANTILES, uncertain_objectives
 from .scenario import Config
 from .screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, candidate_config, screen
 from .variables import Variable
@@ -166,6 +167,9 @@ _PLAN_VARIABLES = [
     Variable("energy", True, "MW h", "facility energy (simulated)"),
     Variable("cost", True, "USD", "allocation plus electricity (simulated)"),
     Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e (simulated)"),
+    Variable("uncertain_value", False, "1", "value of the uncertain input at the quantile (in the key's unit)"),
+    Variable("uncertain_objective", False, "1",
+             "finalist's screen objective with the uncertain input at the quantile, the others as given"),
     Variable("recommended", False, "1", "candidate index of the recommendation", "int64"),
     Variable("pcs", False, "1", "probability of correct selection (a guaranteed bound when decided)"),
     Variable("decided", False, "1", "whether the selection stopped by its rule (else its run budget ran out)", "bool"),
@@ -215,6 +219,9 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
             deadline[k] = np.mean(out["completed"] & (out["wall_time"] <= plan.constraints.deadline_days * 24.0))
         if k not in res.selected:  # dropped earlier: its mean from its own runs
             objective[k] = _objective_mean(plan, out)
+    keys, values, uncertain = uncertain_objectives(plan, cand, res.finalists)
+    coords["uncertain_input"] = np.array(keys, dtype=object)
+    coords["quantile"] = np.array(QUANTILES)
     means = np.column_stack([np.nanmean(per_run[n], axis=1) for n in ("wall_time", "cost", "energy")])
     eligible = np.array([k not in res.dropped for k in range(res.finalists.size)])
     pareto = np.zeros(res.finalists.size, dtype=bool)
@@ -230,6 +237,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         "finalist_deadline_probability": deadline,
         "finalist_dropped": np.array([res.dropped.get(k, "") for k in range(res.finalists.size)], dtype=object),
         "pareto": pareto, **per_run,
+        "uncertain_value": values, "uncertain_objective": uncertain,
         "recommended": np.int64(res.finalists[res.recommended]), "pcs": float(res.selection.pcs),
         "decided": bool(res.selection.decided),
     }
@@ -245,8 +253,10 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
                                                 {"long_name": "text of each rejection code", "units": "1"})
     ds = xr.Dataset(variables, coords=coords, attrs=_attrs(res))
     for name, text in (("candidate", "candidate index"), ("finalist", "finalist index"),
-                       ("reason", "rejection code"), ("run", "run index (names the random stream)")):
+                       ("reason", "rejection code"), ("run", "run index (names the random stream)"),
+                       ("quantile", "quantile of its distribution")):
         ds[name].attrs.update(long_name=text, units="1")
+    ds["uncertain_input"].attrs.update(long_name="uncertain scenario key ([uncertain] table)")
     for name, text, units in (("gpu_type", "GPU type (catalog name)", None), ("gpus", "GPUs in the job", "1"),
                               ("tp", "tensor-parallel degree", "1"), ("pp", "pipeline-parallel degree", "1"),
                               ("dp", "data-parallel degree", "1"), ("microbatch", "microbatch size, sequences", "1"),
@@ -263,6 +273,10 @@ def _dims(name: str, var: Variable) -> tuple[str, ...]:
         return ("finalist", "run")
     if name.startswith("finalist_") or name == "pareto":
         return ("finalist",)
+    if name == "uncertain_value":
+        return ("uncertain_input", "quantile")
+    if name == "uncertain_objective":
+        return ("uncertain_input", "quantile", "finalist")
     if name in ("recommended", "pcs", "decided"):
         return ()
     return ("candidate",)
