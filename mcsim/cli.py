@@ -11,7 +11,7 @@
 ``mcsim report OUT.nc [-o FOLDER]``
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default;
 for a plan file written by ``mcsim plan``, the explanation of its recommendation)
-``mcsim plan PLAN.toml [-o PLAN.nc] [--quiet] [--workers N] [--scheduler ADDRESS]``
+``mcsim plan PLAN.toml [-o PLAN.nc] [--quiet] [--workers N] [--scheduler ADDRESS] [--no-resume]``
 (search every cluster configuration of a plan file, screen them analytically, select the best by simulation;
 docs/model.md §8; exit 1 with one line when no candidate meets the constraints)
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default)
@@ -148,6 +148,9 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--workers", type=int, metavar="N", help="run on a local dask cluster of N worker processes "
                                                               "(default: in this process)")
     plan.add_argument("--scheduler", metavar="ADDRESS", help="run on the dask scheduler at ADDRESS (default: none)")
+    plan.add_argument("--no-resume", action="store_true",
+                      help="do not record finished tasks beside the output, nor reuse recorded ones "
+                           "(default: record and reuse)")
     return parser
 
 

@@ -8,6 +8,7 @@ line naming the file and key, no output file).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -17,11 +18,14 @@ EXIT_USAGE = 2
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``mcsim plan``; returns the exit status (ScenarioError propagates to the caller's handler)."""
+    from .atomic import OutputBusy, output_lock
     from .backends import BackendUnavailable
     from .cli import _output_problem, _write_failed
     from .netcdf import is_result_file, write_results
     from .plan import load_plan
     from .planner import NoCandidate, plan_dataset, plan_table, run_plan
+    from .resume import PieceStore, PieceWriteError
+    from .tasks import DEFAULT_CHUNK_RUNS
 
     plan = load_plan(args.plan)
     output = Path(args.output) if args.output is not None else Path("results") / f"{plan.scenario.file_stem}.nc"
@@ -39,20 +43,38 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"mcsim: {message}", file=sys.stderr)
 
-    try:
-        result = run_plan(plan, workers=args.workers, scheduler=args.scheduler,
-                          progress=False if args.quiet else None, notify=notify)
-    except NoCandidate as err:
-        print(f"mcsim: no recommendation: {err}", file=sys.stderr)
-        return EXIT_NO_CANDIDATE
-    except BackendUnavailable as err:
-        print(f"mcsim: error: {err}", file=sys.stderr)
+    store = None if args.no_resume else PieceStore(output, plan.scenario, DEFAULT_CHUNK_RUNS, notify=notify)
+    if store is not None and (problem := store.problem()):
+        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    ds = plan_dataset(result)
-    try:
-        write_results(ds, output)
-    except OSError as err:
-        return _write_failed(output, err)
+    with contextlib.ExitStack() as held:
+        try:  # one writer per output, as mcsim run
+            held.enter_context(output_lock(output))
+        except OutputBusy as err:
+            print(f"mcsim: error: -o: {output}: {err}; wait for it or choose another -o", file=sys.stderr)
+            return EXIT_USAGE
+        except OSError as err:
+            return _write_failed(output, err)
+        try:
+            result = run_plan(plan, workers=args.workers, scheduler=args.scheduler, store=store,
+                              progress=False if args.quiet else None, notify=notify)
+        except NoCandidate as err:
+            print(f"mcsim: no recommendation: {err}", file=sys.stderr)
+            return EXIT_NO_CANDIDATE
+        except BackendUnavailable as err:
+            print(f"mcsim: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        except PieceWriteError as err:
+            return _write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
+        ds = plan_dataset(result)
+        try:
+            write_results(ds, output)
+        except OSError as err:
+            return _write_failed(output, err)
+        if store is not None:
+            store.clear()
+            for stale in store.remove_stale():
+                notify(f"removed pieces of an earlier, different run: {stale}")
     if not args.quiet:
         print(plan_table(ds))
         print(f"wrote {output}")

@@ -15,7 +15,7 @@ import pytest
 import mcsim
 from mcsim.cli import main
 from mcsim.netcdf import open_results
-from mcsim.plan import default_values, enumerate_candidates, plan_from_dict
+from mcsim.plan import default_values, enumerate_candidates, load_plan, plan_from_dict
 from mcsim.planner import PLAN_VARIABLES, per_run_outputs
 from mcsim.scenario import dumps_toml, scenario_from_dict
 from mcsim.screen import CONSTRAINT_CODES, KEPT, candidate_config, screen
@@ -238,3 +238,39 @@ def test_uncertain_inputs_move_the_finalists_screen_objective(tmp_path):
     assert np.all(high < low)
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     assert "compute.efficiency at its 95 % (0.5875)" in (tmp_path / "rep" / "README.md").read_text()
+
+
+def test_same_seed_same_plan_and_nothing_left_beside_the_output(tmp_path):
+    path = _write(_plan(), tmp_path / "p.toml")
+    first, second = tmp_path / "a.nc", tmp_path / "b.nc"
+    assert main(["plan", str(path), "-o", str(first), "--quiet"]) == 0
+    assert main(["plan", str(path), "-o", str(second), "--quiet", "--no-resume"]) == 0
+    a, b = open_results(first), open_results(second)
+    assert int(a["recommended"]) == int(b["recommended"]) and float(a["pcs"]) == float(b["pcs"])
+    np.testing.assert_array_equal(a["cost"].values, b["cost"].values)  # bit-identical, NaN included
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.nc", "b.nc", "p.toml"]
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("plan-*.toml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_plans_load_and_screen(path):
+    plan = load_plan(path)
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    assert 2 <= scr.finalists.size <= plan.finalists + 1
+    if plan.has_reference:  # the published layout is a candidate, simulated alongside the finalists
+        assert scr.reference >= 0 and scr.reference in scr.finalists
+
+
+@pytest.mark.slow
+def test_shipped_llama3_70b_plan_recommends_with_pcs(tmp_path, capsys):
+    # The "done when": GPU types, 128..16,384 GPUs, every valid layout (< 2 min on 2 cores;
+    # timed in docs/planning.md, not asserted here).
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "plan-llama3-70b.toml"
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc")]) == 0
+    assert "P(correct selection) >= 0.950 (decided)" in capsys.readouterr().out
+    ds = open_results(tmp_path / "p.nc")
+    assert set(ds["gpu_type"].values) == {"A100-40GB", "A100-80GB", "H100-SXM", "H200", "GH200", "B200"}
+    assert ds["gpus"].values.min() == 128 and ds["gpus"].values.max() == 16384
