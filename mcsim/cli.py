@@ -13,8 +13,7 @@
 for a plan file written by ``mcsim plan``, the explanation of its recommendation)
 ``mcsim plan PLAN.toml [-o PLAN.nc] [--quiet] [--workers N] [--scheduler ADDRESS] [--no-resume]``
 (search every cluster configuration of a plan file, screen them analytically, select the best by simulation;
-docs/model.md §8; exit 1 with one line when no candidate meets the constraints)
-(the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default)
+docs/model.md §9; exit 1 with one line when no candidate meets the constraints)
 
 User mistakes (bad scenario, bad option value, unreadable file, an output
 path that cannot or must not be written) print one line ``mcsim: error: ...``

@@ -274,3 +274,14 @@ def test_shipped_llama3_70b_plan_recommends_with_pcs(tmp_path, capsys):
     ds = open_results(tmp_path / "p.nc")
     assert set(ds["gpu_type"].values) == {"A100-40GB", "A100-80GB", "H100-SXM", "H200", "GH200", "B200"}
     assert ds["gpus"].values.min() == 128 and ds["gpus"].values.max() == 16384
+
+
+def test_nothing_fits_in_memory(tmp_path, capsys):
+    raw = _plan(search={"tp": [1], "pp": [1]})
+    raw["model"]["params"] = 40e9  # 40B on one GPU per replica: 40e9 x (4 + 12/d) bytes > 160 GB
+    path = _write(raw, tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: search: no candidate fits in GPU "
+                                               "memory (smallest need ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
