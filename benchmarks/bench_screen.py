@@ -67,8 +67,8 @@ def error(path: Path, configs: int, runs: int) -> float:
     for i in chosen:
         cfg = candidate_config(plan, cand, int(i))
         out = per_run_outputs(cfg, run_task(cfg, 5, plan.scenario.run.mode, 0, runs))
-        errors = [scr.wall_s[i] / 3600.0 / out["wall_time"].mean() - 1, scr.energy_j[i] / 3.6e9 / out["energy"].mean() - 1,
-                  scr.cost_usd[i] / out["cost"].mean() - 1]
+        errors = [scr.wall_s[i] / 3600.0 / out["wall_time"].mean() - 1,
+                  scr.energy_j[i] / 3.6e9 / out["energy"].mean() - 1, scr.cost_usd[i] / out["cost"].mean() - 1]
         worst = max(worst, *(abs(e) for e in errors))
         print(f"  {path.name} #{i}: {cfg.hardware.gpu} x {cfg.parallelism.gpus} tp {cfg.parallelism.tp} "
               f"pp {cfg.parallelism.pp} {cfg.checkpoint.strategy}: screen/simulated - 1: wall {errors[0]:+.4f} "

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .kernels.montecarlo import FailureClasses
 from .kernels.renewal import START_AGED, START_NEW, START_STATIONARY
@@ -40,7 +41,7 @@ class CheckpointPlan:
     classes: FailureClasses      # per-class arrays for the kernel
 
 
-def daly_interval_s(stall_s, mtbf_s):
+def daly_interval_s(stall_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
     """Daly's (2006, eq. 37) optimum compute time between checkpoints (scalars or arrays).
 
     ``tau = sqrt(2CM) [1 + (1/3) sqrt(C/2M) + (1/9) (C/2M)] - C`` for ``C < 2M``,
@@ -54,7 +55,7 @@ def daly_interval_s(stall_s, mtbf_s):
     return float(out) if out.ndim == 0 else out
 
 
-def expected_segment_s(segment_s, restart_s, mtbf_s):
+def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
     """Expected wall time to get ``segment_s`` of work (and its checkpoint) done under Poisson failures, s.
 
     Daly (2006, eq. 13): ``M e^(R/M) (e^(segment/M) - 1)`` with ``M`` the system MTBF and ``R`` the
@@ -69,7 +70,8 @@ def expected_segment_s(segment_s, restart_s, mtbf_s):
     return float(out) if out.ndim == 0 else out
 
 
-def checkpoint_every(interval: Interval, stall_s, mtbf_s, iteration_s, iterations):
+def checkpoint_every(interval: Interval, stall_s: ArrayLike, mtbf_s: ArrayLike, iteration_s: ArrayLike,
+                     iterations: ArrayLike) -> int | np.ndarray:
     """Checkpoint interval in iterations (scalars or arrays), between 1 and ``iterations``.
 
     Fixed iterations as given; fixed minutes, or Daly's optimum (``young_daly``, and
@@ -90,7 +92,7 @@ def checkpoint_every(interval: Interval, stall_s, mtbf_s, iteration_s, iteration
     return int(every) if every.ndim == 0 else every
 
 
-def system_mtbf_s(failures: tuple[FailureClass, ...], gpus, gpus_per_node: int):
+def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: ArrayLike, gpus_per_node: int) -> float | np.ndarray:
     """Mean time between failures of the whole job, ``1 / sum(units / MTBF)``, s (scalars or arrays; inf
     without failures)."""
     rate = 0.0
@@ -102,7 +104,7 @@ def system_mtbf_s(failures: tuple[FailureClass, ...], gpus, gpus_per_node: int):
     return float(mtbf) if mtbf.ndim == 0 else mtbf
 
 
-def class_units(fclass: FailureClass, gpus, gpus_per_node: int):
+def class_units(fclass: FailureClass, gpus: ArrayLike, gpus_per_node: int) -> ArrayLike:
     """Units of a failure class (scalars or arrays): G GPUs, nodes / domain_nodes domains, or 1 cluster."""
     if fclass.scope == "gpu":
         return gpus
@@ -111,7 +113,8 @@ def class_units(fclass: FailureClass, gpus, gpus_per_node: int):
     return 1 + 0 * gpus
 
 
-def checkpoint_transfers(cfg: Config, gpus, d2h_gbps=None) -> tuple[object, object, Transfers]:
+def checkpoint_transfers(cfg: Config, gpus: ArrayLike,
+                         d2h_gbps: ArrayLike | None = None) -> tuple[ArrayLike, ArrayLike, Transfers]:
     """Write and read bandwidths (GB/s) and the :class:`Transfers` of one checkpoint (scalars or arrays).
 
     ``gpus`` (and the GPU's ``d2h_gbps``, default ``cfg``'s) may be candidate arrays; the rest

@@ -143,7 +143,8 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
     gpn = scenario.base.hardware.gpus_per_node
     bad = [g for g in search.gpus if g % gpn]
     if bad:
-        raise ScenarioError(source, "search.gpus", f"expected multiples of hardware.gpus_per_node = {gpn}, got {bad[0]}")
+        raise ScenarioError(source, "search.gpus",
+                            f"expected multiples of hardware.gpus_per_node = {gpn}, got {bad[0]}")
     constraints = _parse_constraints(tables["constraints"], source)
     options = _parse_options(tables["plan"], source)
     return Plan(source, scenario, search, constraints, **options, has_reference=has_reference)
@@ -274,7 +275,8 @@ def _parse_constraints(table: dict, source: str) -> Constraints:
     if "deadline_probability" in table:
         prob = table["deadline_probability"]
         if not (isinstance(prob, (int, float)) and not isinstance(prob, bool) and 0 < prob < 1):
-            raise ScenarioError(source, "constraints.deadline_probability", f"expected a number in (0, 1), got {prob!r}")
+            raise ScenarioError(source, "constraints.deadline_probability",
+                                f"expected a number in (0, 1), got {prob!r}")
         if "deadline_days" not in table:
             raise ScenarioError(source, "constraints.deadline_probability", "needs constraints.deadline_days")
         values["deadline_probability"] = float(prob)
@@ -374,7 +376,8 @@ def enumerate_candidates(plan: Plan) -> Candidates:
 
     Kept: ``tp * pp`` divides G; ``global_batch`` divisible by ``dp * microbatch``;
     ``pp <= layers``; ``interleave`` 1, or ``pp > 1`` and at least one layer per virtual
-    stage (``interleave <= layers // pp``; uneven splits as for the stages); G within ``min_gpus..max_gpus`` is a constraint
+    stage (``interleave <= layers // pp``; uneven splits as for the stages); G within
+    ``min_gpus..max_gpus`` is a constraint
     (kept, rejected by the screen with its reason).
     """
     search, model = plan.search, plan.scenario.base.model

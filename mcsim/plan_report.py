@@ -67,7 +67,8 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
              f"**Recommended:** {layout_label(ds, int(ds['recommended']))}", "",
              f"- objective: {ds.attrs['objective']} (minimised); mean over {int(ds['finalist_runs'][best_f])} runs: "
              f"{float(ds['finalist_objective'][best_f]):.6g} ± {float(ds['finalist_half_width'][best_f]):.3g}",
-             f"- wall time {best['wall_time'] / 24:.2f} days, energy {best['energy']:,.0f} MWh, cost {_money(best['cost'])}, "
+             f"- wall time {best['wall_time'] / 24:.2f} days, energy {best['energy']:,.0f} MWh, "
+             f"cost {_money(best['cost'])}, "
              f"CO2 {best['co2']:,.0f} t",
              f"- probability of correct selection {'>= ' if decided else '~ '}{float(ds['pcs']):.3f} within an "
              f"indifference zone of {100 * ds.attrs['indifference']:g} % "

@@ -27,7 +27,8 @@ def _subset(cand: Candidates, indices: np.ndarray) -> Candidates:
     return Candidates(**arrays, enumerated=cand.enumerated)
 
 
-def uncertain_objectives(plan: Plan, cand: Candidates, finalists: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+def uncertain_objectives(plan: Plan, cand: Candidates,
+                         finalists: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Input keys, their values at :data:`QUANTILES` (inputs x 2), and the finalists' screen objective
     with each input at each quantile (inputs x 2 x finalists)."""
     inputs = plan.scenario.uncertain
@@ -36,7 +37,8 @@ def uncertain_objectives(plan: Plan, cand: Candidates, finalists: np.ndarray) ->
     subset = _subset(cand, finalists)
     for i, entry in enumerate(inputs):
         for j in range(len(QUANTILES)):
-            base = config_with_values(plan.scenario, 0, {entry.key: values[i, j]}, f"{entry.key} at its p{QUANTILES[j]:.0%}")
+            base = config_with_values(plan.scenario, 0, {entry.key: values[i, j]},
+                                      f"{entry.key} at its p{QUANTILES[j]:.0%}")
             varied = dataclasses.replace(plan, scenario=dataclasses.replace(plan.scenario, base=base),
                                          constraints=dataclasses.replace(plan.constraints))
             objectives[i, j] = screen(varied, subset).objective

@@ -137,7 +137,8 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
         closest = float(np.min(scr.power_mw[fits]))
         return (f"{plan.source}: constraints.power_mw: no candidate fits the {c.power_mw:g} MW power cap "
                 f"(the smallest draws {closest:.2f} MW)")
-    return f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = {c.min_gpus}..{c.max_gpus}"
+    return (f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = "
+            f"{c.min_gpus}..{c.max_gpus}")
 
 
 # Variables of a plan dataset (one registry, as mcsim/variables.py does for mcsim run's outputs).

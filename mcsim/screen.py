@@ -29,8 +29,8 @@ from .plan import Candidates, Plan, gpu_specs
 from .scenario import Config
 from .strategies import STRATEGIES
 from .stragglers import factor_law
-from .workload import (FREQUENCY, MEMORY, RECOMPUTE_CODES, STRUCTURAL, TIME_RESOLUTION_CODE, TOO_MANY_ITERATIONS, Layouts,
-                       configuration_problem, workload_arrays)
+from .workload import (FREQUENCY, MEMORY, RECOMPUTE_CODES, STRUCTURAL, TIME_RESOLUTION_CODE, TOO_MANY_ITERATIONS,
+                       Layouts, configuration_problem, workload_arrays)
 
 # Rejection codes, in the order they are assigned (the first one found is kept).
 KEPT = 0

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .scenario import Config
 from .strategies import STRATEGIES
@@ -146,7 +147,7 @@ class WorkloadArrays:
         return self.compute_time_s + self.comm_time_s
 
 
-def ring_allreduce_s(ranks, nbytes, bandwidth_gbps, latency_s):
+def ring_allreduce_s(ranks: ArrayLike, nbytes: ArrayLike, bandwidth_gbps: ArrayLike, latency_s: float) -> np.ndarray:
     """Ring all-reduce time: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one rank); arrays."""
     ranks = np.asarray(ranks)
     n = np.maximum(ranks, 1)
@@ -161,7 +162,7 @@ def activation_bytes_per_layer(cfg: Config) -> float:
                                        np.array([RECOMPUTE_CODES[cfg.model.recompute]]))[0])
 
 
-def _activation_per_layer(mdl, b, t, recompute):
+def _activation_per_layer(mdl, b: np.ndarray, t: np.ndarray, recompute: np.ndarray) -> np.ndarray:
     """Activation memory of one layer and one microbatch on one GPU, bytes (arrays).
 
     Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
@@ -197,7 +198,7 @@ def stage_layers(layers: int, stages: int) -> list[int]:
     return counts
 
 
-def peak_stage_microbatch_layers(layers: int, stages, microbatches):
+def peak_stage_microbatch_layers(layers: int, stages: ArrayLike, microbatches: ArrayLike) -> np.ndarray:
     """``max_i layers(i) * min(p - i, m)`` over the stages of :func:`stage_layers` (arrays).
 
     Stage i (0-based) of p holds the activations of min(p - i, m) in-flight
