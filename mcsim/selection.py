@@ -215,34 +215,36 @@ class _Samples:
 
 
 def _pair_variances(values: list[np.ndarray], alive: list[int], n0: int) -> np.ndarray:
-    """S²_il of KN: sample variance of X_i − X_l over the first n0 runs (k × k, NaN off ``alive``)."""
+    """S²_il of KN: sample variance of X_i − X_l over the first n0 runs (k × k; NaN off ``alive``).
+
+    Computed from the differences themselves (not var_i + var_l − 2 cov_il, which cancels
+    when common random numbers make the candidates nearly equal).
+    """
     k = len(values)
     s2 = np.full((k, k), np.nan)
-    first = {i: values[i][:n0] for i in alive}
-    for a in alive:
-        for b in alive:
-            s2[a, b] = np.var(first[a] - first[b], ddof=1) if a != b else 0.0
+    first = np.array([values[i][:n0] for i in alive])
+    for row, i in enumerate(alive):
+        s2[i, alive] = np.var(first[row] - first, axis=1, ddof=1)
     return s2
 
 
 def _eliminate(means: np.ndarray, s2: np.ndarray, alive: list[int], r: int, delta: float, h2: float) -> list[int]:
     """Survivors of KN's screen at r runs each: i stays if X̄_i ≤ X̄_l + W_il(r) for every l.
 
-    W_il(r) = max(0, δ / (2 r) (h² S²_il / δ² − r)) (c = 1; minimisation).
+    W_il(r) = max(0, δ / (2 r) (h² S²_il / δ² − r)) (c = 1; minimisation). The pair (i, i)
+    has W = 0 and never eliminates.
     """
-    keep = []
-    for i in alive:
-        others = [l for l in alive if l != i]
-        w = np.maximum(0.0, delta / (2.0 * r) * (h2 * s2[i, others] / delta**2 - r))
-        if np.all(means[i] <= means[others] + w):
-            keep.append(i)
-    return keep
+    index = np.asarray(alive)
+    m = means[index]
+    w = np.maximum(0.0, delta / (2.0 * r) * (h2 * s2[np.ix_(index, index)] / delta**2 - r))
+    worse = np.any(m[:, None] > m[None, :] + w, axis=1)
+    return [i for i, out in zip(alive, worse) if not out]
 
 
 def _last_run(s2: np.ndarray, alive: list[int], delta: float, h2: float) -> int:
     """KN's N + 1 over the surviving pairs: at that many runs W = 0 and the best mean is chosen."""
-    n = max((math.floor(h2 * s2[i, l] / delta**2) for i in alive for l in alive if i != l), default=0)
-    return n + 1
+    index = np.asarray(alive)
+    return math.floor(h2 * float(np.max(s2[np.ix_(index, index)])) / delta**2) + 1
 
 
 def bonferroni_pcs(values: list[np.ndarray], best: int, delta: float) -> float:
@@ -274,8 +276,10 @@ def _stage_tasks(alive: list[int], start: int, stop: int, chunk: int) -> list[Ta
     return [Task(t.config, t.start + start, t.stop + start) for t in plan_tasks(alive, stop - start, chunk)]
 
 
-def _candidates(indices: Sequence[int]) -> str:
-    return ", ".join(f"#{i}" for i in indices)
+def _candidates(indices: Sequence[int], shown: int = 10) -> str:
+    """``#3, #5, #7`` (the first ``shown``, then how many more)."""
+    text = ", ".join(f"#{i}" for i in indices[:shown])
+    return text + (f" and {len(indices) - shown} more" if len(indices) > shown else "")
 
 
 class _Procedure:
@@ -298,41 +302,45 @@ class _Procedure:
         bar = self.execution.bar
         bar.total = (bar.total or 0) + sum(t.runs for t in tasks)
         bar.refresh()
-        got: dict[Task, np.ndarray] = {}
-        self.execution.execute(tasks, got.__setitem__, "selection tasks")
+        got: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in alive}
+        self.execution.execute(tasks, lambda task, rows: got[task.config].append((task.start, rows)),
+                               "selection tasks")
         for i in alive:
-            self.samples.add(i, np.concatenate([got[t] for t in sorted(got, key=lambda t: t.start)
-                                                if t.config == i]))
+            self.samples.add(i, np.concatenate([rows for _, rows in sorted(got[i], key=lambda item: item[0])]))
 
     def drop(self, alive: list[int], keep: list[int]) -> list[int]:
+        """``keep``; the others of ``alive`` are marked eliminated at this stage."""
+        kept = set(keep)
         for i in alive:
-            if i not in keep:
+            if i not in kept:
                 self.eliminated[i] = self.stage
         return keep
+
+    def uncensored(self, alive: list[int]) -> list[int]:
+        """``alive`` without the candidates with runs cut off at run.max_wall_days (said through notify)."""
+        censored = [i for i in alive if self.samples.censored[i]]
+        if censored and self.execution.notify is not None:
+            self.execution.notify(f"selection: candidates {_candidates(censored)} left out: runs cut off at "
+                                  "run.max_wall_days (their objective would be a lower bound)")
+        return self.drop(alive, [i for i in alive if not self.samples.censored[i]])
 
     def tell(self, alive: list[int], r: int) -> None:
         notify = self.execution.notify
         if notify is not None:
             spent = int(self.samples.runs().sum())
             notify(f"selection stage {self.stage}: {len(alive)} of {self.k} candidates left after {r} runs each "
-                   f"({spent} runs in all)" + (f": {_candidates(alive)}" if len(alive) <= 10 else ""))
+                   f"({spent} runs in all): {_candidates(alive)}")
 
     def run(self) -> tuple[int, bool, str, float]:
         """Stages until decided or out of budget; returns best, decided, reason, delta."""
         alive = list(range(self.k))
         r = self.first_runs
         self.simulate(alive, 0, r)
-        censored = [i for i in alive if self.samples.censored[i]]
-        alive = self.drop(alive, [i for i in alive if i not in censored])
-        if censored and self.execution.notify is not None:
-            self.execution.notify(f"selection: candidates {_candidates(censored)} left out: runs cut off at "
-                                  "run.max_wall_days (their objective would be a lower bound)")
+        alive = self.uncensored(alive)
         values = self.samples.values
         means = np.array([v.mean() for v in values])
         if not alive:
-            best = int(np.argmin(means))
-            return best, False, (f"not decided: every candidate has runs cut off at run.max_wall_days "
-                                 f"after {r} runs each; raise run.max_wall_days"), math.nan
+            return int(np.argmin(means)), False, self.all_censored(r), math.nan
         delta = self.indifference * float(np.min(np.abs(means[alive])))
         if len(alive) == 1:
             reason = ("only one candidate" if self.k == 1 else "one candidate left after the others were cut off")
@@ -367,6 +375,16 @@ class _Procedure:
             self.stage += 1
             self.simulate(alive, r, target)
             r = target
+            survivors = alive
+            alive = self.uncensored(alive)
+            if not alive:
+                means = np.array([v.mean() for v in values])
+                return survivors[int(np.argmin(means[survivors]))], False, self.all_censored(r), delta
+
+    def all_censored(self, r: int) -> str:
+        """Reason when every remaining candidate has runs cut off."""
+        return (f"not decided: every remaining candidate has runs cut off at run.max_wall_days after {r} runs "
+                f"each ({int(self.samples.runs().sum())} runs in all); raise run.max_wall_days")
 
 
 def select_best(configs: Sequence[Config], objective: str | Mapping[str, float], *, seed: int,

@@ -15,7 +15,7 @@ import pytest
 from mcsim.kernels.montecarlo import OUT_WALL_S
 from mcsim.resume import PieceStore
 from mcsim.scenario import scenario_from_dict
-from mcsim.selection import kn_constants, select_best
+from mcsim.selection import bonferroni_pcs, kn_constants, select_best
 from mcsim.simulate import simulate
 
 from conftest import SMALL_SCENARIO
@@ -219,3 +219,41 @@ def test_single_candidate_and_weighted_objective():
     # Same seed, same runs 0..19: the weighted mean from simulate's outputs.
     expected = float((ds["cost"] + 10.0 * ds["wall_time"]).mean())
     assert result.means[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_candidates_with_runs_cut_off_are_left_out():
+    """32 GPUs take about twice as long as 64; with max_wall_days between the two, the
+    32-GPU runs are cut off and their cost (a lower bound, 32 GPUs x the cut-off) would
+    look cheapest. They are left out, and when every candidate is cut off nothing is decided."""
+    raw = space_raw(100, 0)
+    raw["sweep"] = {"parallelism.gpus": [32, 64]}
+    raw["run"]["max_wall_days"] = 2.0 / 24.0  # 64 GPUs: 1.2-1.7 h, 32 GPUs: 2.3-2.8 h
+    lines = []
+    result = select_best(scenario_from_dict(raw).configs, "cost", seed=4, first_runs=20, progress=False,
+                         notify=lines.append)
+    assert result.means[0] < result.means[1]  # the truncated 32-GPU runs look cheaper ...
+    assert result.best == 1 and result.decided  # ... but are not eligible
+    assert result.eliminated_round.tolist() == [0, -1]
+    assert any("#0 left out: runs cut off at run.max_wall_days" in line for line in lines)
+    raw["run"]["max_wall_days"] = 1.0 / 24.0
+    none = select_best(scenario_from_dict(raw).configs, "cost", seed=4, first_runs=20, progress=False)
+    assert not none.decided and "every remaining candidate has runs cut off" in none.reason
+
+
+def test_bonferroni_pcs_estimate_closed_forms():
+    """1 − Σ_l P(μ_b − μ_l > δ), P from the paired t: 1/2 when the mean difference is exactly δ.
+
+    Closed forms: one rival whose paired difference X_b − X_l has mean δ (a symmetric
+    sample): P = T(0) = 1/2, so PCS = 1/2; two such rivals: 0 (the bound is clipped);
+    a rival worse by 100 standard errors: P ≈ 0, PCS ≈ 1.
+    """
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=200)
+    noise = np.concatenate([noise, -noise])  # d̄ exactly 0 before the shift
+    best = 10.0 + rng.normal(size=400)
+    delta = 0.05
+    tied = best - (delta + noise)            # X_b − X_l = δ + noise: mean exactly δ
+    assert bonferroni_pcs([best, tied], 0, delta) == pytest.approx(0.5, abs=1e-12)
+    assert bonferroni_pcs([best, tied, tied], 0, delta) == 0.0
+    far = best + 100 * np.std(noise, ddof=1) / math.sqrt(400) + noise
+    assert bonferroni_pcs([best, far], 0, delta) == pytest.approx(1.0, abs=1e-12)
