@@ -15,7 +15,8 @@ import pytest
 from mcsim.kernels.montecarlo import OUT_WALL_S
 from mcsim.resume import PieceStore
 from mcsim.scenario import scenario_from_dict
-from mcsim.selection import bonferroni_pcs, kn_constants, select_best
+from mcsim.kim_nelson import bonferroni_pcs, kn_constants
+from mcsim.selection import select_best
 from mcsim.simulate import simulate
 
 from conftest import SMALL_SCENARIO
