@@ -302,7 +302,7 @@ def _result(outcome: Outcome, simulation: _Simulation, alpha: float) -> Selectio
         pcs = 1.0
     elif outcome.decided:
         pcs = 1.0 - alpha
-        reason += f"; P(correct selection) >= {1 - alpha:g} within {outcome.delta:.4g} of the best"
+        reason += f"; indifference zone {outcome.delta:.4g} (objective units)"
     else:
         pcs = bonferroni_pcs(values, outcome.best, outcome.delta) if math.isfinite(outcome.delta) else math.nan
         if math.isfinite(pcs):
