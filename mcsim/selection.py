@@ -244,7 +244,10 @@ def select_best(configs: Sequence[Config], objective: str | Mapping[str, float],
                              f"not seed {spec.seed} and mode {mode!r}")
         store.configs = configs  # pieces are checked against the candidate they ran
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    backend = make_backend(workers, scheduler)
+    try:
+        backend = make_backend(workers, scheduler)
+    except ValueError as err:
+        raise ValueError(f"workers: {err}") from None
     try:
         if notify is not None:
             notify(f"selecting the best of {len(configs)} candidates by simulation on {backend.description}")

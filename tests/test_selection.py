@@ -178,6 +178,7 @@ def test_budget_exhausted_is_undecided_with_reason():
     (dict(seed=1.5), "seed: expected"),
     (dict(configs=[]), "configs: expected"),
     (dict(configs=["a"]), r"configs\[0\]: expected"),
+    (dict(workers=0), "workers: expected a whole number from 1"),
 ])
 def test_bad_arguments_raise_one_clear_value_error(kwargs, message):
     args = dict(configs=candidates()[:2], objective="cost", seed=0)
