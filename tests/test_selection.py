@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import numpy as np
 import pytest
@@ -136,15 +137,36 @@ def test_same_selection_on_dask():
 
 
 def test_resume_store_reuses_pieces(tmp_path):
+    """A rerun loads the saved pieces; with some missing (an interrupted selection) it runs only those."""
     scenario = scenario_from_dict(space_raw(100, 5))
     configs = scenario.configs
     lines = []
     store = PieceStore(tmp_path / "plan.nc", scenario, 250, notify=lines.append)
-    a = select_best(configs, "cost", seed=5, indifference=0.01, progress=False, store=store)
-    assert not lines
-    b = select_best(configs, "cost", seed=5, indifference=0.01, progress=False, store=store, notify=lines.append)
-    assert any(line.startswith("resuming") for line in lines)
+    a = select_best(configs, "cost", seed=5, first_runs=10, progress=False, store=store)
+    assert a.stages > 1 and not lines
+    pieces = sorted(store.folder.glob("*.npz"))
+    assert len(pieces) > len(configs)  # the first stage's and later stages' tasks
+    b = select_best(configs, "cost", seed=5, first_runs=10, progress=False, store=store, notify=lines.append)
+    assert _resumed(lines) == len(pieces)
     _assert_same(a, b)
+    for piece in pieces[::2]:
+        piece.unlink()
+    lines.clear()
+    c = select_best(configs, "cost", seed=5, first_runs=10, progress=False, store=store, notify=lines.append)
+    assert _resumed(lines) == len(pieces) - len(pieces[::2])
+    _assert_same(a, c)
+
+
+def _resumed(lines: list[str]) -> int:
+    """Tasks loaded from the store, from the per-stage "resuming: X of Y ..." lines."""
+    return sum(int(m[1]) for line in lines if (m := re.match(r"resuming: (\d+) of \d+", line)))
+
+
+def test_store_for_another_seed_is_refused(tmp_path):
+    scenario = scenario_from_dict(space_raw(100, 5))
+    store = PieceStore(tmp_path / "plan.nc", scenario, 250)
+    with pytest.raises(ValueError, match="store: made for seed 5"):
+        select_best(scenario.configs, "cost", seed=6, store=store)
 
 
 def test_budget_exhausted_is_undecided_with_reason():
