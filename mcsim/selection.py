@@ -18,6 +18,7 @@ selection depends only on the seed, never on workers, chunking or resumption.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -106,6 +107,14 @@ class _RunSpec(NamedTuple):
     runs: int
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
 def _check_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     """The objective as {output name: weight}; raises ValueError when it is not one."""
     if isinstance(objective, str):
@@ -120,16 +129,12 @@ def _check_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     for name, weight in objective.items():
         if name not in OBJECTIVES:
             raise ValueError(f"objective: unknown output {name!r}; expected some of {', '.join(OBJECTIVES)}")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (0 <= weight < math.inf):
+        if not _is_real(weight) or not 0 <= weight < math.inf:
             raise ValueError(f"objective: the weight of {name!r} must be a finite number >= 0, got {weight!r}")
         weights[name] = float(weight)
     if not any(weights.values()):
         raise ValueError("objective: at least one weight must be > 0")
     return weights
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _check_arguments(configs: Sequence[Config], seed: int, mode: str, alpha: float, indifference: float,
@@ -148,9 +153,9 @@ def _check_arguments(configs: Sequence[Config], seed: int, mode: str, alpha: flo
         raise ValueError(f"seed: expected a whole number from 0 to 2**63 - 1, got {seed!r}")
     if mode not in MODES:
         raise ValueError(f"mode: expected 'fast' or 'exact', got {mode!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+    if not _is_real(alpha) or not 0 < alpha < 0.5:
         raise ValueError(f"alpha: expected a number in (0, 0.5), got {alpha!r}")
-    if isinstance(indifference, bool) or not isinstance(indifference, (int, float)) or not 0 < indifference < 1:
+    if not _is_real(indifference) or not 0 < indifference < 1:
         raise ValueError(f"indifference: expected a fraction of the best mean in (0, 1), got {indifference!r}")
     if not _is_int(first_runs) or first_runs < 2:
         raise ValueError(f"first_runs: expected a whole number >= 2 (10 or more recommended), got {first_runs!r}")
