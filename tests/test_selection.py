@@ -18,7 +18,7 @@ from mcsim.resume import PieceStore
 from mcsim.scenario import scenario_from_dict
 from mcsim.kim_nelson import bonferroni_pcs, kn_constants
 from mcsim.selection import select_best
-from mcsim.simulate import simulate
+from mcsim.simulate import simulate, simulate_config
 
 from conftest import SMALL_SCENARIO
 from selection_spaces import INTERVALS, STRATEGIES, space_raw
@@ -281,3 +281,19 @@ def test_bonferroni_pcs_estimate_closed_forms():
     assert bonferroni_pcs([best, tied, tied], 0, delta) == 0.0
     far = best + 100 * np.std(noise, ddof=1) / math.sqrt(400) + noise
     assert bonferroni_pcs([best, far], 0, delta) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_optimize_intervals_are_resolved_first_and_returned():
+    """interval = "optimize" is resolved as simulate does (grid on seed + 1) before the selection;
+    the result's configs carry the fixed interval the rows were simulated with."""
+    raw = space_raw(100, 0)
+    raw["sweep"] = {"checkpoint.strategy": ["sync", "async"]}
+    raw["checkpoint"]["interval"] = "optimize"
+    configs = scenario_from_dict(raw).configs
+    lines = []
+    result = select_best(configs, "cost", seed=3, first_runs=10, max_runs=50, progress=False, notify=lines.append)
+    assert sum("optimized checkpoint interval" in line for line in lines) == 2
+    assert all(cfg.checkpoint.interval.kind == "iterations" for cfg in result.configs)
+    # The rows are those of the resolved configuration: simulate it directly for the same runs.
+    rows, _, _ = simulate_config(result.configs[0], int(result.runs[0]), 3, "fast")
+    assert np.array_equal(rows, result.rows[0])
