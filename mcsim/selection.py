@@ -9,25 +9,27 @@ paired and the variance of their difference, not of each alone, sets how many ru
 are needed. Definitions and guarantees: docs/model.md, "Selecting the best
 configuration".
 
-Runs go through the same tasks, backends (local, dask) and resume store as
-``mcsim run``; stage k + 1 adds runs n .. n' - 1 of each surviving candidate, so the
+The procedure itself, on arrays, is :func:`mcsim.kim_nelson.kim_nelson`; this module
+validates, simulates and reports. Runs go through the same tasks, backends (local,
+dask) and resume store as ``mcsim run``; stage k + 1 adds runs n .. n' - 1 of each surviving candidate, so the
 selection depends only on the seed, never on workers, chunking or resumption.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-from scipy import stats
 from tqdm.auto import tqdm
 
 from .backends import make_backend
 from .checkpointing import checkpoint_plan
 from .decisions import mean_interval
+from .kim_nelson import Outcome, bonferroni_pcs, kim_nelson
 from .kernels import montecarlo as mc
 from .resume import PieceStore
 from .scenario import Config
@@ -37,9 +39,6 @@ from .workload import workload
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 MODES = ("fast", "exact")
-# Each stage after the first brings the survivors' runs to ceil(GROWTH * r) (at least r + 1):
-# the decision overshoots the run at which KN would stop by about (GROWTH - 1) / 2 of the runs.
-GROWTH = 1.25
 MAX_SEED = 2**63 - 1
 
 
@@ -108,22 +107,12 @@ class _RunSpec(NamedTuple):
     runs: int
 
 
-def kn_constants(k: int, first_runs: int, alpha: float) -> tuple[float, float]:
-    """KN's η and h² (Kim & Nelson 2001, with c = 1).
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
-    η = ½ [(2α / (k − 1))^(−2 / (n0 − 1)) − 1] and h² = 2 c η (n0 − 1), c = 1.
 
-    Parameters
-    ----------
-    k : int
-        Number of candidates (at least 2).
-    first_runs : int
-        First-stage runs n0 (at least 2).
-    alpha : float
-        1 − the guaranteed probability of correct selection.
-    """
-    eta = 0.5 * ((2.0 * alpha / (k - 1)) ** (-2.0 / (first_runs - 1)) - 1.0)
-    return eta, 2.0 * eta * (first_runs - 1)
+def _is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def _check_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
@@ -140,16 +129,12 @@ def _check_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     for name, weight in objective.items():
         if name not in OBJECTIVES:
             raise ValueError(f"objective: unknown output {name!r}; expected some of {', '.join(OBJECTIVES)}")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not (0 <= weight < math.inf):
+        if not _is_real(weight) or not 0 <= weight < math.inf:
             raise ValueError(f"objective: the weight of {name!r} must be a finite number >= 0, got {weight!r}")
         weights[name] = float(weight)
     if not any(weights.values()):
         raise ValueError("objective: at least one weight must be > 0")
     return weights
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def _check_arguments(configs: Sequence[Config], seed: int, mode: str, alpha: float, indifference: float,
@@ -168,9 +153,9 @@ def _check_arguments(configs: Sequence[Config], seed: int, mode: str, alpha: flo
         raise ValueError(f"seed: expected a whole number from 0 to 2**63 - 1, got {seed!r}")
     if mode not in MODES:
         raise ValueError(f"mode: expected 'fast' or 'exact', got {mode!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+    if not _is_real(alpha) or not 0 < alpha < 0.5:
         raise ValueError(f"alpha: expected a number in (0, 0.5), got {alpha!r}")
-    if isinstance(indifference, bool) or not isinstance(indifference, (int, float)) or not 0 < indifference < 1:
+    if not _is_real(indifference) or not 0 < indifference < 1:
         raise ValueError(f"indifference: expected a fraction of the best mean in (0, 1), got {indifference!r}")
     if not _is_int(first_runs) or first_runs < 2:
         raise ValueError(f"first_runs: expected a whole number >= 2 (10 or more recommended), got {first_runs!r}")
@@ -192,181 +177,6 @@ def objective_values(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]
     wl = workload(cfg)
     outputs = _per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), rows)
     return sum(weight * outputs[name] for name, weight in weights.items() if weight)
-
-
-class _Samples:
-    """Runs so far of every candidate: kernel rows, objective values, censoring."""
-
-    def __init__(self, configs: list[Config], weights: Mapping[str, float]) -> None:
-        self.configs, self.weights = configs, weights
-        k = len(configs)
-        self.rows: list[np.ndarray] = [np.empty((0, mc.N_OUT)) for _ in range(k)]
-        self.values: list[np.ndarray] = [np.empty(0) for _ in range(k)]
-        self.censored = np.zeros(k, dtype=bool)
-
-    def add(self, i: int, rows: np.ndarray) -> None:
-        """Append the rows of candidate ``i``'s next runs (in run order)."""
-        self.rows[i] = np.concatenate([self.rows[i], rows])
-        self.values[i] = np.concatenate([self.values[i], objective_values(self.configs[i], rows, self.weights)])
-        self.censored[i] |= bool(np.any(rows[:, mc.OUT_COMPLETED] != 1.0))
-
-    def runs(self) -> np.ndarray:
-        return np.array([len(v) for v in self.values], dtype=np.int64)
-
-
-def _pair_variances(values: list[np.ndarray], alive: list[int], n0: int) -> np.ndarray:
-    """S²_il of KN: sample variance of X_i − X_l over the first n0 runs (k × k, NaN off ``alive``)."""
-    k = len(values)
-    s2 = np.full((k, k), np.nan)
-    first = {i: values[i][:n0] for i in alive}
-    for a in alive:
-        for b in alive:
-            s2[a, b] = np.var(first[a] - first[b], ddof=1) if a != b else 0.0
-    return s2
-
-
-def _eliminate(means: np.ndarray, s2: np.ndarray, alive: list[int], r: int, delta: float, h2: float) -> list[int]:
-    """Survivors of KN's screen at r runs each: i stays if X̄_i ≤ X̄_l + W_il(r) for every l.
-
-    W_il(r) = max(0, δ / (2 r) (h² S²_il / δ² − r)) (c = 1; minimisation).
-    """
-    keep = []
-    for i in alive:
-        others = [l for l in alive if l != i]
-        w = np.maximum(0.0, delta / (2.0 * r) * (h2 * s2[i, others] / delta**2 - r))
-        if np.all(means[i] <= means[others] + w):
-            keep.append(i)
-    return keep
-
-
-def _last_run(s2: np.ndarray, alive: list[int], delta: float, h2: float) -> int:
-    """KN's N + 1 over the surviving pairs: at that many runs W = 0 and the best mean is chosen."""
-    n = max((math.floor(h2 * s2[i, l] / delta**2) for i in alive for l in alive if i != l), default=0)
-    return n + 1
-
-
-def bonferroni_pcs(values: list[np.ndarray], best: int, delta: float) -> float:
-    """Estimated PCS when undecided: 1 − Σ_l P(μ_l < μ_best − δ), each from a paired t.
-
-    For each other candidate l, over the runs both have, d = X_best − X_l has mean d̄ and
-    standard error s/√n; P(μ_best − μ_l > δ) ≈ 1 − T_{n−1}((δ − d̄) / (s/√n)). A
-    Bonferroni bound on these approximate (flat-prior posterior) probabilities: an
-    estimate, not a guarantee.
-    """
-    total = 0.0
-    for other, x in enumerate(values):
-        if other == best:
-            continue
-        n = min(len(x), len(values[best]))
-        d = values[best][:n] - x[:n]
-        se = float(np.std(d, ddof=1)) / math.sqrt(n) if n > 1 else math.inf
-        if se == 0.0:
-            total += float(d.mean() > delta)
-        elif math.isfinite(se):
-            total += float(stats.t.sf((delta - d.mean()) / se, n - 1))
-        else:
-            total += 1.0
-    return max(0.0, 1.0 - total)
-
-
-def _stage_tasks(alive: list[int], start: int, stop: int, chunk: int) -> list[Task]:
-    """Tasks for runs ``start .. stop - 1`` of each candidate in ``alive``."""
-    return [Task(t.config, t.start + start, t.stop + start) for t in plan_tasks(alive, stop - start, chunk)]
-
-
-def _candidates(indices: Sequence[int]) -> str:
-    return ", ".join(f"#{i}" for i in indices)
-
-
-class _Procedure:
-    """The stages of one selection: simulate, screen, decide."""
-
-    def __init__(self, execution: _Execution, samples: _Samples, chunk: int, alpha: float,
-                 indifference: float, first_runs: int, max_runs: int, max_total_runs: int | None) -> None:
-        self.execution, self.samples, self.chunk = execution, samples, chunk
-        self.alpha, self.indifference = alpha, indifference
-        self.first_runs, self.max_runs, self.max_total_runs = first_runs, max_runs, max_total_runs
-        k = len(samples.configs)
-        self.k = k
-        self.eliminated = np.full(k, -1, dtype=np.int64)
-        self.stage = 0
-        self.eta, self.h2 = kn_constants(k, first_runs, alpha) if k > 1 else (math.nan, math.nan)
-
-    def simulate(self, alive: list[int], start: int, stop: int) -> None:
-        """Runs ``start .. stop - 1`` of the candidates ``alive``, appended in run order."""
-        tasks = _stage_tasks(alive, start, stop, self.chunk)
-        bar = self.execution.bar
-        bar.total = (bar.total or 0) + sum(t.runs for t in tasks)
-        bar.refresh()
-        got: dict[Task, np.ndarray] = {}
-        self.execution.execute(tasks, got.__setitem__, "selection tasks")
-        for i in alive:
-            self.samples.add(i, np.concatenate([got[t] for t in sorted(got, key=lambda t: t.start)
-                                                if t.config == i]))
-
-    def drop(self, alive: list[int], keep: list[int]) -> list[int]:
-        for i in alive:
-            if i not in keep:
-                self.eliminated[i] = self.stage
-        return keep
-
-    def tell(self, alive: list[int], r: int) -> None:
-        notify = self.execution.notify
-        if notify is not None:
-            spent = int(self.samples.runs().sum())
-            notify(f"selection stage {self.stage}: {len(alive)} of {self.k} candidates left after {r} runs each "
-                   f"({spent} runs in all)" + (f": {_candidates(alive)}" if len(alive) <= 10 else ""))
-
-    def run(self) -> tuple[int, bool, str, float]:
-        """Stages until decided or out of budget; returns best, decided, reason, delta."""
-        alive = list(range(self.k))
-        r = self.first_runs
-        self.simulate(alive, 0, r)
-        censored = [i for i in alive if self.samples.censored[i]]
-        alive = self.drop(alive, [i for i in alive if i not in censored])
-        if censored and self.execution.notify is not None:
-            self.execution.notify(f"selection: candidates {_candidates(censored)} left out: runs cut off at "
-                                  "run.max_wall_days (their objective would be a lower bound)")
-        values = self.samples.values
-        means = np.array([v.mean() for v in values])
-        if not alive:
-            best = int(np.argmin(means))
-            return best, False, (f"not decided: every candidate has runs cut off at run.max_wall_days "
-                                 f"after {r} runs each; raise run.max_wall_days"), math.nan
-        delta = self.indifference * float(np.min(np.abs(means[alive])))
-        if len(alive) == 1:
-            reason = ("only one candidate" if self.k == 1 else "one candidate left after the others were cut off")
-            return alive[0], True, f"{reason} (#{alive[0]}, {r} runs)", delta
-        if not delta > 0:
-            best = alive[int(np.argmin(means[alive]))]
-            return best, False, (f"not decided: the best first-stage mean is 0, so the relative indifference "
-                                 f"zone is empty; candidates {_candidates(alive)} after {r} runs each"), delta
-        s2 = _pair_variances(values, alive, self.first_runs)
-        while True:
-            means = np.array([v.mean() for v in values])
-            alive = self.drop(alive, _eliminate(means, s2, alive, r, delta, self.h2))
-            self.tell(alive, r)
-            last = _last_run(s2, alive, delta, self.h2)
-            if len(alive) == 1 or r >= last:
-                best = alive[int(np.argmin(means[alive]))]
-                how = "one survivor" if len(alive) == 1 else f"KN's last stage (N + 1 = {last} runs)"
-                return best, True, (f"decided by {how}: #{best} after {r} runs each, "
-                                    f"{int(self.samples.runs().sum())} runs in all"), delta
-            target = min(self.max_runs, last, max(r + 1, math.ceil(GROWTH * r)))
-            if self.max_total_runs is not None:
-                room = (self.max_total_runs - int(self.samples.runs().sum())) // len(alive)
-                target = min(target, r + room)
-            if target <= r:
-                best = alive[int(np.argmin(means[alive]))]
-                limit = (f"max_runs = {self.max_runs}" if r >= self.max_runs
-                         else f"max_total_runs = {self.max_total_runs}")
-                return best, False, (f"not decided within the budget ({limit}): {len(alive)} candidates left "
-                                     f"({_candidates(alive)}) after {r} runs each, "
-                                     f"{int(self.samples.runs().sum())} runs in all; KN needs up to {last} "
-                                     "runs each: raise the budget or widen the indifference zone"), delta
-            self.stage += 1
-            self.simulate(alive, r, target)
-            r = target
 
 
 def select_best(configs: Sequence[Config], objective: str | Mapping[str, float], *, seed: int,
@@ -439,7 +249,10 @@ def select_best(configs: Sequence[Config], objective: str | Mapping[str, float],
                              f"not seed {spec.seed} and mode {mode!r}")
         store.configs = configs  # pieces are checked against the candidate they ran
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    backend = make_backend(workers, scheduler)
+    try:
+        backend = make_backend(workers, scheduler)
+    except ValueError as err:
+        raise ValueError(f"workers: {err}") from None
     try:
         if notify is not None:
             notify(f"selecting the best of {len(configs)} candidates by simulation on {backend.description}")
@@ -449,32 +262,62 @@ def select_best(configs: Sequence[Config], objective: str | Mapping[str, float],
             to_optimize = [i for i, c in enumerate(configs) if c.checkpoint.interval.kind == "optimize"]
             for i, optimum in (_optimize_intervals(execution, to_optimize, chunk) if to_optimize else {}).items():
                 configs[i] = with_fixed_interval(configs[i], optimum.interval_iterations)
-            samples = _Samples(configs, weights)
-            procedure = _Procedure(execution, samples, chunk, alpha, indifference, first_runs, max_runs,
-                                   max_total_runs)
-            best, decided, reason, delta = procedure.run()
+            simulation = _Simulation(execution, configs, weights, chunk)
+            outcome = kim_nelson(len(configs), simulation.draw, alpha=alpha, indifference=indifference,
+                                 first_runs=first_runs, max_runs=max_runs, max_total_runs=max_total_runs,
+                                 excluded=simulation.cut_off, notify=notify)
     finally:
         backend.close()
-    return _result(procedure, samples, best, decided, reason, delta, alpha)
+    return _result(outcome, simulation, alpha)
 
 
-def _result(procedure: _Procedure, samples: _Samples, best: int, decided: bool, reason: str, delta: float,
-            alpha: float) -> SelectionResult:
-    values = samples.values
-    means, _, high = mean_interval(np.array([np.pad(v, (0, max(map(len, values)) - len(v)), constant_values=np.nan)
+class _Simulation:
+    """KN's draws as simulated runs: tasks of runs start .. stop - 1 through one execution."""
+
+    def __init__(self, execution: _Execution, configs: list[Config], weights: Mapping[str, float],
+                 chunk: int) -> None:
+        self.execution, self.configs, self.weights, self.chunk = execution, configs, weights, chunk
+        self.rows: list[np.ndarray] = [np.empty((0, mc.N_OUT)) for _ in configs]
+
+    def draw(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
+        """Objective values of runs ``start .. stop - 1`` of the candidates ``alive`` (rows kept)."""
+        tasks = [Task(t.config, t.start + start, t.stop + start) for t in plan_tasks(alive, stop - start, self.chunk)]
+        bar = self.execution.bar
+        bar.total = (bar.total or 0) + sum(t.runs for t in tasks)
+        bar.refresh()
+        got: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in alive}
+        self.execution.execute(tasks, lambda task, rows: got[task.config].append((task.start, rows)),
+                               "selection tasks")
+        values = {}
+        for i in alive:
+            rows = np.concatenate([rows for _, rows in sorted(got[i], key=lambda item: item[0])])
+            self.rows[i] = np.concatenate([self.rows[i], rows])
+            values[i] = objective_values(self.configs[i], rows, self.weights)
+        return values
+
+    def cut_off(self, i: int) -> bool:
+        """Whether a run of candidate ``i`` was cut off at run.max_wall_days (objective a lower bound)."""
+        return bool(np.any(self.rows[i][:, mc.OUT_COMPLETED] != 1.0))
+
+
+def _result(outcome: Outcome, simulation: _Simulation, alpha: float) -> SelectionResult:
+    values = outcome.values
+    longest = max(map(len, values))
+    means, _, high = mean_interval(np.array([np.pad(v, (0, longest - len(v)), constant_values=np.nan)
                                              for v in values]))
+    reason = outcome.reason
     if len(values) == 1:
         pcs = 1.0
-    elif decided:
+    elif outcome.decided:
         pcs = 1.0 - alpha
+        reason += f"; indifference zone {outcome.delta:.4g} (objective units)"
     else:
-        pcs = bonferroni_pcs(values, best, delta) if math.isfinite(delta) else math.nan
-    runs = samples.runs()
-    if decided and len(values) > 1:
-        reason += f"; P(correct selection) >= {1 - alpha:g} within {delta:.4g} of the best"
-    elif not decided and math.isfinite(pcs):
-        reason += f" (estimated P(correct selection) {pcs:.3f}, Bonferroni over paired t)"
-    return SelectionResult(best=best, pcs=pcs, decided=decided, reason=reason, runs=runs,
-                           eliminated_round=procedure.eliminated.copy(), means=means, half_widths=high - means,
-                           rows={i: r for i, r in enumerate(samples.rows)}, total_runs=int(runs.sum()),
-                           configs=tuple(samples.configs), delta=delta, h2=procedure.h2, stages=procedure.stage + 1)
+        pcs = bonferroni_pcs(values, outcome.best, outcome.delta) if math.isfinite(outcome.delta) else math.nan
+        if math.isfinite(pcs):
+            reason += f" (estimated P(correct selection) {pcs:.3f}, Bonferroni over paired t)"
+    runs = np.array([len(v) for v in values], dtype=np.int64)
+    return SelectionResult(best=outcome.best, pcs=pcs, decided=outcome.decided, reason=reason, runs=runs,
+                           eliminated_round=outcome.eliminated, means=means, half_widths=high - means,
+                           rows=dict(enumerate(simulation.rows)), total_runs=int(runs.sum()),
+                           configs=tuple(simulation.configs), delta=outcome.delta, h2=outcome.h2,
+                           stages=outcome.stages)
