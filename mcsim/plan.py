@@ -318,6 +318,13 @@ def _parse_options(table: dict, source: str) -> dict[str, Any]:
                                    low_open=open_low)
     if options.get("first_runs", 100) > options.get("max_runs", 5000):
         raise ScenarioError(source, "plan.first_runs", f"expected <= max_runs = {options.get('max_runs', 5000)}")
+    if "max_total_runs" in options:
+        # The first stage alone simulates first_runs of every finalist and of the plan's own layout.
+        first_stage = (options.get("finalists", Plan.finalists) + 1) * options.get("first_runs", Plan.first_runs)
+        if options["max_total_runs"] < first_stage:
+            raise ScenarioError(source, "plan.max_total_runs",
+                                f"expected >= (finalists + 1) x first_runs = {first_stage}, the first stage's runs, "
+                                f"got {options['max_total_runs']}")
     return options
 
 
