@@ -4,7 +4,7 @@
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
-``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml] [--plot FIG.png]``
+``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
@@ -116,6 +116,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="recovery per failure [min] (default 20)")
     fit.add_argument("--confidence", type=float, default=0.95, metavar="C",
                      help="confidence level of the intervals (default 0.95)")
+    fit.add_argument("--uncertain", action="store_true",
+                     help="also write the [uncertain] entry of the class's MTBF and shape: their joint "
+                          "uncertainty from the fit (a bivariate lognormal, dist = \"mvlognormal\")")
     fit.add_argument("-o", "--output", metavar="TABLE.toml", help="write the [[failures]] table to this TOML file")
     fit.add_argument("--plot", metavar="FIG.png",
                      help="write a Weibull probability plot (PNG; PDF or SVG by suffix; needs matplotlib)")
@@ -587,6 +590,9 @@ def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
            "(a total index needs run.design = \"saltelli\")")
     lines.append(f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
                  "[95 % bootstrap interval]; 1 = most influential")
+    if result.attrs.get("correlated_inputs"):
+        lines.append(f"correlated inputs: {', '.join(result.attrs['correlated_inputs'].split())}; each one's S1 and "
+                     "delta include the effect it carries through the others, so they overlap and do not add up")
     return "\n".join(lines)
 
 
@@ -630,6 +636,13 @@ def _cmd_fit_failures(args: argparse.Namespace) -> int:
         key, _, message = str(err).partition(": ")
         raise ScenarioError(source, {"name": "--name", "recovery_minutes": "--recovery-minutes",
                                      "scope": "--scope"}.get(key, key), message) from None
+    if args.uncertain:
+        from .priors import uncertain_table_toml
+
+        try:
+            table += "\n" + uncertain_table_toml(fit, name)
+        except ValueError as err:
+            raise ScenarioError(source, "--uncertain", str(err)) from None
     figure = _fit_figure(source, log, fit) if figure_path is not None else None
     level = f"{100 * args.confidence:g} % CI"
     rows = [("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
