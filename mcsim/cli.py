@@ -6,7 +6,7 @@
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
-``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
+``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default)
@@ -131,7 +131,8 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="--kind scaling: sweep dimension on the x axis "
                            "(default gpus, or the only sweep dimension)")
     plot.add_argument("--variable", default=None, metavar="NAME",
-                      help="--kind cdf: per-run variable whose distribution is drawn (default wall_time)")
+                      help="--kind cdf: per-run variable whose distribution is drawn (default wall_time); "
+                           "--kind sensitivity: per-run variable whose indices are drawn (default cost)")
     report = sub.add_parser("report",
                             help="write figures and a Markdown summary of a result file (needs matplotlib)")
     report.add_argument("file", help="netCDF file written by mcsim run")
@@ -140,7 +141,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_PLOT_KINDS = ("scaling", "cdf", "pareto", "breakdown")
+_PLOT_KINDS = ("scaling", "cdf", "pareto", "breakdown", "sensitivity")
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -777,9 +778,9 @@ def _use_agg() -> None:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .backends import BackendUnavailable
 
-    for option, value, kind in (("--x", args.x, "scaling"), ("--variable", args.variable, "cdf")):
-        if value is not None and args.kind != kind:
-            print(f"mcsim: error: {option}: applies to --kind {kind} only", file=sys.stderr)
+    for option, value, kinds in (("--x", args.x, ("scaling",)), ("--variable", args.variable, ("cdf", "sensitivity"))):
+        if value is not None and args.kind not in kinds:
+            print(f"mcsim: error: {option}: applies to --kind {' or '.join(kinds)} only", file=sys.stderr)
             return EXIT_USAGE
     output = Path(args.output)
     if problem := _output_problem(args.output, inputs=[args.file]) or _figure_format_problem(output):
@@ -797,6 +798,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             fig = plots.plot_scaling(ds, x=args.x)
         elif args.kind == "cdf":
             fig = plots.plot_cdf(ds, variable=args.variable or "wall_time")
+        elif args.kind == "sensitivity":
+            from .tornado import plot_sensitivity
+
+            fig = plot_sensitivity(ds, output=args.variable or "cost")
         else:
             fig = getattr(plots, f"plot_{args.kind}")(ds)
     except (BackendUnavailable, ValueError) as err:

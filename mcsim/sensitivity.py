@@ -90,7 +90,8 @@ def _indices(x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: 
         else:
             from SALib.analyze import delta
 
-            with contextlib.redirect_stdout(io.StringIO()):  # SALib >= 1.5 prints bin notices
+            # SALib >= 1.5 prints bin notices, and turns warnings back on ("once") to show others
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 result = delta.analyze(problem, x, y, num_resamples=RESAMPLES, conf_level=CONF_LEVEL, seed=seed)
             keys = ("S1", "delta")
     for name in keys:
