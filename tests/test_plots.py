@@ -535,9 +535,8 @@ def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys
     finally:
         plt.close(fig)
     out = tmp_path / "tornado.png"
-    assert main(["plot", str(draws_file), "--kind", "sensitivity", "-o", str(out)]) == 0 and _is_png(out)
-    assert main(["plot", str(draws_file), "--kind", "sensitivity", "--variable", "energy",
-                 "-o", str(tmp_path / "e.png")]) == 0
+    assert main(["plot", str(draws_file), "--kind", "sensitivity", "--variable", "energy", "-o", str(out)]) == 0
+    assert _is_png(out)
 
 
 def test_sensitivity_figure_needs_draws(sweep_file, tmp_path, capsys):
