@@ -9,8 +9,10 @@ covariance ``J C Jᵀ``, ``J = [[-ψ(1 + 1/k)/k, 1], [1, 0]]`` (``ψ`` the digam
 function). That is a bivariate lognormal of (MTBF, k): one ``mvlognormal`` entry
 (:func:`mcsim.uncertain.parse_joint`) with medians ``exp(y)``, log-scale sigmas
 ``sqrt(diag)`` and the correlation of ``y`` — the joint uncertainty of the two,
-not two independent guesses (MTBF and shape estimates are correlated whenever the
-log is censored or truncated).
+not two independent guesses (the MTBF and shape estimates are in general correlated:
+``log MTBF`` depends on ``k`` through ``log Γ(1 + 1/k)``, and censoring couples
+``k`` and ``λ``; on the censored logs of ``tests/test_fitting.py`` the correlation
+is about -0.5 to -0.7).
 """
 
 from __future__ import annotations
