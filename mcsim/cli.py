@@ -4,9 +4,9 @@
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
-``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [-o TABLE.toml] [--plot FIG.png]``
+``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
-``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown -o FIG.png [--x gpus] [--variable wall_time]``
+``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default;
@@ -120,6 +120,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="recovery per failure [min] (default 20)")
     fit.add_argument("--confidence", type=float, default=0.95, metavar="C",
                      help="confidence level of the intervals (default 0.95)")
+    fit.add_argument("--uncertain", action="store_true",
+                     help="also write the [uncertain] entry of the class's MTBF and shape: their joint "
+                          "uncertainty from the fit (a bivariate lognormal, dist = \"mvlognormal\")")
     fit.add_argument("-o", "--output", metavar="TABLE.toml", help="write the [[failures]] table to this TOML file")
     fit.add_argument("--plot", metavar="FIG.png",
                      help="write a Weibull probability plot (PNG; PDF or SVG by suffix; needs matplotlib)")
@@ -132,7 +135,8 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="--kind scaling: sweep dimension on the x axis "
                            "(default gpus, or the only sweep dimension)")
     plot.add_argument("--variable", default=None, metavar="NAME",
-                      help="--kind cdf: per-run variable whose distribution is drawn (default wall_time)")
+                      help="--kind cdf: per-run variable whose distribution is drawn (default wall_time); "
+                           "--kind sensitivity: per-run variable whose indices are drawn (default cost)")
     report = sub.add_parser("report",
                             help="write figures and a Markdown summary of a result file (needs matplotlib)")
     report.add_argument("file", help="netCDF file written by mcsim run")
@@ -153,7 +157,7 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_PLOT_KINDS = ("scaling", "cdf", "pareto", "breakdown")
+_PLOT_KINDS = ("scaling", "cdf", "pareto", "breakdown", "sensitivity")
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -603,6 +607,9 @@ def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
            "(a total index needs run.design = \"saltelli\")")
     lines.append(f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
                  "[95 % bootstrap interval]; 1 = most influential")
+    if result.attrs.get("correlated_inputs"):
+        lines.append(f"correlated inputs: {', '.join(result.attrs['correlated_inputs'].split())}; each one's S1 and "
+                     "delta include the effect it carries through the others, so they overlap and do not add up")
     return "\n".join(lines)
 
 
@@ -646,6 +653,13 @@ def _cmd_fit_failures(args: argparse.Namespace) -> int:
         key, _, message = str(err).partition(": ")
         raise ScenarioError(source, {"name": "--name", "recovery_minutes": "--recovery-minutes",
                                      "scope": "--scope"}.get(key, key), message) from None
+    if args.uncertain:
+        from .priors import uncertain_table_toml
+
+        try:
+            table += "\n" + uncertain_table_toml(fit, name)
+        except ValueError as err:
+            raise ScenarioError(source, "--uncertain", str(err)) from None
     figure = _fit_figure(source, log, fit) if figure_path is not None else None
     level = f"{100 * args.confidence:g} % CI"
     rows = [("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
@@ -780,9 +794,9 @@ def _use_agg() -> None:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .backends import BackendUnavailable
 
-    for option, value, kind in (("--x", args.x, "scaling"), ("--variable", args.variable, "cdf")):
-        if value is not None and args.kind != kind:
-            print(f"mcsim: error: {option}: applies to --kind {kind} only", file=sys.stderr)
+    for option, value, kinds in (("--x", args.x, ("scaling",)), ("--variable", args.variable, ("cdf", "sensitivity"))):
+        if value is not None and args.kind not in kinds:
+            print(f"mcsim: error: {option}: applies to --kind {' or '.join(kinds)} only", file=sys.stderr)
             return EXIT_USAGE
     output = Path(args.output)
     if problem := _output_problem(args.output, inputs=[args.file]) or _figure_format_problem(output):
@@ -800,6 +814,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             fig = plots.plot_scaling(ds, x=args.x)
         elif args.kind == "cdf":
             fig = plots.plot_cdf(ds, variable=args.variable or "wall_time")
+        elif args.kind == "sensitivity":
+            from .tornado import plot_sensitivity
+
+            fig = plot_sensitivity(ds, output=args.variable or "cost")
         else:
             fig = getattr(plots, f"plot_{args.kind}")(ds)
     except (BackendUnavailable, ValueError) as err:

@@ -15,8 +15,10 @@ together (the predictive distribution; CIs of means from the spread of the draw
 means), and gets a section "Decision under uncertainty": the robust choice on cost
 (:func:`mcsim.robustness.robustness`), P(best) and expected regret of the leading
 configurations, the pooled probability of meeting the deadline, and the input that
-would change the choice. Its figures are drawn from the draws and runs pooled per
-configuration (:func:`pooled_over_draws`).
+would change the choice, and a section "Which input matters most": the ranking of
+the inputs by their sensitivity indices on cost at the best configuration, with the
+tornado figure ``sensitivity.png`` (:mod:`mcsim.tornado`). Its other figures are drawn
+from the draws and runs pooled per configuration (:func:`pooled_over_draws`).
 """
 
 from __future__ import annotations
@@ -384,8 +386,57 @@ def _changing_text(found: dict) -> str:
     return text + (f"; next: {', '.join(markdown_text(o) for o in others[:3])}." if others else ".")
 
 
-def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = None) -> str:
-    """The report's Markdown; ``figures`` are the names (without .png) of the figures beside it."""
+def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, figures: list[str]) -> list[str]:
+    """"Which input matters most": the ranking of the inputs at the chosen configuration, the figure.
+
+    ``found``: :func:`mcsim.tornado.point_sensitivity` of cost, or why there is none.
+    """
+    from .tornado import ranking
+
+    lines = ["## Which input matters most", ""]
+    if isinstance(found, str):
+        return lines + [f"No ranking: {markdown_text(found)}.", ""]
+    point, result = found
+    output = result.attrs["output"]
+    main = "ST" if result.attrs["method"] == "sobol" else "delta"
+    how = ("total (ST) and first-order (S1) Sobol indices from the Saltelli design" if main == "ST" else
+           f"the moment-independent delta and the first-order index S1 from the given {result.attrs['design']} "
+           "draws (a total index needs run.design = \"saltelli\")")
+    where = f" at {_config_text(point)} (the best mean {output.replace('_', ' ')})" if point else ""
+    lines += [f"How much of the spread of the mean {output.replace('_', ' ')} per draw{where} each uncertain input "
+              f"explains, over {ds.sizes['draw']:,} draws: {how}, with 95 % bootstrap intervals; ranked by {main}.",
+              "", f"| rank | input | drawn 5–95 % | {main} [95 % CI] | S1 [95 % CI] |", "|---|---|---|---|---|"]
+    for row in ranking(ds, result, point):
+        unit = "" if row["units"] in ("", "1") else f" {markdown_text(row['units'])}"
+        cells = [f"{v:.2f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in (row[main], row["S1"])]
+        lines.append(f"| {row['rank']} | {markdown_text(row['input'])} | {_sig(row['p5'])} – {_sig(row['p95'])}{unit} "
+                     f"| {cells[0]} | {cells[1]} |")
+    if result.attrs.get("correlated_inputs"):
+        lines += ["", "Correlated inputs (" + ", ".join(markdown_text(k) for k in result.attrs["correlated_inputs"].split())
+                  + "): each one's indices include the effect it carries through the others; they overlap and do "
+                    "not add up."]
+    if "sensitivity" in figures:
+        lines += ["", "![Which input matters most](sensitivity.png)"]
+    return lines + [""]
+
+
+def _point_sensitivity(ds: xr.Dataset) -> tuple[dict, xr.Dataset] | str:
+    """The indices of cost at the chosen configuration, or why there are none."""
+    from .tornado import point_sensitivity
+
+    try:
+        return point_sensitivity(ds, "cost")
+    except ValueError as err:
+        return str(err)
+
+
+def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = None,
+                    sensitivity: tuple[dict, xr.Dataset] | str | None = None) -> str:
+    """The report's Markdown; ``figures`` are the names (without .png) of the figures beside it.
+
+    With parameter draws, ``sensitivity`` is :func:`mcsim.tornado.point_sensitivity` of cost
+    (computed when not given) for the section "Which input matters most".
+    """
     name = ds.attrs.get("scenario_name", "mcsim results")
     runs = ds.sizes["run"]
     if "draw" in ds.dims:
@@ -413,6 +464,8 @@ def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = Non
         lines += _deadline(ds, records["wall_time"]) + [""]
         if "draw" in ds.dims:
             lines += decision_section(ds, _deadline_days(ds, records["wall_time"])[0]) + [""]
+    if "draw" in ds.dims:
+        lines += sensitivity_section(ds, _point_sensitivity(ds) if sensitivity is None else sensitivity, figures)
     lines += ["## Figures", ""]
     for key, title, caption in _FIGURES:
         if key in figures:
@@ -440,7 +493,12 @@ def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) 
         made["cdf"] = plots.plot_cdf(shown, "wall_time")
         made["pareto"] = plots.plot_pareto(shown, "wall_time", "cost")
         made["breakdown"] = plots.plot_breakdown(shown)
-        text = report_markdown(ds, list(made), source)
+        found = _point_sensitivity(ds) if "draw" in ds.dims else None
+        if isinstance(found, tuple):
+            from .tornado import plot_sensitivity
+
+            made["sensitivity"] = plot_sensitivity(ds, "cost", *found)
+        text = report_markdown(ds, list(made), source, found)
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         written = [plots.save_figure(fig, folder / f"{key}.png") for key, fig in made.items()]

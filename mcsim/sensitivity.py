@@ -17,6 +17,17 @@ SESMO 2022):
   needs the Saltelli design: ``ST`` is NaN.
 
 Inputs are ranked (1 = most influential) by ``ST`` when there is one, else by ``delta``.
+
+Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.uncertain.parse_joint`):
+Sobol's variance decomposition, and the Saltelli estimators of ``S1`` and ``ST``,
+assume independent inputs, so a scenario with a joint group cannot use the Saltelli
+design (refused when it is read). The given-data ``S1`` (the correlation ratio
+``Var E[Y | X_i] / Var Y``) and ``delta`` stay well defined with dependent inputs
+(Borgonovo 2007; Plischke, Borgonovo & Smith 2013, Eur. J. Oper. Res. 226: 536-550),
+but each then measures an input's *full* effect, including what it carries through
+the inputs it is correlated with: the indices of a group overlap and do not add up.
+The result names those inputs (attribute ``correlated_inputs``) and ``mcsim
+sensitivity`` says so under its table.
 """
 
 from __future__ import annotations
@@ -50,6 +61,11 @@ def uncertain_inputs(ds: xr.Dataset) -> list[str]:
     return keys
 
 
+def correlated_inputs(ds: xr.Dataset) -> list[str]:
+    """Keys of the uncertain inputs drawn jointly with another (their variable's ``joint_group``)."""
+    return [key for key in uncertain_inputs(ds) if ds[key].attrs.get("joint_group")]
+
+
 def _indices(x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: int) -> dict[str, np.ndarray]:
     """Index estimates and CI half-widths, one per input, for one configuration's draw means ``y``."""
     k = len(names)
@@ -74,7 +90,8 @@ def _indices(x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: 
         else:
             from SALib.analyze import delta
 
-            with contextlib.redirect_stdout(io.StringIO()):  # SALib >= 1.5 prints bin notices
+            # SALib >= 1.5 prints bin notices, and turns warnings back on ("once") to show others
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 result = delta.analyze(problem, x, y, num_resamples=RESAMPLES, conf_level=CONF_LEVEL, seed=seed)
             keys = ("S1", "delta")
     for name in keys:
@@ -113,6 +130,10 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
         raise ValueError(f"expected a per-run variable ({', '.join(PER_RUN)}), got {output!r}")
     keys = uncertain_inputs(ds)
     design = str(ds.attrs.get("design", "sobol"))
+    correlated = correlated_inputs(ds)
+    if correlated and design == "saltelli":
+        raise ValueError(f"{', '.join(correlated)} are correlated: Sobol indices from a Saltelli design need "
+                         "independent inputs")
     x = np.column_stack([np.asarray(ds[key].values, dtype=float) for key in keys])
     with warnings.catch_warnings():  # infeasible configurations: all NaN
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -144,5 +165,5 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     coords["input"] = keys
     result = xr.Dataset(variables, coords=coords).transpose("input", *sweep_dims)
     result.attrs = {"method": "sobol" if design == "saltelli" else "delta", "output": output,
-                    "draws": ds.sizes["draw"], "design": design}
+                    "draws": ds.sizes["draw"], "design": design, "correlated_inputs": " ".join(correlated)}
     return result

@@ -10,7 +10,18 @@ distribution::
 
 Each distribution is a frozen :mod:`scipy.stats` distribution, truncated to
 the key's schema bounds (a distribution with no mass inside them is an
-error). ``run.draws`` points of a design on the unit cube (scrambled Sobol,
+error). Several keys can be drawn jointly: a table with ``dist = "mvlognormal"``
+names its ``keys``, their ``median`` and log-scale ``sigma`` and a
+``correlation`` matrix of their logarithms (:class:`JointGroup`); it is a
+Gaussian copula of the keys' truncated lognormal marginals::
+
+    [uncertain.gpu]
+    dist = "mvlognormal"
+    keys = ["failures.gpu.mtbf_hours", "failures.gpu.shape"]
+    median = [79230, 0.8]
+    sigma = [0.2, 0.08]
+    correlation = [[1, 0.4], [0.4, 1]]
+ ``run.draws`` points of a design on the unit cube (scrambled Sobol,
 Latin hypercube, or a Saltelli design for Sobol indices) are mapped through
 the truncated inverse CDFs to ``draws`` parameter sets; every configuration
 of a sweep is simulated with each of them (:mod:`mcsim.simulate`).
@@ -41,12 +52,37 @@ DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "gamma": (("shape", "scale"), ()),
     "invgamma": (("shape", "scale"), ()),
 }
+# joint distributions: their parameters (all required); see parse_joint
+JOINT_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {"mvlognormal": ("keys", "median", "sigma", "correlation")}
 DESIGNS = ("sobol", "lhs", "saltelli")
 Z_95 = 1.6448536269514722  # Phi^-1(0.95): a lognormal's p95 is median * exp(Z_95 * sigma)
 # Smallest probability mass a distribution may keep inside its key's bounds.
 MIN_MASS = 1e-9
 # Salt of the design's random stream (the kernel's streams are seeded otherwise).
 DESIGN_STREAM = 0x756E6365  # "unce"
+# Smallest eigenvalue a joint group's correlation matrix may have (else it is not positive definite).
+MIN_EIGENVALUE = 1e-10
+# Design points are kept this far inside (0, 1) before the normal scores of the copula.
+_EDGE = 2.0 ** -53
+
+
+@dataclass(frozen=True)
+class JointGroup:
+    """Uncertain keys drawn jointly: a Gaussian copula of their (truncated) marginals.
+
+    ``correlation`` is the correlation matrix of the normal scores, which for
+    lognormal marginals is that of the keys' logarithms (before truncation);
+    rows and columns in the order of ``keys``.
+    """
+
+    name: str
+    dist: str
+    keys: tuple[str, ...]
+    correlation: tuple[tuple[float, ...], ...]
+
+    def cholesky(self) -> np.ndarray:
+        """Lower-triangular ``L`` with ``L @ L.T`` = the correlation matrix."""
+        return np.linalg.cholesky(np.array(self.correlation, dtype=float))
 
 
 @dataclass(frozen=True)
@@ -65,6 +101,7 @@ class UncertainInput:
     strict_low: bool
     unit: str
     doc: str
+    joint: JointGroup | None = None  # the group it is drawn with, None when independent
 
     @property
     def frozen(self) -> Any:
@@ -140,9 +177,12 @@ def _where(key: str) -> str:
     return f"uncertain.{json.dumps(key)}"
 
 
-def _key_meta(raw: dict, key: str, swept: set[str], source: str) -> dict:
-    """Schema metadata of the uncertain key ``key``, checked to be a continuous, unswept scalar."""
-    where = _where(key)
+def _key_meta(raw: dict, key: str, swept: set[str], source: str, where: str = "") -> dict:
+    """Schema metadata of the uncertain key ``key``, checked to be a continuous, unswept scalar.
+
+    ``where`` names the key in error messages (default ``uncertain."KEY"``).
+    """
+    where = where or _where(key)
     parts = key.split(".")
     section, name = parts[0], parts[-1]
     meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
@@ -205,17 +245,104 @@ def parse_input(raw: dict, key: str, spec: Any, swept: set[str], source: str) ->
     problem = _check_params(dist, params)
     if problem:
         raise ScenarioError(source, where, f"{dist}: {problem}")
+    return _bounded_entry(key, meta, dist, params, source, where)
+
+
+def _bounded_entry(key: str, meta: dict, dist: str, params: dict[str, float], source: str, where: str,
+                   joint: JointGroup | None = None) -> UncertainInput:
+    """The entry of ``key`` truncated to its schema bounds, checked to keep some probability there."""
     lower = meta["gt"] if meta["gt"] is not None else meta["ge"]
     entry = UncertainInput(key=key, dist=dist, params=tuple(params.items()),
                            low=-math.inf if lower is None else float(lower),
                            high=math.inf if meta["le"] is None else float(meta["le"]),
                            strict_low=meta["gt"] is not None, unit=str(meta["unit"] or ""),
-                           doc=str(meta["doc"] or ""))
+                           doc=str(meta["doc"] or ""), joint=joint)
     if not entry.mass() >= MIN_MASS:
         bounds = f"{'>' if entry.strict_low else '>='} {format_number(entry.low)} and <= {format_number(entry.high)}"
         raise ScenarioError(source, where, f"the {dist} distribution has no probability within the key's "
                                            f"bounds ({bounds})")
     return entry
+
+
+def _vector(spec: dict, name: str, n: int, source: str, where: str) -> list[float]:
+    """The list of ``n`` finite numbers > 0 under ``name`` of a joint entry."""
+    value = spec[name]
+    if not (isinstance(value, list) and len(value) == n and all(_number(v) and v > 0 for v in value)):
+        raise ScenarioError(source, f"{where}.{name}", f"expected a list of {n} finite numbers > 0, one per key, "
+                                                       f"got {str(value)[:100]}")
+    return [float(v) for v in value]
+
+
+def _correlation(value: Any, n: int, source: str, where: str) -> tuple[tuple[float, ...], ...]:
+    """A valid ``n`` x ``n`` correlation matrix: unit diagonal, symmetric, positive definite."""
+    if not (isinstance(value, list) and len(value) == n
+            and all(isinstance(row, list) and len(row) == n and all(_number(v) for v in row) for row in value)):
+        raise ScenarioError(source, where, f"expected a {n} x {n} matrix of finite numbers (a list of {n} rows "
+                                           f"of {n}, one per key), got {str(value)[:100]}")
+    matrix = np.array(value, dtype=float)
+    for i in range(n):
+        if matrix[i, i] != 1.0:
+            raise ScenarioError(source, where, f"expected 1 on the diagonal, got {format_number(matrix[i, i])} "
+                                               f"in row {i + 1}")
+        for j in range(i):
+            if abs(matrix[i, j] - matrix[j, i]) > 1e-12:
+                raise ScenarioError(source, where, f"expected a symmetric matrix, got {format_number(matrix[i, j])} "
+                                                   f"in row {i + 1} and {format_number(matrix[j, i])} in row {j + 1}")
+            if not -1.0 < matrix[i, j] < 1.0:
+                raise ScenarioError(source, where, f"expected correlations in (-1, 1) off the diagonal, got "
+                                                   f"{format_number(matrix[i, j])} in row {i + 1}")
+    smallest = float(np.linalg.eigvalsh(matrix).min())
+    if not smallest > MIN_EIGENVALUE:
+        raise ScenarioError(source, where, f"not positive definite (smallest eigenvalue {smallest:.3g}): the "
+                                           "correlations contradict each other")
+    return tuple(tuple(float(v) for v in row) for row in matrix)
+
+
+def parse_joint(raw: dict, name: str, spec: dict, swept: set[str], source: str) -> tuple[UncertainInput, ...]:
+    """Validate one joint ``[uncertain]`` entry (``dist = "mvlognormal"``): one input per key.
+
+    The keys' marginals are lognormal (``median``, log-scale ``sigma``), truncated to
+    each key's schema bounds; ``correlation`` is that of their logarithms.
+
+    Raises
+    ------
+    ScenarioError
+        A name with a ".", an unknown, missing or malformed parameter, fewer than two
+        keys or a key twice, an unknown, swept or non-continuous key, or a correlation
+        matrix of the wrong size, not symmetric, without a unit diagonal or not
+        positive definite.
+    """
+    where = _where(name)
+    dist = spec["dist"]
+    takes = ", ".join(JOINT_DISTRIBUTIONS[dist])
+    if "." in name:
+        raise ScenarioError(source, where, f"a {dist} entry is named by a group name without \".\" (e.g. "
+                                           f"[uncertain.gpu_fit]); its keys go in keys = [...]")
+    for param in spec:
+        if param not in ("dist", *JOINT_DISTRIBUTIONS[dist]):
+            raise ScenarioError(source, f"{where}.{param}", f"unknown parameter; {dist} takes {takes}")
+    for param in JOINT_DISTRIBUTIONS[dist]:
+        if param not in spec:
+            raise ScenarioError(source, f"{where}.{param}", f"missing parameter; {dist} takes {takes}")
+    keys = spec["keys"]
+    if not (isinstance(keys, list) and len(keys) >= 2 and all(isinstance(k, str) for k in keys)
+            and len(set(keys)) == len(keys)):
+        raise ScenarioError(source, f"{where}.keys", f"expected a list of at least 2 different scenario keys, "
+                                                     f"got {str(keys)[:100]}")
+    metas = [_key_meta(raw, key, swept, source, f"{where}.keys: {json.dumps(key)}") for key in keys]
+    medians, sigmas = (_vector(spec, p, len(keys), source, where) for p in ("median", "sigma"))
+    group = JointGroup(name=name, dist=dist, keys=tuple(keys),
+                       correlation=_correlation(spec["correlation"], len(keys), source, f"{where}.correlation"))
+    return tuple(_bounded_entry(key, meta, "lognormal", {"median": m, "sigma": sd}, source,
+                                f"{where}.keys: {json.dumps(key)}", joint=group)
+                 for key, meta, m, sd in zip(keys, metas, medians, sigmas))
+
+
+def _parse_entry(raw: dict, key: str, spec: Any, swept: set[str], source: str) -> tuple[UncertainInput, ...]:
+    """The inputs of one ``[uncertain]`` entry: one for a key, several for a joint group."""
+    if isinstance(spec, dict) and spec.get("dist") in JOINT_DISTRIBUTIONS:
+        return parse_joint(raw, key, spec, swept, source)
+    return (parse_input(raw, key, spec, swept, source),)
 
 
 def parse_uncertain(raw: dict, swept: set[str], draws: int, source: str) -> tuple[UncertainInput, ...]:
@@ -235,13 +362,25 @@ def parse_uncertain(raw: dict, swept: set[str], draws: int, source: str) -> tupl
     table = raw.get("uncertain", {})
     if not isinstance(table, dict):
         raise ScenarioError(source, "uncertain", 'expected a table of "KEY" = { dist = "...", ... }')
-    inputs = tuple(parse_input(raw, key, spec, swept, source) for key, spec in table.items())
+    inputs = tuple(entry for key, spec in table.items() for entry in _parse_entry(raw, key, spec, swept, source))
+    seen: dict[str, str] = {}
+    for entry in inputs:
+        group = entry.joint.name if entry.joint else entry.key
+        if entry.key in seen:
+            raise ScenarioError(source, _where(group), f"{entry.key} is already uncertain in "
+                                                       f"uncertain.{json.dumps(seen[entry.key])}; give it once")
+        seen[entry.key] = group
     if inputs and draws == 0:
         raise ScenarioError(source, "run.draws", "expected the number of parameter draws (e.g. 256) with an "
                                                  "[uncertain] table, got 0")
     if draws and not inputs:
         raise ScenarioError(source, "run.draws", f"expected 0 without an [uncertain] table, got {draws}")
     run = raw.get("run", {})
+    joint = [entry.key for entry in inputs if entry.joint]
+    if joint and isinstance(run, dict) and run.get("design") == "saltelli":
+        raise ScenarioError(source, "run.design", f"the saltelli design needs independent inputs, but "
+                                                  f"{', '.join(joint)} are correlated; use \"sobol\" or \"lhs\" "
+                                                  "(mcsim sensitivity then uses given-data indices)")
     block = saltelli_block(len(inputs))
     if inputs and isinstance(run, dict) and run.get("design") == "saltelli" and (draws % block or draws < 2 * block):
         raise ScenarioError(source, "run.draws", f"the saltelli design of {len(inputs)} inputs takes N x "
@@ -290,8 +429,29 @@ def draw_values(inputs: tuple[UncertainInput, ...], draws: int, design: str, see
     """The input values of every draw, shape ``(draws, len(inputs))``, in the inputs' units."""
     if not inputs or not draws:
         return np.empty((draws, len(inputs)))
-    points = unit_design(len(inputs), draws, design, seed)
+    points = _correlated(unit_design(len(inputs), draws, design, seed), inputs)
     return np.column_stack([entry.ppf(points[:, i]) for i, entry in enumerate(inputs)])
+
+
+def _correlated(points: np.ndarray, inputs: tuple[UncertainInput, ...]) -> np.ndarray:
+    """Design points with each joint group's columns made dependent through its Gaussian copula.
+
+    The columns of a group (independent uniforms) are mapped to normal scores
+    ``z = Phi^-1(u)``, correlated as ``L z`` (``L`` the Cholesky factor of the group's
+    correlation) and mapped back by ``Phi``: uniforms whose normal scores have the
+    group's correlation. The first key of a group keeps its column.
+    """
+    points = np.array(points, dtype=float)
+    groups: dict[JointGroup, list[int]] = {}
+    for i, entry in enumerate(inputs):
+        if entry.joint is not None:
+            groups.setdefault(entry.joint, []).append(i)
+    for group, columns in groups.items():
+        by_key = {inputs[c].key: c for c in columns}
+        columns = [by_key[key] for key in group.keys]
+        scores = stats.norm.ppf(np.clip(points[:, columns], _EDGE, 1.0 - _EDGE))
+        points[:, columns] = stats.norm.cdf(scores @ group.cholesky().T)
+    return points
 
 
 def draw_offset(draw: int, runs: int, design: str = "sobol", dims: int = 0) -> int:
@@ -309,6 +469,14 @@ def draw_offset(draw: int, runs: int, design: str = "sobol", dims: int = 0) -> i
 def input_variable_attrs(entry: UncertainInput) -> dict[str, str]:
     """``long_name``, ``units`` and the distribution of the variable holding an input's draws."""
     unit = entry.unit
-    return {"long_name": f"uncertain scenario key {entry.key}" + (f" ({entry.doc})" if entry.doc else ""),
-            "units": "1" if unit in ("", "parameters", "tokens", "sequences") else unit,
-            "distribution": entry.text}
+    attrs = {"long_name": f"uncertain scenario key {entry.key}" + (f" ({entry.doc})" if entry.doc else ""),
+             "units": "1" if unit in ("", "parameters", "tokens", "sequences") else unit,
+             "distribution": entry.text}
+    if entry.joint is not None:
+        group = entry.joint
+        row = group.correlation[group.keys.index(entry.key)]
+        attrs.update(joint_group=group.name, joint_distribution=group.dist,
+                     correlated_with=" ".join(k for k in group.keys if k != entry.key),
+                     correlation=", ".join(f"{k}: {format_number(r)}" for k, r in zip(group.keys, row)
+                                           if k != entry.key))
+    return attrs

@@ -691,3 +691,86 @@ def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, entry, tmp_path, capsys):
         assert err == "" and tomllib.loads(out.read_text())["failures"]
     else:
         assert status == 2 and err.count("\n") == 1 and err.startswith("mcsim: error: ") and not out.exists()
+
+
+# ---------------------------------------------------------------- fit-failures --uncertain (issue 13, item 6)
+
+def _log_mtbf_shape(theta: np.ndarray) -> np.ndarray:
+    """(log MTBF, log k) of (log k, log λ): MTBF = λ Γ(1 + 1/k), the Weibull mean."""
+    log_k, log_lam = theta
+    return np.array([log_lam + math.lgamma(1.0 + math.exp(-log_k)), log_k])
+
+
+def _fit_prior(fit) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and covariance of (log MTBF, log k) from the fit: delta method with a Jacobian by
+    central differences (independent of mcsim/priors.py's closed-form digamma Jacobian)."""
+    theta = np.array([math.log(fit.shape), math.log(fit.scale_hours)])
+    h = 1e-6
+    jac = np.column_stack([(_log_mtbf_shape(theta + h * e) - _log_mtbf_shape(theta - h * e)) / (2 * h)
+                           for e in np.eye(2)])
+    return _log_mtbf_shape(theta), jac @ np.array(fit.covariance) @ jac.T
+
+
+def _uncertain_log(tmp_path: Path) -> Path:
+    # Known law: k = 0.7, λ = 1500 h (MTBF = λ Γ(1 + 1/0.7) = 1898 h), 600 GPUs, 40 % censored.
+    durations, failed, _ = censored_sample(0.7, 1500.0, units=600, censored_fraction=0.4, seed=21)
+    return write_log(tmp_path / "gpu.csv", [(f"g{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
+
+
+def test_uncertain_entries_carry_the_fits_joint_uncertainty(tmp_path, capsys):
+    from mcsim.uncertain import draw_values
+
+    path = _uncertain_log(tmp_path)
+    out = tmp_path / "fitted.toml"
+    assert main(["fit-failures", str(path), "--uncertain", "-o", str(out)]) == 0
+    capsys.readouterr()
+    tables = tomllib.loads(out.read_text())
+    fit = fit_weibull(*read_failure_log(path))
+    true_mtbf = 1500.0 * math.gamma(1 + 1 / 0.7)
+    # the fit recovers the known law within 4 of its standard errors (log scale)
+    assert abs(math.log(fit.shape / 0.7)) < 4 * log_se(fit.shape_low, fit.shape_high)
+    assert abs(math.log(fit.mtbf_hours / true_mtbf)) < 4 * log_se(fit.mtbf_low, fit.mtbf_high)
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"] = tables["failures"]
+    raw["uncertain"] = tables["uncertain"]
+    n = 4096
+    raw["run"].update(runs=1, draws=n)
+    scenario = scenario_from_dict(raw, source=str(out))          # the written entries parse
+    assert [e.key for e in scenario.uncertain] == ["failures.gpu.mtbf_hours", "failures.gpu.shape"]
+    logs = np.log(draw_values(scenario.uncertain, n, "sobol", 7))
+    mean, cov = _fit_prior(fit)
+    assert cov[0, 1] < -0.2 * math.sqrt(cov[0, 0] * cov[1, 1])  # censoring correlates the estimates
+    # Standard errors of an i.i.d. sample of n (scrambled Sobol points are at least as accurate
+    # for these smooth moments): mean sqrt(c_ii / n); covariance sqrt((c_ii c_jj + c_ij^2) / n)
+    # (normal fourth moments).
+    sample_mean, sample_cov = logs.mean(axis=0), np.cov(logs.T)
+    for i in range(2):
+        assert abs(sample_mean[i] - mean[i]) < 4 * math.sqrt(cov[i, i] / n), i
+        for j in range(2):
+            se = math.sqrt((cov[i, i] * cov[j, j] + cov[i, j] ** 2) / n)
+            assert abs(sample_cov[i, j] - cov[i, j]) < 4 * se, (i, j, sample_cov[i, j], cov[i, j])
+
+
+def test_uncertain_round_trip_to_a_run_with_draws(tmp_path, capsys):
+    from mcsim.scenario import dumps_toml
+
+    path = _uncertain_log(tmp_path)
+    out = tmp_path / "fitted.toml"
+    assert main(["fit-failures", str(path), "--name", "gpu", "--uncertain", "-o", str(out)]) == 0
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    del raw["failures"]
+    raw["run"].update(runs=3, draws=4, mode="fast")
+    scenario_file = tmp_path / "with-prior.toml"
+    scenario_file.write_text(dumps_toml(raw) + "\n" + out.read_text())
+    result = tmp_path / "r.nc"
+    assert main(["run", str(scenario_file), "-o", str(result), "--quiet"]) == 0
+    from mcsim.netcdf import open_results
+
+    ds = open_results(result)
+    assert ds.wall_time.dims == ("draw", "run") and ds.sizes["draw"] == 4
+    mtbf, shape = ds["failures.gpu.mtbf_hours"], ds["failures.gpu.shape"]
+    assert mtbf.attrs["joint_group"] == "gpu" and mtbf.attrs["correlated_with"] == "failures.gpu.shape"
+    assert len(set(np.round(mtbf.values, 6))) == 4 and np.all(shape.values > 0.05)
+    capsys.readouterr()
+    assert main(["sensitivity", str(result)]) == 0
+    assert "correlated inputs: failures.gpu.mtbf_hours, failures.gpu.shape" in capsys.readouterr().out

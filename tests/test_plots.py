@@ -493,3 +493,70 @@ def test_scenario_text_is_inert_in_the_report_markdown(single_file):
     assert "\n# Injected heading" not in text
     assert r"x\]\(http://evil\) \<img src=x onerror=alert\(1\)\> \| \# \*bold\* \# Injected heading" in text
     assert r"\!\[img\]\(http://evil\) \<b\>hi\</b\>" in text
+
+
+# ---------------------------------------------------------------- sensitivity (tornado) figure
+
+
+@pytest.fixture(scope="module")
+def draws_file(tmp_path_factory):
+    """Two PUE values x 64 parameter draws x 2 runs; cost depends on two of the three inputs."""
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"] = []
+    raw["stragglers"] = {"sigma": 0.0}
+    raw["run"].update(runs=2, draws=64, mode="fast")
+    raw["sweep"] = {"energy.pue": [1.1, 1.4]}
+    raw["uncertain"] = {"carbon.grid_g_per_kwh": {"dist": "uniform", "low": 100, "high": 600},
+                        "cost.electricity_usd_per_kwh": {"dist": "uniform", "low": 0.0, "high": 2.0},
+                        "cost.gpu_hour_usd": {"dist": "uniform", "low": 1.0, "high": 3.0}}
+    path = tmp_path_factory.mktemp("draws") / "draws.nc"
+    mcsim.write_results(mcsim.simulate(scenario_from_dict(raw), progress=False), path)
+    return path
+
+
+def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys):
+    from mcsim.sensitivity import sensitivity
+    from mcsim.tornado import plot_sensitivity
+
+    ds = mcsim.open_results(draws_file)
+    point = {"pue": float(analysis.best(ds, "cost")["configuration"]["pue"])}
+    at = sensitivity(ds.sel(point), "cost")     # the indices of the configuration the figure shows
+    expected = [str(k) for k in at.input.values[np.argsort(-at["delta"].values)]]
+    assert expected[-1] == "carbon.grid_g_per_kwh"  # no effect on cost: ranked last
+    fig = plot_sensitivity(ds, "cost")          # default: the best configuration on mean cost
+    try:
+        ax = fig.axes[0]
+        assert [t.get_text().split(" [")[0].split("\n")[0] for t in ax.get_yticklabels()] == expected
+        assert ax.yaxis_inverted()                                   # first label at the top
+        widths = [p.get_width() for p in ax.patches[:3]]             # the delta bars, top to bottom
+        np.testing.assert_allclose(widths, np.sort(at["delta"].values)[::-1])
+        assert "USD/(GPU h)" in "".join(t.get_text() for t in ax.get_yticklabels())   # labels carry units
+        assert f"pue={point['pue']:g} (best mean cost)" in fig._suptitle.get_text()
+    finally:
+        plt.close(fig)
+    out = tmp_path / "tornado.png"
+    assert main(["plot", str(draws_file), "--kind", "sensitivity", "--variable", "energy", "-o", str(out)]) == 0
+    assert _is_png(out)
+
+
+def test_sensitivity_figure_needs_draws(sweep_file, tmp_path, capsys):
+    out = tmp_path / "t.png"
+    assert main(["plot", str(sweep_file), "--kind", "sensitivity", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no parameter draws" in err[0] and not out.exists()
+    assert main(["plot", str(sweep_file), "--kind", "pareto", "--variable", "cost", "-o", str(out)]) == 2
+    assert "applies to --kind cdf or sensitivity only" in capsys.readouterr().err
+
+
+def test_report_ranks_the_inputs_with_draws(draws_file, tmp_path, capsys):
+    from mcsim.report import markdown_text
+
+    folder = tmp_path / "rep"
+    assert main(["report", str(draws_file), "-o", str(folder)]) == 0
+    assert _is_png(folder / "sensitivity.png")
+    text = (folder / "README.md").read_text()
+    section = text.split("## Which input matters most")[1].split("\n## ")[0]
+    assert "![Which input matters most](sensitivity.png)" in section
+    rows = [line for line in section.splitlines() if re.match(r"\| \d \|", line)]
+    assert [r.split(" | ")[0] for r in rows] == ["| 1", "| 2", "| 3"]
+    assert markdown_text("carbon.grid_g_per_kwh") in rows[2]    # no effect on cost: ranked last

@@ -385,3 +385,88 @@ def test_summary_table_prints_p_best_and_regret(paired):
 
     text = summary_table(paired[1])
     assert "P(best cost)" in text and "cost regret [MUSD]" in text
+
+
+# ---------------------------------------------------------------- joint (correlated) inputs
+
+
+def _joint_raw(draws=16, rho=-0.6):
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["run"].update(runs=2, draws=draws, mode="fast")
+    raw["uncertain"] = {
+        "compute.efficiency": {"dist": "uniform", "low": 0.4, "high": 0.6},
+        "gpu": {"dist": "mvlognormal", "keys": ["failures.gpu.mtbf_hours", "failures.gpu.shape"],
+                "median": [2000.0, 0.8], "sigma": [0.3, 0.1], "correlation": [[1, rho], [rho, 1]]}}
+    return raw
+
+
+def test_joint_group_parses_and_writes_back():
+    scenario = scenario_from_dict(_joint_raw())
+    keys = [e.key for e in scenario.uncertain]
+    assert keys == ["compute.efficiency", "failures.gpu.mtbf_hours", "failures.gpu.shape"]
+    mtbf, shape = scenario.uncertain[1:]
+    assert mtbf.joint is shape.joint and mtbf.joint.correlation == ((1.0, -0.6), (-0.6, 1.0))
+    assert dict(mtbf.params) == {"median": 2000.0, "sigma": 0.3} and scenario.uncertain[0].joint is None
+    again = scenario_from_dict(__import__("tomllib").loads(scenario.to_toml()))
+    assert again.uncertain == scenario.uncertain
+
+
+def test_joint_draws_have_the_groups_medians_sigmas_and_correlation():
+    n, rho = 4096, -0.6
+    values = draw_values(scenario_from_dict(_joint_raw(n, rho)).uncertain, n, "sobol", 3)
+    logs = np.log(values[:, 1:])
+    # i.i.d. standard errors over n draws (the scrambled Sobol design is at least as accurate):
+    # mean sigma / sqrt(n); sd sigma / sqrt(2n); correlation (1 - rho^2) / sqrt(n) (normal theory).
+    for i, (median, sigma) in enumerate([(2000.0, 0.3), (0.8, 0.1)]):
+        assert abs(logs[:, i].mean() - math.log(median)) < 4 * sigma / math.sqrt(n)
+        assert abs(logs[:, i].std() - sigma) < 4 * sigma / math.sqrt(2 * n)
+    assert abs(np.corrcoef(logs.T)[0, 1] - rho) < 4 * (1 - rho ** 2) / math.sqrt(n)
+    # the independent input stays independent of the group
+    for i in (1, 2):
+        assert abs(np.corrcoef(values[:, 0], logs[:, i - 1])[0, 1]) < 4 / math.sqrt(n)
+
+
+def test_joint_marginals_are_truncated_to_the_keys_bounds():
+    raw = _joint_raw(1024)
+    raw["uncertain"]["gpu"]["median"] = [2000.0, 0.06]   # shape >= 0.05 in the schema
+    raw["uncertain"]["gpu"]["sigma"] = [0.3, 0.5]
+    values = draw_values(scenario_from_dict(raw).uncertain, 1024, "lhs", 1)
+    assert values[:, 2].min() >= 0.05
+    # the truncated marginal: P(shape <= 0.06) = (F(0.06) - F(0.05)) / (1 - F(0.05)), F the lognormal
+    law = stats.lognorm(s=0.5, scale=0.06)
+    expected = (law.cdf(0.06) - law.cdf(0.05)) / law.sf(0.05)
+    assert abs(np.mean(values[:, 2] <= 0.06) - expected) < 4 * math.sqrt(expected * (1 - expected) / 1024)
+
+
+@pytest.mark.parametrize("change,key,message", [
+    (lambda g: g.update(correlation=[[1, 0.2], [0.2, 1], [0, 0]]), "correlation", "2 x 2 matrix"),
+    (lambda g: g.update(correlation=[[1, 1.0], [1.0, 1]]), "correlation", r"in \(-1, 1\)"),
+    (lambda g: g.update(correlation=[[0.9, 0.2], [0.2, 1]]), "correlation", "1 on the diagonal"),
+    (lambda g: g.update(median=[2000.0]), "median", "list of 2"),
+    (lambda g: g.update(sigma=[0.1, -0.1]), "sigma", "list of 2"),
+    (lambda g: g.update(keys=["failures.gpu.mtbf_hours", "failures.gpu.mtbf_hours"]), "keys", "different"),
+    (lambda g: g.update(keys=["failures.gpu.mtbf_hours", "failures.cpu.shape"]), "failures.cpu.shape",
+     "no failure class"),
+    (lambda g: g.update(rho=0.3), "rho", "unknown parameter"),
+])
+def test_bad_joint_groups(change, key, message):
+    raw = _joint_raw()
+    change(raw["uncertain"]["gpu"])
+    with pytest.raises(ScenarioError, match=message) as err:
+        scenario_from_dict(raw)
+    assert key in err.value.key
+
+
+def test_a_key_in_a_group_and_alone_is_refused():
+    raw = _joint_raw()
+    raw["uncertain"]["failures.gpu.shape"] = {"dist": "uniform", "low": 0.5, "high": 1.0}
+    with pytest.raises(ScenarioError, match="already uncertain"):
+        scenario_from_dict(raw)
+
+
+def test_sensitivity_names_the_correlated_inputs():
+    ds = mcsim.simulate(scenario_from_dict(_joint_raw(32)), progress=False)
+    result = ds.mcsim.sensitivity("wall_time")
+    assert result.attrs["method"] == "delta"
+    assert result.attrs["correlated_inputs"].split() == ["failures.gpu.mtbf_hours", "failures.gpu.shape"]
+    assert ds["compute.efficiency"].attrs.get("joint_group") is None

@@ -1,0 +1,154 @@
+"""Tornado figure of the sensitivity indices: which uncertain input matters most.
+
+:func:`plot_sensitivity` draws, for one configuration of a result with parameter
+draws, a pair of horizontal bars per uncertain input, most influential at the top (the
+ranking of :func:`mcsim.sensitivity.sensitivity`): the total index ``ST`` (Saltelli
+design) or the moment-independent ``delta`` (any other design) as the upper bar, the
+first-order index ``S1`` as the bar below it, each with its 95 % bootstrap
+interval. Each input is labelled with its unit and the 5-95 % range of its draws.
+
+The configuration shown is the one :func:`mcsim.analysis.best` picks on the output
+(the robust choice: best mean over draws and runs), the one a planner would buy; a
+result without a sweep has only one. ``mcsim plot --kind sensitivity`` and ``mcsim
+report`` (section "Which input matters most") use it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from .plots import _fmt, _pyplot, _scenario, _style, _title, config_label
+from .sensitivity import sensitivity
+
+_INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
+
+
+def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
+    """The sweep point whose indices are shown: ``best``'s pick on ``output``, else the first feasible one.
+
+    Returns ``{}`` for a result without sweep dims.
+    """
+    from . import analysis
+
+    dims = [d for d in ds["wall_time"].dims if d not in ("draw", "run")]
+    if not dims:
+        return {}
+    try:
+        return dict(analysis.best(ds, output)["configuration"])
+    except ValueError:  # no direction (e.g. n_failures) or nothing eligible: the first feasible point
+        feasible = ds["feasible"].all("draw") if "feasible" in ds else xr.ones_like(ds["wall_time"].isel(draw=0, run=0))
+        for index in np.ndindex(*feasible.shape):
+            if bool(feasible.values[index]):
+                return {d: feasible[d].values[i].item() for d, i in zip(feasible.dims, index)}
+        raise ValueError("no feasible configuration in the dataset") from None
+
+
+def point_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = None) -> tuple[dict, xr.Dataset]:
+    """The configuration shown (default :func:`chosen_configuration`) and its indices.
+
+    :func:`mcsim.sensitivity.sensitivity` of that one configuration only (the bootstrap
+    intervals of the delta method take seconds per configuration).
+    """
+    point = chosen_configuration(ds, output) if point is None else point
+    return point, sensitivity(ds.sel(point) if point else ds, output)
+
+
+def _indices(result: xr.Dataset) -> tuple[str, str]:
+    """(the index the bars rank by, the first-order index)."""
+    return ("ST", "S1") if result.attrs["method"] == "sobol" else ("delta", "S1")
+
+
+def ranking(ds: xr.Dataset, result: xr.Dataset, point: dict) -> list[dict]:
+    """The inputs at ``point``, most influential first: key, unit, 5-95 % range of the draws, indices.
+
+    ``result`` holds the indices of ``point`` (:func:`point_sensitivity`) or of every
+    configuration. Each row: ``input``, ``rank``, ``units``, ``p5``, ``p95`` (of the drawn
+    values) and, for each of the ranking index and ``S1``, ``(value, low, high)``.
+    """
+    at = result.sel({d: v for d, v in point.items() if d in result.dims})
+    main, first = _indices(result)
+    rows = []
+    for i in np.argsort(at["rank"].values, kind="stable"):
+        key = str(at["input"].values[i])
+        values = np.asarray(ds[key].values, dtype=float)
+        row = {"input": key, "rank": int(at["rank"].values[i]), "units": str(ds[key].attrs.get("units", "")),
+               "p5": float(np.percentile(values, 5)), "p95": float(np.percentile(values, 95))}
+        for name in (main, first):
+            row[name] = tuple(float(at[f"{name}{s}"].values[i]) for s in ("", "_low", "_high"))
+        rows.append(row)
+    return rows
+
+
+def _input_label(row: dict) -> str:
+    unit = "" if row["units"] in ("", "1") else f" [{row['units']}]"
+    low, high = (_fmt(float(f"{row[q]:.3g}")) for q in ("p5", "p95"))
+    return f"{row['input']}{unit}\ndrawn 5–95 %: {low} – {high}"
+
+
+def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = None,
+                     result: xr.Dataset | None = None):
+    """Tornado figure of the sensitivity indices of ``output`` at one configuration.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result with parameter draws.
+    output : str
+        The per-run variable whose mean per draw the indices explain (default ``cost``).
+    point : dict, optional
+        The configuration (sweep coordinates); default :func:`chosen_configuration`.
+    result : xarray.Dataset, optional
+        The indices of ``output`` at ``point`` (:func:`point_sensitivity`), when already computed.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        No parameter draws, or ``output`` is not a per-run variable.
+    mcsim.backends.BackendUnavailable
+        Without matplotlib.
+    """
+    if result is None:
+        point, result = point_sensitivity(ds, output, point)
+    plt = _pyplot()
+    rows = ranking(ds, result, point)
+    main, first = _indices(result)
+    n = len(rows)
+    positions = np.arange(n)
+    with _style():
+        fig, ax = plt.subplots(figsize=(8.5, 2.2 + 0.62 * n), layout="constrained")
+        for name, offset, colour in ((main, -0.19, "C0"), (first, 0.19, "C1")):
+            value = np.array([row[name][0] for row in rows])
+            low = np.array([row[name][1] for row in rows])
+            high = np.array([row[name][2] for row in rows])
+            shown = np.nan_to_num(value)
+            ax.barh(positions + offset, shown, height=0.36, color=colour,
+                    label=f"{_INDEX_TEXT[name]}, 95 % bootstrap interval")
+            ax.errorbar(shown, positions + offset, xerr=np.nan_to_num(np.vstack([value - low, high - value])),
+                        fmt="none", ecolor="0.15", elinewidth=1.0, capsize=3)
+        ax.axvline(0.0, color="0.3", linewidth=0.8)
+        ax.set_yticks(positions)
+        ax.set_yticklabels([_input_label(row) for row in rows], fontsize=8)
+        ax.invert_yaxis()
+        ax.grid(axis="y", visible=False)
+        ax.set_xlabel(f"sensitivity index of the mean {output.replace('_', ' ')} per draw [1]"
+                      + (" (share of its variance over draws)" if main == "ST" else ""))
+        upper = max([1e-9] + [row[name][2] for row in rows for name in (main, first) if np.isfinite(row[name][2])])
+        lower = min([0.0] + [row[name][1] for row in rows for name in (main, first) if np.isfinite(row[name][1])])
+        ax.set_xlim(lower - 0.02, min(1.05, upper * 1.1 + 0.02))
+        ax.legend(loc="lower right")
+        where = f"{config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
+        detail = (f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
+                  f"design); inputs ranked by {main}, most influential at the top")
+        if result.attrs.get("correlated_inputs"):
+            detail += ("; correlated inputs (" + ", ".join(result.attrs["correlated_inputs"].split())
+                       + ") overlap and do not add up")
+        _title(fig, f"Which uncertain input matters most: {_scenario(ds)}", detail)
+    return fig
+
+
+__all__ = ["chosen_configuration", "point_sensitivity", "ranking", "plot_sensitivity"]
