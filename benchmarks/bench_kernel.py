@@ -26,6 +26,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numba
 import numpy as np
@@ -34,7 +35,7 @@ import mcsim
 from mcsim.checkpointing import checkpoint_plan
 from mcsim.kernels import montecarlo as mc
 from mcsim.scenario import load_scenario
-from mcsim.tasks import run_params
+from mcsim.tasks import KernelInputs, run_kernel, run_params
 from mcsim.workload import workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -53,12 +54,20 @@ def _params(overrides: list[str], mode: str):
 
 def _rate(kernel, params, classes, runs: int, threads: int = 1,
           clock=time.process_time) -> tuple[float, np.ndarray]:
-    """Runs per second of ``clock`` (CPU time by default) with ``threads`` Numba threads."""
+    """Runs per second of ``clock`` (CPU time by default) with ``threads`` Numba threads.
+
+    The new kernel is serial and split over threads by :func:`mcsim.tasks.run_kernel`;
+    the old one is a ``prange`` kernel.
+    """
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     kernel.simulate_runs(params, classes, 1, 0, np.empty((2, mc.N_OUT)))   # compile / warm up
     out = np.empty((runs, mc.N_OUT))
     start = clock()
-    kernel.simulate_runs(params, classes, 1, 0, out)
+    if kernel is mc:
+        inputs = KernelInputs(params, None, SimpleNamespace(classes=classes))
+        out = run_kernel(inputs, 1, 0, runs)
+    else:
+        kernel.simulate_runs(params, classes, 1, 0, out)
     return runs / (clock() - start), out
 
 
