@@ -35,7 +35,7 @@ import numpy as np
 
 from .kernels.montecarlo import N_OUT
 from .scenario import Config
-from .tasks import Task, estimate_run, execute, kernel_inputs, run_kernel, task_inputs
+from .tasks import PreparedConfigs, Task, estimate_run, execute, run_kernel, task_seed
 
 # Target duration of one local kernel call, s: Ctrl-C acts and the progress bar
 # moves at least this often (plus the length of one run, which cannot be split).
@@ -98,18 +98,25 @@ class LocalBackend:
 
     def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str,
             on_runs: OnRuns | None = None) -> Iterator[tuple[Task, np.ndarray]]:
-        """Run ``tasks`` in order; ``on_runs(n)`` after every kernel call of ``n`` runs."""
+        """Run ``tasks`` in order; ``on_runs(n)`` after every kernel call of ``n`` runs.
+
+        ``configs`` may be a :class:`PreparedConfigs`, whose kernel inputs are then reused.
+        """
         threads = numba.get_num_threads()
+        prepared = PreparedConfigs.of(configs, mode)
+        estimates: dict[tuple[int, int | None], float] = {}
         for task in tasks:
-            cfg, task_seed = task_inputs(task, configs[task.config], seed)
-            inputs = kernel_inputs(cfg, mode)
-            estimate_s = max(estimate_run(inputs).seconds, 1e-9)
+            inputs = prepared.of_task(task)
+            key = (task.config, task.optimize_every)
+            if key not in estimates:
+                estimates[key] = max(estimate_run(inputs).seconds, 1e-9)
+            estimate_s = estimates[key]
             rows = np.empty((task.runs, N_OUT))
             start = task.start
             while start < task.stop:
                 stop = min(task.stop, start + runs_per_call(estimate_s * self._ratio, threads, self.call_s))
                 began = time.perf_counter()
-                rows[start - task.start:stop - task.start] = run_kernel(inputs, task_seed, start, stop)
+                rows[start - task.start:stop - task.start] = run_kernel(inputs, task_seed(task, seed), start, stop)
                 self._learn(time.perf_counter() - began, stop - start, threads, estimate_s)
                 if on_runs is not None:
                     on_runs(stop - start)
@@ -259,15 +266,22 @@ class DaskBackend:
 
     def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str,
             on_runs: OnRuns | None = None) -> Iterator[tuple[Task, np.ndarray]]:
-        """Submit every task, yield each as it finishes (``on_runs`` is not used: tasks are whole)."""
+        """Submit every task, yield each as it finishes (``on_runs`` is not used: tasks are whole).
+
+        Each (configuration, grid point) sends its kernel inputs once (those of ``configs``
+        when it is a :class:`PreparedConfigs`); the workers only run the kernel.
+        """
         from dask.distributed import as_completed
 
+        prepared = PreparedConfigs.of(configs, mode)
         scattered = {}
         futures = {}
         for task in tasks:
-            if task.config not in scattered:
-                scattered[task.config] = self.client.scatter(configs[task.config], broadcast=False)
-            future = self.client.submit(execute, task, scattered[task.config], seed, mode, 1, pure=False)
+            key = (task.config, task.optimize_every)
+            if key not in scattered:
+                # In a list: a tuple (KernelInputs) given alone would be scattered item by item.
+                scattered[key] = self.client.scatter([prepared.of_task(task)], broadcast=False)[0]
+            future = self.client.submit(execute, task, None, seed, mode, 1, inputs=scattered[key], pure=False)
             futures[future] = task
         self._futures = list(futures) + list(scattered.values())
         for future in as_completed(futures):

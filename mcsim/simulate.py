@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from . import __version__
 from .backends import make_backend
 from .budget import TimeEstimate, check_time, format_duration
-from .checkpointing import CheckpointPlan, checkpoint_plan
+from .checkpointing import CheckpointPlan
 from .energy import (ENERGY_PARTS, J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t,
                      run_cost_usd, run_energy_j)
 from .kernels import montecarlo as mc
@@ -29,8 +29,8 @@ from .resume import PieceStore
 from .scenario import Config, Scenario, config_with_values
 from .optimize import COARSE_POINTS, FINE_POINTS, IntervalOptimum, IntervalSearch
 from .schema import Interval, field_meta
-from .tasks import (DEFAULT_CHUNK_RUNS, OPTIMIZE_SEED_OFFSET, Task, estimate_run, kernel_inputs, plan_tasks,
-                    run_task, with_fixed_interval)
+from .tasks import (DEFAULT_CHUNK_RUNS, OPTIMIZE_SEED_OFFSET, PreparedConfigs, Task, estimate_run, kernel_inputs,
+                    plan_tasks, run_task, with_fixed_interval)
 from .uncertain import draw_offset, draw_values, input_variable_attrs
 from .variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
 from .workload import Workload, workload
@@ -47,9 +47,11 @@ def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int
     out = np.full((runs, mc.N_OUT), np.nan)
     if not wl.feasible:
         return out, wl, None
+    inputs = kernel_inputs(cfg, mode, wl)
     for task in plan_tasks([0], runs, chunk_runs or DEFAULT_CHUNK_RUNS):
-        out[task.start:task.stop] = run_task(cfg, seed, mode, first_run + task.start, first_run + task.stop)
-    return out, wl, checkpoint_plan(cfg, wl)
+        out[task.start:task.stop] = run_task(cfg, seed, mode, first_run + task.start, first_run + task.stop,
+                                             inputs=inputs)
+    return out, wl, inputs.plan
 
 
 def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
@@ -121,11 +123,17 @@ OPTIMIZE_RUNS = 300
 
 
 class _Execution:
-    """Tasks through the resume store, a backend and one progress bar."""
+    """Tasks through the resume store, a backend and one progress bar.
 
-    def __init__(self, backend, configs: list[Config], run, store: PieceStore | None, bar, notify) -> None:
+    ``prepared``: the configurations' workloads and kernel inputs (computed once per
+    configuration and shared with the caller); made from ``configs`` when not given.
+    """
+
+    def __init__(self, backend, configs: list[Config], run, store: PieceStore | None, bar, notify,
+                 prepared: PreparedConfigs | None = None) -> None:
         self.backend, self.configs, self.run, self.store, self.bar = backend, configs, run, store, bar
         self.notify = notify
+        self.prepared = PreparedConfigs(configs, run.mode) if prepared is None else prepared
 
     def execute(self, tasks: list[Task], on_rows, what: str = "tasks") -> None:
         """Call ``on_rows(task, rows)`` for every task: saved ones loaded, the others run and saved."""
@@ -147,7 +155,8 @@ class _Execution:
             reported += n
             self.bar.update(n)
 
-        for task, rows in self.backend.run(pending, self.configs, self.run.seed, self.run.mode, on_runs=on_runs):
+        # The prepared configurations: the backend reuses their kernel inputs.
+        for task, rows in self.backend.run(pending, self.prepared, self.run.seed, self.run.mode, on_runs=on_runs):
             if self.store is not None:
                 self.store.save(task, rows)
             self.bar.update(task.runs - reported)
@@ -202,13 +211,14 @@ def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -
 
 
 def _time_estimate(configs: list[Config], feasible: list[int], to_optimize: list[int], run,
-                   parallelism: int) -> TimeEstimate:
+                   parallelism: int, prepared: PreparedConfigs | None = None) -> TimeEstimate:
     """Estimated kernel time of every task, the optimiser's grid points included."""
     grid_runs = min(run.runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)
     cpu_s, longest = 0.0, 0.0
     optimized = set(to_optimize)
+    prepared = PreparedConfigs(configs, run.mode) if prepared is None else prepared
     for i in feasible:
-        run_s = estimate_run(kernel_inputs(configs[i], run.mode)).seconds
+        run_s = estimate_run(prepared.inputs(i)).seconds
         cpu_s += run_s * (run.runs + (grid_runs if i in optimized else 0))
         longest = max(longest, run_s)
     return TimeEstimate(cpu_s, parallelism, longest)
@@ -262,14 +272,14 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
         configs, shape = draws.configs(), shape + (draws.count,)
         if store is not None:
             store.configs = configs  # pieces are checked against the (configuration, draw) they ran
-    workloads = [workload(cfg) for cfg in configs]
-    feasible = [i for i, wl in enumerate(workloads) if wl.feasible]
+    prepared = PreparedConfigs(configs, run.mode)  # workload and plan: once per configuration
+    feasible = [i for i in range(len(configs)) if prepared.workload(i).feasible]
     to_optimize = [i for i in feasible if configs[i].checkpoint.interval.kind == "optimize"]
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
     tasks = draws.shift(plan_tasks(feasible, run.runs, chunk))  # validates chunk before anything starts
     backend = make_backend(workers, scheduler)
     try:
-        estimate = _time_estimate(configs, feasible, to_optimize, run, backend.parallelism)
+        estimate = _time_estimate(configs, feasible, to_optimize, run, backend.parallelism, prepared)
         check_time(estimate, scenario.source)
         if notify is not None:
             notify(f"running {len(tasks)} tasks ({len(feasible)} configurations x {run.runs} runs"
@@ -280,7 +290,7 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
                        "act between runs")
         with tqdm(total=len(feasible) * run.runs, disable=None if progress is None else not progress,
                   unit="run", desc=scenario.name, leave=False, dynamic_ncols=True) as bar:
-            execution = _Execution(backend, configs, run, store, bar, notify)
+            execution = _Execution(backend, configs, run, store, bar, notify, prepared)
             optima = _optimize_intervals(execution, to_optimize, chunk) if to_optimize else {}
             for i, optimum in optima.items():
                 configs[i] = with_fixed_interval(configs[i], optimum.interval_iterations)
@@ -295,31 +305,16 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
                 outs[task.config][task.start - first:task.stop - first] = rows
                 left[task.config] -= 1
                 done[0] += left[task.config] == 0
-                bar.set_postfix_str(f"{done[0]}/{len(feasible)} configurations, "
-                                    f"{done[0] / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
-                                    refresh=False)
+                if not bar.disable:
+                    bar.set_postfix_str(f"{done[0]}/{len(feasible)} configurations, "
+                                        f"{done[0] / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
+                                        refresh=False)
 
             execution.execute(tasks, place)
     finally:
         backend.close()
 
-    per_run = {name: np.empty(shape + (run.runs,), dtype=object if name == "completed" else float)
-               for name in PER_RUN}
-    per_config = {name: np.empty(shape, dtype=object) for name in PER_CONFIG}
-    for flat, (cfg, wl) in enumerate(zip(configs, workloads)):
-        index = np.unravel_index(flat, shape) if shape else ()
-        plan = checkpoint_plan(cfg, wl) if wl.feasible else None
-        out = outs.get(flat, np.full((run.runs, mc.N_OUT), np.nan))
-        for name, values in _per_run_outputs(cfg, wl, plan, out).items():
-            per_run[name][index] = values
-        for name, value in _per_config_outputs(cfg, wl, plan).items():
-            per_config[name][index] = value
-        low, high = optima[flat].ci95_s if flat in optima else (math.nan, math.nan)
-        per_config["checkpoint_interval_ci_low"][index] = low
-        per_config["checkpoint_interval_ci_high"][index] = high
-    per_run["completed"] = per_run["completed"].astype(bool)
-    casts = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
-    data = {**per_run, **{k: v.astype(casts.get(k, float)) for k, v in per_config.items()}}
+    data = _output_arrays(configs, prepared, outs, optima, shape, run.runs)
     dims = tuple(axis.dim for axis in scenario.axes) + (("draw",) if draws.count else ())
     coords = {axis.dim: list(axis.coords) for axis in scenario.axes}
     coords["run"] = np.arange(run.runs)
@@ -330,6 +325,35 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
     for axis in scenario.axes:
         ds[axis.dim].attrs.update(_coordinate_attrs(axis))
     return draws.annotate(ds)
+
+
+# Per-configuration variables that are not float64.
+_CONFIG_DTYPES = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
+
+
+def _output_arrays(configs: list[Config], prepared: PreparedConfigs, outs: dict[int, np.ndarray],
+                   optima: dict[int, IntervalOptimum], shape: tuple[int, ...], runs: int) -> dict[str, np.ndarray]:
+    """Every registered variable as an array of the sweep ``shape`` (per run: plus ``runs``).
+
+    Filled by flat configuration index (C order), each array in its final dtype; ``outs``
+    holds the kernel rows of the feasible configurations.
+    """
+    n = len(configs)
+    per_run = {name: np.empty((n, runs), dtype=bool if name == "completed" else float) for name in PER_RUN}
+    per_config = {name: np.empty(n, dtype=_CONFIG_DTYPES.get(name, float)) for name in PER_CONFIG}
+    for flat, cfg in enumerate(configs):
+        wl = prepared.workload(flat)
+        plan = prepared.inputs(flat).plan if wl.feasible else None
+        out = outs[flat] if flat in outs else np.full((runs, mc.N_OUT), np.nan)
+        for name, values in _per_run_outputs(cfg, wl, plan, out).items():
+            per_run[name][flat] = values
+        for name, value in _per_config_outputs(cfg, wl, plan).items():
+            per_config[name][flat] = value
+        low, high = optima[flat].ci95_s if flat in optima else (math.nan, math.nan)
+        per_config["checkpoint_interval_ci_low"][flat] = low
+        per_config["checkpoint_interval_ci_high"][flat] = high
+    return {**{k: v.reshape(shape + (runs,)) for k, v in per_run.items()},
+            **{k: v.reshape(shape) for k, v in per_config.items()}}
 
 
 class _DrawPlan:

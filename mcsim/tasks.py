@@ -16,7 +16,10 @@ bar and resume store.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -88,7 +91,7 @@ def task_inputs(task: Task, cfg: Config, seed: int) -> tuple[Config, int]:
     """The configuration and seed a task's kernel calls use (``cfg``: its sweep configuration)."""
     if task.optimize_every is None:
         return cfg, seed
-    return with_fixed_interval(cfg, task.optimize_every), seed + OPTIMIZE_SEED_OFFSET
+    return with_fixed_interval(cfg, task.optimize_every), task_seed(task, seed)
 
 
 def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc.RunParams:
@@ -129,30 +132,135 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc
 
 
 class KernelInputs(NamedTuple):
-    """What the kernel needs for one feasible configuration (prepared once per task)."""
+    """What one feasible configuration needs, prepared once per configuration.
+
+    The kernel's scalars, and the workload and checkpoint plan they come from,
+    which the time estimate and the output variables reuse (picklable: dask
+    workers receive it with their tasks).
+    """
 
     params: mc.RunParams
-    classes: mc.FailureClasses
-    system_mtbf_s: float    # 1 / total failure rate, s (inf without failures)
+    workload: Workload
+    plan: CheckpointPlan
+
+    @property
+    def classes(self) -> mc.FailureClasses:
+        """Per-class arrays of the failure processes."""
+        return self.plan.classes
+
+    @property
+    def system_mtbf_s(self) -> float:
+        """1 / total failure rate, s (inf without failures)."""
+        return self.plan.system_mtbf_s
 
 
-def kernel_inputs(cfg: Config, mode: str) -> KernelInputs:
-    """Kernel scalars and failure arrays of one feasible configuration."""
-    wl = workload(cfg)
+def kernel_inputs(cfg: Config, mode: str, wl: Workload | None = None) -> KernelInputs:
+    """Kernel scalars, workload and checkpoint plan of one feasible configuration.
+
+    ``wl``: its workload when already computed (the checkpoint interval does not change it).
+    """
+    wl = workload(cfg) if wl is None else wl
     plan = checkpoint_plan(cfg, wl)
-    return KernelInputs(run_params(cfg, wl, plan, mode), plan.classes, plan.system_mtbf_s)
+    return KernelInputs(run_params(cfg, wl, plan, mode), wl, plan)
+
+
+class PreparedConfigs(Sequence):
+    """A sweep's configurations with their workloads and kernel inputs, each computed once.
+
+    The time estimate, every task of a configuration (the interval optimiser's grid
+    points each once) and the output variables use the same entry. It is a sequence
+    of the configurations themselves, so a backend that is given it in place of the
+    configuration list runs the same tasks and may reuse the inputs. ``configs`` is
+    read at every lookup: an entry is reused while the configuration at its index
+    is the same object, and recomputed once after it is replaced (an optimised
+    interval).
+    """
+
+    def __init__(self, configs: Sequence[Config], mode: str) -> None:
+        self.configs, self.mode = configs, mode
+        self._workloads: dict[int, tuple[Config, Workload]] = {}
+        self._inputs: dict[tuple[int, int | None], tuple[Config, KernelInputs]] = {}
+
+    @classmethod
+    def of(cls, configs: Sequence[Config], mode: str) -> PreparedConfigs:
+        """``configs`` itself when it is prepared for ``mode``, else a new preparation of it."""
+        if isinstance(configs, cls) and configs.mode == mode:
+            return configs
+        return cls(configs, mode)
+
+    def __getitem__(self, config):
+        return self.configs[config]
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def workload(self, config: int) -> Workload:
+        """Workload of configuration ``config`` (flat index)."""
+        cfg = self.configs[config]
+        held = self._workloads.get(config)
+        if held is None or held[0] is not cfg:
+            held = self._workloads[config] = (cfg, workload(cfg))
+        return held[1]
+
+    def inputs(self, config: int, optimize_every: int | None = None) -> KernelInputs:
+        """Kernel inputs of feasible configuration ``config`` (a checkpoint every ``optimize_every``
+        iterations when given: a grid point of the interval optimiser)."""
+        cfg = self.configs[config]
+        held = self._inputs.get((config, optimize_every))
+        if held is None or held[0] is not cfg:
+            fixed = cfg if optimize_every is None else with_fixed_interval(cfg, optimize_every)
+            held = self._inputs[(config, optimize_every)] = (cfg, kernel_inputs(fixed, self.mode,
+                                                                                 self.workload(config)))
+        return held[1]
+
+    def of_task(self, task: Task) -> KernelInputs:
+        """Kernel inputs of ``task`` (its configuration, with its grid point's interval if any)."""
+        return self.inputs(task.config, task.optimize_every)
+
+
+def task_seed(task: Task, seed: int) -> int:
+    """Seed of a task's kernel calls: the scenario's, or seed + OPTIMIZE_SEED_OFFSET for a grid point."""
+    return seed if task.optimize_every is None else seed + OPTIMIZE_SEED_OFFSET
 
 
 def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: int | None = None) -> np.ndarray:
-    """Kernel output rows ``(stop - start, N_OUT)`` for runs ``start .. stop - 1``."""
+    """Kernel output rows ``(stop - start, N_OUT)`` for runs ``start .. stop - 1``.
+
+    The runs are split into one contiguous slice per Numba thread
+    (``numba.get_num_threads()``, or ``threads``), each simulated by the serial
+    kernel on its own thread (the kernel releases the GIL): a run depends only on
+    its index, so the split never changes a result. A plain thread split rather
+    than a ``prange`` kernel: compiling Numba's parallel loop cost about a fifth of
+    the kernels' compile time, for no speed.
+    """
     if threads is not None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     out = np.empty((stop - start, mc.N_OUT))
-    mc.simulate_runs(inputs.params, inputs.classes, seed, start, out)
+    workers = min(numba.get_num_threads(), stop - start)
+    if workers <= 1:
+        mc.simulate_runs(inputs.params, inputs.classes, seed, start, out)
+        return out
+    size = -(-(stop - start) // workers)
+    futures = [_kernel_threads().submit(mc.simulate_runs, inputs.params, inputs.classes, seed, start + a,
+                                        out[a:a + size])
+               for a in range(size, stop - start, size)]
+    try:
+        mc.simulate_runs(inputs.params, inputs.classes, seed, start, out[:size])  # this thread's share
+    finally:
+        for future in futures:
+            future.result()
     return out
 
 
-def run_task(cfg: Config, seed: int, mode: str, start: int, stop: int, threads: int | None = None) -> np.ndarray:
+@functools.lru_cache(maxsize=1)
+def _kernel_threads() -> ThreadPoolExecutor:
+    """The threads that run kernel slices beside the caller's (one fewer than Numba's maximum)."""
+    return ThreadPoolExecutor(max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1),
+                              thread_name_prefix="mcsim-kernel")
+
+
+def run_task(cfg: Config, seed: int, mode: str, start: int, stop: int, threads: int | None = None,
+             inputs: KernelInputs | None = None) -> np.ndarray:
     """Kernel output rows ``(stop - start, N_OUT)`` of one feasible configuration.
 
     Parameters
@@ -167,14 +275,23 @@ def run_task(cfg: Config, seed: int, mode: str, start: int, stop: int, threads: 
         Global run indices ``start .. stop - 1``.
     threads : int, optional
         Numba threads for this call (dask workers use 1 each).
+    inputs : KernelInputs, optional
+        ``kernel_inputs(cfg, mode)`` when already prepared (then ``cfg`` is not read).
     """
-    return run_kernel(kernel_inputs(cfg, mode), seed, start, stop, threads)
+    return run_kernel(kernel_inputs(cfg, mode) if inputs is None else inputs, seed, start, stop, threads)
 
 
-def execute(task: Task, cfg: Config, seed: int, mode: str, threads: int | None = None) -> np.ndarray:
-    """Kernel output rows of ``task`` in one call (``cfg``: its sweep configuration)."""
-    cfg, seed = task_inputs(task, cfg, seed)
-    return run_task(cfg, seed, mode, task.start, task.stop, threads)
+def execute(task: Task, cfg: Config | None, seed: int, mode: str, threads: int | None = None,
+            inputs: KernelInputs | None = None) -> np.ndarray:
+    """Kernel output rows of ``task`` in one call (``cfg``: its sweep configuration).
+
+    ``inputs``: the task's prepared kernel inputs (:meth:`PreparedConfigs.of_task`, its grid
+    point's interval applied); ``cfg`` is then not read and may be None.
+    """
+    if inputs is None:
+        cfg, seed = task_inputs(task, cfg, seed)
+        return run_task(cfg, seed, mode, task.start, task.stop, threads)
+    return run_kernel(inputs, task_seed(task, seed), task.start, task.stop, threads)
 
 
 # Seconds per kernel loop step of each kind, one thread (measured on a 2-core x86-64

@@ -37,8 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
-from scipy.stats import qmc
 
 from .schema import ScenarioError, field_meta, format_number
 
@@ -132,6 +130,8 @@ class UncertainInput:
 
 
 def _frozen(dist: str, p: Mapping[str, float]) -> Any:
+    from scipy import stats  # here: importing scipy.stats costs ~0.5 s, and most runs have no draws
+
     if dist == "normal":
         return stats.norm(loc=p["mean"], scale=p["sd"])
     if dist == "lognormal":
@@ -396,6 +396,8 @@ def unit_design(dims: int, draws: int, design: str, seed: int) -> np.ndarray:
     :mod:`scipy.stats.qmc`, randomised from ``seed`` (the scenario's ``run.seed``)
     on a stream of its own. The same seed gives the same points.
     """
+    from scipy.stats import qmc  # here, not at import: see _frozen
+
     sequence = np.random.SeedSequence([seed, DESIGN_STREAM])
     rng = np.random.default_rng(sequence)
     if design == "saltelli":

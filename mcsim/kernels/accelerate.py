@@ -1,8 +1,10 @@
 """All Numba settings of mcsim in one place, and where compiled kernels are cached.
 
-Every kernel is compiled through :func:`jit` (serial helpers), :func:`jit_inline`
-(small helpers inlined into their callers) or :func:`jit_parallel` (the entry points that ``prange`` over runs), so the
-options below are the only ones in the code base:
+Every kernel is compiled through :func:`jit` (serial functions, the entry point
+``simulate_runs`` included: :func:`mcsim.tasks.run_kernel` splits runs over
+threads) or :func:`jit_inline` (small helpers inlined into their callers);
+:func:`jit_parallel` (a ``prange`` entry point) is kept for the frozen pre-issue-12
+kernel in ``benchmarks/``. The options below are the only ones in the code base:
 
 - ``nopython``: kernels never fall back to Python objects.
 - ``nogil``: a caller's threads (e.g. dask workers) can run kernels concurrently.
@@ -148,5 +150,9 @@ def jit_inline(func):
 
 
 def jit_parallel(func):
-    """Compile a kernel entry point whose outer loop is a ``prange`` over runs."""
+    """Compile a kernel entry point whose outer loop is a ``prange`` over runs (benchmarks' baseline only).
+
+    Numba's parallel loop compiles for several seconds more than a serial one;
+    mcsim's own entry point is serial and split over threads by its caller.
+    """
     return _with_cache(numba.jit(parallel=True, **_COMMON)(func))

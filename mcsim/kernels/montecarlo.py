@@ -51,10 +51,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
-from .accelerate import jit_inline, jit_parallel
+from .accelerate import jit, jit_inline
 from .normal import max_lognormal_factor, ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
 from .rng import seed_stream, uniform
@@ -722,7 +721,10 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
 
 # --- The run loop --------------------------------------------------------------------------
 
-@jit_inline
+# Compiled on its own, not inlined into simulate_runs: one call per run costs nothing
+# measurable, and inlining the whole run loop (with the events it inlines) into the
+# entry point made the first compile about 2.6x longer (docs/model.md §4 "Compile time").
+@jit
 def _simulate_run(p, fc, seed, run, row):
     n_classes = fc.units.shape[0]
     streams = np.empty((n_classes, 4), np.uint64)
@@ -778,9 +780,13 @@ def _simulate_run(p, fc, seed, run, row):
     _write_outputs(row, x, k, pts)
 
 
-@jit_parallel
+@jit
 def simulate_runs(p, fc, seed, first_run, out):
-    """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration.
+    """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration, in this thread.
+
+    It holds no GIL (``nogil``): :func:`mcsim.tasks.run_kernel` runs slices of the runs
+    on several threads at once. Each run depends only on its index, so the split never
+    changes a result.
 
     Parameters
     ----------
@@ -795,5 +801,5 @@ def simulate_runs(p, fc, seed, first_run, out):
     out : float64[n_runs, N_OUT]
         Filled in place; each run writes its own row only.
     """
-    for i in numba.prange(out.shape[0]):
+    for i in range(out.shape[0]):
         _simulate_run(p, fc, seed, first_run + i, out[i])

@@ -1,11 +1,14 @@
 """Standard normal quantile and the exact max-of-G lognormal sampler.
 
-``ndtri(p)`` is Acklam's rational approximation (relative error < 1.2e-9),
-refined by one Halley step on ``erfc`` (Acklam, "An algorithm for computing
-the inverse normal cumulative distribution function", 2003), which brings it
-to double precision. Lower-tail arguments are handled directly, so
-``-ndtri(q)`` is accurate for upper-tail quantiles with ``q`` as small as the
-generator can produce.
+``ndtri(p)`` is Wichura's algorithm AS 241 (PPND16: "The percentage points of
+the normal distribution", Applied Statistics 37, 1988), rational functions
+accurate to about 1e-16; measured against SciPy its relative error is below
+1e-15 (the stated accuracy of the max-of-G sampler is 1e-9: docs/model.md §4).
+Lower-tail arguments are handled directly, so ``-ndtri(q)`` is accurate for
+upper-tail quantiles with ``q`` as small as the generator can produce.
+``ndtri_acklam`` is Acklam's approximation ("An algorithm for computing the
+inverse normal cumulative distribution function", 2003; relative error
+< 1.2e-9), used where a normal deviate is only sampled.
 
 ``max_lognormal_factor`` draws ``M = max_i exp(sigma * Z_i)`` over ``G`` iid
 standard normals from one uniform: ``M = exp(sigma * Phi^-1(U^(1/G)))``. With
@@ -60,18 +63,44 @@ def ndtri_acklam(p):
     return x
 
 
+# Wichura's AS 241 PPND16 coefficients: central region |p - 0.5| <= 0.425, then the tail
+# variable r = sqrt(-log(min(p, 1 - p))) below and above 5.
+_A = (3.3871328727963666080e0, 1.3314166789178437745e2, 1.9715909503065514427e3, 1.3731693765509461125e4,
+      4.5921953931549871457e4, 6.7265770927008700853e4, 3.3430575583588128105e4, 2.5090809287301226727e3)
+_B = (4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3, 2.1213794301586595867e4,
+      3.9307895800092710610e4, 2.8729085735721942674e4, 5.2264952788528545610e3)
+_C = (1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0, 3.64784832476320460504e0,
+      1.27045825245236838258e0, 2.41780725177450611770e-1, 2.27238449892691845833e-2, 7.74545014278341407640e-4)
+_D = (2.05319162663775882187e0, 1.67638483018380384940e0, 6.89767334985100004550e-1, 1.48103976427480074590e-1,
+      1.51986665636164571966e-2, 5.47593808499534494600e-4, 1.05075007164441684324e-9)
+_E = (6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0, 2.96560571828504891230e-1,
+      2.65321895265761230930e-2, 1.24266094738807843860e-3, 2.71155556874348757815e-5, 2.01033439929228813265e-7)
+_F = (5.99832206555887937690e-1, 1.36929880922735805310e-1, 1.48753612908506148525e-2, 7.86869131145613259100e-4,
+      1.84631831751005468180e-5, 1.42151175831644588870e-7, 2.04426310338993978564e-15)
+
+
+@jit
+def _rational(r, num, den):
+    """``num(r) / den(r)`` for degree-7 ``num`` and ``den`` given without its constant term 1 (Horner)."""
+    n = ((((((num[7] * r + num[6]) * r + num[5]) * r + num[4]) * r + num[3]) * r + num[2]) * r + num[1]) * r + num[0]
+    d = ((((((den[6] * r + den[5]) * r + den[4]) * r + den[3]) * r + den[2]) * r + den[1]) * r + den[0]) * r + 1.0
+    return n / d
+
+
 @jit
 def ndtri(p):
-    """Quantile of the standard normal for ``0 < p < 1`` (double precision)."""
-    x = ndtri_acklam(p)
-    # One Halley step. In the lower half the residual is formed with erfc,
-    # which keeps its relative accuracy deep in the tail.
-    if p < 0.5:
-        e = 0.5 * math.erfc(-x / _SQRT2) - p
-    else:
-        e = (1.0 - p) - 0.5 * math.erfc(x / _SQRT2)  # Phi(x) - p, with 1 - p exact
-    u = e * _SQRT2PI * math.exp(0.5 * x * x)
-    return x - u / (1.0 + 0.5 * x * u)
+    """Quantile of the standard normal for ``0 < p < 1``: Wichura's AS 241 (PPND16).
+
+    Relative error below 1e-15 over (0, 1) (measured against SciPy's ``ndtri``,
+    ``tests/test_rng_and_sampler.py``); no ``erfc`` or ``exp``, so it costs about
+    0.6 of Acklam's approximation refined by a Halley step, the sampler it replaced.
+    """
+    q = p - 0.5
+    if abs(q) <= 0.425:
+        return q * _rational(0.180625 - q * q, _A, _B)
+    r = math.sqrt(-math.log(p if q < 0.0 else 1.0 - p))
+    x = _rational(r - 1.6, _C, _D) if r <= 5.0 else _rational(r - 5.0, _E, _F)
+    return -x if q < 0.0 else x
 
 
 @jit

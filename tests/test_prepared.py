@@ -1,0 +1,83 @@
+"""Workload and checkpoint plan once per configuration; the thread split of kernel calls.
+
+Counted by wrapping ``mcsim.tasks.workload`` and ``mcsim.tasks.checkpoint_plan``.
+
+Issue 12 item 2: a sweep computes each configuration's workload and checkpoint plan
+once, shared by the time estimate, every task and the output variables (and each
+interval-optimiser grid point's plan once). The counts below are what that promise
+means; before it, they grew with the number of tasks (4 per configuration here).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numba
+import numpy as np
+import pytest
+
+import mcsim
+from conftest import SMALL_SCENARIO
+from mcsim import tasks
+from mcsim.scenario import scenario_from_dict
+
+
+def _counting(monkeypatch, name: str) -> list:
+    calls = []
+    original = getattr(tasks, name)
+
+    def counted(*args, **kwargs):
+        calls.append(args[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, name, counted)
+    return calls
+
+
+def _sweep(**checkpoint) -> dict:
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["run"].update(runs=40, mode="fast")
+    raw["checkpoint"].update(checkpoint)
+    raw["sweep"] = {"parallelism.gpus": [64, 128], "checkpoint.strategy": ["sync", "async"]}
+    return raw
+
+
+def test_workload_and_plan_are_computed_once_per_configuration(monkeypatch):
+    workloads, plans = _counting(monkeypatch, "workload"), _counting(monkeypatch, "checkpoint_plan")
+    scenario = scenario_from_dict(_sweep())
+    ds = mcsim.simulate(scenario, progress=False, chunk_runs=10)   # 4 tasks per configuration
+    configurations = len(scenario.configs)
+    assert configurations == 4 and bool(ds["feasible"].all())
+    assert len(workloads) == configurations
+    assert len(plans) == configurations
+
+
+def test_optimiser_grid_points_each_get_one_plan(monkeypatch):
+    workloads, plans = _counting(monkeypatch, "workload"), _counting(monkeypatch, "checkpoint_plan")
+    raw = _sweep(interval="optimize")
+    raw["sweep"] = {"parallelism.gpus": [64, 128]}
+    mcsim.simulate(scenario_from_dict(raw), progress=False, chunk_runs=10)   # 4 tasks per grid point
+    # One workload per configuration, and one per optimised configuration (a new Config).
+    assert len(workloads) == 2 * 2
+    # Plans: one per configuration for the time estimate ("optimize": Daly's interval stands
+    # in), one per grid point (coarse and fine), one per optimised configuration.
+    estimate = [p for p in plans if p.checkpoint.interval.kind == "optimize"]
+    fixed = [(p.parallelism.gpus, p.checkpoint.interval.value) for p in plans
+             if p.checkpoint.interval.kind == "iterations"]
+    assert len(estimate) == 2
+    assert len(fixed) <= len(set(fixed)) + 2   # an optimum may repeat a grid point, nothing else
+    assert len(set(fixed)) >= 2 * 5            # the grids were searched (>= 5 points each)
+
+
+@pytest.mark.parametrize("runs", [1, 2, 7, 250])
+def test_thread_split_gives_the_rows_of_one_thread(runs):
+    cfg = scenario_from_dict(copy.deepcopy(SMALL_SCENARIO)).base
+    inputs = tasks.kernel_inputs(cfg, "exact")
+    threads = numba.get_num_threads()
+    try:
+        split = tasks.run_kernel(inputs, 7, 100, 100 + runs, threads=numba.config.NUMBA_NUM_THREADS)
+        serial = tasks.run_kernel(inputs, 7, 100, 100 + runs, threads=1)
+    finally:
+        numba.set_num_threads(threads)
+    # A run depends only on its index: slices on several threads give one thread's rows.
+    np.testing.assert_array_equal(split, serial)
