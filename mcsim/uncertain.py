@@ -443,6 +443,8 @@ def _correlated(points: np.ndarray, inputs: tuple[UncertainInput, ...]) -> np.nd
     correlation) and mapped back by ``Phi``: uniforms whose normal scores have the
     group's correlation. The first key of a group keeps its column.
     """
+    from scipy.special import ndtr, ndtri  # Phi and Phi^-1, as scipy.stats.norm's cdf and ppf compute them
+
     points = np.array(points, dtype=float)
     groups: dict[JointGroup, list[int]] = {}
     for i, entry in enumerate(inputs):
@@ -451,8 +453,8 @@ def _correlated(points: np.ndarray, inputs: tuple[UncertainInput, ...]) -> np.nd
     for group, columns in groups.items():
         by_key = {inputs[c].key: c for c in columns}
         columns = [by_key[key] for key in group.keys]
-        scores = stats.norm.ppf(np.clip(points[:, columns], _EDGE, 1.0 - _EDGE))
-        points[:, columns] = stats.norm.cdf(scores @ group.cholesky().T)
+        scores = ndtri(np.clip(points[:, columns], _EDGE, 1.0 - _EDGE))
+        points[:, columns] = ndtr(scores @ group.cholesky().T)
     return points
 
 
