@@ -17,7 +17,7 @@ import numpy as np
 
 from .kernels.montecarlo import FailureClasses
 from .kernels.renewal import START_AGED, START_NEW, START_STATIONARY
-from .schema import FailureClass
+from .schema import FailureClass, Interval
 from .scenario import Config
 from .strategies import STRATEGIES, Transfers
 from .workload import Workload
@@ -40,28 +40,84 @@ class CheckpointPlan:
     classes: FailureClasses      # per-class arrays for the kernel
 
 
-def daly_interval_s(stall_s: float, mtbf_s: float) -> float:
-    """Daly's (2006, eq. 37) optimum compute time between checkpoints.
+def daly_interval_s(stall_s, mtbf_s):
+    """Daly's (2006, eq. 37) optimum compute time between checkpoints (scalars or arrays).
 
     ``tau = sqrt(2CM) [1 + (1/3) sqrt(C/2M) + (1/9) (C/2M)] - C`` for ``C < 2M``,
-    else ``M``; Young's (1974) ``sqrt(2CM)`` is its first-order term.
+    else ``M``; Young's (1974) ``sqrt(2CM)`` is its first-order term; inf without failures.
     """
-    if not math.isfinite(mtbf_s):
-        return math.inf
-    c, m = stall_s, mtbf_s
-    if c >= 2.0 * m:
-        return m
-    ratio = c / (2.0 * m)
-    return math.sqrt(2.0 * c * m) * (1.0 + math.sqrt(ratio) / 3.0 + ratio / 9.0) - c
+    c, m = np.asarray(stall_s, dtype=np.float64), np.asarray(mtbf_s, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        ratio = c / (2.0 * m)
+        tau = np.sqrt(2.0 * c * m) * (1.0 + np.sqrt(ratio) / 3.0 + ratio / 9.0) - c
+    out = np.where(~np.isfinite(m), np.inf, np.where(c >= 2.0 * m, m, tau))
+    return float(out) if out.ndim == 0 else out
+
+
+def checkpoint_every(interval: Interval, stall_s, mtbf_s, iteration_s, iterations):
+    """Checkpoint interval in iterations (scalars or arrays), between 1 and ``iterations``.
+
+    Fixed iterations as given; fixed minutes, or Daly's optimum (``young_daly``, and
+    ``optimize`` wherever a plan is needed before the simulation resolves it,
+    :mod:`mcsim.optimize`), rounded to whole iterations; every iteration's worth
+    (no checkpoint) without failures.
+    """
+    iterations = np.asarray(iterations)
+    if interval.kind == "iterations":
+        every = np.full(np.shape(iteration_s), float(int(interval.value)))
+    else:
+        seconds = np.broadcast_to(interval.value * 60.0, np.shape(iteration_s)) if interval.kind == "minutes" \
+            else daly_interval_s(stall_s, mtbf_s)
+        with np.errstate(invalid="ignore", over="ignore"):
+            every = np.where(np.isfinite(seconds), np.rint(np.minimum(seconds / iteration_s, 2.0**62)),
+                             iterations)
+    every = np.maximum(1, np.minimum(every, iterations)).astype(np.int64)
+    return int(every) if every.ndim == 0 else every
+
+
+def system_mtbf_s(failures: tuple[FailureClass, ...], gpus, gpus_per_node: int):
+    """Mean time between failures of the whole job, ``1 / sum(units / MTBF)``, s (scalars or arrays; inf
+    without failures)."""
+    rate = 0.0
+    for fclass in failures:
+        rate = rate + class_units(fclass, gpus, gpus_per_node) / (fclass.mtbf_hours * 3600.0)
+    rate = np.asarray(rate, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        mtbf = np.where(rate > 0, 1.0 / rate, np.inf)
+    return float(mtbf) if mtbf.ndim == 0 else mtbf
+
+
+def class_units(fclass: FailureClass, gpus, gpus_per_node: int):
+    """Units of a failure class (scalars or arrays): G GPUs, nodes / domain_nodes domains, or 1 cluster."""
+    if fclass.scope == "gpu":
+        return gpus
+    if fclass.scope == "node":
+        return (gpus // gpus_per_node) // fclass.domain_nodes
+    return 1 + 0 * gpus
+
+
+def checkpoint_transfers(cfg: Config, gpus, d2h_gbps=None) -> tuple[object, object, Transfers]:
+    """Write and read bandwidths (GB/s) and the :class:`Transfers` of one checkpoint (scalars or arrays).
+
+    ``gpus`` (and the GPU's ``d2h_gbps``, default ``cfg``'s) may be candidate arrays; the rest
+    comes from ``cfg``.
+    """
+    ck = cfg.checkpoint
+    size = cfg.model.params * ck.bytes_per_param
+    d2h = cfg.gpu.d2h_gbps if d2h_gbps is None else d2h_gbps
+    nodes = gpus // cfg.hardware.gpus_per_node
+    write_gbps = np.minimum(nodes * ck.write_gbps_per_node, ck.storage_gbps)
+    read_gbps = np.minimum(nodes * ck.read_gbps_per_node, ck.storage_gbps)
+    storage_write_s = size / (write_gbps * 1e9)
+    copy_s = size / gpus / (d2h * 1e9)  # each GPU's shard to host memory
+    # One node's shard to its peer over the node's inter-node links.
+    peer_s = size / nodes / (cfg.hardware.gpus_per_node * cfg.network.inter_gbps * 1e9)
+    return write_gbps, read_gbps, Transfers(storage_write_s, copy_s, peer_s)
 
 
 def failure_units(cfg: Config, fclass: FailureClass) -> int:
     """Units of a failure class: G GPUs, nodes / domain_nodes domains, or 1 cluster."""
-    if fclass.scope == "gpu":
-        return cfg.parallelism.gpus
-    if fclass.scope == "node":
-        return cfg.nodes // fclass.domain_nodes
-    return 1
+    return int(class_units(fclass, cfg.parallelism.gpus, cfg.hardware.gpus_per_node))
 
 
 def failure_classes(cfg: Config) -> FailureClasses:
@@ -106,29 +162,12 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     """Evaluate checkpoint costs, failure laws and the interval of one feasible configuration."""
     ck = cfg.checkpoint
     size = cfg.model.params * ck.bytes_per_param
-    write_gbps = min(cfg.nodes * ck.write_gbps_per_node, ck.storage_gbps)
-    read_gbps = min(cfg.nodes * ck.read_gbps_per_node, ck.storage_gbps)
-    storage_write_s = size / (write_gbps * 1e9)
-    copy_s = size / cfg.parallelism.gpus / (cfg.gpu.d2h_gbps * 1e9)  # each GPU's shard to host memory
-    # One node's shard to its peer over the node's inter-node links.
-    peer_s = size / cfg.nodes / (cfg.hardware.gpus_per_node * cfg.network.inter_gbps * 1e9)
-    stall, background, replicate, load_memory = STRATEGIES[ck.strategy].timings(
-        cfg, wl, Transfers(storage_write_s, copy_s, peer_s))
+    write_gbps, read_gbps, transfers = checkpoint_transfers(cfg, cfg.parallelism.gpus)
+    write_gbps, read_gbps = float(write_gbps), float(read_gbps)
+    stall, background, replicate, load_memory = STRATEGIES[ck.strategy].timings(cfg, wl, transfers)
     load = size / (read_gbps * 1e9)
-
     classes = failure_classes(cfg)
-    rate = sum(units / (f.mtbf_hours * 3600.0) for units, f in zip(classes.units, cfg.failures))
-    system_mtbf = 1.0 / rate if rate > 0 else math.inf
-
-    iteration_s = wl.iteration_time_s
-    interval = ck.interval
-    if interval.kind == "iterations":
-        every = int(interval.value)
-    else:
-        # "optimize" is resolved by simulation before the runs (mcsim.optimize); Daly's
-        # estimate stands in wherever a plan is needed without it.
-        seconds = interval.value * 60.0 if interval.kind == "minutes" else daly_interval_s(stall, system_mtbf)
-        every = wl.iterations if not math.isfinite(seconds) else int(round(seconds / iteration_s))
-    every = max(1, min(every, wl.iterations))
+    system_mtbf = system_mtbf_s(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
+    every = checkpoint_every(ck.interval, stall, system_mtbf, wl.iteration_time_s, wl.iterations)
     return CheckpointPlan(size, write_gbps, read_gbps, stall, background, replicate, load, load_memory,
                           every, system_mtbf, classes)

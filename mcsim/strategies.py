@@ -22,9 +22,10 @@ read this table.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, NamedTuple
+
+import numpy as np
 
 if TYPE_CHECKING:  # only for annotations: this module is imported by the schema
     from .scenario import Config
@@ -77,7 +78,7 @@ def _gockpt(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
     # GoCkpt (arXiv 2511.07035): the copy is spread over several iterations and made
     # consistent on the CPU; training stalls a fraction of async's stall.
     ck = cfg.checkpoint
-    overlap = ck.gockpt_overlap_iterations or math.ceil(tr.copy_s / wl.iteration_time_s) + 1
+    overlap = ck.gockpt_overlap_iterations or np.ceil(tr.copy_s / wl.iteration_time_s) + 1
     stall = ck.gockpt_stall_fraction * (tr.copy_s + ck.async_overhead_s)
     return Timings(stall, overlap * wl.iteration_time_s + tr.storage_write_s, 0.0, 0.0)
 

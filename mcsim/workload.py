@@ -1,16 +1,23 @@
-"""The deterministic workload model of one configuration (docs/model.md §2).
+"""The deterministic workload model (docs/model.md §2), in array form.
 
 Symbols: N params, L layers, h hidden, s seq_len, B global batch (sequences),
 D tokens, G gpus, t tp, p pp, d = G/(t p) dp, b microbatch, v interleave,
 m = B/(d b) microbatches per pipeline per iteration, I = ceil(D/(B s)).
 All times in seconds, bytes in bytes, memory reported in GB (1e9 bytes).
 The equations, with their sources, are written out in ``docs/model.md``.
+
+The equations live once, in :func:`workload_arrays`, over numpy arrays of
+candidate layouts (the planner's screen evaluates millions at once,
+:mod:`mcsim.screen`); :func:`workload` evaluates one configuration through it
+with arrays of size one, so both give bit-identical numbers.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from .scenario import Config
 from .strategies import STRATEGIES
@@ -21,6 +28,21 @@ BF16_BYTES = 2
 # (doubles carry 53 bits) and a run takes at most 2^40 steps.
 MAX_ITERATIONS = 10**10
 TIME_RESOLUTION = 2.0**-40
+RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
+
+# Feasibility codes of workload_arrays, in the order they are checked (the first failure wins).
+# Between PP_LAYERS and FREQUENCY the scalar workload() checks the checkpoint strategy and the
+# failure domains (configuration-level checks; the screen checks them per group).
+FEASIBLE = 0
+NODE_MULTIPLE = 1      # parallelism.gpus: G not a multiple of gpus_per_node
+TP_PP_DIVIDE = 2       # parallelism.tp: t p does not divide G
+BATCH_DIVIDE = 3       # model.global_batch: d b does not divide B
+PP_LAYERS = 4          # parallelism.pp: p > L
+FREQUENCY = 5          # compute.freq_mhz outside the GPU's range
+TOO_MANY_ITERATIONS = 6  # model.tokens
+TIME_RESOLUTION_CODE = 7  # model.global_batch: iteration below the time resolution
+MEMORY = 8             # parallelism: memory per GPU exceeds the GPU's
+STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, BATCH_DIVIDE, PP_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -66,15 +88,81 @@ class Workload:
         return self.iterations * self.iteration_time_s
 
 
-def ring_allreduce_s(ranks: int, nbytes: float, bandwidth_gbps: float, latency_s: float) -> float:
-    """Ring all-reduce time: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one rank)."""
-    if ranks <= 1:
-        return 0.0
-    return 2.0 * (ranks - 1) / ranks * nbytes / (bandwidth_gbps * 1e9) + 2.0 * (ranks - 1) * latency_s
+@dataclass(frozen=True)
+class Layouts:
+    """Candidate layouts as equal-length arrays (one element per candidate).
+
+    GPU fields are the catalog entry's (with overrides); ``recompute`` holds
+    :data:`RECOMPUTE_CODES`; ``freq_mhz`` the core clock in use, MHz.
+    """
+
+    gpus: np.ndarray
+    tp: np.ndarray
+    pp: np.ndarray
+    microbatch: np.ndarray
+    interleave: np.ndarray
+    recompute: np.ndarray
+    freq_mhz: np.ndarray
+    peak_tflops: np.ndarray
+    memory_gb: np.ndarray
+    freq_min_mhz: np.ndarray
+    freq_max_mhz: np.ndarray
+
+
+@dataclass(frozen=True)
+class WorkloadArrays:
+    """:class:`Workload`'s quantities per candidate, with a feasibility code per candidate.
+
+    Values of candidates with a structural code (:data:`STRUCTURAL`) are meaningless.
+    """
+
+    code: np.ndarray
+    iterations: np.ndarray
+    dp: np.ndarray
+    microbatches: np.ndarray
+    model_flops: np.ndarray
+    hardware_flops: np.ndarray
+    t_comp_s: np.ndarray
+    bubble_s: np.ndarray
+    tp_comm_s: np.ndarray
+    pp_comm_s: np.ndarray
+    dp_comm_s: np.ndarray
+    memory_per_gpu_gb: np.ndarray
+    mfu_ideal: np.ndarray
+    intra_bytes_per_gpu: np.ndarray
+    inter_bytes_per_gpu: np.ndarray
+
+    @property
+    def compute_time_s(self) -> np.ndarray:
+        return self.t_comp_s + self.bubble_s
+
+    @property
+    def comm_time_s(self) -> np.ndarray:
+        return self.tp_comm_s + self.pp_comm_s + self.dp_comm_s
+
+    @property
+    def iteration_time_s(self) -> np.ndarray:
+        """Ideal iteration time: exactly :attr:`Workload.iteration_time_s`."""
+        return self.compute_time_s + self.comm_time_s
+
+
+def ring_allreduce_s(ranks, nbytes, bandwidth_gbps, latency_s):
+    """Ring all-reduce time: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one rank); arrays."""
+    ranks = np.asarray(ranks)
+    n = np.maximum(ranks, 1)
+    time = 2.0 * (n - 1) / n * nbytes / (bandwidth_gbps * 1e9) + 2.0 * (n - 1) * latency_s
+    return np.where(ranks <= 1, 0.0, time)
 
 
 def activation_bytes_per_layer(cfg: Config) -> float:
-    """Activation memory of one layer and one microbatch on one GPU, bytes.
+    """Activation memory of one layer and one microbatch on one GPU, bytes (see :func:`_activation_per_layer`)."""
+    return float(_activation_per_layer(cfg.model, np.array([cfg.parallelism.microbatch]),
+                                       np.array([cfg.parallelism.tp]),
+                                       np.array([RECOMPUTE_CODES[cfg.model.recompute]]))[0])
+
+
+def _activation_per_layer(mdl, b, t, recompute):
+    """Activation memory of one layer and one microbatch on one GPU, bytes (arrays).
 
     Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
     Models" (MLSys 2023, arXiv 2205.05198), Table 2, with tensor and sequence
@@ -84,12 +172,11 @@ def activation_bytes_per_layer(cfg: Config) -> float:
     attention mask and 2as^2b-byte attention dropout output of their §4.1
     derivation are not stored: ``32 + 2as/h`` and ``32``.
     """
-    s, h = cfg.model.seq_len, cfg.model.hidden
-    b, t = cfg.parallelism.microbatch, cfg.parallelism.tp
-    heads = cfg.model.heads or max(1, h // 128)
-    base, attention = (34.0, 5.0) if cfg.model.dropout else (32.0, 2.0)
-    per = {"none": base + attention * heads * s / h, "selective": base, "full": 2.0}[cfg.model.recompute]
-    return s * b * h * per / t
+    s, h = mdl.seq_len, mdl.hidden
+    heads = mdl.heads or max(1, h // 128)
+    base, attention = (34.0, 5.0) if mdl.dropout else (32.0, 2.0)
+    per = np.array([base + attention * heads * s / h, base, 2.0])[recompute]
+    return s * np.asarray(b, dtype=np.float64) * h * per / t
 
 
 def stage_layers(layers: int, stages: int) -> list[int]:
@@ -110,15 +197,112 @@ def stage_layers(layers: int, stages: int) -> list[int]:
     return counts
 
 
-def peak_activation_bytes(cfg: Config, microbatches: int) -> float:
-    """Activation memory of the fullest pipeline stage under 1F1B, bytes.
+def peak_stage_microbatch_layers(layers: int, stages, microbatches):
+    """``max_i layers(i) * min(p - i, m)`` over the stages of :func:`stage_layers` (arrays).
 
     Stage i (0-based) of p holds the activations of min(p - i, m) in-flight
-    microbatches for each of its layers; the peak is the maximum over stages.
+    microbatches (1F1B). The in-flight count falls with i, so the maximum is at
+    stage 0 or at the first stage with the larger layer count: with
+    ``extra = L mod p > 0`` the ``p - extra`` outermost stages (first and last
+    alternately) hold one layer fewer, so the first full stage is
+    ``ceil((p - extra) / 2)``.
     """
-    p = cfg.parallelism.pp
+    p = np.asarray(stages)
+    per, extra = np.divmod(layers, p)
+    first_full = (p - extra + 1) // 2
+    at_first = per * np.minimum(p, microbatches)
+    at_full = (per + 1) * np.minimum(p - first_full, microbatches)
+    return np.where(extra == 0, at_first, np.maximum(at_first, at_full))
+
+
+def peak_activation_bytes(cfg: Config, microbatches: int) -> float:
+    """Activation memory of the fullest pipeline stage under 1F1B, bytes."""
     per_layer = activation_bytes_per_layer(cfg)
-    return per_layer * max(n * min(p - i, microbatches) for i, n in enumerate(stage_layers(cfg.model.layers, p)))
+    return per_layer * int(peak_stage_microbatch_layers(cfg.model.layers, np.array([cfg.parallelism.pp]),
+                                                        np.array([microbatches]))[0])
+
+
+def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
+    """The workload model over candidate layouts; scenario constants from ``cfg``.
+
+    ``cfg`` supplies the model, network, overlaps, compute efficiency,
+    ``gpus_per_node`` and ``max_wall_days``; ``lay`` everything a candidate varies.
+    """
+    mdl, net = cfg.model, cfg.network
+    N, L, h, s, B, D = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch, mdl.tokens
+    G, t, p, b, v = (np.asarray(x, dtype=np.int64) for x in (lay.gpus, lay.tp, lay.pp, lay.microbatch,
+                                                              lay.interleave))
+    gpn = cfg.hardware.gpus_per_node
+    iterations = math.ceil(D / (B * s))
+    code = np.zeros(G.shape, dtype=np.int64)
+
+    def flag(failed, which):
+        code[(code == FEASIBLE) & failed] = which
+
+    flag(G % gpn != 0, NODE_MULTIPLE)
+    flag(G % (t * p) != 0, TP_PP_DIVIDE)
+    d = np.maximum(G // (t * p), 1)
+    flag(B % (d * b) != 0, BATCH_DIVIDE)
+    flag(p > L, PP_LAYERS)
+    m = np.maximum(B // (d * b), 1)
+    flag(~((lay.freq_min_mhz <= lay.freq_mhz) & (lay.freq_mhz <= lay.freq_max_mhz)), FREQUENCY)
+    if iterations > MAX_ITERATIONS:
+        flag(np.ones(G.shape, dtype=bool), TOO_MANY_ITERATIONS)
+
+    model_flops = np.full(G.shape, 6.0 * N * B * s)
+    hardware_flops = np.select([lay.recompute == 2, lay.recompute == 1],
+                               # Selective: forward attention scores recomputed: QK^T and AV,
+                               # 2 s^2 h FLOPs each per sequence and layer.
+                               [model_flops * 4.0 / 3.0, model_flops + 4.0 * B * s * s * h * L], model_flops)
+    peak_flops = lay.peak_tflops * 1e12
+    # DVFS: the compute-bound share of the compute time scales as f_max / f, the rest
+    # (memory-bound kernels) does not.
+    share = cfg.compute.freq_scaling_share
+    slowdown = share * lay.freq_max_mhz / lay.freq_mhz + (1.0 - share)
+    t_comp = hardware_flops / (G * peak_flops * cfg.compute.efficiency) * slowdown
+    bubble = t_comp * (p - 1) / (v * m)
+
+    latency_s = net.latency_us * 1e-6
+    act_bytes = b.astype(np.float64) * s * h * BF16_BYTES
+    # TP spans nodes when tp > gpus_per_node: it then runs on the inter-node link.
+    tp_bw = np.where(t <= gpn, net.intra_gbps, net.inter_gbps)
+    tp_comm = (L / p) * m * 4 * ring_allreduce_s(t, act_bytes, tp_bw, latency_s) * (1 - cfg.parallelism.overlap_tp)
+    pp_comm = np.where(p > 1, 2.0 * m * v * (act_bytes / (net.inter_gbps * 1e9) + latency_s), 0.0)
+    grad_bytes = BF16_BYTES * N / (t * p)
+    dp_comm = ring_allreduce_s(d, grad_bytes, net.inter_gbps, latency_s) * (1 - cfg.parallelism.overlap_dp)
+    # Bytes each GPU sends per iteration (a ring all-reduce sends 2(n-1)/n of the buffer).
+    tp_bytes = (L / p) * m * 4 * np.where(t > 1, 2.0 * (t - 1) / t * act_bytes, 0.0)
+    pp_bytes = np.where(p > 1, 2.0 * m * v * act_bytes, 0.0)
+    dp_bytes = np.where(d > 1, 2.0 * (d - 1) / d * grad_bytes, 0.0)
+    intra_bytes = np.where(t <= gpn, tp_bytes, 0.0)
+    inter_bytes = pp_bytes + dp_bytes + np.where(t > gpn, tp_bytes, 0.0)
+
+    state_bytes = N / (t * p) * (2 + 2 + 12 / d)
+    per_layer = _activation_per_layer(mdl, b, t, lay.recompute)
+    memory_gb = (state_bytes + per_layer * peak_stage_microbatch_layers(L, p, m)) / 1e9
+
+    iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
+    mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
+    max_wall_s = cfg.run.max_wall_days * 86400.0
+    # Below this, adding an iteration to the clock late in a run would not move it.
+    flag(iteration_time < max_wall_s * TIME_RESOLUTION, TIME_RESOLUTION_CODE)
+    flag(memory_gb > lay.memory_gb, MEMORY)
+    return WorkloadArrays(code, np.full(G.shape, iterations, dtype=np.int64), d, m, model_flops, hardware_flops,
+                          t_comp, bubble, tp_comm, pp_comm, dp_comm, memory_gb, mfu, intra_bytes, inter_bytes)
+
+
+def layouts_of(cfgs: list[Config]) -> Layouts:
+    """The :class:`Layouts` of configurations (one element each)."""
+    def column(get, dtype):
+        return np.array([get(c) for c in cfgs], dtype=dtype)
+
+    return Layouts(column(lambda c: c.parallelism.gpus, np.int64), column(lambda c: c.parallelism.tp, np.int64),
+                   column(lambda c: c.parallelism.pp, np.int64), column(lambda c: c.parallelism.microbatch, np.int64),
+                   column(lambda c: c.parallelism.interleave, np.int64),
+                   column(lambda c: RECOMPUTE_CODES[c.model.recompute], np.int64),
+                   column(lambda c: c.freq_mhz, np.float64), column(lambda c: c.gpu.peak_tflops, np.float64),
+                   column(lambda c: c.gpu.memory_gb, np.float64), column(lambda c: c.gpu.freq_min_mhz, np.float64),
+                   column(lambda c: c.gpu.freq_max_mhz, np.float64))
 
 
 def _infeasible(key: str, reason: str, iterations: int = 0) -> Workload:
@@ -126,89 +310,64 @@ def _infeasible(key: str, reason: str, iterations: int = 0) -> Workload:
     return Workload(False, key, reason, iterations, 0, 0, nan, nan, nan, nan, nan, nan, nan, nan, nan)
 
 
-def workload(cfg: Config) -> Workload:
-    """Evaluate the deterministic workload model of one configuration."""
-    mdl, par, net = cfg.model, cfg.parallelism, cfg.network
-    N, L, h, s, B, D = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch, mdl.tokens
-    G, t, p, b, v = par.gpus, par.tp, par.pp, par.microbatch, par.interleave
-    iterations = math.ceil(D / (B * s))
-    gpn = cfg.hardware.gpus_per_node
-    if G % gpn:
-        return _infeasible("parallelism.gpus", f"gpus = {G} is not a multiple of "
-                                               f"hardware.gpus_per_node = {gpn}", iterations)
-    if G % (t * p):
-        return _infeasible("parallelism.tp", f"tp*pp = {t}*{p} = {t * p} does not divide gpus = {G}",
-                           iterations)
-    d = G // (t * p)
-    if B % (d * b):
-        return _infeasible("model.global_batch", f"global_batch = {B} is not divisible by "
-                                                 f"dp*microbatch = {d}*{b} = {d * b}", iterations)
-    if p > L:
-        return _infeasible("parallelism.pp", f"pp = {p} exceeds layers = {L}", iterations)
+def _structural_reason(cfg: Config, code: int) -> tuple[str, str]:
+    par, gpn = cfg.parallelism, cfg.hardware.gpus_per_node
+    G, t, p, b = par.gpus, par.tp, par.pp, par.microbatch
+    if code == NODE_MULTIPLE:
+        return "parallelism.gpus", f"gpus = {G} is not a multiple of hardware.gpus_per_node = {gpn}"
+    if code == TP_PP_DIVIDE:
+        return "parallelism.tp", f"tp*pp = {t}*{p} = {t * p} does not divide gpus = {G}"
+    if code == BATCH_DIVIDE:
+        d = G // (t * p)
+        return "model.global_batch", (f"global_batch = {cfg.model.global_batch} is not divisible by "
+                                      f"dp*microbatch = {d}*{b} = {d * b}")
+    return "parallelism.pp", f"pp = {p} exceeds layers = {cfg.model.layers}"
+
+
+def configuration_problem(cfg: Config) -> tuple[str, str] | None:
+    """The checkpoint strategy's or a failure domain's objection to ``cfg`` as (key, reason), or None."""
     strategy_problem = STRATEGIES[cfg.checkpoint.strategy].infeasible(cfg)
     if strategy_problem:
-        return _infeasible("checkpoint.strategy", strategy_problem, iterations)
+        return "checkpoint.strategy", strategy_problem
+    nodes = cfg.parallelism.gpus // cfg.hardware.gpus_per_node
     for fclass in cfg.failures:
-        if fclass.scope == "node" and (G // gpn) % fclass.domain_nodes:
-            return _infeasible(f"failures.{fclass.name}.domain_nodes",
-                               f"domain_nodes = {fclass.domain_nodes} does not divide the job's {G // gpn} nodes",
-                               iterations)
-    m = B // (d * b)
-    if not cfg.gpu.freq_min_mhz <= cfg.freq_mhz <= cfg.gpu.freq_max_mhz:
+        if fclass.scope == "node" and nodes % fclass.domain_nodes:
+            return (f"failures.{fclass.name}.domain_nodes",
+                    f"domain_nodes = {fclass.domain_nodes} does not divide the job's {nodes} nodes")
+    return None
+
+
+def workload(cfg: Config) -> Workload:
+    """Evaluate the deterministic workload model of one configuration (through :func:`workload_arrays`)."""
+    arrays = workload_arrays(cfg, layouts_of([cfg]))
+    code = int(arrays.code[0])
+    iterations = int(arrays.iterations[0])
+    if code in STRUCTURAL:
+        return _infeasible(*_structural_reason(cfg, code), iterations)
+    problem = configuration_problem(cfg)
+    if problem:
+        return _infeasible(*problem, iterations)
+    if code == FREQUENCY:
         return _infeasible("compute.freq_mhz", f"freq_mhz = {cfg.freq_mhz:g} is outside the {cfg.hardware.gpu}'s "
                                                f"range {cfg.gpu.freq_min_mhz:g}..{cfg.gpu.freq_max_mhz:g} MHz",
                            iterations)
-    if iterations > MAX_ITERATIONS:
+    if code == TOO_MANY_ITERATIONS:
         return _infeasible("model.tokens", f"{iterations:.3g} iterations (tokens / (global_batch * seq_len)) "
                                            f"exceed the supported {MAX_ITERATIONS:.0e}", iterations)
-
-    model_flops = 6.0 * N * B * s
-    if mdl.recompute == "full":
-        hardware_flops = model_flops * 4.0 / 3.0
-    elif mdl.recompute == "selective":
-        # Forward attention scores recomputed: QK^T and AV, 2 s^2 h FLOPs each per sequence and layer.
-        hardware_flops = model_flops + 4.0 * B * s * s * h * L
-    else:
-        hardware_flops = model_flops
-    peak_flops = cfg.gpu.peak_tflops * 1e12
-    # DVFS: the compute-bound share of the compute time scales as f_max / f, the rest
-    # (memory-bound kernels) does not.
-    share = cfg.compute.freq_scaling_share
-    slowdown = share * cfg.gpu.freq_max_mhz / cfg.freq_mhz + (1.0 - share)
-    t_comp = hardware_flops / (G * peak_flops * cfg.compute.efficiency) * slowdown
-    bubble = t_comp * (p - 1) / (v * m)
-
-    latency_s = net.latency_us * 1e-6
-    act_bytes = b * s * h * BF16_BYTES
-    # TP spans nodes when tp > gpus_per_node: it then runs on the inter-node link.
-    tp_bw = net.intra_gbps if t <= gpn else net.inter_gbps
-    tp_comm = (L / p) * m * 4 * ring_allreduce_s(t, act_bytes, tp_bw, latency_s) * (1 - par.overlap_tp)
-    pp_comm = 2.0 * m * v * (act_bytes / (net.inter_gbps * 1e9) + latency_s) if p > 1 else 0.0
-    grad_bytes = BF16_BYTES * N / (t * p)
-    dp_comm = ring_allreduce_s(d, grad_bytes, net.inter_gbps, latency_s) * (1 - par.overlap_dp)
-    # Bytes each GPU sends per iteration (a ring all-reduce sends 2(n-1)/n of the buffer).
-    tp_bytes = (L / p) * m * 4 * (2.0 * (t - 1) / t * act_bytes if t > 1 else 0.0)
-    pp_bytes = 2.0 * m * v * act_bytes if p > 1 else 0.0
-    dp_bytes = 2.0 * (d - 1) / d * grad_bytes if d > 1 else 0.0
-    intra_bytes = tp_bytes if t <= gpn else 0.0
-    inter_bytes = pp_bytes + dp_bytes + (tp_bytes if t > gpn else 0.0)
-
-    state_bytes = N / (t * p) * (2 + 2 + 12 / d)
-    memory_gb = (state_bytes + peak_activation_bytes(cfg, m)) / 1e9
-
-    iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
-    mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
-    max_wall_s = cfg.run.max_wall_days * 86400.0
-    if iteration_time < max_wall_s * TIME_RESOLUTION:
-        # Below this, adding an iteration to the clock late in a run would not move it.
+    if code == TIME_RESOLUTION_CODE:
+        max_wall_s = cfg.run.max_wall_days * 86400.0
+        iteration_time = float((arrays.t_comp_s + arrays.bubble_s + arrays.tp_comm_s + arrays.pp_comm_s
+                                + arrays.dp_comm_s)[0])
         return _infeasible("model.global_batch", f"iteration time {iteration_time:.3g} s is below the time "
                                                  f"resolution of a {cfg.run.max_wall_days:g}-day run "
                                                  f"({max_wall_s * TIME_RESOLUTION:.3g} s); use larger batches "
                                                  "or a shorter run.max_wall_days", iterations)
-    if memory_gb > cfg.gpu.memory_gb:
-        reason = (f"memory per GPU {memory_gb:.1f} GB exceeds the {cfg.hardware.gpu}'s "
+    values = [float(getattr(arrays, name)[0]) for name in (
+        "model_flops", "hardware_flops", "t_comp_s", "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s",
+        "memory_per_gpu_gb", "mfu_ideal", "intra_bytes_per_gpu", "inter_bytes_per_gpu")]
+    dp, m = int(arrays.dp[0]), int(arrays.microbatches[0])
+    if code == MEMORY:
+        reason = (f"memory per GPU {values[7]:.1f} GB exceeds the {cfg.hardware.gpu}'s "
                   f"{cfg.gpu.memory_gb:g} GB")
-        return Workload(False, "parallelism", reason, iterations, d, m, model_flops, hardware_flops,
-                        t_comp, bubble, tp_comm, pp_comm, dp_comm, memory_gb, mfu, intra_bytes, inter_bytes)
-    return Workload(True, "", "", iterations, d, m, model_flops, hardware_flops, t_comp, bubble,
-                    tp_comm, pp_comm, dp_comm, memory_gb, mfu, intra_bytes, inter_bytes)
+        return Workload(False, "parallelism", reason, iterations, dp, m, *values)
+    return Workload(True, "", "", iterations, dp, m, *values)
