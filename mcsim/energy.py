@@ -58,16 +58,37 @@ class PowerModel:
     iteration_power_w: float   # mean per-GPU power over an executed iteration (stragglers included)
 
 
+def phase_powers_w(tdp_w, idle_w, freq_mhz, freq_max_mhz, en) -> tuple:
+    """Per-GPU power computing and waiting, W (scalars or candidate arrays; ``en`` the energy section)."""
+    scale = (freq_mhz / freq_max_mhz) ** en.power_freq_exponent
+    headroom = tdp_w - idle_w
+    busy = idle_w + headroom * en.busy_utilization * scale
+    wait = idle_w + headroom * en.wait_power_fraction * scale
+    return busy, wait
+
+
+def rank_factor_mean(sigma: float) -> float:
+    """E[X] of one rank's lognormal straggler factor (median 1): ``exp(sigma^2 / 2)``."""
+    return math.exp(0.5 * sigma**2)
+
+
+def job_factor_mean(job_sigma: float) -> float:
+    """E[max(1, e^{sZ})] of the per-run job factor."""
+    return 0.5 + math.exp(0.5 * job_sigma**2) * special.ndtr(job_sigma)
+
+
+def iteration_power_w(busy_w, wait_w, busy_share, phase_s, comm_s):
+    """Mean per-GPU power over an executed iteration of compute phase ``phase_s`` and exposed comm ``comm_s``."""
+    return (busy_w * busy_share * phase_s + wait_w * ((1 - busy_share) * phase_s + comm_s)) / (phase_s + comm_s)
+
+
 def power_model(cfg: Config, wl: Workload) -> PowerModel:
     """Phase powers and shares of one feasible configuration."""
     gpu, en = cfg.gpu, cfg.energy
-    scale = (cfg.freq_mhz / gpu.freq_max_mhz) ** en.power_freq_exponent
-    headroom = gpu.tdp_w - gpu.idle_w
-    busy = gpu.idle_w + headroom * en.busy_utilization * scale
-    wait = gpu.idle_w + headroom * en.wait_power_fraction * scale
+    busy, wait = phase_powers_w(gpu.tdp_w, gpu.idle_w, cfg.freq_mhz, gpu.freq_max_mhz, en)
     st = cfg.stragglers
     law = factor_law(float(cfg.parallelism.gpus), st.sigma)
-    rank_mean = math.exp(0.5 * st.sigma**2)  # one rank's lognormal factor, median 1
+    rank_mean = rank_factor_mean(st.sigma)  # one rank's lognormal factor, median 1
     compute_share = wl.t_comp_s / wl.compute_time_s  # the rest of the compute phase is the bubble
     # E[X] <= E[F] exactly (F is the largest of the X); min() keeps the quadrature's last-digit
     # error from making the share exceed compute_share (G = 1, where E[X] = E[F]).
@@ -77,10 +98,9 @@ def power_model(cfg: Config, wl: Workload) -> PowerModel:
     episode_law = factor_law(float(cfg.parallelism.gpus), st.sigma, floor=st.episode_slowdown)
     busy_share_episode = compute_share * rank_mean * (1.0 + (st.episode_slowdown - 1.0) * slow_share) \
         / episode_law.mean
-    job_mean = 0.5 + math.exp(0.5 * st.job_sigma**2) * special.ndtr(st.job_sigma)  # E[max(1, e^{sZ})]
+    job_mean = job_factor_mean(st.job_sigma)  # E[max(1, e^{sZ})]
     phase = wl.compute_time_s * job_mean * law.mean
-    iteration_power = (busy * busy_share * phase + wait * ((1 - busy_share) * phase + wl.comm_time_s)) / (
-        phase + wl.comm_time_s)
+    iteration_power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
     # The bubble is waiting time in an episode too: the computing share is at most compute_share.
     return PowerModel(busy, wait, gpu.idle_w, busy_share, min(compute_share, busy_share_episode),
                       phase + wl.comm_time_s, iteration_power)
@@ -152,14 +172,16 @@ def run_cost_usd(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[
     Rental: ``G wall_h gpu_hour_usd``. Owned: ``(G gpu_capex + nodes node_capex)
     wall_h / (amortization_years * 8766 h)``. Electricity: ``kWh electricity_usd_per_kwh``.
     """
-    cost = cfg.cost
-    hours = wall_s / 3600.0
+    return {"allocation": allocation_usd(cfg.cost, cfg.parallelism.gpus, cfg.nodes, wall_s / 3600.0),
+            "electricity": energy_j / J_PER_KWH * cfg.cost.electricity_usd_per_kwh}
+
+
+def allocation_usd(cost, gpus, nodes, hours):
+    """Rental or amortised capital cost of an allocation held ``hours``, USD (scalars or arrays)."""
     if cost.model == "rental":
-        allocation = cfg.parallelism.gpus * hours * cost.gpu_hour_usd
-    else:
-        capital = cfg.parallelism.gpus * cost.gpu_capex_usd + cfg.nodes * cost.node_capex_usd
-        allocation = capital * hours / (cost.amortization_years * HOURS_PER_YEAR)
-    return {"allocation": allocation, "electricity": energy_j / J_PER_KWH * cost.electricity_usd_per_kwh}
+        return gpus * hours * cost.gpu_hour_usd
+    capital = gpus * cost.gpu_capex_usd + nodes * cost.node_capex_usd
+    return capital * hours / (cost.amortization_years * HOURS_PER_YEAR)
 
 
 def run_co2_t(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str, np.ndarray]:
@@ -167,7 +189,12 @@ def run_co2_t(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str
 
     ``kWh grid_g_per_kwh / 1e6`` and ``embodied_kg_per_gpu G wall / lifetime / 1e3``.
     """
-    operational = energy_j / J_PER_KWH * cfg.carbon.grid_g_per_kwh / 1e6
-    lifetime_s = cfg.carbon.lifetime_years * SECONDS_PER_YEAR
-    embodied = cfg.carbon.embodied_kg_per_gpu * cfg.parallelism.gpus * wall_s / lifetime_s / 1e3
+    return co2_t(cfg.carbon, cfg.parallelism.gpus, wall_s, energy_j)
+
+
+def co2_t(carbon, gpus, wall_s, energy_j) -> dict:
+    """Operational and embodied emissions, tonnes CO2e (scalars or arrays; ``carbon`` the carbon section)."""
+    operational = energy_j / J_PER_KWH * carbon.grid_g_per_kwh / 1e6
+    lifetime_s = carbon.lifetime_years * SECONDS_PER_YEAR
+    embodied = carbon.embodied_kg_per_gpu * gpus * wall_s / lifetime_s / 1e3
     return {"operational": operational, "embodied": embodied}
