@@ -54,7 +54,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .accelerate import jit_inline, jit_parallel
+from .accelerate import jit, jit_inline, jit_parallel
 from .normal import max_lognormal_factor, ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
 from .rng import seed_stream, uniform
@@ -778,9 +778,58 @@ def _simulate_run(p, fc, seed, run, row):
     _write_outputs(row, x, k, pts)
 
 
+# --- Entry points ---------------------------------------------------------------------------
+
+@jit_inline
+def _row_params(t, j):
+    """Parameter set ``j`` of the table ``t`` (a RunParams of arrays) as a RunParams of scalars."""
+    return RunParams(t.iterations[j], t.compute_time_s[j], t.comm_time_s[j], t.n_ranks[j], t.sigma[j],
+                     t.job_sigma[j], t.strategy[j], t.checkpoint_every[j], t.checkpoint_stall_s[j],
+                     t.checkpoint_write_s[j], t.replicate_s[j], t.persist_every[j], t.load_s[j],
+                     t.load_memory_s[j], t.episode_rate_per_s[j], t.episode_mean_s[j], t.episode_slowdown[j],
+                     t.spare_nodes[j], t.max_wall_s[j], t.max_failures[j], t.fast[j], t.fast_min_block[j],
+                     t.factor_mean[j], t.factor_std[j], t.fast_min_block_episode[j], t.factor_mean_episode[j],
+                     t.factor_std_episode[j])
+
+
+@jit_inline
+def _row_classes(c, j):
+    """Parameter set ``j`` of the failure-class table ``c`` (2-D: set x class) as FailureClasses."""
+    return FailureClasses(c.units[j], c.shape[j], c.scale_s[j], c.recovery_s[j], c.nodes_taken[j],
+                          c.memory_ok[j], c.repair_s[j], c.start[j], c.age_s[j])
+
+
 @jit_parallel
+def simulate_runs_table(table, classes, row_param, row_stream_run, seed, out):
+    """Simulate one run per output row, each with its own parameter set and random streams.
+
+    Parameters
+    ----------
+    table : RunParams of arrays
+        Every field an array over the parameter sets (e.g. the parameter draws of one
+        configuration): int64, float64 or bool as the field's scalar type
+        (:func:`params_table`).
+    classes : FailureClasses of 2-D arrays
+        Per parameter set (rows) and failure class (columns) (:func:`classes_table`).
+    row_param : int64[n_rows]
+        Parameter set of each output row.
+    row_stream_run : int64[n_rows]
+        Global run index of each output row: with ``seed`` it names the row's random streams.
+    seed : int
+        Scenario seed.
+    out : float64[n_rows, N_OUT]
+        Filled in place; each row is written by its own run only.
+    """
+    for i in numba.prange(out.shape[0]):
+        j = row_param[i]
+        _simulate_run(_row_params(table, j), _row_classes(classes, j), seed, row_stream_run[i], out[i])
+
+
+@jit
 def simulate_runs(p, fc, seed, first_run, out):
     """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration.
+
+    The case of :func:`simulate_runs_table` with one parameter set (the same compiled kernel).
 
     Parameters
     ----------
@@ -795,5 +844,43 @@ def simulate_runs(p, fc, seed, first_run, out):
     out : float64[n_runs, N_OUT]
         Filled in place; each run writes its own row only.
     """
-    for i in numba.prange(out.shape[0]):
-        _simulate_run(p, fc, seed, first_run + i, out[i])
+    n = out.shape[0]
+    table = RunParams(np.full(1, p.iterations), np.full(1, p.compute_time_s), np.full(1, p.comm_time_s),
+                      np.full(1, p.n_ranks), np.full(1, p.sigma), np.full(1, p.job_sigma), np.full(1, p.strategy),
+                      np.full(1, p.checkpoint_every), np.full(1, p.checkpoint_stall_s),
+                      np.full(1, p.checkpoint_write_s), np.full(1, p.replicate_s), np.full(1, p.persist_every),
+                      np.full(1, p.load_s), np.full(1, p.load_memory_s), np.full(1, p.episode_rate_per_s),
+                      np.full(1, p.episode_mean_s), np.full(1, p.episode_slowdown), np.full(1, p.spare_nodes),
+                      np.full(1, p.max_wall_s), np.full(1, p.max_failures), np.full(1, p.fast),
+                      np.full(1, p.fast_min_block), np.full(1, p.factor_mean), np.full(1, p.factor_std),
+                      np.full(1, p.fast_min_block_episode), np.full(1, p.factor_mean_episode),
+                      np.full(1, p.factor_std_episode))
+    classes = FailureClasses(_one_row(fc.units), _one_row(fc.shape), _one_row(fc.scale_s), _one_row(fc.recovery_s),
+                             _one_row(fc.nodes_taken), _one_row(fc.memory_ok), _one_row(fc.repair_s),
+                             _one_row(fc.start), _one_row(fc.age_s))
+    row_stream_run = np.arange(n) + first_run
+    simulate_runs_table(table, classes, np.zeros(n, np.int64), row_stream_run, seed, out)
+
+
+@jit_inline
+def _one_row(values):
+    """A copy of the 1-D array ``values`` as a C-contiguous ``(1, n)`` array."""
+    row = np.empty((1, values.shape[0]), values.dtype)
+    row[0, :] = values
+    return row
+
+
+# Scalar type of each RunParams field, as the arrays of a parameter table hold it.
+_FIELD_DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_}
+
+
+def params_table(params) -> RunParams:
+    """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
+    return RunParams(*(np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
+                       for name, kind in RunParams.__annotations__.items()))
+
+
+def classes_table(classes) -> FailureClasses:
+    """The failure classes of several parameter sets (equal class counts) as 2-D arrays (set x class)."""
+    return FailureClasses(*(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes]))
+                            for name in FailureClasses._fields))
