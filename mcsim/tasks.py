@@ -151,6 +151,11 @@ class KernelInputs(NamedTuple):
         """1 / total failure rate, s (inf without failures)."""
         return self.plan.system_mtbf_s
 
+    def simulate_rows(self, seed: int, start: int, stop: int, out: np.ndarray) -> None:
+        """Kernel output of runs ``start .. stop - 1`` into ``out`` (the draw tables' rows have their own,
+        :class:`mcsim.draws.TableInputs`)."""
+        mc.simulate_runs(self.params, self.classes, seed, start, out)
+
 
 def kernel_inputs(cfg: Config, mode: str, wl: Workload | None = None) -> KernelInputs:
     """Kernel scalars, workload and checkpoint plan of one feasible configuration.
@@ -222,11 +227,11 @@ def task_seed(task: Task, seed: int) -> int:
 
 
 def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: int | None = None) -> np.ndarray:
-    """Kernel output rows ``(stop - start, N_OUT)`` for runs ``start .. stop - 1``."""
+    """Kernel output rows ``(stop - start, N_OUT)`` for runs (or draw-table rows) ``start .. stop - 1``."""
     if threads is not None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     out = np.empty((stop - start, mc.N_OUT))
-    mc.simulate_runs(inputs.params, inputs.classes, seed, start, out)
+    inputs.simulate_rows(seed, start, stop, out)
     return out
 
 

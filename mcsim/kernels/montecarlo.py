@@ -49,6 +49,7 @@ output columns are declared once in :data:`OUTPUT_COLUMNS`.
 from __future__ import annotations
 
 import math
+import typing
 from typing import NamedTuple
 
 import numba
@@ -871,13 +872,13 @@ def _one_row(values):
 
 
 # Scalar type of each RunParams field, as the arrays of a parameter table hold it.
-_FIELD_DTYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_}
+_FIELD_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_}
 
 
 def params_table(params) -> RunParams:
     """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
     return RunParams(*(np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
-                       for name, kind in RunParams.__annotations__.items()))
+                       for name, kind in typing.get_type_hints(RunParams).items()))
 
 
 def classes_table(classes) -> FailureClasses:
