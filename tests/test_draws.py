@@ -29,7 +29,11 @@ UNCERTAIN = {
     "stragglers.sigma": {"dist": "uniform", "low": 0.0, "high": 0.1},
     "network.inter_gbps": {"dist": "uniform", "low": 25, "high": 100},
     "energy.pue": {"dist": "uniform", "low": 1.05, "high": 1.5},
+    "checkpoint.bytes_per_param": {"dist": "uniform", "low": 10, "high": 16},
+    "stragglers.episode_rate_per_node_day": {"dist": "uniform", "low": 0.0, "high": 0.5},
+    "parallelism.overlap_dp": {"dist": "uniform", "low": 0.5, "high": 0.9},
 }
+DRAWS = 2 * (len(UNCERTAIN) + 2)  # Saltelli: 2 base points
 
 
 def _raw(mode: str, design: str = "saltelli") -> dict:
@@ -37,8 +41,8 @@ def _raw(mode: str, design: str = "saltelli") -> dict:
     raw["failures"].append({"name": "node", "scope": "node", "shape": 1.0, "mtbf_hours": 5000.0,
                             "recovery_minutes": 15.0})
     raw["checkpoint"]["interval"] = "young_daly"  # the drawn MTBF sets each draw's interval
-    raw["run"].update(runs=5, draws=2 * (len(UNCERTAIN) + 2), mode=mode, design=design)
-    raw["sweep"] = {"checkpoint.strategy": ["sync", "async", "in_memory"]}
+    raw["run"].update(runs=5, draws=DRAWS, mode=mode, design=design)
+    raw["sweep"] = {"checkpoint.strategy": ["sync", "async", "gockpt", "in_memory"]}
     raw["uncertain"] = copy.deepcopy(UNCERTAIN)
     return raw
 
@@ -99,8 +103,8 @@ def test_resumed_from_saved_pieces(reference, tabled, tmp_path, monkeypatch):
     messages = []
     store = PieceStore(tmp_path / "out.nc", scenario, 12, notify=messages.append)
     resumed = mcsim.simulate(scenario, progress=False, chunk_runs=12, store=store, notify=messages.append)
-    # 3 configurations x 20 draws of 5 runs: 2 draws per task in a table, else a task per draw
-    tasks = 3 * 10 if tabled else 3 * 20
+    # 4 configurations x DRAWS draws of 5 runs: 2 draws per task in a table, else a task per draw
+    tasks = 4 * DRAWS // 2 if tabled else 4 * DRAWS
     assert any(m.startswith(f"resuming: {tasks} of {tasks}") for m in messages), messages
     assert _comparable(resumed).identical(_comparable(expected))
 
@@ -108,10 +112,10 @@ def test_resumed_from_saved_pieces(reference, tabled, tmp_path, monkeypatch):
 def test_tasks_span_whole_draws_or_pieces_of_one():
     scenario = scenario_from_dict(_raw("fast", design="sobol"))
     plan = DrawPlan(scenario)
-    count, runs = plan.count, plan.runs  # 20 draws x 5 runs per configuration
+    count, runs = plan.count, plan.runs  # DRAWS (even) draws x 5 runs per configuration
     feasible = [c * count + d for c in range(3) for d in range(count) if (c, d) != (1, 4)]  # one infeasible draw
     spanning = plan.tasks(feasible, 12)
-    assert {(t.start, t.stop) for t in spanning if t.config == 0} == {(q, q + 10) for q in range(0, 100, 10)}
+    assert {(t.start, t.stop) for t in spanning if t.config == 0} == {(q, q + 10) for q in range(0, 5 * count, 10)}
     assert [(t.start, t.stop) for t in spanning if t.config == 1][1:4] == [(10, 20), (25, 35), (35, 45)]
     pieces = plan.tasks(feasible, 2)
     assert [(t.start, t.stop) for t in pieces if t.config == 2][:4] == [(0, 2), (2, 4), (4, 5), (5, 7)]
