@@ -154,7 +154,7 @@ class KernelInputs(NamedTuple):
     def simulate_rows(self, seed: int, start: int, stop: int, out: np.ndarray) -> None:
         """Kernel output of runs ``start .. stop - 1`` into ``out`` (the draw tables' rows have their own,
         :class:`mcsim.draws.TableInputs`)."""
-        mc.simulate_runs(self.params, self.classes, seed, start, out)
+        mc.simulate_runs_of_one_set(self.params, self.classes, seed, start, out)
 
 
 def kernel_inputs(cfg: Config, mode: str, wl: Workload | None = None) -> KernelInputs:

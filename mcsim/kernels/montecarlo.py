@@ -881,6 +881,17 @@ def params_table(params) -> RunParams:
                        for name, kind in typing.get_type_hints(RunParams).items()))
 
 
+def simulate_runs_of_one_set(p, fc, seed: int, first_run: int, out: np.ndarray) -> None:
+    """:func:`simulate_runs`, called from Python straight into :func:`simulate_runs_table`.
+
+    What mcsim's tasks call: a process that only simulates compiles the table kernel and
+    not the :func:`simulate_runs` wrapper as well (a cold start saves its compile time).
+    """
+    n = out.shape[0]
+    simulate_runs_table(params_table([p]), classes_table([fc]), np.zeros(n, np.int64),
+                        np.arange(first_run, first_run + n, dtype=np.int64), seed, out)
+
+
 def classes_table(classes) -> FailureClasses:
     """The failure classes of several parameter sets (equal class counts) as 2-D arrays (set x class)."""
     return FailureClasses(*(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes]))
