@@ -9,7 +9,6 @@ the sweep (common random numbers).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from datetime import datetime, timezone
 
@@ -21,17 +20,17 @@ from tqdm.auto import tqdm
 from . import __version__
 from .backends import make_backend
 from .budget import TimeEstimate, check_time, format_duration
+from .draws import DrawPlan
 from .checkpointing import CheckpointPlan
 from .energy import (ENERGY_PARTS, J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t,
                      run_cost_usd, run_energy_j)
 from .kernels import montecarlo as mc
 from .resume import PieceStore
-from .scenario import Config, Scenario, config_with_values
+from .scenario import Config, Scenario
 from .optimize import COARSE_POINTS, FINE_POINTS, IntervalOptimum, IntervalSearch
 from .schema import Interval, field_meta
 from .tasks import (DEFAULT_CHUNK_RUNS, OPTIMIZE_SEED_OFFSET, PreparedConfigs, Task, estimate_run, kernel_inputs,
                     plan_tasks, run_task, with_fixed_interval)
-from .uncertain import draw_offset, draw_values, input_variable_attrs
 from .variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
 from .workload import Workload, workload
 
@@ -267,16 +266,21 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
     run = scenario.run
     shape = scenario.shape
     configs = list(scenario.configs)
-    draws = _DrawPlan(scenario)
-    if draws.count:
-        configs, shape = draws.configs(), shape + (draws.count,)
-        if store is not None:
-            store.configs = configs  # pieces are checked against the (configuration, draw) they ran
-    prepared = PreparedConfigs(configs, run.mode)  # workload and plan: once per configuration
+    draws = DrawPlan(scenario)
+    if draws.tabled:  # every configuration's draws evaluated together; tasks over its draws x runs rows
+        prepared = draws.prepared(run.mode)
+        configs, shape = list(prepared.configs), shape + (draws.count,)
+    else:
+        if draws.count:
+            configs, shape = draws.configs(), shape + (draws.count,)
+            if store is not None:
+                store.configs = configs  # pieces are checked against the (configuration, draw) they ran
+        prepared = PreparedConfigs(configs, run.mode)  # workload and plan: once per configuration
     feasible = [i for i in range(len(configs)) if prepared.workload(i).feasible]
     to_optimize = [i for i in feasible if configs[i].checkpoint.interval.kind == "optimize"]
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    tasks = draws.shift(plan_tasks(feasible, run.runs, chunk))  # validates chunk before anything starts
+    # validates chunk before anything starts
+    tasks = draws.tasks(feasible, chunk) if draws.count else plan_tasks(feasible, run.runs, chunk)
     backend = make_backend(workers, scheduler)
     try:
         estimate = _time_estimate(configs, feasible, to_optimize, run, backend.parallelism, prepared)
@@ -296,15 +300,16 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
                 configs[i] = with_fixed_interval(configs[i], optimum.interval_iterations)
             left = {i: 0 for i in feasible}
             for task in tasks:
-                left[task.config] += 1
+                for piece in draws.pieces(task):
+                    left[piece[0]] += 1
             done = [0]
             outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
 
             def place(task: Task, rows: np.ndarray) -> None:
-                first = draws.first_run(task.config)
-                outs[task.config][task.start - first:task.stop - first] = rows
-                left[task.config] -= 1
-                done[0] += left[task.config] == 0
+                for config, run_start, run_stop, row_start, row_stop in draws.pieces(task):
+                    outs[config][run_start:run_stop] = rows[row_start:row_stop]
+                    left[config] -= 1
+                    done[0] += left[config] == 0
                 if not bar.disable:
                     bar.set_postfix_str(f"{done[0]}/{len(feasible)} configurations, "
                                         f"{done[0] / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
@@ -354,49 +359,6 @@ def _output_arrays(configs: list[Config], prepared: PreparedConfigs, outs: dict[
         per_config["checkpoint_interval_ci_high"][flat] = high
     return {**{k: v.reshape(shape + (runs,)) for k, v in per_run.items()},
             **{k: v.reshape(shape) for k, v in per_config.items()}}
-
-
-class _DrawPlan:
-    """The parameter draws of a scenario's ``[uncertain]`` inputs (none when ``run.draws`` is 0).
-
-    Configuration ``flat`` of the sweep with draw ``d`` is the simulated configuration
-    ``flat * draws + d`` (C order of dims (sweep..., draw)); its runs use the kernel
-    streams of the global runs ``d * runs .. (d + 1) * runs - 1`` (with the Saltelli design,
-    those of its base point: :func:`mcsim.uncertain.draw_offset`), so a draw has the same
-    parameter values and the same streams in every configuration (paired comparisons).
-    """
-
-    def __init__(self, scenario: Scenario) -> None:
-        run = scenario.run
-        self.scenario, self.count, self.runs = scenario, run.draws, run.runs
-        self.values = draw_values(scenario.uncertain, run.draws, run.design, run.seed)
-
-    def configs(self) -> list[Config]:
-        """Every (configuration, draw) pair as a configuration with the drawn values set."""
-        keys = [entry.key for entry in self.scenario.uncertain]
-        return [config_with_values(self.scenario, flat, dict(zip(keys, self.values[d])), f"draw {d}")
-                for flat in range(len(self.scenario.configs)) for d in range(self.count)]
-
-    def first_run(self, config: int) -> int:
-        """Global index of the first run of simulated configuration ``config``."""
-        if not self.count:
-            return 0
-        return draw_offset(config % self.count, self.runs, self.scenario.run.design, len(self.scenario.uncertain))
-
-    def shift(self, tasks: list[Task]) -> list[Task]:
-        """``tasks`` (runs 0 .. runs - 1 of each configuration) on their draw's global runs."""
-        return [dataclasses.replace(t, start=t.start + self.first_run(t.config), stop=t.stop + self.first_run(t.config))
-                for t in tasks]
-
-    def annotate(self, ds: xr.Dataset) -> xr.Dataset:
-        """``ds`` with each input's drawn values as a variable along ``draw`` (named by its key)."""
-        for i, entry in enumerate(self.scenario.uncertain):
-            ds[entry.key] = xr.Variable(("draw",), self.values[:, i], input_variable_attrs(entry))
-        if self.count:
-            ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
-            ds.attrs.update(draws=self.count, design=self.scenario.run.design,
-                            uncertain_inputs=" ".join(entry.key for entry in self.scenario.uncertain))
-        return ds
 
 
 def _coordinate_attrs(axis) -> dict[str, str]:

@@ -153,6 +153,11 @@ class KernelInputs(NamedTuple):
         """1 / total failure rate, s (inf without failures)."""
         return self.plan.system_mtbf_s
 
+    def simulate_rows(self, seed: int, start: int, stop: int, out: np.ndarray) -> None:
+        """Kernel output of runs ``start .. stop - 1`` into ``out`` (the draw tables' rows have their own,
+        :class:`mcsim.draws.TableInputs`)."""
+        mc.simulate_runs(self.params, self.classes, seed, start, out)
+
 
 def kernel_inputs(cfg: Config, mode: str, wl: Workload | None = None) -> KernelInputs:
     """Kernel scalars, workload and checkpoint plan of one feasible configuration.
@@ -224,7 +229,7 @@ def task_seed(task: Task, seed: int) -> int:
 
 
 def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: int | None = None) -> np.ndarray:
-    """Kernel output rows ``(stop - start, N_OUT)`` for runs ``start .. stop - 1``.
+    """Kernel output rows ``(stop - start, N_OUT)`` for runs (or draw-table rows) ``start .. stop - 1``.
 
     The runs are split into one contiguous slice per Numba thread
     (``numba.get_num_threads()``, or ``threads``), each simulated by the serial
@@ -238,14 +243,14 @@ def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: 
     out = np.empty((stop - start, mc.N_OUT))
     workers = min(numba.get_num_threads(), stop - start)
     if workers <= 1:
-        mc.simulate_runs(inputs.params, inputs.classes, seed, start, out)
+        inputs.simulate_rows(seed, start, stop, out)
         return out
     size = -(-(stop - start) // workers)
-    futures = [_kernel_threads().submit(mc.simulate_runs, inputs.params, inputs.classes, seed, start + a,
+    futures = [_kernel_threads().submit(inputs.simulate_rows, seed, start + a, min(stop, start + a + size),
                                         out[a:a + size])
                for a in range(size, stop - start, size)]
     try:
-        mc.simulate_runs(inputs.params, inputs.classes, seed, start, out[:size])  # this thread's share
+        inputs.simulate_rows(seed, start, start + size, out[:size])  # this thread's share
     finally:
         for future in futures:
             future.result()

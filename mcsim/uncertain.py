@@ -24,7 +24,7 @@ Gaussian copula of the keys' truncated lognormal marginals::
  ``run.draws`` points of a design on the unit cube (scrambled Sobol,
 Latin hypercube, or a Saltelli design for Sobol indices) are mapped through
 the truncated inverse CDFs to ``draws`` parameter sets; every configuration
-of a sweep is simulated with each of them (:mod:`mcsim.simulate`).
+of a sweep is simulated with each of them (:mod:`mcsim.draws`).
 """
 
 from __future__ import annotations

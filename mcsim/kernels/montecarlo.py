@@ -49,6 +49,7 @@ output columns are declared once in :data:`OUTPUT_COLUMNS`.
 from __future__ import annotations
 
 import math
+import typing
 from typing import NamedTuple
 
 import numpy as np
@@ -780,6 +781,57 @@ def _simulate_run(p, fc, seed, run, row):
     _write_outputs(row, x, k, pts)
 
 
+# --- Entry points ---------------------------------------------------------------------------
+
+@jit_inline
+def _row_params(t, j):
+    """Parameter set ``j`` of the table ``t`` (a RunParams of arrays) as a RunParams of scalars."""
+    return RunParams(t.iterations[j], t.compute_time_s[j], t.comm_time_s[j], t.n_ranks[j], t.sigma[j],
+                     t.job_sigma[j], t.strategy[j], t.checkpoint_every[j], t.checkpoint_stall_s[j],
+                     t.checkpoint_write_s[j], t.replicate_s[j], t.persist_every[j], t.load_s[j],
+                     t.load_memory_s[j], t.episode_rate_per_s[j], t.episode_mean_s[j], t.episode_slowdown[j],
+                     t.spare_nodes[j], t.max_wall_s[j], t.max_failures[j], t.fast[j], t.fast_min_block[j],
+                     t.factor_mean[j], t.factor_std[j], t.fast_min_block_episode[j], t.factor_mean_episode[j],
+                     t.factor_std_episode[j])
+
+
+@jit_inline
+def _row_classes(c, j):
+    """Parameter set ``j`` of the failure-class table ``c`` (2-D: set x class) as FailureClasses."""
+    return FailureClasses(c.units[j], c.shape[j], c.scale_s[j], c.recovery_s[j], c.nodes_taken[j],
+                          c.memory_ok[j], c.repair_s[j], c.start[j], c.age_s[j])
+
+
+@jit
+def simulate_runs_table(table, classes, row_param, row_stream_run, seed, out):
+    """Simulate one run per output row, each with its own parameter set and random streams, in this thread.
+
+    Serial and ``nogil`` like :func:`simulate_runs`: :func:`mcsim.tasks.run_kernel` runs
+    slices of the rows on several threads at once (each row depends only on its own
+    parameter set and stream index, so the split never changes a result).
+
+    Parameters
+    ----------
+    table : RunParams of arrays
+        Every field an array over the parameter sets (e.g. the parameter draws of one
+        configuration): int64, float64 or bool as the field's scalar type
+        (:func:`params_table`).
+    classes : FailureClasses of 2-D arrays
+        Per parameter set (rows) and failure class (columns) (:func:`classes_table`).
+    row_param : int64[n_rows]
+        Parameter set of each output row.
+    row_stream_run : int64[n_rows]
+        Global run index of each output row: with ``seed`` it names the row's random streams.
+    seed : int
+        Scenario seed.
+    out : float64[n_rows, N_OUT]
+        Filled in place; each row is written by its own run only.
+    """
+    for i in range(out.shape[0]):
+        j = row_param[i]
+        _simulate_run(_row_params(table, j), _row_classes(classes, j), seed, row_stream_run[i], out[i])
+
+
 @jit
 def simulate_runs(p, fc, seed, first_run, out):
     """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration, in this thread.
@@ -803,3 +855,19 @@ def simulate_runs(p, fc, seed, first_run, out):
     """
     for i in range(out.shape[0]):
         _simulate_run(p, fc, seed, first_run + i, out[i])
+
+
+# Scalar type of each RunParams field, as the arrays of a parameter table hold it.
+_FIELD_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_}
+
+
+def params_table(params) -> RunParams:
+    """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
+    return RunParams(*(np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
+                       for name, kind in typing.get_type_hints(RunParams).items()))
+
+
+def classes_table(classes) -> FailureClasses:
+    """The failure classes of several parameter sets (equal class counts) as 2-D arrays (set x class)."""
+    return FailureClasses(*(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes]))
+                            for name in FailureClasses._fields))
