@@ -1,0 +1,51 @@
+"""mcsim plan under hostile use: absurd but legal values, files left behind, CF form, report wording.
+
+One test per defect found by a hostile review (each failed before its fix).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+
+from mcsim.cli import main
+from mcsim.netcdf import open_results
+from mcsim.scenario import dumps_toml
+
+# The small plan of tests/test_plan.py, with one GPU type and two sizes to stay fast.
+PLAN = {
+    "name": "hostile-plan",
+    "model": {"params": 1.3e9, "layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "tokens": 2e10,
+              "global_batch": 512},
+    "hardware": {"gpus_per_node": 8},
+    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
+    "run": {"seed": 3, "mode": "fast"},
+    "search": {"gpu_types": ["H100-SXM"], "gpus": [16, 64], "strategy": ["sync", "async"]},
+    "plan": {"objective": "wall_time", "first_runs": 20, "max_runs": 100, "finalists": 3},
+}
+
+
+def _plan(**tables) -> dict:
+    raw = copy.deepcopy(PLAN)
+    for name, values in tables.items():
+        raw.setdefault(name, {}).update(values)
+    return raw
+
+
+def _write(raw: dict, path: Path) -> Path:
+    path.write_text(dumps_toml(raw))
+    return path
+
+
+def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, capsys):
+    # 1.5 h with probability 0.999999: the screen keeps the 64-GPU finalists (estimates ~1.49 h, within the
+    # 5 % margin) but their simulated runs miss it, so every finalist is dropped: exit 1, and nothing may
+    # be left beside the output (the selection finished; its pieces are of no further use).
+    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}),
+                  tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every finalist misses a constraint when simulated (deadline)" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
