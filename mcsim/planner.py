@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import numpy as np
 import xarray as xr
@@ -301,7 +302,12 @@ def _attrs(res: PlanResult) -> dict[str, object]:
 
     plan = res.plan
     c = plan.constraints
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {
+        "title": f"mcsim plan: {plan.scenario.name}",  # title, history: CF-1.10 §2.6.2, as mcsim run's files
+        "history": (f"{created}: mcsim {__version__} planned {plan.scenario.name!r} from {plan.source}, "
+                    f"seed {plan.scenario.run.seed}, {plan.scenario.run.mode} mode"),
+        "created": created,
         "mcsim_kind": "plan", "mcsim_version": __version__, "scenario_name": plan.scenario.name,
         "plan_source": plan.source, "scenario_toml": plan.scenario.to_toml(),
         "objective": plan.objective_label, "indifference": plan.indifference, "alpha": plan.alpha,

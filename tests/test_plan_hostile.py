@@ -49,3 +49,17 @@ def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "every finalist misses a constraint when simulated (deadline)" in err[0], err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_plan_file_passes_cf_checker_but_currency(tmp_path):
+    # The CF-1.10 checker of tests/test_cf.py on a plan file: the float coordinate `quantile` carried
+    # a _FillValue (forbidden on coordinate variables) and title/history (CF §2.6.2) were missing.
+    from test_cf import _checker_messages, _not_currency
+
+    raw = _plan(run={"draws": 4})
+    raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert _not_currency(_checker_messages(out)) == []
+    ds = open_results(out)
+    assert ds.attrs["title"] and "hostile-plan" in ds.attrs["history"]
