@@ -125,6 +125,11 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
     c = plan.constraints
     codes = scr.rejection[fits]
     name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
+    if name == "max_wall_days":
+        closest = float(np.min(scr.wall_s[fits])) / 86400.0
+        horizon = plan.scenario.base.run.max_wall_days
+        return (f"{plan.source}: run.max_wall_days: no candidate finishes within {horizon:g} days, the simulation's "
+                f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days")
     if name == "deadline":
         closest = float(np.min(scr.wall_s[fits])) / 86400.0
         return (f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
@@ -287,7 +292,7 @@ def _dims(name: str, var: Variable) -> tuple[str, ...]:
 def _flag_word(code: int) -> str:
     words = {0: "finalist", 1: "layout", 2: "frequency", 3: "iterations", 4: "time_resolution", 5: "memory",
              6: "strategy_or_domain", 7: "gpu_count", 8: "power_cap", 9: "deadline", 10: "budget",
-             11: "dominated", 12: "beyond_finalist_cap", 13: "equivalent"}
+             11: "dominated", 12: "beyond_finalist_cap", 13: "equivalent", 14: "beyond_max_wall_days"}
     return words[code]
 
 

@@ -63,3 +63,29 @@ def test_plan_file_passes_cf_checker_but_currency(tmp_path):
     assert _not_currency(_checker_messages(out)) == []
     ds = open_results(out)
     assert ds.attrs["title"] and "hostile-plan" in ds.attrs["history"]
+
+
+def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp_path, capsys):
+    # run.max_wall_days = 0.1 (2.4 h): 16 H100 need about 6 h, 64 about 1.5 h. Capped at 2.4 h, a 16-GPU
+    # run looked cheaper (16 x 2.4 GPU-hours against 64 x 1.5) and only 16-GPU candidates became finalists:
+    # every simulated run was cut off and the "recommendation" never finishes. A candidate whose screen
+    # wall time is beyond the simulation's horizon (by more than the margin) is ruled out with its reason.
+    from mcsim.screen import CONSTRAINT_CODES
+
+    raw = _plan(run={"max_wall_days": 0.1}, plan={"objective": "cost"})
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    assert int(ds["gpus"][int(ds["recommended"])]) == 64 and bool(ds["decided"])
+    assert np.all(ds["wall_time"].values[best, :int(ds["finalist_runs"][best])] < 0.1 * 24)  # all runs finished
+    fits_16 = (ds["gpus"] == 16) & (ds["rejection"] != 5)
+    assert int(fits_16.sum()) > 0
+    assert np.all(ds["rejection"].values[fits_16.values] == CONSTRAINT_CODES["max_wall_days"])
+    # No candidate within the horizon: exit 1, one line naming the key, no output.
+    raw = _plan(run={"max_wall_days": 0.01})
+    assert main(["plan", str(_write(raw, tmp_path / "q.toml")), "-o", str(tmp_path / "q.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {tmp_path / 'q.toml'}: run.max_wall_days: "
+                                               "no candidate finishes within 0.01 days"), err
+    assert not (tmp_path / "q.nc").exists()
