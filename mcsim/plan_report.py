@@ -44,11 +44,35 @@ def _money(value: float) -> str:
     return f"{value / 1e6:,.3f} MUSD" if abs(value) >= 1e5 else f"{value:,.0f} USD"
 
 
-def _ranked(ds: xr.Dataset) -> np.ndarray:
-    objective = ds["finalist_objective"].values
-    eligible = np.array([not str(d) for d in ds["finalist_dropped"].values])
-    order = np.argsort(np.where(eligible & np.isfinite(objective), objective, np.inf), kind="stable")
-    return order[eligible[order]]
+def _recommended_finalist(ds: xr.Dataset) -> int:
+    return int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+
+
+def paired_difference(ds: xr.Dataset, k: int, name: str = "objective") -> tuple[float, float, int]:
+    """Mean of finalist ``k``'s per-run ``name`` minus the recommendation's over the runs both simulated
+    (run r of every finalist shares its random streams, so the pair differs by the configuration alone),
+    the recommendation's mean over those runs, and how many runs that is.
+
+    Finalists are eliminated at different stages: their own means are over different runs, and comparing
+    those would mix run-to-run noise into the difference (a runner-up could look better than the pick).
+    """
+    if name == "objective" and name not in ds:  # a plan file written before the per-run objective was kept
+        name = str(ds.attrs["objective"])
+    other, best = ds[name].values[k], ds[name].values[_recommended_finalist(ds)]
+    both = np.isfinite(other) & np.isfinite(best)
+    if not both.any():
+        return np.nan, np.nan, 0
+    return float(np.mean(other[both] - best[both])), float(np.mean(best[both])), int(both.sum())
+
+
+def ranked_finalists(ds: xr.Dataset) -> np.ndarray:
+    """The recommendation, then the other finalists that met the constraints, by their paired objective
+    difference to it (:func:`paired_difference`)."""
+    best_f = _recommended_finalist(ds)
+    eligible = [k for k, d in enumerate(ds["finalist_dropped"].values) if not str(d) and k != best_f]
+    gaps = [paired_difference(ds, k)[0] for k in eligible]
+    order = np.argsort(np.where(np.isfinite(gaps), gaps, np.inf), kind="stable") if eligible else []
+    return np.array([best_f, *(eligible[i] for i in order)], dtype=np.int64)
 
 
 def _means(ds: xr.Dataset, k: int) -> dict[str, float]:
@@ -59,8 +83,8 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     """The plan report as Markdown."""
     from .planner import layout_label
 
-    ranked = _ranked(ds)
-    best_f = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    ranked = ranked_finalists(ds)
+    best_f = _recommended_finalist(ds)
     best = _means(ds, best_f)
     decided = bool(ds["decided"])
     lines = [f"# Plan {ds.attrs.get('scenario_name', '')}: {source}", "",
@@ -74,7 +98,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
              f"indifference zone of {100 * ds.attrs['indifference']:g} % "
              f"({'decided by the stopping rule' if decided else 'NOT decided: the run budget ran out'}); "
              f"{ds.attrs['selection_reason']}", ""]
-    lines += _runner_up(ds, ranked, best_f, best)
+    lines += _runner_up(ds, ranked, best_f)
     lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)
@@ -111,21 +135,19 @@ def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
     return lines + [""]
 
 
-def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int, best: dict[str, float]) -> list[str]:
+def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:
     from .planner import layout_label
 
     others = [k for k in ranked if k != best_f]
     if not others:
         return ["Only one finalist remained: no runner-up.", ""]
     k = others[0]
-    other = _means(ds, k)
-    diff = float(ds["finalist_objective"][k]) - float(ds["finalist_objective"][best_f])
-    rel = diff / float(ds["finalist_objective"][best_f])
+    diff, base, runs = paired_difference(ds, k)
+    cost, wall, energy = (paired_difference(ds, k, name)[0] for name in ("cost", "wall_time", "energy"))
     return ["## Runner-up", "", f"{layout_label(ds, int(ds['finalist_candidate'][k]))}",
-            f"- objective {diff:+.4g} ({100 * rel:+.2f} %) against the recommendation; cost "
-            f"{_money(other['cost'] - best['cost'])} {'more' if other['cost'] >= best['cost'] else 'less'}, "
-            f"wall time {(other['wall_time'] - best['wall_time']) / 24:+.2f} days, energy "
-            f"{other['energy'] - best['energy']:+,.0f} MWh", ""]
+            f"- objective {diff:+.4g} ({100 * diff / base:+.2f} %) against the recommendation over the {runs} runs "
+            f"both simulated (paired: the same random streams); cost {_money(abs(cost))} "
+            f"{'more' if cost >= 0 else 'less'}, wall time {wall / 24:+.2f} days, energy {energy:+,.0f} MWh", ""]
 
 
 def reference_rank(ds: xr.Dataset) -> tuple[int, int, float] | None:

@@ -174,6 +174,7 @@ _PLAN_VARIABLES = [
     Variable("energy", True, "MW h", "facility energy (simulated)"),
     Variable("cost", True, "USD", "allocation plus electricity (simulated)"),
     Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e (simulated)"),
+    Variable("objective", True, "1", "the plan's objective per run, in the units of its outputs (simulated)"),
     Variable("uncertain_value", False, "1", "value of the uncertain input at the quantile (in the key's unit)"),
     Variable("uncertain_objective", False, "1",
              "finalist's screen objective with the uncertain input at the quantile, the others as given"),
@@ -207,7 +208,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
     }
     runs = max(len(o["wall_time"]) for o in res.outputs if o is not None)
     coords["run"] = np.arange(runs)
-    per_run = {name: np.full((res.finalists.size, runs), np.nan) for name in PER_RUN_KEPT}
+    per_run = {name: np.full((res.finalists.size, runs), np.nan) for name in (*PER_RUN_KEPT, "objective")}
     n_runs = np.zeros(res.finalists.size, dtype=np.int64)
     eliminated = np.full(res.finalists.size, -1, dtype=np.int64)
     objective = np.full(res.finalists.size, np.nan)
@@ -222,10 +223,11 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         n_runs[k] = len(out["wall_time"])
         for name in PER_RUN_KEPT:
             per_run[name][k, :n_runs[k]] = out[name]
+        per_run["objective"][k, :n_runs[k]] = _objective_values(plan, out)
         if plan.constraints.deadline_days is not None:
             deadline[k] = np.mean(out["completed"] & (out["wall_time"] <= plan.constraints.deadline_days * 24.0))
         if k not in res.selected:  # dropped earlier: its mean from its own runs
-            objective[k] = _objective_mean(plan, out)
+            objective[k] = float(np.mean(_objective_values(plan, out)))
     keys, values, uncertain = uncertain_objectives(plan, cand, res.finalists)
     coords["uncertain_input"] = np.array(keys, dtype=object)
     coords["quantile"] = np.array(QUANTILES)
@@ -296,9 +298,10 @@ def _flag_word(code: int) -> str:
     return words[code]
 
 
-def _objective_mean(plan: Plan, out: dict[str, np.ndarray]) -> float:
+def _objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
+    """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
     weights = {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective
-    return float(np.mean(sum(w * out[k] for k, w in weights.items())))
+    return sum(w * out[k] for k, w in weights.items())
 
 
 def _attrs(res: PlanResult) -> dict[str, object]:
@@ -338,9 +341,13 @@ def layout_label(ds: xr.Dataset, index: int) -> str:
 
 
 def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
-    """The top finalists (by mean simulated objective) and the recommendation, as text."""
-    order = np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf, ds["finalist_objective"].values),
-                       kind="stable")[:rows]
+    """The recommendation, then the other finalists by their paired objective against it, as text."""
+    from .plan_report import ranked_finalists
+
+    ranked = ranked_finalists(ds)
+    rest = [k for k in np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf,
+                                           ds["finalist_objective"].values), kind="stable") if k not in ranked]
+    order = [*ranked, *rest][:rows]  # the dropped ones (missed a constraint when simulated) last
     lines = [f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
              f"({ds.attrs['candidates_enumerated']:,} combinations searched); objective {ds.attrs['objective']}, "
              f"mean ± 95 % half-width over the runs simulated:"]

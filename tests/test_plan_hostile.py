@@ -89,3 +89,36 @@ def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp
     assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {tmp_path / 'q.toml'}: run.max_wall_days: "
                                                "no candidate finishes within 0.01 days"), err
     assert not (tmp_path / "q.nc").exists()
+
+
+def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
+    # Kim-Nelson eliminates finalists at different stages, so a runner-up may have fewer runs than the
+    # recommendation. Its mean over its own (fewer) runs was compared with the recommendation's mean over
+    # more runs: with common random numbers the two means then differ by run-to-run noise, and the report
+    # said the runner-up was *better* than the recommendation (seen: "objective -0.002123 (-0.14 %)",
+    # "cost -0 USD less"). The comparison must be paired: over the runs both simulated.
+    from mcsim.plan_report import explain_plan
+
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out).load()
+    best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    other = 1 if best == 0 else 0
+    n = int(ds["finalist_runs"][best])
+    assert int(ds["finalist_runs"][other]) == n and n >= 20
+    # As if the runner-up had been eliminated after its 5 fastest runs (chosen to make its mean look best).
+    keep = np.argsort(ds["wall_time"].values[other, :n])[:5]
+    for name in ("wall_time", "energy", "cost", "co2", "objective"):
+        values = ds[name].values[other, keep].copy()
+        ds[name].values[other, :] = np.nan
+        ds[name].values[other, keep] = values
+    ds["finalist_runs"].values[other] = 5
+    ds["finalist_objective"].values[other] = np.mean(ds["wall_time"].values[other, keep])
+    assert ds["finalist_objective"].values[other] < ds["finalist_objective"].values[best]  # the trap is set
+    text = explain_plan(ds)
+    runner_up = text.split("## Runner-up")[1].split("##")[0]
+    # Independent reference: the paired mean difference over the 5 runs both have.
+    diff = float(np.mean(ds["wall_time"].values[other, keep] - ds["wall_time"].values[best, keep]))
+    assert diff > 0
+    assert f"objective {diff:+.4g} " in runner_up and "over the 5 runs both simulated" in runner_up, runner_up
+    assert "-0 USD" not in runner_up
