@@ -14,6 +14,7 @@ recommendation with its probability of correct selection.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -73,11 +74,13 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
     active = list(range(len(configs)))
     dropped: dict[int, str] = {}
     outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
+    pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
     while True:
+        pieces.active = list(active)
         result = select([configs[k] for k in active], plan.objective, seed=plan.scenario.run.seed,
                         mode=plan.scenario.run.mode, alpha=plan.alpha, indifference=plan.indifference,
                         first_runs=plan.first_runs, max_runs=plan.max_runs, max_total_runs=plan.max_total_runs,
-                        workers=workers, scheduler=scheduler, store=store, progress=progress, notify=notify)
+                        workers=workers, scheduler=scheduler, store=pieces, progress=progress, notify=notify)
         simulated = getattr(result, "configs", None) or [configs[k] for k in active]
         for j, k in enumerate(active):
             outputs[k] = per_run_outputs(simulated[j], result.rows[j])
@@ -93,6 +96,60 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
             raise NoCandidate(f"{plan.source}: constraints: every finalist misses a constraint when simulated "
                               f"({', '.join(sorted(set(dropped.values())))})")
     return PlanResult(plan, cand, scr, scr.finalists, outputs, result, np.array(active), dropped, best)
+
+
+class FinalistPieces:
+    """The selection's store of finished tasks, named by finalist position, not by position among the
+    finalists of the current selection (which shifts when one is dropped and the selection runs again).
+
+    Tasks the plan already ran are served from memory (with or without a resume store: a selection run
+    again after a drop simulates no run twice); the others go to ``store`` (a :class:`PieceStore` or None)
+    under the finalist's own position, so an interrupted plan resumes every selection it had begun.
+    ``select_best`` sees the interface of a :class:`PieceStore` (``header``, ``configs``, ``load``, ``save``,
+    ``folder``).
+    """
+
+    def __init__(self, store, configs: list[Config], seed: int, mode: str) -> None:
+        self.store, self.seed, self.mode = store, seed, mode
+        self.finalist_configs = list(configs)
+        self.active: list[int] = list(range(len(configs)))
+        self.rows: dict = {}
+        if store is not None:
+            store.configs = self.finalist_configs
+
+    @property
+    def folder(self):
+        """Where reused tasks come from (for the 'resuming' line)."""
+        return self.store.folder if self.store is not None else "runs of the plan's earlier selection"
+
+    @property
+    def configs(self) -> list[Config]:
+        return [self.finalist_configs[k] for k in self.active]
+
+    @configs.setter
+    def configs(self, configs: list[Config]) -> None:  # as simulated (select_best resolves "optimize")
+        for j, cfg in enumerate(configs):
+            self.finalist_configs[self.active[j]] = cfg
+
+    def _own(self, task):
+        return dataclasses.replace(task, config=self.active[task.config])
+
+    def header(self, task) -> dict[str, object]:
+        if self.store is not None:
+            return self.store.header(self._own(task))
+        return {"seed": self.seed, "mode": self.mode}
+
+    def load(self, task) -> np.ndarray | None:
+        own = self._own(task)
+        if own in self.rows:
+            return self.rows[own]
+        return self.store.load(own) if self.store is not None else None
+
+    def save(self, task, rows: np.ndarray) -> None:
+        own = self._own(task)
+        self.rows[own] = rows
+        if self.store is not None:
+            self.store.save(own, rows)
 
 
 def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -122,3 +122,28 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
     assert diff > 0
     assert f"objective {diff:+.4g} " in runner_up and "over the 5 runs both simulated" in runner_up, runner_up
     assert "-0 USD" not in runner_up
+
+
+def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path, capsys, monkeypatch):
+    # When the recommendation misses a constraint when simulated, the selection runs again over the rest
+    # "with the same seed, so the same runs" (docs/model.md §9). The resume store named pieces by the
+    # position in the *current* list of finalists, so the second selection found every piece "made for
+    # another config_hash", simulated every run again and overwrote the pieces (an interrupted plan then
+    # recomputed the first selection as well). Each (finalist, run) must be simulated once.
+    import mcsim.backends
+    import mcsim.planner
+
+    calls = iter(["deadline"])  # the first recommendation "misses the deadline", every later one meets it
+    monkeypatch.setattr(mcsim.planner, "simulated_constraint", lambda plan, out: next(calls, ""))
+    simulated = []
+    kernel = mcsim.backends.run_kernel
+    monkeypatch.setattr(mcsim.backends, "run_kernel",
+                        lambda inputs, seed, start, stop: simulated.append(stop - start) or kernel(inputs, seed,
+                                                                                                   start, stop))
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    ds = open_results(out)
+    assert list(ds["finalist_dropped"].values).count("deadline") == 1
+    assert "recomputing" not in err, err
+    assert sum(simulated) == int(ds["finalist_runs"].sum()) == ds.attrs["total_runs"]
