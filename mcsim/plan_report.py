@@ -58,6 +58,9 @@ def paired_difference(ds: xr.Dataset, k: int, name: str = "objective") -> tuple[
     """
     if name == "objective" and name not in ds:  # a plan file written before the per-run objective was kept
         name = str(ds.attrs["objective"])
+        if name not in ds:  # a weighted objective: only each finalist's mean over its own runs is there
+            means = ds["finalist_objective"].values
+            return float(means[k] - means[_recommended_finalist(ds)]), float(means[_recommended_finalist(ds)]), 0
     other, best = ds[name].values[k], ds[name].values[_recommended_finalist(ds)]
     both = np.isfinite(other) & np.isfinite(best)
     if not both.any():
@@ -145,8 +148,10 @@ def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:
     diff, base, runs = paired_difference(ds, k)
     cost, wall, energy = (paired_difference(ds, k, name)[0] for name in ("cost", "wall_time", "energy"))
     return ["## Runner-up", "", f"{layout_label(ds, int(ds['finalist_candidate'][k]))}",
-            f"- objective {diff:+.4g} ({100 * diff / base:+.2f} %) against the recommendation over the {runs} runs "
-            f"both simulated (paired: the same random streams); cost {_money(abs(cost))} "
+            f"- objective {diff:+.4g} ({100 * diff / base:+.2f} %) against the recommendation "
+            + (f"over the {runs} runs both simulated (paired: the same random streams)" if runs else
+               "(means over each one's own runs: this file has no per-run objective)")
+            + f"; cost {_money(abs(cost))} "
             f"{'more' if cost >= 0 else 'less'}, wall time {wall / 24:+.2f} days, energy {energy:+,.0f} MWh", ""]
 
 

@@ -147,3 +147,15 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
     assert list(ds["finalist_dropped"].values).count("deadline") == 1
     assert "recomputing" not in err, err
     assert sum(simulated) == int(ds["finalist_runs"].sum()) == ds.attrs["total_runs"]
+
+
+def test_report_on_a_plan_file_without_the_per_run_objective(tmp_path):
+    # Plan files written before the per-run objective was kept: with a weighted objective there is no
+    # variable to pair, and the report raised KeyError (a traceback) instead of falling back to the means.
+    from mcsim.plan_report import explain_plan
+
+    out = tmp_path / "p.nc"
+    raw = _plan(plan={"objective": {"cost": 1.0, "wall_time": 100.0}})
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    text = explain_plan(open_results(out).drop_vars("objective"))
+    assert "(means over each one's own runs: this file has no per-run objective)" in text
