@@ -159,3 +159,25 @@ def test_report_on_a_plan_file_without_the_per_run_objective(tmp_path):
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     text = explain_plan(open_results(out).drop_vars("objective"))
     assert "(means over each one's own runs: this file has no per-run objective)" in text
+
+
+def test_enumeration_does_not_build_the_whole_product_before_filtering():
+    # 500 GPU counts x 4 tp x 126 pp x 4 microbatch x 8 interleave: the enumeration built five int64
+    # arrays of the full product (64 MB each, and their copies) before keeping the valid layouts
+    # (a few thousand): 10,000 counts asked for 6 GB and died with MemoryError. Filtered axis by axis,
+    # it stays small. tracemalloc sees numpy's allocations.
+    import tracemalloc
+
+    from mcsim.plan import enumerate_candidates, plan_from_dict
+
+    raw = _plan(search={"gpus": {"from": 8, "to": 4000, "step": 8}, "strategy": ["sync"]})
+    raw["model"].update(layers=126, heads=128, hidden=8192)
+    plan = plan_from_dict(raw)
+    tracemalloc.start()
+    try:
+        cand = enumerate_candidates(plan)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(cand) > 1000 and cand.enumerated == 500 * 4 * 126 * 4 * 8 * 3  # x 3 recompute policies
+    assert peak < 40e6, peak
