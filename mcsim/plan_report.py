@@ -112,8 +112,6 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
 
 def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
     """What changes with each uncertain input at its 5 % and 95 % (the finalists re-screened)."""
-    from .planner import layout_label
-
     keys = [str(k) for k in ds["uncertain_input"].values]
     lines = ["", "## Under the uncertain inputs", ""]
     if not keys:
@@ -122,20 +120,32 @@ def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
     for i, key in enumerate(keys):
         for j, q in enumerate(ds["quantile"].values):
             objective = ds["uncertain_objective"].values[i, j]
-            best = int(np.nanargmin(objective))
             value = float(ds["uncertain_value"].values[i, j])
-            move = 100 * (objective[best_f] / base - 1)
-            if best == best_f:
-                verdict = "the recommendation stays the best finalist"
-            else:
-                gain = 100 * (1 - objective[best] / objective[best_f])
-                verdict = (f"{layout_label(ds, int(ds['finalist_candidate'][best]))} would be best, "
-                           f"{gain:.2f} % better than the recommendation")
-            lines.append(f"- {key} at its {100 * q:g} % ({value:.4g}): the recommendation's objective "
-                         f"{move:+.1f} %; {verdict}")
+            verdict = _uncertain_verdict(ds, objective, i, j, best_f, base)
+            lines.append(f"- {key} at its {100 * q:g} % ({value:.4g}): {verdict}")
     lines.append("")
     lines.append("One input at a time, the others as given; screen estimates of the finalists (docs/model.md §9).")
     return lines + [""]
+
+
+def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, best_f: int, base: float) -> str:
+    """What one uncertain input at one quantile does to the recommendation and the finalists."""
+    from .planner import layout_label
+
+    if np.isnan(objective[best_f]):
+        reason = str(ds["rejection_reason"].values[int(ds["uncertain_rejection"].values[i, j, best_f])]) \
+            if "uncertain_rejection" in ds else "memory or a constraint"  # files written before it was kept
+        head = f"the recommendation is ruled out ({reason})"
+    else:
+        head = f"the recommendation's objective {100 * (objective[best_f] / base - 1):+.1f} %"
+    if np.all(np.isnan(objective)):
+        return f"{head}; no finalist remains"
+    best = int(np.nanargmin(objective))
+    if best == best_f:
+        return f"{head}; the recommendation stays the best finalist"
+    gain = f", {100 * (1 - objective[best] / objective[best_f]):.2f} % better than the recommendation" \
+        if np.isfinite(objective[best_f]) else ""
+    return f"{head}; {layout_label(ds, int(ds['finalist_candidate'][best]))} would be best{gain}"
 
 
 def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:

@@ -234,7 +234,10 @@ _PLAN_VARIABLES = [
     Variable("objective", True, "1", "the plan's objective per run, in the units of its outputs (simulated)"),
     Variable("uncertain_value", False, "1", "value of the uncertain input at the quantile (in the key's unit)"),
     Variable("uncertain_objective", False, "1",
-             "finalist's screen objective with the uncertain input at the quantile, the others as given"),
+             "finalist's screen objective with the uncertain input at the quantile, the others as given "
+             "(NaN: ruled out then, see uncertain_rejection)"),
+    Variable("uncertain_rejection", False, "1", "why the re-screen at the quantile rules the finalist out "
+             "(0: it does not; codes as rejection)", "int8"),
     Variable("recommended", False, "1", "candidate index of the recommendation", "int64"),
     Variable("pcs", False, "1", "probability of correct selection (a guaranteed bound when decided)"),
     Variable("decided", False, "1", "whether the selection stopped by its rule (else its run budget ran out)", "bool"),
@@ -285,7 +288,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
             deadline[k] = np.mean(out["completed"] & (out["wall_time"] <= plan.constraints.deadline_days * 24.0))
         if k not in res.selected:  # dropped earlier: its mean from its own runs
             objective[k] = float(np.mean(_objective_values(plan, out)))
-    keys, values, uncertain = uncertain_objectives(plan, cand, res.finalists)
+    keys, values, uncertain, uncertain_rejection = uncertain_objectives(plan, cand, res.finalists)
     coords["uncertain_input"] = np.array(keys, dtype=object)
     coords["quantile"] = np.array(QUANTILES)
     means = np.column_stack([np.nanmean(per_run[n], axis=1) for n in ("wall_time", "cost", "energy")])
@@ -303,7 +306,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         "finalist_deadline_probability": deadline,
         "finalist_dropped": np.array([res.dropped.get(k, "") for k in range(res.finalists.size)], dtype=object),
         "pareto": pareto, **per_run,
-        "uncertain_value": values, "uncertain_objective": uncertain,
+        "uncertain_value": values, "uncertain_objective": uncertain, "uncertain_rejection": uncertain_rejection,
         "recommended": np.int64(res.finalists[res.recommended]), "pcs": float(res.selection.pcs),
         "decided": bool(res.selection.decided),
     }
@@ -341,7 +344,7 @@ def _dims(name: str, var: Variable) -> tuple[str, ...]:
         return ("finalist",)
     if name == "uncertain_value":
         return ("uncertain_input", "quantile")
-    if name == "uncertain_objective":
+    if name in ("uncertain_objective", "uncertain_rejection"):
         return ("uncertain_input", "quantile", "finalist")
     if name in ("recommended", "pcs", "decided"):
         return ()

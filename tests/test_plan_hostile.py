@@ -181,3 +181,25 @@ def test_enumeration_does_not_build_the_whole_product_before_filtering():
         tracemalloc.stop()
     assert len(cand) > 1000 and cand.enumerated == 500 * 4 * 126 * 4 * 8 * 3  # x 3 recompute policies
     assert peak < 40e6, peak
+
+
+def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path):
+    # hardware.memory_gb uniform 1..100 GB: at its 5 % (5.95 GB) no finalist fits (the recommendation needs
+    # 16.9 GB per GPU). The finalists were re-screened but only their objective was kept, so the report said
+    # "the recommendation's objective +0.0 %; the recommendation stays the best finalist".
+    from mcsim.screen import REJECTIONS
+
+    raw = _plan(run={"draws": 4})
+    raw["uncertain"] = {"hardware.memory_gb": {"dist": "uniform", "low": 1.0, "high": 100.0}}
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    memory = ds["screen_memory_per_gpu"].values[ds["finalist_candidate"].values]
+    assert np.all(memory > 5.95)  # the premise: at 5.95 GB none of them fits
+    assert np.all(np.isnan(ds["uncertain_objective"].values[0, 0]))
+    assert np.all(ds["uncertain_rejection"].values[0, 0] == 5)  # memory
+    assert np.all(np.isfinite(ds["uncertain_objective"].values[0, 1]))  # 95.05 GB: all fit
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "README.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- hardware.memory_gb at its 5 %"))
+    assert "the recommendation is ruled out" in line and REJECTIONS[5] in line and "no finalist remains" in line
