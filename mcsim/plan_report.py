@@ -232,6 +232,11 @@ def _screen_counts(ds: xr.Dataset) -> list[str]:
     lines = ["## Screen", "", f"{ds.sizes['candidate']:,} valid candidates of {ds.attrs['candidates_enumerated']:,} "
              f"combinations; finalists within {100 * ds.attrs['margin']:g} % of the best screen estimate:", ""]
     lines += [f"- {counts[k]:,}: {reasons[k] or 'finalist'}" for k in range(len(reasons)) if counts[k]]
+    error = float(ds.attrs.get("screen_error", np.nan))
+    if error > ds.attrs["margin"]:
+        from .planner import screen_error_text
+
+        lines += ["", f"**Warning:** {screen_error_text(error, ds.attrs['margin'])}."]
     return lines + [""]
 
 
