@@ -108,9 +108,15 @@ def screen_error(plan: Plan, scr: Screen, outputs: list[dict[str, np.ndarray] | 
     The margin is meant to cover it (docs/model.md §9); when it does not, candidates the margin ruled out
     may be better than the recommendation.
     """
-    errors = [abs(float(np.mean(_objective_values(plan, out))) / scr.objective[i] - 1.0)
+    errors = [_relative_error(float(np.mean(_objective_values(plan, out))), float(scr.objective[i]))
               for i, out in zip(scr.finalists, outputs) if out is not None]
     return max(errors) if errors else np.nan
+
+
+def _relative_error(simulated: float, estimate: float) -> float:
+    if estimate == 0:  # an objective of 0 (co2 on a zero-carbon grid)
+        return 0.0 if simulated == 0 else np.inf
+    return abs(simulated / estimate - 1.0)
 
 
 def screen_error_text(error: float, margin: float) -> str:

@@ -284,7 +284,10 @@ def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray,
     if kept.size == 0:
         return gap, kept
     best = objective[kept].min()
-    gap[kept] = objective[kept] / best - 1.0
+    if best > 0:
+        gap[kept] = objective[kept] / best - 1.0
+    else:  # an objective of 0 (co2 on a zero-carbon grid): the others are infinitely far, the ties at 0
+        gap[kept] = np.where(objective[kept] == best, 0.0, np.inf)
     rejection[kept[gap[kept] > plan.margin]] = DOMINATED
     within = kept[gap[kept] <= plan.margin]
     wall, energy, memory = (key[within] for key in tie_keys)

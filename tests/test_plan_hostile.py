@@ -227,3 +227,18 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys):
     out2 = tmp_path / "q.nc"
     assert main(["plan", str(_write(_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
     assert "margin" not in capsys.readouterr().err and open_results(out2).attrs["screen_error"] < 0.05
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_objective_zero_for_every_candidate(tmp_path, capsys):
+    # co2 with a zero-carbon grid and no embodied emissions: every candidate's objective is 0. The screen's
+    # gap 0/0 was NaN, neither within the margin nor beyond it, so no candidate became a finalist and the
+    # plan printed a RuntimeWarning and a wrong reason ("no searched GPU count is within ..." / the horizon).
+    raw = _plan(carbon={"grid_g_per_kwh": 0.0, "embodied_kg_per_gpu": 0.0}, plan={"objective": "co2"})
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert "Warning" not in capsys.readouterr().err
+    ds = open_results(out)
+    assert ds.attrs["screen_error"] == 0.0  # 0 simulated against 0 estimated
+    assert np.all(ds["screen_gap"].values[ds["finalist_candidate"].values] == 0.0)
+    assert float(np.nanmax(ds["co2"].values)) == 0.0
