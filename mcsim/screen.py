@@ -144,8 +144,10 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
                                       wl.iterations[idx])
 
     mean_iteration_s, power = _iteration_power(plan, cand, wl)
-    wall = _expected_wall_s(base, cand, wl.iterations, mean_iteration_s, every, stall, load, mtbf)
-    energy, power_mw = _energy_j(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf, power)
+    with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
+        wall = _expected_wall_s(base, cand, wl.iterations, mean_iteration_s, every, stall, load, mtbf)
+        energy, power_mw = _energy_j(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf, power)
+    # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
     hours = wall / 3600.0
     nodes = cand.gpus // base.hardware.gpus_per_node
     cost = allocation_usd(base.cost, cand.gpus, nodes, hours) + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh

@@ -242,3 +242,15 @@ def test_objective_zero_for_every_candidate(tmp_path, capsys):
     assert ds.attrs["screen_error"] == 0.0  # 0 simulated against 0 estimated
     assert np.all(ds["screen_gap"].values[ds["finalist_candidate"].values] == 0.0)
     assert float(np.nanmax(ds["co2"].values)) == 0.0
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_failures_so_frequent_no_run_ends_is_one_line(tmp_path, capsys):
+    # A per-GPU MTBF of 36 s: Daly's expected wall time overflows to infinity, and the screen's energy
+    # (infinity - infinity) printed a RuntimeWarning before the one-line answer.
+    raw = _plan()
+    raw["failures"] = [{"name": "gpu", "scope": "gpu", "mtbf_hours": 0.01, "recovery_minutes": 10.0}]
+    path = _write(raw, tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: run.max_wall_days: "), err
