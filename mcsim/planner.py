@@ -91,11 +91,10 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
             break
         dropped[best] = missed
         if notify:
-            notify(f"finalist {best} misses the {missed} when simulated; selecting again without it")
+            notify(f"finalist {best} {missed_text(missed)} when simulated; selecting again without it")
         active.remove(best)
         if not active:
-            raise NoCandidate(f"{plan.source}: constraints: every finalist misses a constraint when simulated "
-                              f"({', '.join(sorted(set(dropped.values())))})")
+            raise NoCandidate(_all_dropped_message(plan, dropped))
     error = screen_error(plan, scr, outputs)
     if notify and error > plan.margin:
         notify(f"warning: {screen_error_text(error, plan.margin)}")
@@ -189,9 +188,25 @@ def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
     return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
 
 
+def missed_text(missed: str) -> str:
+    """``misses the deadline``, or ``has runs cut off at run.max_wall_days``."""
+    return "has runs cut off at run.max_wall_days" if missed == "max_wall_days" else f"misses the {missed}"
+
+
+def _all_dropped_message(plan: Plan, dropped: dict[int, str]) -> str:
+    missed = sorted(set(dropped.values()))
+    if missed == ["max_wall_days"]:
+        return (f"{plan.source}: run.max_wall_days: every finalist has runs cut off at "
+                f"{plan.scenario.base.run.max_wall_days:g} days when simulated; raise run.max_wall_days")
+    return f"{plan.source}: constraints: every finalist misses a constraint when simulated ({', '.join(missed)})"
+
+
 def simulated_constraint(plan: Plan, out: dict[str, np.ndarray]) -> str:
-    """The constraint a finalist's simulated runs miss ("deadline" or "budget"), or ""."""
+    """What a finalist's simulated runs miss: "max_wall_days" (a run cut off at the simulation's horizon:
+    its objective is only a lower bound), "deadline" or "budget"; or ""."""
     c = plan.constraints
+    if not np.all(out["completed"]):
+        return "max_wall_days"
     if c.deadline_days is not None:
         met = np.mean(out["completed"] & (out["wall_time"] <= c.deadline_days * 24.0))
         if met < c.deadline_probability:
@@ -444,7 +459,7 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
         index = int(ds["finalist_candidate"][k])
         mark = " *" if bool(ds["pareto"][k]) else ""
         dropped = str(ds["finalist_dropped"].values[k])
-        note = f" (misses the {dropped})" if dropped else ""
+        note = f" ({missed_text(dropped)})" if dropped else ""
         lines.append(f"  {_fmt(float(ds['finalist_objective'][k]))} ± {_fmt(float(ds['finalist_half_width'][k]))}"
                      f"  screen {_fmt(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
                      f"  {layout_label(ds, index)}{mark}{note}")

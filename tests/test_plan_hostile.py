@@ -254,3 +254,15 @@ def test_failures_so_frequent_no_run_ends_is_one_line(tmp_path, capsys):
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: run.max_wall_days: "), err
+
+
+def test_a_recommendation_whose_runs_are_cut_off_is_not_recommended(tmp_path, capsys):
+    # run.max_wall_days = 0.0604 (1.45 h): the 64-GPU finalists' screen estimates (~1.49 h) are within the
+    # 5 % margin of the horizon, but every simulated run is cut off there. The plan exited 0 and
+    # "recommended" a configuration none of whose runs finished (its objective a lower bound, PCS nan).
+    path = _write(_plan(run={"max_wall_days": 0.0604}), tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: run.max_wall_days: every "
+                                               "finalist has runs cut off at 0.0604 days when simulated"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
