@@ -35,9 +35,29 @@ def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
     from .netcdf import open_results
 
     ds = open_results(source)
+    check_plan_dataset(ds)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return [write_atomic(folder / "README.md", explain_plan(ds, Path(source).name))]
+
+
+# Kept by every plan file (those added later, "objective" and "uncertain_rejection", have fallbacks).
+_REQUIRED_ATTRS = ("objective", "indifference", "margin", "selection_reason", "candidates_enumerated")
+_LATER = ("objective", "uncertain_rejection")
+
+
+def check_plan_dataset(ds: xr.Dataset) -> None:
+    """Raise ValueError (one line) when ``ds`` lacks a variable or attribute the plan report reads."""
+    from .planner import PLAN_VARIABLES
+
+    names = [n for n in (*PLAN_VARIABLES, "rejection_reason", "gpu_type", "gpus", "tp", "pp", "dp", "microbatch",
+                         "interleave", "recompute", "strategy", "interval", "freq_mhz") if n not in _LATER]
+    missing = [n for n in names if n not in ds.variables]
+    if missing:
+        raise ValueError(f"not a complete plan file: no variable {', '.join(missing)}")
+    missing = [n for n in _REQUIRED_ATTRS if n not in ds.attrs]
+    if missing:
+        raise ValueError(f"not a complete plan file: no attribute {', '.join(missing)}")
 
 
 def _money(value: float) -> str:

@@ -266,3 +266,18 @@ def test_a_recommendation_whose_runs_are_cut_off_is_not_recommended(tmp_path, ca
     assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: run.max_wall_days: every "
                                                "finalist has runs cut off at 0.0604 days when simulated"), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
+    # A damaged or edited plan file (mcsim_kind = plan, a variable gone) gave a KeyError traceback.
+    from mcsim.netcdf import write_results
+
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    write_results(open_results(out).load().drop_vars("pcs"), tmp_path / "broken.nc")
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "broken.nc"), "-o", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == f"mcsim: error: {tmp_path / 'broken.nc'}: not a complete plan file: " \
+                                       "no variable pcs", err
+    assert not (tmp_path / "rep").exists()
