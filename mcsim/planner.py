@@ -237,7 +237,8 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
                 f"{plan.margin:.0%} margin)")
     if name == "budget":
         closest = float(np.min(scr.cost_usd[fits]))
-        return (f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {c.budget_usd:,.0f} USD "
+        budget = f"{c.budget_usd:,.0f}" if c.budget_usd >= 1 else f"{c.budget_usd:.3g}"
+        return (f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {budget} USD "
                 f"(the cheapest screen estimate is {closest:,.0f} USD)")
     if name == "power":
         closest = float(np.min(scr.power_mw[fits]))

@@ -281,3 +281,10 @@ def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
     assert len(err) == 1 and err[0] == f"mcsim: error: {tmp_path / 'broken.nc'}: not a complete plan file: " \
                                        "no variable pcs", err
     assert not (tmp_path / "rep").exists()
+
+
+def test_budget_below_one_dollar_is_printed_as_given(tmp_path, capsys):
+    # budget_usd = 1e-9 was printed as "no candidate fits the budget of 0 USD".
+    path = _write(_plan(constraints={"budget_usd": 1e-9}), tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    assert "no candidate fits the budget of 1e-09 USD (the cheapest screen estimate is " in capsys.readouterr().err
