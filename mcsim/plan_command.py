@@ -61,6 +61,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         except NoCandidate as err:
             if store is not None:  # a finished answer: its pieces would only be litter beside no output
                 store.clear()
+                store.remove_stale()
             print(f"mcsim: no recommendation: {err}", file=sys.stderr)
             return EXIT_NO_CANDIDATE
         except BackendUnavailable as err:

@@ -52,6 +52,18 @@ def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, c
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 
 
+def test_exit_1_after_simulation_removes_stale_pieces_too(tmp_path):
+    # After a written output the pieces of earlier, different runs of the same output are removed; after
+    # the final answer "no recommendation" they stayed.
+    stale = tmp_path / ".p.nc.parts-0123456789abcdef"
+    stale.mkdir()
+    (stale / "c0-r0-20.npz").write_bytes(b"old")
+    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}),
+                  tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
 def test_plan_file_passes_cf_checker_but_currency(tmp_path):
     # The CF-1.10 checker of tests/test_cf.py on a plan file: the float coordinate `quantile` carried
     # a _FillValue (forbidden on coordinate variables) and title/history (CF §2.6.2) were missing.
