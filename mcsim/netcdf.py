@@ -30,7 +30,8 @@ COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[str, dict]]:
     """The dataset as it is stored, and its netCDF encoding.
 
-    - Numbers are compressed (zlib level 4 with shuffle).
+    - Numbers are compressed (zlib level 4 with shuffle); a float coordinate
+      variable (a dimension's own values) gets no ``_FillValue`` (CF-1.10 §2.5.1).
     - Text is converted to fixed-width Unicode first (text held as Python
       objects, as :func:`open_results` returns it, too), so that writing does
       not depend on how the installed pandas infers object columns.
@@ -57,6 +58,8 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[str, dict]]:
     for name, var in {**ds.data_vars, **ds.coords}.items():
         if var.dtype.kind in "fiub":
             encoding[name] = dict(COMPRESSION)
+            if name in ds.dims and var.dtype.kind == "f":  # CF-1.10 §2.5.1: no _FillValue on a coordinate variable
+                encoding[name]["_FillValue"] = None
         elif var.dtype.kind in "OUST":
             if var.dtype.kind != "U":
                 converted[name] = var.astype(str)

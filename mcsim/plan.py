@@ -378,6 +378,19 @@ class Candidates:
         return int(self.gpus.size)
 
 
+def _check_grid(plan: Plan, size: int, what: str) -> None:
+    if size > MAX_CANDIDATES:
+        raise ScenarioError(plan.source, "search", f"{size:,} combinations of {what} to enumerate; expected at "
+                                                   f"most {MAX_CANDIDATES:,} (narrow the lists)")
+
+
+def _cross(plan: Plan, columns: tuple[np.ndarray, ...], values: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
+    """Every row of ``columns`` with every one of ``values`` (rows outer, values inner)."""
+    _check_grid(plan, columns[0].size * values.size, f"the layouts kept so far x {name}")
+    rows, k = (g.ravel() for g in np.meshgrid(np.arange(columns[0].size), np.arange(values.size), indexing="ij"))
+    return (*(c[rows] for c in columns), values[k])
+
+
 def enumerate_candidates(plan: Plan) -> Candidates:
     """Every valid combination of the search (vectorised; no Python loop per candidate).
 
@@ -394,13 +407,19 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     mb = np.array(search.microbatch, dtype=np.int64)
     v = np.array(search.interleave or defaults["interleave"], dtype=np.int64)
     gpus = np.array(search.gpus, dtype=np.int64)
-    grids = np.meshgrid(gpus, tp, pp, mb, v, indexing="ij")
-    G, t, p, b, iv = (g.ravel() for g in grids)
-    enumerated_layouts = G.size
+    enumerated_layouts = gpus.size * tp.size * pp.size * mb.size * v.size
+    # Axis by axis, each product filtered before the next axis joins (the full product of a legal search
+    # can be billions of elements); the order is that of the full product (gpus, tp, pp, microbatch, v).
+    _check_grid(plan, gpus.size * tp.size * pp.size, "gpus x tp x pp")
+    G, t, p = (g.ravel() for g in np.meshgrid(gpus, tp, pp, indexing="ij"))
     ok = (G % (t * p) == 0) & (p <= model.layers)
-    G, t, p, b, iv = G[ok], t[ok], p[ok], b[ok], iv[ok]
+    G, t, p = G[ok], t[ok], p[ok]
+    G, t, p, b = _cross(plan, (G, t, p), mb, "microbatch")
     d = G // (t * p)
-    ok = (model.global_batch % (d * b) == 0) & ((iv == 1) | ((p > 1) & (iv <= model.layers // p)))
+    ok = model.global_batch % (d * b) == 0
+    G, t, p, b, d = G[ok], t[ok], p[ok], b[ok], d[ok]
+    G, t, p, b, d, iv = _cross(plan, (G, t, p, b, d), v, "interleave")
+    ok = (iv == 1) | ((p > 1) & (iv <= model.layers // p))
     G, t, p, b, iv, d = G[ok], t[ok], p[ok], b[ok], iv[ok], d[ok]
     if G.size == 0:
         raise ScenarioError(plan.source, "search", "no combination of the searched values is a valid layout "

@@ -59,6 +59,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             result = run_plan(plan, workers=args.workers, scheduler=args.scheduler, store=store,
                               progress=False if args.quiet else None, notify=notify)
         except NoCandidate as err:
+            if store is not None:  # a finished answer: its pieces would only be litter beside no output
+                store.clear()
+                store.remove_stale()
             print(f"mcsim: no recommendation: {err}", file=sys.stderr)
             return EXIT_NO_CANDIDATE
         except BackendUnavailable as err:

@@ -35,20 +35,67 @@ def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
     from .netcdf import open_results
 
     ds = open_results(source)
+    check_plan_dataset(ds)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return [write_atomic(folder / "README.md", explain_plan(ds, Path(source).name))]
+
+
+# Kept by every plan file (those added later, "objective" and "uncertain_rejection", have fallbacks).
+_REQUIRED_ATTRS = ("objective", "indifference", "margin", "selection_reason", "candidates_enumerated")
+_LATER = ("objective", "uncertain_rejection")
+
+
+def check_plan_dataset(ds: xr.Dataset) -> None:
+    """Raise ValueError (one line) when ``ds`` lacks a variable or attribute the plan report reads."""
+    from .planner import PLAN_VARIABLES
+
+    names = [n for n in (*PLAN_VARIABLES, "rejection_reason", "gpu_type", "gpus", "tp", "pp", "dp", "microbatch",
+                         "interleave", "recompute", "strategy", "interval", "freq_mhz") if n not in _LATER]
+    missing = [n for n in names if n not in ds.variables]
+    if missing:
+        raise ValueError(f"not a complete plan file: no variable {', '.join(missing)}")
+    missing = [n for n in _REQUIRED_ATTRS if n not in ds.attrs]
+    if missing:
+        raise ValueError(f"not a complete plan file: no attribute {', '.join(missing)}")
 
 
 def _money(value: float) -> str:
     return f"{value / 1e6:,.3f} MUSD" if abs(value) >= 1e5 else f"{value:,.0f} USD"
 
 
-def _ranked(ds: xr.Dataset) -> np.ndarray:
-    objective = ds["finalist_objective"].values
-    eligible = np.array([not str(d) for d in ds["finalist_dropped"].values])
-    order = np.argsort(np.where(eligible & np.isfinite(objective), objective, np.inf), kind="stable")
-    return order[eligible[order]]
+def _recommended_finalist(ds: xr.Dataset) -> int:
+    return int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+
+
+def paired_difference(ds: xr.Dataset, k: int, name: str = "objective") -> tuple[float, float, int]:
+    """Mean of finalist ``k``'s per-run ``name`` minus the recommendation's over the runs both simulated
+    (run r of every finalist shares its random streams, so the pair differs by the configuration alone),
+    the recommendation's mean over those runs, and how many runs that is.
+
+    Finalists are eliminated at different stages: their own means are over different runs, and comparing
+    those would mix run-to-run noise into the difference (a runner-up could look better than the pick).
+    """
+    if name == "objective" and name not in ds:  # a plan file written before the per-run objective was kept
+        name = str(ds.attrs["objective"])
+        if name not in ds:  # a weighted objective: only each finalist's mean over its own runs is there
+            means = ds["finalist_objective"].values
+            return float(means[k] - means[_recommended_finalist(ds)]), float(means[_recommended_finalist(ds)]), 0
+    other, best = ds[name].values[k], ds[name].values[_recommended_finalist(ds)]
+    both = np.isfinite(other) & np.isfinite(best)
+    if not both.any():
+        return np.nan, np.nan, 0
+    return float(np.mean(other[both] - best[both])), float(np.mean(best[both])), int(both.sum())
+
+
+def ranked_finalists(ds: xr.Dataset) -> np.ndarray:
+    """The recommendation, then the other finalists that met the constraints, by their paired objective
+    difference to it (:func:`paired_difference`)."""
+    best_f = _recommended_finalist(ds)
+    eligible = [k for k, d in enumerate(ds["finalist_dropped"].values) if not str(d) and k != best_f]
+    gaps = [paired_difference(ds, k)[0] for k in eligible]
+    order = np.argsort(np.where(np.isfinite(gaps), gaps, np.inf), kind="stable") if eligible else []
+    return np.array([best_f, *(eligible[i] for i in order)], dtype=np.int64)
 
 
 def _means(ds: xr.Dataset, k: int) -> dict[str, float]:
@@ -59,8 +106,8 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     """The plan report as Markdown."""
     from .planner import layout_label
 
-    ranked = _ranked(ds)
-    best_f = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    ranked = ranked_finalists(ds)
+    best_f = _recommended_finalist(ds)
     best = _means(ds, best_f)
     decided = bool(ds["decided"])
     lines = [f"# Plan {ds.attrs.get('scenario_name', '')}: {source}", "",
@@ -74,7 +121,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
              f"indifference zone of {100 * ds.attrs['indifference']:g} % "
              f"({'decided by the stopping rule' if decided else 'NOT decided: the run budget ran out'}); "
              f"{ds.attrs['selection_reason']}", ""]
-    lines += _runner_up(ds, ranked, best_f, best)
+    lines += _runner_up(ds, ranked, best_f)
     lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)
@@ -85,8 +132,6 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
 
 def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
     """What changes with each uncertain input at its 5 % and 95 % (the finalists re-screened)."""
-    from .planner import layout_label
-
     keys = [str(k) for k in ds["uncertain_input"].values]
     lines = ["", "## Under the uncertain inputs", ""]
     if not keys:
@@ -95,37 +140,49 @@ def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
     for i, key in enumerate(keys):
         for j, q in enumerate(ds["quantile"].values):
             objective = ds["uncertain_objective"].values[i, j]
-            best = int(np.nanargmin(objective))
             value = float(ds["uncertain_value"].values[i, j])
-            move = 100 * (objective[best_f] / base - 1)
-            if best == best_f:
-                verdict = "the recommendation stays the best finalist"
-            else:
-                gain = 100 * (1 - objective[best] / objective[best_f])
-                verdict = (f"{layout_label(ds, int(ds['finalist_candidate'][best]))} would be best, "
-                           f"{gain:.2f} % better than the recommendation")
-            lines.append(f"- {key} at its {100 * q:g} % ({value:.4g}): the recommendation's objective "
-                         f"{move:+.1f} %; {verdict}")
+            verdict = _uncertain_verdict(ds, objective, i, j, best_f, base)
+            lines.append(f"- {key} at its {100 * q:g} % ({value:.4g}): {verdict}")
     lines.append("")
     lines.append("One input at a time, the others as given; screen estimates of the finalists (docs/model.md §9).")
     return lines + [""]
 
 
-def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int, best: dict[str, float]) -> list[str]:
+def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, best_f: int, base: float) -> str:
+    """What one uncertain input at one quantile does to the recommendation and the finalists."""
+    from .planner import layout_label
+
+    if np.isnan(objective[best_f]):
+        reason = str(ds["rejection_reason"].values[int(ds["uncertain_rejection"].values[i, j, best_f])]) \
+            if "uncertain_rejection" in ds else "memory or a constraint"  # files written before it was kept
+        head = f"the recommendation is ruled out ({reason})"
+    else:
+        head = f"the recommendation's objective {100 * (objective[best_f] / base - 1):+.1f} %"
+    if np.all(np.isnan(objective)):
+        return f"{head}; no finalist remains"
+    best = int(np.nanargmin(objective))
+    if best == best_f:
+        return f"{head}; the recommendation stays the best finalist"
+    gain = f", {100 * (1 - objective[best] / objective[best_f]):.2f} % better than the recommendation" \
+        if np.isfinite(objective[best_f]) else ""
+    return f"{head}; {layout_label(ds, int(ds['finalist_candidate'][best]))} would be best{gain}"
+
+
+def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:
     from .planner import layout_label
 
     others = [k for k in ranked if k != best_f]
     if not others:
         return ["Only one finalist remained: no runner-up.", ""]
     k = others[0]
-    other = _means(ds, k)
-    diff = float(ds["finalist_objective"][k]) - float(ds["finalist_objective"][best_f])
-    rel = diff / float(ds["finalist_objective"][best_f])
+    diff, base, runs = paired_difference(ds, k)
+    cost, wall, energy = (paired_difference(ds, k, name)[0] for name in ("cost", "wall_time", "energy"))
     return ["## Runner-up", "", f"{layout_label(ds, int(ds['finalist_candidate'][k]))}",
-            f"- objective {diff:+.4g} ({100 * rel:+.2f} %) against the recommendation; cost "
-            f"{_money(other['cost'] - best['cost'])} {'more' if other['cost'] >= best['cost'] else 'less'}, "
-            f"wall time {(other['wall_time'] - best['wall_time']) / 24:+.2f} days, energy "
-            f"{other['energy'] - best['energy']:+,.0f} MWh", ""]
+            f"- objective {diff:+.4g} ({100 * diff / base:+.2f} %) against the recommendation "
+            + (f"over the {runs} runs both simulated (paired: the same random streams)" if runs else
+               "(means over each one's own runs: this file has no per-run objective)")
+            + f"; cost {_money(abs(cost))} "
+            f"{'more' if cost >= 0 else 'less'}, wall time {wall / 24:+.2f} days, energy {energy:+,.0f} MWh", ""]
 
 
 def reference_rank(ds: xr.Dataset) -> tuple[int, int, float] | None:
@@ -195,6 +252,11 @@ def _screen_counts(ds: xr.Dataset) -> list[str]:
     lines = ["## Screen", "", f"{ds.sizes['candidate']:,} valid candidates of {ds.attrs['candidates_enumerated']:,} "
              f"combinations; finalists within {100 * ds.attrs['margin']:g} % of the best screen estimate:", ""]
     lines += [f"- {counts[k]:,}: {reasons[k] or 'finalist'}" for k in range(len(reasons)) if counts[k]]
+    error = float(ds.attrs.get("screen_error", np.nan))
+    if error > ds.attrs["margin"]:
+        from .planner import screen_error_text
+
+        lines += ["", f"**Warning:** {screen_error_text(error, ds.attrs['margin'])}."]
     return lines + [""]
 
 

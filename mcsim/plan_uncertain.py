@@ -17,7 +17,7 @@ import numpy as np
 
 from .plan import Candidates, Plan
 from .scenario import config_with_values
-from .screen import screen
+from .screen import BEYOND_CAP, DOMINATED, EQUIVALENT, KEPT, screen
 
 QUANTILES = (0.05, 0.95)
 
@@ -27,13 +27,19 @@ def _subset(cand: Candidates, indices: np.ndarray) -> Candidates:
     return Candidates(**arrays, enumerated=cand.enumerated)
 
 
+# Re-screened, a finalist ranked out only by the others (the ranking's codes) is still a candidate.
+_STILL_CANDIDATE = (KEPT, DOMINATED, BEYOND_CAP, EQUIVALENT)
+
+
 def uncertain_objectives(plan: Plan, cand: Candidates,
-                         finalists: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Input keys, their values at :data:`QUANTILES` (inputs x 2), and the finalists' screen objective
-    with each input at each quantile (inputs x 2 x finalists)."""
+                         finalists: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Input keys, their values at :data:`QUANTILES` (inputs x 2), the finalists' screen objective with
+    each input at each quantile (inputs x 2 x finalists; NaN where the re-screen rules the finalist out:
+    memory or a constraint), and that rejection code (0 where it is still a candidate)."""
     inputs = plan.scenario.uncertain
     values = np.array([[float(u.ppf(np.array([q]))[0]) for q in QUANTILES] for u in inputs]).reshape(len(inputs), 2)
     objectives = np.full((len(inputs), len(QUANTILES), finalists.size), np.nan)
+    rejections = np.zeros(objectives.shape, dtype=np.int8)
     subset = _subset(cand, finalists)
     for i, entry in enumerate(inputs):
         for j in range(len(QUANTILES)):
@@ -41,5 +47,8 @@ def uncertain_objectives(plan: Plan, cand: Candidates,
                                       f"{entry.key} at its p{QUANTILES[j]:.0%}")
             varied = dataclasses.replace(plan, scenario=dataclasses.replace(plan.scenario, base=base),
                                          constraints=dataclasses.replace(plan.constraints))
-            objectives[i, j] = screen(varied, subset).objective
-    return [u.key for u in inputs], values, objectives
+            scr = screen(varied, subset)
+            out = ~np.isin(scr.rejection, _STILL_CANDIDATE)
+            objectives[i, j] = np.where(out, np.nan, scr.objective)
+            rejections[i, j] = np.where(out, scr.rejection, KEPT)
+    return [u.key for u in inputs], values, objectives, rejections

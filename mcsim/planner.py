@@ -14,8 +14,10 @@ recommendation with its probability of correct selection.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import numpy as np
 import xarray as xr
@@ -49,6 +51,7 @@ class PlanResult:
     selected: np.ndarray                 # finalist positions the last selection ran over
     dropped: dict[int, str]              # finalist position -> constraint it missed when simulated
     recommended: int                     # finalist position
+    screen_error: float = np.nan         # largest |simulated mean / screen estimate - 1| of the objective
 
 
 def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = None, store=None,
@@ -72,11 +75,13 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
     active = list(range(len(configs)))
     dropped: dict[int, str] = {}
     outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
+    pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
     while True:
+        pieces.active = list(active)
         result = select([configs[k] for k in active], plan.objective, seed=plan.scenario.run.seed,
                         mode=plan.scenario.run.mode, alpha=plan.alpha, indifference=plan.indifference,
                         first_runs=plan.first_runs, max_runs=plan.max_runs, max_total_runs=plan.max_total_runs,
-                        workers=workers, scheduler=scheduler, store=store, progress=progress, notify=notify)
+                        workers=workers, scheduler=scheduler, store=pieces, progress=progress, notify=notify)
         simulated = getattr(result, "configs", None) or [configs[k] for k in active]
         for j, k in enumerate(active):
             outputs[k] = per_run_outputs(simulated[j], result.rows[j])
@@ -86,12 +91,92 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
             break
         dropped[best] = missed
         if notify:
-            notify(f"finalist {best} misses the {missed} when simulated; selecting again without it")
+            notify(f"finalist {best} {missed_text(missed)} when simulated; selecting again without it")
         active.remove(best)
         if not active:
-            raise NoCandidate(f"{plan.source}: constraints: every finalist misses a constraint when simulated "
-                              f"({', '.join(sorted(set(dropped.values())))})")
-    return PlanResult(plan, cand, scr, scr.finalists, outputs, result, np.array(active), dropped, best)
+            raise NoCandidate(_all_dropped_message(plan, dropped))
+    error = screen_error(plan, scr, outputs)
+    if notify and error > plan.margin:
+        notify(f"warning: {screen_error_text(error, plan.margin)}")
+    return PlanResult(plan, cand, scr, scr.finalists, outputs, result, np.array(active), dropped, best, error)
+
+
+def screen_error(plan: Plan, scr: Screen, outputs: list[dict[str, np.ndarray] | None]) -> float:
+    """The largest relative error of the screen's objective against the simulated mean, over the finalists.
+
+    The margin is meant to cover it (docs/model.md §9); when it does not, candidates the margin ruled out
+    may be better than the recommendation.
+    """
+    errors = [_relative_error(float(np.mean(_objective_values(plan, out))), float(scr.objective[i]))
+              for i, out in zip(scr.finalists, outputs) if out is not None]
+    return max(errors) if errors else np.nan
+
+
+def _relative_error(simulated: float, estimate: float) -> float:
+    if estimate == 0:  # an objective of 0 (co2 on a zero-carbon grid)
+        return 0.0 if simulated == 0 else np.inf
+    return abs(simulated / estimate - 1.0)
+
+
+def screen_error_text(error: float, margin: float) -> str:
+    """One line: the screen's error is beyond the margin, and what to do."""
+    return (f"the screen's objective is off by up to {100 * error:.1f} % against the finalists' simulated means, "
+            f"beyond the {100 * margin:g} % margin (effects it leaves out: Weibull shapes, spares, slow-node episodes, "
+            f"docs/model.md §9): candidates the margin ruled out may be better; raise plan.margin")
+
+
+class FinalistPieces:
+    """The selection's store of finished tasks, named by finalist position, not by position among the
+    finalists of the current selection (which shifts when one is dropped and the selection runs again).
+
+    Tasks the plan already ran are served from memory (with or without a resume store: a selection run
+    again after a drop simulates no run twice); the others go to ``store`` (a :class:`PieceStore` or None)
+    under the finalist's own position, so an interrupted plan resumes every selection it had begun.
+    ``select_best`` sees the interface of a :class:`PieceStore` (``header``, ``configs``, ``load``, ``save``,
+    ``folder``).
+    """
+
+    def __init__(self, store, configs: list[Config], seed: int, mode: str) -> None:
+        self.store, self.seed, self.mode = store, seed, mode
+        self.finalist_configs = list(configs)
+        self.active: list[int] = list(range(len(configs)))
+        self.rows: dict = {}
+        if store is not None:
+            store.configs = self.finalist_configs
+
+    @property
+    def folder(self):
+        """Where reused tasks come from (for the 'resuming' line)."""
+        return self.store.folder if self.store is not None else "runs of the plan's earlier selection"
+
+    @property
+    def configs(self) -> list[Config]:
+        return [self.finalist_configs[k] for k in self.active]
+
+    @configs.setter
+    def configs(self, configs: list[Config]) -> None:  # as simulated (select_best resolves "optimize")
+        for j, cfg in enumerate(configs):
+            self.finalist_configs[self.active[j]] = cfg
+
+    def _own(self, task):
+        return dataclasses.replace(task, config=self.active[task.config])
+
+    def header(self, task) -> dict[str, object]:
+        if self.store is not None:
+            return self.store.header(self._own(task))
+        return {"seed": self.seed, "mode": self.mode}
+
+    def load(self, task) -> np.ndarray | None:
+        own = self._own(task)
+        if own in self.rows:
+            return self.rows[own]
+        return self.store.load(own) if self.store is not None else None
+
+    def save(self, task, rows: np.ndarray) -> None:
+        own = self._own(task)
+        self.rows[own] = rows
+        if self.store is not None:
+            self.store.save(own, rows)
 
 
 def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -103,9 +188,25 @@ def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
     return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
 
 
+def missed_text(missed: str) -> str:
+    """``misses the deadline``, or ``has runs cut off at run.max_wall_days``."""
+    return "has runs cut off at run.max_wall_days" if missed == "max_wall_days" else f"misses the {missed}"
+
+
+def _all_dropped_message(plan: Plan, dropped: dict[int, str]) -> str:
+    missed = sorted(set(dropped.values()))
+    if missed == ["max_wall_days"]:
+        return (f"{plan.source}: run.max_wall_days: every finalist has runs cut off at "
+                f"{plan.scenario.base.run.max_wall_days:g} days when simulated; raise run.max_wall_days")
+    return f"{plan.source}: constraints: every finalist misses a constraint when simulated ({', '.join(missed)})"
+
+
 def simulated_constraint(plan: Plan, out: dict[str, np.ndarray]) -> str:
-    """The constraint a finalist's simulated runs miss ("deadline" or "budget"), or ""."""
+    """What a finalist's simulated runs miss: "max_wall_days" (a run cut off at the simulation's horizon:
+    its objective is only a lower bound), "deadline" or "budget"; or ""."""
     c = plan.constraints
+    if not np.all(out["completed"]):
+        return "max_wall_days"
     if c.deadline_days is not None:
         met = np.mean(out["completed"] & (out["wall_time"] <= c.deadline_days * 24.0))
         if met < c.deadline_probability:
@@ -124,6 +225,11 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
     c = plan.constraints
     codes = scr.rejection[fits]
     name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
+    if name == "max_wall_days":
+        closest = float(np.min(scr.wall_s[fits])) / 86400.0
+        horizon = plan.scenario.base.run.max_wall_days
+        return (f"{plan.source}: run.max_wall_days: no candidate finishes within {horizon:g} days, the simulation's "
+                f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days")
     if name == "deadline":
         closest = float(np.min(scr.wall_s[fits])) / 86400.0
         return (f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
@@ -131,7 +237,8 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
                 f"{plan.margin:.0%} margin)")
     if name == "budget":
         closest = float(np.min(scr.cost_usd[fits]))
-        return (f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {c.budget_usd:,.0f} USD "
+        budget = f"{c.budget_usd:,.0f}" if c.budget_usd >= 1 else f"{c.budget_usd:.3g}"
+        return (f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {budget} USD "
                 f"(the cheapest screen estimate is {closest:,.0f} USD)")
     if name == "power":
         closest = float(np.min(scr.power_mw[fits]))
@@ -168,9 +275,13 @@ _PLAN_VARIABLES = [
     Variable("energy", True, "MW h", "facility energy (simulated)"),
     Variable("cost", True, "USD", "allocation plus electricity (simulated)"),
     Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e (simulated)"),
+    Variable("objective", True, "1", "the plan's objective per run, in the units of its outputs (simulated)"),
     Variable("uncertain_value", False, "1", "value of the uncertain input at the quantile (in the key's unit)"),
     Variable("uncertain_objective", False, "1",
-             "finalist's screen objective with the uncertain input at the quantile, the others as given"),
+             "finalist's screen objective with the uncertain input at the quantile, the others as given "
+             "(NaN: ruled out then, see uncertain_rejection)"),
+    Variable("uncertain_rejection", False, "1", "why the re-screen at the quantile rules the finalist out "
+             "(0: it does not; codes as rejection)", "int8"),
     Variable("recommended", False, "1", "candidate index of the recommendation", "int64"),
     Variable("pcs", False, "1", "probability of correct selection (a guaranteed bound when decided)"),
     Variable("decided", False, "1", "whether the selection stopped by its rule (else its run budget ran out)", "bool"),
@@ -201,7 +312,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
     }
     runs = max(len(o["wall_time"]) for o in res.outputs if o is not None)
     coords["run"] = np.arange(runs)
-    per_run = {name: np.full((res.finalists.size, runs), np.nan) for name in PER_RUN_KEPT}
+    per_run = {name: np.full((res.finalists.size, runs), np.nan) for name in (*PER_RUN_KEPT, "objective")}
     n_runs = np.zeros(res.finalists.size, dtype=np.int64)
     eliminated = np.full(res.finalists.size, -1, dtype=np.int64)
     objective = np.full(res.finalists.size, np.nan)
@@ -216,11 +327,12 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         n_runs[k] = len(out["wall_time"])
         for name in PER_RUN_KEPT:
             per_run[name][k, :n_runs[k]] = out[name]
+        per_run["objective"][k, :n_runs[k]] = _objective_values(plan, out)
         if plan.constraints.deadline_days is not None:
             deadline[k] = np.mean(out["completed"] & (out["wall_time"] <= plan.constraints.deadline_days * 24.0))
         if k not in res.selected:  # dropped earlier: its mean from its own runs
-            objective[k] = _objective_mean(plan, out)
-    keys, values, uncertain = uncertain_objectives(plan, cand, res.finalists)
+            objective[k] = float(np.mean(_objective_values(plan, out)))
+    keys, values, uncertain, uncertain_rejection = uncertain_objectives(plan, cand, res.finalists)
     coords["uncertain_input"] = np.array(keys, dtype=object)
     coords["quantile"] = np.array(QUANTILES)
     means = np.column_stack([np.nanmean(per_run[n], axis=1) for n in ("wall_time", "cost", "energy")])
@@ -238,7 +350,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         "finalist_deadline_probability": deadline,
         "finalist_dropped": np.array([res.dropped.get(k, "") for k in range(res.finalists.size)], dtype=object),
         "pareto": pareto, **per_run,
-        "uncertain_value": values, "uncertain_objective": uncertain,
+        "uncertain_value": values, "uncertain_objective": uncertain, "uncertain_rejection": uncertain_rejection,
         "recommended": np.int64(res.finalists[res.recommended]), "pcs": float(res.selection.pcs),
         "decided": bool(res.selection.decided),
     }
@@ -276,7 +388,7 @@ def _dims(name: str, var: Variable) -> tuple[str, ...]:
         return ("finalist",)
     if name == "uncertain_value":
         return ("uncertain_input", "quantile")
-    if name == "uncertain_objective":
+    if name in ("uncertain_objective", "uncertain_rejection"):
         return ("uncertain_input", "quantile", "finalist")
     if name in ("recommended", "pcs", "decided"):
         return ()
@@ -286,13 +398,14 @@ def _dims(name: str, var: Variable) -> tuple[str, ...]:
 def _flag_word(code: int) -> str:
     words = {0: "finalist", 1: "layout", 2: "frequency", 3: "iterations", 4: "time_resolution", 5: "memory",
              6: "strategy_or_domain", 7: "gpu_count", 8: "power_cap", 9: "deadline", 10: "budget",
-             11: "dominated", 12: "beyond_finalist_cap", 13: "equivalent"}
+             11: "dominated", 12: "beyond_finalist_cap", 13: "equivalent", 14: "beyond_max_wall_days"}
     return words[code]
 
 
-def _objective_mean(plan: Plan, out: dict[str, np.ndarray]) -> float:
+def _objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
+    """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
     weights = {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective
-    return float(np.mean(sum(w * out[k] for k, w in weights.items())))
+    return sum(w * out[k] for k, w in weights.items())
 
 
 def _attrs(res: PlanResult) -> dict[str, object]:
@@ -301,11 +414,17 @@ def _attrs(res: PlanResult) -> dict[str, object]:
 
     plan = res.plan
     c = plan.constraints
+    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {
+        "title": f"mcsim plan: {plan.scenario.name}",  # title, history: CF-1.10 §2.6.2, as mcsim run's files
+        "history": (f"{created}: mcsim {__version__} planned {plan.scenario.name!r} from {plan.source}, "
+                    f"seed {plan.scenario.run.seed}, {plan.scenario.run.mode} mode"),
+        "created": created,
         "mcsim_kind": "plan", "mcsim_version": __version__, "scenario_name": plan.scenario.name,
         "plan_source": plan.source, "scenario_toml": plan.scenario.to_toml(),
         "objective": plan.objective_label, "indifference": plan.indifference, "alpha": plan.alpha,
-        "margin": plan.margin, "seed": plan.scenario.run.seed, "mode": plan.scenario.run.mode,
+        "margin": plan.margin, "screen_error": float(res.screen_error),
+        "seed": plan.scenario.run.seed, "mode": plan.scenario.run.mode,
         "candidates_enumerated": res.candidates.enumerated, "selection_reason": str(res.selection.reason),
         "total_runs": int(sum(len(o["wall_time"]) for o in res.outputs if o is not None)),
         "binding_constraint": binding_constraint(res.screen.rejection),
@@ -327,9 +446,13 @@ def layout_label(ds: xr.Dataset, index: int) -> str:
 
 
 def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
-    """The top finalists (by mean simulated objective) and the recommendation, as text."""
-    order = np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf, ds["finalist_objective"].values),
-                       kind="stable")[:rows]
+    """The recommendation, then the other finalists by their paired objective against it, as text."""
+    from .plan_report import ranked_finalists
+
+    ranked = ranked_finalists(ds)
+    rest = [k for k in np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf,
+                                           ds["finalist_objective"].values), kind="stable") if k not in ranked]
+    order = [*ranked, *rest][:rows]  # the dropped ones (missed a constraint when simulated) last
     lines = [f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
              f"({ds.attrs['candidates_enumerated']:,} combinations searched); objective {ds.attrs['objective']}, "
              f"mean ± 95 % half-width over the runs simulated:"]
@@ -337,7 +460,7 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
         index = int(ds["finalist_candidate"][k])
         mark = " *" if bool(ds["pareto"][k]) else ""
         dropped = str(ds["finalist_dropped"].values[k])
-        note = f" (misses the {dropped})" if dropped else ""
+        note = f" ({missed_text(dropped)})" if dropped else ""
         lines.append(f"  {_fmt(float(ds['finalist_objective'][k]))} ± {_fmt(float(ds['finalist_half_width'][k]))}"
                      f"  screen {_fmt(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
                      f"  {layout_label(ds, index)}{mark}{note}")

@@ -32,7 +32,8 @@ from .stragglers import factor_law
 from .workload import (FREQUENCY, MEMORY, RECOMPUTE_CODES, STRUCTURAL, TIME_RESOLUTION_CODE, TOO_MANY_ITERATIONS,
                        Layouts, configuration_problem, workload_arrays)
 
-# Rejection codes, in the order they are assigned (the first one found is kept).
+# Rejection codes (the first one found is kept), in the order they are assigned but for 14, the simulation's
+# horizon, checked first among the constraints (a code added later keeps the earlier ones' numbers).
 KEPT = 0
 REJECTIONS = {
     KEPT: "",
@@ -49,9 +50,10 @@ REJECTIONS = {
     11: "dominated: objective beyond the margin of the best screen estimate",
     12: "within the margin, but beyond the cap on finalists",
     13: "equivalent to a finalist: the same screen estimates (e.g. microbatch without a pipeline)",
+    14: "run.max_wall_days: screen estimate beyond the simulation's horizon by more than the margin",
 }
 _WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
-CONSTRAINT_CODES = {"gpus": 7, "power": 8, "deadline": 9, "budget": 10}
+CONSTRAINT_CODES = {"max_wall_days": 14, "gpus": 7, "power": 8, "deadline": 9, "budget": 10}
 DOMINATED, BEYOND_CAP, EQUIVALENT = 11, 12, 13
 
 
@@ -142,8 +144,10 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
                                       wl.iterations[idx])
 
     mean_iteration_s, power = _iteration_power(plan, cand, wl)
-    wall = _expected_wall_s(base, cand, wl.iterations, mean_iteration_s, every, stall, load, mtbf)
-    energy, power_mw = _energy_j(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf, power)
+    with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
+        wall = _expected_wall_s(base, cand, wl.iterations, mean_iteration_s, every, stall, load, mtbf)
+        energy, power_mw = _energy_j(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf, power)
+    # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
     hours = wall / 3600.0
     nodes = cand.gpus // base.hardware.gpus_per_node
     cost = allocation_usd(base.cost, cand.gpus, nodes, hours) + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
@@ -229,9 +233,10 @@ def _expected_wall_s(base: Config, cand: Candidates, iterations, iteration_s, ev
     intervals = -(-iterations // every)
     last_s = (iterations - (intervals - 1) * every) * iteration_s
     restart = _restart_s(base, cand, load)
-    wall = (intervals - 1) * expected_segment_s(every * iteration_s + stall, restart, mtbf) \
+    # Not cut at run.max_wall_days: a truncated estimate would rank a run that never finishes as cheap
+    # (the screen rules such candidates out instead, _constraints).
+    return (intervals - 1) * expected_segment_s(every * iteration_s + stall, restart, mtbf) \
         + expected_segment_s(last_s, restart, mtbf)
-    return np.minimum(wall, base.run.max_wall_days * 86400.0)
 
 
 def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, load, mtbf, power):
@@ -259,7 +264,9 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
 
 def _constraints(plan: Plan, cand: Candidates, rejection, power_mw, wall_s, cost) -> None:
     c, margin = plan.constraints, plan.margin
-    checks = [("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus))]
+    horizon_s = plan.scenario.base.run.max_wall_days * 86400.0  # the simulation cuts runs off there
+    checks = [("max_wall_days", wall_s > horizon_s * (1.0 + margin)),
+              ("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus))]
     if c.power_mw is not None:
         checks.append(("power", power_mw > c.power_mw))
     if c.deadline_days is not None:
@@ -279,7 +286,10 @@ def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray,
     if kept.size == 0:
         return gap, kept
     best = objective[kept].min()
-    gap[kept] = objective[kept] / best - 1.0
+    if best > 0:
+        gap[kept] = objective[kept] / best - 1.0
+    else:  # an objective of 0 (co2 on a zero-carbon grid): the others are infinitely far, the ties at 0
+        gap[kept] = np.where(objective[kept] == best, 0.0, np.inf)
     rejection[kept[gap[kept] > plan.margin]] = DOMINATED
     within = kept[gap[kept] <= plan.margin]
     wall, energy, memory = (key[within] for key in tie_keys)

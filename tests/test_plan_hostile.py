@@ -1,0 +1,302 @@
+"""mcsim plan under hostile use: absurd but legal values, files left behind, CF form, report wording.
+
+One test per defect found by a hostile review (each failed before its fix).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mcsim.cli import main
+from mcsim.netcdf import open_results
+from mcsim.scenario import dumps_toml
+
+# The small plan of tests/test_plan.py, with one GPU type and two sizes to stay fast.
+PLAN = {
+    "name": "hostile-plan",
+    "model": {"params": 1.3e9, "layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "tokens": 2e10,
+              "global_batch": 512},
+    "hardware": {"gpus_per_node": 8},
+    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
+    "run": {"seed": 3, "mode": "fast"},
+    "search": {"gpu_types": ["H100-SXM"], "gpus": [16, 64], "strategy": ["sync", "async"]},
+    "plan": {"objective": "wall_time", "first_runs": 20, "max_runs": 100, "finalists": 3},
+}
+
+
+def _plan(**tables) -> dict:
+    raw = copy.deepcopy(PLAN)
+    for name, values in tables.items():
+        raw.setdefault(name, {}).update(values)
+    return raw
+
+
+def _write(raw: dict, path: Path) -> Path:
+    path.write_text(dumps_toml(raw))
+    return path
+
+
+def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, capsys):
+    # 1.5 h with probability 0.999999: the screen keeps the 64-GPU finalists (estimates ~1.49 h, within the
+    # 5 % margin) but their simulated runs miss it, so every finalist is dropped: exit 1, and nothing may
+    # be left beside the output (the selection finished; its pieces are of no further use).
+    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}),
+                  tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "every finalist misses a constraint when simulated (deadline)" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_exit_1_after_simulation_removes_stale_pieces_too(tmp_path):
+    # After a written output the pieces of earlier, different runs of the same output are removed; after
+    # the final answer "no recommendation" they stayed.
+    stale = tmp_path / ".p.nc.parts-0123456789abcdef"
+    stale.mkdir()
+    (stale / "c0-r0-20.npz").write_bytes(b"old")
+    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}),
+                  tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_plan_file_passes_cf_checker_but_currency(tmp_path):
+    # The CF-1.10 checker of tests/test_cf.py on a plan file: the float coordinate `quantile` carried
+    # a _FillValue (forbidden on coordinate variables) and title/history (CF §2.6.2) were missing.
+    from test_cf import _checker_messages, _not_currency
+
+    raw = _plan(run={"draws": 4})
+    raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert _not_currency(_checker_messages(out)) == []
+    ds = open_results(out)
+    assert ds.attrs["title"] and "hostile-plan" in ds.attrs["history"]
+
+
+def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp_path, capsys):
+    # run.max_wall_days = 0.1 (2.4 h): 16 H100 need about 6 h, 64 about 1.5 h. Capped at 2.4 h, a 16-GPU
+    # run looked cheaper (16 x 2.4 GPU-hours against 64 x 1.5) and only 16-GPU candidates became finalists:
+    # every simulated run was cut off and the "recommendation" never finishes. A candidate whose screen
+    # wall time is beyond the simulation's horizon (by more than the margin) is ruled out with its reason.
+    from mcsim.screen import CONSTRAINT_CODES
+
+    raw = _plan(run={"max_wall_days": 0.1}, plan={"objective": "cost"})
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    assert int(ds["gpus"][int(ds["recommended"])]) == 64 and bool(ds["decided"])
+    assert np.all(ds["wall_time"].values[best, :int(ds["finalist_runs"][best])] < 0.1 * 24)  # all runs finished
+    fits_16 = (ds["gpus"] == 16) & (ds["rejection"] != 5)
+    assert int(fits_16.sum()) > 0
+    assert np.all(ds["rejection"].values[fits_16.values] == CONSTRAINT_CODES["max_wall_days"])
+    # No candidate within the horizon: exit 1, one line naming the key, no output.
+    raw = _plan(run={"max_wall_days": 0.01})
+    assert main(["plan", str(_write(raw, tmp_path / "q.toml")), "-o", str(tmp_path / "q.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {tmp_path / 'q.toml'}: run.max_wall_days: "
+                                               "no candidate finishes within 0.01 days"), err
+    assert not (tmp_path / "q.nc").exists()
+
+
+def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
+    # Kim-Nelson eliminates finalists at different stages, so a runner-up may have fewer runs than the
+    # recommendation. Its mean over its own (fewer) runs was compared with the recommendation's mean over
+    # more runs: with common random numbers the two means then differ by run-to-run noise, and the report
+    # said the runner-up was *better* than the recommendation (seen: "objective -0.002123 (-0.14 %)",
+    # "cost -0 USD less"). The comparison must be paired: over the runs both simulated.
+    from mcsim.plan_report import explain_plan
+
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out).load()
+    best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    other = 1 if best == 0 else 0
+    n = int(ds["finalist_runs"][best])
+    assert int(ds["finalist_runs"][other]) == n and n >= 20
+    # As if the runner-up had been eliminated after its 5 fastest runs (chosen to make its mean look best).
+    keep = np.argsort(ds["wall_time"].values[other, :n])[:5]
+    for name in ("wall_time", "energy", "cost", "co2", "objective"):
+        values = ds[name].values[other, keep].copy()
+        ds[name].values[other, :] = np.nan
+        ds[name].values[other, keep] = values
+    ds["finalist_runs"].values[other] = 5
+    ds["finalist_objective"].values[other] = np.mean(ds["wall_time"].values[other, keep])
+    assert ds["finalist_objective"].values[other] < ds["finalist_objective"].values[best]  # the trap is set
+    text = explain_plan(ds)
+    runner_up = text.split("## Runner-up")[1].split("##")[0]
+    # Independent reference: the paired mean difference over the 5 runs both have.
+    diff = float(np.mean(ds["wall_time"].values[other, keep] - ds["wall_time"].values[best, keep]))
+    assert diff > 0
+    assert f"objective {diff:+.4g} " in runner_up and "over the 5 runs both simulated" in runner_up, runner_up
+    assert "-0 USD" not in runner_up
+
+
+def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path, capsys, monkeypatch):
+    # When the recommendation misses a constraint when simulated, the selection runs again over the rest
+    # "with the same seed, so the same runs" (docs/model.md §9). The resume store named pieces by the
+    # position in the *current* list of finalists, so the second selection found every piece "made for
+    # another config_hash", simulated every run again and overwrote the pieces (an interrupted plan then
+    # recomputed the first selection as well). Each (finalist, run) must be simulated once.
+    import mcsim.backends
+    import mcsim.planner
+
+    calls = iter(["deadline"])  # the first recommendation "misses the deadline", every later one meets it
+    monkeypatch.setattr(mcsim.planner, "simulated_constraint", lambda plan, out: next(calls, ""))
+    simulated = []
+    kernel = mcsim.backends.run_kernel
+    monkeypatch.setattr(mcsim.backends, "run_kernel",
+                        lambda inputs, seed, start, stop: simulated.append(stop - start) or kernel(inputs, seed,
+                                                                                                   start, stop))
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    ds = open_results(out)
+    assert list(ds["finalist_dropped"].values).count("deadline") == 1
+    assert "recomputing" not in err, err
+    assert sum(simulated) == int(ds["finalist_runs"].sum()) == ds.attrs["total_runs"]
+
+
+def test_report_on_a_plan_file_without_the_per_run_objective(tmp_path):
+    # Plan files written before the per-run objective was kept: with a weighted objective there is no
+    # variable to pair, and the report raised KeyError (a traceback) instead of falling back to the means.
+    from mcsim.plan_report import explain_plan
+
+    out = tmp_path / "p.nc"
+    raw = _plan(plan={"objective": {"cost": 1.0, "wall_time": 100.0}})
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    text = explain_plan(open_results(out).drop_vars("objective"))
+    assert "(means over each one's own runs: this file has no per-run objective)" in text
+
+
+def test_enumeration_does_not_build_the_whole_product_before_filtering():
+    # 500 GPU counts x 4 tp x 126 pp x 4 microbatch x 8 interleave: the enumeration built five int64
+    # arrays of the full product (64 MB each, and their copies) before keeping the valid layouts
+    # (a few thousand): 10,000 counts asked for 6 GB and died with MemoryError. Filtered axis by axis,
+    # it stays small. tracemalloc sees numpy's allocations.
+    import tracemalloc
+
+    from mcsim.plan import enumerate_candidates, plan_from_dict
+
+    raw = _plan(search={"gpus": {"from": 8, "to": 4000, "step": 8}, "strategy": ["sync"]})
+    raw["model"].update(layers=126, heads=128, hidden=8192)
+    plan = plan_from_dict(raw)
+    tracemalloc.start()
+    try:
+        cand = enumerate_candidates(plan)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(cand) > 1000 and cand.enumerated == 500 * 4 * 126 * 4 * 8 * 3  # x 3 recompute policies
+    assert peak < 40e6, peak
+
+
+def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path):
+    # hardware.memory_gb uniform 1..100 GB: at its 5 % (5.95 GB) no finalist fits (the recommendation needs
+    # 16.9 GB per GPU). The finalists were re-screened but only their objective was kept, so the report said
+    # "the recommendation's objective +0.0 %; the recommendation stays the best finalist".
+    from mcsim.screen import REJECTIONS
+
+    raw = _plan(run={"draws": 4})
+    raw["uncertain"] = {"hardware.memory_gb": {"dist": "uniform", "low": 1.0, "high": 100.0}}
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    memory = ds["screen_memory_per_gpu"].values[ds["finalist_candidate"].values]
+    assert np.all(memory > 5.95)  # the premise: at 5.95 GB none of them fits
+    assert np.all(np.isnan(ds["uncertain_objective"].values[0, 0]))
+    assert np.all(ds["uncertain_rejection"].values[0, 0] == 5)  # memory
+    assert np.all(np.isfinite(ds["uncertain_objective"].values[0, 1]))  # 95.05 GB: all fit
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "README.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- hardware.memory_gb at its 5 %"))
+    assert "the recommendation is ruled out" in line and REJECTIONS[5] in line and "no finalist remains" in line
+
+
+def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys):
+    # The margin "covers the screen's model error" (docs/model.md §9), but the screen leaves slow-node
+    # episodes out: here the simulated mean wall time is ~20 % above the screen's estimate, four times the
+    # 5 % margin, and nothing told the user that candidates the margin ruled out might be better.
+    raw = _plan(stragglers={"episode_rate_per_node_day": 2.0, "episode_hours": 4.0, "episode_slowdown": 3.0})
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    ds = open_results(out)
+    # Independent of the code under test: simulated means against the screen's estimates of the finalists.
+    screen = ds["screen_objective"].values[ds["finalist_candidate"].values]
+    worst = float(np.nanmax(np.abs(np.nanmean(ds["wall_time"].values, axis=1) / screen - 1)))
+    assert worst > 0.1
+    assert ds.attrs["screen_error"] == pytest.approx(worst, rel=1e-12)  # the same means, summed in another order
+    assert "beyond the 5 % margin" in err and "raise plan.margin" in err, err
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    assert "beyond the 5 % margin" in (tmp_path / "rep" / "README.md").read_text()
+    # Without the episodes the screen is within the margin: no warning.
+    out2 = tmp_path / "q.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
+    assert "margin" not in capsys.readouterr().err and open_results(out2).attrs["screen_error"] < 0.05
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_objective_zero_for_every_candidate(tmp_path, capsys):
+    # co2 with a zero-carbon grid and no embodied emissions: every candidate's objective is 0. The screen's
+    # gap 0/0 was NaN, neither within the margin nor beyond it, so no candidate became a finalist and the
+    # plan printed a RuntimeWarning and a wrong reason ("no searched GPU count is within ..." / the horizon).
+    raw = _plan(carbon={"grid_g_per_kwh": 0.0, "embodied_kg_per_gpu": 0.0}, plan={"objective": "co2"})
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert "Warning" not in capsys.readouterr().err
+    ds = open_results(out)
+    assert ds.attrs["screen_error"] == 0.0  # 0 simulated against 0 estimated
+    assert np.all(ds["screen_gap"].values[ds["finalist_candidate"].values] == 0.0)
+    assert float(np.nanmax(ds["co2"].values)) == 0.0
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_failures_so_frequent_no_run_ends_is_one_line(tmp_path, capsys):
+    # A per-GPU MTBF of 36 s: Daly's expected wall time overflows to infinity, and the screen's energy
+    # (infinity - infinity) printed a RuntimeWarning before the one-line answer.
+    raw = _plan()
+    raw["failures"] = [{"name": "gpu", "scope": "gpu", "mtbf_hours": 0.01, "recovery_minutes": 10.0}]
+    path = _write(raw, tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: run.max_wall_days: "), err
+
+
+def test_a_recommendation_whose_runs_are_cut_off_is_not_recommended(tmp_path, capsys):
+    # run.max_wall_days = 0.0604 (1.45 h): the 64-GPU finalists' screen estimates (~1.49 h) are within the
+    # 5 % margin of the horizon, but every simulated run is cut off there. The plan exited 0 and
+    # "recommended" a configuration none of whose runs finished (its objective a lower bound, PCS nan).
+    path = _write(_plan(run={"max_wall_days": 0.0604}), tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: run.max_wall_days: every "
+                                               "finalist has runs cut off at 0.0604 days when simulated"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
+    # A damaged or edited plan file (mcsim_kind = plan, a variable gone) gave a KeyError traceback.
+    from mcsim.netcdf import write_results
+
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    write_results(open_results(out).load().drop_vars("pcs"), tmp_path / "broken.nc")
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "broken.nc"), "-o", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0] == f"mcsim: error: {tmp_path / 'broken.nc'}: not a complete plan file: " \
+                                       "no variable pcs", err
+    assert not (tmp_path / "rep").exists()
+
+
+def test_budget_below_one_dollar_is_printed_as_given(tmp_path, capsys):
+    # budget_usd = 1e-9 was printed as "no candidate fits the budget of 0 USD".
+    path = _write(_plan(constraints={"budget_usd": 1e-9}), tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    assert "no candidate fits the budget of 1e-09 USD (the cheapest screen estimate is " in capsys.readouterr().err
