@@ -777,7 +777,8 @@ def _open_result_file(name: str) -> xr.Dataset | None:
     try:
         check_results(ds)
     except ValueError as err:
-        print(f"mcsim: error: {path}: {err}", file=sys.stderr)
+        hint = " (a plan file: read it with `mcsim report`)" if ds.attrs.get("mcsim_kind") == "plan" else ""
+        print(f"mcsim: error: {path}: {err}{hint}", file=sys.stderr)
         return None
     return ds
 

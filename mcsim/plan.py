@@ -33,12 +33,11 @@ import numpy as np
 
 from .catalog import GPU_CATALOG, GpuSpec, lookup_gpu
 from .scenario import MAX_DEPTH, Scenario, check_depth, scenario_from_dict
-from .schema import Interval, MAX_GPUS, ScenarioError, coerce_value, field_meta
+from .schema import PLAN_TABLES, Interval, MAX_GPUS, ScenarioError, coerce_value, field_meta
 from .strategies import STRATEGIES
 from .workload import RECOMPUTE_CODES
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
-PLAN_TABLES = ("search", "constraints", "plan")
 SEARCH_KEYS = ("gpu_types", "gpus", "tp", "pp", "microbatch", "interleave", "recompute", "strategy",
                "interval", "freq_mhz")
 CONSTRAINT_KEYS = ("deadline_days", "deadline_probability", "budget_usd", "power_mw", "min_gpus", "max_gpus")

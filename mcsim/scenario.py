@@ -27,7 +27,7 @@ import numpy as np
 from .budget import check_sweep_size
 from .uncertain import UncertainInput, parse_uncertain
 from .catalog import GpuSpec, lookup_gpu
-from .schema import (REQUIRED_SECTIONS, SECTIONS, TOP_LEVEL_KEYS, CarbonSection,
+from .schema import (PLAN_TABLES, REQUIRED_SECTIONS, SECTIONS, TOP_LEVEL_KEYS, CarbonSection,
                      CheckpointSection, ComputeSection, CostSection, EnergySection,
                      FailureClass, HardwareSection, Interval, ModelSection, NetworkSection,
                      RUN_KEYS, ParallelismSection, RunSection, ScenarioError, StragglerSection,
@@ -382,7 +382,8 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     raw = plain_value(raw)
     for key in raw:
         if key not in TOP_LEVEL_KEYS:
-            raise ScenarioError(source, key, f"unknown key; expected one of {', '.join(TOP_LEVEL_KEYS)}")
+            hint = " (a plan file: run it with `mcsim plan`)" if key in PLAN_TABLES else ""
+            raise ScenarioError(source, key, f"unknown key; expected one of {', '.join(TOP_LEVEL_KEYS)}{hint}")
     for key in REQUIRED_SECTIONS:
         if key not in raw:
             raise ScenarioError(source, f"[{key}]", "required table is missing")

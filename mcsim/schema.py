@@ -233,6 +233,8 @@ SECTIONS: dict[str, type] = {
 REQUIRED_SECTIONS = ("model", "parallelism")
 RUN_KEYS = tuple(f.name for f in dataclasses.fields(RunSection))
 TOP_LEVEL_KEYS = ("name", "description", "failures", "sweep", "uncertain", *SECTIONS)
+# The tables a plan file adds to a scenario (mcsim/plan.py reads them; `mcsim run` refuses them).
+PLAN_TABLES = ("search", "constraints", "plan")
 
 
 def _type_name(value: Any) -> str:

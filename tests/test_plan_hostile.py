@@ -300,3 +300,18 @@ def test_budget_below_one_dollar_is_printed_as_given(tmp_path, capsys):
     path = _write(_plan(constraints={"budget_usd": 1e-9}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     assert "no candidate fits the budget of 1e-09 USD (the cheapest screen estimate is " in capsys.readouterr().err
+
+
+def test_plan_file_given_to_run_or_summary_points_to_the_right_command(tmp_path, capsys):
+    # `mcsim run PLAN.toml` and `mcsim summary PLAN.nc` were accurate one-line errors that did not say the
+    # file is a plan file and which command reads it.
+    path = _write(_plan(), tmp_path / "p.toml")
+    assert main(["run", str(path), "-o", str(tmp_path / "r.nc"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("(a plan file: run it with `mcsim plan`)"), err
+    assert not (tmp_path / "r.nc").exists()
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["summary", str(tmp_path / "p.nc")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("(a plan file: read it with `mcsim report`)"), err
