@@ -220,6 +220,25 @@ def _reference(ds: xr.Dataset, best_f: int) -> list[str]:
     return lines + [""]
 
 
+def _deadline_line(ds: xr.Dataset, best_f: int) -> str:
+    """The recommendation's share of runs within the deadline, with its 95 % Wilson interval.
+
+    The planner keeps a finalist whose share reaches the required probability; on a few
+    runs that share is itself uncertain, so the line says when its interval still
+    reaches below the requirement.
+    """
+    from .decisions import wilson_interval
+
+    p, runs = float(ds["finalist_deadline_probability"][best_f]), int(ds["finalist_runs"][best_f])
+    required = float(ds.attrs["deadline_probability"])
+    low, high = wilson_interval(p * runs, runs)
+    line = (f"- deadline {ds.attrs['deadline_days']:g} days: the recommendation meets it in {p:.1%} of its "
+            f"{runs} runs (95 % Wilson interval {low:.1%}–{high:.1%}; required {required:.0%})")
+    if low < required:
+        line += "; these runs do not establish the requirement at 95 % confidence: simulate more runs to be sure"
+    return line
+
+
 def _constraints(ds: xr.Dataset, best_f: int) -> list[str]:
     from .screen import CONSTRAINT_CODES
 
@@ -232,9 +251,7 @@ def _constraints(ds: xr.Dataset, best_f: int) -> list[str]:
             lines.append(f"- {name}: ruled out {count:,} candidates that fit in memory")
     best = _means(ds, best_f)
     if np.isfinite(ds.attrs.get("deadline_days", np.nan)):
-        p = float(ds["finalist_deadline_probability"][best_f])
-        lines.append(f"- deadline {ds.attrs['deadline_days']:g} days: the recommendation meets it in {p:.1%} of its "
-                     f"runs (required {ds.attrs['deadline_probability']:.0%})")
+        lines.append(_deadline_line(ds, best_f))
     if np.isfinite(ds.attrs.get("budget_usd", np.nan)):
         lines.append(f"- budget {_money(ds.attrs['budget_usd'])}: the recommendation's mean cost leaves "
                      f"{_money(ds.attrs['budget_usd'] - best['cost'])}")

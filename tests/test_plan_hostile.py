@@ -315,3 +315,19 @@ def test_plan_file_given_to_run_or_summary_points_to_the_right_command(tmp_path,
     assert main(["summary", str(tmp_path / "p.nc")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("(a plan file: read it with `mcsim report`)"), err
+
+
+def test_report_gives_the_deadline_share_with_its_interval(tmp_path, capsys):
+    # The deadline is judged on the recommendation's simulated runs (as few as first_runs = 20): the report
+    # gave the share alone. All 20 runs meet a 100-day deadline; the Wilson 95 % interval of 20/20 has the
+    # lower bound n / (n + z^2) = 20 / (20 + 1.96^2) = 83.9 % (Wilson 1927, p = 1), below the required 99 %.
+    path = _write(_plan(constraints={"deadline_days": 100.0, "deadline_probability": 0.99}), tmp_path / "p.toml")
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    best_f = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    assert int(ds["finalist_runs"][best_f]) == 20 and float(ds["finalist_deadline_probability"][best_f]) == 1.0
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "README.md").read_text()
+    assert ("meets it in 100.0% of its 20 runs (95 % Wilson interval 83.9%–100.0%; required 99%); these runs do "
+            "not establish the requirement at 95 % confidence") in text, text
