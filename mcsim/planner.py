@@ -179,6 +179,26 @@ class FinalistPieces:
             self.store.save(own, rows)
 
 
+def finalist_front(per_run: dict[str, np.ndarray], n_runs: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """Which finalists are on the Pareto front of mean wall time, cost and energy (bool per finalist).
+
+    ``per_run[name]`` is (finalist, run), NaN past each finalist's ``n_runs``; only ``eligible``
+    finalists (not dropped for a constraint) take part. Each mean is over the runs every
+    eligible finalist simulated (runs 0 .. n - 1, n the fewest; the same random streams in
+    each: common random numbers), not over each one's own runs, whose count depends on the
+    stage it left the selection at.
+    """
+    front = np.zeros(n_runs.size, dtype=bool)
+    simulated = eligible & (n_runs > 0)
+    if not simulated.any():
+        return front
+    common = int(np.min(n_runs[simulated]))
+    means = np.column_stack([np.mean(per_run[name][simulated, :common], axis=1)
+                             for name in ("wall_time", "cost", "energy")])
+    front[np.flatnonzero(simulated)[nondominated(means)]] = True
+    return front
+
+
 def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
     """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
     from .simulate import _per_run_outputs
@@ -270,7 +290,8 @@ _PLAN_VARIABLES = [
     Variable("finalist_half_width", False, "1", "half-width of the 95 % interval of finalist_objective"),
     Variable("finalist_deadline_probability", False, "1", "share of simulated runs within the deadline"),
     Variable("finalist_dropped", False, "1", "constraint missed when simulated (empty: none)", "str"),
-    Variable("pareto", False, "1", "on the Pareto front of mean wall time, cost and energy among finalists", "bool"),
+    Variable("pareto", False, "1", "on the Pareto front of mean wall time, cost and energy among finalists "
+             "(over the runs all of them simulated)", "bool"),
     Variable("wall_time", True, "h", "job start to the last durable iteration (simulated; NaN: run not simulated)"),
     Variable("energy", True, "MW h", "facility energy (simulated)"),
     Variable("cost", True, "USD", "allocation plus electricity (simulated)"),
@@ -335,10 +356,8 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
     keys, values, uncertain, uncertain_rejection = uncertain_objectives(plan, cand, res.finalists)
     coords["uncertain_input"] = np.array(keys, dtype=object)
     coords["quantile"] = np.array(QUANTILES)
-    means = np.column_stack([np.nanmean(per_run[n], axis=1) for n in ("wall_time", "cost", "energy")])
     eligible = np.array([k not in res.dropped for k in range(res.finalists.size)])
-    pareto = np.zeros(res.finalists.size, dtype=bool)
-    pareto[np.flatnonzero(eligible)[nondominated(means[eligible])]] = True
+    pareto = finalist_front(per_run, n_runs, eligible)
     data = {
         "screen_iteration_time": scr.iteration_time_s, "screen_memory_per_gpu": scr.memory_per_gpu_gb,
         "screen_power": scr.power_mw, "screen_checkpoint_every": scr.checkpoint_every,

@@ -331,3 +331,19 @@ def test_report_gives_the_deadline_share_with_its_interval(tmp_path, capsys):
     text = (tmp_path / "rep" / "README.md").read_text()
     assert ("meets it in 100.0% of its 20 runs (95 % Wilson interval 83.9%–100.0%; required 99%); these runs do "
             "not establish the requirement at 95 % confidence") in text, text
+
+
+def test_pareto_front_compares_finalists_over_their_common_runs():
+    # Finalists leave the selection at different stages, so they have different run counts; the front
+    # took each one's mean over its own runs. A: runs (10, 10) h; B: runs (9, 9, 20, 20) h, equal cost and
+    # energy. Over the runs both simulated (0, 1: the same streams) B is faster (9 < 10 h) and dominates A;
+    # over its own runs B's mean is 14.5 h and A would dominate B.
+    from mcsim.planner import finalist_front
+
+    nan = np.nan
+    per_run = {"wall_time": np.array([[10.0, 10.0, nan, nan], [9.0, 9.0, 20.0, 20.0]]),
+               "cost": np.ones((2, 4)), "energy": np.ones((2, 4))}
+    front = finalist_front(per_run, np.array([2, 4]), np.array([True, True]))
+    assert front.tolist() == [False, True]
+    # A dropped finalist takes no part (and does not shorten the common runs).
+    assert finalist_front(per_run, np.array([2, 4]), np.array([False, True])).tolist() == [False, True]
