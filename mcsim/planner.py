@@ -472,18 +472,22 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     rest = [k for k in np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf,
                                            ds["finalist_objective"].values), kind="stable") if k not in ranked]
     order = [*ranked, *rest][:rows]  # the dropped ones (missed a constraint when simulated) last
+    reference = int(ds.attrs.get("reference_candidate", -1))
+    own = "" if reference < 0 or reference not in ds["finalist_candidate"].values else \
+        ", and the plan file's own layout (marked +)"
     lines = [f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
-             f"({ds.attrs['candidates_enumerated']:,} combinations searched); objective {ds.attrs['objective']}, "
+             f"({ds.attrs['candidates_enumerated']:,} combinations searched){own}; objective {ds.attrs['objective']}, "
              f"mean ± 95 % half-width over the runs simulated:"]
     for k in order:
         index = int(ds["finalist_candidate"][k])
-        mark = " *" if bool(ds["pareto"][k]) else ""
+        mark = (" *" if bool(ds["pareto"][k]) else "") + (" +" if index == reference else "")
         dropped = str(ds["finalist_dropped"].values[k])
         note = f" ({missed_text(dropped)})" if dropped else ""
         lines.append(f"  {_fmt(float(ds['finalist_objective'][k]))} ± {_fmt(float(ds['finalist_half_width'][k]))}"
                      f"  screen {_fmt(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
                      f"  {layout_label(ds, index)}{mark}{note}")
-    lines.append("  * on the Pareto front of wall time, cost and energy among the finalists")
+    lines.append("  * on the Pareto front of wall time, cost and energy among the finalists"
+                 + ("; + the plan file's own layout" if own else ""))
     decided = "decided" if bool(ds["decided"]) else "NOT decided within the run budget"
     lines.append(f"recommended: {layout_label(ds, int(ds['recommended']))}; P(correct selection) "
                  f"{'>= ' if bool(ds['decided']) else '~ '}{float(ds['pcs']):.3f} ({decided}); "

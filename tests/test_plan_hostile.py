@@ -347,3 +347,19 @@ def test_pareto_front_compares_finalists_over_their_common_runs():
     assert front.tolist() == [False, True]
     # A dropped finalist takes no part (and does not shorten the common runs).
     assert finalist_front(per_run, np.array([2, 4]), np.array([False, True])).tolist() == [False, True]
+
+
+def test_terminal_table_marks_the_plan_files_own_layout(tmp_path, capsys):
+    # The plan file's own [parallelism] layout is simulated beside the finalists, but the header did not
+    # count it and its row was not marked. A layout far from the best (tp 1, pp 4, full recomputation)
+    # is outside the screen's margin, so it is the extra row.
+    raw = _plan(parallelism={"gpus": 16, "tp": 1, "pp": 4, "microbatch": 1}, checkpoint={"strategy": "sync"})
+    raw["model"]["recompute"] = "full"
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(tmp_path / "p.nc")]) == 0
+    out = capsys.readouterr().out
+    ds = open_results(tmp_path / "p.nc")
+    reference = int(ds.attrs["reference_candidate"])
+    assert reference >= 0 and int((ds["finalist_candidate"] == reference).sum()) == 1
+    assert ", and the plan file's own layout (marked +)" in out, out
+    marked = [line for line in out.splitlines() if line.rstrip().endswith(" +")]
+    assert len(marked) == 1 and "tp 1 pp 4" in marked[0] and "full" in marked[0], out
