@@ -69,6 +69,10 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
         from .selection import select_best as select
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
+    if plan.has_reference and scr.reference < 0 and notify:
+        notify(f"{plan.source}: parallelism: the plan file's own layout is not among the searched candidates "
+               "(its GPU type, size, layout, recomputation, strategy, interval or clock is outside [search], or "
+               "the layout is not valid for the model): it is not compared with the recommendation")
     if scr.finalists.size == 0:
         raise NoCandidate(no_candidate_message(plan, cand, scr))
     configs = [candidate_config(plan, cand, int(i)) for i in scr.finalists]

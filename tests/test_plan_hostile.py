@@ -363,3 +363,14 @@ def test_terminal_table_marks_the_plan_files_own_layout(tmp_path, capsys):
     assert ", and the plan file's own layout (marked +)" in out, out
     marked = [line for line in out.splitlines() if line.rstrip().endswith(" +")]
     assert len(marked) == 1 and "tp 1 pp 4" in marked[0] and "full" in marked[0], out
+
+
+def test_a_plan_files_own_layout_outside_the_search_is_said(tmp_path, capsys):
+    # A [parallelism] layout that is not a candidate (here tp 8 while [search] allows only tp 1 and 2) was
+    # silently left out of the comparison.
+    raw = _plan(parallelism={"gpus": 16, "tp": 8, "pp": 1})
+    raw["search"]["tp"] = [1, 2]
+    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(tmp_path / "p.nc")]) == 0
+    err = capsys.readouterr().err
+    assert "parallelism: the plan file's own layout is not among the searched candidates" in err, err
+    assert open_results(tmp_path / "p.nc").attrs["reference_candidate"] == -1
