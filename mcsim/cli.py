@@ -391,7 +391,7 @@ def _cmd_run_within_limits(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from .atomic import OutputBusy, output_lock
     from .backends import BackendUnavailable, usable_cpus
-    from .netcdf import is_result_file, write_results
+    from .netcdf import is_result_file
     from .resume import PieceStore, PieceWriteError
     from .scenario import load_scenario
     from .schema import run_option
@@ -460,19 +460,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if problem := _output_problem(output, inputs, is_result_file):  # something put there meanwhile
             print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
             return EXIT_USAGE
-        try:
-            write_results(ds, output)
-        except OSError as err:
-            return _write_failed(output, err, None if store is None else
-                                 "the finished pieces are kept; rerun the same command to resume")
-        if store is not None:
-            store.clear()
-            for stale in store.remove_stale():
-                notify(f"removed pieces of an earlier, different run: {stale}")
+        if (status := _write_and_clear(ds, output, store, notify)) is not None:
+            return status
     if not args.quiet:
         print(summary_table(ds))
         print(f"wrote {output}")
     return 0
+
+
+def _write_and_clear(ds: xr.Dataset, output: Path, store, notify) -> int | None:
+    """Write ``ds`` to ``output``, then drop its resume pieces (and stale ones of earlier runs).
+
+    Returns the exit status of a failed write (the pieces are kept to resume from), or None.
+    """
+    from .netcdf import write_results
+
+    try:
+        write_results(ds, output)
+    except OSError as err:
+        return _write_failed(output, err, None if store is None else
+                             "the finished pieces are kept; rerun the same command to resume")
+    if store is not None:
+        store.clear()
+        for stale in store.remove_stale():
+            notify(f"removed pieces of an earlier, different run: {stale}")
+    return None
 
 
 # errno values of a write refused by the machine rather than by the path given: exit status 1

@@ -20,8 +20,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``mcsim plan``; returns the exit status (ScenarioError propagates to the caller's handler)."""
     from .atomic import OutputBusy, output_lock
     from .backends import BackendUnavailable
-    from .cli import _output_problem, _write_failed
-    from .netcdf import is_result_file, write_results
+    from .cli import _output_problem, _write_and_clear, _write_failed
+    from .netcdf import is_result_file
     from .plan import load_plan
     from .planner import NoCandidate, plan_dataset, plan_table, run_plan
     from .resume import PieceStore, PieceWriteError
@@ -70,14 +70,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         except PieceWriteError as err:
             return _write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
         ds = plan_dataset(result)
-        try:
-            write_results(ds, output)
-        except OSError as err:
-            return _write_failed(output, err)
-        if store is not None:
-            store.clear()
-            for stale in store.remove_stale():
-                notify(f"removed pieces of an earlier, different run: {stale}")
+        if (status := _write_and_clear(ds, output, store, notify)) is not None:
+            return status
     if not args.quiet:
         print(plan_table(ds))
         print(f"wrote {output}")

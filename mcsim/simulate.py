@@ -28,7 +28,7 @@ from .kernels import montecarlo as mc
 from .resume import PieceStore
 from .scenario import Config, Scenario
 from .optimize import COARSE_POINTS, FINE_POINTS, IntervalOptimum, IntervalSearch
-from .schema import Interval, field_meta
+from .schema import field_meta
 from .tasks import (DEFAULT_CHUNK_RUNS, OPTIMIZE_SEED_OFFSET, PreparedConfigs, Task, estimate_run, kernel_inputs,
                     plan_tasks, run_task, with_fixed_interval)
 from .variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
