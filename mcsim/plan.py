@@ -24,7 +24,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .catalog import GPU_CATALOG, GpuSpec, lookup_gpu
-from .scenario import MAX_DEPTH, Scenario, check_depth, scenario_from_dict
+from .scenario import Scenario, check_depth, read_toml, scenario_from_dict
 from .schema import PLAN_TABLES, Interval, MAX_GPUS, ScenarioError, coerce_value, field_meta
 from .strategies import STRATEGIES
 from .workload import RECOMPUTE_CODES
@@ -108,18 +107,7 @@ class Plan:
 
 def load_plan(path: str | Path) -> Plan:
     """Read and validate a plan file (raises :class:`ScenarioError` with file and key)."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(source, "(file)", f"cannot read: {getattr(err, 'strerror', err)}") from err
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
-    except RecursionError:
-        raise ScenarioError(source, "(syntax)", f"nested too deeply (at most {MAX_DEPTH} levels)") from None
-    return plan_from_dict(raw, source)
+    return plan_from_dict(read_toml(path), str(path))
 
 
 def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:

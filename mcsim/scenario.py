@@ -306,6 +306,30 @@ def apply_override(raw: dict, key: str, value: Any, source: str) -> None:
         raw["sweep"] = {k: v for k, v in sweep.items() if k != key}
 
 
+def read_toml(path: str | Path) -> dict:
+    """The tables of the TOML file ``path`` (a scenario or a plan file), nested at most ``MAX_DEPTH`` deep.
+
+    Raises
+    ------
+    ScenarioError
+        When the file cannot be read, is not valid TOML or is nested too deeply.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(source, "(file)", f"cannot read: {getattr(err, 'strerror', err)}") from err
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
+    except RecursionError:
+        raise ScenarioError(source, "(syntax)", f"arrays or tables nested too deeply "
+                                                f"(at most {MAX_DEPTH} levels are accepted)") from None
+    check_depth(raw, source)
+    return raw
+
+
 def load_scenario(path: str | Path | None = None,
                   overrides: Iterable[str | Override] | Mapping[str, Any] = (),
                   **run_overrides: Any) -> Scenario:
@@ -332,18 +356,7 @@ def load_scenario(path: str | Path | None = None,
     """
     path = Path(path) if path is not None else reference_scenario_path()
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(source, "(file)", f"cannot read: {getattr(err, 'strerror', err)}") from err
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
-    except RecursionError:
-        raise ScenarioError(source, "(syntax)", f"arrays or tables nested too deeply "
-                                                f"(at most {MAX_DEPTH} levels are accepted)") from None
-    check_depth(raw, source)
+    raw = read_toml(path)
     for key, value in _override_items(overrides):
         check_depth({key: value}, "--set")
         apply_override(raw, key, value, source)
