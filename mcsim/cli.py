@@ -389,7 +389,6 @@ def _cmd_run_within_limits(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .atomic import OutputBusy, output_lock
     from .backends import BackendUnavailable, usable_cpus
     from .netcdf import is_result_file
     from .resume import PieceStore, PieceWriteError
@@ -432,13 +431,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     with contextlib.ExitStack() as held:
-        try:  # one writer per output: a second one would remove the first one's pieces
-            held.enter_context(output_lock(output))
-        except OutputBusy as err:
-            print(f"mcsim: error: -o: {output}: {err}; wait for it or choose another -o", file=sys.stderr)
-            return EXIT_USAGE
-        except OSError as err:
-            return _write_failed(output, err)
+        if (status := _lock_output(held, output)) is not None:
+            return status
         try:
             ds = simulate(scenario, progress=False if args.quiet else None, chunk_runs=chunk, workers=args.workers,
                           scheduler=args.scheduler, store=store, notify=notify)
@@ -466,6 +460,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(summary_table(ds))
         print(f"wrote {output}")
     return 0
+
+
+def _lock_output(held: contextlib.ExitStack, output: Path) -> int | None:
+    """Hold the writer lock of ``output`` in ``held``; the exit status when it cannot be taken, else None.
+
+    One writer per output: a second one would remove the first one's resume pieces.
+    """
+    from .atomic import OutputBusy, output_lock
+
+    try:
+        held.enter_context(output_lock(output))
+    except OutputBusy as err:
+        print(f"mcsim: error: -o: {output}: {err}; wait for it or choose another -o", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as err:
+        return _write_failed(output, err)
+    return None
 
 
 def _write_and_clear(ds: xr.Dataset, output: Path, store, notify) -> int | None:

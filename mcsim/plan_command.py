@@ -18,9 +18,8 @@ EXIT_USAGE = 2
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``mcsim plan``; returns the exit status (ScenarioError propagates to the caller's handler)."""
-    from .atomic import OutputBusy, output_lock
     from .backends import BackendUnavailable
-    from .cli import _output_problem, _write_and_clear, _write_failed
+    from .cli import _lock_output, _output_problem, _write_and_clear, _write_failed
     from .netcdf import is_result_file
     from .plan import load_plan
     from .planner import NoCandidate, plan_dataset, plan_table, run_plan
@@ -48,13 +47,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     with contextlib.ExitStack() as held:
-        try:  # one writer per output, as mcsim run
-            held.enter_context(output_lock(output))
-        except OutputBusy as err:
-            print(f"mcsim: error: -o: {output}: {err}; wait for it or choose another -o", file=sys.stderr)
-            return EXIT_USAGE
-        except OSError as err:
-            return _write_failed(output, err)
+        if (status := _lock_output(held, output)) is not None:  # one writer per output, as mcsim run
+            return status
         try:
             result = run_plan(plan, workers=args.workers, scheduler=args.scheduler, store=store,
                               progress=False if args.quiet else None, notify=notify)
