@@ -155,8 +155,11 @@ def _heap_push(heap_time, heap_class, size, time_s, c):
     if size == heap_time.shape[0]:
         grown_time = np.empty(2 * size)
         grown_class = np.empty(2 * size, np.int64)
-        grown_time[:size] = heap_time
-        grown_class[:size] = heap_class
+        # A loop, not a slice assignment: Numba's slice copy compiles a shape-mismatch message
+        # (f-strings, str, repr), about 2 s of every cold start (docs/model.md §4 "Compile time").
+        for i in range(size):
+            grown_time[i] = heap_time[i]
+            grown_class[i] = heap_class[i]
         heap_time = grown_time
         heap_class = grown_class
     i = size
