@@ -17,7 +17,8 @@ from mcsim.cli import main
 from mcsim.netcdf import open_results
 from mcsim.plan import default_values, enumerate_candidates, load_plan, plan_from_dict
 from mcsim.planner import PLAN_VARIABLES, per_run_outputs
-from mcsim.scenario import dumps_toml, scenario_from_dict
+from mcsim.scenario import scenario_from_dict
+from tests_helpers import write_toml as _write
 from mcsim.screen import CONSTRAINT_CODES, KEPT, candidate_config, screen
 from mcsim.tasks import run_task
 from mcsim.workload import peak_stage_microbatch_layers, stage_layers, workload
@@ -42,11 +43,6 @@ def _plan(**tables):
     for name, values in tables.items():
         raw.setdefault(name, {}).update(values)
     return raw
-
-
-def _write(raw: dict, path: Path) -> Path:
-    path.write_text(dumps_toml(raw))
-    return path
 
 
 def _expected_key(path: Path) -> str:

@@ -6,14 +6,13 @@ One test per defect found by a hostile review (each failed before its fix).
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mcsim.cli import main
 from mcsim.netcdf import open_results
-from mcsim.scenario import dumps_toml
+from tests_helpers import write_toml as _write
 
 # The small plan of tests/test_plan.py, with one GPU type and two sizes to stay fast.
 PLAN = {
@@ -33,11 +32,6 @@ def _plan(**tables) -> dict:
     for name, values in tables.items():
         raw.setdefault(name, {}).update(values)
     return raw
-
-
-def _write(raw: dict, path: Path) -> Path:
-    path.write_text(dumps_toml(raw))
-    return path
 
 
 def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, capsys):
