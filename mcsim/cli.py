@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import dataclasses
 import errno
+import functools
 import math
 import os
 import stat
@@ -893,23 +894,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from .plan_report import is_plan_file, write_plan_report
 
     if is_plan_file(source):
-        try:
-            written = write_plan_report(source, folder)
-        except ValueError as err:
-            print(f"mcsim: error: {source}: {err}", file=sys.stderr)
+        write = functools.partial(write_plan_report, source, folder)
+    else:
+        ds = _open_result_file(args.file)
+        if ds is None:
             return EXIT_USAGE
-        except OSError as err:
-            return _write_failed(folder, err)
-        print(f"wrote {', '.join(p.name for p in written)} in {folder}")
-        return 0
-    ds = _open_result_file(args.file)
-    if ds is None:
-        return EXIT_USAGE
-    from .report import write_report
+        from .report import write_report
 
-    _use_agg()
+        _use_agg()
+        write = functools.partial(write_report, ds, folder, source=source.name)
     try:
-        written = write_report(ds, folder, source=source.name)
+        written = write()
     except BackendUnavailable as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE

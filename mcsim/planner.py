@@ -427,8 +427,9 @@ def _flag_word(code: int) -> str:
 
 def _objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
     """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
-    weights = {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective
-    return sum(w * out[k] for k, w in weights.items())
+    from .selection import weighted_objective
+
+    return weighted_objective(out, {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective)
 
 
 def _attrs(res: PlanResult) -> dict[str, object]:

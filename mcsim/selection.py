@@ -175,7 +175,11 @@ def objective_values(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]
     wall_time h, co2 t CO2e).
     """
     wl = workload(cfg)
-    outputs = _per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), rows)
+    return weighted_objective(_per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), rows), weights)
+
+
+def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """Per-run objective Σ weight × output of per-run outputs (names as ``_per_run_outputs``'s)."""
     return sum(weight * outputs[name] for name, weight in weights.items() if weight)
 
 
