@@ -20,13 +20,13 @@ GPU-hours of both (the same work: equal when both trees simulate the same model)
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tarfile
-import io
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

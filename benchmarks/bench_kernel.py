@@ -35,11 +35,11 @@ import numba
 import numpy as np
 
 import mcsim
-from mcsim.checkpointing import checkpoint_plan
+from mcsim.engine.tasks import KernelInputs, run_kernel, run_params
 from mcsim.kernels import montecarlo as mc
-from mcsim.scenario import load_scenario
-from mcsim.tasks import KernelInputs, run_kernel, run_params
-from mcsim.workload import workload
+from mcsim.model.checkpointing import checkpoint_plan
+from mcsim.model.workload import workload
+from mcsim.scenario.config import load_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline_kernel  # noqa: E402
@@ -59,7 +59,7 @@ def _rate(kernel, params, classes, runs: int, threads: int = 1,
           clock=time.process_time) -> tuple[float, np.ndarray]:
     """Runs per second of ``clock`` (CPU time by default) with ``threads`` Numba threads.
 
-    The new kernel is serial and split over threads by :func:`mcsim.tasks.run_kernel`;
+    The new kernel is serial and split over threads by :func:`mcsim.engine.tasks.run_kernel`;
     the old one is a ``prange`` kernel.
     """
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

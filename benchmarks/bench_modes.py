@@ -12,8 +12,8 @@ import time
 
 import numba
 
-from mcsim.scenario import load_scenario
-from mcsim.simulate import simulate_config
+from mcsim.engine.simulate import simulate_config
+from mcsim.scenario.config import load_scenario
 
 
 def main() -> None:

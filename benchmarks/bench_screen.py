@@ -3,14 +3,14 @@
 Speed: enumerates and screens every candidate of a plan file (default the shipped
 ``scenarios/plan-llama3-70b.toml``), best of ``--repeat`` passes, and times the baseline
 a user would write without the vectorised model: a Python loop calling
-:func:`mcsim.workload.workload` (iteration time and memory only, less than the screen
+:func:`mcsim.model.workload.workload` (iteration time and memory only, less than the screen
 computes) on ``--sample`` candidates. Both in this process, one after the other, so the
 ratio holds under the machine's load even when the absolute rates do not.
 
 Error (``--error``): the screen's estimates of wall time, energy and cost against the
 mean of ``--runs`` simulated runs for ``--configs`` candidates of each plan (the
 finalists first, then candidates that fit in memory, spread over the sizes): the
-largest relative error sets the default screen margin (``mcsim.plan.DEFAULT_MARGIN``,
+largest relative error sets the default screen margin (``mcsim.planning.plan.DEFAULT_MARGIN``,
 docs/model.md §8).
 """
 
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mcsim.plan import enumerate_candidates, load_plan
-from mcsim.planner import per_run_outputs
-from mcsim.screen import candidate_config, screen
-from mcsim.tasks import run_task
-from mcsim.workload import workload
+from mcsim.engine.tasks import run_task
+from mcsim.model.workload import workload
+from mcsim.planning.plan import enumerate_candidates, load_plan
+from mcsim.planning.planner import per_run_outputs
+from mcsim.planning.screen import candidate_config, screen
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PLANS = ("plan-llama3-70b.toml", "plan-llama3-405b.toml", "plan-bloom-176b.toml", "plan-gpt3-175b.toml")

@@ -2,7 +2,7 @@
 
 On the ten-candidate spaces of ``tests/selection_spaces.py`` (``quiet`` and ``noisy``),
 the exhaustive search simulates every candidate 2,000 times (:func:`mcsim.simulate`,
-seed 11) and ranks the means; :func:`mcsim.selection.select_best` (Kim–Nelson with
+seed 11) and ranks the means; :func:`mcsim.planning.selection.select_best` (Kim–Nelson with
 common random numbers) then runs on ``--seeds`` other seeds. Prints per space and
 indifference zone and first-stage size: how often the recommendation is within the zone of the exhaustive
 best, the runs spent (mean and largest) and their ratio to the exhaustive 2,000 per
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mcsim.scenario import scenario_from_dict
-from mcsim.selection import select_best
-from mcsim.simulate import simulate
+from mcsim.engine.simulate import simulate
+from mcsim.planning.selection import select_best
+from mcsim.scenario.config import scenario_from_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from selection_spaces import space_raw  # noqa: E402

@@ -11,7 +11,7 @@ process (user + system, every thread):
 
 * ``cold``: an empty ``NUMBA_CACHE_DIR``, so every kernel is compiled (once per tree);
 * ``warm``: the same cache folder again, ``--rounds`` times, the trees alternating;
-* ``import``: ``python -c "import mcsim.cli"`` alone (warm).
+* ``import``: ``python -c "import mcsim.cli.main"`` alone (warm).
 
 The machine is shared: compare the two trees' figures from the same run, and read
 CPU time rather than wall time when the load is high.
@@ -59,8 +59,8 @@ def main() -> None:
         trees[f"baseline {args.against}"] = source_tree(args.against)
     with tempfile.TemporaryDirectory() as work:
         out = str(Path(work) / "r.nc")
-        run = [sys.executable, "-m", "mcsim.cli", "run", "--runs", str(args.runs), "--quiet", "--no-resume", "-o", out]
-        imp = [sys.executable, "-c", "import mcsim.cli"]
+        run = [sys.executable, "-m", "mcsim.cli.main", "run", "--runs", str(args.runs), "--quiet", "--no-resume", "-o", out]
+        imp = [sys.executable, "-c", "import mcsim.cli.main"]
         caches = {label: str(Path(work) / f"cache-{i}") for i, label in enumerate(trees)}
         results: dict[str, dict[str, list[tuple[float, float]]]] = {label: {} for label in trees}
         for label, tree in trees.items():

@@ -19,7 +19,7 @@ import time
 import numba
 
 import mcsim
-from mcsim.scenario import load_scenario, scenario_from_dict
+from mcsim.scenario.config import load_scenario, scenario_from_dict
 
 UNCERTAIN = {
     "failures.faulty_gpu.mtbf_hours": {"dist": "lognormal", "median": 143470, "p95": 400000},

@@ -5,7 +5,7 @@ factor ``M`` (inverse-CDF, as exact mode does) and measures the Wasserstein-1
 distance between their empirical law and N(K E[M], K Var[M]), as a share of
 the block's mean ``K E[M]``. It prints the measurement beside the first-order
 Edgeworth prediction ``0.161 |skew| std / (K mean)`` that
-``mcsim.stragglers.FactorLaw.fast_min_block`` uses, and the sampling-noise
+``mcsim.model.stragglers.FactorLaw.fast_min_block`` uses, and the sampling-noise
 floor of the measurement (the same estimator applied to a normal sample of the
 same size). Usage: ``.venv/bin/python benchmarks/fast_mode_error.py [--samples N]``.
 """
@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 from scipy import special, stats
 
-from mcsim.stragglers import EDGEWORTH_W1, FAST_W1_TOLERANCE, factor_law
+from mcsim.model.stragglers import EDGEWORTH_W1, FAST_W1_TOLERANCE, factor_law
 
 
 def w1_to_normal(sample: np.ndarray, mean: float, std: float) -> float:

@@ -44,13 +44,13 @@ import numba
 import numpy as np
 
 import mcsim
-from mcsim.checkpointing import checkpoint_plan, failure_classes
+from mcsim.engine.simulate import simulate_config
 from mcsim.kernels import montecarlo as mc
 from mcsim.kernels.normal import max_lognormal_factor
 from mcsim.kernels.rng import seed_stream, uniform
-from mcsim.scenario import load_scenario, scenario_from_dict
-from mcsim.simulate import simulate_config
-from mcsim.workload import workload
+from mcsim.model.checkpointing import checkpoint_plan, failure_classes
+from mcsim.model.workload import workload
+from mcsim.scenario.config import load_scenario, scenario_from_dict
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = mcsim.reference_scenario_path()
@@ -156,7 +156,7 @@ def _baseline_cases(quick: bool) -> list[dict]:
     iterations = 2_000 if quick else 20_000
     reference = load_scenario(REFERENCE)
     mtbf_h = 1.0 / sum(u / f.mtbf_hours for u, f in zip(failure_classes(reference.base).units,
-                                                          reference.base.failures))
+                                                          reference.base.failures, strict=False))
     raw = copy.deepcopy(reference.raw)
     raw["model"]["tokens"] = iterations * 2048 * 8192
     raw["checkpoint"]["strategy"] = "sync"
@@ -188,7 +188,7 @@ def _cold_start(quick: bool) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        cmd = [sys.executable, "-m", "mcsim.cli", "run", "--runs", "100" if quick else "1000", "--quiet",
+        cmd = [sys.executable, "-m", "mcsim.cli.main", "run", "--runs", "100" if quick else "1000", "--quiet",
                "--no-resume", "-o", str(Path(out) / "r.nc")]
         for label in ("cold start (empty Numba cache)", "warm cache"):
             with _progress(label):
@@ -260,7 +260,7 @@ def _table(results: dict) -> str:
     rows = [[c["case"], str(c.get("runs", ""))] + [f"{c[k]:.4g}" if k in c else "" for k in keys]
             for c in results["cases"]]
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in [header] + rows]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)).rstrip() for r in [header] + rows]
     lines.append("")
     lines += [f"{name}: {value:,.3g}" for name, value in results["ratios"].items()]
     m = results["machine"]

@@ -10,6 +10,7 @@ import pytest
 from mcsim.kernels import montecarlo as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--runslow", action="store_true", default=False,
                      help="also run the tests marked slow (CI runs them with -m slow)")

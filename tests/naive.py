@@ -154,7 +154,7 @@ def pareto_front_naive(values: np.ndarray) -> np.ndarray:
     for i, row in enumerate(values):
         if not finite[i]:
             continue
-        front[i] = not any(finite[j] and all(a <= b for a, b in zip(other, row))
-                           and any(a < b for a, b in zip(other, row))
+        front[i] = not any(finite[j] and all(a <= b for a, b in zip(other, row, strict=False))
+                           and any(a < b for a, b in zip(other, row, strict=False))
                            for j, other in enumerate(values) if j != i)
     return front

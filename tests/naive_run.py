@@ -54,9 +54,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from scipy import special
-
 from naive import seed_state, xoshiro256ss_next
+from scipy import special
 
 STREAM_ITERATIONS = 0
 STREAM_JOB = 1

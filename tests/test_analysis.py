@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import SMALL_SCENARIO
 from scipy import stats
 
 import mcsim
-from conftest import SMALL_SCENARIO
-from mcsim.analysis import best, cheapest_within, pareto_front, prob_better
-from mcsim.optimize import optimize_interval
-from mcsim.scenario import scenario_from_dict
+from mcsim.analysis.compare import best, cheapest_within, pareto_front, prob_better
+from mcsim.engine.optimize import optimize_interval
+from mcsim.scenario.config import scenario_from_dict
 
 
 def _synthetic(means: dict[str, list[float]], runs: int = 4, feasible=None, spread: float = 0.0) -> xr.Dataset:
@@ -176,7 +175,7 @@ def test_an_objective_without_a_direction_is_refused(name):
 
 
 def test_every_per_run_variable_has_a_stated_direction_or_none():
-    from mcsim.variables import VARIABLES
+    from mcsim.io.variables import VARIABLES
 
     for var in VARIABLES.values():
         assert var.direction in (("lower", "higher", None) if var.per_run else (None,)), var.name
@@ -199,7 +198,7 @@ def test_a_configuration_with_censored_runs_is_never_ranked():
     ds["completed"][1, 0] = False
     with pytest.raises(ValueError, match="max_wall_days"):
         best(ds, "cost")
-    assert list(mcsim.analysis.completed_share(ds).values) == [0.0, 0.75, 0.75]
+    assert list(mcsim.analysis.compare.completed_share(ds).values) == [0.0, 0.75, 0.75]
 
 
 @pytest.fixture(scope="module")
@@ -243,4 +242,4 @@ def test_pareto_front_matches_the_naive_reference(k):
         if trial % 3 == 0:
             values[: n // 2] = values[n // 2: 2 * (n // 2)]  # exact duplicate rows
         expected = pareto_front_naive(values)
-        np.testing.assert_array_equal(mcsim.analysis.nondominated(values), expected)
+        np.testing.assert_array_equal(mcsim.analysis.compare.nondominated(values), expected)

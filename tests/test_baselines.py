@@ -11,14 +11,14 @@ import importlib.util
 import math
 from pathlib import Path
 
+import naive
 import numpy as np
 import pytest
+from conftest import kernel_params, run_kernel
 from scipy import stats
 
-import naive
-from conftest import kernel_params, run_kernel
 from mcsim.kernels import montecarlo as mc
-from mcsim.stragglers import factor_law
+from mcsim.model.stragglers import factor_law
 
 pytest.importorskip("simpy")
 

@@ -47,7 +47,7 @@ SIMULATE = """
 import json, math, warnings
 warnings.simplefilter("always")
 import mcsim, mcsim.kernels.accelerate as acc
-from mcsim.scenario import scenario_from_dict
+from mcsim.scenario.config import scenario_from_dict
 raw = json.loads({raw!r})
 ds = mcsim.simulate(scenario_from_dict(raw, "tiny.toml"), progress=False)
 assert all(math.isfinite(v) and v > 0 for v in ds["wall_time"].values)

@@ -16,8 +16,8 @@ import xarray as xr
 from compliance_checker import runner
 
 import mcsim
-from mcsim.scenario import scenario_from_dict
-from mcsim.variables import VARIABLES
+from mcsim.io.variables import VARIABLES
+from mcsim.scenario.config import scenario_from_dict
 
 CURRENCY = "USD"
 pytestmark = pytest.mark.filterwarnings("ignore:The ioos_sos checker is deprecated:DeprecationWarning")
@@ -115,7 +115,7 @@ def test_rewriting_an_opened_file_keeps_it_identical(sweep_ds, tmp_path):
 def test_no_python_object_arrays_reach_the_netcdf_writer(sweep_ds):
     """How object arrays are written depends on the installed pandas (pandas 3 with xarray 2024.1
     could not write them at all); every text variable must reach xarray as fixed-width Unicode."""
-    from mcsim.netcdf import netcdf_form
+    from mcsim.io.netcdf import netcdf_form
 
     assert sweep_ds["infeasible_reason"].dtype == object
     stored, encoding = netcdf_form(sweep_ds)

@@ -14,8 +14,8 @@ import xarray as xr
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from mcsim.cli import main
-from mcsim.scenario import load_scenario, scenario_from_dict
+from mcsim.cli.main import main
+from mcsim.scenario.config import load_scenario, scenario_from_dict
 
 BAD = sorted(Path(__file__).parent.joinpath("bad_inputs").glob("*.toml"))
 
@@ -81,7 +81,7 @@ def test_missing_scenario_file(tmp_path, capsys):
 def test_subprocess_bad_input_has_no_traceback(tmp_path):
     path = Path(__file__).parent / "bad_inputs" / "tp_pp_not_dividing.toml"
     # cwd away from the source tree, so the installed package is the one imported
-    proc = subprocess.run([sys.executable, "-m", "mcsim.cli", "run", str(path), "-o", str(tmp_path / "o.nc")],
+    proc = subprocess.run([sys.executable, "-m", "mcsim", "run", str(path), "-o", str(tmp_path / "o.nc")],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
@@ -119,7 +119,7 @@ def test_set_list_adds_sweep_axis(small_raw, tmp_path):
 
 
 def test_reference_scenario_loads_and_is_feasible():
-    from mcsim.workload import workload
+    from mcsim.model.workload import workload
 
     scenario = load_scenario()
     assert scenario.name == "llama3-405b"
@@ -128,7 +128,7 @@ def test_reference_scenario_loads_and_is_feasible():
     # Llama 3 report Table 4: 38-43 % MFU on 8k-16k GPUs
     assert 0.38 <= wl.mfu_ideal <= 0.43
     # Table 5: 419 interruptions in 54 days -> system MTBF 1296 h / 419 = 3.09 h
-    from mcsim.checkpointing import checkpoint_plan
+    from mcsim.model.checkpointing import checkpoint_plan
     assert checkpoint_plan(scenario.base, wl).system_mtbf_s / 3600 == pytest.approx(1296 / 419, rel=1e-3)
 
 
@@ -207,7 +207,7 @@ def test_name_never_chooses_a_location(name, small_raw, tmp_path, monkeypatch, c
 
 
 def test_safe_file_stem_keeps_safe_names_and_separates_others():
-    from mcsim.scenario import safe_file_stem
+    from mcsim.scenario.config import safe_file_stem
 
     assert safe_file_stem("llama3-405b") == "llama3-405b"
     assert safe_file_stem("capacity_planning.v2") == "capacity_planning.v2"
@@ -234,7 +234,7 @@ def test_scenario_toml_round_trips_every_control_character(small_raw, tmp_path, 
 @example(text="ü")  # bare keys are ASCII only
 @settings(max_examples=300, deadline=None)
 def test_dumps_toml_round_trips_any_string(text):
-    from mcsim.scenario import dumps_toml
+    from mcsim.scenario.config import dumps_toml
 
     raw = {"name": text, "description": text + ALL_CONTROLS, "sweep": {text: [text, 1.5]},
            "model": {text: text}, "failures": [{"name": text}]}

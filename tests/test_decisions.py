@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from mcsim import analysis
-from mcsim.robustness import robustness, split_groups
+from mcsim.analysis import compare as analysis
+from mcsim.analysis.robustness import robustness, split_groups
 
 DRAWS = 100
 RUNS = 4
@@ -218,7 +218,7 @@ def test_split_groups_are_equal_count_parts():
 
 
 def test_report_sentence_names_the_changing_input(kinked):
-    from mcsim.report import _changing_text
+    from mcsim.report.markdown import _changing_text
 
     text = _changing_text(robustness(kinked, "cost"))
     # B is the robust choice; below the median of x (0.495, the largest x of the lower half) A is better

@@ -10,15 +10,14 @@ import copy
 
 import numpy as np
 import pytest
+from conftest import SMALL_SCENARIO, failure_classes, kernel_params
 
 import mcsim
-from mcsim import draws as draws_module
-from mcsim.draws import DrawPlan
+from mcsim.engine import draws as draws_module
+from mcsim.engine.draws import DrawPlan
+from mcsim.engine.resume import PieceStore
 from mcsim.kernels import montecarlo as mc
-from mcsim.resume import PieceStore
-from mcsim.scenario import scenario_from_dict
-
-from conftest import SMALL_SCENARIO, failure_classes, kernel_params
+from mcsim.scenario.config import scenario_from_dict
 
 UNCERTAIN = {
     "compute.efficiency": {"dist": "triangular", "low": 0.4, "mode": 0.5, "high": 0.6},
@@ -143,7 +142,7 @@ def test_kernel_rows_take_their_parameter_set_and_stream():
     row_stream_run = np.array([3, 3, 0, 7, 11], dtype=np.int64)
     out = np.empty((5, mc.N_OUT))
     mc.simulate_runs_table(mc.params_table(sets), mc.classes_table(classes), row_param, row_stream_run, 5, out)
-    for i, (j, run) in enumerate(zip(row_param, row_stream_run)):
+    for i, (j, run) in enumerate(zip(row_param, row_stream_run, strict=False)):
         single = np.empty((1, mc.N_OUT))
         mc.simulate_runs(sets[j], classes[j], 5, int(run), single)
         np.testing.assert_array_equal(out[i], single[0])

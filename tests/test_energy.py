@@ -5,20 +5,20 @@ from __future__ import annotations
 import copy
 import math
 
+import naive
 import numpy as np
 import pytest
-
-import naive
-import mcsim
 from conftest import SMALL_SCENARIO
-from mcsim.scenario import load_scenario, scenario_from_dict
-from mcsim.energy import ENERGY_PARTS
-from mcsim.workload import workload
+
+import mcsim
+from mcsim.model.energy import ENERGY_PARTS
+from mcsim.model.workload import workload
+from mcsim.scenario.config import load_scenario, scenario_from_dict
 
 SCENARIOS = mcsim.reference_scenario_path().parent
 
 
-def _ds(raw: dict) -> "xr.Dataset":  # noqa: F821
+def _ds(raw: dict) -> xr.Dataset:  # noqa: F821
     return mcsim.simulate(scenario_from_dict(raw, "test.toml"), progress=False)
 
 

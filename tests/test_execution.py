@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ast
 import copy
-import importlib
 import http.server
+import importlib
 import math
 import os
 import signal
@@ -20,21 +20,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import mcsim
-import mcsim.optimize
 from conftest import SMALL_SCENARIO
-from mcsim import budget
-from mcsim.backends import LocalBackend, make_backend, usable_cpus
-from mcsim.cli import main
-from mcsim.optimize import optimize_interval
-from mcsim.resume import PieceStore
-from mcsim.scenario import scenario_from_dict
-from mcsim.schema import ScenarioError
-from mcsim.tasks import Task, estimate_run, kernel_inputs, run_task
 from tests_helpers import write_toml
 
-MCSIM = [sys.executable, "-m", "mcsim.cli"]
+import mcsim
+import mcsim.engine.optimize
+from mcsim.cli.main import main
+from mcsim.engine.backends import LocalBackend, make_backend, usable_cpus
+from mcsim.engine.optimize import optimize_interval
+from mcsim.engine.resume import PieceStore
+from mcsim.engine.tasks import Task, estimate_run, kernel_inputs, run_task
+from mcsim.scenario import limits as budget
+from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.schema import ScenarioError
+
+MCSIM = [sys.executable, "-m", "mcsim"]
 
 
 def _small(**run) -> dict:
@@ -187,8 +187,7 @@ def test_local_backend_bounds_each_kernel_call_and_stays_bit_identical():
 # --- item 11: unbounded work ---------------------------------------------------------------------
 
 def test_huge_sweep_refused_before_its_configurations_are_built(monkeypatch):
-    import mcsim.scenario as scenario_module
-
+    import mcsim.scenario.config as scenario_module
     built = []
     real = scenario_module._build_config
 
@@ -287,7 +286,7 @@ def test_scheduler_probe_works_inside_a_running_event_loop():
 
     from dask.distributed import LocalCluster
 
-    from mcsim.backends import probe_scheduler
+    from mcsim.engine.backends import probe_scheduler
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
                       dashboard_address=None) as cluster:
@@ -347,7 +346,7 @@ def _optimize_scenario() -> dict:
 
 def test_optimizer_grid_runs_on_the_backend_and_is_resumed(tmp_path, monkeypatch):
     seen = []
-    simulate_module = importlib.import_module("mcsim.simulate")  # mcsim.simulate is the function
+    simulate_module = importlib.import_module("mcsim.engine.simulate")  # mcsim.simulate is the function
     monkeypatch.setattr(simulate_module, "make_backend", lambda *a, **k: _RecordingBackend(seen))
     scenario = scenario_from_dict(_optimize_scenario())
     store = PieceStore(tmp_path / "out.nc", scenario, 25)
@@ -381,6 +380,6 @@ def test_optimizer_on_dask_workers_is_identical():
 
 
 def test_optimize_does_not_import_simulate():
-    tree = ast.parse(Path(mcsim.optimize.__file__).read_text())
+    tree = ast.parse(Path(mcsim.engine.optimize.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert "simulate" not in imported and "mcsim.simulate" not in imported
+    assert "simulate" not in imported and "mcsim.engine.simulate" not in imported

@@ -9,10 +9,10 @@ import pytest
 from scipy import special
 
 import mcsim
-from mcsim.energy import ENERGY_PARTS
-from mcsim.scenario import scenario_from_dict
-from mcsim.schema import StragglerSection
-from mcsim.stragglers import factor_law
+from mcsim.model.energy import ENERGY_PARTS
+from mcsim.model.stragglers import factor_law
+from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.schema import StragglerSection
 
 SIGMA_MAX = dict(StragglerSection.__dataclass_fields__["sigma"].metadata)["le"]
 SIGMAS = (0.01, 0.5, 1.0, 2.0, 3.0, 4.0, SIGMA_MAX)
@@ -63,7 +63,7 @@ def test_energy_parts_non_negative_and_add_up_at_extreme_sigma(small_raw, sigma,
     ds = mcsim.simulate(scenario, progress=False)
     assert bool(ds["feasible"]) and float(ds["completed"].mean()) > 0
     parts = [ds[f"energy_{k}"].values for k in ENERGY_PARTS]
-    for name, part in zip(ENERGY_PARTS, parts):
+    for name, part in zip(ENERGY_PARTS, parts, strict=False):
         assert np.all(part >= 0.0), name
     # The total is the sum of the parts by definition (docs/model.md §5): to rounding.
     np.testing.assert_allclose(np.sum(parts, axis=0), ds["energy"].values, rtol=1e-12)

@@ -20,11 +20,11 @@ import math
 
 import numpy as np
 import pytest
+from conftest import failure_classes, kernel_params
 from scipy import stats
 
-from conftest import failure_classes, kernel_params
 from mcsim.kernels import montecarlo as mc
-from mcsim.stragglers import factor_law
+from mcsim.model.stragglers import factor_law
 
 # 1 s iterations (0.9 s compute, 0.1 s exposed communication) on 64 ranks, sigma 0.05,
 # 20,000 iterations, a checkpoint every 10: 2,000 checkpoints per run.

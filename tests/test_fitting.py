@@ -13,15 +13,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SMALL_SCENARIO
 from scipy import special, stats
 
-from conftest import SMALL_SCENARIO
-from mcsim.cli import main
-from mcsim import fitting
-from mcsim.fitting import (FailureLog, failure_ratio, failures_table_toml, fit_weibull, product_limit,
-                           read_failure_log, renewal_function)
-from mcsim.scenario import scenario_from_dict
-from mcsim.schema import ScenarioError
+from mcsim.cli.main import main
+from mcsim.report import failures
+from mcsim.scenario import fitting
+from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.fitting import (
+    FailureLog,
+    failure_ratio,
+    failures_table_toml,
+    fit_weibull,
+    product_limit,
+    read_failure_log,
+    renewal_function,
+)
+from mcsim.scenario.schema import ScenarioError
 
 Z95 = float(stats.norm.ppf(0.975))
 
@@ -239,7 +247,7 @@ def test_fitted_shape_outside_the_schema_is_an_error(tmp_path, capsys):
 ])
 def test_bad_options_exit_2(args, key, tmp_path, capsys):
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
+    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
     status = main(["fit-failures", str(path), "-o", str(tmp_path / "t.toml"), *args])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and key in err
@@ -249,7 +257,7 @@ def test_bad_options_exit_2(args, key, tmp_path, capsys):
 def test_subprocess_bad_log_has_no_traceback(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("unit,start_hours,end_hours,failed\ngpu,0,x,1\n")
-    proc = subprocess.run([sys.executable, "-m", "mcsim.cli", "fit-failures", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "mcsim", "fit-failures", str(path)],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
@@ -258,7 +266,7 @@ def test_subprocess_bad_log_has_no_traceback(tmp_path):
 
 def test_output_table_parses_and_validates_in_a_scenario(tmp_path, capsys):
     durations, failed, _ = censored_sample(0.7, 3000.0, units=1000, censored_fraction=0.5, seed=8)
-    rows = [(f"node-{i}", 24.0, 24.0 + t, "true" if f else "false") for i, (t, f) in enumerate(zip(durations, failed))]
+    rows = [(f"node-{i}", 24.0, 24.0 + t, "true" if f else "false") for i, (t, f) in enumerate(zip(durations, failed, strict=False))]
     path = write_log(tmp_path / "node log.csv", rows)
     out = tmp_path / "tables" / "fitted.toml"
     assert main(["fit-failures", str(path), "--scope", "node", "--recovery-minutes", "12.5", "-o", str(out)]) == 0
@@ -351,8 +359,8 @@ def test_ratio_matches_the_simulator():
     # time W (~0.67 h) barely depends on them (checked: spread < 1 %). Expected failures
     # per run: 64 M(W), M the renewal function of a unit new at t = 0; the exponential
     # law would give 64 W / MTBF, about 13 times fewer here.
-    from mcsim.scenario import scenario_from_dict
-    from mcsim.simulate import simulate
+    from mcsim.engine.simulate import simulate
+    from mcsim.scenario.config import scenario_from_dict
 
     raw = copy.deepcopy(SMALL_SCENARIO)
     raw["failures"] = [{"name": "gpu", "scope": "gpu", "shape": 0.7, "mtbf_hours": 2000.0,
@@ -461,7 +469,7 @@ def test_truncated_likelihood_is_the_conditional_density():
 
 def test_cli_reads_the_entry_column(tmp_path, capsys):
     log = truncated_sample(0.7, 3000.0, 800, 2, max_age=6000.0, window=3000.0)
-    rows = [(f"u{i}", 100.0, 100.0 + d, int(f), e) for i, (d, f, e) in enumerate(zip(*log))]
+    rows = [(f"u{i}", 100.0, 100.0 + d, int(f), e) for i, (d, f, e) in enumerate(zip(*log, strict=False))]
     path = write_log(tmp_path / "fleet.csv", rows, header="unit,start_hours,end_hours,failed,entry_hours")
     assert main(["fit-failures", str(path), "-o", str(tmp_path / "t.toml")]) == 0
     out = capsys.readouterr().out
@@ -478,7 +486,7 @@ def test_product_limit_by_hand():
     # (entry, age, failed); risk sets by hand: u = 2: 4 at risk (the unit entering at 4
     # is not yet), u = 3: 3, u = 6: 2. Ŝ = 3/4, 3/4·2/3, ·1/2; Greenwood Σ d/(n(n−d)).
     rows = [(0, 2, 1), (0, 5, 0), (1, 3, 1), (4, 6, 1), (0, 6, 0)]
-    e, a, f = (np.array(c, float) for c in zip(*rows))
+    e, a, f = (np.array(c, float) for c in zip(*rows, strict=False))
     ages, survival, greenwood = product_limit(FailureLog(a - e, f.astype(bool), e))
     np.testing.assert_allclose(ages, [2, 3, 6])
     np.testing.assert_allclose(survival, [0.75, 0.5, 0.25])
@@ -495,7 +503,7 @@ def test_product_limit_without_censoring_is_the_empirical_survival():
 def test_plot_writes_a_probability_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     log = truncated_sample(0.7, 1000.0, 300, 1, max_age=500.0, window=1000.0)
-    path = write_log(tmp_path / "log.csv", [(f"u{i}", 0, d, int(f), e) for i, (d, f, e) in enumerate(zip(*log))],
+    path = write_log(tmp_path / "log.csv", [(f"u{i}", 0, d, int(f), e) for i, (d, f, e) in enumerate(zip(*log, strict=False))],
                      header="unit,start_hours,end_hours,failed,entry_hours")
     figure = tmp_path / "figs" / "weibull.png"
     assert main(["fit-failures", str(path), "--plot", str(figure)]) == 0
@@ -508,7 +516,7 @@ def test_plot_writes_a_probability_plot(tmp_path, capsys):
     entry[0] = 0.0
     log = FailureLog(log.durations_h, log.failed, entry)
     fit = fit_weibull(*log)
-    ax = fitting.probability_plot(log, fit).axes[0]
+    ax = failures.probability_plot(log, fit).axes[0]
     assert ax.get_xscale() == "log" and "log(−log(1 − F(t)))" in ax.get_ylabel()
     x, y = ax.lines[0].get_data()
     np.testing.assert_allclose(y, fit.shape * (np.log(x) - math.log(fit.scale_hours)), rtol=1e-9, atol=1e-12)
@@ -518,7 +526,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)          # import matplotlib raises ImportError
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
+    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
     status = main(["fit-failures", str(path), "--plot", str(tmp_path / "f.png"), "-o", str(tmp_path / "t.toml")])
     captured = capsys.readouterr()
     assert status == 2 and captured.err.count("\n") == 1 and "matplotlib" in captured.err, captured.err
@@ -552,7 +560,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
 def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "log.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
+    path = write_log(tmp_path / "log.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
     (tmp_path / "link.csv").symlink_to(path)
     os.mkfifo(tmp_path / "fifo")
     before = path.read_bytes()
@@ -599,7 +607,7 @@ def test_a_failed_write_leaves_no_output(failing, tmp_path, capsys, monkeypatch)
 
     monkeypatch.setattr(os, "replace", replace)
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
+    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
     status = main(["fit-failures", str(path), "--plot", str(tmp_path / "f.png"), "-o", str(tmp_path / "t.toml")])
     err = capsys.readouterr().err
     assert status == 1 and err.count("\n") == 1 and "No space left" in err, err  # 1: the machine refused the bytes (docs/model.md §6b)
@@ -714,11 +722,11 @@ def _fit_prior(fit) -> tuple[np.ndarray, np.ndarray]:
 def _uncertain_log(tmp_path: Path) -> Path:
     # Known law: k = 0.7, λ = 1500 h (MTBF = λ Γ(1 + 1/0.7) = 1898 h), 600 GPUs, 40 % censored.
     durations, failed, _ = censored_sample(0.7, 1500.0, units=600, censored_fraction=0.4, seed=21)
-    return write_log(tmp_path / "gpu.csv", [(f"g{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed))])
+    return write_log(tmp_path / "gpu.csv", [(f"g{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
 
 
 def test_uncertain_entries_carry_the_fits_joint_uncertainty(tmp_path, capsys):
-    from mcsim.uncertain import draw_values
+    from mcsim.scenario.uncertain import draw_values
 
     path = _uncertain_log(tmp_path)
     out = tmp_path / "fitted.toml"
@@ -752,7 +760,7 @@ def test_uncertain_entries_carry_the_fits_joint_uncertainty(tmp_path, capsys):
 
 
 def test_uncertain_round_trip_to_a_run_with_draws(tmp_path, capsys):
-    from mcsim.scenario import dumps_toml
+    from mcsim.scenario.config import dumps_toml
 
     path = _uncertain_log(tmp_path)
     out = tmp_path / "fitted.toml"
@@ -764,7 +772,7 @@ def test_uncertain_round_trip_to_a_run_with_draws(tmp_path, capsys):
     scenario_file.write_text(dumps_toml(raw) + "\n" + out.read_text())
     result = tmp_path / "r.nc"
     assert main(["run", str(scenario_file), "-o", str(result), "--quiet"]) == 0
-    from mcsim.netcdf import open_results
+    from mcsim.io.netcdf import open_results
 
     ds = open_results(result)
     assert ds.wall_time.dims == ("draw", "run") and ds.sizes["draw"] == 4

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from mcsim.kim_nelson import kim_nelson
+from mcsim.planning.kim_nelson import kim_nelson
 
 K, MEAN, SIGMA, RHO, ZONE = 5, 100.0, 2.0, 0.5, 0.005
 

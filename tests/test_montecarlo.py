@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
+import naive
 import numpy as np
 import pytest
-
-import naive
 from conftest import kernel_params, run_kernel
+
 from mcsim.kernels import montecarlo as mc
-from mcsim.stragglers import max_lognormal_moments
+from mcsim.model.stragglers import max_lognormal_moments
 
 
 def _z(sample: np.ndarray, expected: float) -> float:

@@ -18,15 +18,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SMALL_SCENARIO
+from tests_helpers import write_toml
 
 import mcsim
-from conftest import SMALL_SCENARIO
-from mcsim import atomic, resume
-from mcsim.cli import main
+from mcsim.cli.main import main
+from mcsim.engine import resume
+from mcsim.engine.resume import PieceStore
+from mcsim.io import atomic
 from mcsim.kernels.montecarlo import N_OUT
-from mcsim.resume import PieceStore
-from mcsim.scenario import scenario_from_dict
-from tests_helpers import write_toml
+from mcsim.scenario.config import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 RAW = copy.deepcopy(SMALL_SCENARIO)
@@ -259,7 +260,7 @@ def test_temporary_file_of_a_killed_write_is_removed_by_the_next_run(scenario_fi
     # kill -9 in the middle of the netCDF write (inside the real atomic writer)
     code = f"""
         import os, signal, xarray
-        from mcsim.cli import main
+        from mcsim.cli.main import main
         def killed(self, path, *args, **kwargs):
             open(path, "wb").write(b"half a file")
             os.kill(os.getpid(), signal.SIGKILL)
@@ -286,7 +287,7 @@ def test_file_size_limit_during_the_netcdf_write(scenario_file, tmp_path):
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, resource.RLIM_INFINITY))
-        from mcsim.cli import main
+        from mcsim.cli.main import main
         sys.exit(main(["run", {str(scenario_file)!r}, "-o", "out.nc", "--chunk-runs", "{CHUNK}", "--quiet"]))
     """
     proc = _subprocess(code, tmp_path)
@@ -296,7 +297,7 @@ def test_file_size_limit_during_the_netcdf_write(scenario_file, tmp_path):
     parts = list(tmp_path.glob(".out.nc.parts-*/*.npz"))
     assert len(parts) == 6 and not list(tmp_path.glob(".out.nc.parts-*/*.tmp"))
     messages = []
-    rerun = subprocess.run([sys.executable, "-m", "mcsim.cli", "run", str(scenario_file), "-o", "out.nc",
+    rerun = subprocess.run([sys.executable, "-m", "mcsim", "run", str(scenario_file), "-o", "out.nc",
                             "--chunk-runs", str(CHUNK)], cwd=tmp_path, capture_output=True, text=True)
     messages = rerun.stderr.splitlines()
     assert rerun.returncode == 0 and any("6 of 6 tasks already done" in m for m in messages), rerun.stderr
@@ -345,7 +346,7 @@ def test_failed_piece_write_stops_with_one_line_and_keeps_earlier_pieces(scenari
 
 
 def test_broken_pipe_exits_quietly(scenario_file, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "mcsim.cli", "run", str(scenario_file), "-o", "out.nc",
+    proc = subprocess.Popen([sys.executable, "-m", "mcsim", "run", str(scenario_file), "-o", "out.nc",
                              "--runs", "20"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # `| head` that has already exited
     err = proc.stderr.read().decode()
@@ -365,7 +366,8 @@ def test_one_atomic_writer_in_the_package():
 def test_every_writer_gives_the_usual_mode_and_cleans_up(reference, tmp_path, monkeypatch):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    from mcsim import plots, report
+    from mcsim.report import markdown as report
+    from mcsim.report import plots
 
     scenario, ds = reference
     old = os.umask(0o027)

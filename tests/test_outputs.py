@@ -14,9 +14,9 @@ import pytest
 import xarray as xr
 
 import mcsim
-from mcsim.scenario import scenario_from_dict
-from mcsim.simulate import simulate_config
-from mcsim.variables import PER_CONFIG, PER_RUN, VARIABLES
+from mcsim.engine.simulate import simulate_config
+from mcsim.io.variables import PER_CONFIG, PER_RUN, VARIABLES
+from mcsim.scenario.config import scenario_from_dict
 
 REQUIRED_PER_RUN = {"wall_time": "h", "energy": "MW h", "cost": "USD", "co2": "t", "n_failures": "1",
                 "lost_time": "h", "checkpoint_time": "h", "recovery_time": "h", "straggler_time": "h",
@@ -166,8 +166,8 @@ def test_chunking_and_split_calls_bit_identical(small_raw):
 
 _THREAD_SCRIPT = """
 import json, sys, numpy as np, numba
-from mcsim.scenario import scenario_from_dict
-from mcsim.simulate import simulate_config
+from mcsim.scenario.config import scenario_from_dict
+from mcsim.engine.simulate import simulate_config
 raw = json.loads(sys.argv[1])
 cfg = scenario_from_dict(raw).base
 out = np.vstack([simulate_config(cfg, 300, 7, mode)[0] for mode in ("exact", "fast")])

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests_helpers import write_toml as _write
 
 import mcsim
-from mcsim.cli import main
-from mcsim.netcdf import open_results
-from mcsim.plan import default_values, enumerate_candidates, load_plan, plan_from_dict
-from mcsim.planner import PLAN_VARIABLES, per_run_outputs
-from mcsim.scenario import scenario_from_dict
-from tests_helpers import write_toml as _write
-from mcsim.screen import CONSTRAINT_CODES, KEPT, candidate_config, screen
-from mcsim.tasks import run_task
-from mcsim.workload import peak_stage_microbatch_layers, stage_layers, workload
+from mcsim.cli.main import main
+from mcsim.engine.tasks import run_task
+from mcsim.io.netcdf import open_results
+from mcsim.model.workload import peak_stage_microbatch_layers, stage_layers, workload
+from mcsim.planning.plan import default_values, enumerate_candidates, load_plan, plan_from_dict
+from mcsim.planning.planner import PLAN_VARIABLES, per_run_outputs
+from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, candidate_config, screen
+from mcsim.scenario.config import scenario_from_dict
 
 BAD = sorted(Path(__file__).parent.joinpath("bad_plans").glob("*.toml"))
 

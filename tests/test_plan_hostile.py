@@ -9,10 +9,10 @@ import copy
 
 import numpy as np
 import pytest
-
-from mcsim.cli import main
-from mcsim.netcdf import open_results
 from tests_helpers import write_toml as _write
+
+from mcsim.cli.main import main
+from mcsim.io.netcdf import open_results
 
 # The small plan of tests/test_plan.py, with one GPU type and two sizes to stay fast.
 PLAN = {
@@ -77,7 +77,7 @@ def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp
     # run looked cheaper (16 x 2.4 GPU-hours against 64 x 1.5) and only 16-GPU candidates became finalists:
     # every simulated run was cut off and the "recommendation" never finishes. A candidate whose screen
     # wall time is beyond the simulation's horizon (by more than the margin) is ruled out with its reason.
-    from mcsim.screen import CONSTRAINT_CODES
+    from mcsim.planning.screen import CONSTRAINT_CODES
 
     raw = _plan(run={"max_wall_days": 0.1}, plan={"objective": "cost"})
     out = tmp_path / "p.nc"
@@ -104,7 +104,7 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
     # more runs: with common random numbers the two means then differ by run-to-run noise, and the report
     # said the runner-up was *better* than the recommendation (seen: "objective -0.002123 (-0.14 %)",
     # "cost -0 USD less"). The comparison must be paired: over the runs both simulated.
-    from mcsim.plan_report import explain_plan
+    from mcsim.report.plan import explain_plan
 
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
@@ -137,13 +137,12 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
     # position in the *current* list of finalists, so the second selection found every piece "made for
     # another config_hash", simulated every run again and overwrote the pieces (an interrupted plan then
     # recomputed the first selection as well). Each (finalist, run) must be simulated once.
-    import mcsim.backends
-    import mcsim.planner
-
+    import mcsim.engine.backends
+    import mcsim.planning.planner
     calls = iter(["deadline"])  # the first recommendation "misses the deadline", every later one meets it
     monkeypatch.setattr(mcsim.planner, "simulated_constraint", lambda plan, out: next(calls, ""))
     simulated = []
-    kernel = mcsim.backends.run_kernel
+    kernel = mcsim.engine.backends.run_kernel
     monkeypatch.setattr(mcsim.backends, "run_kernel",
                         lambda inputs, seed, start, stop: simulated.append(stop - start) or kernel(inputs, seed,
                                                                                                    start, stop))
@@ -159,7 +158,7 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
 def test_report_on_a_plan_file_without_the_per_run_objective(tmp_path):
     # Plan files written before the per-run objective was kept: with a weighted objective there is no
     # variable to pair, and the report raised KeyError (a traceback) instead of falling back to the means.
-    from mcsim.plan_report import explain_plan
+    from mcsim.report.plan import explain_plan
 
     out = tmp_path / "p.nc"
     raw = _plan(plan={"objective": {"cost": 1.0, "wall_time": 100.0}})
@@ -175,7 +174,7 @@ def test_enumeration_does_not_build_the_whole_product_before_filtering():
     # it stays small. tracemalloc sees numpy's allocations.
     import tracemalloc
 
-    from mcsim.plan import enumerate_candidates, plan_from_dict
+    from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 
     raw = _plan(search={"gpus": {"from": 8, "to": 4000, "step": 8}, "strategy": ["sync"]})
     raw["model"].update(layers=126, heads=128, hidden=8192)
@@ -194,7 +193,7 @@ def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path)
     # hardware.memory_gb uniform 1..100 GB: at its 5 % (5.95 GB) no finalist fits (the recommendation needs
     # 16.9 GB per GPU). The finalists were re-screened but only their objective was kept, so the report said
     # "the recommendation's objective +0.0 %; the recommendation stays the best finalist".
-    from mcsim.screen import REJECTIONS
+    from mcsim.planning.screen import REJECTIONS
 
     raw = _plan(run={"draws": 4})
     raw["uncertain"] = {"hardware.memory_gb": {"dist": "uniform", "low": 1.0, "high": 100.0}}
@@ -276,7 +275,7 @@ def test_a_recommendation_whose_runs_are_cut_off_is_not_recommended(tmp_path, ca
 
 def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
     # A damaged or edited plan file (mcsim_kind = plan, a variable gone) gave a KeyError traceback.
-    from mcsim.netcdf import write_results
+    from mcsim.io.netcdf import write_results
 
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
@@ -332,7 +331,7 @@ def test_pareto_front_compares_finalists_over_their_common_runs():
     # took each one's mean over its own runs. A: runs (10, 10) h; B: runs (9, 9, 20, 20) h, equal cost and
     # energy. Over the runs both simulated (0, 1: the same streams) B is faster (9 < 10 h) and dominates A;
     # over its own runs B's mean is 14.5 h and A would dominate B.
-    from mcsim.planner import finalist_front
+    from mcsim.planning.planner import finalist_front
 
     nan = np.nan
     per_run = {"wall_time": np.array([[10.0, 10.0, nan, nan], [9.0, 9.0, 20.0, 20.0]]),

@@ -13,14 +13,14 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+from conftest import SMALL_SCENARIO  # noqa: E402
 
 import mcsim  # noqa: E402
-from mcsim import analysis, plots  # noqa: E402
-from mcsim.backends import BackendUnavailable  # noqa: E402
-from mcsim.cli import main  # noqa: E402
-from mcsim.scenario import scenario_from_dict  # noqa: E402
-
-from conftest import SMALL_SCENARIO  # noqa: E402
+from mcsim.analysis import compare as analysis  # noqa: E402
+from mcsim.cli.main import main  # noqa: E402
+from mcsim.engine.backends import BackendUnavailable  # noqa: E402
+from mcsim.report import plots  # noqa: E402
+from mcsim.scenario.config import scenario_from_dict  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 KINDS = ("scaling", "cdf", "pareto", "breakdown")
@@ -93,7 +93,7 @@ def test_units_are_converted(sweep_file):
         try:
             labels = [ax.get_ylabel() for ax in fig.axes]
             assert all(label in labels for label in expected), labels
-            for label, name in zip(expected, ("wall_time", "energy", "cost")):
+            for label, name in zip(expected, ("wall_time", "energy", "cost"), strict=False):
                 factor = {"days": 1 / 24, "h": 1.0, "MWh": 1.0, "kWh": 1e3, "MUSD": 1e-6, "kUSD": 1e-3}[
                     label.split("[")[1].rstrip("]")]
                 drawn = max(max(line.get_ydata()) for line in fig.axes[labels.index(label)].get_lines())
@@ -337,15 +337,15 @@ def test_coordinate_labels_are_rounded(sweep_file, capsys, tmp_path):
         assert ticks == ["1", "2"], ticks
     finally:
         plt.close(fig)
-    from mcsim.cli import summary_table
+    from mcsim.report.tables import summary_table
     text = summary_table(ds)
     assert "gpus=1 strategy" in text and "1.000000000001" not in text
-    from mcsim.report import report_markdown
+    from mcsim.report.markdown import report_markdown
     assert "1.000000000001" not in report_markdown(ds, [])
 
 
 def test_half_width_below_float_resolution_prints_as_zero(sweep_file):
-    from mcsim.cli import summary_table
+    from mcsim.report.tables import summary_table
 
     ds = mcsim.open_results(sweep_file)
     noise = np.zeros(ds.sizes["run"])
@@ -385,7 +385,7 @@ def test_summary_all_and_sort(tmp_path, capsys):
 
 
 def test_report_says_when_picks_are_equivalent(sweep_file):
-    from mcsim.report import report_markdown
+    from mcsim.report.markdown import report_markdown
 
     ds = mcsim.open_results(sweep_file)
     runs = ds.sizes["run"]
@@ -474,13 +474,13 @@ def test_scenario_text_is_inert_in_the_report_markdown(single_file):
     # Issue 11, item 18: a scenario's name and description went into the report's Markdown
     # unescaped. Hostile text must come out escaped: no link, image, HTML, heading or
     # table cell break can be formed from it, and no line break.
-    from mcsim.report import report_markdown
+    from mcsim.report.markdown import report_markdown
 
     ds = mcsim.open_results(single_file)
     hostile = "x](http://evil) <img src=x onerror=alert(1)> | # *bold*\n# Injected heading"
     import tomllib
 
-    from mcsim.scenario import dumps_toml
+    from mcsim.scenario.config import dumps_toml
 
     raw = tomllib.loads(ds.attrs["scenario_toml"])
     raw["description"] = "![img](http://evil) <b>hi</b>"
@@ -515,8 +515,8 @@ def draws_file(tmp_path_factory):
 
 
 def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys):
-    from mcsim.sensitivity import sensitivity
-    from mcsim.tornado import plot_sensitivity
+    from mcsim.analysis.sensitivity import sensitivity
+    from mcsim.report.tornado import plot_sensitivity
 
     ds = mcsim.open_results(draws_file)
     point = {"pue": float(analysis.best(ds, "cost")["configuration"]["pue"])}
@@ -549,7 +549,7 @@ def test_sensitivity_figure_needs_draws(sweep_file, tmp_path, capsys):
 
 
 def test_report_ranks_the_inputs_with_draws(draws_file, tmp_path, capsys):
-    from mcsim.report import markdown_text
+    from mcsim.report.markdown import markdown_text
 
     folder = tmp_path / "rep"
     assert main(["report", str(draws_file), "-o", str(folder)]) == 0

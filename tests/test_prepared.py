@@ -1,6 +1,6 @@
 """Workload and checkpoint plan once per configuration; the thread split of kernel calls.
 
-Counted by wrapping ``mcsim.tasks.workload`` and ``mcsim.tasks.checkpoint_plan``.
+Counted by wrapping ``mcsim.engine.tasks.workload`` and ``mcsim.engine.tasks.checkpoint_plan``.
 
 Issue 12 item 2: a sweep computes each configuration's workload and checkpoint plan
 once, shared by the time estimate, every task and the output variables (and each
@@ -15,11 +15,11 @@ import copy
 import numba
 import numpy as np
 import pytest
+from conftest import SMALL_SCENARIO
 
 import mcsim
-from conftest import SMALL_SCENARIO
-from mcsim import tasks
-from mcsim.scenario import scenario_from_dict
+from mcsim.engine import tasks
+from mcsim.scenario.config import scenario_from_dict
 
 
 def _counting(monkeypatch, name: str) -> list:

@@ -10,15 +10,15 @@ from __future__ import annotations
 import copy
 import math
 
+import naive
 import numpy as np
 import pytest
+from conftest import SMALL_SCENARIO, kernel_params, run_kernel
 from scipy import integrate, optimize, special, stats
 
-import naive
-from conftest import SMALL_SCENARIO, kernel_params, run_kernel
+from mcsim.engine.simulate import simulate_config
 from mcsim.kernels import montecarlo as mc
-from mcsim.scenario import scenario_from_dict
-from mcsim.simulate import simulate_config
+from mcsim.scenario.config import scenario_from_dict
 
 
 def _z(sample: np.ndarray, expected: float) -> float:
@@ -71,7 +71,7 @@ def test_fast_min_block_follows_the_documented_w1_rule(n_ranks, sigma):
     # K >= ceil(E|Z^2-1|/6 * |skew_F| * std_F / (E[F] * 1e-4)). The moments are integrated
     # here in u (tests/naive.py), not in z as mcsim.stragglers does, and the Edgeworth
     # constant is integrated too, so a wrong moment, constant or tolerance fails this test.
-    from mcsim.stragglers import factor_law
+    from mcsim.model.stragglers import factor_law
 
     mean, var, third = naive.max_lognormal_central_moments_u(n_ranks, sigma)
     std = math.sqrt(var)
@@ -82,7 +82,7 @@ def test_fast_min_block_follows_the_documented_w1_rule(n_ranks, sigma):
 
 def test_fast_min_block_without_noise_is_one():
     # sigma = 0: every iteration takes exactly compute + comm, so any block is exact (K = 1).
-    from mcsim.stragglers import factor_law
+    from mcsim.model.stragglers import factor_law
 
     assert factor_law(64, 0.0).fast_min_block() == 1
 
@@ -242,7 +242,7 @@ def test_spares_cover_failures_when_plenty():
 
 
 def test_llama3_table5_taxonomy_in_reference_scenario():
-    from mcsim.scenario import load_scenario
+    from mcsim.scenario.config import load_scenario
 
     failures = load_scenario().base.failures
     names = {f.name for f in failures}

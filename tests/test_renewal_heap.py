@@ -14,11 +14,11 @@ def test_heap_grows_past_its_capacity_and_pops_in_time_order():
     times = rng.permutation(300).astype(float) + rng.random(300) * 0.5   # distinct times
     classes = rng.integers(0, 5, 300)
     heap_time, heap_class, size = np.empty(4), np.empty(4, np.int64), 0
-    for t, c in zip(times, classes):
+    for t, c in zip(times, classes, strict=False):
         heap_time, heap_class, size = heap_push(heap_time, heap_class, size, t, c)
     assert size == 300 and heap_time.shape[0] >= 300
     popped = []
     while size:
         t, c, size = heap_pop(heap_time, heap_class, size)
         popped.append((t, c))
-    assert popped == sorted(zip(times.tolist(), classes.tolist()))
+    assert popped == sorted(zip(times.tolist(), classes.tolist(), strict=False))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
+import naive
 import numpy as np
 import pytest
 from scipy import special, stats
 
-import naive
 from mcsim.kernels import normal, rng
 
 
@@ -80,7 +80,7 @@ def test_max_sampler_mean_at_131072_ranks_matches_quadrature():
 
 @pytest.mark.parametrize("n_ranks,sigma", [(1, 0.1), (16, 0.3), (16384, 0.01), (131072, 0.05)])
 def test_moments_quadrature_matches_independent_quadrature(n_ranks, sigma):
-    from mcsim.stragglers import max_lognormal_moments
+    from mcsim.model.stragglers import max_lognormal_moments
 
     mean, var = max_lognormal_moments(n_ranks, sigma)
     assert mean == pytest.approx(naive.max_lognormal_mean_u(n_ranks, sigma), rel=1e-9)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from mcsim.cli import main
-from mcsim.scenario import load_scenario, parse_override
-from mcsim.schema import ScenarioError
+from mcsim.cli.main import main
+from mcsim.scenario.config import load_scenario, parse_override
+from mcsim.scenario.schema import ScenarioError
 
 CAPACITY = Path(__file__).parent.parent / "scenarios" / "capacity-planning.toml"  # sweeps gpus, strategy, interval
 

@@ -12,16 +12,16 @@ import re
 
 import numpy as np
 import pytest
-
-from mcsim.kernels.montecarlo import OUT_WALL_S
-from mcsim.resume import PieceStore
-from mcsim.scenario import scenario_from_dict
-from mcsim.kim_nelson import bonferroni_pcs, kn_constants
-from mcsim.selection import select_best
-from mcsim.simulate import simulate, simulate_config
-
 from conftest import SMALL_SCENARIO
 from selection_spaces import INTERVALS, STRATEGIES, space_raw
+
+from mcsim.engine.resume import PieceStore
+from mcsim.engine.simulate import simulate, simulate_config
+from mcsim.kernels.montecarlo import OUT_WALL_S
+from mcsim.planning.kim_nelson import bonferroni_pcs, kn_constants
+from mcsim.planning.selection import select_best
+from mcsim.scenario.config import scenario_from_dict
+
 
 @pytest.fixture(scope="module")
 def exhaustive() -> tuple[np.ndarray, np.ndarray]:

@@ -21,14 +21,14 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import SMALL_SCENARIO, kernel_params
-from mcsim import checkpointing
+
+from mcsim.engine.simulate import simulate, simulate_config
 from mcsim.kernels import montecarlo as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY, first_failure_s
-from mcsim.scenario import scenario_from_dict
-from mcsim.schema import ScenarioError
-from mcsim.simulate import simulate, simulate_config
+from mcsim.model import checkpointing
+from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.schema import ScenarioError
 
 MTBF_H = 1000.0
 MTBF_S = MTBF_H * 3600.0
@@ -195,8 +195,8 @@ def test_start_states_are_bit_identical_for_any_chunking():
 
 _THREAD_SCRIPT = """
 import json, sys, numpy as np, numba
-from mcsim.scenario import scenario_from_dict
-from mcsim.simulate import simulate_config
+from mcsim.scenario.config import scenario_from_dict
+from mcsim.engine.simulate import simulate_config
 cfg = scenario_from_dict(json.loads(sys.argv[1])).base
 out = np.vstack([simulate_config(cfg, 300, 7, mode)[0] for mode in ("exact", "fast")])
 sys.stdout.write(str(numba.get_num_threads()) + " " + out.tobytes().hex())

@@ -11,14 +11,14 @@ import time
 
 import numpy as np
 import pytest
+from conftest import SMALL_SCENARIO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests_helpers import write_toml
 
 import mcsim
-from conftest import SMALL_SCENARIO
-from mcsim.resume import PieceStore
-from mcsim.scenario import scenario_from_dict
-from tests_helpers import write_toml
+from mcsim.engine.resume import PieceStore
+from mcsim.scenario.config import scenario_from_dict
 
 SWEEP = copy.deepcopy(SMALL_SCENARIO)
 SWEEP["run"].update(runs=120, mode="fast")
@@ -66,7 +66,7 @@ def test_kill_9_then_rerun_is_identical_and_does_less(tmp_path):
     raw["run"].update(runs=800, mode="exact")  # slow enough (a few seconds) to be killed part-way
     scenario = write_toml(raw, tmp_path / "sweep.toml")
     out = tmp_path / "out.nc"
-    cmd = [sys.executable, "-m", "mcsim.cli", "run", str(scenario), "-o", str(out), "--chunk-runs", "20"]
+    cmd = [sys.executable, "-m", "mcsim", "run", str(scenario), "-o", str(out), "--chunk-runs", "20"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     parts = []

@@ -19,18 +19,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
-import pytest
-
 import naive
 import naive_run
+import numpy as np
+import pytest
 from conftest import SMALL_SCENARIO, failure_classes, kernel_params
-from mcsim.checkpointing import checkpoint_plan
+
+from mcsim.engine.tasks import run_params
 from mcsim.kernels import montecarlo as mc
-from mcsim.scenario import scenario_from_dict
-from mcsim.stragglers import factor_law
-from mcsim.tasks import run_params
-from mcsim.workload import workload
+from mcsim.model.checkpointing import checkpoint_plan
+from mcsim.model.stragglers import factor_law
+from mcsim.model.workload import workload
+from mcsim.scenario.config import scenario_from_dict
 
 RTOL = 1e-12
 
@@ -220,7 +220,7 @@ def test_kernel_equals_twin(case, fast):
 
 def _features(states, outputs) -> set:
     seen = set()
-    for state, row in zip(states, outputs):
+    for state, row in zip(states, outputs, strict=False):
         if state.failures:
             seen.add("failure")
         if state.failures_in_recovery:

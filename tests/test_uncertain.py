@@ -7,18 +7,17 @@ import math
 
 import numpy as np
 import pytest
+from conftest import SMALL_SCENARIO
 from scipy import stats
 
 import mcsim
+from mcsim.engine.resume import PieceStore
+from mcsim.engine.simulate import simulate_config
+from mcsim.io.netcdf import write_results
 from mcsim.kernels import montecarlo as mc
-from mcsim.netcdf import write_results
-from mcsim.resume import PieceStore
-from mcsim.scenario import config_with_values, scenario_from_dict
-from mcsim.schema import ScenarioError
-from mcsim.simulate import simulate_config
-from mcsim.uncertain import draw_values, parse_input
-
-from conftest import SMALL_SCENARIO
+from mcsim.scenario.config import config_with_values, scenario_from_dict
+from mcsim.scenario.schema import ScenarioError
+from mcsim.scenario.uncertain import draw_values, parse_input
 
 
 def _entry(key, **spec):
@@ -262,7 +261,7 @@ def test_summary_ci_comes_from_the_draw_means(gamma_rate):
 
 
 def test_summary_table_reports_draws(paired):
-    from mcsim.cli import summary_table
+    from mcsim.report.tables import summary_table
 
     text = summary_table(paired[1])
     assert "cost 5-95 % [MUSD]" in text and "cost epistemic" in text
@@ -318,7 +317,7 @@ def test_saltelli_recovers_known_indices_and_a_null_input():
 
 def test_given_data_method_ranks_the_inputs():
     ds, exact = _linear_cost("sobol", 256)
-    from mcsim.sensitivity import sensitivity
+    from mcsim.analysis.sensitivity import sensitivity
 
     result = sensitivity(ds, "cost")
     assert result.attrs["method"] == "delta"
@@ -329,7 +328,7 @@ def test_given_data_method_ranks_the_inputs():
 
 
 def test_sensitivity_cli_and_refusals(tmp_path, capsys, small_raw):
-    from mcsim.cli import main
+    from mcsim.cli.main import main
 
     ds, _ = _linear_cost("saltelli", 4 * 5)
     path = write_results(ds, tmp_path / "s.nc")
@@ -359,11 +358,11 @@ def test_analysis_treats_draws_as_samples_not_configurations(paired):
     # best by the pooled mean is the configuration of least expected regret (equal runs per draw)
     flat = int(np.nanargmin(table.expected_regret.values))
     assert record["configuration"] == {d: ds[d].values[i].item() for d, i in
-                                       zip(("pue", "strategy"), np.unravel_index(flat, table.expected_regret.shape))}
+                                       zip(("pue", "strategy"), np.unravel_index(flat, table.expected_regret.shape), strict=False)}
 
 
 def test_report_has_a_decision_section(paired, tmp_path):
-    from mcsim.report import pooled_over_draws, report_markdown, write_report
+    from mcsim.report.markdown import pooled_over_draws, report_markdown, write_report
 
     _, ds = paired
     text = report_markdown(ds, [])
@@ -381,7 +380,7 @@ def test_report_has_a_decision_section(paired, tmp_path):
 
 
 def test_summary_table_prints_p_best_and_regret(paired):
-    from mcsim.cli import summary_table
+    from mcsim.report.tables import summary_table
 
     text = summary_table(paired[1])
     assert "P(best cost)" in text and "cost regret [MUSD]" in text

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import mcsim
-from mcsim.cli import main
-from mcsim.validation import PUBLISHED
-from mcsim.workload import workload
+from mcsim.analysis.validation import PUBLISHED
+from mcsim.cli.main import main
+from mcsim.model.workload import workload
 
 SCENARIOS = mcsim.reference_scenario_path().parent
 

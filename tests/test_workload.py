@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 
+import naive
 import pytest
 
-from mcsim.checkpointing import checkpoint_plan, daly_interval_s
-from mcsim.scenario import scenario_from_dict
-from mcsim.workload import workload
-
-import naive
+from mcsim.model.checkpointing import checkpoint_plan, daly_interval_s
+from mcsim.model.workload import workload
+from mcsim.scenario.config import scenario_from_dict
 
 # GPT-3 175B (Brown et al. 2020: 96 layers, d_model 12288, 2048 context, 300B tokens,
 # batch 3.2M tokens = 1536 x 2048 sequences) on 1024 A100-80GB (312 TFLOP/s dense BF16),
@@ -136,7 +135,7 @@ def test_checkpoint_plan_sync_and_async():
     (5, 4, [1, 1, 2, 1]),                 # three stages short: first, last, then second
 ])
 def test_stage_layers(layers, stages, expected):
-    from mcsim.workload import stage_layers
+    from mcsim.model.workload import stage_layers
 
     assert stage_layers(layers, stages) == expected and sum(expected) == layers
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mcsim.scenario import dumps_toml
+from mcsim.scenario.config import dumps_toml
 
 
 def write_toml(raw: dict, path: Path) -> Path:

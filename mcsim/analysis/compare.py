@@ -37,10 +37,9 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from .decisions import Z_95, decision_arrays, wilson_interval, within_arrays
-from .pareto import nondominated
-from .variables import objective_direction
-
+from mcsim.analysis.decisions import Z_95, decision_arrays, wilson_interval, within_arrays
+from mcsim.analysis.pareto import nondominated
+from mcsim.io.variables import objective_direction
 
 
 class Probability(NamedTuple):
@@ -156,7 +155,7 @@ def pareto_front(ds: xr.Dataset, objectives: Sequence[str] = ("wall_time", "cost
     mask = eligible(ds)
     _require_eligible(ds, mask)
     columns = []
-    for name, sign in zip(objectives, signs):
+    for name, sign in zip(objectives, signs, strict=False):
         risk_stat = stat if stat == "mean" or sign > 0 else 1.0 - float(stat)
         columns.append(sign * _statistic(ds, name, risk_stat).where(mask).values.ravel())
     front = nondominated(np.stack(columns, axis=1))
@@ -360,7 +359,7 @@ def _has_direction(name: str) -> bool:
 def _point_of(ds: xr.Dataset, flat: int) -> dict:
     dims = _sweep_dims(ds)
     index = np.unravel_index(flat, tuple(ds.sizes[d] for d in dims)) if dims else ()
-    return {d: ds[d].values[i] for d, i in zip(dims, index)}
+    return {d: ds[d].values[i] for d, i in zip(dims, index, strict=False)}
 
 
 def best(ds: xr.Dataset, objective: str = "cost", stat: str | float = "mean") -> dict:

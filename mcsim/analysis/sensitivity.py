@@ -39,7 +39,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from .variables import PER_RUN
+from mcsim.io.variables import PER_RUN
 
 INDICES = ("S1", "ST", "delta")
 CONF_LEVEL = 0.95

@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from .variables import PER_RUN, VARIABLES
+from mcsim.io.variables import PER_RUN, VARIABLES
 
 STATS = ("mean", "std", "p5", "p50", "p95", "ci95_low", "ci95_high")
 Z_95 = 1.959963984540054  # Phi^-1(0.975)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from .scenario import Config, load_scenario, reference_scenario_path
-from .simulate import simulate
+from mcsim.engine.simulate import simulate
+from mcsim.scenario.config import Config, load_scenario, reference_scenario_path
 
 BLOOM_GPUS = 384
 BLOOM_TDP_KW = 0.4  # Luccioni et al. counted GPU-hours x 0.4 kW (the A100's TDP), not metered power
@@ -140,7 +140,7 @@ def validation_table(rows: list[Comparison]) -> str:
                      f"{_g(row.mean)} [{_g(row.p5)}, {_g(row.p95)}]", f"{_g(f.low)}..{_g(f.high)}", f.kind,
                      "within" if row.within else "OUTSIDE"])
     widths = [max(len(r[k]) for r in [header] + body) for k in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header] + body]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header] + body]
     outside = sum(not r.within for r in rows)
     independent = [r for r in rows if r.published.kind in ("prediction", "consistency")]
     lines.append(f"{len(rows) - outside} of {len(rows)} within their accepted ranges"

@@ -18,17 +18,18 @@ EXIT_USAGE = 2
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``mcsim plan``; returns the exit status (ScenarioError propagates to the caller's handler)."""
-    from .backends import BackendUnavailable
-    from .cli import _lock_output, _output_problem, _write_and_clear, _write_failed
-    from .netcdf import is_result_file
-    from .plan import load_plan
-    from .planner import NoCandidate, plan_dataset, plan_table, run_plan
-    from .resume import PieceStore, PieceWriteError
-    from .tasks import DEFAULT_CHUNK_RUNS
+    from mcsim.cli.output import lock_output, output_problem, write_and_clear, write_failed
+    from mcsim.engine.backends import BackendUnavailable
+    from mcsim.engine.resume import PieceStore, PieceWriteError
+    from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
+    from mcsim.io.netcdf import is_result_file
+    from mcsim.planning.plan import load_plan
+    from mcsim.planning.planner import NoCandidate, plan_dataset, run_plan
+    from mcsim.report.plan import plan_table
 
     plan = load_plan(args.plan)
     output = Path(args.output) if args.output is not None else Path("results") / f"{plan.scenario.file_stem}.nc"
-    if problem := _output_problem(args.output if args.output is not None else output, [args.plan], is_result_file):
+    if problem := output_problem(args.output if args.output is not None else output, [args.plan], is_result_file):
         print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     if args.workers is not None and args.workers < 1:
@@ -47,7 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     with contextlib.ExitStack() as held:
-        if (status := _lock_output(held, output)) is not None:  # one writer per output, as mcsim run
+        if (status := lock_output(held, output)) is not None:  # one writer per output, as mcsim run
             return status
         try:
             result = run_plan(plan, workers=args.workers, scheduler=args.scheduler, store=store,
@@ -62,9 +63,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"mcsim: error: {err}", file=sys.stderr)
             return EXIT_USAGE
         except PieceWriteError as err:
-            return _write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
+            return write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
         ds = plan_dataset(result)
-        if (status := _write_and_clear(ds, output, store, notify)) is not None:
+        if (status := write_and_clear(ds, output, store, notify)) is not None:
             return status
     if not args.quiet:
         print(plan_table(ds))

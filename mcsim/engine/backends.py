@@ -33,9 +33,10 @@ from collections.abc import Callable, Iterator, Sequence
 import numba
 import numpy as np
 
-from .kernels.montecarlo import N_OUT
-from .scenario import Config
-from .tasks import PreparedConfigs, Task, estimate_run, execute, run_kernel, task_seed
+from mcsim.engine.tasks import PreparedConfigs, Task, estimate_run, execute, run_kernel, task_seed
+from mcsim.errors import BackendUnavailable  # noqa: F401  (raised here; public from this module too)
+from mcsim.kernels.types import N_OUT
+from mcsim.scenario.config import Config
 
 # Target duration of one local kernel call, s: Ctrl-C acts and the progress bar
 # moves at least this often (plus the length of one run, which cannot be split).
@@ -45,10 +46,6 @@ DEFAULT_SCHEDULER_TIMEOUT_S = 10.0
 _ADDRESS = re.compile(r"^(?:(?P<protocol>tcp|tls)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
 
 OnRuns = Callable[[int], None]
-
-
-class BackendUnavailable(RuntimeError):
-    """The requested backend cannot be used (no dask extra, bad or silent scheduler)."""
 
 
 def usable_cpus() -> int:
@@ -192,7 +189,7 @@ def probe_scheduler(address: str, timeout_s: float) -> int:
     """
     try:
         reply = _in_own_thread(lambda: asyncio.run(_identity(address, timeout_s)))
-    except (OSError, asyncio.TimeoutError, TimeoutError) as err:
+    except (OSError, TimeoutError) as err:
         raise BackendUnavailable(f"--scheduler: {address}: no dask scheduler answered within {timeout_s:g} s "
                                  f"({type(err).__name__}{': ' + str(err) if str(err) else ''}); "
                                  "MCSIM_SCHEDULER_TIMEOUT sets the wait") from None

@@ -38,13 +38,27 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import xarray as xr
 
-from .checkpointing import CheckpointPlan, checkpoint_every, checkpoint_transfers, failure_classes, system_mtbf_s
-from .kernels import montecarlo as mc
-from .scenario import Config, Scenario, config_with_values
-from .strategies import STRATEGIES
-from .tasks import KernelInputs, PreparedConfigs, Task, estimate_run, run_params
-from .uncertain import draw_offset, draw_values, input_variable_attrs
-from .workload import FEASIBLE, Layouts, Workload, configuration_problem, layouts_of, workload, workload_arrays
+from mcsim.engine.tasks import KernelInputs, PreparedConfigs, Task, estimate_run, run_params
+from mcsim.kernels import types as kernel
+from mcsim.model.checkpointing import (
+    CheckpointPlan,
+    checkpoint_every,
+    checkpoint_transfers,
+    failure_classes,
+    system_mtbf_s,
+)
+from mcsim.model.strategies import STRATEGIES
+from mcsim.model.workload import (
+    FEASIBLE,
+    Layouts,
+    Workload,
+    configuration_problem,
+    layouts_of,
+    workload,
+    workload_arrays,
+)
+from mcsim.scenario.config import Config, Scenario, config_with_values
+from mcsim.scenario.uncertain import draw_offset, draw_values, input_variable_attrs
 
 # Uncertain keys a draw table evaluates: "section.field", or "failures.*.field" for every class.
 # The others (model.*, hardware.*, compute.freq_mhz) change what the workload model is built
@@ -118,7 +132,7 @@ class DrawTable:
 
     def __init__(self, cfg: Config, keys: Sequence[str], values: np.ndarray, mode: str) -> None:
         count = values.shape[0]
-        self.configs = [with_values(cfg, {k: float(v) for k, v in zip(keys, row)}) for row in values]
+        self.configs = [with_values(cfg, {k: float(v) for k, v in zip(keys, row, strict=False)}) for row in values]
         arrays = with_values(cfg, {k: np.array(values[:, i], dtype=np.float64) for i, k in enumerate(keys)})
         wa = workload_arrays(arrays, _repeated(layouts_of([cfg]), count))
         structural = configuration_problem(cfg) is not None
@@ -177,19 +191,19 @@ class TableInputs:
     of the draw with the longest estimated run (for sizing kernel calls).
     """
 
-    table: mc.RunParams
-    classes_table: mc.FailureClasses
+    table: kernel.RunParams
+    classes_table: kernel.FailureClasses
     first_run: np.ndarray
     runs: int
-    params: mc.RunParams
-    classes: mc.FailureClasses
+    params: kernel.RunParams
+    classes: kernel.FailureClasses
     system_mtbf_s: float
 
     def simulate_rows(self, seed: int, start: int, stop: int, out: np.ndarray) -> None:
         """Kernel output of rows ``start .. stop - 1`` into ``out``."""
         rows = np.arange(start, stop, dtype=np.int64)
         draw = rows // self.runs
-        mc.simulate_runs_table(self.table, self.classes_table, draw, self.first_run[draw] + rows % self.runs,
+        kernel.simulate_runs_table(self.table, self.classes_table, draw, self.first_run[draw] + rows % self.runs,
                                seed, out)
 
 
@@ -198,7 +212,7 @@ def table_inputs(table: DrawTable, first_run: np.ndarray, runs: int) -> TableInp
     filler = table.inputs[table.feasible[0]]
     inputs = [filler if i is None else i for i in table.inputs]
     longest = max(inputs, key=lambda i: estimate_run(i).seconds)
-    return TableInputs(mc.params_table([i.params for i in inputs]), mc.classes_table([i.classes for i in inputs]),
+    return TableInputs(kernel.params_table([i.params for i in inputs]), kernel.classes_table([i.classes for i in inputs]),
                        np.asarray(first_run, dtype=np.int64), runs, longest.params, longest.classes,
                        longest.system_mtbf_s)
 
@@ -248,7 +262,7 @@ class DrawPlan:
 
     def configs(self) -> list[Config]:
         """Every (configuration, draw) pair as a configuration with the drawn values set (validated)."""
-        return [config_with_values(self.scenario, flat, dict(zip(self.keys, self.values[d])), f"draw {d}")
+        return [config_with_values(self.scenario, flat, dict(zip(self.keys, self.values[d], strict=False)), f"draw {d}")
                 for flat in range(len(self.scenario.configs)) for d in range(self.count)]
 
     def prepared(self, mode: str) -> DrawPrepared:

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checkpointing import checkpoint_plan, daly_interval_s
-from .energy import ENERGY_PARTS, J_PER_MWH, power_model, run_cost_usd, run_energy_j
-from .kernels import montecarlo as mc
-from .scenario import Config
-from .schema import Interval
-from .tasks import run_task, with_fixed_interval
-from .workload import workload
+from mcsim.engine.tasks import run_task, with_fixed_interval
+from mcsim.kernels import types as kernel
+from mcsim.model.checkpointing import checkpoint_plan, daly_interval_s
+from mcsim.model.energy import ENERGY_PARTS, J_PER_MWH, power_model, run_cost_usd, run_energy_j
+from mcsim.model.workload import workload
+from mcsim.scenario.config import Config
+from mcsim.scenario.schema import Interval
 
 OBJECTIVES = ("wall_time", "energy", "cost")
 COARSE_SPREAD, COARSE_POINTS = 4.0, 11
@@ -69,7 +69,7 @@ def objective_per_run(cfg: Config, every: int, rows: np.ndarray, objective: str)
         Wall time [h], facility energy [MWh] or cost [USD] per run, as the output
         variables of the same names.
     """
-    wall_s = rows[:, mc.OUT_WALL_S]
+    wall_s = rows[:, kernel.OUT_WALL_S]
     if objective == "wall_time":
         return wall_s / 3600.0
     fixed = with_fixed_interval(cfg, every)

@@ -34,10 +34,11 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .atomic import atomic_open, sidecar
-from .kernels.montecarlo import N_OUT
-from .scenario import Scenario
-from .tasks import Task
+from mcsim.engine.tasks import Task
+from mcsim.errors import PieceWriteError  # noqa: F401  (raised here; public from this module too)
+from mcsim.io.atomic import atomic_open, sidecar
+from mcsim.kernels.types import N_OUT
+from mcsim.scenario.config import Scenario
 
 PIECE_FORMAT = "mcsim-piece-1"
 _PACKAGE = Path(__file__).resolve().parent
@@ -50,7 +51,7 @@ PRESENTATION_MODULES = frozenset({
 _MAX_NOTICES = 10
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model_source_hash(package: Path = _PACKAGE) -> str:
     """SHA-256 of the sources that determine a piece's rows.
 
@@ -67,19 +68,6 @@ def model_source_hash(package: Path = _PACKAGE) -> str:
     for path in sorted(files):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
-
-
-class PieceWriteError(Exception):
-    """A finished piece could not be saved (disk full, file-size limit, permissions).
-
-    Not an ``OSError``, so that callers can tell it from a backend's errors;
-    the cause is in :attr:`error`.
-    """
-
-    def __init__(self, path: Path, error: OSError) -> None:
-        super().__init__(f"{path}: {error.strerror or error}")
-        self.path = path
-        self.error = error
 
 
 def _sha256(text: str) -> str:

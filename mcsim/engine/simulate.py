@@ -10,30 +10,45 @@ the sweep (common random numbers).
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numba
 import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from . import __version__
-from .backends import make_backend
-from .budget import TimeEstimate, check_time, format_duration
-from .draws import DrawPlan
-from .checkpointing import CheckpointPlan
-from .energy import (ENERGY_PARTS, J_PER_MWH, ideal_iteration_energy_j, power_model, run_co2_t,
-                     run_cost_usd, run_energy_j)
-from .kernels import montecarlo as mc
-from .resume import PieceStore
-from .scenario import Config, Scenario
-from .optimize import COARSE_POINTS, FINE_POINTS, IntervalOptimum, IntervalSearch
-from .schema import field_meta
-from .tasks import (DEFAULT_CHUNK_RUNS, OPTIMIZE_SEED_OFFSET, PreparedConfigs, Task, estimate_run, kernel_inputs,
-                    plan_tasks, run_task, with_fixed_interval)
-from .variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
-from .workload import Workload, workload
-
+from mcsim._version import __version__
+from mcsim.engine.backends import make_backend
+from mcsim.engine.draws import DrawPlan
+from mcsim.engine.optimize import COARSE_POINTS, FINE_POINTS, IntervalOptimum, IntervalSearch
+from mcsim.engine.resume import PieceStore
+from mcsim.engine.tasks import (
+    DEFAULT_CHUNK_RUNS,
+    OPTIMIZE_SEED_OFFSET,
+    PreparedConfigs,
+    Task,
+    estimate_run,
+    kernel_inputs,
+    plan_tasks,
+    run_task,
+    with_fixed_interval,
+)
+from mcsim.io.variables import PER_CONFIG, PER_RUN, build_dataset, coordinate_attrs
+from mcsim.kernels import types as kernel
+from mcsim.model.checkpointing import CheckpointPlan
+from mcsim.model.energy import (
+    ENERGY_PARTS,
+    J_PER_MWH,
+    ideal_iteration_energy_j,
+    power_model,
+    run_co2_t,
+    run_cost_usd,
+    run_energy_j,
+)
+from mcsim.model.workload import Workload, workload
+from mcsim.scenario.config import Config, Scenario
+from mcsim.scenario.limits import TimeEstimate, check_time, format_duration
+from mcsim.scenario.schema import field_meta
 
 
 def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int = 0,
@@ -43,7 +58,7 @@ def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int
     Runs ``first_run .. first_run + runs - 1``, ``chunk_runs`` per kernel call.
     """
     wl = workload(cfg)
-    out = np.full((runs, mc.N_OUT), np.nan)
+    out = np.full((runs, kernel.N_OUT), np.nan)
     if not wl.feasible:
         return out, wl, None
     inputs = kernel_inputs(cfg, mode, wl)
@@ -58,32 +73,32 @@ def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
     if plan is None:  # infeasible: NaN everywhere, not completed
         nan = np.full(out.shape[0], np.nan)
         return {name: (nan == 0.0 if name == "completed" else nan) for name in PER_RUN}
-    wall_s = out[:, mc.OUT_WALL_S]
+    wall_s = out[:, kernel.OUT_WALL_S]
     energy = run_energy_j(cfg, wl, plan, power_model(cfg, wl), out)
     total_j = sum(energy[k] for k in ENERGY_PARTS)
     cost = run_cost_usd(cfg, wall_s, total_j)
     co2 = run_co2_t(cfg, wall_s, total_j)
-    completed = out[:, mc.OUT_COMPLETED] == 1.0
+    completed = out[:, kernel.OUT_COMPLETED] == 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
         # ETTR = ideal time of the work done / wall time. A completed run did all the
         # iterations; a censored one only the OUT_ITERATIONS_DONE that survived, so its
         # ETTR stays in [0, 1] instead of setting the full job against a truncated wall time.
-        done_ideal_s = np.where(completed, wl.ideal_time_s, out[:, mc.OUT_ITERATIONS_DONE] * wl.iteration_time_s)
+        done_ideal_s = np.where(completed, wl.ideal_time_s, out[:, kernel.OUT_ITERATIONS_DONE] * wl.iteration_time_s)
         ettr = np.where(wall_s > 0, done_ideal_s / wall_s, np.nan)
     return {
         "wall_time": wall_s / 3600.0,
         "energy": total_j / J_PER_MWH,
         "cost": cost["allocation"] + cost["electricity"],
         "co2": co2["operational"] + co2["embodied"],
-        "n_failures": out[:, mc.OUT_FAILURES],
-        "lost_time": out[:, mc.OUT_LOST_S] / 3600.0,
-        "checkpoint_time": out[:, mc.OUT_CHECKPOINT_S] / 3600.0,
-        "recovery_time": out[:, mc.OUT_RECOVERY_S] / 3600.0,
-        "straggler_time": out[:, mc.OUT_STRAGGLER_S] / 3600.0,
-        "straggler_transient_time": out[:, mc.OUT_STRAGGLER_TRANSIENT_S] / 3600.0,
-        "straggler_persistent_time": out[:, mc.OUT_STRAGGLER_PERSISTENT_S] / 3600.0,
-        "n_memory_recoveries": out[:, mc.OUT_MEMORY_RECOVERIES],
-        "spare_wait_time": out[:, mc.OUT_SPARE_WAIT_S] / 3600.0,
+        "n_failures": out[:, kernel.OUT_FAILURES],
+        "lost_time": out[:, kernel.OUT_LOST_S] / 3600.0,
+        "checkpoint_time": out[:, kernel.OUT_CHECKPOINT_S] / 3600.0,
+        "recovery_time": out[:, kernel.OUT_RECOVERY_S] / 3600.0,
+        "straggler_time": out[:, kernel.OUT_STRAGGLER_S] / 3600.0,
+        "straggler_transient_time": out[:, kernel.OUT_STRAGGLER_TRANSIENT_S] / 3600.0,
+        "straggler_persistent_time": out[:, kernel.OUT_STRAGGLER_PERSISTENT_S] / 3600.0,
+        "n_memory_recoveries": out[:, kernel.OUT_MEMORY_RECOVERIES],
+        "spare_wait_time": out[:, kernel.OUT_SPARE_WAIT_S] / 3600.0,
         "ettr": ettr,
         "completed": completed,
         **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},
@@ -303,7 +318,7 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
                 for piece in draws.pieces(task):
                     left[piece[0]] += 1
             done = [0]
-            outs = {i: np.full((run.runs, mc.N_OUT), np.nan) for i in feasible}
+            outs = {i: np.full((run.runs, kernel.N_OUT), np.nan) for i in feasible}
 
             def place(task: Task, rows: np.ndarray) -> None:
                 for config, run_start, run_stop, row_start, row_stop in draws.pieces(task):
@@ -349,7 +364,7 @@ def _output_arrays(configs: list[Config], prepared: PreparedConfigs, outs: dict[
     for flat, cfg in enumerate(configs):
         wl = prepared.workload(flat)
         plan = prepared.inputs(flat).plan if wl.feasible else None
-        out = outs[flat] if flat in outs else np.full((runs, mc.N_OUT), np.nan)
+        out = outs[flat] if flat in outs else np.full((runs, kernel.N_OUT), np.nan)
         for name, values in _per_run_outputs(cfg, wl, plan, out).items():
             per_run[name][flat] = values
         for name, value in _per_config_outputs(cfg, wl, plan).items():
@@ -377,7 +392,7 @@ def provenance_attrs(scenario: Scenario) -> dict[str, object]:
     was made, for which scenario, runs, seed and mode.
     """
     run = scenario.run
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
     return {
         "title": f"mcsim Monte Carlo results: {scenario.name}",
         "mcsim_version": __version__,

@@ -26,13 +26,13 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from .checkpointing import CheckpointPlan, checkpoint_plan
-from .kernels import montecarlo as mc
-from .scenario import Config
-from .schema import Interval
-from .strategies import STRATEGIES
-from .stragglers import factor_law
-from .workload import Workload, workload
+from mcsim.kernels import types as kernel
+from mcsim.model.checkpointing import CheckpointPlan, checkpoint_plan
+from mcsim.model.stragglers import factor_law
+from mcsim.model.strategies import STRATEGIES
+from mcsim.model.workload import Workload, workload
+from mcsim.scenario.config import Config
+from mcsim.scenario.schema import Interval
 
 # A run with more failures than this is censored: a guard against parameters
 # that would make one run take hours (Llama 3 saw 419 in 54 days).
@@ -94,13 +94,13 @@ def task_inputs(task: Task, cfg: Config, seed: int) -> tuple[Config, int]:
     return with_fixed_interval(cfg, task.optimize_every), task_seed(task, seed)
 
 
-def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> mc.RunParams:
+def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> kernel.RunParams:
     """The kernel's scalars for one feasible configuration."""
     st = cfg.stragglers
     ranks = float(cfg.parallelism.gpus)
     law = factor_law(ranks, st.sigma)
     episode_law = factor_law(ranks, st.sigma, floor=st.episode_slowdown)
-    return mc.RunParams(
+    return kernel.RunParams(
         iterations=wl.iterations,
         compute_time_s=wl.compute_time_s,
         comm_time_s=wl.comm_time_s,
@@ -139,12 +139,12 @@ class KernelInputs(NamedTuple):
     workers receive it with their tasks).
     """
 
-    params: mc.RunParams
+    params: kernel.RunParams
     workload: Workload
     plan: CheckpointPlan
 
     @property
-    def classes(self) -> mc.FailureClasses:
+    def classes(self) -> kernel.FailureClasses:
         """Per-class arrays of the failure processes."""
         return self.plan.classes
 
@@ -156,7 +156,7 @@ class KernelInputs(NamedTuple):
     def simulate_rows(self, seed: int, start: int, stop: int, out: np.ndarray) -> None:
         """Kernel output of runs ``start .. stop - 1`` into ``out`` (the draw tables' rows have their own,
         :class:`mcsim.draws.TableInputs`)."""
-        mc.simulate_runs(self.params, self.classes, seed, start, out)
+        kernel.simulate_runs(self.params, self.classes, seed, start, out)
 
 
 def kernel_inputs(cfg: Config, mode: str, wl: Workload | None = None) -> KernelInputs:
@@ -240,7 +240,7 @@ def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: 
     """
     if threads is not None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    out = np.empty((stop - start, mc.N_OUT))
+    out = np.empty((stop - start, kernel.N_OUT))
     workers = min(numba.get_num_threads(), stop - start)
     if workers <= 1:
         inputs.simulate_rows(seed, start, stop, out)

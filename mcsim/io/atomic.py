@@ -33,12 +33,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from mcsim.errors import OutputBusy  # noqa: F401  (raised here; public from this module too)
+
 NAME_MAX = 255  # bytes in one path component (Linux, macOS, Windows)
 _TEMP_TAIL = re.compile(r"\.[0-9a-f]{8}\.tmp")
-
-
-class OutputBusy(RuntimeError):
-    """Another process holds the lock of the output (it is writing it now)."""
 
 
 def sidecar(path: str | Path, tail: str) -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .atomic import atomic_path
+from mcsim.io.atomic import atomic_path
 
 try:
     import resource

@@ -1,7 +1,7 @@
 """All Numba settings of mcsim in one place, and where compiled kernels are cached.
 
 Every kernel is compiled through :func:`jit` (serial functions, the entry point
-``simulate_runs`` included: :func:`mcsim.tasks.run_kernel` splits runs over
+``simulate_runs`` included: :func:`mcsim.engine.tasks.run_kernel` splits runs over
 threads) or :func:`jit_inline` (small helpers inlined into their callers);
 :func:`jit_parallel` (a ``prange`` entry point) is kept for the frozen pre-issue-12
 kernel in ``benchmarks/``. The options below are the only ones in the code base:

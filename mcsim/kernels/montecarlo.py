@@ -49,8 +49,6 @@ output columns are declared once in :data:`OUTPUT_COLUMNS`.
 from __future__ import annotations
 
 import math
-import typing
-from typing import NamedTuple
 
 import numpy as np
 
@@ -58,89 +56,38 @@ from .accelerate import jit, jit_inline
 from .normal import max_lognormal_factor, ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
 from .rng import seed_stream, uniform
-
-# Columns of the per-run output matrix, declared once: (name, meaning). Each name is
-# turned into the constant ``OUT_<NAME>`` (its column index) below, the only place.
-OUTPUT_COLUMNS = (
-    ("wall_s", "wall-clock time of the run, s"),
-    ("failures", "failures, those during recovery included"),
-    ("lost_s", "iteration time rolled back, partial iterations included, s"),
-    ("checkpoint_s", "time stalled or waiting for a previous write at checkpoints, s"),
-    ("recovery_s", "time recovering (spare wait, recovery, load), s"),
-    ("straggler_s", "straggler excess of the surviving iterations, s"),
-    ("completed", "1 if all iterations were done, 0 if censored"),
-    ("iterations_done", "iterations completed and not rolled back"),
-    ("busy_s", "time the GPUs computed, rolled-back and partial iterations included, s"),
-    ("checkpoints", "checkpoints taken (stalls completed)"),
-    ("straggler_transient_s", "straggler excess from per-iteration rank noise, s"),
-    ("straggler_persistent_s", "straggler excess from the job factor and episodes, s"),
-    ("memory_recoveries", "recoveries from an in-memory snapshot"),
-    ("spare_wait_s", "time waiting for spare nodes, s"),
-    ("episode_phase_s", "compute phase (compute_time * J * F) of surviving iterations in episodes, s"),
-    ("storage_writes", "checkpoint writes to storage started"),
-    ("storage_loads", "loads from storage started (one per recovery attempt)"),
-    ("memory_loads", "loads from a peer's memory started"),
-    ("executed_iterations", "iterations run, rolled-back ones and the interrupted partial one included"),
+from .types import (  # noqa: F401  (the kernel's types, re-exported for its twin and tests)
+    N_OUT,
+    OUT_BUSY_S,
+    OUT_CHECKPOINT_S,
+    OUT_CHECKPOINTS,
+    OUT_COMPLETED,
+    OUT_EPISODE_PHASE_S,
+    OUT_EXECUTED_ITERATIONS,
+    OUT_FAILURES,
+    OUT_ITERATIONS_DONE,
+    OUT_LOST_S,
+    OUT_MEMORY_LOADS,
+    OUT_MEMORY_RECOVERIES,
+    OUT_RECOVERY_S,
+    OUT_SPARE_WAIT_S,
+    OUT_STORAGE_LOADS,
+    OUT_STORAGE_WRITES,
+    OUT_STRAGGLER_PERSISTENT_S,
+    OUT_STRAGGLER_S,
+    OUT_STRAGGLER_TRANSIENT_S,
+    OUT_WALL_S,
+    OUTPUT_COLUMNS,
+    STRATEGY_ASYNC,
+    STRATEGY_IN_MEMORY,
+    STRATEGY_SYNC,
+    STREAM_EPISODE,
+    STREAM_FIRST_FAILURE_CLASS,
+    STREAM_ITERATION,
+    STREAM_JOB,
+    FailureClasses,
+    RunParams,
 )
-N_OUT = len(OUTPUT_COLUMNS)
-globals().update({f"OUT_{name.upper()}": i for i, (name, _) in enumerate(OUTPUT_COLUMNS)})
-
-STRATEGY_SYNC = 0
-STRATEGY_ASYNC = 1      # async and gockpt
-STRATEGY_IN_MEMORY = 2
-
-# Random streams of a run (stream ids given to :func:`rng.seed_stream`).
-STREAM_ITERATION = 0
-STREAM_JOB = 1
-STREAM_EPISODE = 2
-STREAM_FIRST_FAILURE_CLASS = 3
-
-
-class RunParams(NamedTuple):
-    """Scalars of one configuration, in seconds unless named otherwise."""
-
-    iterations: int
-    compute_time_s: float
-    comm_time_s: float
-    n_ranks: float
-    sigma: float
-    job_sigma: float
-    strategy: int
-    checkpoint_every: int
-    checkpoint_stall_s: float
-    checkpoint_write_s: float     # storage durability after the stall (async, gockpt, in_memory)
-    replicate_s: float            # in_memory: snapshot restorable this long after the stall
-    persist_every: int            # in_memory: persist every n-th snapshot
-    load_s: float                 # checkpoint load from storage
-    load_memory_s: float          # in_memory: snapshot load from the peer's memory
-    episode_rate_per_s: float     # slow-node episodes, whole job
-    episode_mean_s: float
-    episode_slowdown: float
-    spare_nodes: int              # -1: unlimited (recovery as given)
-    max_wall_s: float
-    max_failures: int
-    fast: bool
-    fast_min_block: int
-    factor_mean: float
-    factor_std: float
-    fast_min_block_episode: int
-    factor_mean_episode: float    # moments of max(M, slowdown)
-    factor_std_episode: float
-
-
-class FailureClasses(NamedTuple):
-    """Per-class arrays (one entry per failure class)."""
-
-    units: np.ndarray        # int64: independent units
-    shape: np.ndarray        # Weibull shape k
-    scale_s: np.ndarray      # Weibull scale lambda, s
-    recovery_s: np.ndarray   # recovery before the load, s
-    nodes_taken: np.ndarray  # int64: nodes an event takes out (needs as spares)
-    memory_ok: np.ndarray    # int64 0/1: an in-memory snapshot survives the event
-    repair_s: np.ndarray     # time until a taken node returns to the spare pool, s
-    start: np.ndarray        # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
-    age_s: np.ndarray        # START_AGED: every unit's age at t = 0, s (0 otherwise)
-
 
 # --- Run state: named slots of three arrays owned by one run ---------------------------------
 # Float scalars (``x``).
@@ -806,7 +753,7 @@ def _row_classes(c, j):
 def simulate_runs_table(table, classes, row_param, row_stream_run, seed, out):
     """Simulate one run per output row, each with its own parameter set and random streams, in this thread.
 
-    Serial and ``nogil`` like :func:`simulate_runs`: :func:`mcsim.tasks.run_kernel` runs
+    Serial and ``nogil`` like :func:`simulate_runs`: :func:`mcsim.engine.tasks.run_kernel` runs
     slices of the rows on several threads at once (each row depends only on its own
     parameter set and stream index, so the split never changes a result).
 
@@ -836,7 +783,7 @@ def simulate_runs_table(table, classes, row_param, row_stream_run, seed, out):
 def simulate_runs(p, fc, seed, first_run, out):
     """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration, in this thread.
 
-    It holds no GIL (``nogil``): :func:`mcsim.tasks.run_kernel` runs slices of the runs
+    It holds no GIL (``nogil``): :func:`mcsim.engine.tasks.run_kernel` runs slices of the runs
     on several threads at once. Each run depends only on its index, so the split never
     changes a result.
 
@@ -855,19 +802,3 @@ def simulate_runs(p, fc, seed, first_run, out):
     """
     for i in range(out.shape[0]):
         _simulate_run(p, fc, seed, first_run + i, out[i])
-
-
-# Scalar type of each RunParams field, as the arrays of a parameter table hold it.
-_FIELD_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_}
-
-
-def params_table(params) -> RunParams:
-    """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
-    return RunParams(*(np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
-                       for name, kind in typing.get_type_hints(RunParams).items()))
-
-
-def classes_table(classes) -> FailureClasses:
-    """The failure classes of several parameter sets (equal class counts) as 2-D arrays (set x class)."""
-    return FailureClasses(*(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes]))
-                            for name in FailureClasses._fields))

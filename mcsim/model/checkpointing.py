@@ -16,12 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .kernels.montecarlo import FailureClasses
-from .kernels.renewal import START_AGED, START_NEW, START_STATIONARY
-from .schema import FailureClass, Interval
-from .scenario import Config
-from .strategies import STRATEGIES, Transfers
-from .workload import Workload
+from mcsim.kernels.types import START_AGED, START_NEW, START_STATIONARY, FailureClasses
+from mcsim.model.strategies import STRATEGIES, Transfers
+from mcsim.model.workload import Workload
+from mcsim.scenario.config import Config
+from mcsim.scenario.schema import FailureClass, Interval
 
 
 @dataclass(frozen=True)

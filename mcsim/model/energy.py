@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .checkpointing import CheckpointPlan
-from .kernels import montecarlo as mc
-from .scenario import Config
-from .strategies import STRATEGIES
-from .stragglers import factor_law
-from .workload import Workload
+from mcsim.kernels import types as kernel
+from mcsim.model.checkpointing import CheckpointPlan
+from mcsim.model.stragglers import factor_law
+from mcsim.model.strategies import STRATEGIES
+from mcsim.model.workload import Workload
+from mcsim.scenario.config import Config
 
 J_PER_MWH = 3.6e9
 J_PER_KWH = 3.6e6
@@ -118,19 +118,19 @@ def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel
                  out: np.ndarray) -> dict[str, np.ndarray]:
     """Energy of each run by component, J; facility level except ``gpu`` (IT).
 
-    ``out`` is the kernel's per-run matrix (columns ``mc.OUT_*``).
+    ``out`` is the kernel's per-run matrix (columns ``mcsim.kernels.types.OUT_*``).
     """
     gpus, pue = cfg.parallelism.gpus, cfg.energy.pue
     net = cfg.network
-    wall = out[:, mc.OUT_WALL_S]
-    done = out[:, mc.OUT_ITERATIONS_DONE]
-    lost = out[:, mc.OUT_LOST_S]
-    stalled = out[:, mc.OUT_CHECKPOINT_S]
-    recovering = out[:, mc.OUT_RECOVERY_S]
-    compute_phase = done * wl.compute_time_s + out[:, mc.OUT_STRAGGLER_S]  # sum of compute_time * J * F
+    wall = out[:, kernel.OUT_WALL_S]
+    done = out[:, kernel.OUT_ITERATIONS_DONE]
+    lost = out[:, kernel.OUT_LOST_S]
+    stalled = out[:, kernel.OUT_CHECKPOINT_S]
+    recovering = out[:, kernel.OUT_RECOVERY_S]
+    compute_phase = done * wl.compute_time_s + out[:, kernel.OUT_STRAGGLER_S]  # sum of compute_time * J * F
     # Both phases are sums of non-negative terms; computed apart they differ by rounding, so the
     # episode phase is capped by the whole and each part is a non-negative share, not a difference.
-    episode_phase = np.minimum(out[:, mc.OUT_EPISODE_PHASE_S], compute_phase)
+    episode_phase = np.minimum(out[:, kernel.OUT_EPISODE_PHASE_S], compute_phase)
     calm_phase = compute_phase - episode_phase
     computing = pm.busy_share * calm_phase + pm.busy_share_episode * episode_phase
     waiting = (1.0 - pm.busy_share) * calm_phase + (1.0 - pm.busy_share_episode) * episode_phase
@@ -143,17 +143,17 @@ def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel
 
     storage_j_per_copy = plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12
     peer_j_per_copy = plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12
-    writes_j = out[:, mc.OUT_STORAGE_WRITES] * storage_j_per_copy
+    writes_j = out[:, kernel.OUT_STORAGE_WRITES] * storage_j_per_copy
     peer_copies = STRATEGIES[cfg.checkpoint.strategy].peer_copies_per_checkpoint
     if peer_copies:  # in_memory: every snapshot also crosses to the peer node
-        writes_j = writes_j + out[:, mc.OUT_CHECKPOINTS] * peer_copies * peer_j_per_copy
+        writes_j = writes_j + out[:, kernel.OUT_CHECKPOINTS] * peer_copies * peer_j_per_copy
     # Every recovery attempt starts a load: from storage, or one node's shard from its peer.
-    reads_j = out[:, mc.OUT_STORAGE_LOADS] * storage_j_per_copy \
-        + out[:, mc.OUT_MEMORY_LOADS] * peer_j_per_copy / cfg.nodes
+    reads_j = out[:, kernel.OUT_STORAGE_LOADS] * storage_j_per_copy \
+        + out[:, kernel.OUT_MEMORY_LOADS] * peer_j_per_copy / cfg.nodes
 
     bits_j = (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit) \
         * BITS_PER_BYTE * 1e-12 * gpus
-    executed_iterations = out[:, mc.OUT_EXECUTED_ITERATIONS]
+    executed_iterations = out[:, kernel.OUT_EXECUTED_ITERATIONS]
     return {
         "compute": pue * gpu_compute,
         "wait": pue * gpu_wait,

@@ -22,14 +22,18 @@ read this table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-if TYPE_CHECKING:  # only for annotations: this module is imported by the schema
-    from .scenario import Config
-    from .workload import Workload
+from mcsim.kernels import types as kernel
+from mcsim.scenario.schema import CHECKPOINT_STRATEGIES
+
+if TYPE_CHECKING:  # only for annotations
+    from mcsim.model.workload import Workload
+    from mcsim.scenario.config import Config
 
 
 class Transfers(NamedTuple):
@@ -62,8 +66,7 @@ class Strategy:
     @property
     def kernel_code(self) -> int:
         """The kernel's ``STRATEGY_*`` code of :attr:`kernel_hook`."""
-        from .kernels import montecarlo as mc
-        return getattr(mc, "STRATEGY_" + self.kernel_hook.upper())
+        return getattr(kernel, "STRATEGY_" + self.kernel_hook.upper())
 
 
 def _sync(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
@@ -100,3 +103,6 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
     Strategy("gockpt", "async", _gockpt),
     Strategy("in_memory", "in_memory", _in_memory, infeasible=_needs_a_peer, peer_copies_per_checkpoint=1.0),
 )}
+
+if tuple(STRATEGIES) != CHECKPOINT_STRATEGIES:  # pragma: no cover (a developer's mistake, caught at import)
+    raise ImportError(f"mcsim.model.strategies defines {tuple(STRATEGIES)}, the schema accepts {CHECKPOINT_STRATEGIES}")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .scenario import Config
-from .strategies import STRATEGIES
+from mcsim.model.strategies import STRATEGIES
+from mcsim.scenario.config import Config
 
 BF16_BYTES = 2
 # Guards that keep every run finite (docs/model.md §2): at most 1e10 iterations, and an

@@ -79,7 +79,7 @@ def _eliminate(means: np.ndarray, s2: np.ndarray, alive: list[int], r: int, delt
     m = means[index]
     w = np.maximum(0.0, delta / (2.0 * r) * (h2 * s2[np.ix_(index, index)] / delta**2 - r))
     worse = np.any(m[:, None] > m[None, :] + w, axis=1)
-    return [i for i, out in zip(alive, worse) if not out]
+    return [i for i, out in zip(alive, worse, strict=False) if not out]
 
 
 def _last_run(s2: np.ndarray, alive: list[int], delta: float, h2: float) -> int:

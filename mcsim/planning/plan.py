@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from .catalog import GPU_CATALOG, GpuSpec, lookup_gpu
-from .scenario import Scenario, check_depth, read_toml, scenario_from_dict
-from .schema import PLAN_TABLES, Interval, MAX_GPUS, ScenarioError, coerce_value, field_meta
-from .strategies import STRATEGIES
-from .workload import RECOMPUTE_CODES
+from mcsim.model.strategies import STRATEGIES
+from mcsim.model.workload import RECOMPUTE_CODES
+from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, lookup_gpu
+from mcsim.scenario.config import Scenario, check_depth, read_toml, scenario_from_dict
+from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, Interval, ScenarioError, coerce_value, field_meta
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 SEARCH_KEYS = ("gpu_types", "gpus", "tp", "pp", "microbatch", "interleave", "recompute", "strategy",

@@ -17,25 +17,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import xarray as xr
 
-from .checkpointing import checkpoint_plan
-from .pareto import nondominated
-from .plan import Candidates, Plan, enumerate_candidates
-from .plan_uncertain import QUANTILES, uncertain_objectives
-from .scenario import Config
-from .screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, candidate_config, screen
-from .variables import Variable
-from .workload import RECOMPUTE_CODES, workload
+from mcsim.analysis.pareto import nondominated
+from mcsim.errors import NoCandidate  # noqa: F401  (raised here; public from this module too)
+from mcsim.io.variables import Variable
+from mcsim.model.checkpointing import checkpoint_plan
+from mcsim.model.workload import RECOMPUTE_CODES, workload
+from mcsim.planning.plan import Candidates, Plan, enumerate_candidates
+from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, candidate_config, screen
+from mcsim.planning.uncertain import QUANTILES, uncertain_objectives
+from mcsim.scenario.config import Config
 
 PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
-
-
-class NoCandidate(Exception):
-    """No candidate passes the screen, or none meets the constraints when simulated (exit status 1)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +63,7 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
         how close the closest candidate comes.
     """
     if select is None:
-        from .selection import select_best as select
+        from mcsim.planning.selection import select_best as select
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
     if plan.has_reference and scr.reference < 0 and notify:
@@ -112,7 +109,7 @@ def screen_error(plan: Plan, scr: Screen, outputs: list[dict[str, np.ndarray] | 
     may be better than the recommendation.
     """
     errors = [_relative_error(float(np.mean(_objective_values(plan, out))), float(scr.objective[i]))
-              for i, out in zip(scr.finalists, outputs) if out is not None]
+              for i, out in zip(scr.finalists, outputs, strict=False) if out is not None]
     return max(errors) if errors else np.nan
 
 
@@ -205,7 +202,7 @@ def finalist_front(per_run: dict[str, np.ndarray], n_runs: np.ndarray, eligible:
 
 def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
     """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
-    from .simulate import _per_run_outputs
+    from mcsim.engine.simulate import _per_run_outputs
 
     wl = workload(cfg)
     out = _per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), np.asarray(rows))
@@ -427,18 +424,18 @@ def _flag_word(code: int) -> str:
 
 def _objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
     """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
-    from .selection import weighted_objective
+    from mcsim.planning.selection import weighted_objective
 
     return weighted_objective(out, {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective)
 
 
 def _attrs(res: PlanResult) -> dict[str, object]:
-    from . import __version__
-    from .screen import binding_constraint
+    from mcsim._version import __version__
+    from mcsim.planning.screen import binding_constraint
 
     plan = res.plan
     c = plan.constraints
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
     return {
         "title": f"mcsim plan: {plan.scenario.name}",  # title, history: CF-1.10 §2.6.2, as mcsim run's files
         "history": (f"{created}: mcsim {__version__} planned {plan.scenario.name!r} from {plan.source}, "
@@ -467,40 +464,3 @@ def layout_label(ds: xr.Dataset, index: int) -> str:
     return (f"{c['gpu_type'].item()} x {int(c['gpus'])}, tp {int(c['tp'])} pp {int(c['pp'])} dp {int(c['dp'])}, "
             f"mb {int(c['microbatch'])}, v {int(c['interleave'])}, {c['recompute'].item()}, {c['strategy'].item()}, "
             f"{c['interval'].item()}, {float(c['freq_mhz']):g} MHz")
-
-
-def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
-    """The recommendation, then the other finalists by their paired objective against it, as text."""
-    from .plan_report import ranked_finalists
-
-    ranked = ranked_finalists(ds)
-    rest = [k for k in np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf,
-                                           ds["finalist_objective"].values), kind="stable") if k not in ranked]
-    order = [*ranked, *rest][:rows]  # the dropped ones (missed a constraint when simulated) last
-    reference = int(ds.attrs.get("reference_candidate", -1))
-    own = "" if reference < 0 or reference not in ds["finalist_candidate"].values else \
-        ", and the plan file's own layout (marked +)"
-    lines = [f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
-             f"({ds.attrs['candidates_enumerated']:,} combinations searched){own}; objective {ds.attrs['objective']}, "
-             f"mean ± 95 % half-width over the runs simulated:"]
-    for k in order:
-        index = int(ds["finalist_candidate"][k])
-        mark = (" *" if bool(ds["pareto"][k]) else "") + (" +" if index == reference else "")
-        dropped = str(ds["finalist_dropped"].values[k])
-        note = f" ({missed_text(dropped)})" if dropped else ""
-        lines.append(f"  {_fmt(float(ds['finalist_objective'][k]))} ± {_fmt(float(ds['finalist_half_width'][k]))}"
-                     f"  screen {_fmt(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
-                     f"  {layout_label(ds, index)}{mark}{note}")
-    lines.append("  * on the Pareto front of wall time, cost and energy among the finalists"
-                 + ("; + the plan file's own layout" if own else ""))
-    decided = "decided" if bool(ds["decided"]) else "NOT decided within the run budget"
-    lines.append(f"recommended: {layout_label(ds, int(ds['recommended']))}; P(correct selection) "
-                 f"{'>= ' if bool(ds['decided']) else '~ '}{float(ds['pcs']):.3f} ({decided}); "
-                 f"{ds.attrs['selection_reason']}")
-    return "\n".join(lines)
-
-
-def _fmt(value: float) -> str:
-    if not np.isfinite(value):
-        return "nan"
-    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"

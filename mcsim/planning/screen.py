@@ -22,15 +22,39 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .checkpointing import class_units, checkpoint_every, checkpoint_transfers, expected_segment_s, system_mtbf_s
-from .energy import (BITS_PER_BYTE, J_PER_KWH, J_PER_MWH, allocation_usd, co2_t, iteration_power_w,
-                     job_factor_mean, phase_powers_w, rank_factor_mean)
-from .plan import Candidates, Plan, gpu_specs
-from .scenario import Config
-from .strategies import STRATEGIES
-from .stragglers import factor_law
-from .workload import (FREQUENCY, MEMORY, RECOMPUTE_CODES, STRUCTURAL, TIME_RESOLUTION_CODE, TOO_MANY_ITERATIONS,
-                       Layouts, configuration_problem, workload_arrays)
+from mcsim.model.checkpointing import (
+    checkpoint_every,
+    checkpoint_transfers,
+    class_units,
+    expected_segment_s,
+    system_mtbf_s,
+)
+from mcsim.model.energy import (
+    BITS_PER_BYTE,
+    J_PER_KWH,
+    J_PER_MWH,
+    allocation_usd,
+    co2_t,
+    iteration_power_w,
+    job_factor_mean,
+    phase_powers_w,
+    rank_factor_mean,
+)
+from mcsim.model.stragglers import factor_law
+from mcsim.model.strategies import STRATEGIES
+from mcsim.model.workload import (
+    FREQUENCY,
+    MEMORY,
+    RECOMPUTE_CODES,
+    STRUCTURAL,
+    TIME_RESOLUTION_CODE,
+    TOO_MANY_ITERATIONS,
+    Layouts,
+    configuration_problem,
+    workload_arrays,
+)
+from mcsim.planning.plan import Candidates, Plan, gpu_specs
+from mcsim.scenario.config import Config
 
 # Rejection codes (the first one found is kept), in the order they are assigned but for 14, the simulation's
 # horizon, checked first among the constraints (a code added later keeps the earlier ones' numbers).
@@ -223,7 +247,7 @@ def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
     if not rates:
         return load
     total = sum(rates)
-    recovery = sum(r * f.recovery_minutes * 60.0 for r, f in zip(rates, base.failures))
+    recovery = sum(r * f.recovery_minutes * 60.0 for r, f in zip(rates, base.failures, strict=False))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, recovery / np.where(total > 0, total, 1.0), 0.0) + load
 

@@ -26,16 +26,16 @@ from typing import NamedTuple
 import numpy as np
 from tqdm.auto import tqdm
 
-from .backends import make_backend
-from .checkpointing import checkpoint_plan
-from .decisions import mean_interval
-from .kim_nelson import Outcome, bonferroni_pcs, kim_nelson
-from .kernels import montecarlo as mc
-from .resume import PieceStore
-from .scenario import Config
-from .simulate import OPTIMIZE_RUNS, _Execution, _optimize_intervals, _per_run_outputs
-from .tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks, with_fixed_interval
-from .workload import workload
+from mcsim.analysis.decisions import mean_interval
+from mcsim.engine.backends import make_backend
+from mcsim.engine.resume import PieceStore
+from mcsim.engine.simulate import OPTIMIZE_RUNS, _Execution, _optimize_intervals, _per_run_outputs
+from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks, with_fixed_interval
+from mcsim.kernels import types as kernel
+from mcsim.model.checkpointing import checkpoint_plan
+from mcsim.model.workload import workload
+from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
+from mcsim.scenario.config import Config
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 MODES = ("fast", "exact")
@@ -281,7 +281,7 @@ class _Simulation:
     def __init__(self, execution: _Execution, configs: list[Config], weights: Mapping[str, float],
                  chunk: int) -> None:
         self.execution, self.configs, self.weights, self.chunk = execution, configs, weights, chunk
-        self.rows: list[np.ndarray] = [np.empty((0, mc.N_OUT)) for _ in configs]
+        self.rows: list[np.ndarray] = [np.empty((0, kernel.N_OUT)) for _ in configs]
 
     def draw(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
         """Objective values of runs ``start .. stop - 1`` of the candidates ``alive`` (rows kept)."""
@@ -301,7 +301,7 @@ class _Simulation:
 
     def cut_off(self, i: int) -> bool:
         """Whether a run of candidate ``i`` was cut off at run.max_wall_days (objective a lower bound)."""
-        return bool(np.any(self.rows[i][:, mc.OUT_COMPLETED] != 1.0))
+        return bool(np.any(self.rows[i][:, kernel.OUT_COMPLETED] != 1.0))
 
 
 def _result(outcome: Outcome, simulation: _Simulation, alpha: float) -> SelectionResult:

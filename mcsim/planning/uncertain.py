@@ -15,9 +15,9 @@ import dataclasses
 
 import numpy as np
 
-from .plan import Candidates, Plan
-from .scenario import config_with_values
-from .screen import BEYOND_CAP, DOMINATED, EQUIVALENT, KEPT, screen
+from mcsim.planning.plan import Candidates, Plan
+from mcsim.planning.screen import BEYOND_CAP, DOMINATED, EQUIVALENT, KEPT, screen
+from mcsim.scenario.config import config_with_values
 
 QUANTILES = (0.05, 0.95)
 

@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from . import analysis, plots
-from .atomic import write_atomic
-from .summary import format_coordinate
+from mcsim.analysis import compare as analysis
+from mcsim.analysis.summary import format_coordinate
+from mcsim.io.atomic import write_atomic
+from mcsim.report import plots
 
 PROBABILITY = 0.9       # cheapest_within: required share of runs finishing in time
 DEADLINE_FACTOR = 2.0   # deadline = this x the median wall time of the fastest configuration
@@ -141,7 +142,7 @@ def _censored_configs(ds: xr.Dataset) -> list[tuple[dict, float]]:
     for index in np.ndindex(*share.shape):
         value = float(share.values[index])
         if np.isfinite(value) and value < 1.0:
-            found.append(({d: ds[d].values[i].item() for d, i in zip(dims, index)}, value))
+            found.append(({d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}, value))
     return found
 
 
@@ -215,7 +216,7 @@ def _description(attrs: dict) -> str:
 def _pareto_table(ds: xr.Dataset) -> list[str]:
     front = analysis.pareto_front(ds, ("wall_time", "cost"))
     dims = _sweep_dims(ds)
-    points = [{d: ds[d].values[i].item() for d, i in zip(dims, index)}
+    points = [{d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
               for index in np.ndindex(*front.shape) if bool(front.values[index])]
     rows = []
     for p in points:
@@ -329,7 +330,7 @@ def decision_section(ds: xr.Dataset, days: float, objective: str = "cost") -> li
     """"Decision under uncertainty": the robust choice on ``objective``, its P(best) and expected
     regret, the leading configurations, the pooled probability of finishing within ``days``
     and the input that would change the choice (:func:`mcsim.robustness.robustness`)."""
-    from .robustness import robustness
+    from mcsim.analysis.robustness import robustness
 
     found = robustness(ds, objective)
     choice, units, draws = found["choice"], found["units"], found["draws"]
@@ -391,7 +392,7 @@ def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, fi
 
     ``found``: :func:`mcsim.tornado.point_sensitivity` of cost, or why there is none.
     """
-    from .tornado import ranking
+    from mcsim.report.tornado import ranking
 
     lines = ["## Which input matters most", ""]
     if isinstance(found, str):
@@ -422,7 +423,7 @@ def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, fi
 
 def _point_sensitivity(ds: xr.Dataset) -> tuple[dict, xr.Dataset] | str:
     """The indices of cost at the chosen configuration, or why there are none."""
-    from .tornado import point_sensitivity
+    from mcsim.report.tornado import point_sensitivity
 
     try:
         return point_sensitivity(ds, "cost")
@@ -495,7 +496,7 @@ def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) 
         made["breakdown"] = plots.plot_breakdown(shown)
         found = _point_sensitivity(ds) if "draw" in ds.dims else None
         if isinstance(found, tuple):
-            from .tornado import plot_sensitivity
+            from mcsim.report.tornado import plot_sensitivity
 
             made["sensitivity"] = plot_sensitivity(ds, "cost", *found)
         text = report_markdown(ds, list(made), source, found)

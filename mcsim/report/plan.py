@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from mcsim.planning.planner import PLAN_VARIABLES, layout_label, missed_text, screen_error_text
+from mcsim.planning.screen import KEPT
+
 
 def is_plan_file(path: str | Path) -> bool:
     """Whether ``path`` is a netCDF file written by ``mcsim plan`` (global attribute ``mcsim_kind = plan``)."""
-    from .netcdf import is_result_file
+    from mcsim.io.netcdf import is_result_file
 
     if not is_result_file(path):
         return False
@@ -31,8 +34,8 @@ def is_plan_file(path: str | Path) -> bool:
 
 def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
     """Write ``folder/README.md`` explaining the plan in ``source``; returns the files written."""
-    from .atomic import write_atomic
-    from .netcdf import open_results
+    from mcsim.io.atomic import write_atomic
+    from mcsim.io.netcdf import open_results
 
     ds = open_results(source)
     check_plan_dataset(ds)
@@ -48,7 +51,6 @@ _LATER = ("objective", "uncertain_rejection")
 
 def check_plan_dataset(ds: xr.Dataset) -> None:
     """Raise ValueError (one line) when ``ds`` lacks a variable or attribute the plan report reads."""
-    from .planner import PLAN_VARIABLES
 
     names = [n for n in (*PLAN_VARIABLES, "rejection_reason", "gpu_type", "gpus", "tp", "pp", "dp", "microbatch",
                          "interleave", "recompute", "strategy", "interval", "freq_mhz") if n not in _LATER]
@@ -104,7 +106,6 @@ def _means(ds: xr.Dataset, k: int) -> dict[str, float]:
 
 def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     """The plan report as Markdown."""
-    from .planner import layout_label
 
     ranked = ranked_finalists(ds)
     best_f = _recommended_finalist(ds)
@@ -150,7 +151,6 @@ def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
 
 def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, best_f: int, base: float) -> str:
     """What one uncertain input at one quantile does to the recommendation and the finalists."""
-    from .planner import layout_label
 
     if np.isnan(objective[best_f]):
         reason = str(ds["rejection_reason"].values[int(ds["uncertain_rejection"].values[i, j, best_f])]) \
@@ -169,7 +169,6 @@ def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, be
 
 
 def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:
-    from .planner import layout_label
 
     others = [k for k in ranked if k != best_f]
     if not others:
@@ -201,7 +200,6 @@ def reference_rank(ds: xr.Dataset) -> tuple[int, int, float] | None:
 
 def _reference(ds: xr.Dataset, best_f: int) -> list[str]:
     """Where the plan file's own [parallelism] layout ranks, and what the recommendation gains on it."""
-    from .planner import layout_label
 
     ref = int(ds.attrs.get("reference_candidate", -1))
     if ref < 0:
@@ -227,7 +225,7 @@ def _deadline_line(ds: xr.Dataset, best_f: int) -> str:
     runs that share is itself uncertain, so the line says when its interval still
     reaches below the requirement.
     """
-    from .decisions import wilson_interval
+    from mcsim.analysis.decisions import wilson_interval
 
     p, runs = float(ds["finalist_deadline_probability"][best_f]), int(ds["finalist_runs"][best_f])
     required = float(ds.attrs["deadline_probability"])
@@ -240,7 +238,7 @@ def _deadline_line(ds: xr.Dataset, best_f: int) -> str:
 
 
 def _constraints(ds: xr.Dataset, best_f: int) -> list[str]:
-    from .screen import CONSTRAINT_CODES
+    from mcsim.planning.screen import CONSTRAINT_CODES
 
     lines = ["## Constraints", ""]
     rejection = ds["rejection"].values
@@ -271,14 +269,12 @@ def _screen_counts(ds: xr.Dataset) -> list[str]:
     lines += [f"- {counts[k]:,}: {reasons[k] or 'finalist'}" for k in range(len(reasons)) if counts[k]]
     error = float(ds.attrs.get("screen_error", np.nan))
     if error > ds.attrs["margin"]:
-        from .planner import screen_error_text
 
         lines += ["", f"**Warning:** {screen_error_text(error, ds.attrs['margin'])}."]
     return lines + [""]
 
 
 def _finalist_table(ds: xr.Dataset, ranked: np.ndarray) -> list[str]:
-    from .planner import layout_label
 
     lines = ["## Finalists (Pareto: wall time, cost, energy)", "",
              "| rank | configuration | objective | wall time [d] | cost | energy [MWh] | runs | Pareto |",
@@ -289,3 +285,38 @@ def _finalist_table(ds: xr.Dataset, ranked: np.ndarray) -> list[str]:
                      f"{float(ds['finalist_objective'][k]):.5g} | {m['wall_time'] / 24:.2f} | {_money(m['cost'])} | "
                      f"{m['energy']:,.0f} | {int(ds['finalist_runs'][k])} | {'yes' if bool(ds['pareto'][k]) else ''} |")
     return lines
+
+
+def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
+    """The recommendation, then the other finalists by their paired objective against it, as text."""
+    ranked = ranked_finalists(ds)
+    rest = [k for k in np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf,
+                                           ds["finalist_objective"].values), kind="stable") if k not in ranked]
+    order = [*ranked, *rest][:rows]  # the dropped ones (missed a constraint when simulated) last
+    reference = int(ds.attrs.get("reference_candidate", -1))
+    own = "" if reference < 0 or reference not in ds["finalist_candidate"].values else \
+        ", and the plan file's own layout (marked +)"
+    lines = [f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
+             f"({ds.attrs['candidates_enumerated']:,} combinations searched){own}; objective {ds.attrs['objective']}, "
+             f"mean ± 95 % half-width over the runs simulated:"]
+    for k in order:
+        index = int(ds["finalist_candidate"][k])
+        mark = (" *" if bool(ds["pareto"][k]) else "") + (" +" if index == reference else "")
+        dropped = str(ds["finalist_dropped"].values[k])
+        note = f" ({missed_text(dropped)})" if dropped else ""
+        lines.append(f"  {_fmt_value(float(ds['finalist_objective'][k]))} ± {_fmt_value(float(ds['finalist_half_width'][k]))}"
+                     f"  screen {_fmt_value(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
+                     f"  {layout_label(ds, index)}{mark}{note}")
+    lines.append("  * on the Pareto front of wall time, cost and energy among the finalists"
+                 + ("; + the plan file's own layout" if own else ""))
+    decided = "decided" if bool(ds["decided"]) else "NOT decided within the run budget"
+    lines.append(f"recommended: {layout_label(ds, int(ds['recommended']))}; P(correct selection) "
+                 f"{'>= ' if bool(ds['decided']) else '~ '}{float(ds['pcs']):.3f} ({decided}); "
+                 f"{ds.attrs['selection_reason']}")
+    return "\n".join(lines)
+
+
+def _fmt_value(value: float) -> str:
+    if not np.isfinite(value):
+        return "nan"
+    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"

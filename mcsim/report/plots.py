@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .atomic import atomic_open
-from .backends import BackendUnavailable
-from .summary import format_coordinate
+from mcsim.analysis.summary import format_coordinate
+from mcsim.engine.backends import BackendUnavailable
+from mcsim.io.atomic import atomic_open
 
 MAX_LINES = 8      # plot_scaling: more combinations of the other dims than this -> one line
 MAX_CURVES = 10    # plot_cdf: more configurations -> this many, spread over the range of the mean
@@ -102,7 +102,7 @@ def _units(ds: xr.Dataset, name: str) -> tuple[float, str]:
     """Factor from the stored unit to the shown one, and the shown unit (days, MUSD, MWh)."""
     units = ds[name].attrs.get("units")
     if units is None:
-        from .variables import VARIABLES
+        from mcsim.io.variables import VARIABLES
         units = VARIABLES[name].units if name in VARIABLES else ""
     ladder = _DISPLAY_UNITS.get(units, ((1.0, units),))
     values = np.abs(np.asarray(ds[name].values, dtype=float))
@@ -126,7 +126,7 @@ def _name(name: str) -> str:
 
 def _points(ds: xr.Dataset, dims: Sequence[str]) -> list[dict]:
     """Every combination of the coordinates of ``dims``, in C order."""
-    return [dict(zip(dims, values)) for values in itertools.product(*(ds[d].values.tolist() for d in dims))]
+    return [dict(zip(dims, values, strict=False)) for values in itertools.product(*(ds[d].values.tolist() for d in dims))]
 
 
 def _value_text(dim: str, value) -> str:
@@ -256,7 +256,7 @@ def plot_scaling(ds: xr.Dataset, x: str | None = None):
     combos = _points(ds, others)
     fixed_note = ""
     if len(combos) > MAX_LINES:
-        from .analysis import best
+        from mcsim.analysis.compare import best
 
         try:
             optimum = best(ds, "cost")["configuration"]
@@ -292,7 +292,7 @@ def plot_scaling(ds: xr.Dataset, x: str | None = None):
             censored = feasible & (sub["completed"].mean("run").values < 1.0 if "completed" in sub else False)
             marks["infeasible"] |= bool((~feasible).any())
             marks["censored"] |= bool(censored.any())
-            for ax, (name, _) in zip(axes.flat, panels):
+            for ax, (name, _) in zip(axes.flat, panels, strict=False):
                 values = sub[name].values.astype(float) * _units(ds, name)[0]
                 mean, low, high = np.full((3, xs.size), np.nan)
                 if feasible.any():  # statistics of feasible points only: no all-NaN slices
@@ -312,7 +312,7 @@ def plot_scaling(ds: xr.Dataset, x: str | None = None):
             handles.append((colour_index, style_index,
                             Line2D([], [], color=colour, linestyle=line_style, marker=marker, markersize=4,
                                    label=config_label(combo, "mean"))))
-        for ax, (name, title) in zip(axes.flat, panels):
+        for ax, (name, title) in zip(axes.flat, panels, strict=False):
             ax.set_title(title)
             ax.set_ylabel(_label(ds, name) if name != "ettr" else "ETTR (ideal time / wall time)")
             lines = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()
@@ -434,7 +434,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
     minimised, means over runs); its points are connected and labelled with
     their configuration and mean values.
     """
-    from .analysis import pareto_front
+    from mcsim.analysis.compare import pareto_front
 
     _check_variable(ds, x)
     _check_variable(ds, y)
@@ -455,7 +455,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
     table = np.array([[*stats(p, x), *stats(p, y)] for p in points])  # mx, x5, x95, my, y5, y95
     on_front = np.array([bool(front.sel(p)) if dims else bool(front) for p in points])
     censored = np.array([_completed(ds, p) < 1.0 for p in points])
-    front_points = [p for p, f in zip(points, on_front) if f]
+    front_points = [p for p, f in zip(points, on_front, strict=False) if f]
     # coordinates shared by every front point go in the legend, the rest on each label
     shared = {d: v for d, v in front_points[0].items()
               if len(front_points) > 1 and all(p[d] == v for p in front_points)} if front_points else {}
@@ -493,7 +493,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
         labels = [(row[0], row[3],
                    f"{config_label({d: v for d, v in p.items() if d not in shared}, _scenario(ds))}\n"
                    f"({_fmt(row[0])} {x_unit}, {_fmt(row[3])} {y_unit})".replace(" ,", ",").replace(" )", ")"))
-                  for p, row in zip(front_points, table[on_front])]
+                  for p, row in zip(front_points, table[on_front], strict=False)]
         ax.margins(x=0.06, y=0.12)
         # room for labels below and left of the front, where no configuration can be
         for get, put, scale in ((ax.get_xlim, ax.set_xlim, ax.get_xscale()),
@@ -504,7 +504,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
         obstacles = [ax.transData.transform(np.column_stack([table[:, c], table[:, r]]))
                      for c, r in ((0, 3), (1, 3), (2, 3), (0, 4), (0, 5))]  # means and bar ends
         line = ax.transData.transform(np.column_stack([table[on_front, 0][order], table[on_front, 3][order]]))
-        for a, b in zip(line[:-1], line[1:]):  # the front's segments, sampled every few pixels
+        for a, b in zip(line[:-1], line[1:], strict=False):  # the front's segments, sampled every few pixels
             steps = max(2, int(np.hypot(*(b - a)) / 4))
             obstacles.append(a + np.linspace(0, 1, steps)[:, None] * (b - a))
         for t in table:  # the error bars, sampled
@@ -528,12 +528,12 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
 
 
 def _better_text(x: str, y: str) -> str:
-    from .variables import VARIABLES
+    from mcsim.io.variables import VARIABLES
 
     directions = [VARIABLES[n].direction if n in VARIABLES else None for n in (x, y)]
     if directions[0] == directions[1] and directions[0]:
         return f"{directions[0]} is better on both axes"
-    return ", ".join(f"{d} {_name(n)} is better" for n, d in zip((x, y), directions) if d)
+    return ", ".join(f"{d} {_name(n)} is better" for n, d in zip((x, y), directions, strict=False) if d)
 
 
 def _fmt(value: float) -> str:
@@ -630,7 +630,7 @@ def plot_breakdown(ds: xr.Dataset):
         fig, axes = plt.subplots(2, 2, figsize=(13.5, height), sharey=True, layout="constrained",
                                  gridspec_kw={"width_ratios": (1.25, 1)})
         positions = np.arange(n)
-        for (title, absolute_label, share_label, data, parts, unit), (ax_abs, ax_share) in zip(rows, axes):
+        for (title, absolute_label, share_label, data, parts, unit), (ax_abs, ax_share) in zip(rows, axes, strict=False):
             totals = data.sum(axis=1)
             shares = 100 * data / totals[:, None]
             # totals over more than a factor MAX_TOTAL_RATIO: a linear axis would shrink the small
@@ -649,7 +649,7 @@ def plot_breakdown(ds: xr.Dataset):
                 ends = left
                 texts = ([f"{_fmt(t)} {unit}" for t in totals] if first == 0
                          else [f"{s:.2g} %" if s < 10 else f"{s:.0f} %" for s in ends])
-                for pos, end, text in zip(positions, ends, texts):
+                for pos, end, text in zip(positions, ends, texts, strict=False):
                     ax.text(end, pos, " " + text, va="center", ha="left", fontsize=8)
                 ax.set_xlim(0, ends.max() * (1.35 if relative and first == 0 else 1.18) if ends.max() > 0 else 1)
                 ax.grid(axis="y", visible=False)

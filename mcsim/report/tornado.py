@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .plots import _fmt, _pyplot, _scenario, _style, _title, config_label
-from .sensitivity import sensitivity
+from mcsim.analysis.sensitivity import sensitivity
+from mcsim.report.plots import _fmt, _pyplot, _scenario, _style, _title, config_label
 
 _INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
 
@@ -29,7 +29,7 @@ def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
 
     Returns ``{}`` for a result without sweep dims.
     """
-    from . import analysis
+    from mcsim.analysis import compare as analysis
 
     dims = [d for d in ds["wall_time"].dims if d not in ("draw", "run")]
     if not dims:
@@ -40,7 +40,7 @@ def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
         feasible = ds["feasible"].all("draw") if "feasible" in ds else xr.ones_like(ds["wall_time"].isel(draw=0, run=0))
         for index in np.ndindex(*feasible.shape):
             if bool(feasible.values[index]):
-                return {d: feasible[d].values[i].item() for d, i in zip(feasible.dims, index)}
+                return {d: feasible[d].values[i].item() for d, i in zip(feasible.dims, index, strict=False)}
         raise ValueError("no feasible configuration in the dataset") from None
 
 

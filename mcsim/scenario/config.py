@@ -24,14 +24,36 @@ from typing import Any
 
 import numpy as np
 
-from .budget import check_sweep_size
-from .uncertain import UncertainInput, parse_uncertain
-from .catalog import GpuSpec, lookup_gpu
-from .schema import (PLAN_TABLES, REQUIRED_SECTIONS, SECTIONS, TOP_LEVEL_KEYS, CarbonSection,
-                     CheckpointSection, ComputeSection, CostSection, EnergySection,
-                     FailureClass, HardwareSection, Interval, ModelSection, NetworkSection,
-                     RUN_KEYS, ParallelismSection, RunSection, ScenarioError, StragglerSection,
-                     build_section, check_text, coerce_value, field_meta, format_number, run_option)
+from mcsim.scenario.catalog import GpuSpec, lookup_gpu
+from mcsim.scenario.limits import check_sweep_size
+from mcsim.scenario.schema import (
+    PLAN_TABLES,
+    REQUIRED_SECTIONS,
+    RUN_KEYS,
+    SECTIONS,
+    TOP_LEVEL_KEYS,
+    CarbonSection,
+    CheckpointSection,
+    ComputeSection,
+    CostSection,
+    EnergySection,
+    FailureClass,
+    HardwareSection,
+    Interval,
+    ModelSection,
+    NetworkSection,
+    ParallelismSection,
+    RunSection,
+    ScenarioError,
+    StragglerSection,
+    build_section,
+    check_text,
+    coerce_value,
+    field_meta,
+    format_number,
+    run_option,
+)
+from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
 
 REFERENCE_SCENARIO = "llama3-405b.toml"
 
@@ -408,7 +430,7 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     configs = []
     for combo in itertools.product(*(axis.values for axis in axes)):
         varied = copy.deepcopy(raw)
-        for axis, value in zip(axes, combo):
+        for axis, value in zip(axes, combo, strict=False):
             _set_dotted(varied, axis.key, _as_raw(value), source)
         configs.append(_build_config(varied, source, context=_combo_text(axes, combo)))
     return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs),
@@ -422,17 +444,17 @@ def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float
     """
     varied = copy.deepcopy(scenario.raw)
     combo = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
-    for axis, index in zip(scenario.axes, combo):
+    for axis, index in zip(scenario.axes, combo, strict=False):
         _set_dotted(varied, axis.key, _as_raw(axis.values[index]), scenario.source)
     for key, value in values.items():
         _set_dotted(varied, key, float(value), scenario.source)
-    axes_text = _combo_text(scenario.axes, tuple(axis.values[i] for axis, i in zip(scenario.axes, combo)))
+    axes_text = _combo_text(scenario.axes, tuple(axis.values[i] for axis, i in zip(scenario.axes, combo, strict=False)))
     return _build_config(varied, scenario.source, context=", ".join(t for t in (axes_text, context) if t))
 
 
 def _combo_text(axes: list[SweepAxis], combo: tuple) -> str:
     return ", ".join(f"{axis.dim}={coord}" for axis, coord in
-                     zip(axes, (_coord(v) for v in combo)))
+                     zip(axes, (_coord(v) for v in combo), strict=False))
 
 
 def _as_raw(value: Any) -> Any:

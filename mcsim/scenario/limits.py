@@ -30,9 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .kernels.montecarlo import N_OUT
-from .schema import ScenarioError
-from .variables import PER_RUN
+from mcsim.io.variables import PER_RUN
+from mcsim.kernels.types import N_OUT
+from mcsim.scenario.schema import ScenarioError
 
 BYTES_PER_CONFIG = 4096
 PEAK_COPIES = 2

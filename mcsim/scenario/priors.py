@@ -22,8 +22,8 @@ import math
 import numpy as np
 from scipy import special
 
-from .fitting import WeibullFit
-from .schema import format_number
+from mcsim.scenario.fitting import WeibullFit
+from mcsim.scenario.schema import format_number
 
 
 def mtbf_shape_log_covariance(fit: WeibullFit) -> tuple[np.ndarray, np.ndarray]:

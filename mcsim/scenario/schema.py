@@ -17,21 +17,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalog import GPU_CATALOG
-from .strategies import STRATEGIES
+from mcsim.errors import ScenarioError  # noqa: F401  (raised here; public from this module too)
+from mcsim.scenario.catalog import GPU_CATALOG
+
+# The checkpoint strategies a scenario may name; mcsim.model.strategies holds one record for each
+# (and checks at import that its names are these).
+CHECKPOINT_STRATEGIES = ("sync", "async", "gockpt", "in_memory")
 
 _REQUIRED = dataclasses.MISSING
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
-
-
-class ScenarioError(ValueError):
-    """A user mistake in a scenario: reported as one line, exit status 2."""
-
-    def __init__(self, source: str, key: str, message: str) -> None:
-        self.source = source
-        self.key = key
-        self.message = message
-        super().__init__(f"{source}: {key}: {message}")
 
 
 def param(default: Any = _REQUIRED, *, kind: type = float, gt: float | None = None,
@@ -153,7 +147,7 @@ class FailureClass:
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSection:
-    strategy: str = param("async", kind=str, choices=tuple(STRATEGIES))
+    strategy: str = param("async", kind=str, choices=CHECKPOINT_STRATEGIES)
     interval: Interval = param(Interval("young_daly"), kind=Interval)
     bytes_per_param: float = param(14.0, gt=0, le=1e3, unit="B",
                                    doc="persisted bytes per parameter (ZeRO §3.1: ~14)")

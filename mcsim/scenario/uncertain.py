@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .schema import ScenarioError, field_meta, format_number
+from mcsim.scenario.schema import ScenarioError, field_meta, format_number
 
 # parameter names of each distribution: (required, alternatives of which exactly one is required)
 DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -335,7 +335,7 @@ def parse_joint(raw: dict, name: str, spec: dict, swept: set[str], source: str) 
                        correlation=_correlation(spec["correlation"], len(keys), source, f"{where}.correlation"))
     return tuple(_bounded_entry(key, meta, "lognormal", {"median": m, "sigma": sd}, source,
                                 f"{where}.keys: {json.dumps(key)}", joint=group)
-                 for key, meta, m, sd in zip(keys, metas, medians, sigmas))
+                 for key, meta, m, sd in zip(keys, metas, medians, sigmas, strict=False))
 
 
 def _parse_entry(raw: dict, key: str, spec: Any, swept: set[str], source: str) -> tuple[UncertainInput, ...]:
@@ -481,6 +481,6 @@ def input_variable_attrs(entry: UncertainInput) -> dict[str, str]:
         row = group.correlation[group.keys.index(entry.key)]
         attrs.update(joint_group=group.name, joint_distribution=group.dist,
                      correlated_with=" ".join(k for k in group.keys if k != entry.key),
-                     correlation=", ".join(f"{k}: {format_number(r)}" for k, r in zip(group.keys, row)
+                     correlation=", ".join(f"{k}: {format_number(r)}" for k, r in zip(group.keys, row, strict=False)
                                            if k != entry.key))
     return attrs

@@ -1,0 +1,313 @@
+"""The commands that read result files or logs: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot`` and ``report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from pathlib import Path
+
+import xarray as xr
+
+from mcsim.cli.output import output_problem, same_path, write_failed
+from mcsim.cli.parser import EXIT_USAGE
+from mcsim.report.tables import sensitivity_table, summary_table
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Exit 0 when every comparison is within its accepted range, else 1."""
+    from mcsim.analysis.validation import validate, validation_table
+
+    if args.runs < 2:
+        print(f"mcsim: error: --runs: expected a whole number >= 2, got {args.runs}", file=sys.stderr)
+        return EXIT_USAGE
+    rows = validate(runs=args.runs, seed=args.seed)
+    print(validation_table(rows))
+    return 0 if all(row.within for row in rows) else 1
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    ds = open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    try:
+        text = summary_table(ds, show_all=args.show_all, sort=args.sort)
+    except ValueError as err:
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
+    return 0
+
+
+def cmd_sensitivity(args: argparse.Namespace) -> int:
+    ds = open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    try:
+        text = sensitivity_table(ds, args.output)
+    except ValueError as err:
+        print(f"mcsim: error: {args.file}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(text)
+    return 0
+
+
+def cmd_fit_failures(args: argparse.Namespace) -> int:
+    import re
+
+    from mcsim.scenario.fitting import failures_table_toml, fit_weibull, read_failure_log
+    from mcsim.scenario.schema import ScenarioError
+
+    source = str(args.log)
+    if not 0.0 < args.confidence < 1.0:
+        raise ScenarioError(source, "--confidence", f"expected a level in (0, 1), got {args.confidence:g}")
+    name = args.name if args.name is not None else re.sub(r"[^A-Za-z0-9_-]+", "_", Path(source).stem) or "fitted"
+    output = _fit_output(source, "-o", args.output)
+    figure_path = _fit_output(source, "--plot", args.plot)
+    if output is not None and figure_path is not None and same_path(output, figure_path):
+        raise ScenarioError(source, "--plot", f"{figure_path}: the same file as -o; give two names")
+    if figure_path is not None:
+        _fit_plot_backend()
+    log = read_failure_log(source)
+    try:
+        fit = fit_weibull(*log, confidence=args.confidence)
+    except ValueError as err:
+        raise ScenarioError(source, "fit", str(err)) from None
+    try:
+        table = failures_table_toml(fit, name, args.scope, args.recovery_minutes)
+    except ValueError as err:  # "name: ...", "shape: ...": an option or a fitted value a scenario rejects
+        key, _, message = str(err).partition(": ")
+        raise ScenarioError(source, {"name": "--name", "recovery_minutes": "--recovery-minutes",
+                                     "scope": "--scope"}.get(key, key), message) from None
+    if args.uncertain:
+        from mcsim.scenario.priors import uncertain_table_toml
+
+        try:
+            table += "\n" + uncertain_table_toml(fit, name)
+        except ValueError as err:
+            raise ScenarioError(source, "--uncertain", str(err)) from None
+    figure = _fit_figure(source, log, fit) if figure_path is not None else None
+    level = f"{100 * args.confidence:g} % CI"
+    rows = [("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
+            ("MTBF [h]", f"{fit.mtbf_hours:.4g}", f"[{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}]"),
+            ("scale λ [h]", f"{fit.scale_hours:.4g}", ""),
+            ("units (lifetimes)", str(fit.n_units), ""),
+            ("left-truncated", str(fit.n_truncated), ""),
+            ("failures", str(fit.n_failures), ""),
+            ("total unit-hours", f"{fit.total_hours:,.1f}", "")]
+    censoring = "right-censored, left-truncated" if fit.n_truncated else "right-censored"
+    print(f"Weibull fit of {source} (maximum likelihood, {censoring})")
+    widths = [max(len(r[k]) for r in rows + [("quantity", "estimate", level)]) for k in range(3)]
+    for row in [("quantity", "estimate", level)] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
+    print()
+    print(table, end="")
+    return _write_fit_outputs(source, table, output, figure, figure_path)
+
+
+def _fit_output(source: str, option: str, value: str | None) -> Path | None:
+    """The checked path of a ``fit-failures`` output option, or None when not given."""
+    from mcsim.scenario.schema import ScenarioError
+
+    if value is None:
+        return None
+    if not value.strip() or "\0" in value:
+        raise ScenarioError(source, option, f"expected a file name, got {value[:100]!r}")
+    path = Path(value)
+    if same_path(path, Path(source)):
+        raise ScenarioError(source, option, f"{value}: is the log itself; the log is never overwritten")
+    try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise ScenarioError(source, option, f"{value}: not a regular file")
+        problem = output_problem(value, inputs=[source])
+    except OSError as err:  # a name too long for the file system, a loop of links
+        raise ScenarioError(source, option, f"{value[:100]}: {err.strerror or err}") from None
+    if problem:
+        raise ScenarioError(source, option, f"{value}: {problem}")
+    return path
+
+
+def _fit_plot_backend() -> None:
+    """Fail early, before reading the log, when --plot cannot be drawn."""
+    from mcsim.engine.backends import BackendUnavailable
+    from mcsim.report.plots import _pyplot
+    from mcsim.scenario.schema import ScenarioError
+
+    _use_agg()
+    try:
+        _pyplot()
+    except BackendUnavailable as err:
+        raise ScenarioError("--plot", "matplotlib", str(err)) from None
+
+
+def _fit_figure(source: str, log, fit):
+    from mcsim.report.failures import probability_plot
+    from mcsim.scenario.schema import ScenarioError
+
+    try:
+        return probability_plot(log, fit)
+    except ValueError as err:
+        raise ScenarioError(source, "--plot", str(err)) from None
+
+
+def _write_fit_outputs(source: str, table: str, output: Path | None, figure, figure_path: Path | None) -> int:
+    """Write the figure, then the table (atomically); on failure remove what this call wrote."""
+    written: list[Path] = []
+    try:
+        if figure is not None:
+            import matplotlib.pyplot as plt
+
+            from mcsim.report.plots import save_figure
+
+            try:
+                written.append(save_figure(figure, figure_path))
+            finally:
+                plt.close(figure)
+        if output is not None:
+            from mcsim.io.atomic import write_atomic
+
+            write_atomic(output, table)
+            written.append(output)
+    except OSError as err:
+        for path in written:
+            path.unlink(missing_ok=True)
+        target = figure_path if not written and figure is not None else output
+        return write_failed(target, err)
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+def open_result_file(name: str) -> xr.Dataset | None:
+    """The dataset of an mcsim result file, or None after printing the one-line error."""
+    from mcsim.io.netcdf import open_results
+
+    path = Path(name)
+    if not path.is_file():
+        print(f"mcsim: error: {path}: no such file", file=sys.stderr)
+        return None
+    try:
+        ds = open_results(path)
+    except (OSError, ValueError) as err:
+        print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
+        return None
+    from mcsim.analysis.summary import check_results
+
+    try:
+        check_results(ds)
+    except ValueError as err:
+        hint = " (a plan file: read it with `mcsim report`)" if ds.attrs.get("mcsim_kind") == "plan" else ""
+        print(f"mcsim: error: {path}: {err}{hint}", file=sys.stderr)
+        return None
+    return ds
+
+
+def _use_agg() -> None:
+    """Files only, never a window: the Agg backend, when matplotlib is there at all."""
+    try:
+        import matplotlib
+    except ImportError:
+        return  # mcsim.plots raises BackendUnavailable with the install hint
+    matplotlib.use("Agg")
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from mcsim.engine.backends import BackendUnavailable
+
+    for option, value, kinds in (("--x", args.x, ("scaling",)), ("--variable", args.variable, ("cdf", "sensitivity"))):
+        if value is not None and args.kind not in kinds:
+            print(f"mcsim: error: {option}: applies to --kind {' or '.join(kinds)} only", file=sys.stderr)
+            return EXIT_USAGE
+    output = Path(args.output)
+    if problem := output_problem(args.output, inputs=[args.file]) or _figure_format_problem(output):
+        print(f"mcsim: error: -o: {output}: {problem}" if args.output else f"mcsim: error: -o: {problem}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    ds = open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    _use_agg()
+    try:
+        from mcsim.report import plots
+
+        if args.kind == "scaling":
+            fig = plots.plot_scaling(ds, x=args.x)
+        elif args.kind == "cdf":
+            fig = plots.plot_cdf(ds, variable=args.variable or "wall_time")
+        elif args.kind == "sensitivity":
+            from mcsim.report.tornado import plot_sensitivity
+
+            fig = plot_sensitivity(ds, output=args.variable or "cost")
+        else:
+            fig = getattr(plots, f"plot_{args.kind}")(ds)
+    except (BackendUnavailable, ValueError) as err:
+        print(f"mcsim: error: {args.file}: {err}" if isinstance(err, ValueError) else f"mcsim: error: {err}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    import matplotlib.pyplot as plt
+
+    try:
+        plots.save_figure(fig, output)
+    except OSError as err:
+        return write_failed(output, err)
+    finally:
+        plt.close(fig)
+    print(f"wrote {output}")
+    return 0
+
+
+def _figure_format_problem(output: Path) -> str:
+    """Why no figure can be written under ``output``'s suffix, or ""."""
+    from mcsim.engine.backends import BackendUnavailable
+
+    try:
+        from mcsim.report.plots import figure_format
+
+        figure_format(output)
+    except ValueError as err:
+        return str(err)
+    except BackendUnavailable:
+        return ""  # reported by the plot itself, with the install hint
+    return ""
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from mcsim.engine.backends import BackendUnavailable
+
+    source = Path(args.file)
+    if args.output == "":
+        print("mcsim: error: -o: expected a folder name, got ''", file=sys.stderr)
+        return EXIT_USAGE
+    folder = Path(args.output) if args.output is not None else source.with_name(
+        (source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
+    if folder.exists() and not folder.is_dir():
+        print(f"mcsim: error: -o: {folder}: exists and is not a folder", file=sys.stderr)
+        return EXIT_USAGE
+    if problem := output_problem(folder / "README.md"):
+        print(f"mcsim: error: -o: {folder}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    from mcsim.report.plan import is_plan_file, write_plan_report
+
+    if is_plan_file(source):
+        write = functools.partial(write_plan_report, source, folder)
+    else:
+        ds = open_result_file(args.file)
+        if ds is None:
+            return EXIT_USAGE
+        from mcsim.report.markdown import write_report
+
+        _use_agg()
+        write = functools.partial(write_report, ds, folder, source=source.name)
+    try:
+        written = write()
+    except BackendUnavailable as err:
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as err:
+        print(f"mcsim: error: {source}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as err:
+        return write_failed(folder, err)
+    print(f"wrote {', '.join(p.name for p in written)} in {folder}")
+    return 0
