@@ -64,15 +64,15 @@ OUT_STRAGGLER_TRANSIENT_S = 10
 OUT_STRAGGLER_PERSISTENT_S = 11
 OUT_MEMORY_RECOVERIES = 12
 OUT_SPARE_WAIT_S = 13
-OUT_EPISODE_PHASE_S = 14      # compute phase (compute_time * J * F) of surviving iterations in episodes
-OUT_STORAGE_WRITES = 15       # checkpoint writes to storage started
-OUT_STORAGE_LOADS = 16        # loads from storage started (one per recovery attempt)
-OUT_MEMORY_LOADS = 17         # loads from a peer's memory started
+OUT_EPISODE_PHASE_S = 14  # compute phase (compute_time * J * F) of surviving iterations in episodes
+OUT_STORAGE_WRITES = 15  # checkpoint writes to storage started
+OUT_STORAGE_LOADS = 16  # loads from storage started (one per recovery attempt)
+OUT_MEMORY_LOADS = 17  # loads from a peer's memory started
 OUT_EXECUTED_ITERATIONS = 18  # iterations run, rolled-back ones and the interrupted partial one included
 N_OUT = 19
 
 STRATEGY_SYNC = 0
-STRATEGY_ASYNC = 1      # async and gockpt
+STRATEGY_ASYNC = 1  # async and gockpt
 STRATEGY_IN_MEMORY = 2
 
 # Random streams of a run (stream ids given to :func:`rng.seed_stream`).
@@ -94,15 +94,15 @@ class RunParams(NamedTuple):
     strategy: int
     checkpoint_every: int
     checkpoint_stall_s: float
-    checkpoint_write_s: float     # storage durability after the stall (async, gockpt, in_memory)
-    replicate_s: float            # in_memory: snapshot restorable this long after the stall
-    persist_every: int            # in_memory: persist every n-th snapshot
-    load_s: float                 # checkpoint load from storage
-    load_memory_s: float          # in_memory: snapshot load from the peer's memory
-    episode_rate_per_s: float     # slow-node episodes, whole job
+    checkpoint_write_s: float  # storage durability after the stall (async, gockpt, in_memory)
+    replicate_s: float  # in_memory: snapshot restorable this long after the stall
+    persist_every: int  # in_memory: persist every n-th snapshot
+    load_s: float  # checkpoint load from storage
+    load_memory_s: float  # in_memory: snapshot load from the peer's memory
+    episode_rate_per_s: float  # slow-node episodes, whole job
     episode_mean_s: float
     episode_slowdown: float
-    spare_nodes: int              # -1: unlimited (recovery as given)
+    spare_nodes: int  # -1: unlimited (recovery as given)
     max_wall_s: float
     max_failures: int
     fast: bool
@@ -110,22 +110,22 @@ class RunParams(NamedTuple):
     factor_mean: float
     factor_std: float
     fast_min_block_episode: int
-    factor_mean_episode: float    # moments of max(M, slowdown)
+    factor_mean_episode: float  # moments of max(M, slowdown)
     factor_std_episode: float
 
 
 class FailureClasses(NamedTuple):
     """Per-class arrays (one entry per failure class)."""
 
-    units: np.ndarray        # int64: independent units
-    shape: np.ndarray        # Weibull shape k
-    scale_s: np.ndarray      # Weibull scale lambda, s
-    recovery_s: np.ndarray   # recovery before the load, s
+    units: np.ndarray  # int64: independent units
+    shape: np.ndarray  # Weibull shape k
+    scale_s: np.ndarray  # Weibull scale lambda, s
+    recovery_s: np.ndarray  # recovery before the load, s
     nodes_taken: np.ndarray  # int64: nodes an event takes out (needs as spares)
-    memory_ok: np.ndarray    # int64 0/1: an in-memory snapshot survives the event
-    repair_s: np.ndarray     # time until a taken node returns to the spare pool, s
-    start: np.ndarray        # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
-    age_s: np.ndarray        # START_AGED: every unit's age at t = 0, s (0 otherwise)
+    memory_ok: np.ndarray  # int64 0/1: an in-memory snapshot survives the event
+    repair_s: np.ndarray  # time until a taken node returns to the spare pool, s
+    start: np.ndarray  # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
+    age_s: np.ndarray  # START_AGED: every unit's age at t = 0, s (0 otherwise)
 
 
 @jit
@@ -154,29 +154,30 @@ def _simulate_run(p, fc, seed, run, row):
     seed_stream(ep_stream, seed, run, STREAM_EPISODE)
 
     pool_left, pool_hazard, pool_next, heap_time, heap_class = init_failures(
-        fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
+        fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams
+    )
     heap_size = 0
-    repair_time = np.empty(16)          # spare nodes under repair: return times
+    repair_time = np.empty(16)  # spare nodes under repair: return times
     repair_tag = np.empty(16, np.int64)
     repair_size = 0
     spares_free = p.spare_nodes
 
     t = 0.0
-    done = 0                  # iterations completed and not rolled back
-    alive_s = 0.0             # time spent on those iterations
-    transient_s = 0.0         # straggler excess within them: per-iteration noise
-    persistent_s = 0.0        # ... and job factor and episodes
-    episode_phase_s = 0.0     # compute phase of those iterations spent in slow-node episodes
+    done = 0  # iterations completed and not rolled back
+    alive_s = 0.0  # time spent on those iterations
+    transient_s = 0.0  # straggler excess within them: per-iteration noise
+    persistent_s = 0.0  # ... and job factor and episodes
+    episode_phase_s = 0.0  # compute phase of those iterations spent in slow-node episodes
     # Restore points: (iterations, alive_s, transient_s, persistent_s, episode_phase_s).
-    durable = (0, 0.0, 0.0, 0.0, 0.0)   # last durable storage checkpoint
-    memory = durable               # last restorable in-memory snapshot (in_memory)
-    pending = durable              # storage write in flight, durable at pending_ready_s
+    durable = (0, 0.0, 0.0, 0.0, 0.0)  # last durable storage checkpoint
+    memory = durable  # last restorable in-memory snapshot (in_memory)
+    pending = durable  # storage write in flight, durable at pending_ready_s
     pending_active = False
     pending_ready_s = 0.0
-    replicating = durable          # in_memory snapshot being replicated, until replica_ready_s
+    replicating = durable  # in_memory snapshot being replicated, until replica_ready_s
     replicating_active = False
     replica_ready_s = 0.0
-    memory_valid = False           # a replicated snapshot exists in peer memory
+    memory_valid = False  # a replicated snapshot exists in peer memory
     next_checkpoint = p.checkpoint_every
     n_snapshots = 0
     n_storage_writes = 0
@@ -349,8 +350,20 @@ def _simulate_run(p, fc, seed, run, row):
         while True:
             n_failures += 1
             c, heap_time, heap_class, heap_size = consume_failure(
-                source, t, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-                heap_size, fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
+                source,
+                t,
+                pool_left,
+                pool_hazard,
+                pool_next,
+                heap_time,
+                heap_class,
+                heap_size,
+                fc.shape,
+                fc.scale_s,
+                fc.start,
+                fc.age_s,
+                streams,
+            )
             if first:
                 from_memory = p.strategy == STRATEGY_IN_MEMORY and fc.memory_ok[c] == 1 and memory_valid
                 restore = memory if from_memory else durable
@@ -377,7 +390,8 @@ def _simulate_run(p, fc, seed, run, row):
                 need = fc.nodes_taken[c]
                 for _ in range(need):
                     repair_time, repair_tag, repair_size = heap_push(
-                        repair_time, repair_tag, repair_size, t + fc.repair_s[c], c)
+                        repair_time, repair_tag, repair_size, t + fc.repair_s[c], c
+                    )
                 if spares_free >= need:
                     spares_free -= need
                 else:

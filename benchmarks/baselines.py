@@ -48,9 +48,20 @@ from scipy import integrate, special
 
 def _unpack(params: dict):
     p = params
-    return (int(p["I"]), float(p["c"]), float(p["m"]), int(round(float(p["G"]))), float(p["sigma"]),
-            int(p["K"]), float(p["C"]), float(p["L"]), float(p["U"]), float(p["mtbf_s"]), float(p["R"]),
-            float(p["max_wall_s"]))
+    return (
+        int(p["I"]),
+        float(p["c"]),
+        float(p["m"]),
+        int(round(float(p["G"]))),
+        float(p["sigma"]),
+        int(p["K"]),
+        float(p["C"]),
+        float(p["L"]),
+        float(p["U"]),
+        float(p["mtbf_s"]),
+        float(p["R"]),
+        float(p["max_wall_s"]),
+    )
 
 
 def expected_max_factor(G: float, sigma: float) -> tuple[float, float]:
@@ -95,10 +106,10 @@ def numpy_baseline(params: dict, runs: int, seed: int) -> np.ndarray:
     scale = 1.0 / lam if lam > 0.0 else np.inf
 
     t = np.zeros(runs)
-    done = np.zeros(runs, np.int64)       # iterations completed and not rolled back
-    durable = np.zeros(runs, np.int64)    # iteration count of the last durable checkpoint
+    done = np.zeros(runs, np.int64)  # iterations completed and not rolled back
+    durable = np.zeros(runs, np.int64)  # iteration count of the last durable checkpoint
     next_fail = rng.exponential(scale, runs) if lam > 0.0 else np.full(runs, np.inf)
-    active = np.arange(runs)              # indices of runs still going
+    active = np.arange(runs)  # indices of runs still going
 
     def recover(idx: np.ndarray) -> None:
         """Runs ``idx`` failed at ``next_fail``: roll back, recover, censor."""

@@ -57,12 +57,14 @@ def source_tree(against: str) -> Path:
     """The folder of ``against``: itself if it is a folder, else the commit extracted once."""
     if Path(against).is_dir():
         return Path(against).resolve()
-    commit = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", "--short", against], check=True,
-                            capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "rev-parse", "--short", against], check=True, capture_output=True, text=True
+    ).stdout.strip()
     tree = HERE / "results" / f"tree-{commit}"
     if not (tree / "mcsim" / "__init__.py").exists():
-        archive = subprocess.run(["git", "-C", str(REPOSITORY), "archive", commit], check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(REPOSITORY), "archive", commit], check=True, capture_output=True
+        ).stdout
         tree.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tree, filter="data")
@@ -75,8 +77,14 @@ class Worker:
     def __init__(self, label: str, tree: Path, runs: int) -> None:
         env = dict(os.environ, PYTHONPATH=str(tree))
         self.label = label
-        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(runs)], cwd=tree, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(runs)],
+            cwd=tree,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.info = self._reply()
         self.times: list[dict] = []
         if not self.info["mcsim"].startswith(str(tree)):
@@ -110,33 +118,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5, help="sweeps timed per tree (default 5)")
-    parser.add_argument("--against", default=PRE_ISSUE_12,
-                        help=f"commit or source folder of the baseline (default {PRE_ISSUE_12}); 'none': no baseline")
+    parser.add_argument(
+        "--against",
+        default=PRE_ISSUE_12,
+        help=f"commit or source folder of the baseline (default {PRE_ISSUE_12}); 'none': no baseline",
+    )
     args = parser.parse_args()
     workers = [Worker("this tree", REPOSITORY, args.runs)]
     if args.against != "none":
         workers.append(Worker(f"baseline {args.against}", source_tree(args.against), args.runs))
     for w in workers:
-        print(f"{w.label}: warm-up {w.info['warmup_s']:.1f} s, {w.info['configurations']} configurations x "
-              f"{args.runs} runs, {w.info['threads']} Numba threads ({w.info['mcsim']})", flush=True)
+        print(
+            f"{w.label}: warm-up {w.info['warmup_s']:.1f} s, {w.info['configurations']} configurations x "
+            f"{args.runs} runs, {w.info['threads']} Numba threads ({w.info['mcsim']})",
+            flush=True,
+        )
     try:
         for r in range(args.rounds):
-            for w in (workers if r % 2 == 0 else workers[::-1]):
+            for w in workers if r % 2 == 0 else workers[::-1]:
                 t = w.sweep()
                 print(f"round {r + 1}: {w.label:22s} {t['wall_s']:7.2f} s wall, {t['cpu_s']:7.2f} s CPU", flush=True)
     finally:
         for w in workers:
             w.close()
     for w in workers:
-        print(f"{w.label:22s} best {w.best('wall_s'):.2f} s wall (median {w.median('wall_s'):.2f}), "
-              f"best {w.best('cpu_s'):.2f} s CPU (median {w.median('cpu_s'):.2f}); "
-              f"{w.info['configurations'] * args.runs / w.best('wall_s'):,.0f} runs/s; "
-              f"simulated GPU-hours {w.times[-1]['gpu_hours']:.4e}")
+        print(
+            f"{w.label:22s} best {w.best('wall_s'):.2f} s wall (median {w.median('wall_s'):.2f}), "
+            f"best {w.best('cpu_s'):.2f} s CPU (median {w.median('cpu_s'):.2f}); "
+            f"{w.info['configurations'] * args.runs / w.best('wall_s'):,.0f} runs/s; "
+            f"simulated GPU-hours {w.times[-1]['gpu_hours']:.4e}"
+        )
     if len(workers) == 2:
         new, old = workers
-        print(f"speed-up (baseline / this tree): best wall {old.best('wall_s') / new.best('wall_s'):.1f}x, "
-              f"median wall {old.median('wall_s') / new.median('wall_s'):.1f}x, "
-              f"best CPU {old.best('cpu_s') / new.best('cpu_s'):.1f}x")
+        print(
+            f"speed-up (baseline / this tree): best wall {old.best('wall_s') / new.best('wall_s'):.1f}x, "
+            f"median wall {old.median('wall_s') / new.median('wall_s'):.1f}x, "
+            f"best CPU {old.best('cpu_s') / new.best('cpu_s'):.1f}x"
+        )
 
 
 if __name__ == "__main__":

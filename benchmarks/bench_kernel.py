@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import baseline_kernel  # noqa: E402
 
 SMALL_CLUSTER = ["parallelism.gpus=1024", "model.recompute=full"]
-REFERENCE_TOKENS_PER_ITERATION = 2048 * 8192   # the reference's global_batch * seq_len
+REFERENCE_TOKENS_PER_ITERATION = 2048 * 8192  # the reference's global_batch * seq_len
 
 
 def _params(overrides: list[str], mode: str):
@@ -55,15 +55,14 @@ def _params(overrides: list[str], mode: str):
     return run_params(cfg, wl, plan, mode), plan.classes, wl
 
 
-def _rate(kernel, params, classes, runs: int, threads: int = 1,
-          clock=time.process_time) -> tuple[float, np.ndarray]:
+def _rate(kernel, params, classes, runs: int, threads: int = 1, clock=time.process_time) -> tuple[float, np.ndarray]:
     """Runs per second of ``clock`` (CPU time by default) with ``threads`` Numba threads.
 
     The new kernel is serial and split over threads by :func:`mcsim.engine.tasks.run_kernel`;
     the old one is a ``prange`` kernel.
     """
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    kernel.simulate_runs(params, classes, 1, 0, np.empty((2, mc.N_OUT)))   # compile / warm up
+    kernel.simulate_runs(params, classes, 1, 0, np.empty((2, mc.N_OUT)))  # compile / warm up
     out = np.empty((runs, mc.N_OUT))
     start = clock()
     if kernel is mc:
@@ -82,12 +81,22 @@ def _case(name: str, overrides: list[str], mode: str, runs_new: int, runs_old: i
         new = max(new, rate)
         old = max(old, _rate(baseline_kernel, params, classes, runs_old)[0])
     wall, _ = _rate(mc, params, classes, 2 * runs_new, threads=2, clock=time.perf_counter)
-    row = dict(case=name, mode=mode, new_runs_per_cpu_s=new, old_runs_per_cpu_s=old, ratio=new / old,
-               new_runs_per_s_2_threads=wall, failures_per_run=float(out[:, mc.OUT_FAILURES].mean()),
-               checkpoints_per_run=float(out[:, mc.OUT_CHECKPOINTS].mean()))
-    print(f"{name:28s} {mode:5s} per CPU-s: new {new:9.1f} old {old:8.2f} ratio {new / old:6.1f}x | "
-          f"2 threads: {wall:9.1f} runs/s | {row['failures_per_run']:.0f} failures, "
-          f"{row['checkpoints_per_run']:.0f} checkpoints per run", flush=True)
+    row = dict(
+        case=name,
+        mode=mode,
+        new_runs_per_cpu_s=new,
+        old_runs_per_cpu_s=old,
+        ratio=new / old,
+        new_runs_per_s_2_threads=wall,
+        failures_per_run=float(out[:, mc.OUT_FAILURES].mean()),
+        checkpoints_per_run=float(out[:, mc.OUT_CHECKPOINTS].mean()),
+    )
+    print(
+        f"{name:28s} {mode:5s} per CPU-s: new {new:9.1f} old {old:8.2f} ratio {new / old:6.1f}x | "
+        f"2 threads: {wall:9.1f} runs/s | {row['failures_per_run']:.0f} failures, "
+        f"{row['checkpoints_per_run']:.0f} checkpoints per run",
+        flush=True,
+    )
     return row
 
 
@@ -109,8 +118,11 @@ def _exact_vs_floor(runs: int) -> None:
         start = time.process_time()
         floor_kernel(params.iterations, params.n_ranks, params.sigma, 0, floor_out)
         floor = max(floor, runs * params.iterations / (time.process_time() - start))
-    print(f"{'reference 16,384 exact':28s} exact per CPU-s {exact / 1e6:6.2f} M iterations, floor {floor / 1e6:6.2f} M: "
-          f"ratio {exact / floor:.2f} (target >= 0.7)", flush=True)
+    print(
+        f"{'reference 16,384 exact':28s} exact per CPU-s {exact / 1e6:6.2f} M iterations, floor {floor / 1e6:6.2f} M: "
+        f"ratio {exact / floor:.2f} (target >= 0.7)",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -119,13 +131,15 @@ def main() -> None:
     args = parser.parse_args()
     q = 0.1 if args.quick else 1.0
     iterations_28d = round(28 * 86400 / _params(SMALL_CLUSTER, "fast")[2].iteration_time_s)
-    month = SMALL_CLUSTER + [f"model.tokens={iterations_28d * REFERENCE_TOKENS_PER_ITERATION}",
-                             "checkpoint.strategy=sync", "checkpoint.interval={ minutes = 30 }"]
+    month = SMALL_CLUSTER + [
+        f"model.tokens={iterations_28d * REFERENCE_TOKENS_PER_ITERATION}",
+        "checkpoint.strategy=sync",
+        "checkpoint.interval={ minutes = 30 }",
+    ]
     _case("reference 1,024 GPUs", SMALL_CLUSTER, "fast", int(1000 * q), max(2, int(20 * q)))
     _case("28 days, 30-min sync, 1,024", month, "fast", int(40_000 * q), int(10_000 * q))
     for strategy in ("sync", "async", "gockpt", "in_memory"):
-        _case(f"reference 16,384 {strategy}", [f"checkpoint.strategy={strategy}"], "fast",
-              int(3000 * q), int(300 * q))
+        _case(f"reference 16,384 {strategy}", [f"checkpoint.strategy={strategy}"], "fast", int(3000 * q), int(300 * q))
     _case("28 days, 30-min sync, 1,024", month, "exact", int(200 * q), int(200 * q))
     _case("reference 16,384 async", [], "exact", max(2, int(10 * q)), max(2, int(10 * q)))
     _exact_vs_floor(max(2, int(6 * q)))

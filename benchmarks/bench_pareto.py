@@ -31,8 +31,10 @@ def synthetic(n: int, runs: int = 20, seed: int = 0) -> xr.Dataset:
     cost = size * rng.lognormal(0, 0.3, n)
     energy = cost * rng.lognormal(0, 0.2, n)
     noise = rng.lognormal(0, 0.05, (n, runs))
-    data = {name: (("config", "run"), base[:, None] * noise) for name, base in
-            (("wall_time", wall), ("cost", cost), ("energy", energy))}
+    data = {
+        name: (("config", "run"), base[:, None] * noise)
+        for name, base in (("wall_time", wall), ("cost", cost), ("energy", energy))
+    }
     ds = xr.Dataset(data, coords={"config": np.arange(n), "run": np.arange(runs)})
     ds["feasible"] = ("config", np.ones(n, bool))
     ds["completed"] = (("config", "run"), np.ones((n, runs), bool))
@@ -57,8 +59,10 @@ def main() -> None:
     for objectives in (("wall_time", "cost"), ("wall_time", "cost", "energy")):
         seconds = _time(lambda: pareto_front(ds, objectives))
         size = int(pareto_front(ds, objectives).sum())
-        print(f"pareto_front {len(objectives)} objectives, {args.n:,} configurations: {seconds:.4f} s "
-              f"({size} on the front)")
+        print(
+            f"pareto_front {len(objectives)} objectives, {args.n:,} configurations: {seconds:.4f} s "
+            f"({size} on the front)"
+        )
     small = args.n // 10
     values = np.stack([ds[name].mean("run").values[:small] for name in ("wall_time", "cost", "energy")], axis=1)
     seconds = _time(lambda: pareto_front_naive(values), repeat=1)

@@ -48,10 +48,12 @@ def speed(path: Path, repeat: int, sample: int) -> None:
         workload(cfg)
     loop = time.perf_counter() - start
     screen_rate, loop_rate = len(cand) / best, len(picked) / loop
-    print(f"{path.name}: {len(cand):,} candidates ({cand.enumerated:,} combinations): screen {best:.3f} s "
-          f"= {screen_rate:,.0f} candidates/s (enumeration included, best of {repeat}); "
-          f"Python loop over workload(): {loop_rate:,.0f} candidates/s on {len(picked):,}; "
-          f"ratio {screen_rate / loop_rate:,.0f}x")
+    print(
+        f"{path.name}: {len(cand):,} candidates ({cand.enumerated:,} combinations): screen {best:.3f} s "
+        f"= {screen_rate:,.0f} candidates/s (enumeration included, best of {repeat}); "
+        f"Python loop over workload(): {loop_rate:,.0f} candidates/s on {len(picked):,}; "
+        f"ratio {screen_rate / loop_rate:,.0f}x"
+    )
 
 
 def error(path: Path, configs: int, runs: int) -> float:
@@ -67,12 +69,17 @@ def error(path: Path, configs: int, runs: int) -> float:
     for i in chosen:
         cfg = candidate_config(plan, cand, int(i))
         out = per_run_outputs(cfg, run_task(cfg, 5, plan.scenario.run.mode, 0, runs))
-        errors = [scr.wall_s[i] / 3600.0 / out["wall_time"].mean() - 1,
-                  scr.energy_j[i] / 3.6e9 / out["energy"].mean() - 1, scr.cost_usd[i] / out["cost"].mean() - 1]
+        errors = [
+            scr.wall_s[i] / 3600.0 / out["wall_time"].mean() - 1,
+            scr.energy_j[i] / 3.6e9 / out["energy"].mean() - 1,
+            scr.cost_usd[i] / out["cost"].mean() - 1,
+        ]
         worst = max(worst, *(abs(e) for e in errors))
-        print(f"  {path.name} #{i}: {cfg.hardware.gpu} x {cfg.parallelism.gpus} tp {cfg.parallelism.tp} "
-              f"pp {cfg.parallelism.pp} {cfg.checkpoint.strategy}: screen/simulated - 1: wall {errors[0]:+.4f} "
-              f"energy {errors[1]:+.4f} cost {errors[2]:+.4f}")
+        print(
+            f"  {path.name} #{i}: {cfg.hardware.gpu} x {cfg.parallelism.gpus} tp {cfg.parallelism.tp} "
+            f"pp {cfg.parallelism.pp} {cfg.checkpoint.strategy}: screen/simulated - 1: wall {errors[0]:+.4f} "
+            f"energy {errors[1]:+.4f} cost {errors[2]:+.4f}"
+        )
     print(f"{path.name}: largest relative error {worst:.4f} over {len(chosen)} candidates x {runs} runs")
     return worst
 
@@ -86,8 +93,9 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=8, help="--error: candidates per plan")
     parser.add_argument("--runs", type=int, default=200, help="--error: simulated runs per candidate")
     args = parser.parse_args()
-    paths = [Path(p) for p in args.plans] or [ROOT / "scenarios" / name for name in DEFAULT_PLANS
-                                               if (ROOT / "scenarios" / name).is_file()]
+    paths = [Path(p) for p in args.plans] or [
+        ROOT / "scenarios" / name for name in DEFAULT_PLANS if (ROOT / "scenarios" / name).is_file()
+    ]
     for path in paths:
         speed(path, args.repeat, args.sample)
     if args.error:

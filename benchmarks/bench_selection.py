@@ -50,16 +50,19 @@ def main() -> None:
         for zone, first_runs in cases:
             spent, good, decided, start = [], 0, 0, time.perf_counter()
             for seed in range(1000, 1000 + args.seeds):
-                result = select_best(configs, "cost", seed=seed, indifference=zone, first_runs=first_runs,
-                                     progress=False)
+                result = select_best(
+                    configs, "cost", seed=seed, indifference=zone, first_runs=first_runs, progress=False
+                )
                 good += bool(means[result.best] - means.min() <= result.delta)
                 decided += result.decided
                 spent.append(result.total_runs)
             seconds = (time.perf_counter() - start) / args.seeds
-            print(f"{kind:5s} zone {zone:.1%}, n0 {first_runs:3d}: {good}/{args.seeds} within the zone of the exhaustive best, "
-                  f"{decided}/{args.seeds} decided; runs {np.mean(spent):,.0f} mean, {max(spent):,} max "
-                  f"vs {budget:,} exhaustive ({budget / np.mean(spent):.1f}x fewer); "
-                  f"time {seconds:.2f} s vs {exhaustive_s:.2f} s ({exhaustive_s / seconds:.1f}x)")
+            print(
+                f"{kind:5s} zone {zone:.1%}, n0 {first_runs:3d}: {good}/{args.seeds} within the zone of the exhaustive best, "
+                f"{decided}/{args.seeds} decided; runs {np.mean(spent):,.0f} mean, {max(spent):,} max "
+                f"vs {budget:,} exhaustive ({budget / np.mean(spent):.1f}x fewer); "
+                f"time {seconds:.2f} s vs {exhaustive_s:.2f} s ({exhaustive_s / seconds:.1f}x)"
+            )
 
 
 if __name__ == "__main__":

@@ -59,16 +59,30 @@ def main() -> None:
         trees[f"baseline {args.against}"] = source_tree(args.against)
     with tempfile.TemporaryDirectory() as work:
         out = str(Path(work) / "r.nc")
-        run = [sys.executable, "-m", "mcsim.cli.main", "run", "--runs", str(args.runs), "--quiet", "--no-resume", "-o", out]
+        run = [
+            sys.executable,
+            "-m",
+            "mcsim.cli.main",
+            "run",
+            "--runs",
+            str(args.runs),
+            "--quiet",
+            "--no-resume",
+            "-o",
+            out,
+        ]
         imp = [sys.executable, "-c", "import mcsim.cli.main"]
         caches = {label: str(Path(work) / f"cache-{i}") for i, label in enumerate(trees)}
         results: dict[str, dict[str, list[tuple[float, float]]]] = {label: {} for label in trees}
         for label, tree in trees.items():
             results[label]["cold"] = [_timed(run, tree, caches[label])]
-            print(f"{label:22s} cold: {results[label]['cold'][0][0]:6.1f} s wall, "
-                  f"{results[label]['cold'][0][1]:6.1f} s CPU", flush=True)
+            print(
+                f"{label:22s} cold: {results[label]['cold'][0][0]:6.1f} s wall, "
+                f"{results[label]['cold'][0][1]:6.1f} s CPU",
+                flush=True,
+            )
         for r in range(args.rounds):
-            for label, tree in (list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]):
+            for label, tree in list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]:
                 for case, cmd in (("warm", run), ("import", imp)):
                     results[label].setdefault(case, []).append(_timed(cmd, tree, caches[label]))
     for label, cases in results.items():

@@ -52,11 +52,20 @@ def main() -> None:
     warm_s = time.perf_counter() - start
     plain_s = min(_time(plain) for _ in range(args.repeat))
     uncertain_s = min(_time(uncertain) for _ in range(args.repeat))
-    result = {"threads": numba.get_num_threads(), "warmup_seconds": warm_s, "plain_runs": total,
-              "plain_seconds": plain_s, "draws": args.draws, "runs_per_draw": args.runs,
-              "uncertain_seconds": uncertain_s, "ratio": uncertain_s / plain_s}
-    print(f"plain: {total} runs in {plain_s:.2f} s; uncertain: {args.draws} draws x {args.runs} runs in "
-          f"{uncertain_s:.2f} s; ratio {uncertain_s / plain_s:.2f} (required <= 2)")
+    result = {
+        "threads": numba.get_num_threads(),
+        "warmup_seconds": warm_s,
+        "plain_runs": total,
+        "plain_seconds": plain_s,
+        "draws": args.draws,
+        "runs_per_draw": args.runs,
+        "uncertain_seconds": uncertain_s,
+        "ratio": uncertain_s / plain_s,
+    }
+    print(
+        f"plain: {total} runs in {plain_s:.2f} s; uncertain: {args.draws} draws x {args.runs} runs in "
+        f"{uncertain_s:.2f} s; ratio {uncertain_s / plain_s:.2f} (required <= 2)"
+    )
     print(json.dumps(result))
 
 

@@ -44,8 +44,10 @@ def main() -> None:
             measured = w1_to_normal(sums, mean, std) / mean
             floor = w1_to_normal(rng.normal(mean, std, args.samples), mean, std) / mean
             predicted = EDGEWORTH_W1 * abs(law.skew) * law.std / (k * law.mean)
-            print(f"{n_ranks:>7} {sigma:>6} {k:>4} {measured:>17.3e} {predicted:>10.3e} {floor:>11.3e} "
-                  f"{law.fast_min_block():>6}")
+            print(
+                f"{n_ranks:>7} {sigma:>6} {k:>4} {measured:>17.3e} {predicted:>10.3e} {floor:>11.3e} "
+                f"{law.fast_min_block():>6}"
+            )
 
 
 if __name__ == "__main__":

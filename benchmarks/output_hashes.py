@@ -53,8 +53,12 @@ def run_all(runs: int | None) -> dict[str, dict[str, str]]:
             out = Path(folder) / (toml.stem + ".nc")
             command = "plan" if toml.stem.startswith("plan-") else "run"
             extra = ["--runs", str(runs)] if runs and command == "run" else []
-            proc = subprocess.run([*mcsim, command, str(toml), "-o", str(out), *extra, "--quiet", "--no-resume"],
-                                  capture_output=True, text=True, cwd=folder)
+            proc = subprocess.run(
+                [*mcsim, command, str(toml), "-o", str(out), *extra, "--quiet", "--no-resume"],
+                capture_output=True,
+                text=True,
+                cwd=folder,
+            )
             if not out.exists():
                 results[toml.name] = {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"}
                 continue
@@ -85,8 +89,11 @@ def main() -> int:
         args.output.write_text(json.dumps(hashes, indent=1, sort_keys=True))
     if args.compare:
         problems = compare(json.loads(args.compare.read_text()), hashes)
-        print("\n".join(problems) if problems else f"identical: {len(hashes)} files, "
-              f"{sum(len(v) for v in hashes.values())} variables")
+        print(
+            "\n".join(problems)
+            if problems
+            else f"identical: {len(hashes)} files, {sum(len(v) for v in hashes.values())} variables"
+        )
         return 1 if problems else 0
     return 0
 

@@ -109,10 +109,18 @@ def _mcsim_case(name: str, overrides: list[str], runs: int, mode: str) -> dict:
         elapsed, (out, wl, _) = _timed(simulate_config, cfg, runs, 0, mode)
     gpu_hours = float(out[:, mc.OUT_WALL_S].sum() / 3600.0 * cfg.parallelism.gpus)
     iterations = float(out[:, mc.OUT_ITERATIONS_DONE].sum() + out[:, mc.OUT_LOST_S].sum() / wl.iteration_time_s)
-    return dict(case=name, mode=mode, gpus=cfg.parallelism.gpus, runs=runs, seconds=elapsed,
-                warmup_seconds=compile_s, runs_per_s=runs / elapsed,
-                gpu_hours_per_cpu_s=gpu_hours / (elapsed * numba.get_num_threads()),
-                iterations_per_s=iterations / elapsed, peak_rss_mb=_peak_rss_mb())
+    return dict(
+        case=name,
+        mode=mode,
+        gpus=cfg.parallelism.gpus,
+        runs=runs,
+        seconds=elapsed,
+        warmup_seconds=compile_s,
+        runs_per_s=runs / elapsed,
+        gpu_hours_per_cpu_s=gpu_hours / (elapsed * numba.get_num_threads()),
+        iterations_per_s=iterations / elapsed,
+        peak_rss_mb=_peak_rss_mb(),
+    )
 
 
 def _floor_case(overrides: list[str], runs: int, iterations: int) -> dict:
@@ -121,8 +129,15 @@ def _floor_case(overrides: list[str], runs: int, iterations: int) -> dict:
     with _progress("floor"):
         warmup_s, _ = _timed(floor_kernel, 10, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out[:2])
         elapsed, _ = _timed(floor_kernel, iterations, float(cfg.parallelism.gpus), cfg.stragglers.sigma, 0, out)
-    return dict(case="floor", gpus=cfg.parallelism.gpus, runs=runs, seconds=elapsed, warmup_seconds=warmup_s,
-                iterations_per_s=runs * iterations / elapsed, peak_rss_mb=_peak_rss_mb())
+    return dict(
+        case="floor",
+        gpus=cfg.parallelism.gpus,
+        runs=runs,
+        seconds=elapsed,
+        warmup_seconds=warmup_s,
+        iterations_per_s=runs * iterations / elapsed,
+        peak_rss_mb=_peak_rss_mb(),
+    )
 
 
 def _load_baselines():
@@ -137,9 +152,20 @@ def _baseline_params(cfg, iterations: int) -> dict:
     plan = checkpoint_plan(cfg, wl)
     classes = plan.classes
     rate = 1.0 / plan.system_mtbf_s
-    return dict(I=iterations, c=wl.compute_time_s, m=wl.comm_time_s, G=cfg.parallelism.gpus,
-                sigma=cfg.stragglers.sigma, K=plan.every_iterations, C=plan.stall_s, L=plan.load_s, U=1,
-                mtbf_s=1.0 / rate, R=float(classes.recovery_s[0]), max_wall_s=cfg.run.max_wall_days * 86400.0)
+    return dict(
+        I=iterations,
+        c=wl.compute_time_s,
+        m=wl.comm_time_s,
+        G=cfg.parallelism.gpus,
+        sigma=cfg.stragglers.sigma,
+        K=plan.every_iterations,
+        C=plan.stall_s,
+        L=plan.load_s,
+        U=1,
+        mtbf_s=1.0 / rate,
+        R=float(classes.recovery_s[0]),
+        max_wall_s=cfg.run.max_wall_days * 86400.0,
+    )
 
 
 def _baseline_cases(quick: bool) -> list[dict]:
@@ -155,8 +181,9 @@ def _baseline_cases(quick: bool) -> list[dict]:
     # semantics the baselines implement (benchmarks/baselines.py).
     iterations = 2_000 if quick else 20_000
     reference = load_scenario(REFERENCE)
-    mtbf_h = 1.0 / sum(u / f.mtbf_hours for u, f in zip(failure_classes(reference.base).units,
-                                                          reference.base.failures, strict=False))
+    mtbf_h = 1.0 / sum(
+        u / f.mtbf_hours for u, f in zip(failure_classes(reference.base).units, reference.base.failures, strict=False)
+    )
     raw = copy.deepcopy(reference.raw)
     raw["model"]["tokens"] = iterations * 2048 * 8192
     raw["checkpoint"]["strategy"] = "sync"
@@ -170,17 +197,34 @@ def _baseline_cases(quick: bool) -> list[dict]:
         with _progress(name):
             warmup_s, _ = _timed(simulate_config, cfg, 2, 0, mode)
             elapsed, _ = _timed(simulate_config, cfg, mcsim_runs, 0, mode)
-        rows.append(dict(case=name, runs=mcsim_runs, seconds=elapsed, warmup_seconds=warmup_s,
-                         seconds_per_run=elapsed / mcsim_runs, gpus=params["G"], iterations=iterations))
+        rows.append(
+            dict(
+                case=name,
+                runs=mcsim_runs,
+                seconds=elapsed,
+                warmup_seconds=warmup_s,
+                seconds_per_run=elapsed / mcsim_runs,
+                gpus=params["G"],
+                iterations=iterations,
+            )
+        )
     for name, runs in (("numpy", 2 if quick else 4), ("simpy", 20 if quick else 100)):
         fn = baselines.BASELINES[name]
         with _progress(f"{name} baseline"):
             warmup_s, _ = _timed(fn, params | {"I": 20}, 1, 0)  # warm up imports and quadrature
             elapsed, _ = _timed(fn, params, runs, 0)
-        rows.append(dict(case=f"{name} baseline", runs=runs, seconds=elapsed, warmup_seconds=warmup_s,
-                         seconds_per_run=elapsed / runs,
-                         gpus=params["G"], iterations=iterations,
-                         ns_per_iteration_rank=elapsed / (runs * iterations * params["G"]) * 1e9))
+        rows.append(
+            dict(
+                case=f"{name} baseline",
+                runs=runs,
+                seconds=elapsed,
+                warmup_seconds=warmup_s,
+                seconds_per_run=elapsed / runs,
+                gpus=params["G"],
+                iterations=iterations,
+                ns_per_iteration_rank=elapsed / (runs * iterations * params["G"]) * 1e9,
+            )
+        )
     return rows
 
 
@@ -188,8 +232,18 @@ def _cold_start(quick: bool) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
         env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        cmd = [sys.executable, "-m", "mcsim.cli.main", "run", "--runs", "100" if quick else "1000", "--quiet",
-               "--no-resume", "-o", str(Path(out) / "r.nc")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mcsim.cli.main",
+            "run",
+            "--runs",
+            "100" if quick else "1000",
+            "--quiet",
+            "--no-resume",
+            "-o",
+            str(Path(out) / "r.nc"),
+        ]
         for label in ("cold start (empty Numba cache)", "warm cache"):
             with _progress(label):
                 elapsed, proc = _timed(subprocess.run, cmd, env=env, cwd=out, capture_output=True)
@@ -201,15 +255,16 @@ def _cold_start(quick: bool) -> list[dict]:
 
 def _scaling(quick: bool) -> list[dict]:
     rows = []
-    for runs in ((100, 1000) if quick else (100, 1000, 10_000)):
+    for runs in (100, 1000) if quick else (100, 1000, 10_000):
         rows.append(_mcsim_case(f"scaling: runs={runs}", [], runs, "fast"))
-    for gpus in ((1024, 16384) if quick else (128, 1024, 16384, 131072)):
-        rows.append(_mcsim_case(f"scaling: gpus={gpus}", [f"parallelism.gpus={gpus}", "model.recompute=full"],
-                                200, "fast"))
+    for gpus in (1024, 16384) if quick else (128, 1024, 16384, 131072):
+        rows.append(
+            _mcsim_case(f"scaling: gpus={gpus}", [f"parallelism.gpus={gpus}", "model.recompute=full"], 200, "fast")
+        )
     # Iterations x10 with the same number of checkpoints and no failures: fast mode's cost
     # follows events (blocks), exact mode's follows iterations.
     failure_free = [f"failures.{f.name}.mtbf_hours=1e9" for f in load_scenario(REFERENCE).base.failures]
-    for factor in ((0.01, 0.1) if quick else (0.01, 0.1, 1.0)):
+    for factor in (0.01, 0.1) if quick else (0.01, 0.1, 1.0):
         tokens = 15.6e12 * factor
         every = max(1, round(tokens / (2048 * 8192) / 100))
         overrides = failure_free + [f"model.tokens={tokens}", f"checkpoint.interval={{ iterations = {every} }}"]
@@ -235,37 +290,57 @@ def run_suite(quick: bool) -> dict:
     cases += _scaling(quick)
     by = {c["case"]: c for c in cases}
     ratios = {
-        "exact / floor, iterations per second (target >= 0.7)":
-            by["llama3-405b exact"]["iterations_per_s"] / by["floor"]["iterations_per_s"],
-        "fast / exact on the reference, runs per second":
-            by["llama3-405b fast"]["runs_per_s"] / by["llama3-405b exact"]["runs_per_s"],
-        "simpy / mcsim fast, time per simulated run (target >= 1000)":
-            by["simpy baseline"]["seconds_per_run"] / by["mcsim fast (baseline work)"]["seconds_per_run"],
-        "numpy / mcsim fast, time per simulated run (target >= 10000)":
-            by["numpy baseline"]["seconds_per_run"] / by["mcsim fast (baseline work)"]["seconds_per_run"],
-        "numpy / mcsim exact, time per simulated run":
-            by["numpy baseline"]["seconds_per_run"] / by["mcsim exact (baseline work)"]["seconds_per_run"],
+        "exact / floor, iterations per second (target >= 0.7)": by["llama3-405b exact"]["iterations_per_s"]
+        / by["floor"]["iterations_per_s"],
+        "fast / exact on the reference, runs per second": by["llama3-405b fast"]["runs_per_s"]
+        / by["llama3-405b exact"]["runs_per_s"],
+        "simpy / mcsim fast, time per simulated run (target >= 1000)": by["simpy baseline"]["seconds_per_run"]
+        / by["mcsim fast (baseline work)"]["seconds_per_run"],
+        "numpy / mcsim fast, time per simulated run (target >= 10000)": by["numpy baseline"]["seconds_per_run"]
+        / by["mcsim fast (baseline work)"]["seconds_per_run"],
+        "numpy / mcsim exact, time per simulated run": by["numpy baseline"]["seconds_per_run"]
+        / by["mcsim exact (baseline work)"]["seconds_per_run"],
     }
-    return dict(machine=dict(platform=platform.platform(), processor=platform.processor() or platform.machine(),
-                             cpus=os.cpu_count(), numba_threads=numba.get_num_threads(),
-                             python=platform.python_version(), numba=numba.__version__,
-                             mcsim=mcsim.__version__),
-                quick=quick, cases=cases, ratios=ratios)
+    return dict(
+        machine=dict(
+            platform=platform.platform(),
+            processor=platform.processor() or platform.machine(),
+            cpus=os.cpu_count(),
+            numba_threads=numba.get_num_threads(),
+            python=platform.python_version(),
+            numba=numba.__version__,
+            mcsim=mcsim.__version__,
+        ),
+        quick=quick,
+        cases=cases,
+        ratios=ratios,
+    )
 
 
 def _table(results: dict) -> str:
-    keys = ("seconds", "warmup_seconds", "runs_per_s", "iterations_per_s", "gpu_hours_per_cpu_s",
-            "seconds_per_run", "ns_per_iteration_rank", "peak_rss_mb")
+    keys = (
+        "seconds",
+        "warmup_seconds",
+        "runs_per_s",
+        "iterations_per_s",
+        "gpu_hours_per_cpu_s",
+        "seconds_per_run",
+        "ns_per_iteration_rank",
+        "peak_rss_mb",
+    )
     header = ["case", "runs"] + list(keys)
-    rows = [[c["case"], str(c.get("runs", ""))] + [f"{c[k]:.4g}" if k in c else "" for k in keys]
-            for c in results["cases"]]
+    rows = [
+        [c["case"], str(c.get("runs", ""))] + [f"{c[k]:.4g}" if k in c else "" for k in keys] for c in results["cases"]
+    ]
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)).rstrip() for r in [header] + rows]
     lines.append("")
     lines += [f"{name}: {value:,.3g}" for name, value in results["ratios"].items()]
     m = results["machine"]
-    lines.append(f"machine: {m['processor']}, {m['cpus']} CPUs, {m['numba_threads']} Numba threads, "
-                 f"Python {m['python']}, numba {m['numba']}, mcsim {m['mcsim']}")
+    lines.append(
+        f"machine: {m['processor']}, {m['cpus']} CPUs, {m['numba_threads']} Numba threads, "
+        f"Python {m['python']}, numba {m['numba']}, mcsim {m['mcsim']}"
+    )
     return "\n".join(lines)
 
 

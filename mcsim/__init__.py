@@ -35,5 +35,14 @@ from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_pa
 
 _moved.install()
 
-__all__ = ["ScenarioError", "Scenario", "load_scenario", "reference_scenario_path", "simulate",
-           "summarize", "write_results", "open_results", "__version__"]
+__all__ = [
+    "ScenarioError",
+    "Scenario",
+    "load_scenario",
+    "reference_scenario_path",
+    "simulate",
+    "summarize",
+    "write_results",
+    "open_results",
+    "__version__",
+]

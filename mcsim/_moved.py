@@ -18,18 +18,41 @@ from types import ModuleType
 
 # old module -> new module (the flat layout's names that are not packages now)
 MOVED = {
-    "schema": "scenario.schema", "catalog": "scenario.catalog", "uncertain": "scenario.uncertain",
-    "budget": "scenario.limits", "fitting": "scenario.fitting", "priors": "scenario.priors",
-    "workload": "model.workload", "strategies": "model.strategies", "checkpointing": "model.checkpointing",
-    "stragglers": "model.stragglers", "energy": "model.energy",
-    "variables": "io.variables", "netcdf": "io.netcdf", "atomic": "io.atomic",
-    "draws": "engine.draws", "tasks": "engine.tasks", "backends": "engine.backends", "resume": "engine.resume",
-    "optimize": "engine.optimize", "simulate": "engine.simulate",
-    "summary": "analysis.summary", "decisions": "analysis.decisions", "pareto": "analysis.pareto",
-    "robustness": "analysis.robustness", "sensitivity": "analysis.sensitivity", "validation": "analysis.validation",
-    "plan": "planning.plan", "screen": "planning.screen", "planner": "planning.planner",
-    "selection": "planning.selection", "kim_nelson": "planning.kim_nelson", "plan_uncertain": "planning.uncertain",
-    "plots": "report.plots", "tornado": "report.tornado", "plan_report": "report.plan",
+    "schema": "scenario.schema",
+    "catalog": "scenario.catalog",
+    "uncertain": "scenario.uncertain",
+    "budget": "scenario.limits",
+    "fitting": "scenario.fitting",
+    "priors": "scenario.priors",
+    "workload": "model.workload",
+    "strategies": "model.strategies",
+    "checkpointing": "model.checkpointing",
+    "stragglers": "model.stragglers",
+    "energy": "model.energy",
+    "variables": "io.variables",
+    "netcdf": "io.netcdf",
+    "atomic": "io.atomic",
+    "draws": "engine.draws",
+    "tasks": "engine.tasks",
+    "backends": "engine.backends",
+    "resume": "engine.resume",
+    "optimize": "engine.optimize",
+    "simulate": "engine.simulate",
+    "summary": "analysis.summary",
+    "decisions": "analysis.decisions",
+    "pareto": "analysis.pareto",
+    "robustness": "analysis.robustness",
+    "sensitivity": "analysis.sensitivity",
+    "validation": "analysis.validation",
+    "plan": "planning.plan",
+    "screen": "planning.screen",
+    "planner": "planning.planner",
+    "selection": "planning.selection",
+    "kim_nelson": "planning.kim_nelson",
+    "plan_uncertain": "planning.uncertain",
+    "plots": "report.plots",
+    "tornado": "report.tornado",
+    "plan_report": "report.plan",
     "plan_command": "cli.plan",
 }
 
@@ -59,7 +82,9 @@ class _Forward(ModuleType):
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds ``mcsim.<old>`` for every old name in :data:`MOVED`."""
 
-    def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
         if package != "mcsim" or name not in MOVED:
             return None
@@ -67,8 +92,9 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         new = "mcsim." + MOVED[spec.name.rsplit(".", 1)[1]]
-        warnings.warn(f"{spec.name} moved to {new}; the old path will be removed in the next release",
-                      FutureWarning, stacklevel=2)
+        warnings.warn(
+            f"{spec.name} moved to {new}; the old path will be removed in the next release", FutureWarning, stacklevel=2
+        )
         return _Forward(spec.name, importlib.import_module(new))
 
     def exec_module(self, module: ModuleType) -> None:
@@ -97,8 +123,11 @@ def forwarder(package: str, old: str, new: str):  # noqa: ANN201 (a module __get
             value = getattr(module, name)
         except AttributeError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        warnings.warn(f"{old}.{name} moved to {new}.{name}; the old path will be removed in the next release",
-                      FutureWarning, stacklevel=2)
+        warnings.warn(
+            f"{old}.{name} moved to {new}.{name}; the old path will be removed in the next release",
+            FutureWarning,
+            stacklevel=2,
+        )
         return value
 
     return __getattr__

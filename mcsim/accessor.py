@@ -30,21 +30,25 @@ class _Plots:
     def scaling(self, **kwargs):
         """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.plots.plot_scaling`)."""
         from mcsim.report.plots import plot_scaling
+
         return plot_scaling(self._ds, **kwargs)
 
     def cdf(self, **kwargs):
         """Distributions per configuration (:func:`mcsim.plots.plot_cdf`)."""
         from mcsim.report.plots import plot_cdf
+
         return plot_cdf(self._ds, **kwargs)
 
     def pareto(self, **kwargs):
         """Time versus cost or energy with the front (:func:`mcsim.plots.plot_pareto`)."""
         from mcsim.report.plots import plot_pareto
+
         return plot_pareto(self._ds, **kwargs)
 
     def breakdown(self, **kwargs):
         """Where time and energy go (:func:`mcsim.plots.plot_breakdown`)."""
         from mcsim.report.plots import plot_breakdown
+
         return plot_breakdown(self._ds, **kwargs)
 
 
@@ -102,11 +106,13 @@ class McsimAccessor:
     def robustness(self, objective: str = "cost", groups: int = 2) -> dict:
         """The robust choice and the uncertain input that would change it (:func:`mcsim.robustness.robustness`)."""
         from mcsim.analysis.robustness import robustness
+
         return robustness(self._ds, objective, groups)
 
     def sensitivity(self, output: str = "cost", seed: int = 0) -> xr.Dataset:
         """Sobol indices of the uncertain inputs on ``output``, per configuration (:func:`mcsim.sensitivity.sensitivity`)."""
         from mcsim.analysis.sensitivity import sensitivity
+
         return sensitivity(self._ds, output, seed)
 
     def completed_share(self) -> xr.DataArray:

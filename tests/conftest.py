@@ -12,8 +12,12 @@ from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--runslow", action="store_true", default=False,
-                     help="also run the tests marked slow (CI runs them with -m slow)")
+    parser.addoption(
+        "--runslow",
+        action="store_true",
+        default=False,
+        help="also run the tests marked slow (CI runs them with -m slow)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -29,14 +33,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # A small, valid scenario: 64 GPUs, short training, one exponential GPU failure class.
 SMALL_SCENARIO = {
     "name": "small",
-    "model": {"params": 1.3e9, "layers": 24, "hidden": 2048, "seq_len": 2048, "tokens": 2e9,
-              "global_batch": 512, "recompute": "selective"},
+    "model": {
+        "params": 1.3e9,
+        "layers": 24,
+        "hidden": 2048,
+        "seq_len": 2048,
+        "tokens": 2e9,
+        "global_batch": 512,
+        "recompute": "selective",
+    },
     "hardware": {"gpu": "A100-80GB", "gpus_per_node": 8},
     "parallelism": {"gpus": 64, "tp": 2, "pp": 2, "microbatch": 1},
     "compute": {"efficiency": 0.5},
     "stragglers": {"sigma": 0.05},
-    "failures": [{"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 2000.0,
-                  "recovery_minutes": 10.0}],
+    "failures": [{"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
     "checkpoint": {"strategy": "sync", "interval": {"iterations": 50}},
     "run": {"runs": 200, "seed": 7, "mode": "exact", "max_wall_days": 365.0},
 }
@@ -50,12 +60,35 @@ def small_raw() -> dict:
 
 def kernel_params(**overrides) -> mc.RunParams:
     """RunParams of a simple configuration (1 s iterations, sync checkpoints), with overrides."""
-    values = dict(iterations=1000, compute_time_s=0.9, comm_time_s=0.1, n_ranks=1.0, sigma=0.0,
-                  job_sigma=0.0, strategy=mc.STRATEGY_SYNC, checkpoint_every=100, checkpoint_stall_s=10.0,
-                  checkpoint_write_s=0.0, replicate_s=0.0, persist_every=1, load_s=5.0, load_memory_s=0.0,
-                  episode_rate_per_s=0.0, episode_mean_s=1.0, episode_slowdown=1.0, spare_nodes=-1,
-                  max_wall_s=1e9, max_failures=10**6, fast=False, fast_min_block=1, factor_mean=1.0,
-                  factor_std=0.0, fast_min_block_episode=1, factor_mean_episode=1.0, factor_std_episode=0.0)
+    values = dict(
+        iterations=1000,
+        compute_time_s=0.9,
+        comm_time_s=0.1,
+        n_ranks=1.0,
+        sigma=0.0,
+        job_sigma=0.0,
+        strategy=mc.STRATEGY_SYNC,
+        checkpoint_every=100,
+        checkpoint_stall_s=10.0,
+        checkpoint_write_s=0.0,
+        replicate_s=0.0,
+        persist_every=1,
+        load_s=5.0,
+        load_memory_s=0.0,
+        episode_rate_per_s=0.0,
+        episode_mean_s=1.0,
+        episode_slowdown=1.0,
+        spare_nodes=-1,
+        max_wall_s=1e9,
+        max_failures=10**6,
+        fast=False,
+        fast_min_block=1,
+        factor_mean=1.0,
+        factor_std=0.0,
+        fast_min_block_episode=1,
+        factor_mean_episode=1.0,
+        factor_std_episode=0.0,
+    )
     if overrides.pop("is_async", False):
         values["strategy"] = mc.STRATEGY_ASYNC
     values.update(overrides)
@@ -68,19 +101,25 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
     ``start`` is "new" (the default here, all units new at t = 0), "stationary", or a fixed
     age of every unit in seconds.
     """
-    full = [tuple(c) + (1, 1, 0.0, "new")[len(c) - 4:] for c in classes]
+    full = [tuple(c) + (1, 1, 0.0, "new")[len(c) - 4 :] for c in classes]
     column = lambda k, dtype: np.array([c[k] for c in full], dtype=dtype)  # noqa: E731
     starts = {"new": START_NEW, "stationary": START_STATIONARY}
-    return mc.FailureClasses(units=column(0, np.int64), shape=column(1, float), scale_s=column(2, float),
-                             recovery_s=column(3, float), nodes_taken=column(4, np.int64),
-                             memory_ok=column(5, np.int64), repair_s=column(6, float),
-                             start=np.array([starts.get(c[7], START_AGED) if isinstance(c[7], str) else START_AGED
-                                             for c in full], dtype=np.int64),
-                             age_s=np.array([0.0 if isinstance(c[7], str) else c[7] for c in full], dtype=float))
+    return mc.FailureClasses(
+        units=column(0, np.int64),
+        shape=column(1, float),
+        scale_s=column(2, float),
+        recovery_s=column(3, float),
+        nodes_taken=column(4, np.int64),
+        memory_ok=column(5, np.int64),
+        repair_s=column(6, float),
+        start=np.array(
+            [starts.get(c[7], START_AGED) if isinstance(c[7], str) else START_AGED for c in full], dtype=np.int64
+        ),
+        age_s=np.array([0.0 if isinstance(c[7], str) else c[7] for c in full], dtype=float),
+    )
 
 
-def run_kernel(params: mc.RunParams, classes: list[tuple], runs: int, seed: int = 0,
-               first_run: int = 0) -> np.ndarray:
+def run_kernel(params: mc.RunParams, classes: list[tuple], runs: int, seed: int = 0, first_run: int = 0) -> np.ndarray:
     """Kernel output for failure classes given as tuples (see :func:`failure_classes`)."""
     out = np.zeros((runs, mc.N_OUT))
     mc.simulate_runs(params, failure_classes(classes), seed, first_run, out)

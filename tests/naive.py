@@ -65,11 +65,12 @@ def max_lognormal_brute(rng: np.random.Generator, n_ranks: int, sigma: float, si
 
 def max_lognormal_mean_u(n_ranks: float, sigma: float) -> float:
     """E[M] = int_0^1 exp(sigma Phi^-1(u^(1/G))) du, integrated in u (not z)."""
+
     def integrand(u: float) -> float:
         q = -math.expm1(math.log(u) / n_ranks)  # 1 - u^(1/G), accurately
         return math.exp(-sigma * special.ndtri(q))
-    value, _ = integrate.quad(integrand, 0.0, 1.0, points=[0.5, 0.9, 0.99, 0.999999],
-                              limit=500, epsabs=0, epsrel=1e-11)
+
+    value, _ = integrate.quad(integrand, 0.0, 1.0, points=[0.5, 0.9, 0.99, 0.999999], limit=500, epsabs=0, epsrel=1e-11)
     return value
 
 
@@ -79,6 +80,7 @@ def max_lognormal_central_moments_u(n_ranks: float, sigma: float) -> tuple[float
     The same substitution as :func:`max_lognormal_mean_u` (not the z density that
     ``mcsim.stragglers`` integrates), with the central moments integrated about the mean.
     """
+
     def m_of_u(u: float) -> float:
         return math.exp(-sigma * special.ndtri(-math.expm1(math.log(u) / n_ranks)))
 
@@ -94,6 +96,7 @@ def edgeworth_w1_constant() -> float:
 
     Split at the kinks z = -1 and 1; the tails beyond |z| = 40 carry no mass in double precision.
     """
+
     def integrand(z: float) -> float:
         return abs(z * z - 1.0) * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
 
@@ -106,8 +109,9 @@ def max_normal_quantile_ref(u: float, n_ranks: float) -> float:
     return float(-special.ndtri(-math.expm1(math.log(u) / n_ranks)))
 
 
-def renewal_reward_mean_wall_s(iterations: int, iteration_s: float, every: int, stall_s: float,
-                               rate_per_s: float, recovery_s: float) -> float:
+def renewal_reward_mean_wall_s(
+    iterations: int, iteration_s: float, every: int, stall_s: float, rate_per_s: float, recovery_s: float
+) -> float:
     """Expected wall time with exponential failures and synchronous checkpoints.
 
     A segment of ``s`` seconds of work that must run failure-free, with rate
@@ -117,6 +121,7 @@ def renewal_reward_mean_wall_s(iterations: int, iteration_s: float, every: int, 
     segments are ``every`` iterations plus the checkpoint stall; the last
     segment carries no checkpoint.
     """
+
     def segment(s: float) -> float:
         return math.expm1(rate_per_s * s) * math.exp(rate_per_s * recovery_s) / rate_per_s
 
@@ -154,7 +159,11 @@ def pareto_front_naive(values: np.ndarray) -> np.ndarray:
     for i, row in enumerate(values):
         if not finite[i]:
             continue
-        front[i] = not any(finite[j] and all(a <= b for a, b in zip(other, row, strict=False))
-                           and any(a < b for a, b in zip(other, row, strict=False))
-                           for j, other in enumerate(values) if j != i)
+        front[i] = not any(
+            finite[j]
+            and all(a <= b for a, b in zip(other, row, strict=False))
+            and any(a < b for a, b in zip(other, row, strict=False))
+            for j, other in enumerate(values)
+            if j != i
+        )
     return front

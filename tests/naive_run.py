@@ -62,21 +62,37 @@ STREAM_JOB = 1
 STREAM_EPISODES = 2
 STREAM_FIRST_FAILURE_CLASS = 3
 
-SYNC, ASYNC, IN_MEMORY = 0, 1, 2   # the kernel's strategy codes (gockpt runs as async)
-START_NEW, START_STATIONARY, START_AGED = 0, 1, 2   # the kernel's start-state codes (FailureClasses.start)
+SYNC, ASYNC, IN_MEMORY = 0, 1, 2  # the kernel's strategy codes (gockpt runs as async)
+START_NEW, START_STATIONARY, START_AGED = 0, 1, 2  # the kernel's start-state codes (FailureClasses.start)
 
 # The output of one run, in the kernel's column order (mcsim/kernels/montecarlo.py OUT_*).
 OUTPUT_NAMES = (
-    "wall_s", "failures", "lost_s", "checkpoint_s", "recovery_s", "straggler_s", "completed",
-    "iterations_done", "busy_s", "checkpoints", "straggler_transient_s", "straggler_persistent_s",
-    "memory_recoveries", "spare_wait_s", "episode_phase_s", "storage_writes", "storage_loads",
-    "memory_loads", "executed_iterations",
+    "wall_s",
+    "failures",
+    "lost_s",
+    "checkpoint_s",
+    "recovery_s",
+    "straggler_s",
+    "completed",
+    "iterations_done",
+    "busy_s",
+    "checkpoints",
+    "straggler_transient_s",
+    "straggler_persistent_s",
+    "memory_recoveries",
+    "spare_wait_s",
+    "episode_phase_s",
+    "storage_writes",
+    "storage_loads",
+    "memory_loads",
+    "executed_iterations",
 )
 
 
 # ---------------------------------------------------------------------------
 # Random numbers
 # ---------------------------------------------------------------------------
+
 
 class Stream:
     """One xoshiro256** stream (Blackman & Vigna's reference C code), Python integers."""
@@ -99,14 +115,30 @@ class Stream:
 # Acklam (2003), "An algorithm for computing the inverse normal cumulative
 # distribution function": rational approximations in the central region and
 # in the tails (split at 0.02425), relative error < 1.15e-9.
-ACKLAM_A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
-            1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
-ACKLAM_B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
-            6.680131188771972e01, -1.328068155288572e01)
-ACKLAM_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
-            -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
-ACKLAM_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00,
-            3.754408661907416e00)
+ACKLAM_A = (
+    -3.969683028665376e01,
+    2.209460984245205e02,
+    -2.759285104469687e02,
+    1.383577518672690e02,
+    -3.066479806614716e01,
+    2.506628277459239e00,
+)
+ACKLAM_B = (
+    -5.447609879822406e01,
+    1.615858368580409e02,
+    -1.556989798598866e02,
+    6.680131188771972e01,
+    -1.328068155288572e01,
+)
+ACKLAM_C = (
+    -7.784894002430293e-03,
+    -3.223964580411365e-01,
+    -2.400758277161838e00,
+    -2.549732539343734e00,
+    4.374664141464968e00,
+    2.938163982698783e00,
+)
+ACKLAM_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
 ACKLAM_SPLIT = 0.02425
 
 
@@ -138,7 +170,7 @@ def normal_quantile(p: float) -> float:
     """Φ⁻¹(p) to double precision: Acklam refined by one Halley step on erfc."""
     x = normal_quantile_acklam(p)
     if p < 0.5:
-        residual = 0.5 * math.erfc(-x / math.sqrt(2.0)) - p       # Φ(x) - p
+        residual = 0.5 * math.erfc(-x / math.sqrt(2.0)) - p  # Φ(x) - p
     else:
         residual = (1.0 - p) - 0.5 * math.erfc(x / math.sqrt(2.0))  # Φ(x) - p, with 1 - p exact
     u = residual * math.sqrt(2.0 * math.pi) * math.exp(0.5 * x * x)
@@ -164,6 +196,7 @@ def slowest_rank_factor(u: float, ranks: float, sigma: float) -> float:
 # Failure processes (docs/model.md §4 "Failure processes")
 # ---------------------------------------------------------------------------
 
+
 @dataclass
 class FailureClass:
     units: int
@@ -173,7 +206,7 @@ class FailureClass:
     nodes_taken: int
     memory_ok: bool
     repair_s: float
-    start: str = "new"     # "new", "stationary" or "aged" (every unit age_s old at t = 0)
+    start: str = "new"  # "new", "stationary" or "aged" (every unit age_s old at t = 0)
     age_s: float = 0.0
 
 
@@ -223,7 +256,7 @@ class FailureProcesses:
         self.never_failed = [fc.units for fc in classes]
         self.pool_hazard = [0.0] * len(classes)
         self.pool_next_s = [math.inf] * len(classes)
-        self.replaced: list[tuple[float, int]] = []   # (next failure time, class) of replaced units
+        self.replaced: list[tuple[float, int]] = []  # (next failure time, class) of replaced units
         self._earliest_cache: tuple[float, str, int] | None = None
         for c in range(len(classes)):
             self._next_pooled_failure(c)
@@ -241,7 +274,7 @@ class FailureProcesses:
 
     def _earliest(self) -> tuple[float, str, int]:
         """(time, "pool" | "replaced" | "none", class or index in ``replaced``)."""
-        if self._earliest_cache is None:   # remembered until a failure is taken
+        if self._earliest_cache is None:  # remembered until a failure is taken
             self._earliest_cache = self._find_earliest()
         return self._earliest_cache
 
@@ -278,6 +311,7 @@ class FailureProcesses:
 # Slow-node episodes
 # ---------------------------------------------------------------------------
 
+
 class Episodes:
     """Poisson arrivals of slow-node episodes with Exp(mean) durations; overlapping ones merge.
 
@@ -292,7 +326,7 @@ class Episodes:
         self.mean_s = mean_s
         self.stream = stream
         self.next_arrival_s = stream.exponential() / rate_per_s if rate_per_s > 0.0 else math.inf
-        self.active_until_s = 0.0   # end of the merged episodes seen so far
+        self.active_until_s = 0.0  # end of the merged episodes seen so far
 
     def catch_up(self, t: float) -> None:
         while self.next_arrival_s <= t:
@@ -317,12 +351,13 @@ class Episodes:
 # Spare nodes
 # ---------------------------------------------------------------------------
 
+
 class SparePool:
     """Hot spares: a failure's taken nodes go to repair and come back after the repair time."""
 
     def __init__(self, spares: int):
         self.free = spares
-        self.back_at_s: list[float] = []   # return times of nodes under repair, not yet claimed
+        self.back_at_s: list[float] = []  # return times of nodes under repair, not yet claimed
 
     def replace(self, t: float, need: int, repair_s: float) -> float:
         """Send ``need`` nodes to repair at ``t``, take ``need`` replacements; when they are all there."""
@@ -344,15 +379,16 @@ class SparePool:
 # The run
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Progress:
     """What a restore brings back: iterations done and the time accounts of those iterations."""
 
     iterations: int = 0
-    alive_s: float = 0.0             # time of those iterations
-    transient_s: float = 0.0         # straggler excess: per-iteration rank noise
-    persistent_s: float = 0.0        # straggler excess: job factor and episodes
-    episode_phase_s: float = 0.0     # compute phase of those iterations during episodes
+    alive_s: float = 0.0  # time of those iterations
+    transient_s: float = 0.0  # straggler excess: per-iteration rank noise
+    persistent_s: float = 0.0  # straggler excess: job factor and episodes
+    episode_phase_s: float = 0.0  # compute phase of those iterations during episodes
 
 
 @dataclass
@@ -369,8 +405,8 @@ class RunState:
     progress: Progress = field(default_factory=Progress)
     next_checkpoint: int = 0
     job_factor: float = 1.0
-    durable: Progress = field(default_factory=Progress)   # last durable storage checkpoint
-    replica: Progress | None = None                        # last snapshot replicated to a peer (in_memory)
+    durable: Progress = field(default_factory=Progress)  # last durable storage checkpoint
+    replica: Progress | None = None  # last snapshot replicated to a peer (in_memory)
     storage_write: Write | None = None
     replication: Write | None = None
     snapshots: int = 0
@@ -387,7 +423,7 @@ class RunState:
     storage_writes: int = 0
     storage_loads: int = 0
     memory_loads: int = 0
-    partial_s: float = 0.0   # the iteration (or block) a failure interrupted
+    partial_s: float = 0.0  # the iteration (or block) a failure interrupted
     # Not outputs: what the run went through, so that tests can check their grid covers it.
     failures_in_recovery: int = 0
     memory_fallbacks: int = 0
@@ -409,8 +445,7 @@ class Run:
         self.classes = classes
         self.iteration_stream = Stream(seed, run, STREAM_ITERATIONS)
         self.job_stream = Stream(seed, run, STREAM_JOB)
-        self.episodes = Episodes(params.episode_rate_per_s, params.episode_mean_s,
-                                 Stream(seed, run, STREAM_EPISODES))
+        self.episodes = Episodes(params.episode_rate_per_s, params.episode_mean_s, Stream(seed, run, STREAM_EPISODES))
         self.spares = SparePool(params.spare_nodes) if params.spare_nodes >= 0 else None
         self.state = RunState(next_checkpoint=params.checkpoint_every)
         self.state.job_factor = self.draw_job_factor()
@@ -474,9 +509,14 @@ class Run:
         factor = max(m, p.episode_slowdown) if in_episode else m
         compute_phase = p.compute_time_s * s.job_factor * factor
         duration = compute_phase + p.comm_time_s
-        return self.finish_work(1, duration, compute_phase, in_episode,
-                                transient_s=p.compute_time_s * (m - 1.0),
-                                persistent_s=p.compute_time_s * (s.job_factor * factor - m))
+        return self.finish_work(
+            1,
+            duration,
+            compute_phase,
+            in_episode,
+            transient_s=p.compute_time_s * (m - 1.0),
+            persistent_s=p.compute_time_s * (s.job_factor * factor - m),
+        )
 
     def train_block(self, count: int, mean: float, std: float, in_episode: bool) -> str:
         """``count`` iterations at once: their factor sum ~ N(count mean, count var), clipped at 0."""
@@ -485,7 +525,7 @@ class Run:
         factor_sum = max(count * mean + math.sqrt(count) * std * z, 0.0)
         compute_phase = p.compute_time_s * s.job_factor * factor_sum
         duration = compute_phase + count * p.comm_time_s
-        if in_episode:   # the rank noise at its expectation, the rest persistent
+        if in_episode:  # the rank noise at its expectation, the rest persistent
             transient = p.compute_time_s * count * (p.factor_mean - 1.0)
         else:
             transient = p.compute_time_s * (factor_sum - count)
@@ -494,8 +534,15 @@ class Run:
             return "interrupted"
         return "reached" if s.progress.iterations == min(s.next_checkpoint, p.iterations) else "state changed"
 
-    def finish_work(self, count: int, duration: float, compute_phase: float, in_episode: bool,
-                    transient_s: float, persistent_s: float) -> bool:
+    def finish_work(
+        self,
+        count: int,
+        duration: float,
+        compute_phase: float,
+        in_episode: bool,
+        transient_s: float,
+        persistent_s: float,
+    ) -> bool:
         """Run ``count`` iterations lasting ``duration``; False (and the partial work) if cut by the horizon."""
         s = self.state
         horizon = self.horizon()
@@ -577,7 +624,7 @@ class Run:
         """A failure at ``t``: roll back, then recover (restarted by every failure during it)."""
         p, s = self.p, self.state
         self.settle_writes()
-        s.storage_write = None      # writes in flight are lost
+        s.storage_write = None  # writes in flight are lost
         s.replication = None
         s.lost_s += s.partial_s
         s.partial_s = 0.0
@@ -665,26 +712,45 @@ class Run:
         s = self.state
         done = s.progress
         return {
-            "wall_s": s.t, "failures": s.failures, "lost_s": s.lost_s, "checkpoint_s": s.checkpoint_s,
-            "recovery_s": s.recovery_s, "straggler_s": done.transient_s + done.persistent_s,
-            "completed": 1.0 if completed else 0.0, "iterations_done": done.iterations, "busy_s": s.busy_s,
-            "checkpoints": s.checkpoints, "straggler_transient_s": done.transient_s,
-            "straggler_persistent_s": done.persistent_s, "memory_recoveries": s.memory_recoveries,
-            "spare_wait_s": s.spare_wait_s, "episode_phase_s": done.episode_phase_s,
-            "storage_writes": s.storage_writes, "storage_loads": s.storage_loads,
-            "memory_loads": s.memory_loads, "executed_iterations": s.executed,
+            "wall_s": s.t,
+            "failures": s.failures,
+            "lost_s": s.lost_s,
+            "checkpoint_s": s.checkpoint_s,
+            "recovery_s": s.recovery_s,
+            "straggler_s": done.transient_s + done.persistent_s,
+            "completed": 1.0 if completed else 0.0,
+            "iterations_done": done.iterations,
+            "busy_s": s.busy_s,
+            "checkpoints": s.checkpoints,
+            "straggler_transient_s": done.transient_s,
+            "straggler_persistent_s": done.persistent_s,
+            "memory_recoveries": s.memory_recoveries,
+            "spare_wait_s": s.spare_wait_s,
+            "episode_phase_s": done.episode_phase_s,
+            "storage_writes": s.storage_writes,
+            "storage_loads": s.storage_loads,
+            "memory_loads": s.memory_loads,
+            "executed_iterations": s.executed,
         }
 
 
 def failure_class_list(classes) -> list[FailureClass]:
     """Plain per-class records from the kernel's FailureClasses arrays."""
     starts = {START_NEW: "new", START_STATIONARY: "stationary", START_AGED: "aged"}
-    return [FailureClass(units=int(classes.units[c]), shape=float(classes.shape[c]),
-                         scale_s=float(classes.scale_s[c]), recovery_s=float(classes.recovery_s[c]),
-                         nodes_taken=int(classes.nodes_taken[c]), memory_ok=bool(classes.memory_ok[c]),
-                         repair_s=float(classes.repair_s[c]), start=starts[int(classes.start[c])],
-                         age_s=float(classes.age_s[c]))
-            for c in range(len(classes.units))]
+    return [
+        FailureClass(
+            units=int(classes.units[c]),
+            shape=float(classes.shape[c]),
+            scale_s=float(classes.scale_s[c]),
+            recovery_s=float(classes.recovery_s[c]),
+            nodes_taken=int(classes.nodes_taken[c]),
+            memory_ok=bool(classes.memory_ok[c]),
+            repair_s=float(classes.repair_s[c]),
+            start=starts[int(classes.start[c])],
+            age_s=float(classes.age_s[c]),
+        )
+        for c in range(len(classes.units))
+    ]
 
 
 def simulate_run(params, classes, seed: int, run: int) -> list[float]:

@@ -27,16 +27,26 @@ def space_raw(runs: int, seed: int, kind: str = "quiet") -> dict:
     quiet = kind == "quiet"
     return {
         "name": f"selection-{kind}",
-        "model": {"params": 1.3e9, "layers": 24, "hidden": 2048, "seq_len": 2048,
-                  "tokens": 4e9 if quiet else 4e8, "global_batch": 512, "recompute": "selective"},
+        "model": {
+            "params": 1.3e9,
+            "layers": 24,
+            "hidden": 2048,
+            "seq_len": 2048,
+            "tokens": 4e9 if quiet else 4e8,
+            "global_batch": 512,
+            "recompute": "selective",
+        },
         "hardware": {"gpu": "A100-80GB", "gpus_per_node": 8},
         "parallelism": {"gpus": 64, "tp": 2, "pp": 2, "microbatch": 1},
         "compute": {"efficiency": 0.5},
         "stragglers": {"sigma": 0.05},
-        "failures": [{"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 8.0,
-                      "recovery_minutes": 1.0 if quiet else 10.0}],
+        "failures": [
+            {"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 8.0, "recovery_minutes": 1.0 if quiet else 10.0}
+        ],
         "checkpoint": {"strategy": "sync", "interval": {"iterations": 50}},
         "run": {"runs": runs, "seed": seed, "mode": "fast", "max_wall_days": 365.0},
-        "sweep": {"checkpoint.interval": [{"iterations": k} for k in INTERVALS],
-                  "checkpoint.strategy": list(STRATEGIES)},
+        "sweep": {
+            "checkpoint.interval": [{"iterations": k} for k in INTERVALS],
+            "checkpoint.strategy": list(STRATEGIES),
+        },
     }

@@ -48,8 +48,9 @@ def test_infeasible_never_on_front_nor_best():
 def test_pareto_on_a_quantile():
     # Means favour A, the 90th percentile favours B (A has a long tail).
     runs = 100
-    a = np.ones(runs); a[-15:] = 10.0       # mean 2.35, p90 10
-    b = np.full(runs, 3.0)                  # mean 3, p90 3
+    a = np.ones(runs)
+    a[-15:] = 10.0  # mean 2.35, p90 10
+    b = np.full(runs, 3.0)  # mean 3, p90 3
     ds = _synthetic({"wall_time": [0, 0], "cost": [0, 0]}, runs=runs)
     ds["cost"][:] = np.stack([a, b])
     assert list(pareto_front(ds, ("cost",), stat="mean").values) == [True, False]
@@ -88,10 +89,13 @@ def _optimizer_case(stall_s: float, mtbf_h: float, shape: float = 1.0):
     raw["stragglers"]["sigma"] = 0.0
     raw["model"]["tokens"] = 2e11
     # Sync stall S / W with W = 8 nodes x 1 GB/s: bytes_per_param sets the stall.
-    raw["checkpoint"] = {"strategy": "sync", "bytes_per_param": stall_s * 8e9 / 1.3e9, "write_gbps_per_node": 1.0,
-                         "storage_gbps": 1e6}
-    raw["failures"] = [{"name": "c", "scope": "cluster", "shape": shape, "mtbf_hours": mtbf_h,
-                        "recovery_minutes": 5.0}]
+    raw["checkpoint"] = {
+        "strategy": "sync",
+        "bytes_per_param": stall_s * 8e9 / 1.3e9,
+        "write_gbps_per_node": 1.0,
+        "storage_gbps": 1e6,
+    }
+    raw["failures"] = [{"name": "c", "scope": "cluster", "shape": shape, "mtbf_hours": mtbf_h, "recovery_minutes": 5.0}]
     return scenario_from_dict(raw).base
 
 
@@ -123,8 +127,9 @@ def test_accessor_matches_functions(small_raw):
     assert ds.mcsim.best("cost") == best(ds, "cost")
     assert ds.mcsim.pareto(("wall_time", "energy")).equals(pareto_front(ds, ("wall_time", "energy")))
     assert "stat" in ds.mcsim.summary().dims
-    p, (low, high), n = ds.mcsim.prob_better({"gpus": 128, "strategy": "async"}, {"gpus": 64, "strategy": "async"},
-                                             "wall_time")
+    p, (low, high), n = ds.mcsim.prob_better(
+        {"gpus": 128, "strategy": "async"}, {"gpus": 64, "strategy": "async"}, "wall_time"
+    )
     assert p > 0.9 and low < p <= high and n == 30
 
 
@@ -132,9 +137,9 @@ def test_certain_win_still_has_an_error_and_nan_runs_are_skipped():
     ds = _synthetic({"wall_time": [1, 2], "cost": [1, 2]}, runs=10)
     p, (low, high), _ = prob_better(ds, {"config": "A"}, {"config": "B"}, "cost")
     # Wilson's lower bound at 10 successes of 10 is n / (n + z^2) (Wilson 1927), not 1
-    assert p == 1.0 and high == 1.0 and low == pytest.approx(10 / (10 + 1.959963984540054 ** 2))
+    assert p == 1.0 and high == 1.0 and low == pytest.approx(10 / (10 + 1.959963984540054**2))
     q, (low, high), _ = prob_better(ds, {"config": "B"}, {"config": "A"}, "cost")
-    assert q == 0.0 and low == 0.0 and high == pytest.approx(1 - 10 / (10 + 1.959963984540054 ** 2))
+    assert q == 0.0 and low == 0.0 and high == pytest.approx(1 - 10 / (10 + 1.959963984540054**2))
     ds["cost"][0, 3] = np.nan  # a NaN run must not turn the chosen configuration's record into NaN
     record = best(ds, "cost")
     assert record["configuration"] == {"config": "A"} and np.isfinite(record["mean"]) and record["runs"] == 9
@@ -148,6 +153,7 @@ def test_optimizer_on_a_two_iteration_run_picks_a_grid_point():
 
 
 # ---------------------------------------------------------------- directions (issue 11, item 7)
+
 
 def test_each_objective_is_ranked_in_its_registered_direction():
     # A has the lower cost and the higher ETTR; B the other way round.
@@ -168,8 +174,11 @@ def test_an_objective_without_a_direction_is_refused(name):
     ds = _synthetic({"wall_time": [1, 2], "cost": [1, 2], "n_memory_recoveries": [0, 1]})
     ds["iterations"] = ("config", [10, 10])
     ds["not_a_variable"] = ds["cost"]
-    for call in (lambda: best(ds, name), lambda: pareto_front(ds, ("cost", name)),
-                 lambda: prob_better(ds, {"config": "A"}, {"config": "B"}, name)):
+    for call in (
+        lambda: best(ds, name),
+        lambda: pareto_front(ds, ("cost", name)),
+        lambda: prob_better(ds, {"config": "A"}, {"config": "B"}, name),
+    ):
         with pytest.raises(ValueError, match=name):
             call()
 
@@ -183,6 +192,7 @@ def test_every_per_run_variable_has_a_stated_direction_or_none():
 
 
 # ---------------------------------------------------------------- censored runs (issue 11, item 8)
+
 
 def test_a_configuration_with_censored_runs_is_never_ranked():
     # A is cheapest and fastest only because its runs were cut off (completed = False).
@@ -230,6 +240,7 @@ def test_ettr_of_censored_runs_counts_the_work_done(censored_sweep):
 
 # ---------------------------------------------------------------- fast Pareto front (issue 11, item 24)
 
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_pareto_front_matches_the_naive_reference(k):
     from naive import pareto_front_naive
@@ -240,6 +251,6 @@ def test_pareto_front_matches_the_naive_reference(k):
         values = rng.integers(0, 6 if trial % 2 else 50, size=(n, k)).astype(float)  # many ties
         values[rng.random(n) < 0.05, int(rng.integers(k))] = np.nan
         if trial % 3 == 0:
-            values[: n // 2] = values[n // 2: 2 * (n // 2)]  # exact duplicate rows
+            values[: n // 2] = values[n // 2 : 2 * (n // 2)]  # exact duplicate rows
         expected = pareto_front_naive(values)
         np.testing.assert_array_equal(mcsim.analysis.compare.nondominated(values), expected)

@@ -23,12 +23,12 @@ from mcsim.model.stragglers import factor_law
 pytest.importorskip("simpy")
 
 _SPEC = importlib.util.spec_from_file_location(
-    "mcsim_benchmark_baselines", Path(__file__).parents[1] / "benchmarks" / "baselines.py")
+    "mcsim_benchmark_baselines", Path(__file__).parents[1] / "benchmarks" / "baselines.py"
+)
 baselines = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(baselines)
 
-BASE = dict(I=200, c=0.9, m=0.1, G=1, sigma=0.0, K=20, C=2.0, L=3.0, U=10, mtbf_s=500.0, R=10.0,
-            max_wall_s=1e9)
+BASE = dict(I=200, c=0.9, m=0.1, G=1, sigma=0.0, K=20, C=2.0, L=3.0, U=10, mtbf_s=500.0, R=10.0, max_wall_s=1e9)
 CASES = {
     # ~3 failures a run (rate 0.02/s), some during recoveries; sigma = 0 has a closed form.
     "many_failures": BASE,
@@ -44,10 +44,21 @@ MCSIM_RUNS = 4000
 def mcsim_wall(p: dict, fast: bool, runs: int = MCSIM_RUNS, seed: int = 11) -> np.ndarray:
     """mcsim's wall times for the baseline parameters (sync checkpoints, one exponential class)."""
     law = factor_law(p["G"], p["sigma"])
-    params = kernel_params(iterations=p["I"], compute_time_s=p["c"], comm_time_s=p["m"], n_ranks=float(p["G"]),
-                           sigma=p["sigma"], checkpoint_every=p["K"], checkpoint_stall_s=p["C"], load_s=p["L"],
-                           max_wall_s=p["max_wall_s"], fast=fast, fast_min_block=1,
-                           factor_mean=law.mean, factor_std=law.std)
+    params = kernel_params(
+        iterations=p["I"],
+        compute_time_s=p["c"],
+        comm_time_s=p["m"],
+        n_ranks=float(p["G"]),
+        sigma=p["sigma"],
+        checkpoint_every=p["K"],
+        checkpoint_stall_s=p["C"],
+        load_s=p["L"],
+        max_wall_s=p["max_wall_s"],
+        fast=fast,
+        fast_min_block=1,
+        factor_mean=law.mean,
+        factor_std=law.std,
+    )
     out = run_kernel(params, [(p["U"], 1.0, p["mtbf_s"], p["R"])], runs, seed=seed)
     return out[:, mc.OUT_WALL_S]
 

@@ -19,14 +19,27 @@ def test_benchmark_suite_quick_run_writes_json(tmp_path):
     out = tmp_path / "bench.json"
     # Run from tmp_path so the source tree's mcsim/ does not shadow the installed package.
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(SUITE), "--quick", "-o", str(out)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(SUITE), "--quick", "-o", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(out.read_text())
     names = {case["case"] for case in results["cases"]}
-    for expected in ("llama3-405b fast", "llama3-405b exact", "1024 GPUs fast", "floor", "numpy baseline",
-                     "simpy baseline", "cold start (empty Numba cache)", "warm cache"):
+    for expected in (
+        "llama3-405b fast",
+        "llama3-405b exact",
+        "1024 GPUs fast",
+        "floor",
+        "numpy baseline",
+        "simpy baseline",
+        "cold start (empty Numba cache)",
+        "warm cache",
+    ):
         assert expected in names
     assert all(value > 0 for value in results["ratios"].values())
     assert "exact / floor" in proc.stdout and "machine:" in proc.stdout
@@ -48,7 +61,12 @@ def test_default_run_skips_the_slow_tests():
     assert "slow: run with --runslow or -m slow" in default.stdout
     for selection in (["-m", "slow"], ["--runslow"]):
         # --setup-plan evaluates skip marks without running the test
-        planned = subprocess.run(base + selection + ["--setup-plan"], cwd=Path(__file__).parents[1],
-                                 capture_output=True, text=True, timeout=300)
+        planned = subprocess.run(
+            base + selection + ["--setup-plan"],
+            cwd=Path(__file__).parents[1],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert planned.returncode == 0 and "skipped" not in planned.stdout, planned.stdout[-2000:]
         assert "test_benchmark_suite_quick_run_writes_json" in planned.stdout

@@ -24,14 +24,14 @@ PACKAGE = Path(mcsim.__file__).resolve().parent
 NO_CACHE_WARNING = "mcsim: no writable folder for compiled kernels"
 
 # A trivial kernel compiled through accelerate.jit: cheap to compile, cached like the real ones.
-PROBE = '''
+PROBE = """
 from .accelerate import jit
 
 
 @jit
 def probe(x):
     return x + 1
-'''
+"""
 # Imports a probe kernel, calls it, and reports where it was cached and whether it was a cache hit.
 PROBE_RUN = """
 import json, mcsim.kernels.accelerate as acc
@@ -84,8 +84,9 @@ def _run(code: str, env: dict, cwd: Path, tempdir: Path | None = None) -> subpro
     """Run ``code`` in a fresh interpreter; ``tempdir`` replaces tempfile's choice (which would fall
     back from an unusable TMPDIR to /tmp) before mcsim is imported."""
     prefix = f"import tempfile; tempfile.tempdir = {str(tempdir)!r}\n" if tempdir is not None else ""
-    return subprocess.run([sys.executable, "-c", prefix + code], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-c", prefix + code], env=env, cwd=cwd, capture_output=True, text=True, timeout=900
+    )
 
 
 def _tiny_scenario_json(small_raw: dict) -> str:
@@ -94,6 +95,7 @@ def _tiny_scenario_json(small_raw: dict) -> str:
 
 
 # --------------------------------------------------------------------------- invalidation
+
 
 def test_source_hash_covers_every_kernel_file(tmp_path):
     copy = tmp_path / "kernels"
@@ -118,6 +120,7 @@ def test_every_kernel_is_stamped_with_the_source_hash():
     if accelerate.CACHE_FOLDER is None:
         pytest.skip("no writable cache folder in this environment")
     from mcsim.kernels import montecarlo, normal, renewal, rng
+
     dispatchers = [montecarlo.simulate_runs, normal.max_lognormal_factor, renewal.next_failure, rng.uniform]
     for dispatcher in dispatchers:
         locator = dispatcher._cache._impl.locator
@@ -143,6 +146,7 @@ def test_editing_a_helper_file_recompiles_a_cached_kernel(tmp_path):
 
 
 # --------------------------------------------------------------------------- location
+
 
 def test_cache_folder_order(tmp_path, monkeypatch):
     """NUMBA_CACHE_DIR, then the install's __pycache__, then ~/.cache, then a private temp folder."""
@@ -172,8 +176,9 @@ def test_read_only_install_without_writable_folders_runs_uncached(tmp_path, smal
     package = _copy_package(site)
     (package / "kernels" / "__pycache__").write_text("")  # the install's cache folder cannot be made
     blocked = _blocked(tmp_path)
-    proc = _run(SIMULATE.format(raw=_tiny_scenario_json(small_raw)), _env(site, blocked, blocked), tmp_path,
-                tempdir=blocked)
+    proc = _run(
+        SIMULATE.format(raw=_tiny_scenario_json(small_raw)), _env(site, blocked, blocked), tmp_path, tempdir=blocked
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert NO_CACHE_WARNING in proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])

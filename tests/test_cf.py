@@ -28,12 +28,17 @@ def _checker_messages(path) -> list[str]:
     suite = runner.CheckSuite()
     suite.load_all_available_checkers()
     report = path.with_suffix(".json")
-    runner.ComplianceChecker.run_checker(str(path), ["cf:1.10"], 0, "normal", output_filename=str(report),
-                                         output_format="json_new")
+    runner.ComplianceChecker.run_checker(
+        str(path), ["cf:1.10"], 0, "normal", output_filename=str(report), output_format="json_new"
+    )
     result = json.loads(report.read_text())[str(path)]["cf:1.10"]
     assert result["scored_points"] > 0  # the checker really ran its checks
-    return [msg for level in ("high_priorities", "medium_priorities", "low_priorities")
-            for item in result[level] for msg in item["msgs"]]
+    return [
+        msg
+        for level in ("high_priorities", "medium_priorities", "low_priorities")
+        for item in result[level]
+        for msg in item["msgs"]
+    ]
 
 
 def _not_currency(messages: list[str]) -> list[str]:

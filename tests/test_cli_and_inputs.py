@@ -45,20 +45,23 @@ def test_bad_input_exit_2_one_line_no_output(path, tmp_path, capsys):
     assert list(tmp_path.iterdir()) == []  # no output file, no temporary file
 
 
-@pytest.mark.parametrize("args,key", [
-    (["--set", "parallelism.gpus=-4"], "parallelism.gpus"),
-    (["--set", "nonsense"], "nonsense"),
-    (["--set", "model.unknown=3"], "model.unknown"),
-    (["--set", "failures.nothere.mtbf_hours=3"], "failures.nothere.mtbf_hours"),
-    (["--runs", "0"], "--runs: run.runs"),
-    (["--runs", "10000001"], "--runs: run.runs: expected a value >= 1 and <= 10000000, got 10000001"),
-    (["--seed", "-1"], "--seed: run.seed"),
-    (["--set", "parallelism.gpus=" + "[" * 5000 + "]" * 5000], "parallelism.gpus"),
-    (["--set", "parallelism.gpus=" + "[" * 20 + "]" * 20], "parallelism.gpus"),
-    (["--set", "checkpoint.strategy=[sync, in memory]"], 'checkpoint.strategy=["sync", "in memory"]'),
-    (["--set", "name=a\x00b"], "name"),
-    (["--set", "failures.gpu.mtbf_hours=-1"], "failures.gpu.mtbf_hours"),
-])
+@pytest.mark.parametrize(
+    "args,key",
+    [
+        (["--set", "parallelism.gpus=-4"], "parallelism.gpus"),
+        (["--set", "nonsense"], "nonsense"),
+        (["--set", "model.unknown=3"], "model.unknown"),
+        (["--set", "failures.nothere.mtbf_hours=3"], "failures.nothere.mtbf_hours"),
+        (["--runs", "0"], "--runs: run.runs"),
+        (["--runs", "10000001"], "--runs: run.runs: expected a value >= 1 and <= 10000000, got 10000001"),
+        (["--seed", "-1"], "--seed: run.seed"),
+        (["--set", "parallelism.gpus=" + "[" * 5000 + "]" * 5000], "parallelism.gpus"),
+        (["--set", "parallelism.gpus=" + "[" * 20 + "]" * 20], "parallelism.gpus"),
+        (["--set", "checkpoint.strategy=[sync, in memory]"], 'checkpoint.strategy=["sync", "in memory"]'),
+        (["--set", "name=a\x00b"], "name"),
+        (["--set", "failures.gpu.mtbf_hours=-1"], "failures.gpu.mtbf_hours"),
+    ],
+)
 def test_bad_command_line_values(args, key, tmp_path, capsys):
     good = Path(__file__).parent / "bad_inputs" / "runs_zero.toml"
     text = good.read_text().replace("runs = 0", "runs = 5")
@@ -81,8 +84,12 @@ def test_missing_scenario_file(tmp_path, capsys):
 def test_subprocess_bad_input_has_no_traceback(tmp_path):
     path = Path(__file__).parent / "bad_inputs" / "tp_pp_not_dividing.toml"
     # cwd away from the source tree, so the installed package is the one imported
-    proc = subprocess.run([sys.executable, "-m", "mcsim", "run", str(path), "-o", str(tmp_path / "o.nc")],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcsim", "run", str(path), "-o", str(tmp_path / "o.nc")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert not any(tmp_path.iterdir())
@@ -129,6 +136,7 @@ def test_reference_scenario_loads_and_is_feasible():
     assert 0.38 <= wl.mfu_ideal <= 0.43
     # Table 5: 419 interruptions in 54 days -> system MTBF 1296 h / 419 = 3.09 h
     from mcsim.model.checkpointing import checkpoint_plan
+
     assert checkpoint_plan(scenario.base, wl).system_mtbf_s / 3600 == pytest.approx(1296 / 419, rel=1e-3)
 
 
@@ -158,8 +166,9 @@ def test_override_of_failure_class_when_failures_is_not_a_list(tmp_path, capsys)
     assert status == 2 and "failures" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("sweep", [["parallelism.tp=[2,3]"],
-                                   ["checkpoint.strategy=[\"sync\",\"in_memory\"]", "parallelism.gpus=[64,128]"]])
+@pytest.mark.parametrize(
+    "sweep", [["parallelism.tp=[2,3]"], ['checkpoint.strategy=["sync","in_memory"]', "parallelism.gpus=[64,128]"]]
+)
 def test_sweep_summary_table(sweep, small_raw, tmp_path, capsys):
     from tests_helpers import write_toml
 
@@ -186,8 +195,9 @@ def _small_with(small_raw: dict, tmp_path: Path, **top: str) -> Path:
     return write_toml(small_raw, folder / "s.toml")
 
 
-@pytest.mark.parametrize("name", ["../../escaped", "/ABSOLUTE/x", "a" * 300, "sub/dir", ".hidden", "..",
-                                  "-rf", "name with spaces é"])
+@pytest.mark.parametrize(
+    "name", ["../../escaped", "/ABSOLUTE/x", "a" * 300, "sub/dir", ".hidden", "..", "-rf", "name with spaces é"]
+)
 def test_name_never_chooses_a_location(name, small_raw, tmp_path, monkeypatch, capsys):
     if name.startswith("/ABSOLUTE"):
         name = str(tmp_path / "absolute" / "x")
@@ -221,7 +231,7 @@ ALL_CONTROLS = "".join(chr(c) for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)])
 
 
 def test_scenario_toml_round_trips_every_control_character(small_raw, tmp_path, capsys):
-    path = _small_with(small_raw, tmp_path, description=f"tab\there, quote \" and backslash \\ {ALL_CONTROLS}")
+    path = _small_with(small_raw, tmp_path, description=f'tab\there, quote " and backslash \\ {ALL_CONTROLS}')
     out = tmp_path / "work" / "o.nc"
     assert main(["run", str(path), "--quiet", "--no-resume", "-o", str(out)]) == 0, capsys.readouterr().err
     with xr.open_dataset(out) as ds:
@@ -236,8 +246,13 @@ def test_scenario_toml_round_trips_every_control_character(small_raw, tmp_path, 
 def test_dumps_toml_round_trips_any_string(text):
     from mcsim.scenario.config import dumps_toml
 
-    raw = {"name": text, "description": text + ALL_CONTROLS, "sweep": {text: [text, 1.5]},
-           "model": {text: text}, "failures": [{"name": text}]}
+    raw = {
+        "name": text,
+        "description": text + ALL_CONTROLS,
+        "sweep": {text: [text, 1.5]},
+        "model": {text: text},
+        "failures": [{"name": text}],
+    }
     assert tomllib.loads(dumps_toml(raw)) == raw
 
 
@@ -254,8 +269,13 @@ def test_run_help_shows_defaults_and_run_table_override(capsys):
             entries[option] = line
         elif entries:
             entries[option] += " " + line.strip()
-    for option, default in (("--runs", "else 1000)"), ("--seed", "else 0)"), ("--mode", "else fast)"),
-                            ("--chunk-runs", "(default 250)"), ("-o", "(default: results/NAME.nc")):
+    for option, default in (
+        ("--runs", "else 1000)"),
+        ("--seed", "else 0)"),
+        ("--mode", "else fast)"),
+        ("--chunk-runs", "(default 250)"),
+        ("-o", "(default: results/NAME.nc"),
+    ):
         assert default in " ".join(entries[option].split()), option
     assert "[run]" in entries["--runs"] and "[run]" in entries["--seed"] and "[run]" in entries["--mode"]
 

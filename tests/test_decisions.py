@@ -30,12 +30,17 @@ def _designed(a_of_x, b_of_x, draws: int = DRAWS, runs: int = RUNS, wall=None) -
     offsets = np.linspace(-0.01, 0.01, runs)
     cost = np.stack([f(x)[:, None] + offsets[None, :] for f in (a_of_x, b_of_x)])
     wall_time = np.full(cost.shape, 24.0) if wall is None else wall
-    ds = xr.Dataset({"cost": (("config", "draw", "run"), cost, {"units": "USD"}),
-                     "wall_time": (("config", "draw", "run"), wall_time, {"units": "h"}),
-                     "completed": (("config", "draw", "run"), np.ones(cost.shape, bool)),
-                     "feasible": (("config", "draw"), np.ones(cost.shape[:2], bool)),
-                     "x": ("draw", x, {"units": "1"}), "y": ("draw", y, {"units": "h"})},
-                    coords={"config": ["A", "B"], "draw": np.arange(draws), "run": np.arange(runs)})
+    ds = xr.Dataset(
+        {
+            "cost": (("config", "draw", "run"), cost, {"units": "USD"}),
+            "wall_time": (("config", "draw", "run"), wall_time, {"units": "h"}),
+            "completed": (("config", "draw", "run"), np.ones(cost.shape, bool)),
+            "feasible": (("config", "draw"), np.ones(cost.shape[:2], bool)),
+            "x": ("draw", x, {"units": "1"}),
+            "y": ("draw", y, {"units": "h"}),
+        },
+        coords={"config": ["A", "B"], "draw": np.arange(draws), "run": np.arange(runs)},
+    )
     ds.attrs.update(draws=draws, design="sobol", uncertain_inputs="x y")
     return ds
 

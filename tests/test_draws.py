@@ -37,8 +37,9 @@ DRAWS = 2 * (len(UNCERTAIN) + 2)  # Saltelli: 2 base points
 
 def _raw(mode: str, design: str = "saltelli") -> dict:
     raw = copy.deepcopy(SMALL_SCENARIO)
-    raw["failures"].append({"name": "node", "scope": "node", "shape": 1.0, "mtbf_hours": 5000.0,
-                            "recovery_minutes": 15.0})
+    raw["failures"].append(
+        {"name": "node", "scope": "node", "shape": 1.0, "mtbf_hours": 5000.0, "recovery_minutes": 15.0}
+    )
     raw["checkpoint"]["interval"] = "young_daly"  # the drawn MTBF sets each draw's interval
     raw["run"].update(runs=5, draws=DRAWS, mode=mode, design=design)
     raw["sweep"] = {"checkpoint.strategy": ["sync", "async", "gockpt", "in_memory"]}
@@ -135,8 +136,10 @@ def test_keys_outside_the_tables_and_optimised_intervals_take_per_draw_configura
 
 def test_kernel_rows_take_their_parameter_set_and_stream():
     """simulate_runs_table row i = simulate_runs of parameter set row_param[i], run row_stream_run[i]."""
-    sets = [kernel_params(sigma=0.05, n_ranks=64.0), kernel_params(compute_time_s=1.4, checkpoint_every=40,
-                                                                   is_async=True, checkpoint_write_s=30.0)]
+    sets = [
+        kernel_params(sigma=0.05, n_ranks=64.0),
+        kernel_params(compute_time_s=1.4, checkpoint_every=40, is_async=True, checkpoint_write_s=30.0),
+    ]
     classes = [failure_classes([(8, 1.0, 3e4, 600.0)]), failure_classes([(8, 0.7, 1e4, 60.0)])]
     row_param = np.array([1, 0, 1, 1, 0], dtype=np.int64)
     row_stream_run = np.array([3, 3, 0, 7, 11], dtype=np.int64)

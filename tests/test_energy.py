@@ -44,13 +44,25 @@ def test_hand_computed_energy_tiny_deterministic():
     # I = 8 * 1024 * 100 / (8 * 1024) = 100 iterations -> wall = 31.5077 s, no checkpoints.
     # GPU at max frequency, u = 1: 400 W while computing -> 12,603.1 J; node overhead
     # 100 W x 31.5077 s = 3,150.8 J; PUE 1.5 -> 23,630.8 J.
-    raw = {"name": "tiny", "model": {"params": 1e9, "layers": 2, "hidden": 1024, "seq_len": 1024,
-                                     "tokens": 8 * 1024 * 100, "global_batch": 8, "recompute": "none"},
-           "hardware": {"gpu": "A100-80GB", "gpus_per_node": 1}, "parallelism": {"gpus": 1},
-           "compute": {"efficiency": 0.5}, "energy": {"pue": 1.5, "node_overhead_w": 100.0},
-           "cost": {"gpu_hour_usd": 3.0, "electricity_usd_per_kwh": 0.2},
-           "carbon": {"grid_g_per_kwh": 500.0, "embodied_kg_per_gpu": 1000.0, "lifetime_years": 4.0},
-           "run": {"runs": 3}}
+    raw = {
+        "name": "tiny",
+        "model": {
+            "params": 1e9,
+            "layers": 2,
+            "hidden": 1024,
+            "seq_len": 1024,
+            "tokens": 8 * 1024 * 100,
+            "global_batch": 8,
+            "recompute": "none",
+        },
+        "hardware": {"gpu": "A100-80GB", "gpus_per_node": 1},
+        "parallelism": {"gpus": 1},
+        "compute": {"efficiency": 0.5},
+        "energy": {"pue": 1.5, "node_overhead_w": 100.0},
+        "cost": {"gpu_hour_usd": 3.0, "electricity_usd_per_kwh": 0.2},
+        "carbon": {"grid_g_per_kwh": 500.0, "embodied_kg_per_gpu": 1000.0, "lifetime_years": 4.0},
+        "run": {"runs": 3},
+    }
     ds = _ds(raw)
     wall_s = 100 * 4.9152e13 / (312e12 * 0.5)
     assert float(ds["wall_time"][0]) * 3600 == pytest.approx(wall_s, rel=1e-12)
@@ -63,8 +75,7 @@ def test_hand_computed_energy_tiny_deterministic():
     # cost: 1 GPU x wall_h x 3 USD + kWh x 0.2; co2: kWh x 500 g + 1000 kg x wall / 4 years
     kwh = expected_j / 3.6e6
     assert float(ds["cost"][0]) == pytest.approx(wall_s / 3600 * 3.0 + kwh * 0.2, rel=1e-12)
-    assert float(ds["co2"][0]) == pytest.approx(kwh * 500 / 1e6 + 1000 * wall_s / (4 * 365.25 * 86400) / 1e3,
-                                                rel=1e-12)
+    assert float(ds["co2"][0]) == pytest.approx(kwh * 500 / 1e6 + 1000 * wall_s / (4 * 365.25 * 86400) / 1e3, rel=1e-12)
     assert float(ds["iteration_energy"]) == pytest.approx(400.0 * wall_s / 100, rel=1e-12)
 
 
@@ -133,8 +144,14 @@ def test_dvfs_scales_compute_share_only():
 @pytest.mark.parametrize("model", ["rental", "owned"])
 def test_cost_and_co2_formulas_exact(model):
     raw = copy.deepcopy(SMALL_SCENARIO)
-    raw["cost"] = {"model": model, "gpu_hour_usd": 2.5, "electricity_usd_per_kwh": 0.1,
-                   "gpu_capex_usd": 30000.0, "node_capex_usd": 80000.0, "amortization_years": 4.0}
+    raw["cost"] = {
+        "model": model,
+        "gpu_hour_usd": 2.5,
+        "electricity_usd_per_kwh": 0.1,
+        "gpu_capex_usd": 30000.0,
+        "node_capex_usd": 80000.0,
+        "amortization_years": 4.0,
+    }
     raw["carbon"] = {"grid_g_per_kwh": 300.0, "embodied_kg_per_gpu": 200.0, "lifetime_years": 6.0}
     ds = _ds(raw)
     hours, kwh = ds["wall_time"], ds["energy"] * 1000.0
@@ -160,8 +177,7 @@ def test_episode_energy_charges_waiting_ranks_at_wait_power():
     raw = copy.deepcopy(SMALL_SCENARIO)
     raw["parallelism"].update(tp=1, pp=1, overlap_dp=1.0)
     raw["model"]["tokens"] = 3e11
-    raw["stragglers"] = {"sigma": 0.0, "episode_rate_per_node_day": 10.0, "episode_hours": 1e5,
-                         "episode_slowdown": 1.5}
+    raw["stragglers"] = {"sigma": 0.0, "episode_rate_per_node_day": 10.0, "episode_hours": 1e5, "episode_slowdown": 1.5}
     raw["failures"] = []
     raw["energy"] = {"pue": 1.0}
     raw["run"]["runs"] = 50

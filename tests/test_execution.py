@@ -54,6 +54,7 @@ def _one_line_error(err: str, *needles: str) -> str:
 
 # --- item 10: dask schedulers that are not there ------------------------------------------------
 
+
 def test_malformed_scheduler_address_is_one_line(tmp_path, capsys):
     scenario = write_toml(_small(runs=10), tmp_path / "s.toml")
     status = main(["run", str(scenario), "-o", str(tmp_path / "o.nc"), "--scheduler", "notanaddress"])
@@ -93,8 +94,13 @@ def test_scheduler_that_is_not_dask_fails_within_the_timeout(peer, tmp_path):
     scenario = write_toml(_small(runs=10), tmp_path / "s.toml")
     env = {**os.environ, "MCSIM_SCHEDULER_TIMEOUT": "2"}
     began = time.monotonic()
-    proc = subprocess.run(MCSIM + ["run", str(scenario), "-o", str(tmp_path / "o.nc"), "--scheduler",
-                                   f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        MCSIM + ["run", str(scenario), "-o", str(tmp_path / "o.nc"), "--scheduler", f"tcp://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     _one_line_error(proc.stderr, "--scheduler", f"127.0.0.1:{port}")
     assert time.monotonic() - began < 90
@@ -106,21 +112,25 @@ def test_real_scheduler_by_address_gives_identical_results():
 
     scenario = scenario_from_dict(_small(runs=40, mode="fast"))
     local = mcsim.simulate(scenario, progress=False)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                      dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
         messages = []
-        remote = mcsim.simulate(scenario, progress=False, scheduler=cluster.scheduler_address, chunk_runs=15,
-                                notify=messages.append)
+        remote = mcsim.simulate(
+            scenario, progress=False, scheduler=cluster.scheduler_address, chunk_runs=15, notify=messages.append
+        )
     assert any("dask scheduler tcp://" in m for m in messages)
     np.testing.assert_array_equal(local["wall_time"].values, remote["wall_time"].values)
 
 
 # --- item 10: Ctrl-C ----------------------------------------------------------------------------
 
+
 def _start_and_interrupt(cmd: list[str], cwd: Path, after_s: float, group: bool) -> tuple[int, str, float]:
     """Start ``cmd``, send SIGINT ``after_s`` after its "running" line; (status, stderr, seconds to exit)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     lines = []
     for line in proc.stderr:
         lines.append(line)
@@ -186,8 +196,10 @@ def test_local_backend_bounds_each_kernel_call_and_stays_bit_identical():
 
 # --- item 11: unbounded work ---------------------------------------------------------------------
 
+
 def test_huge_sweep_refused_before_its_configurations_are_built(monkeypatch):
     import mcsim.scenario.config as scenario_module
+
     built = []
     real = scenario_module._build_config
 
@@ -213,8 +225,13 @@ def test_memory_limit_from_the_command_line(tmp_path, capsys):
     # 2 x 200 runs x some 700 B + 2 x 4 kB: about 300 kB, more than 100 kB
     status = main(["run", str(scenario), "-o", str(tmp_path / "o.nc"), "--max-memory", "100k"])
     assert status == 2
-    _one_line_error(capsys.readouterr().err, "sweep", "2 configurations x 200 runs", "kB of memory",
-                    "limit of 100 kB (--max-memory)")
+    _one_line_error(
+        capsys.readouterr().err,
+        "sweep",
+        "2 configurations x 200 runs",
+        "kB of memory",
+        "limit of 100 kB (--max-memory)",
+    )
     status = main(["run", str(scenario), "-o", str(tmp_path / "o.nc"), "--max-memory", "lots"])
     assert status == 2
     _one_line_error(capsys.readouterr().err, "--max-memory", "'lots'")
@@ -256,8 +273,9 @@ def _absurd(runs: int) -> dict:
 def test_absurd_duration_refused_with_the_estimate(tmp_path):
     # Before: ran for minutes with no progress (and would have run for days).
     scenario = write_toml(_absurd(1000), tmp_path / "absurd.toml")
-    proc = subprocess.run(MCSIM + ["run", str(scenario), "-o", str(tmp_path / "o.nc")], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        MCSIM + ["run", str(scenario), "-o", str(tmp_path / "o.nc")], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2
     _one_line_error(proc.stderr, "absurd.toml: run: estimated", "more than the limit of 24 h", "--max-hours")
     assert not (tmp_path / "o.nc").exists()
@@ -288,8 +306,10 @@ def test_scheduler_probe_works_inside_a_running_event_loop():
 
     from mcsim.engine.backends import probe_scheduler
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp",
-                      dashboard_address=None) as cluster:
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
+
         async def inside() -> int:
             return probe_scheduler(cluster.scheduler_address, 5.0)
 
@@ -324,6 +344,7 @@ def test_workers_capped_at_the_cpu_count(tmp_path, capsys):
 
 
 # --- item 16: interval = "optimize" through tasks, backends and the resume store ---------------
+
 
 class _RecordingBackend(LocalBackend):
     """The local backend, recording the tasks it is given and the runs it reports."""

@@ -56,8 +56,10 @@ def _extreme(small_raw: dict, sigma: float, gpus: int, episodes: bool) -> dict:
     return raw
 
 
-@pytest.mark.parametrize("sigma,gpus,episodes", [(4.0, 1, False), (SIGMA_MAX, 1, False), (4.0, 1, True),
-                                                 (4.0, 8, True), (SIGMA_MAX, 4, True)])
+@pytest.mark.parametrize(
+    "sigma,gpus,episodes",
+    [(4.0, 1, False), (SIGMA_MAX, 1, False), (4.0, 1, True), (4.0, 8, True), (SIGMA_MAX, 4, True)],
+)
 def test_energy_parts_non_negative_and_add_up_at_extreme_sigma(small_raw, sigma, gpus, episodes):
     scenario = scenario_from_dict(_extreme(small_raw, sigma, gpus, episodes), "extreme.toml")
     ds = mcsim.simulate(scenario, progress=False)

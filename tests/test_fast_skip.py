@@ -28,8 +28,16 @@ from mcsim.model.stragglers import factor_law
 
 # 1 s iterations (0.9 s compute, 0.1 s exposed communication) on 64 ranks, sigma 0.05,
 # 20,000 iterations, a checkpoint every 10: 2,000 checkpoints per run.
-BASE = dict(iterations=20_000, compute_time_s=0.9, comm_time_s=0.1, n_ranks=64.0, sigma=0.05,
-            checkpoint_every=10, checkpoint_stall_s=2.0, load_s=30.0)
+BASE = dict(
+    iterations=20_000,
+    compute_time_s=0.9,
+    comm_time_s=0.1,
+    n_ranks=64.0,
+    sigma=0.05,
+    checkpoint_every=10,
+    checkpoint_stall_s=2.0,
+    load_s=30.0,
+)
 
 
 def _gpu(mtbf_s: float, shape: float = 1.0, start: str = "new", recovery_s: float = 60.0) -> tuple:
@@ -47,40 +55,98 @@ SCENARIOS = {
     # ~300 checkpoints between failures, blocking writes.
     "sync_hundreds": (dict(), [_gpu(3000.0)]),
     # async, write (4 s) shorter than the interval (10 s): no waits.
-    "async_light": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5, checkpoint_write_s=4.0),
-                    [_gpu(3000.0)]),
+    "async_light": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5, checkpoint_write_s=4.0), [_gpu(3000.0)]),
     # async, write (25 s) slower than the interval: every checkpoint waits for the previous.
-    "async_slower_than_interval": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5,
-                                        checkpoint_write_s=25.0), [_gpu(3000.0, shape=0.7, start="stationary")]),
+    "async_slower_than_interval": (
+        dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5, checkpoint_write_s=25.0),
+        [_gpu(3000.0, shape=0.7, start="stationary")],
+    ),
     # gockpt-like: write as long as the mean block (sigma 0.3): waits half the time, cycles walked.
-    "async_write_equals_block": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.2,
-                                      checkpoint_write_s=10 * (0.9 * factor_law(64, 0.3).mean + 0.1),
-                                      sigma=0.3), [_gpu(2000.0)]),
+    "async_write_equals_block": (
+        dict(
+            strategy=mc.STRATEGY_ASYNC,
+            checkpoint_stall_s=0.2,
+            checkpoint_write_s=10 * (0.9 * factor_law(64, 0.3).mean + 0.1),
+            sigma=0.3,
+        ),
+        [_gpu(2000.0)],
+    ),
     # in_memory persisting every 8th snapshot regularly; domain failures fall back to storage.
-    "in_memory_regular": (dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.3, replicate_s=1.0,
-                               checkpoint_write_s=30.0, persist_every=8, load_memory_s=2.0),
-                          [_gpu(3000.0), _domain(6000.0)]),
+    "in_memory_regular": (
+        dict(
+            strategy=mc.STRATEGY_IN_MEMORY,
+            checkpoint_stall_s=0.3,
+            replicate_s=1.0,
+            checkpoint_write_s=30.0,
+            persist_every=8,
+            load_memory_s=2.0,
+        ),
+        [_gpu(3000.0), _domain(6000.0)],
+    ),
     # in_memory whose storage write (150 s) outlasts persist_every cycles: persists skipped.
-    "in_memory_slow_storage": (dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.3, replicate_s=1.0,
-                                    checkpoint_write_s=150.0, persist_every=4, load_memory_s=2.0),
-                               [_gpu(2500.0), _domain(5000.0)]),
+    "in_memory_slow_storage": (
+        dict(
+            strategy=mc.STRATEGY_IN_MEMORY,
+            checkpoint_stall_s=0.3,
+            replicate_s=1.0,
+            checkpoint_write_s=150.0,
+            persist_every=4,
+            load_memory_s=2.0,
+        ),
+        [_gpu(2500.0), _domain(5000.0)],
+    ),
     # in_memory whose replica (15 s) is slower than the interval: every snapshot waits.
-    "in_memory_slow_replica": (dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.3, replicate_s=15.0,
-                                    checkpoint_write_s=40.0, persist_every=3, load_memory_s=2.0),
-                               [_gpu(3000.0)]),
+    "in_memory_slow_replica": (
+        dict(
+            strategy=mc.STRATEGY_IN_MEMORY,
+            checkpoint_stall_s=0.3,
+            replicate_s=15.0,
+            checkpoint_write_s=40.0,
+            persist_every=3,
+            load_memory_s=2.0,
+        ),
+        [_gpu(3000.0)],
+    ),
     # Slow-node episodes cut stretches; job factor redrawn at restarts.
-    "sync_episodes_job": (dict(episode_rate_per_s=1 / 1500.0, episode_mean_s=400.0, episode_slowdown=1.5,
-                               job_sigma=0.1), [_gpu(4000.0)]),
+    "sync_episodes_job": (
+        dict(episode_rate_per_s=1 / 1500.0, episode_mean_s=400.0, episode_slowdown=1.5, job_sigma=0.1),
+        [_gpu(4000.0)],
+    ),
     # async with spares, a wear-out class and censoring at the wall-clock limit.
-    "async_spares_censored": (dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.5, checkpoint_write_s=6.0,
-                                   spare_nodes=1, max_wall_s=21_000.0, job_sigma=0.05),
-                              [_gpu(2500.0), _gpu(8000.0, shape=3.0, start="stationary")]),
+    "async_spares_censored": (
+        dict(
+            strategy=mc.STRATEGY_ASYNC,
+            checkpoint_stall_s=0.5,
+            checkpoint_write_s=6.0,
+            spare_nodes=1,
+            max_wall_s=21_000.0,
+            job_sigma=0.05,
+        ),
+        [_gpu(2500.0), _gpu(8000.0, shape=3.0, start="stationary")],
+    ),
 }
 
-COLUMNS = ("wall_s", "failures", "lost_s", "checkpoint_s", "recovery_s", "straggler_s", "completed",
-           "iterations_done", "busy_s", "checkpoints", "straggler_transient_s", "straggler_persistent_s",
-           "memory_recoveries", "spare_wait_s", "episode_phase_s", "storage_writes", "storage_loads",
-           "memory_loads", "executed_iterations")
+COLUMNS = (
+    "wall_s",
+    "failures",
+    "lost_s",
+    "checkpoint_s",
+    "recovery_s",
+    "straggler_s",
+    "completed",
+    "iterations_done",
+    "busy_s",
+    "checkpoints",
+    "straggler_transient_s",
+    "straggler_persistent_s",
+    "memory_recoveries",
+    "spare_wait_s",
+    "episode_phase_s",
+    "storage_writes",
+    "storage_loads",
+    "memory_loads",
+    "executed_iterations",
+)
 RUNS = 1000
 
 
@@ -88,9 +154,15 @@ def _params(overrides: dict, fast: bool) -> mc.RunParams:
     values = dict(BASE, **overrides)
     law = factor_law(values["n_ranks"], values["sigma"])
     episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
-    values.update(fast=fast, fast_min_block=law.fast_min_block(), factor_mean=law.mean, factor_std=law.std,
-                  fast_min_block_episode=episode.fast_min_block(), factor_mean_episode=episode.mean,
-                  factor_std_episode=episode.std)
+    values.update(
+        fast=fast,
+        fast_min_block=law.fast_min_block(),
+        factor_mean=law.mean,
+        factor_std=law.std,
+        fast_min_block_episode=episode.fast_min_block(),
+        factor_mean_episode=episode.mean,
+        factor_std_episode=episode.std,
+    )
     return kernel_params(**values)
 
 
@@ -108,10 +180,10 @@ def test_columns_are_the_kernels():
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_fast_and_exact_agree_in_distribution(name):
     exact = _run(name, fast=False, seed=11)
-    fast = _run(name, fast=True, seed=12)   # independent seeds: a two-sample comparison
-    assert exact[:, mc.OUT_FAILURES].mean() > 2          # failures happen
+    fast = _run(name, fast=True, seed=12)  # independent seeds: a two-sample comparison
+    assert exact[:, mc.OUT_FAILURES].mean() > 2  # failures happen
     bad = []
-    rounding = 1e-9 * exact[:, mc.OUT_WALL_S].mean()   # sums of seconds agree to this at best
+    rounding = 1e-9 * exact[:, mc.OUT_WALL_S].mean()  # sums of seconds agree to this at best
     for col, column in enumerate(COLUMNS):
         # Sums of many stalls differ in their last digits between the modes (added one by one or
         # as n * stall); on the grid `rounding` they are the same atoms of the distribution.

@@ -34,8 +34,9 @@ from mcsim.scenario.schema import ScenarioError
 Z95 = float(stats.norm.ppf(0.975))
 
 
-def censored_sample(shape: float, scale: float, units: int, censored_fraction: float,
-                    seed: int) -> tuple[np.ndarray, np.ndarray, float]:
+def censored_sample(
+    shape: float, scale: float, units: int, censored_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Weibull lifetimes with administrative censoring at a fixed horizon.
 
     The horizon is the true quantile of order ``1 - censored_fraction``, so that
@@ -43,7 +44,7 @@ def censored_sample(shape: float, scale: float, units: int, censored_fraction: f
     """
     rng = np.random.default_rng(seed)
     lifetimes = scale * rng.weibull(shape, units)
-    horizon = scale * (-math.log(censored_fraction)) ** (1.0 / shape)   # S(horizon) = censored_fraction
+    horizon = scale * (-math.log(censored_fraction)) ** (1.0 / shape)  # S(horizon) = censored_fraction
     return np.minimum(lifetimes, horizon), lifetimes <= horizon, horizon
 
 
@@ -59,13 +60,14 @@ def write_log(path: Path, rows: list[tuple], header: str = "unit,start_hours,end
 
 # ---------------------------------------------------------------- recovery of known laws
 
+
 @pytest.mark.parametrize("shape", [0.7, 2.0])
 def test_recovers_known_shape_and_scale(shape):
     scale = 1000.0
     durations, failed, _ = censored_sample(shape, scale, units=2000, censored_fraction=0.45, seed=11)
-    assert 0.3 <= 1 - failed.mean() <= 0.6                       # 30-60 % censored, as intended
+    assert 0.3 <= 1 - failed.mean() <= 0.6  # 30-60 % censored, as intended
     fit = fit_weibull(durations, failed)
-    true_mtbf = scale * math.gamma(1 + 1 / shape)                # Weibull mean λ Γ(1 + 1/k)
+    true_mtbf = scale * math.gamma(1 + 1 / shape)  # Weibull mean λ Γ(1 + 1/k)
     assert fit.shape_low < shape < fit.shape_high
     assert fit.mtbf_low < true_mtbf < fit.mtbf_high
     # Tolerances from the fit's own standard errors (log scale): within 3 se.
@@ -107,8 +109,10 @@ def test_exponential_data_match_the_closed_form():
     assert fit.shape_low < 1.0 < fit.shape_high
     # The exponential model is nested (k = 1): its log-likelihood, computed with scipy,
     # is at most the Weibull maximum, and the likelihood ratio is not significant.
-    exp_ll = (stats.expon.logpdf(durations[failed], scale=closed_form).sum()
-              + stats.expon.logsf(durations[~failed], scale=closed_form).sum())
+    exp_ll = (
+        stats.expon.logpdf(durations[failed], scale=closed_form).sum()
+        + stats.expon.logsf(durations[~failed], scale=closed_form).sum()
+    )
     assert exp_ll <= fit.log_likelihood + 1e-9
     assert 2 * (fit.log_likelihood - exp_ll) < stats.chi2.ppf(0.999, df=1)
 
@@ -124,7 +128,7 @@ def test_uncensored_fit_solves_the_weibull_mle_equation():
     # The profile score equation of k for complete samples (e.g. Lawless §5.2):
     # Σ t^k log t / Σ t^k − 1/k − mean(log t) = 0, and λ^k = mean(t^k).
     k, log_t = fit.shape, np.log(durations)
-    tk = durations ** k
+    tk = durations**k
     assert (tk * log_t).sum() / tk.sum() - 1 / k - log_t.mean() == pytest.approx(0.0, abs=1e-8)
     assert fit.scale_hours == pytest.approx(tk.mean() ** (1 / k), rel=1e-8)
     # log_likelihood is in hours: the same as scipy's density summed at the estimate.
@@ -144,10 +148,13 @@ def test_mtbf_interval_is_the_delta_method_on_log_mtbf():
     assert wider.shape_low < fit.shape_low and wider.mtbf_high > fit.mtbf_high
 
 
-@pytest.mark.parametrize("durations,failed", [
-    ([5.0, 5.0, 5.0], [1, 1, 1]),    # identical failure times: k → ∞
-    ([5.0], [1]),                     # one failure, nothing else
-])
+@pytest.mark.parametrize(
+    "durations,failed",
+    [
+        ([5.0, 5.0, 5.0], [1, 1, 1]),  # identical failure times: k → ∞
+        ([5.0], [1]),  # one failure, nothing else
+    ],
+)
 def test_degenerate_data_raise(durations, failed):
     with pytest.raises(ValueError, match="no finite maximum"):
         fit_weibull(np.array(durations), np.array(failed, bool))
@@ -155,19 +162,22 @@ def test_degenerate_data_raise(durations, failed):
 
 # ---------------------------------------------------------------- the log reader
 
+
 def test_reader_accepts_comments_blank_lines_and_flag_spellings(tmp_path):
     path = tmp_path / "log.csv"
-    path.write_text("# GPU fleet, export of 2024-05\n\n"
-                    "unit,start_hours,end_hours,failed\n"
-                    "gpu-1,0,100.5,1\n"
-                    "  # a comment inside\n"
-                    "gpu-1, 100.5 , 400 ,0\n"
-                    "\"rack 3, node 2\",10,20,TRUE\n"
-                    "gpu-2,1e2,2.5e2,False\n")
+    path.write_text(
+        "# GPU fleet, export of 2024-05\n\n"
+        "unit,start_hours,end_hours,failed\n"
+        "gpu-1,0,100.5,1\n"
+        "  # a comment inside\n"
+        "gpu-1, 100.5 , 400 ,0\n"
+        '"rack 3, node 2",10,20,TRUE\n'
+        "gpu-2,1e2,2.5e2,False\n"
+    )
     durations, failed, entry = read_failure_log(path)
     np.testing.assert_allclose(durations, [100.5, 299.5, 10.0, 150.0])
     assert failed.tolist() == [True, False, True, False]
-    assert entry.tolist() == [0.0] * 4                                  # no entry_hours column: from new
+    assert entry.tolist() == [0.0] * 4  # no entry_hours column: from new
 
 
 # (file name, content or None for a missing file, key expected in the error line)
@@ -188,15 +198,23 @@ BAD_LOGS = [
     ("no_failures.csv", "unit,start_hours,end_hours,failed\ngpu,0,5,0\ngpu,0,9,false\n", "failed"),
     ("same_failure_times.csv", "unit,start_hours,end_hours,failed\na,0,5,1\nb,0,5,1\nc,10,15,1\n", "fit"),
     # overflow and underflow (issue 11, item 10)
-    ("overflowing_lifetime.csv", "unit,start_hours,end_hours,failed\na,-1e308,1e308,1\nb,0,5,1\n",
-     "line 2: end_hours - start_hours"),
-    ("overflowing_age.csv", "unit,start_hours,end_hours,failed,entry_hours\na,0,1e308,1,1e308\nb,0,5,1,0\n",
-     "line 2"),
-    ("huge_lifetimes.csv", "unit,start_hours,end_hours,failed\na,0,1e308,1\nb,0,1.7e308,1\nc,0,5e307,0\n"
-                           "d,0,3e300,1\n", "fit: the fitted scale or MTBF"),
+    (
+        "overflowing_lifetime.csv",
+        "unit,start_hours,end_hours,failed\na,-1e308,1e308,1\nb,0,5,1\n",
+        "line 2: end_hours - start_hours",
+    ),
+    ("overflowing_age.csv", "unit,start_hours,end_hours,failed,entry_hours\na,0,1e308,1,1e308\nb,0,5,1,0\n", "line 2"),
+    (
+        "huge_lifetimes.csv",
+        "unit,start_hours,end_hours,failed\na,0,1e308,1\nb,0,1.7e308,1\nc,0,5e307,0\nd,0,3e300,1\n",
+        "fit: the fitted scale or MTBF",
+    ),
     ("too_wide_a_range.csv", "unit,start_hours,end_hours,failed\na,0,1e-320,1\nb,0,1e300,1\nc,0,1,1\n", "fit"),
-    ("tiny_and_huge_mtbf.csv", "unit,start_hours,end_hours,failed\na,0,1e12,1\nb,0,3e12,1\nc,0,2e12,0\n"
-                               "d,0,5e11,1\n", "mtbf_hours"),
+    (
+        "tiny_and_huge_mtbf.csv",
+        "unit,start_hours,end_hours,failed\na,0,1e12,1\nb,0,3e12,1\nc,0,2e12,0\nd,0,5e11,1\n",
+        "mtbf_hours",
+    ),
     ("single_failure.csv", "unit,start_hours,end_hours,failed\na,0,5,1\n", "fit"),
     ("all_zero.csv", "unit,start_hours,end_hours,failed\na,0,0,1\nb,0,0,0\n", "line 2"),
     ("negative_duration.csv", "unit,start_hours,end_hours,failed\na,5,-5,1\n", "line 2"),
@@ -223,8 +241,8 @@ def test_bad_log_exit_2_one_line_no_output(name, content, key, tmp_path, capsys)
     assert len(lines) == 1, captured.err
     assert lines[0].startswith("mcsim: error: ") and str(path) in lines[0] and key in lines[0], lines[0]
     assert "Traceback" not in captured.err and captured.out == ""
-    assert not out.exists() and not out.parent.exists()       # no output, no temporary file
-    with pytest.raises((ScenarioError, ValueError)):            # the library raises too
+    assert not out.exists() and not out.parent.exists()  # no output, no temporary file
+    with pytest.raises((ScenarioError, ValueError)):  # the library raises too
         fit = fit_weibull(*read_failure_log(path))
         failures_table_toml(fit, "x")
 
@@ -240,14 +258,19 @@ def test_fitted_shape_outside_the_schema_is_an_error(tmp_path, capsys):
     assert not (tmp_path / "t.toml").exists()
 
 
-@pytest.mark.parametrize("args,key", [
-    (["--name", "bad name"], "--name"),
-    (["--recovery-minutes", "-3"], "--recovery-minutes"),
-    (["--confidence", "1.5"], "--confidence"),
-])
+@pytest.mark.parametrize(
+    "args,key",
+    [
+        (["--name", "bad name"], "--name"),
+        (["--recovery-minutes", "-3"], "--recovery-minutes"),
+        (["--confidence", "1.5"], "--confidence"),
+    ],
+)
 def test_bad_options_exit_2(args, key, tmp_path, capsys):
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
+    path = write_log(
+        tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))]
+    )
     status = main(["fit-failures", str(path), "-o", str(tmp_path / "t.toml"), *args])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and key in err
@@ -257,25 +280,30 @@ def test_bad_options_exit_2(args, key, tmp_path, capsys):
 def test_subprocess_bad_log_has_no_traceback(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("unit,start_hours,end_hours,failed\ngpu,0,x,1\n")
-    proc = subprocess.run([sys.executable, "-m", "mcsim", "fit-failures", str(path)],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcsim", "fit-failures", str(path)], capture_output=True, text=True, cwd=tmp_path
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------- output table
 
+
 def test_output_table_parses_and_validates_in_a_scenario(tmp_path, capsys):
     durations, failed, _ = censored_sample(0.7, 3000.0, units=1000, censored_fraction=0.5, seed=8)
-    rows = [(f"node-{i}", 24.0, 24.0 + t, "true" if f else "false") for i, (t, f) in enumerate(zip(durations, failed, strict=False))]
+    rows = [
+        (f"node-{i}", 24.0, 24.0 + t, "true" if f else "false")
+        for i, (t, f) in enumerate(zip(durations, failed, strict=False))
+    ]
     path = write_log(tmp_path / "node log.csv", rows)
     out = tmp_path / "tables" / "fitted.toml"
     assert main(["fit-failures", str(path), "--scope", "node", "--recovery-minutes", "12.5", "-o", str(out)]) == 0
     stdout = capsys.readouterr().out
     assert "shape k" in stdout and "MTBF [h]" in stdout and "[[failures]]" in stdout and f"wrote {out}" in stdout
-    assert sorted(p.name for p in out.parent.iterdir()) == ["fitted.toml"]     # no temporary file left
+    assert sorted(p.name for p in out.parent.iterdir()) == ["fitted.toml"]  # no temporary file left
     table = tomllib.loads(out.read_text())["failures"][0]
     fit = fit_weibull(*read_failure_log(path))
-    assert table["name"] == "node_log"                               # default: the sanitised file name
+    assert table["name"] == "node_log"  # default: the sanitised file name
     assert table["scope"] == "node" and table["recovery_minutes"] == 12.5
     assert table["shape"] == pytest.approx(fit.shape, rel=1e-3)
     assert table["mtbf_hours"] == pytest.approx(fit.mtbf_hours, rel=1e-3)
@@ -297,6 +325,7 @@ def test_failures_table_toml_rejects_what_a_scenario_rejects():
 
 
 # ---------------------------------------------------------------- how the simulator uses the shape (item 9)
+
 
 def simulated_renewals(t: float, shape: float, paths: int, seed: int) -> tuple[float, float]:
     """Mean and standard error of the number of renewals by time t of Weibull(shape, λ = 1) units new at 0."""
@@ -332,8 +361,8 @@ def test_renewal_function_closed_forms():
     # <= t each are <= t), so F <= M <= F + F²/(1 − F): the first-failure part
     # F(t) = 1 − exp(−(t/λ)^k) ≈ (t/λ)^k.
     for shape, t in ((0.7, 1e-4), (0.3, 1e-8), (2.0, 1e-3), (0.5, 1e-2)):
-        first = -math.expm1(-t ** shape)
-        assert first * (1 - 1e-6) <= renewal_function(t, shape) <= first + first ** 2 / (1 - first)
+        first = -math.expm1(-(t**shape))
+        assert first * (1 - 1e-6) <= renewal_function(t, shape) <= first + first**2 / (1 - first)
     # Far out: M(t) − t/μ tends to (cv² − 1)/2 (key renewal theorem); k = 2: μ = Γ(1.5).
     mu, cv2 = math.gamma(1.5), math.gamma(2.0) / math.gamma(1.5) ** 2 - 1
     assert renewal_function(400.0, 2.0) - 400.0 / mu == pytest.approx((cv2 - 1) / 2, abs=1e-3)
@@ -348,8 +377,8 @@ def test_failure_ratio_of_the_issue_example():
     for job_hours in (24.0, 720.0):
         first_failure = (job_hours / scale) ** shape * mtbf / job_hours
         assert failure_ratio(shape, mtbf, job_hours) == pytest.approx(first_failure, rel=0.01)
-    assert failure_ratio(shape, mtbf, 720.0) > 3      # several times the exponential count
-    assert failure_ratio(2.0, mtbf, 720.0) < 0.05      # wear-out: new units hardly fail
+    assert failure_ratio(shape, mtbf, 720.0) > 3  # several times the exponential count
+    assert failure_ratio(2.0, mtbf, 720.0) < 0.05  # wear-out: new units hardly fail
     assert failure_ratio(1.0, mtbf, 720.0) == pytest.approx(1.0, rel=1e-6)
 
 
@@ -363,8 +392,16 @@ def test_ratio_matches_the_simulator():
     from mcsim.scenario.config import scenario_from_dict
 
     raw = copy.deepcopy(SMALL_SCENARIO)
-    raw["failures"] = [{"name": "gpu", "scope": "gpu", "shape": 0.7, "mtbf_hours": 2000.0,
-                        "recovery_minutes": 0.0, "initial_age": "new"}]
+    raw["failures"] = [
+        {
+            "name": "gpu",
+            "scope": "gpu",
+            "shape": 0.7,
+            "mtbf_hours": 2000.0,
+            "recovery_minutes": 0.0,
+            "initial_age": "new",
+        }
+    ]
     raw["checkpoint"] = {"strategy": "sync", "interval": {"iterations": 1}}
     raw["run"] = {"runs": 1000, "seed": 3, "mode": "fast", "max_wall_days": 365.0}
     ds = simulate(scenario_from_dict(raw, source="test"), progress=False)
@@ -376,7 +413,7 @@ def test_ratio_matches_the_simulator():
     se = failures.std() / math.sqrt(failures.size)
     assert abs(failures.mean() - expected) < 4 * se, (failures.mean(), expected, se)
     exponential = 64 * wall.mean() / 2000.0
-    assert failures.mean() > exponential + 4 * se                  # k < 1 and new units: more failures
+    assert failures.mean() > exponential + 4 * se  # k < 1 and new units: more failures
     assert expected / exponential == pytest.approx(failure_ratio(0.7, 2000.0, wall.mean()), rel=1e-12)
     # The default start (stationary, the table's first claim): 64 W / MTBF whatever the shape.
     raw["failures"][0]["initial_age"] = "stationary"
@@ -393,20 +430,20 @@ def test_table_says_how_the_shape_is_used():
     text = failures_table_toml(fit, "gpu")
     table = tomllib.loads(text)["failures"][0]
     assert 'initial_age = "stationary"' in text and "N * T / MTBF failures" in text
-    ratio = failure_ratio(table["shape"], table["mtbf_hours"], 720.0)   # from the values the scenario gets
+    ratio = failure_ratio(table["shape"], table["mtbf_hours"], 720.0)  # from the values the scenario gets
     assert ratio > 1.5
     assert 'With initial_age = "new"' in text
     assert f"a 30-day job on any number of units sees about {ratio:.3g} times the failures" in text
     assert all(line.startswith("#") for line in text.split("[[failures]]")[0].splitlines())
     exponential = fit_weibull(*censored_sample(1.0, 500.0, units=500, censored_fraction=0.3, seed=6)[:2])
     exponential_text = failures_table_toml(exponential, "gpu")
-    assert "initial_age = \"stationary\"" in exponential_text
+    assert 'initial_age = "stationary"' in exponential_text
 
 
 # ---------------------------------------------------------------- left truncation (item 23)
 
-def truncated_sample(shape: float, scale: float, units: int, seed: int, max_age: float,
-                     window: float) -> FailureLog:
+
+def truncated_sample(shape: float, scale: float, units: int, seed: int, max_age: float, window: float) -> FailureLog:
     """Units already in service when a window of ``window`` hours opens.
 
     Ages at the window's start are uniform on [0, max_age]; each unit's lifetime is
@@ -459,8 +496,7 @@ def test_truncated_likelihood_is_the_conditional_density():
 
     def log_lik(k, lam):
         law = stats.weibull_min(k, scale=lam)
-        return (law.logpdf(ages[log.failed]).sum() + law.logsf(ages[~log.failed]).sum()
-                - law.logsf(log.entry_h).sum())
+        return law.logpdf(ages[log.failed]).sum() + law.logsf(ages[~log.failed]).sum() - law.logsf(log.entry_h).sum()
 
     assert fit.log_likelihood == pytest.approx(log_lik(fit.shape, fit.scale_hours), rel=1e-10)
     for dk, dl in ((1.01, 1), (0.99, 1), (1, 1.01), (1, 0.99)):
@@ -481,6 +517,7 @@ def test_cli_reads_the_entry_column(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- probability plot (item 23)
+
 
 def test_product_limit_by_hand():
     # (entry, age, failed); risk sets by hand: u = 2: 4 at risk (the unit entering at 4
@@ -503,13 +540,16 @@ def test_product_limit_without_censoring_is_the_empirical_survival():
 def test_plot_writes_a_probability_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     log = truncated_sample(0.7, 1000.0, 300, 1, max_age=500.0, window=1000.0)
-    path = write_log(tmp_path / "log.csv", [(f"u{i}", 0, d, int(f), e) for i, (d, f, e) in enumerate(zip(*log, strict=False))],
-                     header="unit,start_hours,end_hours,failed,entry_hours")
+    path = write_log(
+        tmp_path / "log.csv",
+        [(f"u{i}", 0, d, int(f), e) for i, (d, f, e) in enumerate(zip(*log, strict=False))],
+        header="unit,start_hours,end_hours,failed,entry_hours",
+    )
     figure = tmp_path / "figs" / "weibull.png"
     assert main(["fit-failures", str(path), "--plot", str(figure)]) == 0
     assert f"wrote {figure}" in capsys.readouterr().out
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in figure.parent.iterdir()) == ["weibull.png"]   # no temporary file left
+    assert sorted(p.name for p in figure.parent.iterdir()) == ["weibull.png"]  # no temporary file left
     # With one unit observed from new (s0 = 0), the fitted line is k (log t − log λ):
     # a straight line of slope k through (λ, 0) on these axes.
     entry = log.entry_h.copy()
@@ -523,10 +563,12 @@ def test_plot_writes_a_probability_plot(tmp_path, capsys):
 
 
 def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib", None)          # import matplotlib raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
+    path = write_log(
+        tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))]
+    )
     status = main(["fit-failures", str(path), "--plot", str(tmp_path / "f.png"), "-o", str(tmp_path / "t.toml")])
     captured = capsys.readouterr()
     assert status == 2 and captured.err.count("\n") == 1 and "matplotlib" in captured.err, captured.err
@@ -536,39 +578,51 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
 
 # ---------------------------------------------------------------- options and outputs (item 10, 18)
 
-@pytest.mark.parametrize("args,key", [
-    (["--scope", "rack"], "--scope"),
-    (["--scope", ""], "--scope"),
-    (["--recovery-minutes", "nan"], "--recovery-minutes"),
-    (["--recovery-minutes", "inf"], "--recovery-minutes"),
-    (["--recovery-minutes", "1e400"], "--recovery-minutes"),
-    (["--recovery-minutes", "ten"], "--recovery-minutes"),
-    (["--recovery-minutes", "2e6"], "--recovery-minutes"),
-    (["--confidence", "nan"], "--confidence"),
-    (["-o", "LOG"], "-o"),                    # the log itself
-    (["-o", "./LOG"], "-o"),
-    (["--plot", "LOG"], "--plot"),
-    (["-o", "LINK"], "-o"),                   # a link to the log
-    (["-o", ""], "-o"),
-    (["-o", "FIFO"], "-o"),                   # not a regular file (a FIFO here, never a real device)
-    (["-o", "DIR"], "-o"),
-    (["-o", "same.png", "--plot", "same.png"], "--plot"),
-    (["--plot", "LOG/fig.png"], "--plot"),    # a folder that is a file: cannot be written
-    (["-o", "a" * 300 + ".toml"], "File name too long"),
-    (["--plot", "a" * 300 + ".png"], "File name too long"),
-])
+
+@pytest.mark.parametrize(
+    "args,key",
+    [
+        (["--scope", "rack"], "--scope"),
+        (["--scope", ""], "--scope"),
+        (["--recovery-minutes", "nan"], "--recovery-minutes"),
+        (["--recovery-minutes", "inf"], "--recovery-minutes"),
+        (["--recovery-minutes", "1e400"], "--recovery-minutes"),
+        (["--recovery-minutes", "ten"], "--recovery-minutes"),
+        (["--recovery-minutes", "2e6"], "--recovery-minutes"),
+        (["--confidence", "nan"], "--confidence"),
+        (["-o", "LOG"], "-o"),  # the log itself
+        (["-o", "./LOG"], "-o"),
+        (["--plot", "LOG"], "--plot"),
+        (["-o", "LINK"], "-o"),  # a link to the log
+        (["-o", ""], "-o"),
+        (["-o", "FIFO"], "-o"),  # not a regular file (a FIFO here, never a real device)
+        (["-o", "DIR"], "-o"),
+        (["-o", "same.png", "--plot", "same.png"], "--plot"),
+        (["--plot", "LOG/fig.png"], "--plot"),  # a folder that is a file: cannot be written
+        (["-o", "a" * 300 + ".toml"], "File name too long"),
+        (["--plot", "a" * 300 + ".png"], "File name too long"),
+    ],
+)
 def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "log.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
+    path = write_log(
+        tmp_path / "log.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))]
+    )
     (tmp_path / "link.csv").symlink_to(path)
     os.mkfifo(tmp_path / "fifo")
     before = path.read_bytes()
-    names = {"LOG": "log.csv", "./LOG": "./log.csv", "LINK": "link.csv", "DIR": str(tmp_path), "FIFO": "fifo",
-             "LOG/fig.png": "log.csv/fig.png"}
+    names = {
+        "LOG": "log.csv",
+        "./LOG": "./log.csv",
+        "LINK": "link.csv",
+        "DIR": str(tmp_path),
+        "FIFO": "fifo",
+        "LOG/fig.png": "log.csv/fig.png",
+    }
     try:
         status = main(["fit-failures", "log.csv", *(names.get(a, a) for a in args)])
-    except SystemExit as exit_:                   # argparse's own errors (choices, types)
+    except SystemExit as exit_:  # argparse's own errors (choices, types)
         status = exit_.code
     captured = capsys.readouterr()
     assert status == 2 and captured.err.count("\n") == 1 and key in captured.err, captured.err
@@ -578,10 +632,13 @@ def test_bad_option_values_exit_2_and_leave_the_log(args, key, tmp_path, capsys,
     assert (tmp_path / "fifo").is_fifo()
 
 
-@pytest.mark.parametrize("make,key", [
-    (lambda p: p.write_text("unit,start_hours,end_hours,failed\n" + "9" * (2 << 20) + ",0,1,1\n"), "line 2"),
-    (lambda p: os.mkfifo(p), "not a regular file"),
-])
+@pytest.mark.parametrize(
+    "make,key",
+    [
+        (lambda p: p.write_text("unit,start_hours,end_hours,failed\n" + "9" * (2 << 20) + ",0,1,1\n"), "line 2"),
+        (lambda p: os.mkfifo(p), "not a regular file"),
+    ],
+)
 def test_unbounded_inputs_are_refused(make, key, tmp_path, capsys):
     # A 2 MiB line, a FIFO (which would block, like /dev/zero would fill memory).
     path = tmp_path / "log.csv"
@@ -607,10 +664,14 @@ def test_a_failed_write_leaves_no_output(failing, tmp_path, capsys, monkeypatch)
 
     monkeypatch.setattr(os, "replace", replace)
     durations, failed, _ = censored_sample(1.0, 100.0, units=50, censored_fraction=0.3, seed=1)
-    path = write_log(tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
+    path = write_log(
+        tmp_path / "ok.csv", [(f"u{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))]
+    )
     status = main(["fit-failures", str(path), "--plot", str(tmp_path / "f.png"), "-o", str(tmp_path / "t.toml")])
     err = capsys.readouterr().err
-    assert status == 1 and err.count("\n") == 1 and "No space left" in err, err  # 1: the machine refused the bytes (docs/model.md §6b)
+    assert status == 1 and err.count("\n") == 1 and "No space left" in err, (
+        err
+    )  # 1: the machine refused the bytes (docs/model.md §6b)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.csv"]
 
 
@@ -632,20 +693,33 @@ EXTREME = st.one_of(
     st.sampled_from([0.0, -0.0, 5e-324, 1e-308, 1e-300, 1e300, 1e308, 1.7976931348623157e308, -1e308]),
     st.floats(min_value=1e-3, max_value=1e6),
 )
-TEXT_NUMBER = st.one_of(EXTREME.map(repr), st.sampled_from(["nan", "inf", "-inf", "1e999", "-1e999", "1e-999",
-                                                             "0x10", "1_000", "", " ", "NaN", "Infinity", "١"]))
-POSITIVE = st.one_of(st.floats(min_value=5e-324, max_value=1.7976931348623157e308),
-                     st.sampled_from([5e-324, 1e-300, 1e300, 1e308]), st.floats(min_value=1e-3, max_value=1e6))
+TEXT_NUMBER = st.one_of(
+    EXTREME.map(repr),
+    st.sampled_from(
+        ["nan", "inf", "-inf", "1e999", "-1e999", "1e-999", "0x10", "1_000", "", " ", "NaN", "Infinity", "١"]
+    ),
+)
+POSITIVE = st.one_of(
+    st.floats(min_value=5e-324, max_value=1.7976931348623157e308),
+    st.sampled_from([5e-324, 1e-300, 1e300, 1e308]),
+    st.floats(min_value=1e-3, max_value=1e6),
+)
 ROW = st.one_of(
     st.tuples(TEXT_NUMBER, TEXT_NUMBER, st.sampled_from(["0", "1", "true", "FALSE", "2", ""]), TEXT_NUMBER),
     # well-formed rows with extreme lifetimes and entry ages, so that the fit runs on them
-    st.tuples(st.just("0"), POSITIVE.map(repr), st.sampled_from(["0", "1"]),
-              st.one_of(st.just("0"), POSITIVE.map(repr))),
+    st.tuples(
+        st.just("0"), POSITIVE.map(repr), st.sampled_from(["0", "1"]), st.one_of(st.just("0"), POSITIVE.map(repr))
+    ),
 )
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(rows=st.lists(ROW, min_size=1, max_size=8), entry=st.booleans())
 def test_fuzz_reader_fit_and_table_raise_only_user_errors(rows, entry, tmp_path):
     # Any log of extreme or malformed numbers: the reader, the fit and the table either
@@ -683,14 +757,22 @@ def test_fuzz_fit_with_extreme_floats(durations, data):
         failure_ratio(min(max(fit.shape, 0.05), 20.0), min(max(fit.mtbf_hours, 1e-300), 1e9), 720.0)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(rows=st.lists(ROW, min_size=1, max_size=6), entry=st.booleans())
 def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, entry, tmp_path, capsys):
     path = tmp_path / "fuzz.csv"
-    path.write_text("unit,start_hours,end_hours,failed" + (",entry_hours" if entry else "") + "\n"
-                    + "".join(f"u{i},{s},{e},{f}" + (f",{a}" if entry else "") + "\n"
-                              for i, (s, e, f, a) in enumerate(rows)))
+    path.write_text(
+        "unit,start_hours,end_hours,failed"
+        + (",entry_hours" if entry else "")
+        + "\n"
+        + "".join(f"u{i},{s},{e},{f}" + (f",{a}" if entry else "") + "\n" for i, (s, e, f, a) in enumerate(rows))
+    )
     out = tmp_path / "out.toml"
     out.unlink(missing_ok=True)
     status = main(["fit-failures", str(path), "-o", str(out)])
@@ -703,6 +785,7 @@ def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, entry, tmp_path, capsys):
 
 # ---------------------------------------------------------------- fit-failures --uncertain (issue 13, item 6)
 
+
 def _log_mtbf_shape(theta: np.ndarray) -> np.ndarray:
     """(log MTBF, log k) of (log k, log λ): MTBF = λ Γ(1 + 1/k), the Weibull mean."""
     log_k, log_lam = theta
@@ -714,15 +797,18 @@ def _fit_prior(fit) -> tuple[np.ndarray, np.ndarray]:
     central differences (independent of mcsim/priors.py's closed-form digamma Jacobian)."""
     theta = np.array([math.log(fit.shape), math.log(fit.scale_hours)])
     h = 1e-6
-    jac = np.column_stack([(_log_mtbf_shape(theta + h * e) - _log_mtbf_shape(theta - h * e)) / (2 * h)
-                           for e in np.eye(2)])
+    jac = np.column_stack(
+        [(_log_mtbf_shape(theta + h * e) - _log_mtbf_shape(theta - h * e)) / (2 * h) for e in np.eye(2)]
+    )
     return _log_mtbf_shape(theta), jac @ np.array(fit.covariance) @ jac.T
 
 
 def _uncertain_log(tmp_path: Path) -> Path:
     # Known law: k = 0.7, λ = 1500 h (MTBF = λ Γ(1 + 1/0.7) = 1898 h), 600 GPUs, 40 % censored.
     durations, failed, _ = censored_sample(0.7, 1500.0, units=600, censored_fraction=0.4, seed=21)
-    return write_log(tmp_path / "gpu.csv", [(f"g{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))])
+    return write_log(
+        tmp_path / "gpu.csv", [(f"g{i}", 0, t, int(f)) for i, (t, f) in enumerate(zip(durations, failed, strict=False))]
+    )
 
 
 def test_uncertain_entries_carry_the_fits_joint_uncertainty(tmp_path, capsys):
@@ -743,7 +829,7 @@ def test_uncertain_entries_carry_the_fits_joint_uncertainty(tmp_path, capsys):
     raw["uncertain"] = tables["uncertain"]
     n = 4096
     raw["run"].update(runs=1, draws=n)
-    scenario = scenario_from_dict(raw, source=str(out))          # the written entries parse
+    scenario = scenario_from_dict(raw, source=str(out))  # the written entries parse
     assert [e.key for e in scenario.uncertain] == ["failures.gpu.mtbf_hours", "failures.gpu.shape"]
     logs = np.log(draw_values(scenario.uncertain, n, "sobol", 7))
     mean, cov = _fit_prior(fit)

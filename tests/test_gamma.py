@@ -18,7 +18,7 @@ from scipy import special
 from mcsim.kernels import gamma
 
 RTOL = 1e-12
-SHAPES_A = 1.0 / np.geomspace(0.05, 20.0, 25)     # a = 1/k for the schema's k range
+SHAPES_A = 1.0 / np.geomspace(0.05, 20.0, 25)  # a = 1/k for the schema's k range
 
 
 @pytest.mark.parametrize("a", SHAPES_A, ids=lambda a: f"a={a:.4g}")
@@ -27,7 +27,7 @@ def test_gammaincc_matches_scipy(a):
     worst = 0.0
     for x in xs:
         ref = special.gammaincc(a, x)
-        if ref < 1e-300:   # SciPy's value is subnormal or 0 there
+        if ref < 1e-300:  # SciPy's value is subnormal or 0 there
             continue
         worst = max(worst, abs(gamma.gammaincc(a, x) / ref - 1.0))
     assert worst < RTOL
@@ -50,7 +50,7 @@ def test_log_inverse_near_q_one_uses_p(a):
     # h = -log Q tiny: x solves P(a, x) = -expm1(-h) (SciPy's gammaincinv on P, no 1 - Q formed).
     for h in (1e-300, 1e-100, 1e-20, 1e-8, 0.01, 0.3, 0.69):
         ref = special.gammaincinv(a, -math.expm1(-h))
-        if ref == 0.0:          # x below the double range: compare logs through P ~ x^a / Gamma(a+1)
+        if ref == 0.0:  # x below the double range: compare logs through P ~ x^a / Gamma(a+1)
             ref_log = (math.log(-math.expm1(-h)) + math.lgamma(a + 1.0)) / a
             assert gamma.log_gammaincc_inv(a, h) == pytest.approx(ref_log, rel=RTOL)
             continue

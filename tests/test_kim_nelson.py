@@ -37,8 +37,9 @@ def test_probability_of_correct_selection_in_the_slippage_configuration():
     means[0] = MEAN
     replications, correct, runs = 1000, 0, []
     for seed in range(replications):
-        outcome = kim_nelson(K, normal_draw(seed, means, 5000), alpha=0.05, indifference=ZONE, first_runs=20,
-                             max_runs=5000)
+        outcome = kim_nelson(
+            K, normal_draw(seed, means, 5000), alpha=0.05, indifference=ZONE, first_runs=20, max_runs=5000
+        )
         assert outcome.decided, outcome.reason
         correct += outcome.best == 0
         runs.append(sum(len(v) for v in outcome.values))
@@ -59,7 +60,8 @@ def test_far_candidates_are_eliminated_and_the_run_count_bound_holds():
     means = np.full(K, MEAN * (1 + 10 * ZONE))
     means[0] = MEAN
     for seed in range(20):
-        outcome = kim_nelson(K, normal_draw(seed, means, 5000), alpha=0.05, indifference=ZONE, first_runs=20,
-                             max_runs=5000)
+        outcome = kim_nelson(
+            K, normal_draw(seed, means, 5000), alpha=0.05, indifference=ZONE, first_runs=20, max_runs=5000
+        )
         assert outcome.decided and outcome.best == 0
         assert max(len(v) for v in outcome.values) < last

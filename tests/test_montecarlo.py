@@ -18,21 +18,24 @@ def _z(sample: np.ndarray, expected: float) -> float:
 
 
 @pytest.mark.parametrize("fast", [False, True])
-@pytest.mark.parametrize("every,stall,mtbf_s,units", [
-    (100, 10.0, 300.0, 1),      # lambda s ~ 0.37 per segment: many failures
-    (37, 2.0, 2.0e6, 4000),     # many units, each rare: superposed Poisson, rate 2e-3/s
-    (1000, 0.0, 5000.0, 1),     # no intermediate checkpoint: one segment
-])
+@pytest.mark.parametrize(
+    "every,stall,mtbf_s,units",
+    [
+        (100, 10.0, 300.0, 1),  # lambda s ~ 0.37 per segment: many failures
+        (37, 2.0, 2.0e6, 4000),  # many units, each rare: superposed Poisson, rate 2e-3/s
+        (1000, 0.0, 5000.0, 1),  # no intermediate checkpoint: one segment
+    ],
+)
 def test_exponential_failures_sync_match_renewal_reward(fast, every, stall, mtbf_s, units):
     iterations, recovery, load = 1050, 40.0, 5.0
-    p = kernel_params(iterations=iterations, checkpoint_every=every, checkpoint_stall_s=stall,
-                      load_s=load, fast=fast)
+    p = kernel_params(iterations=iterations, checkpoint_every=every, checkpoint_stall_s=stall, load_s=load, fast=fast)
     out = run_kernel(p, [(units, 1.0, mtbf_s, recovery)], runs=4000, seed=11)
     assert np.all(out[:, mc.OUT_COMPLETED] == 1.0)
     # Expected value: renewal-reward closed form (tests/naive.py), system rate units / MTBF,
     # recovery R = class recovery + checkpoint load, iteration 0.9 + 0.1 s, no stragglers.
-    expected = naive.renewal_reward_mean_wall_s(iterations, 1.0, min(every, iterations), stall,
-                                                units / mtbf_s, recovery + load)
+    expected = naive.renewal_reward_mean_wall_s(
+        iterations, 1.0, min(every, iterations), stall, units / mtbf_s, recovery + load
+    )
     assert abs(_z(out[:, mc.OUT_WALL_S], expected)) < 4
 
 
@@ -41,9 +44,17 @@ def test_exponential_failures_sync_match_renewal_reward(fast, every, stall, mtbf
 def test_no_failures_stragglers_mean_wall(fast, n_ranks, sigma, job_sigma):
     iterations, every, stall = 3000, 200, 3.0
     mean, var = max_lognormal_moments(n_ranks, sigma)
-    p = kernel_params(iterations=iterations, n_ranks=float(n_ranks), sigma=sigma, checkpoint_every=every,
-                      checkpoint_stall_s=stall, fast=fast, fast_min_block=16, factor_mean=mean,
-                      factor_std=math.sqrt(var))
+    p = kernel_params(
+        iterations=iterations,
+        n_ranks=float(n_ranks),
+        sigma=sigma,
+        checkpoint_every=every,
+        checkpoint_stall_s=stall,
+        fast=fast,
+        fast_min_block=16,
+        factor_mean=mean,
+        factor_std=math.sqrt(var),
+    )
     out = run_kernel(p, [], runs=2000, seed=5)
     # E[M] by quadrature in u (tests/naive.py); checkpoints after 200, 400, ..., 2800: 14 stalls.
     e_m = naive.max_lognormal_mean_u(n_ranks, sigma)
@@ -56,19 +67,36 @@ def test_no_failures_stragglers_mean_wall(fast, n_ranks, sigma, job_sigma):
 def test_time_decomposition_adds_up(is_async, fast):
     n_ranks, sigma = 512, 0.1
     mean, var = max_lognormal_moments(n_ranks, sigma)
-    p = kernel_params(iterations=2000, n_ranks=float(n_ranks), sigma=sigma, job_sigma=0.05,
-                      checkpoint_every=60, checkpoint_stall_s=4.0, checkpoint_write_s=30.0 if is_async else 0.0,
-                      is_async=is_async, fast=fast, fast_min_block=16, factor_mean=mean, factor_std=math.sqrt(var))
+    p = kernel_params(
+        iterations=2000,
+        n_ranks=float(n_ranks),
+        sigma=sigma,
+        job_sigma=0.05,
+        checkpoint_every=60,
+        checkpoint_stall_s=4.0,
+        checkpoint_write_s=30.0 if is_async else 0.0,
+        is_async=is_async,
+        fast=fast,
+        fast_min_block=16,
+        factor_mean=mean,
+        factor_std=math.sqrt(var),
+    )
     out = run_kernel(p, [(64, 0.7, 64 * 1500.0, 20.0), (1, 1.5, 4000.0, 60.0)], runs=500, seed=3)
     done = out[:, mc.OUT_COMPLETED] == 1.0
     assert done.all()
     # wall = iterations x ideal + straggler + lost + checkpoint + recovery (docs/model.md)
-    parts = (2000 * 1.0 + out[:, mc.OUT_STRAGGLER_S] + out[:, mc.OUT_LOST_S] + out[:, mc.OUT_CHECKPOINT_S]
-             + out[:, mc.OUT_RECOVERY_S])
+    parts = (
+        2000 * 1.0
+        + out[:, mc.OUT_STRAGGLER_S]
+        + out[:, mc.OUT_LOST_S]
+        + out[:, mc.OUT_CHECKPOINT_S]
+        + out[:, mc.OUT_RECOVERY_S]
+    )
     np.testing.assert_allclose(parts, out[:, mc.OUT_WALL_S], rtol=1e-9)
     # GPUs computed for the useful iterations plus the rolled-back ones.
-    np.testing.assert_allclose(out[:, mc.OUT_BUSY_S], 2000 + out[:, mc.OUT_STRAGGLER_S] + out[:, mc.OUT_LOST_S],
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        out[:, mc.OUT_BUSY_S], 2000 + out[:, mc.OUT_STRAGGLER_S] + out[:, mc.OUT_LOST_S], rtol=1e-9
+    )
     assert (out[:, mc.OUT_FAILURES] > 0).mean() > 0.5
 
 
@@ -76,8 +104,9 @@ def test_async_with_instant_write_equals_sync():
     # Durable the moment the stall ends: async must reproduce sync bit for bit.
     classes = [(8, 0.8, 8 * 900.0, 30.0)]
     sync = run_kernel(kernel_params(checkpoint_every=40), classes, runs=200, seed=4)
-    asyn = run_kernel(kernel_params(checkpoint_every=40, is_async=True, checkpoint_write_s=0.0), classes,
-                      runs=200, seed=4)
+    asyn = run_kernel(
+        kernel_params(checkpoint_every=40, is_async=True, checkpoint_write_s=0.0), classes, runs=200, seed=4
+    )
     np.testing.assert_array_equal(sync, asyn)
 
 

@@ -57,15 +57,16 @@ def scenario_file(tmp_path) -> Path:
 
 def _subprocess(code: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True,
-                          text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 # --------------------------------------------------------------------------- item 2 and 18: -o checks
 
+
 @pytest.mark.parametrize("target", ["scenario", "text file", "directory", "device", "empty", "foreign netcdf"])
-def test_run_refuses_an_output_that_would_destroy_something(target, scenario_file, tmp_path, capsys,
-                                                            monkeypatch):
+def test_run_refuses_an_output_that_would_destroy_something(target, scenario_file, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     original = scenario_file.read_bytes()
     other = tmp_path / "notes.txt"
@@ -73,10 +74,17 @@ def test_run_refuses_an_output_that_would_destroy_something(target, scenario_fil
     (tmp_path / "adir").mkdir()
     foreign = tmp_path / "foreign.nc"
     import xarray as xr
+
     xr.Dataset({"a": ("x", [1.0, 2.0])}).to_netcdf(foreign, engine="netcdf4")
     foreign_bytes = foreign.read_bytes()
-    output = {"scenario": str(scenario_file), "text file": str(other), "directory": str(tmp_path / "adir"),
-              "device": os.devnull, "empty": "", "foreign netcdf": str(foreign)}[target]
+    output = {
+        "scenario": str(scenario_file),
+        "text file": str(other),
+        "directory": str(tmp_path / "adir"),
+        "device": os.devnull,
+        "empty": "",
+        "foreign netcdf": str(foreign),
+    }[target]
     before = sorted(p.name for p in tmp_path.iterdir())
     status = main(["run", str(scenario_file), "-o", output])
     line = _one_error_line(capsys.readouterr().err)
@@ -119,6 +127,7 @@ def test_resume_folder_not_writable_is_refused(scenario_file, tmp_path, capsys, 
     store.folder.chmod(0o500)
     if IS_ROOT:  # root writes into a read-only folder: make creating a file there fail as it would
         import tempfile
+
         real = tempfile.TemporaryFile
 
         def refused(*args, dir=None, **kwargs):
@@ -135,6 +144,7 @@ def test_resume_folder_not_writable_is_refused(scenario_file, tmp_path, capsys, 
 
 
 # --------------------------------------------------------------------------- item 4: the resume store
+
 
 @pytest.fixture(scope="module")
 def reference():
@@ -178,8 +188,18 @@ def test_piece_files_carry_what_they_are(reference, tmp_path):
     assert header["rows_sha256"] == resume.rows_checksum(rows)
 
 
-@pytest.mark.parametrize("tamper", ["another run's", "swapped configurations", "copied over another chunk",
-                                    "NaN, checksum updated", "scaled x10", "another model", "truncated"])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "another run's",
+        "swapped configurations",
+        "copied over another chunk",
+        "NaN, checksum updated",
+        "scaled x10",
+        "another model",
+        "truncated",
+    ],
+)
 def test_tampered_pieces_are_recomputed_with_a_line(tamper, reference, tmp_path):
     scenario, expected = reference
     store = _stored(tmp_path, scenario)
@@ -224,9 +244,17 @@ def test_model_hash_covers_kernels_and_model_modules_not_presentation(tmp_path):
     package = tmp_path / "mcsim"
     shutil.copytree(ROOT / "mcsim", package, ignore=shutil.ignore_patterns("__pycache__"))
     base = resume.model_source_hash(package)
-    for name, changes in (("kernels/montecarlo.py", True), ("workload.py", True), ("checkpointing.py", True),
-                          ("stragglers.py", True), ("energy.py", True), ("tasks.py", True),
-                          ("plots.py", False), ("cli.py", False), ("__init__.py", False)):  # __version__
+    for name, changes in (
+        ("kernels/montecarlo.py", True),
+        ("workload.py", True),
+        ("checkpointing.py", True),
+        ("stragglers.py", True),
+        ("energy.py", True),
+        ("tasks.py", True),
+        ("plots.py", False),
+        ("cli.py", False),
+        ("__init__.py", False),
+    ):  # __version__
         path = package / name
         original = path.read_text()
         path.write_text(original + "\n# edited\n")
@@ -242,6 +270,7 @@ def test_changed_model_source_changes_the_sweep_key(reference, monkeypatch):
 
 
 # --------------------------------------------------------------------------- item 5: one writer per output
+
 
 def test_second_writer_of_the_same_output_is_refused(scenario_file, tmp_path, capsys):
     out = tmp_path / "out.nc"
@@ -271,8 +300,12 @@ def test_temporary_file_of_a_killed_write_is_removed_by_the_next_run(scenario_fi
     assert proc.returncode == -9, proc.stderr
     left = atomic.temp_files(tmp_path / "out.nc")
     assert len(left) == 1 and left[0].read_bytes() == b"half a file"
-    others = [tmp_path / ".out.nc.tmp", tmp_path / ".out.nc.1234.tmp", tmp_path / ".out2.nc.0123abcd.tmp",
-              tmp_path / ".xout.nc.0123abcd.tmp"]
+    others = [
+        tmp_path / ".out.nc.tmp",
+        tmp_path / ".out.nc.1234.tmp",
+        tmp_path / ".out2.nc.0123abcd.tmp",
+        tmp_path / ".xout.nc.0123abcd.tmp",
+    ]
     for path in others:
         path.write_text("not ours")
     assert main(["run", str(scenario_file), "-o", str(tmp_path / "out.nc"), "--runs", "20", "--quiet"]) == 0
@@ -280,6 +313,7 @@ def test_temporary_file_of_a_killed_write_is_removed_by_the_next_run(scenario_fi
 
 
 # --------------------------------------------------------------------------- item 6 and 10: failed writes
+
 
 def test_file_size_limit_during_the_netcdf_write(scenario_file, tmp_path):
     # Pieces (about 5 kB each) fit under the limit, the result file (about 180 kB) does not.
@@ -297,8 +331,12 @@ def test_file_size_limit_during_the_netcdf_write(scenario_file, tmp_path):
     parts = list(tmp_path.glob(".out.nc.parts-*/*.npz"))
     assert len(parts) == 6 and not list(tmp_path.glob(".out.nc.parts-*/*.tmp"))
     messages = []
-    rerun = subprocess.run([sys.executable, "-m", "mcsim", "run", str(scenario_file), "-o", "out.nc",
-                            "--chunk-runs", str(CHUNK)], cwd=tmp_path, capture_output=True, text=True)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "mcsim", "run", str(scenario_file), "-o", "out.nc", "--chunk-runs", str(CHUNK)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     messages = rerun.stderr.splitlines()
     assert rerun.returncode == 0 and any("6 of 6 tasks already done" in m for m in messages), rerun.stderr
     assert not any("recomputing" in m for m in messages)
@@ -322,8 +360,7 @@ def test_disk_full_during_the_netcdf_write(scenario_file, tmp_path, capsys, monk
     assert not out.exists() and atomic.temp_files(out) == [] and len(list(tmp_path.glob(".out.nc.parts-*/*"))) == 4
 
 
-def test_failed_piece_write_stops_with_one_line_and_keeps_earlier_pieces(scenario_file, tmp_path, capsys,
-                                                                        monkeypatch):
+def test_failed_piece_write_stops_with_one_line_and_keeps_earlier_pieces(scenario_file, tmp_path, capsys, monkeypatch):
     saved = []
     real = np.savez
 
@@ -337,8 +374,9 @@ def test_failed_piece_write_stops_with_one_line_and_keeps_earlier_pieces(scenari
     monkeypatch.setattr(np, "savez", savez)
     out = tmp_path / "out.nc"
     status = main(["run", str(scenario_file), "-o", str(out), "--chunk-runs", str(CHUNK)])
-    line = _one_error_line("\n".join(m for m in capsys.readouterr().err.splitlines()
-                                     if not m.startswith("mcsim: running")))
+    line = _one_error_line(
+        "\n".join(m for m in capsys.readouterr().err.splitlines() if not m.startswith("mcsim: running"))
+    )
     assert status == 1 and "No space left on device" in line and "kept" in line
     assert not out.exists()
     folder = next(tmp_path.glob(".out.nc.parts-*"))
@@ -346,8 +384,12 @@ def test_failed_piece_write_stops_with_one_line_and_keeps_earlier_pieces(scenari
 
 
 def test_broken_pipe_exits_quietly(scenario_file, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "mcsim", "run", str(scenario_file), "-o", "out.nc",
-                             "--runs", "20"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcsim", "run", str(scenario_file), "-o", "out.nc", "--runs", "20"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # `| head` that has already exited
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=300) == 1
@@ -357,9 +399,13 @@ def test_broken_pipe_exits_quietly(scenario_file, tmp_path):
 
 # --------------------------------------------------------------------------- item 22: one atomic writer
 
+
 def test_one_atomic_writer_in_the_package():
-    users = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "mcsim").rglob("*.py"))
-             if re.search(r"mkstemp|os\.replace|os\.rename", p.read_text())]
+    users = [
+        p.relative_to(ROOT).as_posix()
+        for p in sorted((ROOT / "mcsim").rglob("*.py"))
+        if re.search(r"mkstemp|os\.replace|os\.rename", p.read_text())
+    ]
     assert users == ["mcsim/atomic.py"]
 
 
@@ -372,10 +418,12 @@ def test_every_writer_gives_the_usual_mode_and_cleans_up(reference, tmp_path, mo
     scenario, ds = reference
     old = os.umask(0o027)
     try:
-        written = [mcsim.write_results(ds, tmp_path / "r.nc"),
-                   plots.save_figure(plots.plot_cdf(ds), tmp_path / "f.png"),
-                   *report.write_report(ds, tmp_path / "rep"),
-                   atomic.write_atomic(tmp_path / "t.toml", "x = 1\n")]
+        written = [
+            mcsim.write_results(ds, tmp_path / "r.nc"),
+            plots.save_figure(plots.plot_cdf(ds), tmp_path / "f.png"),
+            *report.write_report(ds, tmp_path / "rep"),
+            atomic.write_atomic(tmp_path / "t.toml", "x = 1\n"),
+        ]
         store = PieceStore(tmp_path / "r.nc", scenario, CHUNK)
         store.save(resume.Task(0, 0, CHUNK), np.zeros((CHUNK, N_OUT)))
         written.append(store.path(resume.Task(0, 0, CHUNK)))
@@ -396,8 +444,9 @@ def result_file(reference, tmp_path_factory):
     return mcsim.write_results(reference[1], path)
 
 
-@pytest.mark.parametrize("suffix,magic", [(".jpg", b"\xff\xd8\xff"), (".svg", b"<?xml"), (".pdf", b"%PDF"),
-                                          (".png", b"\x89PNG")])
+@pytest.mark.parametrize(
+    "suffix,magic", [(".jpg", b"\xff\xd8\xff"), (".svg", b"<?xml"), (".pdf", b"%PDF"), (".png", b"\x89PNG")]
+)
 def test_plot_writes_the_format_its_suffix_names(suffix, magic, result_file, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     out = tmp_path / f"fig{suffix}"

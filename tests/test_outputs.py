@@ -18,12 +18,31 @@ from mcsim.engine.simulate import simulate_config
 from mcsim.io.variables import PER_CONFIG, PER_RUN, VARIABLES
 from mcsim.scenario.config import scenario_from_dict
 
-REQUIRED_PER_RUN = {"wall_time": "h", "energy": "MW h", "cost": "USD", "co2": "t", "n_failures": "1",
-                "lost_time": "h", "checkpoint_time": "h", "recovery_time": "h", "straggler_time": "h",
-                "ettr": "1", "completed": "1"}
-REQUIRED_PER_CONFIG = {"iteration_time": "s", "compute_time": "s", "comm_time": "s", "iterations": "1",
-                   "checkpoint_interval": "s", "checkpoint_stall": "s", "memory_per_gpu": "Gbyte",
-                   "mfu_ideal": "1", "feasible": "1", "infeasible_reason": "1"}
+REQUIRED_PER_RUN = {
+    "wall_time": "h",
+    "energy": "MW h",
+    "cost": "USD",
+    "co2": "t",
+    "n_failures": "1",
+    "lost_time": "h",
+    "checkpoint_time": "h",
+    "recovery_time": "h",
+    "straggler_time": "h",
+    "ettr": "1",
+    "completed": "1",
+}
+REQUIRED_PER_CONFIG = {
+    "iteration_time": "s",
+    "compute_time": "s",
+    "comm_time": "s",
+    "iterations": "1",
+    "checkpoint_interval": "s",
+    "checkpoint_stall": "s",
+    "memory_per_gpu": "Gbyte",
+    "mfu_ideal": "1",
+    "feasible": "1",
+    "infeasible_reason": "1",
+}
 
 
 @pytest.fixture
@@ -82,8 +101,7 @@ def test_energy_cost_co2_formulas(small_ds, small_raw):
     # docs/model.md §5, with the default cost and carbon tables (2 USD/GPU-h, 0.08 USD/kWh,
     # 380 g/kWh, 150 kg/GPU over 5 years of 365.25 days)
     np.testing.assert_allclose(ds["cost"], 64 * hours * 2.0 + kwh * 0.08, rtol=1e-12)
-    np.testing.assert_allclose(ds["co2"], kwh * 380 / 1e6 + 150 * 64 * hours / (5 * 365.25 * 24) / 1e3,
-                               rtol=1e-12)
+    np.testing.assert_allclose(ds["co2"], kwh * 380 / 1e6 + 150 * 64 * hours / (5 * 365.25 * 24) / 1e3, rtol=1e-12)
     # energy is at least idle power for the whole wall time and at most TDP, times PUE 1.1
     nodes = 8
     low = (64 * cfg.gpu.idle_w + nodes * 2500) * hours * 1.1 / 1e6
@@ -141,8 +159,11 @@ def test_common_random_numbers_across_configurations(small_raw):
 
 
 def test_sweep_coordinates_carry_units_and_long_name(small_raw):
-    small_raw["sweep"] = {"parallelism.gpus": [64, 128], "checkpoint.strategy": ["sync", "async"],
-                          "failures.gpu.mtbf_hours": [1000.0, 2000.0]}
+    small_raw["sweep"] = {
+        "parallelism.gpus": [64, 128],
+        "checkpoint.strategy": ["sync", "async"],
+        "failures.gpu.mtbf_hours": [1000.0, 2000.0],
+    }
     small_raw["run"]["runs"] = 4
     ds = mcsim.simulate(scenario_from_dict(small_raw), progress=False)
     assert ds["gpus"].attrs["units"] == "1" and "parallelism.gpus" in ds["gpus"].attrs["long_name"]
@@ -179,8 +200,14 @@ def test_bit_identical_for_any_thread_count(small_raw, tmp_path):
     results = {}
     for threads in ("1", "2"):
         env = dict(os.environ, NUMBA_NUM_THREADS=threads)
-        proc = subprocess.run([sys.executable, "-c", _THREAD_SCRIPT, json.dumps(small_raw)],
-                              capture_output=True, text=True, env=env, check=True, cwd=tmp_path)
+        proc = subprocess.run(
+            [sys.executable, "-c", _THREAD_SCRIPT, json.dumps(small_raw)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd=tmp_path,
+        )
         n, data = proc.stdout.split()
         assert n == threads
         results[threads] = data

@@ -44,8 +44,12 @@ def test_code_and_scenarios_cite_nothing_outside_the_repository():
 def _sdist(tmp_path: Path) -> Path:
     """Build the sdist of this source tree into ``tmp_path`` (needs the ``build`` package)."""
     pytest.importorskip("build")
-    proc = subprocess.run([sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path), str(ROOT)],
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "-o", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (archive,) = tmp_path.glob("mcsim-*.tar.gz")
     return archive
@@ -58,6 +62,7 @@ def test_license_and_typing_marker_are_shipped():
     assert meta["license-files"] == ["LICENSE"]
     assert (ROOT / "mcsim" / "py.typed").exists()
     import mcsim
+
     assert (Path(mcsim.__file__).parent / "py.typed").exists()  # installed with the package, editable or not
 
 
@@ -76,8 +81,15 @@ def test_sdist_tests_run(tmp_path):
         names = tar.getnames()
         tar.extractall(tmp_path / "unpacked", filter="data")
     (folder,) = (tmp_path / "unpacked").iterdir()
-    for needed in ("LICENSE", "mcsim/py.typed", "scenarios/llama3-405b.toml", "tests/conftest.py",
-                   "tests/bad_inputs", "benchmarks/baselines.py", "docs/model.md"):
+    for needed in (
+        "LICENSE",
+        "mcsim/py.typed",
+        "scenarios/llama3-405b.toml",
+        "tests/conftest.py",
+        "tests/bad_inputs",
+        "benchmarks/baselines.py",
+        "docs/model.md",
+    ):
         assert (folder / needed).exists(), needed
     assert not any("__pycache__" in n or n.endswith(".nc") for n in names)
     venv = tmp_path / "venv"
@@ -85,28 +97,54 @@ def test_sdist_tests_run(tmp_path):
     (site,) = venv.glob("lib/python*/site-packages")
     # a plain path line: the dependencies, not this environment's .pth files (an editable mcsim)
     (site / "outer-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                              "--ignore-installed", str(archive)], capture_output=True, text=True, timeout=900)
+    install = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(archive)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert install.returncode == 0, install.stderr[-3000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NUMBA_CACHE_DIR")}
     if accelerate.CACHE_FOLDER is not None:
         # Same kernel sources, same stamp: the kernels compiled for this tree serve the sdist's
         # install too (what is tested here is the sdist's content, not compiling it again).
-        shutil.copytree(accelerate.CACHE_FOLDER, tmp_path / "numba" / "mcsim",
-                        ignore=lambda folder, names: [n for n in names if not n.endswith((".nbi", ".nbc"))])
+        shutil.copytree(
+            accelerate.CACHE_FOLDER,
+            tmp_path / "numba" / "mcsim",
+            ignore=lambda folder, names: [n for n in names if not n.endswith((".nbi", ".nbc"))],
+        )
         env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba")
     python = str(venv / "bin" / "python")
-    where = subprocess.run([python, "-c", "import mcsim, pathlib; print(pathlib.Path(mcsim.__file__).parent)"],
-                           cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    where = subprocess.run(
+        [python, "-c", "import mcsim, pathlib; print(pathlib.Path(mcsim.__file__).parent)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert Path(where.stdout.strip()).is_relative_to(venv), where  # the installed sdist, not this tree
     # Every test module collects; the tests that read the sdist's data files run (the rest of the
     # suite is the clone's, which CI runs).
     pytest_cmd = [python, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider"]  # -P: not the unpacked mcsim/
-    collect = subprocess.run(pytest_cmd + ["--collect-only"], cwd=folder, capture_output=True, text=True,
-                             env=env, timeout=600)
+    collect = subprocess.run(
+        pytest_cmd + ["--collect-only"], cwd=folder, capture_output=True, text=True, env=env, timeout=600
+    )
     assert collect.returncode == 0, collect.stdout[-3000:]
-    run = subprocess.run(pytest_cmd + ["-x", "tests/test_packaging.py", "tests/test_cli_and_inputs.py",
-                                       "tests/test_baselines.py", "tests/test_cf.py"],
-                         cwd=folder, capture_output=True, text=True, env=env, timeout=900)
+    run = subprocess.run(
+        pytest_cmd
+        + [
+            "-x",
+            "tests/test_packaging.py",
+            "tests/test_cli_and_inputs.py",
+            "tests/test_baselines.py",
+            "tests/test_cf.py",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     assert " passed" in run.stdout.splitlines()[-1]

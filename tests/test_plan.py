@@ -28,8 +28,15 @@ BAD = sorted(Path(__file__).parent.joinpath("bad_plans").glob("*.toml"))
 # A small plan: 1.3B model, two GPU types, 16..64 GPUs, every default layout.
 PLAN = {
     "name": "small-plan",
-    "model": {"params": 1.3e9, "layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "tokens": 2e10,
-              "global_batch": 512},
+    "model": {
+        "params": 1.3e9,
+        "layers": 24,
+        "hidden": 2048,
+        "heads": 16,
+        "seq_len": 2048,
+        "tokens": 2e10,
+        "global_batch": 512,
+    },
     "hardware": {"gpus_per_node": 8},
     "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
     "run": {"seed": 3, "mode": "fast"},
@@ -75,8 +82,9 @@ def test_peak_stage_closed_form_matches_the_stage_loop(layers):
 
 
 def test_screen_equals_mcsim_run_on_iteration_time_and_memory():
-    plan = plan_from_dict(_plan(search={"gpu_types": ["A100-40GB", "H100-SXM", "B200"], "gpus": [16, 64],
-                                        "freq_mhz": [1410.0, 1200.0]}))
+    plan = plan_from_dict(
+        _plan(search={"gpu_types": ["A100-40GB", "H100-SXM", "B200"], "gpus": [16, 64], "freq_mhz": [1410.0, 1200.0]})
+    )
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
     rng = np.random.default_rng(0)
@@ -101,8 +109,13 @@ def test_screen_equals_the_simulated_dataset(small_raw):
         cfg = candidate_config(plan, cand, int(i))
         raw = {k: v for k, v in copy.deepcopy(PLAN).items() if k not in ("search", "plan")}
         raw["hardware"]["gpu"] = cfg.hardware.gpu
-        raw["parallelism"] = {"gpus": cfg.parallelism.gpus, "tp": cfg.parallelism.tp, "pp": cfg.parallelism.pp,
-                              "microbatch": cfg.parallelism.microbatch, "interleave": cfg.parallelism.interleave}
+        raw["parallelism"] = {
+            "gpus": cfg.parallelism.gpus,
+            "tp": cfg.parallelism.tp,
+            "pp": cfg.parallelism.pp,
+            "microbatch": cfg.parallelism.microbatch,
+            "interleave": cfg.parallelism.interleave,
+        }
         raw["model"]["recompute"] = cfg.model.recompute
         raw["checkpoint"] = {"strategy": cfg.checkpoint.strategy}
         raw["run"] = {"runs": 2, "seed": 0}
@@ -116,9 +129,18 @@ def test_screen_reliability_estimate_matches_simulation_exponential():
     # Daly's expected wall time against the simulated mean: exponential failures, sync checkpoints,
     # no stragglers. Stated tolerance (docs/model.md §8): 1 % of the mean, and |z| < 4 from the
     # standard error of the simulated mean.
-    raw = _plan(search={"gpu_types": ["H100-SXM"], "gpus": [512], "tp": [1], "pp": [1], "microbatch": [1],
-                        "recompute": ["selective"], "strategy": ["sync"]},
-                checkpoint={"write_gbps_per_node": 0.5})
+    raw = _plan(
+        search={
+            "gpu_types": ["H100-SXM"],
+            "gpus": [512],
+            "tp": [1],
+            "pp": [1],
+            "microbatch": [1],
+            "recompute": ["selective"],
+            "strategy": ["sync"],
+        },
+        checkpoint={"write_gbps_per_node": 0.5},
+    )
     raw["model"]["tokens"] = 2e11
     plan = plan_from_dict(raw)
     cand = enumerate_candidates(plan)
@@ -152,8 +174,10 @@ def test_deadline_no_candidate_can_meet(tmp_path, capsys):
     status = main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 1 and len(err) == 1
-    assert err[0].startswith(f"mcsim: no recommendation: {path}: constraints.deadline_days: no candidate can finish "
-                             "within 0.001 days (the fastest screen estimate is")
+    assert err[0].startswith(
+        f"mcsim: no recommendation: {path}: constraints.deadline_days: no candidate can finish "
+        "within 0.001 days (the fastest screen estimate is"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 
 
@@ -168,8 +192,7 @@ def test_budget_no_candidate_fits(tmp_path, capsys):
 def test_power_cap_rules_out_the_largest_size(tmp_path, capsys):
     # Without a cap the fastest plan uses 64 GPUs; 0.05 MW admits 32 H100 (0.036 MW) but not 64 (0.071 MW).
     free = screen(plan_from_dict(_plan()), enumerate_candidates(plan_from_dict(_plan())))
-    assert free.finalists.size and all(
-        enumerate_candidates(plan_from_dict(_plan())).gpus[free.finalists] == 64)
+    assert free.finalists.size and all(enumerate_candidates(plan_from_dict(_plan())).gpus[free.finalists] == 64)
     path = _write(_plan(constraints={"power_mw": 0.05}), tmp_path / "p.toml")
     out = tmp_path / "p.nc"
     assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 0
@@ -213,7 +236,9 @@ def test_plan_dataset_outputs_and_report(tmp_path, capsys):
     assert int((ds["rejection"] == KEPT).sum()) == finalists.size
     runs = ds["finalist_runs"].values
     for k in range(finalists.size):  # simulated runs first, NaN after
-        assert np.all(np.isfinite(ds["cost"].values[k, :runs[k]])) and np.all(np.isnan(ds["cost"].values[k, runs[k]:]))
+        assert np.all(np.isfinite(ds["cost"].values[k, : runs[k]])) and np.all(
+            np.isnan(ds["cost"].values[k, runs[k] :])
+        )
     assert bool(ds["pareto"].any()) and 0.0 < float(ds["pcs"]) <= 1.0
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "README.md").read_text()
@@ -278,6 +303,7 @@ def test_nothing_fits_in_memory(tmp_path, capsys):
     path = _write(raw, tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: search: no candidate fits in GPU "
-                                               "memory (smallest need ")
+    assert len(err) == 1 and err[0].startswith(
+        f"mcsim: no recommendation: {path}: search: no candidate fits in GPU memory (smallest need "
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]

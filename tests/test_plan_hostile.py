@@ -17,8 +17,15 @@ from mcsim.io.netcdf import open_results
 # The small plan of tests/test_plan.py, with one GPU type and two sizes to stay fast.
 PLAN = {
     "name": "hostile-plan",
-    "model": {"params": 1.3e9, "layers": 24, "hidden": 2048, "heads": 16, "seq_len": 2048, "tokens": 2e10,
-              "global_batch": 512},
+    "model": {
+        "params": 1.3e9,
+        "layers": 24,
+        "hidden": 2048,
+        "heads": 16,
+        "seq_len": 2048,
+        "tokens": 2e10,
+        "global_batch": 512,
+    },
     "hardware": {"gpus_per_node": 8},
     "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
     "run": {"seed": 3, "mode": "fast"},
@@ -38,8 +45,7 @@ def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, c
     # 1.5 h with probability 0.999999: the screen keeps the 64-GPU finalists (estimates ~1.49 h, within the
     # 5 % margin) but their simulated runs miss it, so every finalist is dropped: exit 1, and nothing may
     # be left beside the output (the selection finished; its pieces are of no further use).
-    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}),
-                  tmp_path / "p.toml")
+    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "every finalist misses a constraint when simulated (deadline)" in err[0], err
@@ -52,8 +58,7 @@ def test_exit_1_after_simulation_removes_stale_pieces_too(tmp_path):
     stale = tmp_path / ".p.nc.parts-0123456789abcdef"
     stale.mkdir()
     (stale / "c0-r0-20.npz").write_bytes(b"old")
-    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}),
-                  tmp_path / "p.toml")
+    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 
@@ -85,7 +90,7 @@ def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp
     ds = open_results(out)
     best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
     assert int(ds["gpus"][int(ds["recommended"])]) == 64 and bool(ds["decided"])
-    assert np.all(ds["wall_time"].values[best, :int(ds["finalist_runs"][best])] < 0.1 * 24)  # all runs finished
+    assert np.all(ds["wall_time"].values[best, : int(ds["finalist_runs"][best])] < 0.1 * 24)  # all runs finished
     fits_16 = (ds["gpus"] == 16) & (ds["rejection"] != 5)
     assert int(fits_16.sum()) > 0
     assert np.all(ds["rejection"].values[fits_16.values] == CONSTRAINT_CODES["max_wall_days"])
@@ -93,8 +98,9 @@ def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp
     raw = _plan(run={"max_wall_days": 0.01})
     assert main(["plan", str(_write(raw, tmp_path / "q.toml")), "-o", str(tmp_path / "q.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {tmp_path / 'q.toml'}: run.max_wall_days: "
-                                               "no candidate finishes within 0.01 days"), err
+    assert len(err) == 1 and err[0].startswith(
+        f"mcsim: no recommendation: {tmp_path / 'q.toml'}: run.max_wall_days: no candidate finishes within 0.01 days"
+    ), err
     assert not (tmp_path / "q.nc").exists()
 
 
@@ -139,13 +145,16 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
     # recomputed the first selection as well). Each (finalist, run) must be simulated once.
     import mcsim.engine.backends
     import mcsim.planning.planner
+
     calls = iter(["deadline"])  # the first recommendation "misses the deadline", every later one meets it
     monkeypatch.setattr(mcsim.planner, "simulated_constraint", lambda plan, out: next(calls, ""))
     simulated = []
     kernel = mcsim.engine.backends.run_kernel
-    monkeypatch.setattr(mcsim.backends, "run_kernel",
-                        lambda inputs, seed, start, stop: simulated.append(stop - start) or kernel(inputs, seed,
-                                                                                                   start, stop))
+    monkeypatch.setattr(
+        mcsim.backends,
+        "run_kernel",
+        lambda inputs, seed, start, stop: simulated.append(stop - start) or kernel(inputs, seed, start, stop),
+    )
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out)]) == 0
     err = capsys.readouterr().err
@@ -268,8 +277,10 @@ def test_a_recommendation_whose_runs_are_cut_off_is_not_recommended(tmp_path, ca
     path = _write(_plan(run={"max_wall_days": 0.0604}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"mcsim: no recommendation: {path}: run.max_wall_days: every "
-                                               "finalist has runs cut off at 0.0604 days when simulated"), err
+    assert len(err) == 1 and err[0].startswith(
+        f"mcsim: no recommendation: {path}: run.max_wall_days: every "
+        "finalist has runs cut off at 0.0604 days when simulated"
+    ), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 
 
@@ -283,8 +294,9 @@ def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", str(tmp_path / "broken.nc"), "-o", str(tmp_path / "rep")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0] == f"mcsim: error: {tmp_path / 'broken.nc'}: not a complete plan file: " \
-                                       "no variable pcs", err
+    assert (
+        len(err) == 1 and err[0] == f"mcsim: error: {tmp_path / 'broken.nc'}: not a complete plan file: no variable pcs"
+    ), err
     assert not (tmp_path / "rep").exists()
 
 
@@ -322,8 +334,10 @@ def test_report_gives_the_deadline_share_with_its_interval(tmp_path, capsys):
     assert int(ds["finalist_runs"][best_f]) == 20 and float(ds["finalist_deadline_probability"][best_f]) == 1.0
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "README.md").read_text()
-    assert ("meets it in 100.0% of its 20 runs (95 % Wilson interval 83.9%–100.0%; required 99%); these runs do "
-            "not establish the requirement at 95 % confidence") in text, text
+    assert (
+        "meets it in 100.0% of its 20 runs (95 % Wilson interval 83.9%–100.0%; required 99%); these runs do "
+        "not establish the requirement at 95 % confidence"
+    ) in text, text
 
 
 def test_pareto_front_compares_finalists_over_their_common_runs():
@@ -334,8 +348,11 @@ def test_pareto_front_compares_finalists_over_their_common_runs():
     from mcsim.planning.planner import finalist_front
 
     nan = np.nan
-    per_run = {"wall_time": np.array([[10.0, 10.0, nan, nan], [9.0, 9.0, 20.0, 20.0]]),
-               "cost": np.ones((2, 4)), "energy": np.ones((2, 4))}
+    per_run = {
+        "wall_time": np.array([[10.0, 10.0, nan, nan], [9.0, 9.0, 20.0, 20.0]]),
+        "cost": np.ones((2, 4)),
+        "energy": np.ones((2, 4)),
+    }
     front = finalist_front(per_run, np.array([2, 4]), np.array([True, True]))
     assert front.tolist() == [False, True]
     # A dropped finalist takes no part (and does not shorten the common runs).

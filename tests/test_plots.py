@@ -87,15 +87,18 @@ def test_units_are_converted(sweep_file):
     big = ds.copy()
     for name, factor in (("wall_time", 1000.0), ("cost", 1e5), ("energy", 100.0)):
         big[name] = (ds[name] * factor).assign_attrs(ds[name].attrs)
-    for data, expected in ((big, ("wall time [days]", "energy [MWh]", "cost [MUSD]")),
-                           (ds, ("wall time [h]", "energy [kWh]", "cost [kUSD]"))):
+    for data, expected in (
+        (big, ("wall time [days]", "energy [MWh]", "cost [MUSD]")),
+        (ds, ("wall time [h]", "energy [kWh]", "cost [kUSD]")),
+    ):
         fig = plots.plot_scaling(data)
         try:
             labels = [ax.get_ylabel() for ax in fig.axes]
             assert all(label in labels for label in expected), labels
             for label, name in zip(expected, ("wall_time", "energy", "cost"), strict=False):
                 factor = {"days": 1 / 24, "h": 1.0, "MWh": 1.0, "kWh": 1e3, "MUSD": 1e-6, "kUSD": 1e-3}[
-                    label.split("[")[1].rstrip("]")]
+                    label.split("[")[1].rstrip("]")
+                ]
                 drawn = max(max(line.get_ydata()) for line in fig.axes[labels.index(label)].get_lines())
                 assert drawn == pytest.approx(float(data[name].mean("run").max()) * factor)
         finally:
@@ -213,6 +216,7 @@ def test_matplotlib_missing(sweep_file, tmp_path, capsys, monkeypatch):
 
 
 # ---------------------------------------------------------------- issue 11: items 8, 10, 12, 17
+
 
 @pytest.fixture(scope="module")
 def hard_file(tmp_path_factory):
@@ -338,9 +342,11 @@ def test_coordinate_labels_are_rounded(sweep_file, capsys, tmp_path):
     finally:
         plt.close(fig)
     from mcsim.report.tables import summary_table
+
     text = summary_table(ds)
     assert "gpus=1 strategy" in text and "1.000000000001" not in text
     from mcsim.report.markdown import report_markdown
+
     assert "1.000000000001" not in report_markdown(ds, [])
 
 
@@ -369,8 +375,9 @@ def test_summary_all_and_sort(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     rows = [line for line in out if line.startswith("tp=")]
     # the header counts what is there and what is shown
-    assert out[0].startswith(f"18 configurations ({n_feasible} completed, 0 with censored runs, "
-                             f"{18 - n_feasible} infeasible)")
+    assert out[0].startswith(
+        f"18 configurations ({n_feasible} completed, 0 with censored runs, {18 - n_feasible} infeasible)"
+    )
     assert len(rows) == 10 and f"{18 - len(rows)} not shown" in out[0]
     assert main(["summary", str(path), "--all"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tp=")]
@@ -379,7 +386,7 @@ def test_summary_all_and_sort(tmp_path, capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tp=")]
     ettr = [float(re.split(r"\s{2,}", r.strip())[-2].split(" ± ")[0]) for r in rows if "infeasible" not in r]
     assert ettr == sorted(ettr, reverse=True)  # higher ETTR is better: best first
-    assert all("infeasible" in r for r in rows[len(ettr):])  # infeasible last
+    assert all("infeasible" in r for r in rows[len(ettr) :])  # infeasible last
     assert main(["summary", str(path), "--sort", "nope"]) == 2
     assert "--sort" in _one_error_line(capsys)
 
@@ -395,12 +402,12 @@ def test_report_says_when_picks_are_equivalent(sweep_file):
     # standard deviation ~1,017 USD, so the 95 % CI of the paired difference is 12 +- ~364 USD.
     base = 1e6 + 5e4 * np.sin(np.arange(runs))
     cost = np.full(ds["cost"].shape, np.nan)
-    cost[...] = base + 1e5                                    # the two others: far dearer
+    cost[...] = base + 1e5  # the two others: far dearer
     ds["cost"] = (ds["cost"].dims, cost, ds["cost"].attrs)
     ds["cost"].loc[cheap] = base
     ds["cost"].loc[green] = base + 12.0 + 1000.0 * (-1.0) ** np.arange(runs)
     energy = ds["energy"].copy()
-    energy.loc[green] = float(energy.min()) / 2                # green is energy-optimal by far
+    energy.loc[green] = float(energy.min()) / 2  # green is energy-optimal by far
     ds["energy"] = energy
     assert analysis.best(ds, "cost")["configuration"] == cheap
     assert analysis.best(ds, "energy")["configuration"] == green
@@ -430,10 +437,18 @@ def _broken(ds, how):
     raise AssertionError(how)
 
 
-@pytest.mark.parametrize("how", ["no cost", "no feasible", "zero runs", "zero configurations", "all NaN",
-                                 "stat dimension", "text cost"])
-@pytest.mark.parametrize("command", [["summary"], ["plot", "--kind", "scaling", "-o", "OUT/x.png"],
-                                     ["plot", "--kind", "pareto", "-o", "OUT/x.png"], ["report", "-o", "OUT/r"]])
+@pytest.mark.parametrize(
+    "how", ["no cost", "no feasible", "zero runs", "zero configurations", "all NaN", "stat dimension", "text cost"]
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["summary"],
+        ["plot", "--kind", "scaling", "-o", "OUT/x.png"],
+        ["plot", "--kind", "pareto", "-o", "OUT/x.png"],
+        ["report", "-o", "OUT/r"],
+    ],
+)
 def test_result_files_without_mcsim_variables(how, command, sweep_file, tmp_path, capsys):
     path = tmp_path / "broken.nc"
     _broken(mcsim.open_results(sweep_file), how).to_netcdf(path)
@@ -506,9 +521,11 @@ def draws_file(tmp_path_factory):
     raw["stragglers"] = {"sigma": 0.0}
     raw["run"].update(runs=2, draws=64, mode="fast")
     raw["sweep"] = {"energy.pue": [1.1, 1.4]}
-    raw["uncertain"] = {"carbon.grid_g_per_kwh": {"dist": "uniform", "low": 100, "high": 600},
-                        "cost.electricity_usd_per_kwh": {"dist": "uniform", "low": 0.0, "high": 2.0},
-                        "cost.gpu_hour_usd": {"dist": "uniform", "low": 1.0, "high": 3.0}}
+    raw["uncertain"] = {
+        "carbon.grid_g_per_kwh": {"dist": "uniform", "low": 100, "high": 600},
+        "cost.electricity_usd_per_kwh": {"dist": "uniform", "low": 0.0, "high": 2.0},
+        "cost.gpu_hour_usd": {"dist": "uniform", "low": 1.0, "high": 3.0},
+    }
     path = tmp_path_factory.mktemp("draws") / "draws.nc"
     mcsim.write_results(mcsim.simulate(scenario_from_dict(raw), progress=False), path)
     return path
@@ -520,17 +537,17 @@ def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys
 
     ds = mcsim.open_results(draws_file)
     point = {"pue": float(analysis.best(ds, "cost")["configuration"]["pue"])}
-    at = sensitivity(ds.sel(point), "cost")     # the indices of the configuration the figure shows
+    at = sensitivity(ds.sel(point), "cost")  # the indices of the configuration the figure shows
     expected = [str(k) for k in at.input.values[np.argsort(-at["delta"].values)]]
     assert expected[-1] == "carbon.grid_g_per_kwh"  # no effect on cost: ranked last
-    fig = plot_sensitivity(ds, "cost")          # default: the best configuration on mean cost
+    fig = plot_sensitivity(ds, "cost")  # default: the best configuration on mean cost
     try:
         ax = fig.axes[0]
         assert [t.get_text().split(" [")[0].split("\n")[0] for t in ax.get_yticklabels()] == expected
-        assert ax.yaxis_inverted()                                   # first label at the top
-        widths = [p.get_width() for p in ax.patches[:3]]             # the delta bars, top to bottom
+        assert ax.yaxis_inverted()  # first label at the top
+        widths = [p.get_width() for p in ax.patches[:3]]  # the delta bars, top to bottom
         np.testing.assert_allclose(widths, np.sort(at["delta"].values)[::-1])
-        assert "USD/(GPU h)" in "".join(t.get_text() for t in ax.get_yticklabels())   # labels carry units
+        assert "USD/(GPU h)" in "".join(t.get_text() for t in ax.get_yticklabels())  # labels carry units
         assert f"pue={point['pue']:g} (best mean cost)" in fig._suptitle.get_text()
     finally:
         plt.close(fig)
@@ -559,4 +576,4 @@ def test_report_ranks_the_inputs_with_draws(draws_file, tmp_path, capsys):
     assert "![Which input matters most](sensitivity.png)" in section
     rows = [line for line in section.splitlines() if re.match(r"\| \d \|", line)]
     assert [r.split(" | ")[0] for r in rows] == ["| 1", "| 2", "| 3"]
-    assert markdown_text("carbon.grid_g_per_kwh") in rows[2]    # no effect on cost: ranked last
+    assert markdown_text("carbon.grid_g_per_kwh") in rows[2]  # no effect on cost: ranked last

@@ -45,7 +45,7 @@ def _sweep(**checkpoint) -> dict:
 def test_workload_and_plan_are_computed_once_per_configuration(monkeypatch):
     workloads, plans = _counting(monkeypatch, "workload"), _counting(monkeypatch, "checkpoint_plan")
     scenario = scenario_from_dict(_sweep())
-    ds = mcsim.simulate(scenario, progress=False, chunk_runs=10)   # 4 tasks per configuration
+    ds = mcsim.simulate(scenario, progress=False, chunk_runs=10)  # 4 tasks per configuration
     configurations = len(scenario.configs)
     assert configurations == 4 and bool(ds["feasible"].all())
     assert len(workloads) == configurations
@@ -56,17 +56,18 @@ def test_optimiser_grid_points_each_get_one_plan(monkeypatch):
     workloads, plans = _counting(monkeypatch, "workload"), _counting(monkeypatch, "checkpoint_plan")
     raw = _sweep(interval="optimize")
     raw["sweep"] = {"parallelism.gpus": [64, 128]}
-    mcsim.simulate(scenario_from_dict(raw), progress=False, chunk_runs=10)   # 4 tasks per grid point
+    mcsim.simulate(scenario_from_dict(raw), progress=False, chunk_runs=10)  # 4 tasks per grid point
     # One workload per configuration, and one per optimised configuration (a new Config).
     assert len(workloads) == 2 * 2
     # Plans: one per configuration for the time estimate ("optimize": Daly's interval stands
     # in), one per grid point (coarse and fine), one per optimised configuration.
     estimate = [p for p in plans if p.checkpoint.interval.kind == "optimize"]
-    fixed = [(p.parallelism.gpus, p.checkpoint.interval.value) for p in plans
-             if p.checkpoint.interval.kind == "iterations"]
+    fixed = [
+        (p.parallelism.gpus, p.checkpoint.interval.value) for p in plans if p.checkpoint.interval.kind == "iterations"
+    ]
     assert len(estimate) == 2
-    assert len(fixed) <= len(set(fixed)) + 2   # an optimum may repeat a grid point, nothing else
-    assert len(set(fixed)) >= 2 * 5            # the grids were searched (>= 5 points each)
+    assert len(fixed) <= len(set(fixed)) + 2  # an optimum may repeat a grid point, nothing else
+    assert len(set(fixed)) >= 2 * 5  # the grids were searched (>= 5 points each)
 
 
 @pytest.mark.parametrize("runs", [1, 2, 7, 250])

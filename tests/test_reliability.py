@@ -37,17 +37,23 @@ FAST_EXACT_CASES = {
     # K = 3 iterations per block: below the fast threshold, drawn exactly in both modes
     "sync_short_interval": _scenario(checkpoint__interval={"iterations": 3}, stragglers__sigma=0.3),
     # K = 12 with sigma 0.3 on 64 ranks: fast uses the normal law for some blocks only
-    "async_k12": _scenario(checkpoint__strategy="async", checkpoint__interval={"iterations": 12},
-                           stragglers__sigma=0.3),
-    "async_long_blocks": _scenario(checkpoint__strategy="async", checkpoint__interval={"iterations": 400},
-                                   stragglers__sigma=0.1),
-    "episodes_and_job_factor": _scenario(stragglers__sigma=0.05, stragglers__job_sigma=0.05,
-                                         stragglers__episode_rate_per_node_day=10.0,
-                                         stragglers__episode_hours=0.2, stragglers__episode_slowdown=1.3),
-    "in_memory_gockpt_mix": _scenario(checkpoint__strategy="in_memory", checkpoint__interval="young_daly",
-                                      stragglers__sigma=0.1),
-    "gockpt": _scenario(checkpoint__strategy="gockpt", checkpoint__interval={"minutes": 10},
-                        stragglers__sigma=0.1),
+    "async_k12": _scenario(
+        checkpoint__strategy="async", checkpoint__interval={"iterations": 12}, stragglers__sigma=0.3
+    ),
+    "async_long_blocks": _scenario(
+        checkpoint__strategy="async", checkpoint__interval={"iterations": 400}, stragglers__sigma=0.1
+    ),
+    "episodes_and_job_factor": _scenario(
+        stragglers__sigma=0.05,
+        stragglers__job_sigma=0.05,
+        stragglers__episode_rate_per_node_day=10.0,
+        stragglers__episode_hours=0.2,
+        stragglers__episode_slowdown=1.3,
+    ),
+    "in_memory_gockpt_mix": _scenario(
+        checkpoint__strategy="in_memory", checkpoint__interval="young_daly", stragglers__sigma=0.1
+    ),
+    "gockpt": _scenario(checkpoint__strategy="gockpt", checkpoint__interval={"minutes": 10}, stragglers__sigma=0.1),
 }
 
 
@@ -95,13 +101,25 @@ def test_in_memory_recovery_probability_matches_closed_form():
     # gpu 32/160 = 0.2 /h, node 4/20 = 0.2 /h, rack (2 domains) 2/5 = 0.4 /h, cluster 1/5 = 0.2 /h
     # -> P = 0.6 / 1.0 = 0.6.
     h = 3600.0
-    classes = [(32, 1.0, 160 * h, 0.01, 1, 1, 0.0), (4, 1.0, 20 * h, 0.01, 1, 1, 0.0),
-               (2, 1.0, 5 * h, 0.01, 2, 0, 0.0), (1, 1.0, 5 * h, 0.01, 0, 1, 0.0)]
+    classes = [
+        (32, 1.0, 160 * h, 0.01, 1, 1, 0.0),
+        (4, 1.0, 20 * h, 0.01, 1, 1, 0.0),
+        (2, 1.0, 5 * h, 0.01, 2, 0, 0.0),
+        (1, 1.0, 5 * h, 0.01, 0, 1, 0.0),
+    ]
     # Snapshots every 5 iterations keep short the windows (at start and after a storage
     # restore) in which no replica exists yet and a memory-safe failure restores from storage.
-    p = kernel_params(iterations=20000, checkpoint_every=5, checkpoint_stall_s=0.1,
-                      strategy=mc.STRATEGY_IN_MEMORY, replicate_s=0.5, checkpoint_write_s=20.0,
-                      persist_every=10, load_s=0.01, load_memory_s=0.01)
+    p = kernel_params(
+        iterations=20000,
+        checkpoint_every=5,
+        checkpoint_stall_s=0.1,
+        strategy=mc.STRATEGY_IN_MEMORY,
+        replicate_s=0.5,
+        checkpoint_write_s=20.0,
+        persist_every=10,
+        load_s=0.01,
+        load_memory_s=0.01,
+    )
     out = run_kernel(p, classes, runs=400, seed=3)
     n, k = out[:, mc.OUT_FAILURES].sum(), out[:, mc.OUT_MEMORY_RECOVERIES].sum()
     assert n > 2000
@@ -113,15 +131,21 @@ def test_in_memory_loses_less_than_async_at_same_interval():
     classes = [(64, 1.0, 64 * 3000.0, 30.0, 1, 1, 0.0)]
     base = dict(iterations=5000, checkpoint_every=100, checkpoint_stall_s=1.0, checkpoint_write_s=150.0)
     asyn = run_kernel(kernel_params(**base, is_async=True), classes, runs=500, seed=8)
-    mem = run_kernel(kernel_params(**base, strategy=mc.STRATEGY_IN_MEMORY, replicate_s=2.0, persist_every=5,
-                                   load_memory_s=1.0), classes, runs=500, seed=8)
+    mem = run_kernel(
+        kernel_params(**base, strategy=mc.STRATEGY_IN_MEMORY, replicate_s=2.0, persist_every=5, load_memory_s=1.0),
+        classes,
+        runs=500,
+        seed=8,
+    )
     # Same failure times (common random numbers), so the comparison is paired.
     loss_async = asyn[:, mc.OUT_LOST_S].sum() / asyn[:, mc.OUT_FAILURES].sum()
     loss_mem = mem[:, mc.OUT_LOST_S].sum() / mem[:, mc.OUT_FAILURES].sum()
     assert loss_mem < loss_async
     # Every failure of this class restores from memory, except those striking during a
     # recovery (counted as failures, not as separate recoveries).
-    assert 0.95 * mem[:, mc.OUT_FAILURES].sum() <= mem[:, mc.OUT_MEMORY_RECOVERIES].sum() <= mem[:, mc.OUT_FAILURES].sum()
+    assert (
+        0.95 * mem[:, mc.OUT_FAILURES].sum() <= mem[:, mc.OUT_MEMORY_RECOVERIES].sum() <= mem[:, mc.OUT_FAILURES].sum()
+    )
 
 
 EPISODES = dict(rate=3 / 3600.0, d=1800.0, slow=1.5)
@@ -136,9 +160,16 @@ def _p_active(t: float) -> float:
 
 def _episode_params(**kw):
     slow = EPISODES["slow"]
-    return kernel_params(episode_rate_per_s=EPISODES["rate"], episode_mean_s=EPISODES["d"], episode_slowdown=slow,
-                         fast_min_block=1, factor_mean_episode=slow, factor_std_episode=0.0,
-                         fast_min_block_episode=1, **kw)
+    return kernel_params(
+        episode_rate_per_s=EPISODES["rate"],
+        episode_mean_s=EPISODES["d"],
+        episode_slowdown=slow,
+        fast_min_block=1,
+        factor_mean_episode=slow,
+        factor_std_episode=0.0,
+        fast_min_block_episode=1,
+        **kw,
+    )
 
 
 def test_episodes_only_iterations_by_horizon():
@@ -163,8 +194,9 @@ def test_episodes_only_mean_wall_time(fast):
     # E[W] as the root w of  w - b int_0^w P_a = I.
     iterations = 50000
     b = 1.0 - 1.0 / (0.9 * EPISODES["slow"] + 0.1)
-    expected = optimize.brentq(lambda w: w - b * integrate.quad(_p_active, 0, w, limit=200)[0] - iterations,
-                               iterations, 3 * iterations)
+    expected = optimize.brentq(
+        lambda w: w - b * integrate.quad(_p_active, 0, w, limit=200)[0] - iterations, iterations, 3 * iterations
+    )
     p = _episode_params(iterations=iterations, checkpoint_every=10**9, fast=fast)
     out = run_kernel(p, [], runs=2000, seed=4)
     assert abs(_z(out[:, mc.OUT_WALL_S], expected)) < 4
@@ -175,8 +207,15 @@ def test_restart_ends_episodes():
     # job then runs slowed only between an episode's arrival and the next failure. With
     # failures cluster-wide every 2000 s on average and episodes every 500 s, much of the
     # time is unslowed; without failures nearly all of it is slowed.
-    common = dict(iterations=20000, checkpoint_every=10, checkpoint_stall_s=0.0, load_s=0.0,
-                  episode_rate_per_s=1 / 500.0, episode_mean_s=1e9, episode_slowdown=3.0)
+    common = dict(
+        iterations=20000,
+        checkpoint_every=10,
+        checkpoint_stall_s=0.0,
+        load_s=0.0,
+        episode_rate_per_s=1 / 500.0,
+        episode_mean_s=1e9,
+        episode_slowdown=3.0,
+    )
     no_fail = run_kernel(kernel_params(**common), [], runs=50, seed=1)
     with_fail = run_kernel(kernel_params(**common), [(1, 1.0, 2000.0, 0.0)], runs=50, seed=1)
     slowed_share = lambda out: out[:, mc.OUT_STRAGGLER_PERSISTENT_S] / (0.9 * 2.0 * out[:, mc.OUT_ITERATIONS_DONE])  # noqa: E731
@@ -195,8 +234,9 @@ def test_job_factor_mean_and_redraw():
     np.testing.assert_allclose(out[:, mc.OUT_STRAGGLER_TRANSIENT_S], 0.0)
     # With failures J is redrawn at each restart: the surviving iterations' persistent
     # straggling is no longer a single J per run, so it varies less across runs.
-    failing = run_kernel(p._replace(checkpoint_every=5, checkpoint_stall_s=0.0), [(1, 1.0, 60.0, 1.0)],
-                         runs=4000, seed=6)
+    failing = run_kernel(
+        p._replace(checkpoint_every=5, checkpoint_stall_s=0.0), [(1, 1.0, 60.0, 1.0)], runs=4000, seed=6
+    )
     assert (failing[:, mc.OUT_FAILURES] > 5).mean() > 0.9
     assert failing[:, mc.OUT_STRAGGLER_PERSISTENT_S].std() < 0.5 * out[:, mc.OUT_STRAGGLER_PERSISTENT_S].std()
 
@@ -205,8 +245,9 @@ def test_domain_events_rate_and_nodes():
     # 64 nodes in racks of 4: 16 domains, MTBF 100 h per rack -> 0.16 events / h; over a
     # 500-h censored horizon, Poisson mean 80 events.
     raw = _scenario(parallelism__gpus=512, model__global_batch=512)
-    raw["failures"] = [{"name": "rack", "scope": "node", "domain_nodes": 4, "mtbf_hours": 100.0,
-                        "recovery_minutes": 1.0}]
+    raw["failures"] = [
+        {"name": "rack", "scope": "node", "domain_nodes": 4, "mtbf_hours": 100.0, "recovery_minutes": 1.0}
+    ]
     raw["run"]["max_wall_days"] = 500 / 24
     raw["model"]["tokens"] = 1e15  # never finishes: censored at the horizon
     cfg = scenario_from_dict(raw).base
@@ -256,8 +297,9 @@ def test_llama3_table5_taxonomy_in_reference_scenario():
 def test_in_memory_without_a_replica_restores_from_storage():
     # Review finding: before any snapshot has been replicated there is nothing in peer
     # memory to restore; such recoveries must load from storage.
-    p = kernel_params(iterations=3000, checkpoint_every=10**6, strategy=mc.STRATEGY_IN_MEMORY,
-                      replicate_s=1.0, load_memory_s=1.0)
+    p = kernel_params(
+        iterations=3000, checkpoint_every=10**6, strategy=mc.STRATEGY_IN_MEMORY, replicate_s=1.0, load_memory_s=1.0
+    )
     out = run_kernel(p, [(8, 1.0, 8 * 2000.0, 10.0)], runs=200, seed=1)
     assert out[:, mc.OUT_FAILURES].sum() > 100
     assert out[:, mc.OUT_MEMORY_RECOVERIES].sum() == 0

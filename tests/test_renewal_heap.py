@@ -11,7 +11,7 @@ def test_heap_grows_past_its_capacity_and_pops_in_time_order():
     # 300 pushes into arrays of capacity 4 force six doublings; the pops must give the entries in
     # increasing time with their classes, as sorting them does (the independent reference).
     rng = np.random.default_rng(7)
-    times = rng.permutation(300).astype(float) + rng.random(300) * 0.5   # distinct times
+    times = rng.permutation(300).astype(float) + rng.random(300) * 0.5  # distinct times
     classes = rng.integers(0, 5, 300)
     heap_time, heap_class, size = np.empty(4), np.empty(4, np.int64), 0
     for t, c in zip(times, classes, strict=False):

@@ -37,8 +37,7 @@ def test_ndtri_matches_scipy_to_double_precision():
     # the speed floor is held to); AS 241 reaches below 1e-15 against SciPy, and 1e-12 here
     # catches any mistyped coefficient (each moves the result by far more) with room for
     # SciPy's own last-digit differences.
-    p = np.concatenate([np.logspace(-17, -0.31, 400), 1 - np.logspace(-15, -0.31, 400),
-                        np.linspace(0.02, 0.98, 97)])
+    p = np.concatenate([np.logspace(-17, -0.31, 400), 1 - np.logspace(-15, -0.31, 400), np.linspace(0.02, 0.98, 97)])
     got = np.array([normal.ndtri(x) for x in p])
     ref = special.ndtri(p)
     assert np.all(np.abs(got - ref) <= 1e-12 * np.maximum(1.0, np.abs(ref)))
@@ -49,8 +48,7 @@ def test_max_sampler_matches_brute_force_max(n_ranks):
     sigma = 0.2
     state = np.empty(4, np.uint64)
     rng.seed_stream(state, 42, n_ranks, 0)
-    sampled = np.array([normal.max_lognormal_factor(rng.uniform(state), n_ranks, sigma)
-                        for _ in range(20000)])
+    sampled = np.array([normal.max_lognormal_factor(rng.uniform(state), n_ranks, sigma) for _ in range(20000)])
     brute = naive.max_lognormal_brute(np.random.default_rng(n_ranks), n_ranks, sigma, 20000)
     # Two-sample KS; both samples have fixed seeds.
     assert stats.ks_2samp(sampled, brute).pvalue > 1e-3

@@ -20,11 +20,14 @@ def _dims(scenario) -> list[str]:
     return [axis.dim for axis in scenario.axes]
 
 
-@pytest.mark.parametrize("overrides", [
-    ["checkpoint.strategy=sync"],
-    [("checkpoint.strategy", "sync")],
-    {"checkpoint.strategy": "sync"},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["checkpoint.strategy=sync"],
+        [("checkpoint.strategy", "sync")],
+        {"checkpoint.strategy": "sync"},
+    ],
+)
 def test_scalar_override_replaces_a_swept_axis(overrides):
     scenario = load_scenario(CAPACITY, overrides)
     assert _dims(scenario) == ["gpus", "interval"]  # the strategy dimension is gone
@@ -45,13 +48,16 @@ def test_list_override_replaces_the_values_of_a_swept_axis():
     assert scenario.axes[0].values == (128, 256)
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("checkpoint.strategy=[sync, async]", ["sync", "async"]),
-    ("checkpoint.strategy=[sync, \"in_memory\"]", ["sync", "in_memory"]),
-    ("checkpoint.interval=[young_daly, { minutes = 10 }]", ["young_daly", {"minutes": 10}]),
-    ("parallelism.gpus=[128, 256,]", [128, 256]),
-    (" parallelism . gpus = 64", 64),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("checkpoint.strategy=[sync, async]", ["sync", "async"]),
+        ('checkpoint.strategy=[sync, "in_memory"]', ["sync", "in_memory"]),
+        ("checkpoint.interval=[young_daly, { minutes = 10 }]", ["young_daly", {"minutes": 10}]),
+        ("parallelism.gpus=[128, 256,]", [128, 256]),
+        (" parallelism . gpus = 64", 64),
+    ],
+)
 def test_lists_of_bare_strings(text, expected):
     key, value = parse_override(text)
     assert value == expected and key in ("checkpoint.strategy", "checkpoint.interval", "parallelism.gpus")
@@ -63,10 +69,13 @@ def test_unquoted_list_of_strings_sweeps():
     assert axis.values == ("sync", "in_memory")
 
 
-@pytest.mark.parametrize("text,quoted", [
-    ("checkpoint.strategy=[sync, in memory]", 'checkpoint.strategy=["sync", "in memory"]'),
-    ("checkpoint.strategy=[sync, async", 'checkpoint.strategy=["sync", "async"]'),
-])
+@pytest.mark.parametrize(
+    "text,quoted",
+    [
+        ("checkpoint.strategy=[sync, in memory]", 'checkpoint.strategy=["sync", "in memory"]'),
+        ("checkpoint.strategy=[sync, async", 'checkpoint.strategy=["sync", "async"]'),
+    ],
+)
 def test_unreadable_list_shows_the_quoted_form(text, quoted):
     with pytest.raises(ScenarioError) as err:
         parse_override(text)
@@ -74,10 +83,16 @@ def test_unreadable_list_shows_the_quoted_form(text, quoted):
 
 
 def test_typed_overrides_keep_their_type():
-    scenario = load_scenario(CAPACITY, [("compute.efficiency", np.float64(0.6)),
-                                        ("parallelism.gpus", np.int64(256)),
-                                        ("checkpoint.interval", np.str_("young_daly")),
-                                        ("model.dropout", np.bool_(True))], runs=np.int64(7))
+    scenario = load_scenario(
+        CAPACITY,
+        [
+            ("compute.efficiency", np.float64(0.6)),
+            ("parallelism.gpus", np.int64(256)),
+            ("checkpoint.interval", np.str_("young_daly")),
+            ("model.dropout", np.bool_(True)),
+        ],
+        runs=np.int64(7),
+    )
     base = scenario.base
     assert base.compute.efficiency == 0.6 and type(base.compute.efficiency) is float
     assert {cfg.parallelism.gpus for cfg in scenario.configs} == {256}
@@ -87,17 +102,33 @@ def test_typed_overrides_keep_their_type():
 
 
 def test_typed_array_override_is_a_sweep_axis():
-    scenario = load_scenario(CAPACITY, {"parallelism.gpus": np.array([128, 512]),
-                                        "checkpoint.strategy": ("sync", "async")})
+    scenario = load_scenario(
+        CAPACITY, {"parallelism.gpus": np.array([128, 512]), "checkpoint.strategy": ("sync", "async")}
+    )
     assert scenario.axes[0].values == (128, 512) and type(scenario.axes[0].values[0]) is int
     assert next(a for a in scenario.axes if a.dim == "strategy").values == ("sync", "async")
 
 
 def test_cli_set_on_a_swept_key_is_what_runs(tmp_path, capsys):
     out = tmp_path / "cp.nc"
-    status = main(["run", str(CAPACITY), "--set", "checkpoint.strategy=sync", "--set", "parallelism.gpus=128",
-                   "--set", "checkpoint.interval=[young_daly, { minutes = 30 }]", "--runs", "4", "--quiet",
-                   "--no-resume", "-o", str(out)])
+    status = main(
+        [
+            "run",
+            str(CAPACITY),
+            "--set",
+            "checkpoint.strategy=sync",
+            "--set",
+            "parallelism.gpus=128",
+            "--set",
+            "checkpoint.interval=[young_daly, { minutes = 30 }]",
+            "--runs",
+            "4",
+            "--quiet",
+            "--no-resume",
+            "-o",
+            str(out),
+        ]
+    )
     assert status == 0, capsys.readouterr().err
     with xr.open_dataset(out) as ds:
         assert dict(ds["wall_time"].sizes) == {"interval": 2, "run": 4}
@@ -110,8 +141,14 @@ def test_numpy_reprs_in_override_text_keep_their_type():
     # numpy 2 writes repr(np.float64(0.6)) as "np.float64(0.6)", and a list of numpy
     # integers as "[np.int64(128), np.int64(256)]": what f-strings put in an override.
     gpus = list(np.array([128, 256]))
-    scenario = load_scenario(CAPACITY, [f"compute.efficiency={np.float64(0.6)!r}", f"parallelism.gpus={gpus}",
-                                        f"checkpoint.strategy={np.str_('sync')!r}",
-                                        f"model.dropout={np.bool_(True)!r}"])
+    scenario = load_scenario(
+        CAPACITY,
+        [
+            f"compute.efficiency={np.float64(0.6)!r}",
+            f"parallelism.gpus={gpus}",
+            f"checkpoint.strategy={np.str_('sync')!r}",
+            f"model.dropout={np.bool_(True)!r}",
+        ],
+    )
     assert scenario.base.compute.efficiency == 0.6 and scenario.base.model.dropout is True
     assert scenario.axes[0].values == (128, 256) and {c.checkpoint.strategy for c in scenario.configs} == {"sync"}

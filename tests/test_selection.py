@@ -57,8 +57,10 @@ def test_recommends_the_exhaustive_best_in_19_of_20_seeds(exhaustive, first_runs
         good += bool(gap[result.best] <= result.delta)
         spent.append(result.total_runs)
     ratio = len(configs) * 2000 / np.mean(spent)
-    print(f"select_best, n0 = {first_runs}: {good}/20 within the zone of the exhaustive best, "
-          f"{np.mean(spent):.0f} runs on average, {ratio:.1f}x fewer than exhaustive with 2,000 runs each")
+    print(
+        f"select_best, n0 = {first_runs}: {good}/20 within the zone of the exhaustive best, "
+        f"{np.mean(spent):.0f} runs on average, {ratio:.1f}x fewer than exhaustive with 2,000 runs each"
+    )
     assert good >= 19
     assert ratio > fewer
 
@@ -96,7 +98,7 @@ def test_designed_prices_closed_form():
     gpus = configs[0].parallelism.gpus
     for i, price in enumerate(prices):
         rows = result.rows[i]
-        assert np.array_equal(rows, result.rows[1][:len(rows)])
+        assert np.array_equal(rows, result.rows[1][: len(rows)])
         wall_h = rows[:, OUT_WALL_S] / 3600.0
         assert result.means[i] == pytest.approx(price * gpus * wall_h.mean(), rel=1e-12)
 
@@ -183,25 +185,28 @@ def test_budget_exhausted_is_undecided_with_reason():
     assert total.total_runs <= 1500
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(objective="throughput"), "objective: expected one of"),
-    (dict(objective={"cost": -1.0}), "weight of 'cost'"),
-    (dict(objective={"ettr": 1.0}), "unknown output 'ettr'"),
-    (dict(objective={"cost": 0.0}), "at least one weight"),
-    (dict(alpha=0.0), "alpha: expected"),
-    (dict(alpha=0.7), "alpha: expected"),
-    (dict(indifference=0.0), "indifference: expected"),
-    (dict(indifference=float("nan")), "indifference: expected"),
-    (dict(first_runs=1), "first_runs: expected"),
-    (dict(max_runs=50), "max_runs: expected"),
-    (dict(max_total_runs=10), "max_total_runs: expected"),
-    (dict(mode="slow"), "mode: expected"),
-    (dict(seed=-1), "seed: expected"),
-    (dict(seed=1.5), "seed: expected"),
-    (dict(configs=[]), "configs: expected"),
-    (dict(configs=["a"]), r"configs\[0\]: expected"),
-    (dict(workers=0), "workers: expected a whole number from 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(objective="throughput"), "objective: expected one of"),
+        (dict(objective={"cost": -1.0}), "weight of 'cost'"),
+        (dict(objective={"ettr": 1.0}), "unknown output 'ettr'"),
+        (dict(objective={"cost": 0.0}), "at least one weight"),
+        (dict(alpha=0.0), "alpha: expected"),
+        (dict(alpha=0.7), "alpha: expected"),
+        (dict(indifference=0.0), "indifference: expected"),
+        (dict(indifference=float("nan")), "indifference: expected"),
+        (dict(first_runs=1), "first_runs: expected"),
+        (dict(max_runs=50), "max_runs: expected"),
+        (dict(max_total_runs=10), "max_total_runs: expected"),
+        (dict(mode="slow"), "mode: expected"),
+        (dict(seed=-1), "seed: expected"),
+        (dict(seed=1.5), "seed: expected"),
+        (dict(configs=[]), "configs: expected"),
+        (dict(configs=["a"]), r"configs\[0\]: expected"),
+        (dict(workers=0), "workers: expected a whole number from 1"),
+    ],
+)
 def test_bad_arguments_raise_one_clear_value_error(kwargs, message):
     args = dict(configs=candidates()[:2], objective="cost", seed=0)
     args.update(kwargs)
@@ -253,8 +258,9 @@ def test_candidates_with_runs_cut_off_are_left_out():
     raw["sweep"] = {"parallelism.gpus": [32, 64]}
     raw["run"]["max_wall_days"] = 2.0 / 24.0  # 64 GPUs: 1.2-1.7 h, 32 GPUs: 2.3-2.8 h
     lines = []
-    result = select_best(scenario_from_dict(raw).configs, "cost", seed=4, first_runs=20, progress=False,
-                         notify=lines.append)
+    result = select_best(
+        scenario_from_dict(raw).configs, "cost", seed=4, first_runs=20, progress=False, notify=lines.append
+    )
     assert result.means[0] < result.means[1]  # the truncated 32-GPU runs look cheaper ...
     assert result.best == 1 and result.decided  # ... but are not eligible
     assert result.eliminated_round.tolist() == [0, -1]
@@ -276,7 +282,7 @@ def test_bonferroni_pcs_estimate_closed_forms():
     noise = np.concatenate([noise, -noise])  # d̄ exactly 0 before the shift
     best = 10.0 + rng.normal(size=400)
     delta = 0.05
-    tied = best - (delta + noise)            # X_b − X_l = δ + noise: mean exactly δ
+    tied = best - (delta + noise)  # X_b − X_l = δ + noise: mean exactly δ
     assert bonferroni_pcs([best, tied], 0, delta) == pytest.approx(0.5, abs=1e-12)
     assert bonferroni_pcs([best, tied, tied], 0, delta) == 0.0
     far = best + 100 * np.std(noise, ddof=1) / math.sqrt(400) + noise

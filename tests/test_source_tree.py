@@ -27,8 +27,7 @@ print(scenario.name, mcsim.reference_scenario_path().is_file())
 
 def test_import_from_repository_root_uses_a_complete_source_tree():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     package, kernels, scenario = done.stdout.splitlines()
     assert Path(package) == ROOT / "mcsim"  # the source tree, not an installed copy

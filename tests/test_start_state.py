@@ -32,9 +32,9 @@ from mcsim.scenario.schema import ScenarioError
 
 MTBF_H = 1000.0
 MTBF_S = MTBF_H * 3600.0
-HORIZON_S = 0.2 * MTBF_S          # short against one unit's MTBF: the start state matters
-UNITS = {"gpu": 64, "node": 8, "cluster": 1}        # SMALL_SCENARIO: 64 GPUs on 8 nodes
-RUNS = {"gpu": 2_000, "node": 10_000, "cluster": 50_000}   # about 10^4 failures in each case
+HORIZON_S = 0.2 * MTBF_S  # short against one unit's MTBF: the start state matters
+UNITS = {"gpu": 64, "node": 8, "cluster": 1}  # SMALL_SCENARIO: 64 GPUs on 8 nodes
+RUNS = {"gpu": 2_000, "node": 10_000, "cluster": 50_000}  # about 10^4 failures in each case
 
 
 def _config(scope: str, shape: float, initial_age=None, mtbf_hours: float = MTBF_H):
@@ -53,8 +53,14 @@ def _failures_in_horizon(classes: mc.FailureClasses, runs: int, horizon_s: float
     Fast mode with one block up to the (never reached) end: one kernel event per failure.
     """
     never = 10**15
-    params = kernel_params(iterations=never, checkpoint_every=never, max_wall_s=horizon_s, fast=True,
-                           fast_min_block=1, fast_min_block_episode=1)
+    params = kernel_params(
+        iterations=never,
+        checkpoint_every=never,
+        max_wall_s=horizon_s,
+        fast=True,
+        fast_min_block=1,
+        fast_min_block_episode=1,
+    )
     out = np.zeros((runs, mc.N_OUT))
     mc.simulate_runs(params, classes, seed, 0, out)
     assert not out[:, mc.OUT_COMPLETED].any()
@@ -70,7 +76,7 @@ def _z(counts: np.ndarray, expected: float) -> float:
 @pytest.mark.parametrize("shape", [0.5, 1.0, 3.0])
 def test_stationary_start_gives_units_times_window_over_mtbf(shape, scope):
     # Expected failures in [0, T) of a stationary renewal process: T / MTBF per unit, any shape.
-    cfg = _config(scope, shape)                         # the schema default: "stationary"
+    cfg = _config(scope, shape)  # the schema default: "stationary"
     classes = checkpointing.failure_classes(cfg)
     assert classes.units[0] == UNITS[scope] and classes.start[0] == START_STATIONARY
     expected = UNITS[scope] * HORIZON_S / MTBF_S
@@ -78,13 +84,13 @@ def test_stationary_start_gives_units_times_window_over_mtbf(shape, scope):
     assert abs(_z(counts, expected)) < 4.0, (counts.mean(), expected)
     if shape != 1.0:
         # The test can fail: new units (infant mortality for k < 1, wear-out for k > 1) miss it.
-        new = _failures_in_horizon(checkpointing.failure_classes(_config(scope, shape, "new")), RUNS[scope],
-                                   HORIZON_S)
+        new = _failures_in_horizon(checkpointing.failure_classes(_config(scope, shape, "new")), RUNS[scope], HORIZON_S)
         assert abs(_z(new, expected)) > 8.0
 
 
-def _direct_aged_failures(shape: float, scale_s: float, age_s: float, horizon_s: float, n: int,
-                          rng: np.random.Generator) -> np.ndarray:
+def _direct_aged_failures(
+    shape: float, scale_s: float, age_s: float, horizon_s: float, n: int, rng: np.random.Generator
+) -> np.ndarray:
     """Failures in [0, T) of one unit aged ``age_s`` at 0, by direct simulation in numpy.
 
     The first lifetime is a Weibull lifetime conditioned on exceeding the age (by rejection:
@@ -110,8 +116,7 @@ def test_fixed_age_matches_direct_simulation(shape):
     classes = checkpointing.failure_classes(cfg)
     assert classes.start[0] == START_AGED and classes.age_s[0] == MTBF_S
     kernel = _failures_in_horizon(classes, 40_000, horizon_s)
-    direct = _direct_aged_failures(shape, classes.scale_s[0], MTBF_S, horizon_s, 40_000,
-                                   np.random.default_rng(11))
+    direct = _direct_aged_failures(shape, classes.scale_s[0], MTBF_S, horizon_s, 40_000, np.random.default_rng(11))
     se = math.sqrt(kernel.var(ddof=1) / kernel.size + direct.var(ddof=1) / direct.size)
     assert abs(kernel.mean() - direct.mean()) < 4.0 * se, (kernel.mean(), direct.mean())
     # ... and an old unit is not a new one (the test can fail).
@@ -145,8 +150,10 @@ def test_exponential_scenario_output_is_bit_identical_for_every_start_state():
     # same under "stationary", "new" and a fixed age: exponential classes keep today's numbers.
     def dataset(initial_age):
         raw = copy.deepcopy(SMALL_SCENARIO)
-        raw["failures"] = [dict(raw["failures"][0], mtbf_hours=40.0, initial_age=initial_age),
-                           {"name": "fabric", "scope": "cluster", "mtbf_hours": 5.0, "initial_age": initial_age}]
+        raw["failures"] = [
+            dict(raw["failures"][0], mtbf_hours=40.0, initial_age=initial_age),
+            {"name": "fabric", "scope": "cluster", "mtbf_hours": 5.0, "initial_age": initial_age},
+        ]
         raw["run"] = dict(raw["run"], runs=100, mode="exact")
         return simulate(scenario_from_dict(raw), progress=False)
 
@@ -177,9 +184,11 @@ def test_stationary_is_the_default_and_values_are_checked(small_raw):
 
 def _weibull_start_raw() -> dict:
     raw = copy.deepcopy(SMALL_SCENARIO)
-    raw["failures"] = [{"name": "g", "scope": "gpu", "shape": 0.7, "mtbf_hours": 64 * 0.5},
-                       {"name": "n", "scope": "node", "shape": 3.0, "mtbf_hours": 8 * 1.0, "initial_age": 5.0},
-                       {"name": "c", "scope": "cluster", "shape": 0.5, "mtbf_hours": 2.0}]
+    raw["failures"] = [
+        {"name": "g", "scope": "gpu", "shape": 0.7, "mtbf_hours": 64 * 0.5},
+        {"name": "n", "scope": "node", "shape": 3.0, "mtbf_hours": 8 * 1.0, "initial_age": 5.0},
+        {"name": "c", "scope": "cluster", "shape": 0.5, "mtbf_hours": 2.0},
+    ]
     return raw
 
 
@@ -207,8 +216,14 @@ def test_start_states_are_bit_identical_for_any_thread_count(tmp_path):
     results = {}
     for threads in ("1", "2"):
         env = dict(os.environ, NUMBA_NUM_THREADS=threads)
-        proc = subprocess.run([sys.executable, "-c", _THREAD_SCRIPT, json.dumps(_weibull_start_raw())],
-                              capture_output=True, text=True, env=env, check=True, cwd=tmp_path)
+        proc = subprocess.run(
+            [sys.executable, "-c", _THREAD_SCRIPT, json.dumps(_weibull_start_raw())],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd=tmp_path,
+        )
         n, data = proc.stdout.split()
         assert n == threads
         results[threads] = data

@@ -23,8 +23,11 @@ from mcsim.scenario.config import scenario_from_dict
 SWEEP = copy.deepcopy(SMALL_SCENARIO)
 SWEEP["run"].update(runs=120, mode="fast")
 SWEEP["failures"][0]["mtbf_hours"] = 200.0
-SWEEP["sweep"] = {"parallelism.gpus": [64, 128], "checkpoint.strategy": ["async", "in_memory"],
-                  "checkpoint.interval": [{"minutes": 5}, "young_daly"]}
+SWEEP["sweep"] = {
+    "parallelism.gpus": [64, 128],
+    "checkpoint.strategy": ["async", "in_memory"],
+    "checkpoint.interval": [{"minutes": 5}, "young_daly"],
+}
 
 
 def _numeric_equal(a, b) -> None:
@@ -100,24 +103,49 @@ def scenarios(draw):
     tp = draw(st.sampled_from([d for d in (1, 2, 4, 8) if gpus % d == 0]))
     pp = draw(st.sampled_from([d for d in (1, 2, 4) if gpus % (tp * d) == 0]))
     dp = gpus // (tp * pp)
-    failures = [{"name": f"f{i}", "scope": draw(st.sampled_from(["gpu", "node", "cluster"])),
-                 "shape": draw(st.floats(0.3, 3.0)), "mtbf_hours": draw(st.floats(0.2, 1e5)),
-                 "recovery_minutes": draw(st.floats(0.0, 120.0))} for i in range(draw(st.integers(0, 3)))]
+    failures = [
+        {
+            "name": f"f{i}",
+            "scope": draw(st.sampled_from(["gpu", "node", "cluster"])),
+            "shape": draw(st.floats(0.3, 3.0)),
+            "mtbf_hours": draw(st.floats(0.2, 1e5)),
+            "recovery_minutes": draw(st.floats(0.0, 120.0)),
+        }
+        for i in range(draw(st.integers(0, 3)))
+    ]
     return {
         "name": "random",
-        "model": {"params": draw(st.floats(1e7, 1e9)), "layers": 8 * pp, "hidden": 512, "seq_len": 512,
-                  "tokens": draw(st.floats(1e6, 5e8)), "global_batch": dp * draw(st.integers(1, 8)),
-                  "recompute": draw(st.sampled_from(["none", "selective", "full"]))},
-        "hardware": {"gpu": draw(st.sampled_from(["A100-80GB", "H100-SXM", "B200"])), "gpus_per_node": gpn,
-                     **({"spare_nodes": draw(st.integers(0, 4))} if draw(st.booleans()) else {})},
+        "model": {
+            "params": draw(st.floats(1e7, 1e9)),
+            "layers": 8 * pp,
+            "hidden": 512,
+            "seq_len": 512,
+            "tokens": draw(st.floats(1e6, 5e8)),
+            "global_batch": dp * draw(st.integers(1, 8)),
+            "recompute": draw(st.sampled_from(["none", "selective", "full"])),
+        },
+        "hardware": {
+            "gpu": draw(st.sampled_from(["A100-80GB", "H100-SXM", "B200"])),
+            "gpus_per_node": gpn,
+            **({"spare_nodes": draw(st.integers(0, 4))} if draw(st.booleans()) else {}),
+        },
         "parallelism": {"gpus": gpus, "tp": tp, "pp": pp},
-        "stragglers": {"sigma": draw(st.floats(0.0, 0.5)), "job_sigma": draw(st.floats(0.0, 0.3)),
-                       "episode_rate_per_node_day": draw(st.floats(0.0, 5.0))},
+        "stragglers": {
+            "sigma": draw(st.floats(0.0, 0.5)),
+            "job_sigma": draw(st.floats(0.0, 0.3)),
+            "episode_rate_per_node_day": draw(st.floats(0.0, 5.0)),
+        },
         "failures": failures,
-        "checkpoint": {"strategy": draw(st.sampled_from(["sync", "async", "gockpt", "in_memory"])),
-                       "interval": draw(st.sampled_from(["young_daly", {"minutes": 1.0}, {"iterations": 3}]))},
-        "run": {"runs": 8, "seed": draw(st.integers(0, 2**31)), "mode": draw(st.sampled_from(["fast", "exact"])),
-                "max_wall_days": draw(st.floats(0.5, 30.0))},
+        "checkpoint": {
+            "strategy": draw(st.sampled_from(["sync", "async", "gockpt", "in_memory"])),
+            "interval": draw(st.sampled_from(["young_daly", {"minutes": 1.0}, {"iterations": 3}])),
+        },
+        "run": {
+            "runs": 8,
+            "seed": draw(st.integers(0, 2**31)),
+            "mode": draw(st.sampled_from(["fast", "exact"])),
+            "max_wall_days": draw(st.floats(0.5, 30.0)),
+        },
     }
 
 

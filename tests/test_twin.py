@@ -42,39 +42,55 @@ STRATEGIES = {
     "sync": dict(strategy=mc.STRATEGY_SYNC, checkpoint_stall_s=8.0),
     "async": dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=1.5, checkpoint_write_s=25.0),
     "gockpt": dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.2, checkpoint_write_s=3 * 1.0 + 12.0),
-    "in_memory": dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.5, replicate_s=2.0,
-                      checkpoint_write_s=30.0, persist_every=3, load_memory_s=1.0),
+    "in_memory": dict(
+        strategy=mc.STRATEGY_IN_MEMORY,
+        checkpoint_stall_s=0.5,
+        replicate_s=2.0,
+        checkpoint_write_s=30.0,
+        persist_every=3,
+        load_memory_s=1.0,
+    ),
 }
 
 NODES, GPUS_PER_NODE = 8, 8
 
 
-def weibull(units: int, shape: float, mtbf_s: float, recovery_s: float, nodes_taken: int, memory_ok: int,
-            repair_s: float, start: str = "new") -> tuple:
+def weibull(
+    units: int,
+    shape: float,
+    mtbf_s: float,
+    recovery_s: float,
+    nodes_taken: int,
+    memory_ok: int,
+    repair_s: float,
+    start: str = "new",
+) -> tuple:
     """A failure class tuple for conftest.failure_classes; ``mtbf_s`` is one unit's MTBF.
 
     ``start``: "new", "stationary", or "aged" (every unit one MTBF old at t = 0).
     """
     scale_s = mtbf_s / math.gamma(1.0 + 1.0 / shape)
-    return (units, shape, scale_s, recovery_s, nodes_taken, memory_ok, repair_s,
-            mtbf_s if start == "aged" else start)
+    return (units, shape, scale_s, recovery_s, nodes_taken, memory_ok, repair_s, mtbf_s if start == "aged" else start)
 
 
-def gpu(shape: float, system_mtbf_s: float, recovery_s: float = 20.0, repair_s: float = 150.0,
-        start: str = "new") -> tuple:
+def gpu(
+    shape: float, system_mtbf_s: float, recovery_s: float = 20.0, repair_s: float = 150.0, start: str = "new"
+) -> tuple:
     """GPU scope: 64 units; a failure takes out its node, CPU memory survives."""
     units = NODES * GPUS_PER_NODE
     return weibull(units, shape, units * system_mtbf_s, recovery_s, 1, 1, repair_s, start)
 
 
-def node(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0,
-         start: str = "new") -> tuple:
+def node(
+    shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0, start: str = "new"
+) -> tuple:
     """Node scope, one node per domain: the snapshot's replica lives on the peer."""
     return weibull(NODES, shape, NODES * system_mtbf_s, recovery_s, 1, 1, repair_s, start)
 
 
-def domain(shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0,
-           start: str = "new") -> tuple:
+def domain(
+    shape: float, system_mtbf_s: float, recovery_s: float = 30.0, repair_s: float = 150.0, start: str = "new"
+) -> tuple:
     """Node scope with domain_nodes = 2: 4 domains, each event takes a node and its peer."""
     return weibull(NODES // 2, shape, NODES // 2 * system_mtbf_s, recovery_s, 2, 0, repair_s, start)
 
@@ -94,54 +110,93 @@ class Case:
     strategy: str
     classes: list
     overrides: dict = field(default_factory=dict)
-    features: tuple = ()   # what the runs must go through (checked by test_grid_exercises_every_feature)
+    features: tuple = ()  # what the runs must go through (checked by test_grid_exercises_every_feature)
 
 
 def _cases() -> list[Case]:
     cases = []
     for s in STRATEGIES:
         cases += [
-            Case(f"{s}-scopes-shapes", s, [gpu(0.7, 300.0), node(1.0, 600.0), cluster(3.0, 500.0)], JOB,
-                 ("failure",)),
-            Case(f"{s}-recovery-failures", s, [cluster(1.0, 60.0, recovery_s=45.0), gpu(0.7, 400.0)], EPISODES,
-                 ("failure in recovery", "episode")),
+            Case(f"{s}-scopes-shapes", s, [gpu(0.7, 300.0), node(1.0, 600.0), cluster(3.0, 500.0)], JOB, ("failure",)),
+            Case(
+                f"{s}-recovery-failures",
+                s,
+                [cluster(1.0, 60.0, recovery_s=45.0), gpu(0.7, 400.0)],
+                EPISODES,
+                ("failure in recovery", "episode"),
+            ),
             # GPU nodes come back faster than domains: a GPU failure during a wait for a domain's
             # nodes needs a node that returns before the ones already awaited.
-            Case(f"{s}-spares-domains", s, [gpu(1.0, 150.0, repair_s=40.0), domain(3.0, 300.0, repair_s=400.0)],
-                 dict(spare_nodes=1, **JOB), ("spare wait", "failure in spare wait", "failure")),
-            Case(f"{s}-censored", s, [node(0.7, 120.0), cluster(1.0, 300.0)],
-                 dict(max_wall_s=420.0, spare_nodes=0, **EPISODES), ("censored", "spare wait", "episode")),
-            Case(f"{s}-everything", s, [gpu(0.7, 400.0), node(3.0, 1000.0), domain(1.0, 500.0),
-                                         cluster(1.0, 200.0, recovery_s=60.0)],
-                 dict(spare_nodes=2, max_wall_s=1100.0, **JOB, **EPISODES),
-                 ("failure in recovery", "spare wait", "episode")),
+            Case(
+                f"{s}-spares-domains",
+                s,
+                [gpu(1.0, 150.0, repair_s=40.0), domain(3.0, 300.0, repair_s=400.0)],
+                dict(spare_nodes=1, **JOB),
+                ("spare wait", "failure in spare wait", "failure"),
+            ),
+            Case(
+                f"{s}-censored",
+                s,
+                [node(0.7, 120.0), cluster(1.0, 300.0)],
+                dict(max_wall_s=420.0, spare_nodes=0, **EPISODES),
+                ("censored", "spare wait", "episode"),
+            ),
+            Case(
+                f"{s}-everything",
+                s,
+                [gpu(0.7, 400.0), node(3.0, 1000.0), domain(1.0, 500.0), cluster(1.0, 200.0, recovery_s=60.0)],
+                dict(spare_nodes=2, max_wall_s=1100.0, **JOB, **EPISODES),
+                ("failure in recovery", "spare wait", "episode"),
+            ),
         ]
     cases += [
         # Stragglers at scale (the quantile's upper-tail branch) and none at all (G = 1, sigma = 0).
         Case("sync-huge-G", "sync", [gpu(1.0, 200.0)], dict(n_ranks=2.0e6, sigma=0.03), ("failure",)),
         Case("async-no-stragglers", "async", [cluster(0.7, 150.0)], dict(n_ranks=1.0, sigma=0.0), ("failure",)),
         # The failure guard: censored after 3 failures.
-        Case("gockpt-failure-guard", "gockpt", [cluster(1.0, 80.0, recovery_s=50.0)], dict(max_failures=3),
-             ("censored",)),
+        Case(
+            "gockpt-failure-guard", "gockpt", [cluster(1.0, 80.0, recovery_s=50.0)], dict(max_failures=3), ("censored",)
+        ),
         # Every snapshot persisted, replica slower than the storage write (storage newer than memory).
-        Case("in-memory-persist-all", "in_memory", [gpu(1.0, 100.0), domain(0.7, 200.0)],
-             dict(persist_every=1, replicate_s=40.0, checkpoint_write_s=5.0), ("memory recovery",)),
+        Case(
+            "in-memory-persist-all",
+            "in_memory",
+            [gpu(1.0, 100.0), domain(0.7, 200.0)],
+            dict(persist_every=1, replicate_s=40.0, checkpoint_write_s=5.0),
+            ("memory recovery",),
+        ),
         # Storage slower than two snapshot intervals: persists are skipped while a write is in flight.
-        Case("in-memory-slow-storage", "in_memory", [gpu(1.0, 150.0), domain(1.0, 200.0)],
-             dict(persist_every=2, checkpoint_write_s=70.0, **EPISODES), ("persist skipped", "episode")),
+        Case(
+            "in-memory-slow-storage",
+            "in_memory",
+            [gpu(1.0, 150.0), domain(1.0, 200.0)],
+            dict(persist_every=2, checkpoint_write_s=70.0, **EPISODES),
+            ("persist skipped", "episode"),
+        ),
     ]
     # Start states (docs/model.md §4 "Failure processes"): the equilibrium residual life and a
     # fixed age, for infant mortality (k = 0.7) and wear-out (k = 3), every scope.
     for s, start in (("sync", "stationary"), ("in_memory", "stationary"), ("async", "aged"), ("gockpt", "aged")):
-        cases.append(Case(f"{s}-{start}", s, [gpu(0.7, 300.0, start=start), node(3.0, 600.0, start=start),
-                                              domain(0.7, 900.0, start=start), cluster(3.0, 500.0, start=start),
-                                              cluster(0.7, 700.0, recovery_s=30.0, start=start)],
-                          dict(spare_nodes=2, max_wall_s=1500.0, **JOB), ("failure", "failure in recovery")))
+        cases.append(
+            Case(
+                f"{s}-{start}",
+                s,
+                [
+                    gpu(0.7, 300.0, start=start),
+                    node(3.0, 600.0, start=start),
+                    domain(0.7, 900.0, start=start),
+                    cluster(3.0, 500.0, start=start),
+                    cluster(0.7, 700.0, recovery_s=30.0, start=start),
+                ],
+                dict(spare_nodes=2, max_wall_s=1500.0, **JOB),
+                ("failure", "failure in recovery"),
+            )
+        )
     for c in cases:
         if c.strategy == "in_memory" and any(cl[5] == 1 for cl in c.classes):
             c.features += ("memory recovery",)
         if c.strategy == "in_memory" and any(cl[5] == 0 for cl in c.classes):
-            c.features += ("memory fallback",)   # a domain failure during a memory restore
+            c.features += ("memory fallback",)  # a domain failure during a memory restore
         if (c.strategy == "async" and "censored" not in c.name) or c.name == "in-memory-persist-all":
             c.features += ("write wait",)
     return cases
@@ -153,15 +208,28 @@ ITERATIONS = 400
 
 
 def case_params(case: Case, fast: bool) -> mc.RunParams:
-    values = dict(iterations=ITERATIONS, n_ranks=float(NODES * GPUS_PER_NODE), sigma=0.05, checkpoint_every=20,
-                  load_s=8.0, **STRATEGIES[case.strategy])
+    values = dict(
+        iterations=ITERATIONS,
+        n_ranks=float(NODES * GPUS_PER_NODE),
+        sigma=0.05,
+        checkpoint_every=20,
+        load_s=8.0,
+        **STRATEGIES[case.strategy],
+    )
     values.update(case.overrides)
     if fast:
         law = factor_law(values["n_ranks"], values["sigma"])
         episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
         # A small threshold (not the W1 one): blocks at once, cut at episode changes, and short exact ones.
-        values.update(fast=True, fast_min_block=4, factor_mean=law.mean, factor_std=law.std,
-                      fast_min_block_episode=4, factor_mean_episode=episode.mean, factor_std_episode=episode.std)
+        values.update(
+            fast=True,
+            fast_min_block=4,
+            factor_mean=law.mean,
+            factor_std=law.std,
+            fast_min_block_episode=4,
+            factor_mean_episode=episode.mean,
+            factor_std_episode=episode.std,
+        )
     return kernel_params(**values)
 
 
@@ -190,14 +258,25 @@ def _column(name: str) -> int:
 
 
 KERNEL_COLUMNS = {
-    "wall_s": "OUT_WALL_S", "failures": "OUT_FAILURES", "lost_s": "OUT_LOST_S",
-    "checkpoint_s": "OUT_CHECKPOINT_S", "recovery_s": "OUT_RECOVERY_S", "straggler_s": "OUT_STRAGGLER_S",
-    "completed": "OUT_COMPLETED", "iterations_done": "OUT_ITERATIONS_DONE", "busy_s": "OUT_BUSY_S",
-    "checkpoints": "OUT_CHECKPOINTS", "straggler_transient_s": "OUT_STRAGGLER_TRANSIENT_S",
-    "straggler_persistent_s": "OUT_STRAGGLER_PERSISTENT_S", "memory_recoveries": "OUT_MEMORY_RECOVERIES",
-    "spare_wait_s": "OUT_SPARE_WAIT_S", "episode_phase_s": "OUT_EPISODE_PHASE_S",
-    "storage_writes": "OUT_STORAGE_WRITES", "storage_loads": "OUT_STORAGE_LOADS",
-    "memory_loads": "OUT_MEMORY_LOADS", "executed_iterations": "OUT_EXECUTED_ITERATIONS",
+    "wall_s": "OUT_WALL_S",
+    "failures": "OUT_FAILURES",
+    "lost_s": "OUT_LOST_S",
+    "checkpoint_s": "OUT_CHECKPOINT_S",
+    "recovery_s": "OUT_RECOVERY_S",
+    "straggler_s": "OUT_STRAGGLER_S",
+    "completed": "OUT_COMPLETED",
+    "iterations_done": "OUT_ITERATIONS_DONE",
+    "busy_s": "OUT_BUSY_S",
+    "checkpoints": "OUT_CHECKPOINTS",
+    "straggler_transient_s": "OUT_STRAGGLER_TRANSIENT_S",
+    "straggler_persistent_s": "OUT_STRAGGLER_PERSISTENT_S",
+    "memory_recoveries": "OUT_MEMORY_RECOVERIES",
+    "spare_wait_s": "OUT_SPARE_WAIT_S",
+    "episode_phase_s": "OUT_EPISODE_PHASE_S",
+    "storage_writes": "OUT_STORAGE_WRITES",
+    "storage_loads": "OUT_STORAGE_LOADS",
+    "memory_loads": "OUT_MEMORY_LOADS",
+    "executed_iterations": "OUT_EXECUTED_ITERATIONS",
 }
 
 
@@ -257,22 +336,47 @@ def test_grid_exercises_every_feature(case):
 
 # --- Configurations built from scenario tables (checkpoint_plan + run_params) -----------------
 
+
 def _scenario_config(strategy: str):
-    raw = {k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v] if isinstance(v, list) else v)
-           for k, v in SMALL_SCENARIO.items()}
-    raw["model"]["tokens"] = 4e8                     # ~380 iterations of 0.93 s
+    raw = {
+        k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v] if isinstance(v, list) else v)
+        for k, v in SMALL_SCENARIO.items()
+    }
+    raw["model"]["tokens"] = 4e8  # ~380 iterations of 0.93 s
     raw["hardware"]["spare_nodes"] = 1
-    raw["stragglers"] = {"sigma": 0.05, "job_sigma": 0.1, "episode_rate_per_node_day": 10.0,
-                         "episode_hours": 0.02, "episode_slowdown": 1.5}
+    raw["stragglers"] = {
+        "sigma": 0.05,
+        "job_sigma": 0.1,
+        "episode_rate_per_node_day": 10.0,
+        "episode_hours": 0.02,
+        "episode_slowdown": 1.5,
+    }
     raw["failures"] = [
-        {"name": "gpu", "scope": "gpu", "shape": 0.7, "mtbf_hours": 64 * 0.05, "recovery_minutes": 0.5,
-         "repair_hours": 0.05},
-        {"name": "rack", "scope": "node", "domain_nodes": 2, "shape": 3.0, "mtbf_hours": 4 * 0.1,
-         "recovery_minutes": 1.0, "repair_hours": 0.1},
+        {
+            "name": "gpu",
+            "scope": "gpu",
+            "shape": 0.7,
+            "mtbf_hours": 64 * 0.05,
+            "recovery_minutes": 0.5,
+            "repair_hours": 0.05,
+        },
+        {
+            "name": "rack",
+            "scope": "node",
+            "domain_nodes": 2,
+            "shape": 3.0,
+            "mtbf_hours": 4 * 0.1,
+            "recovery_minutes": 1.0,
+            "repair_hours": 0.1,
+        },
         {"name": "fabric", "scope": "cluster", "shape": 1.0, "mtbf_hours": 0.03, "recovery_minutes": 1.5},
     ]
-    raw["checkpoint"] = {"strategy": strategy, "interval": {"iterations": 25}, "write_gbps_per_node": 0.5,
-                         "in_memory_persist_every": 2}
+    raw["checkpoint"] = {
+        "strategy": strategy,
+        "interval": {"iterations": 25},
+        "write_gbps_per_node": 0.5,
+        "in_memory_persist_every": 2,
+    }
     raw["run"] = dict(raw["run"], max_wall_days=0.012)
     return scenario_from_dict(raw).base
 
@@ -306,11 +410,11 @@ def test_twin_time_accounts_add_up():
                 continue
             completed += 1
             ideal = ITERATIONS * (params.compute_time_s + params.comm_time_s)
-            parts = (ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S] + row[mc.OUT_CHECKPOINT_S]
-                     + row[mc.OUT_RECOVERY_S])
+            parts = (
+                ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S] + row[mc.OUT_CHECKPOINT_S] + row[mc.OUT_RECOVERY_S]
+            )
             assert parts == pytest.approx(row[mc.OUT_WALL_S], rel=1e-9)
-            assert row[mc.OUT_BUSY_S] == pytest.approx(ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S],
-                                                       rel=1e-9)
+            assert row[mc.OUT_BUSY_S] == pytest.approx(ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S], rel=1e-9)
     assert completed > 50
 
 

@@ -61,22 +61,26 @@ def test_gamma_rate_is_inverse_gamma_mtbf():
     np.testing.assert_allclose(entry.ppf(np.array([0.3])), 1 / stats.gamma(5.0, scale=1 / 50).ppf(0.7), rtol=1e-9)
 
 
-@pytest.mark.parametrize("spec,message", [
-    ({"dist": "normal", "mean": 1.0}, "missing parameter"),
-    ({"dist": "normal", "mean": 1.0, "sd": 0.1, "skew": 2}, "unknown parameter"),
-    ({"dist": "lognormal", "median": 1.0}, "one of p95 or sigma"),
-    ({"dist": "lognormal", "median": 1.0, "p95": 2.0, "sigma": 1.0}, "one of p95 or sigma"),
-    ({"dist": "lognormal", "median": 1.0, "p95": 0.5}, "p95 > median"),
-    ({"dist": "uniform", "low": 0.6, "high": 0.4}, "high > low"),
-    ({"dist": "uniform", "low": "a", "high": 0.4}, "finite number"),
-    ({"dist": "normal", "mean": -5.0, "sd": 0.01}, "no probability within"),
-    ({"dist": "weibull", "low": 1}, "expected one of normal"),
-    ("uniform", "expected a table"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ({"dist": "normal", "mean": 1.0}, "missing parameter"),
+        ({"dist": "normal", "mean": 1.0, "sd": 0.1, "skew": 2}, "unknown parameter"),
+        ({"dist": "lognormal", "median": 1.0}, "one of p95 or sigma"),
+        ({"dist": "lognormal", "median": 1.0, "p95": 2.0, "sigma": 1.0}, "one of p95 or sigma"),
+        ({"dist": "lognormal", "median": 1.0, "p95": 0.5}, "p95 > median"),
+        ({"dist": "uniform", "low": 0.6, "high": 0.4}, "high > low"),
+        ({"dist": "uniform", "low": "a", "high": 0.4}, "finite number"),
+        ({"dist": "normal", "mean": -5.0, "sd": 0.01}, "no probability within"),
+        ({"dist": "weibull", "low": 1}, "expected one of normal"),
+        ("uniform", "expected a table"),
+    ],
+)
 def test_bad_specifications(spec, message):
     with pytest.raises(ScenarioError, match=message):
         _entry("compute.efficiency", **spec) if isinstance(spec, dict) else parse_input(
-            copy.deepcopy(SMALL_SCENARIO), "compute.efficiency", spec, set(), "test.toml")
+            copy.deepcopy(SMALL_SCENARIO), "compute.efficiency", spec, set(), "test.toml"
+        )
 
 
 def test_int_keys_and_draws_without_inputs_are_refused(small_raw):
@@ -153,8 +157,10 @@ def _paired_raw():
     raw = copy.deepcopy(SMALL_SCENARIO)
     raw["run"].update(runs=12, draws=6, mode="fast")
     raw["sweep"] = {"energy.pue": [1.1, 1.4], "checkpoint.strategy": ["sync", "async"]}
-    raw["uncertain"] = {"compute.efficiency": {"dist": "triangular", "low": 0.4, "mode": 0.5, "high": 0.6},
-                        "failures.gpu.mtbf_hours": {"dist": "lognormal", "median": 2000, "p95": 6000}}
+    raw["uncertain"] = {
+        "compute.efficiency": {"dist": "triangular", "low": 0.4, "mode": 0.5, "high": 0.6},
+        "failures.gpu.mtbf_hours": {"dist": "lognormal", "median": 2000, "p95": 6000},
+    }
     return raw
 
 
@@ -182,7 +188,9 @@ def test_draws_are_paired_across_configurations(paired):
     np.testing.assert_array_equal(ds.wall_time.isel(pue=0).values, ds.wall_time.isel(pue=1).values)
     np.testing.assert_array_equal(ds.n_failures.isel(pue=0).values, ds.n_failures.isel(pue=1).values)
     # ... and the runs differ between draws (other parameters, other streams)
-    assert not np.array_equal(ds.wall_time.isel(pue=0, strategy=0, draw=0), ds.wall_time.isel(pue=0, strategy=0, draw=1))
+    assert not np.array_equal(
+        ds.wall_time.isel(pue=0, strategy=0, draw=0), ds.wall_time.isel(pue=0, strategy=0, draw=1)
+    )
 
 
 def test_run_r_of_draw_d_uses_the_streams_of_run_d_times_runs_plus_r(paired):
@@ -285,13 +293,15 @@ def _linear_cost(design, draws):
     raw["failures"] = []
     raw["stragglers"] = {"sigma": 0.0}
     raw["run"].update(runs=2, draws=draws, design=design, mode="fast")
-    raw["uncertain"] = {"cost.gpu_hour_usd": {"dist": "uniform", "low": 1.0, "high": 3.0},
-                        "cost.electricity_usd_per_kwh": {"dist": "uniform", "low": 0.0, "high": 2.0},
-                        "carbon.grid_g_per_kwh": {"dist": "uniform", "low": 100, "high": 600}}
+    raw["uncertain"] = {
+        "cost.gpu_hour_usd": {"dist": "uniform", "low": 1.0, "high": 3.0},
+        "cost.electricity_usd_per_kwh": {"dist": "uniform", "low": 0.0, "high": 2.0},
+        "carbon.grid_g_per_kwh": {"dist": "uniform", "low": 100, "high": 600},
+    }
     ds = mcsim.simulate(scenario_from_dict(raw), progress=False)
     a = float((ds.cost_allocation / ds["cost.gpu_hour_usd"]).isel(run=0, draw=0))
     b = float((ds.cost_electricity / ds["cost.electricity_usd_per_kwh"]).isel(run=0, draw=0))
-    v1, v2 = a * a * 2.0 ** 2 / 12, b * b * 2.0 ** 2 / 12  # a uniform of width w has variance w^2 / 12
+    v1, v2 = a * a * 2.0**2 / 12, b * b * 2.0**2 / 12  # a uniform of width w has variance w^2 / 12
     return ds, np.array([v1, v2, 0.0]) / (v1 + v2)
 
 
@@ -357,8 +367,10 @@ def test_analysis_treats_draws_as_samples_not_configurations(paired):
     assert float(table.p_best.sum()) == pytest.approx(1.0)
     # best by the pooled mean is the configuration of least expected regret (equal runs per draw)
     flat = int(np.nanargmin(table.expected_regret.values))
-    assert record["configuration"] == {d: ds[d].values[i].item() for d, i in
-                                       zip(("pue", "strategy"), np.unravel_index(flat, table.expected_regret.shape), strict=False)}
+    assert record["configuration"] == {
+        d: ds[d].values[i].item()
+        for d, i in zip(("pue", "strategy"), np.unravel_index(flat, table.expected_regret.shape), strict=False)
+    }
 
 
 def test_report_has_a_decision_section(paired, tmp_path):
@@ -371,8 +383,9 @@ def test_report_has_a_decision_section(paired, tmp_path):
     assert "pooled over draws and runs" in text
     pooled = pooled_over_draws(ds)
     assert pooled.wall_time.dims == ("pue", "strategy", "run") and pooled.sizes["run"] == 6 * 12
-    np.testing.assert_array_equal(pooled.wall_time.isel(pue=0, strategy=0).values[12:24],
-                                  ds.wall_time.isel(pue=0, strategy=0, draw=1).values)
+    np.testing.assert_array_equal(
+        pooled.wall_time.isel(pue=0, strategy=0).values[12:24], ds.wall_time.isel(pue=0, strategy=0, draw=1).values
+    )
     assert pooled.feasible.dims == ("pue", "strategy")
     pytest.importorskip("matplotlib")
     written = write_report(ds, tmp_path / "report")
@@ -394,8 +407,14 @@ def _joint_raw(draws=16, rho=-0.6):
     raw["run"].update(runs=2, draws=draws, mode="fast")
     raw["uncertain"] = {
         "compute.efficiency": {"dist": "uniform", "low": 0.4, "high": 0.6},
-        "gpu": {"dist": "mvlognormal", "keys": ["failures.gpu.mtbf_hours", "failures.gpu.shape"],
-                "median": [2000.0, 0.8], "sigma": [0.3, 0.1], "correlation": [[1, rho], [rho, 1]]}}
+        "gpu": {
+            "dist": "mvlognormal",
+            "keys": ["failures.gpu.mtbf_hours", "failures.gpu.shape"],
+            "median": [2000.0, 0.8],
+            "sigma": [0.3, 0.1],
+            "correlation": [[1, rho], [rho, 1]],
+        },
+    }
     return raw
 
 
@@ -419,7 +438,7 @@ def test_joint_draws_have_the_groups_medians_sigmas_and_correlation():
     for i, (median, sigma) in enumerate([(2000.0, 0.3), (0.8, 0.1)]):
         assert abs(logs[:, i].mean() - math.log(median)) < 4 * sigma / math.sqrt(n)
         assert abs(logs[:, i].std() - sigma) < 4 * sigma / math.sqrt(2 * n)
-    assert abs(np.corrcoef(logs.T)[0, 1] - rho) < 4 * (1 - rho ** 2) / math.sqrt(n)
+    assert abs(np.corrcoef(logs.T)[0, 1] - rho) < 4 * (1 - rho**2) / math.sqrt(n)
     # the independent input stays independent of the group
     for i in (1, 2):
         assert abs(np.corrcoef(values[:, 0], logs[:, i - 1])[0, 1]) < 4 / math.sqrt(n)
@@ -427,7 +446,7 @@ def test_joint_draws_have_the_groups_medians_sigmas_and_correlation():
 
 def test_joint_marginals_are_truncated_to_the_keys_bounds():
     raw = _joint_raw(1024)
-    raw["uncertain"]["gpu"]["median"] = [2000.0, 0.06]   # shape >= 0.05 in the schema
+    raw["uncertain"]["gpu"]["median"] = [2000.0, 0.06]  # shape >= 0.05 in the schema
     raw["uncertain"]["gpu"]["sigma"] = [0.3, 0.5]
     values = draw_values(scenario_from_dict(raw).uncertain, 1024, "lhs", 1)
     assert values[:, 2].min() >= 0.05
@@ -437,17 +456,23 @@ def test_joint_marginals_are_truncated_to_the_keys_bounds():
     assert abs(np.mean(values[:, 2] <= 0.06) - expected) < 4 * math.sqrt(expected * (1 - expected) / 1024)
 
 
-@pytest.mark.parametrize("change,key,message", [
-    (lambda g: g.update(correlation=[[1, 0.2], [0.2, 1], [0, 0]]), "correlation", "2 x 2 matrix"),
-    (lambda g: g.update(correlation=[[1, 1.0], [1.0, 1]]), "correlation", r"in \(-1, 1\)"),
-    (lambda g: g.update(correlation=[[0.9, 0.2], [0.2, 1]]), "correlation", "1 on the diagonal"),
-    (lambda g: g.update(median=[2000.0]), "median", "list of 2"),
-    (lambda g: g.update(sigma=[0.1, -0.1]), "sigma", "list of 2"),
-    (lambda g: g.update(keys=["failures.gpu.mtbf_hours", "failures.gpu.mtbf_hours"]), "keys", "different"),
-    (lambda g: g.update(keys=["failures.gpu.mtbf_hours", "failures.cpu.shape"]), "failures.cpu.shape",
-     "no failure class"),
-    (lambda g: g.update(rho=0.3), "rho", "unknown parameter"),
-])
+@pytest.mark.parametrize(
+    "change,key,message",
+    [
+        (lambda g: g.update(correlation=[[1, 0.2], [0.2, 1], [0, 0]]), "correlation", "2 x 2 matrix"),
+        (lambda g: g.update(correlation=[[1, 1.0], [1.0, 1]]), "correlation", r"in \(-1, 1\)"),
+        (lambda g: g.update(correlation=[[0.9, 0.2], [0.2, 1]]), "correlation", "1 on the diagonal"),
+        (lambda g: g.update(median=[2000.0]), "median", "list of 2"),
+        (lambda g: g.update(sigma=[0.1, -0.1]), "sigma", "list of 2"),
+        (lambda g: g.update(keys=["failures.gpu.mtbf_hours", "failures.gpu.mtbf_hours"]), "keys", "different"),
+        (
+            lambda g: g.update(keys=["failures.gpu.mtbf_hours", "failures.cpu.shape"]),
+            "failures.cpu.shape",
+            "no failure class",
+        ),
+        (lambda g: g.update(rho=0.3), "rho", "unknown parameter"),
+    ],
+)
 def test_bad_joint_groups(change, key, message):
     raw = _joint_raw()
     change(raw["uncertain"]["gpu"])

@@ -45,8 +45,18 @@ def test_bloom_reference_throughput_in_published_range():
     assert cfg.checkpoint.interval.kind == "iterations" and cfg.checkpoint.interval.value == 100
 
 
-@pytest.mark.parametrize("name", ["bloom-176b", "llama3-405b", "capacity-planning", "capacity-planning-uncertain",
-                                  "dvfs-opt350m-1gpu", "dvfs-opt350m-dp4", "dvfs-opt350m-pp2"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bloom-176b",
+        "llama3-405b",
+        "capacity-planning",
+        "capacity-planning-uncertain",
+        "dvfs-opt350m-1gpu",
+        "dvfs-opt350m-dp4",
+        "dvfs-opt350m-pp2",
+    ],
+)
 def test_shipped_scenarios_load_and_have_feasible_configurations(name):
     scenario = mcsim.load_scenario(SCENARIOS / f"{name}.toml")
     assert any(workload(cfg).feasible for cfg in scenario.configs)
@@ -60,7 +70,12 @@ def test_uncertain_capacity_scenario_is_the_certain_one_with_draws():
     assert uncertain.base.model == certain.base.model and uncertain.base.failures == certain.base.failures
     assert uncertain.base.run.draws == 256 and [len(a.values) for a in uncertain.axes] == [3]
     keys = {e.key: e for e in uncertain.uncertain}
-    assert set(keys) == {"failures.gpu.mtbf_hours", "stragglers.sigma", "compute.efficiency",
-                         "failures.gpu.recovery_minutes", "checkpoint.storage_gbps"}
+    assert set(keys) == {
+        "failures.gpu.mtbf_hours",
+        "stragglers.sigma",
+        "compute.efficiency",
+        "failures.gpu.recovery_minutes",
+        "checkpoint.storage_gbps",
+    }
     assert float(keys["failures.gpu.mtbf_hours"].ppf(0.5)) == pytest.approx(certain.base.failures[0].mtbf_hours)
     assert float(keys["failures.gpu.recovery_minutes"].ppf(0.5)) == pytest.approx(10.0)

@@ -17,8 +17,15 @@ from mcsim.scenario.config import scenario_from_dict
 # inter 50 GB/s, latency 5 us, overlap_dp 0.8, overlap_tp 0).
 GPT3 = {
     "name": "gpt3-175b",
-    "model": {"params": 175e9, "layers": 96, "hidden": 12288, "seq_len": 2048, "tokens": 300e9,
-              "global_batch": 1536, "recompute": "full"},
+    "model": {
+        "params": 175e9,
+        "layers": 96,
+        "hidden": 12288,
+        "seq_len": 2048,
+        "tokens": 300e9,
+        "global_batch": 1536,
+        "recompute": "full",
+    },
     "hardware": {"gpu": "A100-80GB"},
     "parallelism": {"gpus": 1024, "tp": 8, "pp": 16},
     "compute": {"efficiency": 0.5},
@@ -79,16 +86,18 @@ def test_no_recompute_does_not_fit_gpt3_on_80gb():
     wl = workload(_gpt3(model__recompute="none"))
     assert wl.memory_per_gpu_gb == pytest.approx(7.5195313 + 34.426847232, rel=1e-6)
     # ...but on 8 GPUs per pipeline stage of 1 x 96 layers at tp 8 it does not.
-    small = workload(_gpt3(model__recompute="none", parallelism__gpus=64, parallelism__pp=1,
-                           model__global_batch=64))
+    small = workload(_gpt3(model__recompute="none", parallelism__gpus=64, parallelism__pp=1, model__global_batch=64))
     assert not small.feasible and "memory per GPU" in small.infeasible_reason
 
 
-@pytest.mark.parametrize("changes,key", [
-    ({"parallelism__gpus": 1004}, "parallelism.gpus"),          # not a multiple of 8 GPUs per node
-    ({"parallelism__tp": 3, "parallelism__gpus": 1032}, "parallelism.tp"),
-    ({"model__global_batch": 1001}, "model.global_batch"),       # 1001 % (dp 8 x b 1) != 0
-])
+@pytest.mark.parametrize(
+    "changes,key",
+    [
+        ({"parallelism__gpus": 1004}, "parallelism.gpus"),  # not a multiple of 8 GPUs per node
+        ({"parallelism__tp": 3, "parallelism__gpus": 1032}, "parallelism.tp"),
+        ({"model__global_batch": 1001}, "model.global_batch"),  # 1001 % (dp 8 x b 1) != 0
+    ],
+)
 def test_structural_infeasibility_names_key(changes, key):
     wl = workload(_gpt3(**changes))
     assert not wl.feasible and wl.infeasible_key == key and wl.infeasible_reason
@@ -102,14 +111,17 @@ def test_daly_interval(c, m):
         assert daly_interval_s(c, m) == pytest.approx(math.sqrt(2 * c * m), rel=0.1)
 
 
-
-
 def test_checkpoint_plan_sync_and_async():
     raw = {k: dict(v) for k, v in GPT3.items() if isinstance(v, dict)}
     raw["name"] = "gpt3"
     raw["failures"] = [{"name": "gpu", "scope": "gpu", "mtbf_hours": 1024 * 10.0}]  # system MTBF 10 h
-    raw["checkpoint"] = {"strategy": "sync", "bytes_per_param": 14, "write_gbps_per_node": 10,
-                         "read_gbps_per_node": 20, "storage_gbps": 1000}
+    raw["checkpoint"] = {
+        "strategy": "sync",
+        "bytes_per_param": 14,
+        "write_gbps_per_node": 10,
+        "read_gbps_per_node": 20,
+        "storage_gbps": 1000,
+    }
     cfg = scenario_from_dict(raw).base
     wl = workload(cfg)
     plan = checkpoint_plan(cfg, wl)
@@ -128,12 +140,15 @@ def test_checkpoint_plan_sync_and_async():
     assert plan.write_s == pytest.approx(2.45)
 
 
-@pytest.mark.parametrize("layers,stages,expected", [
-    (126, 16, [7] + [8] * 14 + [7]),      # Llama 3 405B: one layer fewer on the first and last stage
-    (96, 16, [6] * 16),
-    (10, 4, [2, 3, 3, 2]),
-    (5, 4, [1, 1, 2, 1]),                 # three stages short: first, last, then second
-])
+@pytest.mark.parametrize(
+    "layers,stages,expected",
+    [
+        (126, 16, [7] + [8] * 14 + [7]),  # Llama 3 405B: one layer fewer on the first and last stage
+        (96, 16, [6] * 16),
+        (10, 4, [2, 3, 3, 2]),
+        (5, 4, [1, 1, 2, 1]),  # three stages short: first, last, then second
+    ],
+)
 def test_stage_layers(layers, stages, expected):
     from mcsim.model.workload import stage_layers
 

@@ -117,13 +117,16 @@ def _require_eligible(ds: xr.Dataset, mask: xr.DataArray) -> None:
     if not bool(feasible.any()):
         raise ValueError("no feasible configuration")
     if not bool(mask.any()):
-        raise ValueError("no configuration has all its runs completed (every feasible one has runs censored "
-                         "at max_wall_days, so its values are truncated): none can be ranked; "
-                         "raise run.max_wall_days")
+        raise ValueError(
+            "no configuration has all its runs completed (every feasible one has runs censored "
+            "at max_wall_days, so its values are truncated): none can be ranked; "
+            "raise run.max_wall_days"
+        )
 
 
-def pareto_front(ds: xr.Dataset, objectives: Sequence[str] = ("wall_time", "cost"),
-                 stat: str | float = "mean") -> xr.DataArray:
+def pareto_front(
+    ds: xr.Dataset, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean"
+) -> xr.DataArray:
     """Non-dominated eligible configurations, each objective in its registered direction.
 
     Parameters
@@ -161,8 +164,12 @@ def pareto_front(ds: xr.Dataset, objectives: Sequence[str] = ("wall_time", "cost
     front = nondominated(np.stack(columns, axis=1))
     dims = _sweep_dims(ds)
     shape = tuple(ds.sizes[d] for d in dims)
-    return xr.DataArray(front.reshape(shape), dims=dims, coords={d: ds[d] for d in dims},
-                        attrs={"long_name": f"Pareto front of {', '.join(objectives)} ({stat})", "units": "1"})
+    return xr.DataArray(
+        front.reshape(shape),
+        dims=dims,
+        coords={d: ds[d] for d in dims},
+        attrs={"long_name": f"Pareto front of {', '.join(objectives)} ({stat})", "units": "1"},
+    )
 
 
 def _paired(ds: xr.Dataset, a: Mapping, b: Mapping, objective: str) -> tuple[np.ndarray, np.ndarray]:
@@ -178,8 +185,10 @@ def _paired(ds: xr.Dataset, a: Mapping, b: Mapping, objective: str) -> tuple[np.
         feasible = bool(np.all(one["feasible"].values)) if "feasible" in one else True
         if "completed" in one and not bool(one["completed"].all()) and feasible:
             share = float(one["completed"].mean())
-            raise ValueError(f"configuration {name} ({_text(point)}) has runs censored at max_wall_days "
-                             f"({share:.1%} completed): its values are truncated and cannot be compared")
+            raise ValueError(
+                f"configuration {name} ({_text(point)}) has runs censored at max_wall_days "
+                f"({share:.1%} completed): its values are truncated and cannot be compared"
+            )
         runs.append(values.transpose(*samples).values.astype(float).reshape(-1, ds.sizes["run"]))
     return runs[0], runs[1]
 
@@ -298,8 +307,12 @@ def paired_difference(ds: xr.Dataset, a: Mapping, b: Mapping, objective: str) ->
         n_units = d.size
         spread = float(d.std(ddof=1)) if n_units > 1 else math.nan
     half = Z_95 * spread / math.sqrt(n_units) if n_units > 1 else math.nan
-    record = {"mean": mean, "ci95": (mean - half, mean + half), "runs": int(d.size),
-              "units": ds[objective].attrs.get("units", "")}
+    record = {
+        "mean": mean,
+        "ci95": (mean - half, mean + half),
+        "runs": int(d.size),
+        "units": ds[objective].attrs.get("units", ""),
+    }
     if "draw" in _samples(ds):
         record["draws"] = int(n_units)
     return record
@@ -399,12 +412,13 @@ def best(ds: xr.Dataset, objective: str = "cost", stat: str | float = "mean") ->
     if "draw" in _samples(ds):
         table = decision_table(ds, objective)
         one = table.sel(point) if point else table
-        record.update(p_best=float(one["p_best"]),
-                      p_best_ci95=(float(one["p_best_ci95_low"]), float(one["p_best_ci95_high"])),
-                      p_best_clear=float(one["p_best_clear"]),
-                      expected_regret=float(one["expected_regret"]),
-                      expected_regret_ci95=(float(one["expected_regret_ci95_low"]),
-                                            float(one["expected_regret_ci95_high"])))
+        record.update(
+            p_best=float(one["p_best"]),
+            p_best_ci95=(float(one["p_best_ci95_low"]), float(one["p_best_ci95_high"])),
+            p_best_clear=float(one["p_best_clear"]),
+            expected_regret=float(one["expected_regret"]),
+            expected_regret_ci95=(float(one["expected_regret_ci95_low"]), float(one["expected_regret_ci95_high"])),
+        )
     return record
 
 
@@ -441,26 +455,31 @@ def cheapest_within(ds: xr.Dataset, days: float, probability: float = 0.9, cost:
     record = config_record(ds, point, cost)
     if "draw" in _samples(ds):
         one = table.sel(point) if point else table
-        record.update(p_within=float(one["p_within"]),
-                      p_within_ci95=(float(one["p_within_ci95_low"]), float(one["p_within_ci95_high"])),
-                      days=days, probability_basis=PREDICTIVE_BASIS,
-                      draws_meeting=float(one["draws_meeting"]),
-                      draws_meeting_ci95=(float(one["draws_meeting_ci95_low"]),
-                                          float(one["draws_meeting_ci95_high"])))
+        record.update(
+            p_within=float(one["p_within"]),
+            p_within_ci95=(float(one["p_within_ci95_low"]), float(one["p_within_ci95_high"])),
+            days=days,
+            probability_basis=PREDICTIVE_BASIS,
+            draws_meeting=float(one["draws_meeting"]),
+            draws_meeting_ci95=(float(one["draws_meeting_ci95_low"]), float(one["draws_meeting_ci95_high"])),
+        )
         return record
     p = float(within.sel(point)) if point else float(within)
     record.update(p_within=p, p_within_ci95=wilson_interval(p * ds.sizes["run"], ds.sizes["run"]), days=days)
     return record
 
 
-PREDICTIVE_BASIS = ("predictive: pooled over parameter draws and runs (input uncertainty and chance), "
-                    "its interval with the draws as the independent units")
+PREDICTIVE_BASIS = (
+    "predictive: pooled over parameter draws and runs (input uncertainty and chance), "
+    "its interval with the draws as the independent units"
+)
 
 
 def _require_draws(ds: xr.Dataset) -> None:
     if "draw" not in _samples(ds):
-        raise ValueError("the result has no parameter draws (run a scenario with an [uncertain] table and "
-                         "run.draws > 0)")
+        raise ValueError(
+            "the result has no parameter draws (run a scenario with an [uncertain] table and run.draws > 0)"
+        )
 
 
 def configuration_array(ds: xr.Dataset, variable: xr.DataArray) -> np.ndarray:
@@ -473,8 +492,14 @@ def configuration_array(ds: xr.Dataset, variable: xr.DataArray) -> np.ndarray:
 def _on_sweep(ds: xr.Dataset, arrays: dict[str, np.ndarray], attrs: dict[str, dict]) -> xr.Dataset:
     dims = _sweep_dims(ds)
     shape = tuple(ds.sizes[d] for d in dims)
-    return xr.Dataset({name: xr.DataArray(np.asarray(arrays[name]).reshape(shape), dims=dims,
-                                          coords={d: ds[d] for d in dims}, attrs=attrs[name]) for name in attrs})
+    return xr.Dataset(
+        {
+            name: xr.DataArray(
+                np.asarray(arrays[name]).reshape(shape), dims=dims, coords={d: ds[d] for d in dims}, attrs=attrs[name]
+            )
+            for name in attrs
+        }
+    )
 
 
 def decision_table(ds: xr.Dataset, objective: str = "cost") -> xr.Dataset:
@@ -510,14 +535,18 @@ def decision_table(ds: xr.Dataset, objective: str = "cost") -> xr.Dataset:
     arrays = decision_arrays(signed)
     units = ds[objective].attrs.get("units", "")
     one = {"units": "1"}
-    attrs = {"p_best": one | {"long_name": f"probability over draws of the best mean {objective}"},
-             "p_best_ci95_low": one | {"long_name": "95 % Wilson interval of p_best: lower bound"},
-             "p_best_ci95_high": one | {"long_name": "95 % Wilson interval of p_best: upper bound"},
-             "p_best_clear": one | {"long_name": "share of draws won by more than 1.96 standard errors of the runs"},
-             "expected_regret": {"units": units, "long_name": f"mean over draws of the {objective} lost "
-                                                              "against the draw's best"},
-             "expected_regret_ci95_low": {"units": units, "long_name": "95 % interval of expected_regret: lower"},
-             "expected_regret_ci95_high": {"units": units, "long_name": "95 % interval of expected_regret: upper"}}
+    attrs = {
+        "p_best": one | {"long_name": f"probability over draws of the best mean {objective}"},
+        "p_best_ci95_low": one | {"long_name": "95 % Wilson interval of p_best: lower bound"},
+        "p_best_ci95_high": one | {"long_name": "95 % Wilson interval of p_best: upper bound"},
+        "p_best_clear": one | {"long_name": "share of draws won by more than 1.96 standard errors of the runs"},
+        "expected_regret": {
+            "units": units,
+            "long_name": f"mean over draws of the {objective} lost against the draw's best",
+        },
+        "expected_regret_ci95_low": {"units": units, "long_name": "95 % interval of expected_regret: lower"},
+        "expected_regret_ci95_high": {"units": units, "long_name": "95 % interval of expected_regret: upper"},
+    }
     table = _on_sweep(ds, arrays, attrs)
     table.attrs = {"objective": objective, "draws": int(arrays["draws"])}
     return table
@@ -564,12 +593,14 @@ def prob_within(ds: xr.Dataset, days: float, probability: float | None = None) -
         p = indicator.transpose(*_sweep_dims(ds), "run").values.reshape(-1, runs).mean(axis=1)
         bounds = np.array([wilson_interval(x * runs, runs) for x in p]).reshape(-1, 2)
         arrays = {"p_within": p, "p_within_ci95_low": bounds[:, 0], "p_within_ci95_high": bounds[:, 1]}
-    text = {"p_within": f"probability of finishing within {days:g} days",
-            "p_within_ci95_low": "95 % interval of p_within: lower bound",
-            "p_within_ci95_high": "95 % interval of p_within: upper bound",
-            "draws_meeting": f"share of draws finishing within {days:g} days with probability >= {probability}",
-            "draws_meeting_ci95_low": "95 % Wilson interval of draws_meeting: lower bound",
-            "draws_meeting_ci95_high": "95 % Wilson interval of draws_meeting: upper bound"}
+    text = {
+        "p_within": f"probability of finishing within {days:g} days",
+        "p_within_ci95_low": "95 % interval of p_within: lower bound",
+        "p_within_ci95_high": "95 % interval of p_within: upper bound",
+        "draws_meeting": f"share of draws finishing within {days:g} days with probability >= {probability}",
+        "draws_meeting_ci95_low": "95 % Wilson interval of draws_meeting: lower bound",
+        "draws_meeting_ci95_high": "95 % Wilson interval of draws_meeting: upper bound",
+    }
     table = _on_sweep(ds, arrays, {k: {"units": "1", "long_name": v} for k, v in text.items() if k in arrays})
     table.attrs = {"days": days}
     return table

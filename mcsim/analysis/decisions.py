@@ -43,7 +43,7 @@ def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float,
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denominator
-    low = 0.0 if successes <= 0 else max(0.0, centre - half)   # exact bounds at p = 0 and 1,
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)  # exact bounds at p = 0 and 1,
     high = 1.0 if successes >= n else min(1.0, centre + half)  # free of round-off
     return (low, high)
 
@@ -184,7 +184,8 @@ def within_arrays(indicator: np.ndarray, probability: float | None = None) -> di
         meeting = np.where(np.isfinite(per_draw), per_draw >= probability, np.nan)
         share = _nanmean(meeting, axis=1)
         out["draws_meeting"] = share
-        bounds = np.array([wilson_interval(s * n_draws, n_draws) if math.isfinite(s) else (math.nan, math.nan)
-                           for s in share]).reshape(-1, 2)
+        bounds = np.array(
+            [wilson_interval(s * n_draws, n_draws) if math.isfinite(s) else (math.nan, math.nan) for s in share]
+        ).reshape(-1, 2)
         out["draws_meeting_ci95_low"], out["draws_meeting_ci95_high"] = bounds[:, 0], bounds[:, 1]
     return out

@@ -45,7 +45,7 @@ def _front_2d(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     xs, ys = x[order], y[order]
     starts = np.flatnonzero(np.concatenate([[True], xs[1:] != xs[:-1]]))
     group = np.cumsum(np.concatenate([[True], xs[1:] != xs[:-1]])) - 1
-    group_min = ys[starts][group]              # y sorted within a group: its first is its minimum
+    group_min = ys[starts][group]  # y sorted within a group: its first is its minimum
     running = np.minimum.accumulate(ys)
     before = np.concatenate([[np.inf], running[starts[1:] - 1]])[group]  # min y at smaller x
     front = np.empty(x.size, dtype=bool)
@@ -72,11 +72,11 @@ def _front_blocks(values: np.ndarray) -> np.ndarray:
     on_front = np.zeros(len(values), dtype=bool)
     front_rows = np.empty((0, values.shape[1]))
     for start in range(0, len(ordered), PARETO_BLOCK):
-        block = ordered[start:start + PARETO_BLOCK]
-        keep = ~_dominated_by(block, front_rows)        # most rows fall here, once a front exists
+        block = ordered[start : start + PARETO_BLOCK]
+        keep = ~_dominated_by(block, front_rows)  # most rows fall here, once a front exists
         survivors = block[keep]
         keep[keep] = ~_dominated_by(survivors, survivors)
-        on_front[start:start + len(block)] = keep
+        on_front[start : start + len(block)] = keep
         front_rows = np.concatenate([front_rows, block[keep]])
     result = np.empty(len(values), dtype=bool)
     result[order] = on_front

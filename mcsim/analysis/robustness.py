@@ -34,12 +34,15 @@ def split_groups(values: np.ndarray, groups: int) -> np.ndarray:
 
 def _configurations(ds: xr.Dataset) -> list[dict]:
     dims = [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
-    return [{d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
-            for index in np.ndindex(*(ds.sizes[d] for d in dims))]
+    return [
+        {d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
+        for index in np.ndindex(*(ds.sizes[d] for d in dims))
+    ]
 
 
-def _input_split(key: str, values: np.ndarray, means: np.ndarray, pick: int, groups: int,
-                 configs: list[dict], units: str) -> dict:
+def _input_split(
+    key: str, values: np.ndarray, means: np.ndarray, pick: int, groups: int, configs: list[dict], units: str
+) -> dict:
     """What the decision is in each part of the draws split by one input (means: configs x draws, signed)."""
     parts = []
     index = split_groups(values, groups)
@@ -51,13 +54,25 @@ def _input_split(key: str, values: np.ndarray, means: np.ndarray, pick: int, gro
         winner = int(np.nanargmin(part_means))
         loss, low, high = mean_interval(sub[pick] - sub[winner])
         weighted += float(loss) * in_part.sum() / len(values)
-        parts.append({"range": (float(values[in_part].min()), float(values[in_part].max())),
-                      "draws": int(in_part.sum()), "best": configs[winner],
-                      "pick_regret": float(loss), "pick_regret_ci95": (float(low), float(high))})
+        parts.append(
+            {
+                "range": (float(values[in_part].min()), float(values[in_part].max())),
+                "draws": int(in_part.sum()),
+                "best": configs[winner],
+                "pick_regret": float(loss),
+                "pick_regret_ci95": (float(low), float(high)),
+            }
+        )
     changes = any(part["best"] != configs[pick] for part in parts)
     clear = any(part["pick_regret_ci95"][0] > 0 for part in parts)
-    return {"input": key, "units": units, "groups": parts, "changes": changes,
-            "clear": bool(changes and clear), "value_of_information": float(weighted)}
+    return {
+        "input": key,
+        "units": units,
+        "groups": parts,
+        "changes": changes,
+        "clear": bool(changes and clear),
+        "value_of_information": float(weighted),
+    }
 
 
 def robustness(ds: xr.Dataset, objective: str = "cost", groups: int = 2) -> dict:
@@ -102,8 +117,9 @@ def robustness(ds: xr.Dataset, objective: str = "cost", groups: int = 2) -> dict
     """
     keys = uncertain_inputs(ds)
     if not 2 <= int(groups) <= ds.sizes["draw"]:
-        raise ValueError(f"groups: expected an integer from 2 to the number of draws ({ds.sizes['draw']}), "
-                         f"got {groups!r}")
+        raise ValueError(
+            f"groups: expected an integer from 2 to the number of draws ({ds.sizes['draw']}), got {groups!r}"
+        )
     table = analysis.decision_table(ds, objective)
     sign = -1.0 if objective_direction(objective) == "higher" else 1.0
     configs = _configurations(ds)
@@ -113,21 +129,43 @@ def robustness(ds: xr.Dataset, objective: str = "cost", groups: int = 2) -> dict
     means = draw_means(sign * values)  # m(c, d), minimising, NaN where c cannot be ranked
 
     def summary(c: int) -> dict:
-        return {"configuration": configs[c], "p_best": float(flat["p_best"][c]),
-                "p_best_ci95": (float(flat["p_best_ci95_low"][c]), float(flat["p_best_ci95_high"][c])),
-                "p_best_clear": float(flat["p_best_clear"][c]),
-                "expected_regret": float(flat["expected_regret"][c]),
-                "expected_regret_ci95": (float(flat["expected_regret_ci95_low"][c]),
-                                         float(flat["expected_regret_ci95_high"][c]))}
+        return {
+            "configuration": configs[c],
+            "p_best": float(flat["p_best"][c]),
+            "p_best_ci95": (float(flat["p_best_ci95_low"][c]), float(flat["p_best_ci95_high"][c])),
+            "p_best_clear": float(flat["p_best_clear"][c]),
+            "expected_regret": float(flat["expected_regret"][c]),
+            "expected_regret_ci95": (
+                float(flat["expected_regret_ci95_low"][c]),
+                float(flat["expected_regret_ci95_high"][c]),
+            ),
+        }
 
-    order = [c for c in np.argsort(-np.nan_to_num(flat["p_best"], nan=-1.0), kind="stable")
-             if flat["p_best"][c] > 0][:LEADERS]
+    order = [c for c in np.argsort(-np.nan_to_num(flat["p_best"], nan=-1.0), kind="stable") if flat["p_best"][c] > 0][
+        :LEADERS
+    ]
     units = ds[objective].attrs.get("units", "")
-    inputs = [_input_split(key, np.asarray(ds[key].values, dtype=float), means, pick, int(groups), configs,
-                           ds[key].attrs.get("units", "")) for key in keys]
+    inputs = [
+        _input_split(
+            key,
+            np.asarray(ds[key].values, dtype=float),
+            means,
+            pick,
+            int(groups),
+            configs,
+            ds[key].attrs.get("units", ""),
+        )
+        for key in keys
+    ]
     inputs.sort(key=lambda item: -item["value_of_information"])
     changing = next((item["input"] for item in inputs if item["changes"]), None)
-    return {"objective": objective, "units": units, "direction": "higher" if sign < 0 else "lower",
-            "draws": int(table.attrs["draws"]), "choice": summary(pick),
-            "leaders": [summary(c) for c in order], "inputs": inputs, "changing_input": changing}
-
+    return {
+        "objective": objective,
+        "units": units,
+        "direction": "higher" if sign < 0 else "lower",
+        "draws": int(table.attrs["draws"]),
+        "choice": summary(pick),
+        "leaders": [summary(c) for c in order],
+        "inputs": inputs,
+        "changing_input": changing,
+    }

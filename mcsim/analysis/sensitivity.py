@@ -56,8 +56,9 @@ def uncertain_inputs(ds: xr.Dataset) -> list[str]:
     """
     keys = str(ds.attrs.get("uncertain_inputs", "")).split()
     if "draw" not in ds.dims or not keys or any(key not in ds for key in keys):
-        raise ValueError("the result has no parameter draws (run a scenario with an [uncertain] table and "
-                         "run.draws > 0)")
+        raise ValueError(
+            "the result has no parameter draws (run a scenario with an [uncertain] table and run.draws > 0)"
+        )
     return keys
 
 
@@ -84,8 +85,9 @@ def _indices(x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: 
         if design == "saltelli":
             from SALib.analyze import sobol
 
-            result = sobol.analyze(problem, y, calc_second_order=False, num_resamples=RESAMPLES,
-                                   conf_level=CONF_LEVEL, seed=seed)
+            result = sobol.analyze(
+                problem, y, calc_second_order=False, num_resamples=RESAMPLES, conf_level=CONF_LEVEL, seed=seed
+            )
             keys = ("S1", "ST")
         else:
             from SALib.analyze import delta
@@ -132,8 +134,9 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     design = str(ds.attrs.get("design", "sobol"))
     correlated = correlated_inputs(ds)
     if correlated and design == "saltelli":
-        raise ValueError(f"{', '.join(correlated)} are correlated: Sobol indices from a Saltelli design need "
-                         "independent inputs")
+        raise ValueError(
+            f"{', '.join(correlated)} are correlated: Sobol indices from a Saltelli design need independent inputs"
+        )
     x = np.column_stack([np.asarray(ds[key].values, dtype=float) for key in keys])
     with warnings.catch_warnings():  # infeasible configurations: all NaN
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -149,8 +152,14 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     data = {}
     for name in INDICES:
         value, conf = arrays[name], arrays[f"{name}_conf"]
-        data[name] = (value, "first-order Sobol index" if name == "S1" else
-                      "total Sobol index" if name == "ST" else "delta moment-independent measure")
+        data[name] = (
+            value,
+            "first-order Sobol index"
+            if name == "S1"
+            else "total Sobol index"
+            if name == "ST"
+            else "delta moment-independent measure",
+        )
         data[f"{name}_low"] = (value - conf, f"{CONF_LEVEL:.0%} bootstrap interval of {name}: lower bound")
         data[f"{name}_high"] = (value + conf, f"{CONF_LEVEL:.0%} bootstrap interval of {name}: upper bound")
     score = arrays["ST"] if design == "saltelli" else arrays["delta"]
@@ -159,11 +168,17 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     np.put_along_axis(rank, order, np.arange(1, len(keys) + 1) + np.zeros_like(order), axis=-1)
     data["rank"] = (rank, "rank of the input, 1 = most influential (by ST, or delta without a Saltelli design)")
     dims = (*sweep_dims, "input")
-    variables = {name: xr.Variable(dims, value, {"units": "1", "long_name": text})
-                 for name, (value, text) in data.items()}
+    variables = {
+        name: xr.Variable(dims, value, {"units": "1", "long_name": text}) for name, (value, text) in data.items()
+    }
     coords = {d: ds[d] for d in sweep_dims if d in ds.coords}
     coords["input"] = keys
     result = xr.Dataset(variables, coords=coords).transpose("input", *sweep_dims)
-    result.attrs = {"method": "sobol" if design == "saltelli" else "delta", "output": output,
-                    "draws": ds.sizes["draw"], "design": design, "correlated_inputs": " ".join(correlated)}
+    result.attrs = {
+        "method": "sobol" if design == "saltelli" else "delta",
+        "output": output,
+        "draws": ds.sizes["draw"],
+        "design": design,
+        "correlated_inputs": " ".join(correlated),
+    }
     return result

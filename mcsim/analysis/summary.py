@@ -37,8 +37,7 @@ def _stats_of(x: xr.DataArray, dim: str) -> xr.DataArray:
     std = x.std(dim, ddof=1)
     half = Z_95 * std / np.sqrt(count)
     q = x.quantile([0.05, 0.5, 0.95], dim=dim).drop_vars("quantile")
-    parts = [mean, std, q.isel(quantile=0), q.isel(quantile=1), q.isel(quantile=2),
-             mean - half, mean + half]
+    parts = [mean, std, q.isel(quantile=0), q.isel(quantile=1), q.isel(quantile=2), mean - half, mean + half]
     return xr.concat(parts, dim="stat", coords="minimal", compat="override")
 
 
@@ -73,8 +72,17 @@ def _two_level_stats_of(x: xr.DataArray) -> xr.DataArray:
     within = x.var("run", ddof=1).mean("draw")
     epistemic = (between - within / x.count("run").mean("draw")).clip(min=0.0)
     total = epistemic + within
-    parts = [mean, std, q.isel(quantile=0), q.isel(quantile=1), q.isel(quantile=2),
-             mean - half, mean + half, epistemic / total, within / total]
+    parts = [
+        mean,
+        std,
+        q.isel(quantile=0),
+        q.isel(quantile=1),
+        q.isel(quantile=2),
+        mean - half,
+        mean + half,
+        epistemic / total,
+        within / total,
+    ]
     return xr.concat(parts, dim="stat", coords="minimal", compat="override")
 
 
@@ -154,8 +162,9 @@ def check_results(ds: xr.Dataset) -> None:
     for name, var in VARIABLES.items():
         expected = set(sweep) | ({"run"} if var.per_run else set())
         if set(ds[name].dims) != expected:
-            raise ValueError(f"{name}: dimensions ({', '.join(ds[name].dims)}), expected "
-                             f"({', '.join(sorted(expected))})")
+            raise ValueError(
+                f"{name}: dimensions ({', '.join(ds[name].dims)}), expected ({', '.join(sorted(expected))})"
+            )
         if var.dtype != "str" and ds[name].dtype.kind not in "fiub":
             raise ValueError(f"{name}: expected numbers, got {ds[name].dtype}")
     if ds.sizes["run"] == 0:

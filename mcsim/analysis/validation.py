@@ -48,50 +48,141 @@ def _model_tflops(ds: xr.Dataset, cfg: Config) -> np.ndarray:
 class Published:
     """A published figure and how the simulation is compared with it."""
 
-    scenario: str                 # file in scenarios/
+    scenario: str  # file in scenarios/
     quantity: str
-    value: str                    # as published
+    value: str  # as published
     unit: str
-    low: float                    # the simulated mean must lie in [low, high]
+    low: float  # the simulated mean must lie in [low, high]
     high: float
-    kind: str                     # "prediction", "consistency", "derived" or "bound" (module docstring)
+    kind: str  # "prediction", "consistency", "derived" or "bound" (module docstring)
     source: str
     simulated: Callable[[xr.Dataset, Config], np.ndarray]  # per-run values
 
 
 PUBLISHED = (
-    Published("bloom-176b.toml", "training duration", "118 d 5 h 41 min", "d", 118.24 * 0.9, 118.24 * 1.1,
-              "prediction", "Luccioni et al. 2022 (arXiv 2211.02001)",
-              lambda ds, cfg: ds["wall_time"].values / 24.0),
-    Published("bloom-176b.toml", "GPU-hours (duration x 384)", "1,082,990", "GPU h", 1_082_990 * 0.9,
-              1_082_990 * 1.1, "derived", "Luccioni et al. 2022", _bloom_gpu_hours),
-    Published("bloom-176b.toml", "GPU energy as GPU-hours x 0.4 kW (TDP, not metered)", "433,196", "kWh",
-              433_196 * 0.9, 433_196 * 1.1, "derived", "Luccioni et al. 2022",
-              lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW),
-    Published("bloom-176b.toml", "GPU energy, mcsim's power model: below the TDP method, above 0.6 of it",
-              "433,196", "kWh", 433_196 * 0.6, 433_196, "bound",
-              "Luccioni et al. 2022 (TDP upper bound; 0.6 only guards against a broken power model)",
-              lambda ds, cfg: ds["energy_gpu"].values * 1000.0),
-    Published("bloom-176b.toml", "dynamic CO2 (TDP energy x 57 g/kWh)", "24.7", "t", 24.7 * 0.9, 24.7 * 1.1,
-              "derived", "Luccioni et al. 2022",
-              lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW * 57.0 / 1e6),
-    Published("bloom-176b.toml", "dynamic CO2 with PUE 1.2", "29.6 (24.7 x 1.2; the paper: ~30)", "t",
-              29.6 * 0.9, 29.6 * 1.1, "derived", "Luccioni et al. 2022",
-              lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW * 1.2 * 57.0 / 1e6),
-    Published("bloom-176b.toml", "GPU failures per week", "1-2", "1/week", 1.0, 2.0, "consistency",
-              "The Technology Behind BLOOM Training (HF blog 2022)",
-              lambda ds, cfg: ds["n_failures"].values / (ds["wall_time"].values / 168.0)),
-    Published("bloom-176b.toml", "average loss per failure (3-h checkpoints)", "1.5", "h", 1.2, 1.8,
-              "consistency", "The Technology Behind BLOOM Training", _per_failure_loss_h),
-    Published("llama3-405b.toml", "unexpected interruptions in 54 days", "419", "1", 419 * 0.9, 419 * 1.1,
-              "consistency", "Llama 3 report §3.3.4, Table 5",
-              lambda ds, cfg: ds["n_failures"].values * (54 * 24.0) / ds["wall_time"].values),
-    Published("llama3-405b.toml", "effective training time share", "> 90 %", "1", 0.90, 1.0, "prediction",
-              "Llama 3 report §3.3.4",
-              lambda ds, cfg: 1.0 - (ds["lost_time"] + ds["checkpoint_time"] + ds["recovery_time"]).values
-              / ds["wall_time"].values),
-    Published("llama3-405b.toml", "model TFLOP/s per GPU (8-16k GPUs)", "380-430", "TFLOP/s", 380.0, 430.0,
-              "consistency", "Llama 3 report Table 4", _model_tflops),
+    Published(
+        "bloom-176b.toml",
+        "training duration",
+        "118 d 5 h 41 min",
+        "d",
+        118.24 * 0.9,
+        118.24 * 1.1,
+        "prediction",
+        "Luccioni et al. 2022 (arXiv 2211.02001)",
+        lambda ds, cfg: ds["wall_time"].values / 24.0,
+    ),
+    Published(
+        "bloom-176b.toml",
+        "GPU-hours (duration x 384)",
+        "1,082,990",
+        "GPU h",
+        1_082_990 * 0.9,
+        1_082_990 * 1.1,
+        "derived",
+        "Luccioni et al. 2022",
+        _bloom_gpu_hours,
+    ),
+    Published(
+        "bloom-176b.toml",
+        "GPU energy as GPU-hours x 0.4 kW (TDP, not metered)",
+        "433,196",
+        "kWh",
+        433_196 * 0.9,
+        433_196 * 1.1,
+        "derived",
+        "Luccioni et al. 2022",
+        lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW,
+    ),
+    Published(
+        "bloom-176b.toml",
+        "GPU energy, mcsim's power model: below the TDP method, above 0.6 of it",
+        "433,196",
+        "kWh",
+        433_196 * 0.6,
+        433_196,
+        "bound",
+        "Luccioni et al. 2022 (TDP upper bound; 0.6 only guards against a broken power model)",
+        lambda ds, cfg: ds["energy_gpu"].values * 1000.0,
+    ),
+    Published(
+        "bloom-176b.toml",
+        "dynamic CO2 (TDP energy x 57 g/kWh)",
+        "24.7",
+        "t",
+        24.7 * 0.9,
+        24.7 * 1.1,
+        "derived",
+        "Luccioni et al. 2022",
+        lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW * 57.0 / 1e6,
+    ),
+    Published(
+        "bloom-176b.toml",
+        "dynamic CO2 with PUE 1.2",
+        "29.6 (24.7 x 1.2; the paper: ~30)",
+        "t",
+        29.6 * 0.9,
+        29.6 * 1.1,
+        "derived",
+        "Luccioni et al. 2022",
+        lambda ds, cfg: _bloom_gpu_hours(ds, cfg) * BLOOM_TDP_KW * 1.2 * 57.0 / 1e6,
+    ),
+    Published(
+        "bloom-176b.toml",
+        "GPU failures per week",
+        "1-2",
+        "1/week",
+        1.0,
+        2.0,
+        "consistency",
+        "The Technology Behind BLOOM Training (HF blog 2022)",
+        lambda ds, cfg: ds["n_failures"].values / (ds["wall_time"].values / 168.0),
+    ),
+    Published(
+        "bloom-176b.toml",
+        "average loss per failure (3-h checkpoints)",
+        "1.5",
+        "h",
+        1.2,
+        1.8,
+        "consistency",
+        "The Technology Behind BLOOM Training",
+        _per_failure_loss_h,
+    ),
+    Published(
+        "llama3-405b.toml",
+        "unexpected interruptions in 54 days",
+        "419",
+        "1",
+        419 * 0.9,
+        419 * 1.1,
+        "consistency",
+        "Llama 3 report §3.3.4, Table 5",
+        lambda ds, cfg: ds["n_failures"].values * (54 * 24.0) / ds["wall_time"].values,
+    ),
+    Published(
+        "llama3-405b.toml",
+        "effective training time share",
+        "> 90 %",
+        "1",
+        0.90,
+        1.0,
+        "prediction",
+        "Llama 3 report §3.3.4",
+        lambda ds, cfg: (
+            1.0 - (ds["lost_time"] + ds["checkpoint_time"] + ds["recovery_time"]).values / ds["wall_time"].values
+        ),
+    ),
+    Published(
+        "llama3-405b.toml",
+        "model TFLOP/s per GPU (8-16k GPUs)",
+        "380-430",
+        "TFLOP/s",
+        380.0,
+        430.0,
+        "consistency",
+        "Llama 3 report Table 4",
+        _model_tflops,
+    ),
 )
 
 
@@ -131,22 +222,31 @@ def _g(value: float) -> str:
 
 def validation_table(rows: list[Comparison]) -> str:
     """The table ``mcsim validate`` prints."""
-    header = ["scenario", "quantity", "published", "simulated mean [90 % interval]", "accepted range", "kind",
-              "result"]
+    header = ["scenario", "quantity", "published", "simulated mean [90 % interval]", "accepted range", "kind", "result"]
     body = []
     for row in rows:
         f = row.published
-        body.append([f.scenario.removesuffix(".toml"), f"{f.quantity} [{f.unit}]", f.value,
-                     f"{_g(row.mean)} [{_g(row.p5)}, {_g(row.p95)}]", f"{_g(f.low)}..{_g(f.high)}", f.kind,
-                     "within" if row.within else "OUTSIDE"])
+        body.append(
+            [
+                f.scenario.removesuffix(".toml"),
+                f"{f.quantity} [{f.unit}]",
+                f.value,
+                f"{_g(row.mean)} [{_g(row.p5)}, {_g(row.p95)}]",
+                f"{_g(f.low)}..{_g(f.high)}",
+                f.kind,
+                "within" if row.within else "OUTSIDE",
+            ]
+        )
     widths = [max(len(r[k]) for r in [header] + body) for k in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header] + body]
     outside = sum(not r.within for r in rows)
     independent = [r for r in rows if r.published.kind in ("prediction", "consistency")]
-    lines.append(f"{len(rows) - outside} of {len(rows)} within their accepted ranges"
-                 + (f"; {outside} outside" if outside else "")
-                 + f" ({sum(r.within for r in independent)} of {len(independent)} independent comparisons;"
-                 " derived rows move with the row they are computed from)")
+    lines.append(
+        f"{len(rows) - outside} of {len(rows)} within their accepted ranges"
+        + (f"; {outside} outside" if outside else "")
+        + f" ({sum(r.within for r in independent)} of {len(independent)} independent comparisons;"
+        " derived rows move with the row they are computed from)"
+    )
     for row in rows:
         if not np.isfinite(row.mean):
             lines.append(f"{row.published.quantity}: no run gave a value (e.g. no failure); increase --runs")

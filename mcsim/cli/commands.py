@@ -1,5 +1,4 @@
-"""The commands that read result files or logs: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot`` and ``report``.
-"""
+"""The commands that read result files or logs: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot`` and ``report``."""
 
 from __future__ import annotations
 
@@ -78,8 +77,11 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
         table = failures_table_toml(fit, name, args.scope, args.recovery_minutes)
     except ValueError as err:  # "name: ...", "shape: ...": an option or a fitted value a scenario rejects
         key, _, message = str(err).partition(": ")
-        raise ScenarioError(source, {"name": "--name", "recovery_minutes": "--recovery-minutes",
-                                     "scope": "--scope"}.get(key, key), message) from None
+        raise ScenarioError(
+            source,
+            {"name": "--name", "recovery_minutes": "--recovery-minutes", "scope": "--scope"}.get(key, key),
+            message,
+        ) from None
     if args.uncertain:
         from mcsim.scenario.priors import uncertain_table_toml
 
@@ -89,13 +91,15 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
             raise ScenarioError(source, "--uncertain", str(err)) from None
     figure = _fit_figure(source, log, fit) if figure_path is not None else None
     level = f"{100 * args.confidence:g} % CI"
-    rows = [("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
-            ("MTBF [h]", f"{fit.mtbf_hours:.4g}", f"[{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}]"),
-            ("scale λ [h]", f"{fit.scale_hours:.4g}", ""),
-            ("units (lifetimes)", str(fit.n_units), ""),
-            ("left-truncated", str(fit.n_truncated), ""),
-            ("failures", str(fit.n_failures), ""),
-            ("total unit-hours", f"{fit.total_hours:,.1f}", "")]
+    rows = [
+        ("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
+        ("MTBF [h]", f"{fit.mtbf_hours:.4g}", f"[{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}]"),
+        ("scale λ [h]", f"{fit.scale_hours:.4g}", ""),
+        ("units (lifetimes)", str(fit.n_units), ""),
+        ("left-truncated", str(fit.n_truncated), ""),
+        ("failures", str(fit.n_failures), ""),
+        ("total unit-hours", f"{fit.total_hours:,.1f}", ""),
+    ]
     censoring = "right-censored, left-truncated" if fit.n_truncated else "right-censored"
     print(f"Weibull fit of {source} (maximum likelihood, {censoring})")
     widths = [max(len(r[k]) for r in rows + [("quantity", "estimate", level)]) for k in range(3)]
@@ -221,8 +225,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     output = Path(args.output)
     if problem := output_problem(args.output, inputs=[args.file]) or _figure_format_problem(output):
-        print(f"mcsim: error: -o: {output}: {problem}" if args.output else f"mcsim: error: -o: {problem}",
-              file=sys.stderr)
+        print(
+            f"mcsim: error: -o: {output}: {problem}" if args.output else f"mcsim: error: -o: {problem}", file=sys.stderr
+        )
         return EXIT_USAGE
     ds = open_result_file(args.file)
     if ds is None:
@@ -242,8 +247,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
         else:
             fig = getattr(plots, f"plot_{args.kind}")(ds)
     except (BackendUnavailable, ValueError) as err:
-        print(f"mcsim: error: {args.file}: {err}" if isinstance(err, ValueError) else f"mcsim: error: {err}",
-              file=sys.stderr)
+        print(
+            f"mcsim: error: {args.file}: {err}" if isinstance(err, ValueError) else f"mcsim: error: {err}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     import matplotlib.pyplot as plt
 
@@ -279,8 +286,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.output == "":
         print("mcsim: error: -o: expected a folder name, got ''", file=sys.stderr)
         return EXIT_USAGE
-    folder = Path(args.output) if args.output is not None else source.with_name(
-        (source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
+    folder = (
+        Path(args.output)
+        if args.output is not None
+        else source.with_name((source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
+    )
     if folder.exists() and not folder.is_dir():
         print(f"mcsim: error: -o: {folder}: exists and is not a folder", file=sys.stderr)
         return EXIT_USAGE

@@ -54,6 +54,7 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.version:
         from mcsim._version import __version__
+
         print(f"mcsim {__version__}")
         return 0
     if args.command is None:

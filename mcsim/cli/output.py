@@ -46,8 +46,9 @@ def write_and_clear(ds: xr.Dataset, output: Path, store, notify) -> int | None:
     try:
         write_results(ds, output)
     except OSError as err:
-        return write_failed(output, err, None if store is None else
-                             "the finished pieces are kept; rerun the same command to resume")
+        return write_failed(
+            output, err, None if store is None else "the finished pieces are kept; rerun the same command to resume"
+        )
     if store is not None:
         store.clear()
         for stale in store.remove_stale():
@@ -70,8 +71,9 @@ def write_failed(target: Path, err: OSError, note: str | None = None) -> int:
     return 1 if err.errno in _ENVIRONMENT_ERRORS else EXIT_USAGE
 
 
-def output_problem(output: str | Path, inputs: list[str | Path] = (),
-                    may_replace: Callable[[Path], bool] | None = None) -> str:
+def output_problem(
+    output: str | Path, inputs: list[str | Path] = (), may_replace: Callable[[Path], bool] | None = None
+) -> str:
     """Why the output file ``output`` cannot be written (checked before any work), or "".
 
     Refused: an empty name, a name ending in a path separator or longer than

@@ -51,8 +51,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if (status := lock_output(held, output)) is not None:  # one writer per output, as mcsim run
             return status
         try:
-            result = run_plan(plan, workers=args.workers, scheduler=args.scheduler, store=store,
-                              progress=False if args.quiet else None, notify=notify)
+            result = run_plan(
+                plan,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                store=store,
+                progress=False if args.quiet else None,
+                notify=notify,
+            )
         except NoCandidate as err:
             if store is not None:  # a finished answer: its pieces would only be litter beside no output
                 store.clear()

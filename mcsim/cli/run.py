@@ -1,5 +1,4 @@
-"""``mcsim run``: simulate a scenario, print its summary table, write its result file.
-"""
+"""``mcsim run``: simulate a scenario, print its summary table, write its result file."""
 
 from __future__ import annotations
 
@@ -46,8 +45,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = [args.scenario] if args.scenario else []
     problem = output_problem(args.output if args.output is not None else output, inputs, is_result_file)
     if problem:
-        print(f"mcsim: error: -o: {output}: {problem}" if args.output != "" else f"mcsim: error: -o: {problem}",
-              file=sys.stderr)
+        print(
+            f"mcsim: error: -o: {output}: {problem}" if args.output != "" else f"mcsim: error: -o: {problem}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     for option, value in (("--workers", args.workers), ("--chunk-runs", args.chunk_runs)):
         if value is not None and value < 1:
@@ -57,8 +58,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("mcsim: error: --workers and --scheduler: give one of them", file=sys.stderr)
         return EXIT_USAGE
     if args.workers is not None and args.workers > (cpus := usable_cpus()):
-        print(f"mcsim: error: --workers: expected at most {cpus} (the CPUs this process may use; more "
-              f"worker processes only add memory), got {args.workers}", file=sys.stderr)
+        print(
+            f"mcsim: error: --workers: expected at most {cpus} (the CPUs this process may use; more "
+            f"worker processes only add memory), got {args.workers}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     check_feasible(scenario)
     chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
@@ -75,8 +79,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         if (status := lock_output(held, output)) is not None:
             return status
         try:
-            ds = simulate(scenario, progress=False if args.quiet else None, chunk_runs=chunk, workers=args.workers,
-                          scheduler=args.scheduler, store=store, notify=notify)
+            ds = simulate(
+                scenario,
+                progress=False if args.quiet else None,
+                chunk_runs=chunk,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                store=store,
+                notify=notify,
+            )
         except BackendUnavailable as err:
             print(f"mcsim: error: {err}", file=sys.stderr)
             return EXIT_USAGE
@@ -88,8 +99,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"mcsim: error: --scheduler: {args.scheduler}: lost the scheduler ({err})", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:  # the backend (and any dask cluster) is closed by now
-            kept = f"; finished tasks are kept in {store.folder}: rerun the same command to resume" \
-                if store is not None and store.folder.is_dir() else ""
+            kept = (
+                f"; finished tasks are kept in {store.folder}: rerun the same command to resume"
+                if store is not None and store.folder.is_dir()
+                else ""
+            )
             print(f"mcsim: interrupted; no output written{kept}", file=sys.stderr)
             return 130
         if problem := output_problem(output, inputs, is_result_file):  # something put there meanwhile
@@ -112,5 +126,8 @@ def check_feasible(scenario) -> None:
     if not scenario.axes and not results[0].feasible:
         raise ScenarioError(scenario.source, results[0].infeasible_key, results[0].infeasible_reason)
     if not any(wl.feasible for wl in results):
-        raise ScenarioError(scenario.source, "sweep", "no configuration of the sweep is feasible; "
-                                                      f"first reason: {results[0].infeasible_reason}")
+        raise ScenarioError(
+            scenario.source,
+            "sweep",
+            f"no configuration of the sweep is feasible; first reason: {results[0].infeasible_reason}",
+        )

@@ -93,8 +93,9 @@ class LocalBackend:
         """Runs simulated at the same time (Numba threads)."""
         return numba.get_num_threads()
 
-    def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str,
-            on_runs: OnRuns | None = None) -> Iterator[tuple[Task, np.ndarray]]:
+    def run(
+        self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str, on_runs: OnRuns | None = None
+    ) -> Iterator[tuple[Task, np.ndarray]]:
         """Run ``tasks`` in order; ``on_runs(n)`` after every kernel call of ``n`` runs.
 
         ``configs`` may be a :class:`PreparedConfigs`, whose kernel inputs are then reused.
@@ -113,7 +114,7 @@ class LocalBackend:
             while start < task.stop:
                 stop = min(task.stop, start + runs_per_call(estimate_s * self._ratio, threads, self.call_s))
                 began = time.perf_counter()
-                rows[start - task.start:stop - task.start] = run_kernel(inputs, task_seed(task, seed), start, stop)
+                rows[start - task.start : stop - task.start] = run_kernel(inputs, task_seed(task, seed), start, stop)
                 self._learn(time.perf_counter() - began, stop - start, threads, estimate_s)
                 if on_runs is not None:
                     on_runs(stop - start)
@@ -145,8 +146,9 @@ def check_scheduler_address(address: str) -> str:
     """``address`` as ``tcp://HOST:PORT`` (or ``tls://``); raises BackendUnavailable if malformed."""
     match = _ADDRESS.match(address.strip())
     if not match or not 1 <= int(match["port"]) <= 65535:
-        raise BackendUnavailable(f"--scheduler: {address!r}: expected an address tcp://HOST:PORT "
-                                 "(or tls://HOST:PORT) with a port 1-65535")
+        raise BackendUnavailable(
+            f"--scheduler: {address!r}: expected an address tcp://HOST:PORT (or tls://HOST:PORT) with a port 1-65535"
+        )
     return f"{match['protocol'] or 'tcp'}://{match['host']}:{match['port']}"
 
 
@@ -190,12 +192,15 @@ def probe_scheduler(address: str, timeout_s: float) -> int:
     try:
         reply = _in_own_thread(lambda: asyncio.run(_identity(address, timeout_s)))
     except (OSError, TimeoutError) as err:
-        raise BackendUnavailable(f"--scheduler: {address}: no dask scheduler answered within {timeout_s:g} s "
-                                 f"({type(err).__name__}{': ' + str(err) if str(err) else ''}); "
-                                 "MCSIM_SCHEDULER_TIMEOUT sets the wait") from None
+        raise BackendUnavailable(
+            f"--scheduler: {address}: no dask scheduler answered within {timeout_s:g} s "
+            f"({type(err).__name__}{': ' + str(err) if str(err) else ''}); "
+            "MCSIM_SCHEDULER_TIMEOUT sets the wait"
+        ) from None
     except Exception as err:  # garbage from a peer that is not dask (decode errors of any kind)
-        raise BackendUnavailable(f"--scheduler: {address}: the peer is not a dask scheduler "
-                                 f"({type(err).__name__})") from None
+        raise BackendUnavailable(
+            f"--scheduler: {address}: the peer is not a dask scheduler ({type(err).__name__})"
+        ) from None
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         kind = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
         raise BackendUnavailable(f"--scheduler: {address}: expected a dask scheduler, got {kind!r}")
@@ -236,8 +241,9 @@ class DaskBackend:
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError as err:  # pragma: no cover - exercised without the extra only
-            raise BackendUnavailable("--workers and --scheduler need dask.distributed: "
-                                     "pip install 'mcsim[dask]'") from err
+            raise BackendUnavailable(
+                "--workers and --scheduler need dask.distributed: pip install 'mcsim[dask]'"
+            ) from err
         self._cluster = None
         self._futures: list = []
         if scheduler:
@@ -254,15 +260,21 @@ class DaskBackend:
             # Workers log at CRITICAL only: a closing cluster makes them log heartbeat failures
             # (task errors still reach the caller through the futures).
             with _sigint_ignored():  # the worker processes inherit "ignore" (see dask_setup)
-                self._cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, silence_logs=logging.CRITICAL,
-                                             preload=["mcsim.backends"])
+                self._cluster = LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.CRITICAL,
+                    preload=["mcsim.backends"],
+                )
                 self.client = Client(self._cluster)
             self.parallelism = workers
             self.description = f"dask LocalCluster of {workers} workers"
 
-    def run(self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str,
-            on_runs: OnRuns | None = None) -> Iterator[tuple[Task, np.ndarray]]:
+    def run(
+        self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str, on_runs: OnRuns | None = None
+    ) -> Iterator[tuple[Task, np.ndarray]]:
         """Submit every task, yield each as it finishes (``on_runs`` is not used: tasks are whole).
 
         Each (configuration, grid point) sends its kernel inputs once (those of ``configs``
@@ -321,5 +333,4 @@ def check_workers(workers: int) -> None:
     """Raise ValueError unless ``1 <= workers <= usable_cpus()``."""
     cpus = usable_cpus()
     if not 1 <= workers <= cpus:
-        raise ValueError(f"expected a whole number from 1 to {cpus} (the CPUs this process may use), "
-                         f"got {workers}")
+        raise ValueError(f"expected a whole number from 1 to {cpus} (the CPUs this process may use), got {workers}")

@@ -63,22 +63,56 @@ from mcsim.scenario.uncertain import draw_offset, draw_values, input_variable_at
 # Uncertain keys a draw table evaluates: "section.field", or "failures.*.field" for every class.
 # The others (model.*, hardware.*, compute.freq_mhz) change what the workload model is built
 # from and take the per-draw configurations.
-TABLE_KEYS = frozenset({
-    "compute.efficiency", "compute.freq_scaling_share",
-    "parallelism.overlap_dp", "parallelism.overlap_tp",
-    "network.intra_gbps", "network.inter_gbps", "network.latency_us", "network.intra_pj_per_bit",
-    "network.inter_pj_per_bit",
-    "stragglers.sigma", "stragglers.job_sigma", "stragglers.episode_rate_per_node_day",
-    "stragglers.episode_hours", "stragglers.episode_slowdown",
-    "failures.*.shape", "failures.*.mtbf_hours", "failures.*.recovery_minutes", "failures.*.repair_hours",
-    "checkpoint.bytes_per_param", "checkpoint.write_gbps_per_node", "checkpoint.read_gbps_per_node",
-    "checkpoint.storage_gbps", "checkpoint.async_overhead_s", "checkpoint.gockpt_stall_fraction",
-    *(f"energy.{name}" for name in ("pue", "node_overhead_w", "busy_utilization", "wait_power_fraction",
-                                    "power_freq_exponent", "storage_pj_per_bit")),
-    *(f"cost.{name}" for name in ("gpu_hour_usd", "electricity_usd_per_kwh", "gpu_capex_usd", "node_capex_usd",
-                                  "amortization_years")),
-    *(f"carbon.{name}" for name in ("grid_g_per_kwh", "embodied_kg_per_gpu", "lifetime_years")),
-})
+TABLE_KEYS = frozenset(
+    {
+        "compute.efficiency",
+        "compute.freq_scaling_share",
+        "parallelism.overlap_dp",
+        "parallelism.overlap_tp",
+        "network.intra_gbps",
+        "network.inter_gbps",
+        "network.latency_us",
+        "network.intra_pj_per_bit",
+        "network.inter_pj_per_bit",
+        "stragglers.sigma",
+        "stragglers.job_sigma",
+        "stragglers.episode_rate_per_node_day",
+        "stragglers.episode_hours",
+        "stragglers.episode_slowdown",
+        "failures.*.shape",
+        "failures.*.mtbf_hours",
+        "failures.*.recovery_minutes",
+        "failures.*.repair_hours",
+        "checkpoint.bytes_per_param",
+        "checkpoint.write_gbps_per_node",
+        "checkpoint.read_gbps_per_node",
+        "checkpoint.storage_gbps",
+        "checkpoint.async_overhead_s",
+        "checkpoint.gockpt_stall_fraction",
+        *(
+            f"energy.{name}"
+            for name in (
+                "pue",
+                "node_overhead_w",
+                "busy_utilization",
+                "wait_power_fraction",
+                "power_freq_exponent",
+                "storage_pj_per_bit",
+            )
+        ),
+        *(
+            f"cost.{name}"
+            for name in (
+                "gpu_hour_usd",
+                "electricity_usd_per_kwh",
+                "gpu_capex_usd",
+                "node_capex_usd",
+                "amortization_years",
+            )
+        ),
+        *(f"carbon.{name}" for name in ("grid_g_per_kwh", "embodied_kg_per_gpu", "lifetime_years")),
+    }
+)
 
 
 def table_key(key: str) -> bool:
@@ -136,8 +170,10 @@ class DrawTable:
         arrays = with_values(cfg, {k: np.array(values[:, i], dtype=np.float64) for i, k in enumerate(keys)})
         wa = workload_arrays(arrays, _repeated(layouts_of([cfg]), count))
         structural = configuration_problem(cfg) is not None
-        self.workloads = [workload(self.configs[d]) if structural or wa.code[d] != FEASIBLE
-                          else _workload_at(wa, d) for d in range(count)]
+        self.workloads = [
+            workload(self.configs[d]) if structural or wa.code[d] != FEASIBLE else _workload_at(wa, d)
+            for d in range(count)
+        ]
         self.inputs: list[KernelInputs | None] = [None] * count
         plans = _checkpoint_plans(arrays, self.configs, wa, count)
         for d, wl in enumerate(self.workloads):
@@ -150,14 +186,32 @@ class DrawTable:
         return [d for d, inputs in enumerate(self.inputs) if inputs is not None]
 
 
-_WORKLOAD_FLOATS = ("model_flops", "hardware_flops", "t_comp_s", "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s",
-                    "memory_per_gpu_gb", "mfu_ideal", "intra_bytes_per_gpu", "inter_bytes_per_gpu")
+_WORKLOAD_FLOATS = (
+    "model_flops",
+    "hardware_flops",
+    "t_comp_s",
+    "bubble_s",
+    "tp_comm_s",
+    "pp_comm_s",
+    "dp_comm_s",
+    "memory_per_gpu_gb",
+    "mfu_ideal",
+    "intra_bytes_per_gpu",
+    "inter_bytes_per_gpu",
+)
 
 
 def _workload_at(wa, d: int) -> Workload:
     """The :class:`Workload` of feasible draw ``d`` of ``wa`` (as :func:`mcsim.workload.workload` makes it)."""
-    return Workload(True, "", "", int(wa.iterations[d]), int(wa.dp[d]), int(wa.microbatches[d]),
-                    *(float(getattr(wa, name)[d]) for name in _WORKLOAD_FLOATS))
+    return Workload(
+        True,
+        "",
+        "",
+        int(wa.iterations[d]),
+        int(wa.dp[d]),
+        int(wa.microbatches[d]),
+        *(float(getattr(wa, name)[d]) for name in _WORKLOAD_FLOATS),
+    )
 
 
 def _checkpoint_plans(arrays: Config, configs: list[Config], wa, count: int) -> list[CheckpointPlan]:
@@ -176,10 +230,22 @@ def _checkpoint_plans(arrays: Config, configs: list[Config], wa, count: int) -> 
         mtbf = _column(system_mtbf_s(arrays.failures, gpus, arrays.hardware.gpus_per_node), count)
         every = _column(checkpoint_every(ck.interval, stall, mtbf, wa.iteration_time_s, wa.iterations), count)
     size, write_gbps, read_gbps, load = (_column(x, count) for x in (size, write_gbps, read_gbps, load))
-    return [CheckpointPlan(float(size[d]), float(write_gbps[d]), float(read_gbps[d]), stall[d], background[d],
-                           replicate[d], float(load[d]), load_memory[d], int(every[d]), float(mtbf[d]),
-                           failure_classes(configs[d]))
-            for d in range(count)]
+    return [
+        CheckpointPlan(
+            float(size[d]),
+            float(write_gbps[d]),
+            float(read_gbps[d]),
+            stall[d],
+            background[d],
+            replicate[d],
+            float(load[d]),
+            load_memory[d],
+            int(every[d]),
+            float(mtbf[d]),
+            failure_classes(configs[d]),
+        )
+        for d in range(count)
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,8 +269,9 @@ class TableInputs:
         """Kernel output of rows ``start .. stop - 1`` into ``out``."""
         rows = np.arange(start, stop, dtype=np.int64)
         draw = rows // self.runs
-        kernel.simulate_runs_table(self.table, self.classes_table, draw, self.first_run[draw] + rows % self.runs,
-                               seed, out)
+        kernel.simulate_runs_table(
+            self.table, self.classes_table, draw, self.first_run[draw] + rows % self.runs, seed, out
+        )
 
 
 def table_inputs(table: DrawTable, first_run: np.ndarray, runs: int) -> TableInputs:
@@ -212,9 +279,15 @@ def table_inputs(table: DrawTable, first_run: np.ndarray, runs: int) -> TableInp
     filler = table.inputs[table.feasible[0]]
     inputs = [filler if i is None else i for i in table.inputs]
     longest = max(inputs, key=lambda i: estimate_run(i).seconds)
-    return TableInputs(kernel.params_table([i.params for i in inputs]), kernel.classes_table([i.classes for i in inputs]),
-                       np.asarray(first_run, dtype=np.int64), runs, longest.params, longest.classes,
-                       longest.system_mtbf_s)
+    return TableInputs(
+        kernel.params_table([i.params for i in inputs]),
+        kernel.classes_table([i.classes for i in inputs]),
+        np.asarray(first_run, dtype=np.int64),
+        runs,
+        longest.params,
+        longest.classes,
+        longest.system_mtbf_s,
+    )
 
 
 class DrawPrepared(PreparedConfigs):
@@ -255,15 +328,22 @@ class DrawPlan:
         self.scenario, self.count, self.runs = scenario, run.draws, run.runs
         self.values = draw_values(scenario.uncertain, run.draws, run.design, run.seed)
         self.keys = [entry.key for entry in scenario.uncertain]
-        self.first_runs = np.array([draw_offset(d, self.runs, run.design, len(self.keys)) for d in range(self.count)],
-                                   dtype=np.int64)
-        self.tabled = bool(self.count) and all(table_key(k) for k in self.keys) and not any(
-            cfg.checkpoint.interval.kind == "optimize" for cfg in scenario.configs)
+        self.first_runs = np.array(
+            [draw_offset(d, self.runs, run.design, len(self.keys)) for d in range(self.count)], dtype=np.int64
+        )
+        self.tabled = (
+            bool(self.count)
+            and all(table_key(k) for k in self.keys)
+            and not any(cfg.checkpoint.interval.kind == "optimize" for cfg in scenario.configs)
+        )
 
     def configs(self) -> list[Config]:
         """Every (configuration, draw) pair as a configuration with the drawn values set (validated)."""
-        return [config_with_values(self.scenario, flat, dict(zip(self.keys, self.values[d], strict=False)), f"draw {d}")
-                for flat in range(len(self.scenario.configs)) for d in range(self.count)]
+        return [
+            config_with_values(self.scenario, flat, dict(zip(self.keys, self.values[d], strict=False)), f"draw {d}")
+            for flat in range(len(self.scenario.configs))
+            for d in range(self.count)
+        ]
 
     def prepared(self, mode: str) -> DrawPrepared:
         """The draw tables of every sweep configuration (:attr:`tabled` scenarios)."""
@@ -283,8 +363,11 @@ class DrawPlan:
         runs = self.runs
         if not self.tabled:
             first = [int(f) for f in self.first_runs]
-            return [Task(c, first[c % self.count] + s, first[c % self.count] + min(runs, s + chunk_runs))
-                    for c in feasible for s in range(0, runs, chunk_runs)]
+            return [
+                Task(c, first[c % self.count] + s, first[c % self.count] + min(runs, s + chunk_runs))
+                for c in feasible
+                for s in range(0, runs, chunk_runs)
+            ]
         per_task = max(1, chunk_runs // runs)
         tasks: list[Task] = []
         groups: dict[int, list[list[int]]] = {}
@@ -300,8 +383,10 @@ class DrawPlan:
                 if chunk_runs >= runs:
                     tasks.append(Task(flat, span[0] * runs, (span[-1] + 1) * runs))
                 else:
-                    tasks += [Task(flat, span[0] * runs + s, span[0] * runs + min(runs, s + chunk_runs))
-                              for s in range(0, runs, chunk_runs)]
+                    tasks += [
+                        Task(flat, span[0] * runs + s, span[0] * runs + min(runs, s + chunk_runs))
+                        for s in range(0, runs, chunk_runs)
+                    ]
         return tasks
 
     def pieces(self, task: Task) -> Iterator[tuple[int, int, int, int, int]]:
@@ -327,6 +412,9 @@ class DrawPlan:
             ds[entry.key] = xr.Variable(("draw",), self.values[:, i], input_variable_attrs(entry))
         if self.count:
             ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
-            ds.attrs.update(draws=self.count, design=self.scenario.run.design,
-                            uncertain_inputs=" ".join(entry.key for entry in self.scenario.uncertain))
+            ds.attrs.update(
+                draws=self.count,
+                design=self.scenario.run.design,
+                uncertain_inputs=" ".join(entry.key for entry in self.scenario.uncertain),
+            )
         return ds

@@ -46,12 +46,12 @@ class IntervalOptimum:
     """The optimum checkpoint interval of one configuration."""
 
     objective: str
-    interval_s: float              # compute time between checkpoints at the optimum, s
-    interval_iterations: int       # the same, rounded to whole iterations
-    ci95_s: tuple[float, float]    # bootstrap 95 % interval of interval_s
-    daly_s: float                  # Daly's (2006) estimate, s
-    grid_s: tuple[float, ...]      # intervals simulated, s
-    grid_mean: tuple[float, ...]   # objective mean at each (units of the output variable)
+    interval_s: float  # compute time between checkpoints at the optimum, s
+    interval_iterations: int  # the same, rounded to whole iterations
+    ci95_s: tuple[float, float]  # bootstrap 95 % interval of interval_s
+    daly_s: float  # Daly's (2006) estimate, s
+    grid_s: tuple[float, ...]  # intervals simulated, s
+    grid_mean: tuple[float, ...]  # objective mean at each (units of the output variable)
 
 
 def objective_per_run(cfg: Config, every: int, rows: np.ndarray, objective: str) -> np.ndarray:
@@ -106,8 +106,7 @@ class IntervalSearch:
         wl = workload(cfg)
         if not wl.feasible:
             raise ValueError(f"infeasible configuration: {wl.infeasible_reason}")
-        daly = dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint,
-                                                                       interval=Interval("young_daly")))
+        daly = dataclasses.replace(cfg, checkpoint=dataclasses.replace(cfg.checkpoint, interval=Interval("young_daly")))
         plan = checkpoint_plan(daly, wl)
         self.cfg = cfg
         self.objective = objective
@@ -153,10 +152,17 @@ class IntervalSearch:
         iteration_s = self.iteration_s
         if len(fine) < 3:  # one or two candidate intervals (a very short run): take the best, no fit
             k = min(ks, key=lambda k: means[k])
-            return IntervalOptimum(self.objective, k * iteration_s, k, (k * iteration_s, k * iteration_s),
-                                   self.daly_s, tuple(x * iteration_s for x in ks), tuple(means[x] for x in ks))
+            return IntervalOptimum(
+                self.objective,
+                k * iteration_s,
+                k,
+                (k * iteration_s, k * iteration_s),
+                self.daly_s,
+                tuple(x * iteration_s for x in ks),
+                tuple(means[x] for x in ks),
+            )
         log_k = np.log(np.array(fine, dtype=float))
-        samples = np.stack([evaluated[k] for k in fine])       # (points, runs), paired by run
+        samples = np.stack([evaluated[k] for k in fine])  # (points, runs), paired by run
         runs = samples.shape[1]
         vertex = _vertex(log_k, samples.mean(axis=1))
         rng = np.random.default_rng(seed)
@@ -173,8 +179,9 @@ class IntervalSearch:
         )
 
 
-def optimize_interval(cfg: Config, objective: str = "wall_time", runs: int = 400, seed: int = 0,
-                      mode: str = "fast", bootstrap: int = 200) -> IntervalOptimum:
+def optimize_interval(
+    cfg: Config, objective: str = "wall_time", runs: int = 400, seed: int = 0, mode: str = "fast", bootstrap: int = 200
+) -> IntervalOptimum:
     """Find the checkpoint interval minimising the mean of ``objective`` for ``cfg``, in this process.
 
     Parameters

@@ -43,10 +43,24 @@ from mcsim.scenario.config import Scenario
 PIECE_FORMAT = "mcsim-piece-1"
 _PACKAGE = Path(__file__).resolve().parent
 # Modules that only present or store results: a change to them never changes a piece's rows.
-PRESENTATION_MODULES = frozenset({
-    "__init__.py", "accessor.py", "analysis.py", "atomic.py", "backends.py", "cli.py", "fitting.py",
-    "netcdf.py", "plots.py", "report.py", "resume.py", "summary.py", "validation.py", "variables.py",
-})
+PRESENTATION_MODULES = frozenset(
+    {
+        "__init__.py",
+        "accessor.py",
+        "analysis.py",
+        "atomic.py",
+        "backends.py",
+        "cli.py",
+        "fitting.py",
+        "netcdf.py",
+        "plots.py",
+        "report.py",
+        "resume.py",
+        "summary.py",
+        "validation.py",
+        "variables.py",
+    }
+)
 # Rejection messages printed before the rest are only counted (a wholly foreign folder).
 _MAX_NOTICES = 10
 
@@ -107,8 +121,9 @@ class PieceStore:
         Called with one line for each saved piece that is not reused.
     """
 
-    def __init__(self, output: str | Path, scenario: Scenario, chunk_runs: int,
-                 notify: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, output: str | Path, scenario: Scenario, chunk_runs: int, notify: Callable[[str], None] | None = None
+    ) -> None:
         self.output = Path(output)
         self.key = sweep_key(scenario, chunk_runs)
         self.folder = sidecar(self.output, f".parts-{self.key}")
@@ -156,8 +171,11 @@ class PieceStore:
         """Remove piece folders of the same output with another key; returns them."""
         if not self.folder.parent.is_dir():
             return []
-        stale = [p for p in self.folder.parent.iterdir()
-                 if p != self.folder and self._stale.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+        stale = [
+            p
+            for p in self.folder.parent.iterdir()
+            if p != self.folder and self._stale.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
+        ]
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
         return sorted(stale)

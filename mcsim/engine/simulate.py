@@ -51,8 +51,9 @@ from mcsim.scenario.limits import TimeEstimate, check_time, format_duration
 from mcsim.scenario.schema import field_meta
 
 
-def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int = 0,
-                    chunk_runs: int | None = None) -> tuple[np.ndarray, Workload, CheckpointPlan | None]:
+def simulate_config(
+    cfg: Config, runs: int, seed: int, mode: str, first_run: int = 0, chunk_runs: int | None = None
+) -> tuple[np.ndarray, Workload, CheckpointPlan | None]:
     """Kernel output matrix ``(runs, N_OUT)`` of one configuration (NaN if infeasible).
 
     Runs ``first_run .. first_run + runs - 1``, ``chunk_runs`` per kernel call.
@@ -63,13 +64,13 @@ def simulate_config(cfg: Config, runs: int, seed: int, mode: str, first_run: int
         return out, wl, None
     inputs = kernel_inputs(cfg, mode, wl)
     for task in plan_tasks([0], runs, chunk_runs or DEFAULT_CHUNK_RUNS):
-        out[task.start:task.stop] = run_task(cfg, seed, mode, first_run + task.start, first_run + task.stop,
-                                             inputs=inputs)
+        out[task.start : task.stop] = run_task(
+            cfg, seed, mode, first_run + task.start, first_run + task.stop, inputs=inputs
+        )
     return out, wl, inputs.plan
 
 
-def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None,
-                     out: np.ndarray) -> dict[str, np.ndarray]:
+def _per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out: np.ndarray) -> dict[str, np.ndarray]:
     if plan is None:  # infeasible: NaN everywhere, not completed
         nan = np.full(out.shape[0], np.nan)
         return {name: (nan == 0.0 if name == "completed" else nan) for name in PER_RUN}
@@ -143,8 +144,16 @@ class _Execution:
     configuration and shared with the caller); made from ``configs`` when not given.
     """
 
-    def __init__(self, backend, configs: list[Config], run, store: PieceStore | None, bar, notify,
-                 prepared: PreparedConfigs | None = None) -> None:
+    def __init__(
+        self,
+        backend,
+        configs: list[Config],
+        run,
+        store: PieceStore | None,
+        bar,
+        notify,
+        prepared: PreparedConfigs | None = None,
+    ) -> None:
         self.backend, self.configs, self.run, self.store, self.bar = backend, configs, run, store, bar
         self.notify = notify
         self.prepared = PreparedConfigs(configs, run.mode) if prepared is None else prepared
@@ -160,8 +169,9 @@ class _Execution:
                 self.bar.update(task.runs)
                 on_rows(task, rows)
         if self.notify is not None and len(pending) < len(tasks):
-            self.notify(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} {what} already done "
-                        f"({self.store.folder})")
+            self.notify(
+                f"resuming: {len(tasks) - len(pending)} of {len(tasks)} {what} already done ({self.store.folder})"
+            )
         reported = 0
 
         def on_runs(n: int) -> None:
@@ -191,8 +201,13 @@ def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -
     evaluated: dict[int, dict[int, np.ndarray]] = {i: {} for i in indices}
 
     def grid_tasks(points: dict[int, list[int]]) -> list[Task]:
-        return [task for i, ks in points.items() for k in ks if k not in evaluated[i]
-                for task in plan_tasks([i], runs, chunk, optimize_every=k)]
+        return [
+            task
+            for i, ks in points.items()
+            for k in ks
+            if k not in evaluated[i]
+            for task in plan_tasks([i], runs, chunk, optimize_every=k)
+        ]
 
     def collect(tasks: list[Task]) -> None:
         rows_of: dict[Task, np.ndarray] = {}
@@ -210,8 +225,7 @@ def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -
     bar.total += sum(t.runs for t in coarse) + fine_bound
     bar.refresh()
     collect(coarse)
-    fine = grid_tasks({i: searches[i].fine({k: float(v.mean()) for k, v in evaluated[i].items()})
-                       for i in indices})
+    fine = grid_tasks({i: searches[i].fine({k: float(v.mean()) for k, v in evaluated[i].items()}) for i in indices})
     bar.total += sum(t.runs for t in fine) - fine_bound
     bar.refresh()
     collect(fine)
@@ -219,13 +233,21 @@ def _optimize_intervals(execution: _Execution, indices: list[int], chunk: int) -
     if execution.notify is not None:
         for i, optimum in optima.items():
             label = "" if len(configs) == 1 else f" of configuration {i}"
-            execution.notify(f"optimized checkpoint interval{label} ({optimum.objective}): {optimum.interval_s:.4g} s "
-                             f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s")
+            execution.notify(
+                f"optimized checkpoint interval{label} ({optimum.objective}): {optimum.interval_s:.4g} s "
+                f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s"
+            )
     return optima
 
 
-def _time_estimate(configs: list[Config], feasible: list[int], to_optimize: list[int], run,
-                   parallelism: int, prepared: PreparedConfigs | None = None) -> TimeEstimate:
+def _time_estimate(
+    configs: list[Config],
+    feasible: list[int],
+    to_optimize: list[int],
+    run,
+    parallelism: int,
+    prepared: PreparedConfigs | None = None,
+) -> TimeEstimate:
     """Estimated kernel time of every task, the optimiser's grid points included."""
     grid_runs = min(run.runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)
     cpu_s, longest = 0.0, 0.0
@@ -238,9 +260,16 @@ def _time_estimate(configs: list[Config], feasible: list[int], to_optimize: list
     return TimeEstimate(cpu_s, parallelism, longest)
 
 
-def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: int | None = None,
-             workers: int | None = None, scheduler: str | None = None, store: PieceStore | None = None,
-             notify=None) -> xr.Dataset:
+def simulate(
+    scenario: Scenario,
+    *,
+    progress: bool | None = None,
+    chunk_runs: int | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    store: PieceStore | None = None,
+    notify=None,
+) -> xr.Dataset:
     """Simulate every configuration of a scenario.
 
     Parameters
@@ -301,14 +330,24 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
         estimate = _time_estimate(configs, feasible, to_optimize, run, backend.parallelism, prepared)
         check_time(estimate, scenario.source)
         if notify is not None:
-            notify(f"running {len(tasks)} tasks ({len(feasible)} configurations x {run.runs} runs"
-                   f"{f', {len(to_optimize)} interval optimisations' if to_optimize else ''}) on "
-                   f"{backend.description}; {estimate.describe()}")
+            notify(
+                f"running {len(tasks)} tasks ({len(feasible)} configurations x {run.runs} runs"
+                f"{f', {len(to_optimize)} interval optimisations' if to_optimize else ''}) on "
+                f"{backend.description}; {estimate.describe()}"
+            )
             if estimate.longest_run_s > 2.0:
-                notify(f"one run takes about {format_duration(estimate.longest_run_s)}: progress and Ctrl-C "
-                       "act between runs")
-        with tqdm(total=len(feasible) * run.runs, disable=None if progress is None else not progress,
-                  unit="run", desc=scenario.name, leave=False, dynamic_ncols=True) as bar:
+                notify(
+                    f"one run takes about {format_duration(estimate.longest_run_s)}: progress and Ctrl-C "
+                    "act between runs"
+                )
+        with tqdm(
+            total=len(feasible) * run.runs,
+            disable=None if progress is None else not progress,
+            unit="run",
+            desc=scenario.name,
+            leave=False,
+            dynamic_ncols=True,
+        ) as bar:
             execution = _Execution(backend, configs, run, store, bar, notify, prepared)
             optima = _optimize_intervals(execution, to_optimize, chunk) if to_optimize else {}
             for i, optimum in optima.items():
@@ -326,9 +365,11 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
                     left[config] -= 1
                     done[0] += left[config] == 0
                 if not bar.disable:
-                    bar.set_postfix_str(f"{done[0]}/{len(feasible)} configurations, "
-                                        f"{done[0] / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
-                                        refresh=False)
+                    bar.set_postfix_str(
+                        f"{done[0]}/{len(feasible)} configurations, "
+                        f"{done[0] / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
+                        refresh=False,
+                    )
 
             execution.execute(tasks, place)
     finally:
@@ -351,8 +392,14 @@ def simulate(scenario: Scenario, *, progress: bool | None = None, chunk_runs: in
 _CONFIG_DTYPES = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
 
 
-def _output_arrays(configs: list[Config], prepared: PreparedConfigs, outs: dict[int, np.ndarray],
-                   optima: dict[int, IntervalOptimum], shape: tuple[int, ...], runs: int) -> dict[str, np.ndarray]:
+def _output_arrays(
+    configs: list[Config],
+    prepared: PreparedConfigs,
+    outs: dict[int, np.ndarray],
+    optima: dict[int, IntervalOptimum],
+    shape: tuple[int, ...],
+    runs: int,
+) -> dict[str, np.ndarray]:
     """Every registered variable as an array of the sweep ``shape`` (per run: plus ``runs``).
 
     Filled by flat configuration index (C order), each array in its final dtype; ``outs``
@@ -372,8 +419,10 @@ def _output_arrays(configs: list[Config], prepared: PreparedConfigs, outs: dict[
         low, high = optima[flat].ci95_s if flat in optima else (math.nan, math.nan)
         per_config["checkpoint_interval_ci_low"][flat] = low
         per_config["checkpoint_interval_ci_high"][flat] = high
-    return {**{k: v.reshape(shape + (runs,)) for k, v in per_run.items()},
-            **{k: v.reshape(shape) for k, v in per_config.items()}}
+    return {
+        **{k: v.reshape(shape + (runs,)) for k, v in per_run.items()},
+        **{k: v.reshape(shape) for k, v in per_config.items()},
+    }
 
 
 def _coordinate_attrs(axis) -> dict[str, str]:
@@ -406,6 +455,8 @@ def provenance_attrs(scenario: Scenario) -> dict[str, object]:
         "sweep_dims": " ".join(axis.dim for axis in scenario.axes),
         "created": created,
         "Conventions": "CF-1.10",
-        "history": (f"{created}: mcsim {__version__} simulated scenario {scenario.name!r}, "
-                    f"{run.runs} runs, seed {run.seed}, {run.mode} mode"),
+        "history": (
+            f"{created}: mcsim {__version__} simulated scenario {scenario.name!r}, "
+            f"{run.runs} runs, seed {run.seed}, {run.mode} mode"
+        ),
     }

@@ -72,19 +72,24 @@ class Task:
         return self.stop - self.start
 
 
-def plan_tasks(configs: list[int], runs: int, chunk_runs: int = DEFAULT_CHUNK_RUNS,
-               optimize_every: int | None = None) -> list[Task]:
+def plan_tasks(
+    configs: list[int], runs: int, chunk_runs: int = DEFAULT_CHUNK_RUNS, optimize_every: int | None = None
+) -> list[Task]:
     """Tasks covering ``runs`` runs of each configuration in ``configs``, ``chunk_runs`` at a time."""
     if chunk_runs < 1:
         raise ValueError(f"chunk_runs must be >= 1, got {chunk_runs}")
-    return [Task(c, start, min(runs, start + chunk_runs), optimize_every)
-            for c in configs for start in range(0, runs, chunk_runs)]
+    return [
+        Task(c, start, min(runs, start + chunk_runs), optimize_every)
+        for c in configs
+        for start in range(0, runs, chunk_runs)
+    ]
 
 
 def with_fixed_interval(cfg: Config, every: int) -> Config:
     """``cfg`` with a checkpoint every ``every`` iterations (its own interval setting replaced)."""
-    return dataclasses.replace(cfg, checkpoint=dataclasses.replace(
-        cfg.checkpoint, interval=Interval("iterations", float(every))))
+    return dataclasses.replace(
+        cfg, checkpoint=dataclasses.replace(cfg.checkpoint, interval=Interval("iterations", float(every)))
+    )
 
 
 def task_inputs(task: Task, cfg: Config, seed: int) -> tuple[Config, int]:
@@ -214,8 +219,10 @@ class PreparedConfigs(Sequence):
         held = self._inputs.get((config, optimize_every))
         if held is None or held[0] is not cfg:
             fixed = cfg if optimize_every is None else with_fixed_interval(cfg, optimize_every)
-            held = self._inputs[(config, optimize_every)] = (cfg, kernel_inputs(fixed, self.mode,
-                                                                                 self.workload(config)))
+            held = self._inputs[(config, optimize_every)] = (
+                cfg,
+                kernel_inputs(fixed, self.mode, self.workload(config)),
+            )
         return held[1]
 
     def of_task(self, task: Task) -> KernelInputs:
@@ -246,9 +253,10 @@ def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: 
         inputs.simulate_rows(seed, start, stop, out)
         return out
     size = -(-(stop - start) // workers)
-    futures = [_kernel_threads().submit(inputs.simulate_rows, seed, start + a, min(stop, start + a + size),
-                                        out[a:a + size])
-               for a in range(size, stop - start, size)]
+    futures = [
+        _kernel_threads().submit(inputs.simulate_rows, seed, start + a, min(stop, start + a + size), out[a : a + size])
+        for a in range(size, stop - start, size)
+    ]
     try:
         inputs.simulate_rows(seed, start, start + size, out[:size])  # this thread's share
     finally:
@@ -260,12 +268,18 @@ def run_kernel(inputs: KernelInputs, seed: int, start: int, stop: int, threads: 
 @functools.lru_cache(maxsize=1)
 def _kernel_threads() -> ThreadPoolExecutor:
     """The threads that run kernel slices beside the caller's (one fewer than Numba's maximum)."""
-    return ThreadPoolExecutor(max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1),
-                              thread_name_prefix="mcsim-kernel")
+    return ThreadPoolExecutor(max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1), thread_name_prefix="mcsim-kernel")
 
 
-def run_task(cfg: Config, seed: int, mode: str, start: int, stop: int, threads: int | None = None,
-             inputs: KernelInputs | None = None) -> np.ndarray:
+def run_task(
+    cfg: Config,
+    seed: int,
+    mode: str,
+    start: int,
+    stop: int,
+    threads: int | None = None,
+    inputs: KernelInputs | None = None,
+) -> np.ndarray:
     """Kernel output rows ``(stop - start, N_OUT)`` of one feasible configuration.
 
     Parameters
@@ -286,8 +300,9 @@ def run_task(cfg: Config, seed: int, mode: str, start: int, stop: int, threads: 
     return run_kernel(kernel_inputs(cfg, mode) if inputs is None else inputs, seed, start, stop, threads)
 
 
-def execute(task: Task, cfg: Config | None, seed: int, mode: str, threads: int | None = None,
-            inputs: KernelInputs | None = None) -> np.ndarray:
+def execute(
+    task: Task, cfg: Config | None, seed: int, mode: str, threads: int | None = None, inputs: KernelInputs | None = None
+) -> np.ndarray:
     """Kernel output rows of ``task`` in one call (``cfg``: its sweep configuration).
 
     ``inputs``: the task's prepared kernel inputs (:meth:`PreparedConfigs.of_task`, its grid
@@ -301,19 +316,19 @@ def execute(task: Task, cfg: Config | None, seed: int, mode: str, threads: int |
 
 # Seconds per kernel loop step of each kind, one thread (measured on a 2-core x86-64
 # machine over the shipped and test scenarios; benchmarks/ times the real runs).
-SECONDS_PER_ITERATION_STEP = 350e-9   # one iteration drawn on its own
-SECONDS_PER_BLOCK = 100e-9            # one fast-mode block of iterations
+SECONDS_PER_ITERATION_STEP = 350e-9  # one iteration drawn on its own
+SECONDS_PER_BLOCK = 100e-9  # one fast-mode block of iterations
 SECONDS_PER_CHECKPOINT = 30e-9
-SECONDS_PER_FAILURE = 600e-9          # a failure and its recovery, restore included
+SECONDS_PER_FAILURE = 600e-9  # a failure and its recovery, restore included
 
 
 class RunEstimate(NamedTuple):
     """Expected size of one run, from a renewal argument (Daly 2006)."""
 
-    wall_s: float            # expected wall time, capped at max_wall
-    failures: float          # expected failures
-    iteration_steps: float   # iterations drawn one at a time (reruns after failures included)
-    blocks: float            # fast-mode blocks
+    wall_s: float  # expected wall time, capped at max_wall
+    failures: float  # expected failures
+    iteration_steps: float  # iterations drawn one at a time (reruns after failures included)
+    blocks: float  # fast-mode blocks
     checkpoints: float
 
     @property
@@ -324,8 +339,12 @@ class RunEstimate(NamedTuple):
     @property
     def seconds(self) -> float:
         """Estimated kernel time of one run on one thread, s."""
-        return (self.iteration_steps * SECONDS_PER_ITERATION_STEP + self.blocks * SECONDS_PER_BLOCK
-                + self.checkpoints * SECONDS_PER_CHECKPOINT + self.failures * SECONDS_PER_FAILURE)
+        return (
+            self.iteration_steps * SECONDS_PER_ITERATION_STEP
+            + self.blocks * SECONDS_PER_BLOCK
+            + self.checkpoints * SECONDS_PER_CHECKPOINT
+            + self.failures * SECONDS_PER_FAILURE
+        )
 
 
 def _expected_segment_s(segment_s: float, restart_s: float, mtbf_s: float) -> float:

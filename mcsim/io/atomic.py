@@ -68,8 +68,9 @@ def temp_files(path: str | Path) -> list[Path]:
     stem = sidecar(path, ".00000000.tmp").name[: -len(".00000000.tmp")]
     if not path.parent.is_dir():
         return []
-    return sorted(p for p in path.parent.iterdir()
-                  if p.name.startswith(stem) and _TEMP_TAIL.fullmatch(p.name[len(stem):]))
+    return sorted(
+        p for p in path.parent.iterdir() if p.name.startswith(stem) and _TEMP_TAIL.fullmatch(p.name[len(stem) :])
+    )
 
 
 def _new_temp(path: Path) -> Path:

@@ -175,9 +175,15 @@ def is_result_file(path: str | Path) -> bool:
 
 def _text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
     """Text decoded from character arrays (Python objects) as fixed-width Unicode, as simulated."""
-    text = {name: var.astype(str) for name, var in {**ds.data_vars, **ds.coords}.items()
-            if var.dtype.kind == "O" and all(isinstance(v, str) for v in var.values.ravel())}
+    text = {
+        name: var.astype(str)
+        for name, var in {**ds.data_vars, **ds.coords}.items()
+        if var.dtype.kind == "O" and all(isinstance(v, str) for v in var.values.ravel())
+    }
     if not text:
         return ds
-    return xr.Dataset({name: text.get(name, var) for name, var in ds.data_vars.items()},
-                      coords={name: text.get(name, var) for name, var in ds.coords.items()}, attrs=ds.attrs)
+    return xr.Dataset(
+        {name: text.get(name, var) for name, var in ds.data_vars.items()},
+        coords={name: text.get(name, var) for name, var in ds.coords.items()},
+        attrs=ds.attrs,
+    )

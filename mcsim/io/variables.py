@@ -38,43 +38,67 @@ _VARIABLES = [
     Variable("energy", True, "MW h", "facility energy (IT x PUE)", direction="lower"),
     Variable("cost", True, "USD", "allocation plus electricity", direction="lower"),
     Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e", direction="lower"),
-    Variable("n_failures", True, "1", "failure events, those that strike during a recovery included",
-             direction="lower"),
+    Variable(
+        "n_failures", True, "1", "failure events, those that strike during a recovery included", direction="lower"
+    ),
     Variable("lost_time", True, "h", "compute time rolled back by failures", direction="lower"),
     Variable("checkpoint_time", True, "h", "time training stood still for checkpoints", direction="lower"),
     Variable("recovery_time", True, "h", "time spent recovering", direction="lower"),
-    Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time",
-             direction="lower"),
-    Variable("ettr", True, "1", "effective training time ratio: ideal time of the iterations done / wall_time "
-             "(a censored run counts only the surviving iterations it did)", direction="higher"),
+    Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time", direction="lower"),
+    Variable(
+        "ettr",
+        True,
+        "1",
+        "effective training time ratio: ideal time of the iterations done / wall_time "
+        "(a censored run counts only the surviving iterations it did)",
+        direction="higher",
+    ),
     Variable("completed", True, "1", "false when censored at max_wall_days", "bool", direction="higher"),
     # per run: breakdowns
-    Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise",
-             direction="lower"),
-    Variable("straggler_persistent_time", True, "h", "straggler time from the job factor and slow-node episodes",
-             direction="lower"),
+    Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise", direction="lower"),
+    Variable(
+        "straggler_persistent_time",
+        True,
+        "h",
+        "straggler time from the job factor and slow-node episodes",
+        direction="lower",
+    ),
     Variable("n_memory_recoveries", True, "1", "recoveries from an in-memory snapshot (in_memory)"),
-    Variable("spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes",
-             direction="lower"),
-    Variable("energy_compute", True, "MW h", "facility energy of GPUs computing surviving iterations",
-             direction="lower"),
-    Variable("energy_wait", True, "MW h", "facility energy of GPUs waiting at barriers or exchanging data",
-             direction="lower"),
-    Variable("energy_checkpoint", True, "MW h", "facility energy of checkpoint stalls and checkpoint writes",
-             direction="lower"),
+    Variable(
+        "spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes", direction="lower"
+    ),
+    Variable(
+        "energy_compute", True, "MW h", "facility energy of GPUs computing surviving iterations", direction="lower"
+    ),
+    Variable(
+        "energy_wait", True, "MW h", "facility energy of GPUs waiting at barriers or exchanging data", direction="lower"
+    ),
+    Variable(
+        "energy_checkpoint",
+        True,
+        "MW h",
+        "facility energy of checkpoint stalls and checkpoint writes",
+        direction="lower",
+    ),
     Variable("energy_recovery", True, "MW h", "facility energy of recoveries and checkpoint loads", direction="lower"),
     Variable("energy_lost", True, "MW h", "facility energy of GPUs on work later rolled back", direction="lower"),
-    Variable("energy_network", True, "MW h", "facility energy of the bits moved on intra- and inter-node links",
-             direction="lower"),
-    Variable("energy_node", True, "MW h", "facility energy of node overhead (CPUs, memory, NICs, fans)",
-             direction="lower"),
-    Variable("energy_gpu", True, "MW h", "IT energy of the GPUs alone (no PUE, links, storage or nodes)",
-             direction="lower"),
+    Variable(
+        "energy_network",
+        True,
+        "MW h",
+        "facility energy of the bits moved on intra- and inter-node links",
+        direction="lower",
+    ),
+    Variable(
+        "energy_node", True, "MW h", "facility energy of node overhead (CPUs, memory, NICs, fans)", direction="lower"
+    ),
+    Variable(
+        "energy_gpu", True, "MW h", "IT energy of the GPUs alone (no PUE, links, storage or nodes)", direction="lower"
+    ),
     Variable("cost_allocation", True, "USD", "rental or amortised capital cost of the allocation", direction="lower"),
     Variable("cost_electricity", True, "USD", "electricity cost of the facility energy", direction="lower"),
     Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e", direction="lower"),
-    Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e",
-             direction="lower"),
+    Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e", direction="lower"),
     # per configuration (docs/model.md §7)
     Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
     Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
@@ -91,10 +115,18 @@ _VARIABLES = [
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
     Variable("system_mtbf", False, "h", "mean time between failures of the whole job"),
-    Variable("checkpoint_interval_ci_low", False, "s",
-             'interval = "optimize": lower bound of the 95 % interval of the optimum (NaN otherwise)'),
-    Variable("checkpoint_interval_ci_high", False, "s",
-             'interval = "optimize": upper bound of the 95 % interval of the optimum (NaN otherwise)'),
+    Variable(
+        "checkpoint_interval_ci_low",
+        False,
+        "s",
+        'interval = "optimize": lower bound of the 95 % interval of the optimum (NaN otherwise)',
+    ),
+    Variable(
+        "checkpoint_interval_ci_high",
+        False,
+        "s",
+        'interval = "optimize": upper bound of the 95 % interval of the optimum (NaN otherwise)',
+    ),
     Variable("iteration_energy", False, "J", "GPU energy of one ideal iteration, all GPUs"),
     Variable("gpu_power", False, "W", "mean power per GPU over an ideal iteration"),
 ]
@@ -103,8 +135,7 @@ PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)
 PER_CONFIG = tuple(v.name for v in _VARIABLES if not v.per_run)
 
 
-def build_dataset(data: dict[str, np.ndarray], dims: tuple[str, ...], coords: dict,
-                  attrs: dict) -> xr.Dataset:
+def build_dataset(data: dict[str, np.ndarray], dims: tuple[str, ...], coords: dict, attrs: dict) -> xr.Dataset:
     """Assemble the output Dataset, checking every registered variable.
 
     Parameters
@@ -158,9 +189,13 @@ def objective_direction(name: str) -> str:
     var = VARIABLES.get(name)
     if var is None or not var.per_run or var.direction is None:
         objectives = ", ".join(v.name for v in _VARIABLES if v.per_run and v.direction is not None)
-        what = ("is not an mcsim output variable" if var is None else
-                "is a per-configuration variable" if not var.per_run else
-                "has no direction (lower or higher is better) in the variable registry")
+        what = (
+            "is not an mcsim output variable"
+            if var is None
+            else "is a per-configuration variable"
+            if not var.per_run
+            else "has no direction (lower or higher is better) in the variable registry"
+        )
         raise ValueError(f"objective {name!r} {what}, so it cannot be ranked; objectives are: {objectives}")
     return var.direction
 

@@ -124,9 +124,12 @@ class _KernelFunctionCache(caching.FunctionCache):
 
 
 if CACHE_FOLDER is None:
-    warnings.warn("mcsim: no writable folder for compiled kernels (NUMBA_CACHE_DIR, the install, "
-                  "~/.cache, the temporary directory); kernels are compiled in every process",
-                  RuntimeWarning, stacklevel=2)
+    warnings.warn(
+        "mcsim: no writable folder for compiled kernels (NUMBA_CACHE_DIR, the install, "
+        "~/.cache, the temporary directory); kernels are compiled in every process",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 def _with_cache(dispatcher):

@@ -36,11 +36,11 @@ import math
 
 from .accelerate import jit
 
-_EPS = 1e-17          # series / continued-fraction stopping ratio
-_TINY = 1e-300        # Lentz's guard against division by zero
+_EPS = 1e-17  # series / continued-fraction stopping ratio
+_TINY = 1e-300  # Lentz's guard against division by zero
 _MAX_TERMS = 10_000
 _LOG_HALF = -math.log(2.0)
-_MAX_LOG_X = 50.0     # x = 5e21: Q = e^-x is far below any double, so the root is left of it
+_MAX_LOG_X = 50.0  # x = 5e21: Q = e^-x is far below any double, so the root is left of it
 
 
 @jit
@@ -164,9 +164,9 @@ def log_gammaincc_inv(a, h):
         return -math.inf
     if h == math.inf:
         return math.inf
-    lower = h < -_LOG_HALF          # Q > 1/2: solve on P = 1 - Q, known to full precision
+    lower = h < -_LOG_HALF  # Q > 1/2: solve on P = 1 - Q, known to full precision
     target = _log1m_exp(-h) if lower else -h
-    lo = -math.inf                  # f(lo) < 0 < f(hi), f increasing in y
+    lo = -math.inf  # f(lo) < 0 < f(hi), f increasing in y
     hi = math.inf
     y = _initial_log_x(a, h, lower)
     for _ in range(200):
@@ -187,7 +187,7 @@ def log_gammaincc_inv(a, h):
             hi = y
         step = -f / slope
         if abs(step) <= 1e-15 * max(1.0, abs(y)):
-            return y + step            # converged (a step this small may round onto a bracket end)
+            return y + step  # converged (a step this small may round onto a bracket end)
         y_new = min(y + step, _MAX_LOG_X)
         if not (lo < y_new < hi) or not math.isfinite(y_new):
             if math.isfinite(lo) and math.isfinite(hi):

@@ -91,60 +91,60 @@ from .types import (  # noqa: F401  (the kernel's types, re-exported for its twi
 
 # --- Run state: named slots of three arrays owned by one run ---------------------------------
 # Float scalars (``x``).
-X_T = 0                 # simulated time, s
-X_FAIL_T = 1            # time of the earliest pending failure, s
-X_JOB = 2               # job factor J of the current attempt
-X_EPISODE_NEXT = 3      # next slow-node episode arrival, s
-X_EPISODE_UNTIL = 4     # end of the episodes that have begun, s
-X_GATE = 5              # a checkpoint waits until this time (the previous foreground write), s
-X_PENDING_READY = 6     # the storage write in flight is durable at this time, s
-X_REPLICA_READY = 7     # the snapshot being replicated is restorable at this time, s
-X_PARTIAL = 8           # time of the iterations a failure interrupted, s
-X_EXECUTED = 9          # iterations run (rolled back and partial ones included)
-X_LOST = 10             # iteration time rolled back, s
-X_CHECKPOINT = 11       # time in checkpoints (waits and stalls), s
-X_RECOVERY = 12         # time recovering, s
-X_SPARE_WAIT = 13       # time waiting for spare nodes, s
-X_BUSY = 14             # time computing, s
+X_T = 0  # simulated time, s
+X_FAIL_T = 1  # time of the earliest pending failure, s
+X_JOB = 2  # job factor J of the current attempt
+X_EPISODE_NEXT = 3  # next slow-node episode arrival, s
+X_EPISODE_UNTIL = 4  # end of the episodes that have begun, s
+X_GATE = 5  # a checkpoint waits until this time (the previous foreground write), s
+X_PENDING_READY = 6  # the storage write in flight is durable at this time, s
+X_REPLICA_READY = 7  # the snapshot being replicated is restorable at this time, s
+X_PARTIAL = 8  # time of the iterations a failure interrupted, s
+X_EXECUTED = 9  # iterations run (rolled back and partial ones included)
+X_LOST = 10  # iteration time rolled back, s
+X_CHECKPOINT = 11  # time in checkpoints (waits and stalls), s
+X_RECOVERY = 12  # time recovering, s
+X_SPARE_WAIT = 13  # time waiting for spare nodes, s
+X_BUSY = 14  # time computing, s
 N_X = 15
 # Integer scalars (``k``).
 K_FAILURES = 0
 K_CHECKPOINTS = 1
-K_SNAPSHOTS = 2         # in_memory snapshots taken
+K_SNAPSHOTS = 2  # in_memory snapshots taken
 K_STORAGE_WRITES = 3
 K_STORAGE_LOADS = 4
 K_MEMORY_LOADS = 5
 K_MEMORY_RECOVERIES = 6
-K_NEXT_CHECKPOINT = 7   # iteration count after which the next checkpoint is taken
-K_SOURCE = 8            # source of the earliest pending failure (renewal.next_failure)
-K_PENDING = 9           # 1: a storage write is in flight
-K_REPLICATING = 10      # 1: a snapshot is being replicated
-K_MEMORY_VALID = 11     # 1: a replicated snapshot exists in peer memory
+K_NEXT_CHECKPOINT = 7  # iteration count after which the next checkpoint is taken
+K_SOURCE = 8  # source of the earliest pending failure (renewal.next_failure)
+K_PENDING = 9  # 1: a storage write is in flight
+K_REPLICATING = 10  # 1: a snapshot is being replicated
+K_MEMORY_VALID = 11  # 1: a replicated snapshot exists in peer memory
 K_SPARES_FREE = 12
-K_HEAP_SIZE = 13        # failure heap entries
-K_REPAIR_SIZE = 14      # nodes under repair
+K_HEAP_SIZE = 13  # failure heap entries
+K_REPAIR_SIZE = 14  # nodes under repair
 K_COMPLETED = 15
 N_K = 16
 # Progress points (rows of ``pts``): the run's progress and its restore points, each a
 # vector of the columns below.
-PT_NOW = 0              # the run's progress
-PT_DURABLE = 1          # last durable storage checkpoint
-PT_MEMORY = 2           # last restorable in-memory snapshot (in_memory)
-PT_PENDING = 3          # storage write in flight, durable at X_PENDING_READY
-PT_REPLICATING = 4      # in_memory snapshot being replicated, until X_REPLICA_READY
-PT_STRETCH_START = 5    # fast mode: the progress where the current stretch began
+PT_NOW = 0  # the run's progress
+PT_DURABLE = 1  # last durable storage checkpoint
+PT_MEMORY = 2  # last restorable in-memory snapshot (in_memory)
+PT_PENDING = 3  # storage write in flight, durable at X_PENDING_READY
+PT_REPLICATING = 4  # in_memory snapshot being replicated, until X_REPLICA_READY
+PT_STRETCH_START = 5  # fast mode: the progress where the current stretch began
 N_PT = 6
-P_DONE = 0              # iterations completed
-P_ALIVE = 1             # time spent on them, s
-P_TRANSIENT = 2         # straggler excess within them: per-iteration noise, s
-P_PERSISTENT = 3        # ... and job factor and episodes, s
-P_EPISODE_PHASE = 4     # compute phase of those iterations spent in slow-node episodes, s
+P_DONE = 0  # iterations completed
+P_ALIVE = 1  # time spent on them, s
+P_TRANSIENT = 2  # straggler excess within them: per-iteration noise, s
+P_PERSISTENT = 3  # ... and job factor and episodes, s
+P_EPISODE_PHASE = 4  # compute phase of those iterations spent in slow-node episodes, s
 N_P = 5
 
 # What a block of iterations ended with (:func:`_advance_block`).
-BLOCK_DONE = 0          # reached the next checkpoint or the end
-BLOCK_CUT = 1           # stopped at an episode change
-BLOCK_INTERRUPTED = 2   # a failure or the wall-clock limit struck inside it
+BLOCK_DONE = 0  # reached the next checkpoint or the end
+BLOCK_CUT = 1  # stopped at an episode change
+BLOCK_INTERRUPTED = 2  # a failure or the wall-clock limit struck inside it
 
 
 @jit_inline
@@ -167,13 +167,13 @@ def _copy_point(pts, dst, src):
 
 # --- Events --------------------------------------------------------------------------------
 
+
 @jit_inline
 def _episodes_at(p, x, ep_stream):
     """Episode change: process the arrivals up to now; returns ``(active, next change time)``."""
     t = x[X_T]
     while x[X_EPISODE_NEXT] <= t:
-        x[X_EPISODE_UNTIL] = max(x[X_EPISODE_UNTIL],
-                                 x[X_EPISODE_NEXT] + p.episode_mean_s * _exponential(ep_stream))
+        x[X_EPISODE_UNTIL] = max(x[X_EPISODE_UNTIL], x[X_EPISODE_NEXT] + p.episode_mean_s * _exponential(ep_stream))
         x[X_EPISODE_NEXT] += _exponential(ep_stream) / p.episode_rate_per_s
     active = x[X_EPISODE_UNTIL] > t
     transition = x[X_EPISODE_UNTIL] if active else x[X_EPISODE_NEXT]
@@ -283,6 +283,7 @@ def _complete_writes(x, k, pts):
 
 
 # --- Checkpoint strategy hooks: what a checkpoint does once its stall has ended --------------
+
 
 @jit_inline
 def _sync_checkpoint(p, x, k, pts):
@@ -394,8 +395,7 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
         spares_free += 1
     need = fc.nodes_taken[c]
     for _ in range(need):
-        repair_time, repair_tag, repair_size = heap_push(
-            repair_time, repair_tag, repair_size, t + fc.repair_s[c], c)
+        repair_time, repair_tag, repair_size = heap_push(repair_time, repair_tag, repair_size, t + fc.repair_s[c], c)
     if spares_free >= need:
         spares_free -= need
     else:
@@ -409,8 +409,9 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
 
 
 @jit_inline
-def _recover(p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-             repair_time, repair_tag):
+def _recover(
+    p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class, repair_time, repair_tag
+):
     """Recovery, restarted by every failure that strikes during it.
 
     Returns the (possibly reallocated) failure and repair heaps.
@@ -422,8 +423,20 @@ def _recover(p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_
         t = x[X_T]
         k[K_FAILURES] += 1
         c, heap_time, heap_class, heap_size = consume_failure(
-            k[K_SOURCE], t, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-            k[K_HEAP_SIZE], fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
+            k[K_SOURCE],
+            t,
+            pool_left,
+            pool_hazard,
+            pool_next,
+            heap_time,
+            heap_class,
+            k[K_HEAP_SIZE],
+            fc.shape,
+            fc.scale_s,
+            fc.start,
+            fc.age_s,
+            streams,
+        )
         k[K_HEAP_SIZE] = heap_size
         if first:
             from_memory = _restores_from_memory(p) and fc.memory_ok[c] == 1 and k[K_MEMORY_VALID] == 1
@@ -441,8 +454,7 @@ def _recover(p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_
         if not from_memory:
             k[K_MEMORY_VALID] = 0
         if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
-            repair_time, repair_tag, wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag,
-                                                               wait_until)
+            repair_time, repair_tag, wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until)
         load = p.load_memory_s if from_memory else p.load_s
         if from_memory:
             k[K_MEMORY_LOADS] += 1
@@ -497,7 +509,7 @@ def _write_outputs(row, x, k, pts):
 
 # --- Fast mode: whole stretches of checkpoint cycles at once -----------------------------------
 
-STRETCH_Z = 8.0         # margin, in standard deviations, that a stretch keeps from the next event
+STRETCH_Z = 8.0  # margin, in standard deviations, that a stretch keeps from the next event
 
 
 @jit_inline
@@ -531,14 +543,14 @@ def _stretch_writes(p, x, k, pts, n, t0, dt_sum, cycle_extra_s, heavy):
     ``cycle_extra_s``: stall (and, ``heavy``, the write wait's deterministic length) per cycle.
     """
     t_end = x[X_T]
-    span = 0.0 if heavy else dt_sum   # the random part of the stretch's time
+    span = 0.0 if heavy else dt_sum  # the random part of the stretch's time
     if p.strategy == STRATEGY_SYNC:
         _copy_point(pts, PT_DURABLE, PT_NOW)
         k[K_STORAGE_WRITES] += n
         return
     if p.strategy == STRATEGY_ASYNC:
         k[K_STORAGE_WRITES] += n
-        if k[K_PENDING] == 1:        # the write in flight at the start is durable by checkpoint 1
+        if k[K_PENDING] == 1:  # the write in flight at the start is durable by checkpoint 1
             _copy_point(pts, PT_DURABLE, PT_PENDING)
         if n >= 2:
             _stretch_point(pts, PT_DURABLE, n - 1, n, t0, span, cycle_extra_s)
@@ -548,7 +560,7 @@ def _stretch_writes(p, x, k, pts, n, t0, dt_sum, cycle_extra_s, heavy):
         x[X_GATE] = x[X_PENDING_READY]
         return
     # in_memory: snapshots replicated; every persist_every-th persisted (none skipped: regular regime)
-    if k[K_REPLICATING] == 1:     # the replica in flight at the start is restorable by checkpoint 1
+    if k[K_REPLICATING] == 1:  # the replica in flight at the start is restorable by checkpoint 1
         _copy_point(pts, PT_MEMORY, PT_REPLICATING)
         k[K_MEMORY_VALID] = 1
         k[K_REPLICATING] = 0
@@ -561,7 +573,7 @@ def _stretch_writes(p, x, k, pts, n, t0, dt_sum, cycle_extra_s, heavy):
     k[K_SNAPSHOTS] = s0 + n
     k[K_STORAGE_WRITES] += persists
     if persists >= 1:
-        if k[K_PENDING] == 1:        # durable before the first persist of the stretch
+        if k[K_PENDING] == 1:  # durable before the first persist of the stretch
             _copy_point(pts, PT_DURABLE, PT_PENDING)
         last = (s0 + n) // pe * pe - s0
         if persists >= 2:
@@ -597,7 +609,7 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
         f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
     else:
         f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
-    n_max = (p.iterations - int(done) - 1) // K   # cycles that end with a checkpoint
+    n_max = (p.iterations - int(done) - 1) // K  # cycles that end with a checkpoint
     if n_max < 1 or n_max * K < min_block:
         return 0
     t = x[X_T]
@@ -669,6 +681,7 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
 
 # --- The run loop --------------------------------------------------------------------------
 
+
 # Compiled on its own, not inlined into simulate_runs: one call per run costs nothing
 # measurable, and inlining the whole run loop (with the events it inlines) into the
 # entry point made the first compile about 2.6x longer (docs/model.md §4 "Compile time").
@@ -686,8 +699,9 @@ def _simulate_run(p, fc, seed, run, row):
     seed_stream(ep_stream, seed, run, STREAM_EPISODE)
 
     pool_left, pool_hazard, pool_next, heap_time, heap_class = init_failures(
-        fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams)
-    repair_time = np.empty(16)          # spare nodes under repair: return times
+        fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams
+    )
+    repair_time = np.empty(16)  # spare nodes under repair: return times
     repair_tag = np.empty(16, np.int64)
     x = np.zeros(N_X)
     k = np.zeros(N_K, np.int64)
@@ -722,31 +736,63 @@ def _simulate_run(p, fc, seed, run, row):
             break  # censored at max_wall_s
         _failure(x, k, pts)
         heap_time, heap_class, repair_time, repair_tag = _recover(
-            p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-            repair_time, repair_tag)
+            p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class, repair_time, repair_tag
+        )
         _restart(p, x, job_stream, ep_stream)
     _write_outputs(row, x, k, pts)
 
 
 # --- Entry points ---------------------------------------------------------------------------
 
+
 @jit_inline
 def _row_params(t, j):
     """Parameter set ``j`` of the table ``t`` (a RunParams of arrays) as a RunParams of scalars."""
-    return RunParams(t.iterations[j], t.compute_time_s[j], t.comm_time_s[j], t.n_ranks[j], t.sigma[j],
-                     t.job_sigma[j], t.strategy[j], t.checkpoint_every[j], t.checkpoint_stall_s[j],
-                     t.checkpoint_write_s[j], t.replicate_s[j], t.persist_every[j], t.load_s[j],
-                     t.load_memory_s[j], t.episode_rate_per_s[j], t.episode_mean_s[j], t.episode_slowdown[j],
-                     t.spare_nodes[j], t.max_wall_s[j], t.max_failures[j], t.fast[j], t.fast_min_block[j],
-                     t.factor_mean[j], t.factor_std[j], t.fast_min_block_episode[j], t.factor_mean_episode[j],
-                     t.factor_std_episode[j])
+    return RunParams(
+        t.iterations[j],
+        t.compute_time_s[j],
+        t.comm_time_s[j],
+        t.n_ranks[j],
+        t.sigma[j],
+        t.job_sigma[j],
+        t.strategy[j],
+        t.checkpoint_every[j],
+        t.checkpoint_stall_s[j],
+        t.checkpoint_write_s[j],
+        t.replicate_s[j],
+        t.persist_every[j],
+        t.load_s[j],
+        t.load_memory_s[j],
+        t.episode_rate_per_s[j],
+        t.episode_mean_s[j],
+        t.episode_slowdown[j],
+        t.spare_nodes[j],
+        t.max_wall_s[j],
+        t.max_failures[j],
+        t.fast[j],
+        t.fast_min_block[j],
+        t.factor_mean[j],
+        t.factor_std[j],
+        t.fast_min_block_episode[j],
+        t.factor_mean_episode[j],
+        t.factor_std_episode[j],
+    )
 
 
 @jit_inline
 def _row_classes(c, j):
     """Parameter set ``j`` of the failure-class table ``c`` (2-D: set x class) as FailureClasses."""
-    return FailureClasses(c.units[j], c.shape[j], c.scale_s[j], c.recovery_s[j], c.nodes_taken[j],
-                          c.memory_ok[j], c.repair_s[j], c.start[j], c.age_s[j])
+    return FailureClasses(
+        c.units[j],
+        c.shape[j],
+        c.scale_s[j],
+        c.recovery_s[j],
+        c.nodes_taken[j],
+        c.memory_ok[j],
+        c.repair_s[j],
+        c.start[j],
+        c.age_s[j],
+    )
 
 
 @jit

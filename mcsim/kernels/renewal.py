@@ -74,14 +74,14 @@ def first_failure_s(hazard, shape, scale_s, start, age_s):
         return scale_s * hazard ** (1.0 / shape)
     if start == START_STATIONARY:
         return scale_s * math.exp(log_gammaincc_inv(1.0 / shape, hazard) / shape)
-    log_ratio = math.log(hazard) - shape * math.log(age_s / scale_s)   # log(H / A)
+    log_ratio = math.log(hazard) - shape * math.log(age_s / scale_s)  # log(H / A)
     if log_ratio > 0.0:
         log1p_ratio = log_ratio + math.log1p(math.exp(-log_ratio))
     else:
         log1p_ratio = math.log1p(math.exp(log_ratio))
-    growth = log1p_ratio / shape                                      # log((a + t) / a)
+    growth = log1p_ratio / shape  # log((a + t) / a)
     if growth > 700.0:
-        return math.exp(math.log(age_s) + growth)                       # a is below t's rounding
+        return math.exp(math.log(age_s) + growth)  # a is below t's rounding
     return age_s * math.expm1(growth)
 
 
@@ -176,8 +176,21 @@ def _heap_push(heap_time, heap_class, size, time_s, c):
 
 
 @jit_inline
-def consume_failure(source, time_s, pool_left, pool_hazard, pool_next, heap_time, heap_class,
-                    heap_size, shape, scale_s, start, age_s, streams):
+def consume_failure(
+    source,
+    time_s,
+    pool_left,
+    pool_hazard,
+    pool_next,
+    heap_time,
+    heap_class,
+    heap_size,
+    shape,
+    scale_s,
+    start,
+    age_s,
+    streams,
+):
     """Remove the failure ``(time_s, source)`` and schedule the replacement unit's.
 
     Returns ``(class, heap_time, heap_class, heap_size)``; the heap arrays may
@@ -188,8 +201,7 @@ def consume_failure(source, time_s, pool_left, pool_hazard, pool_next, heap_time
         pool_left[c] -= 1.0
         _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams)
         replacement = time_s + weibull_lifetime(streams[c], shape[c], scale_s[c])
-        heap_time, heap_class, heap_size = _heap_push(heap_time, heap_class, heap_size,
-                                                       replacement, c)
+        heap_time, heap_class, heap_size = _heap_push(heap_time, heap_class, heap_size, replacement, c)
         return c, heap_time, heap_class, heap_size
     c = heap_class[0]
     # Replace the top in place by the renewed unit and restore the heap order.

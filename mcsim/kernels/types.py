@@ -73,7 +73,7 @@ OUT_MEMORY_LOADS = 17
 OUT_EXECUTED_ITERATIONS = 18
 
 STRATEGY_SYNC = 0
-STRATEGY_ASYNC = 1      # async and gockpt
+STRATEGY_ASYNC = 1  # async and gockpt
 STRATEGY_IN_MEMORY = 2
 
 # Random streams of a run (stream ids given to :func:`rng.seed_stream`).
@@ -95,15 +95,15 @@ class RunParams(NamedTuple):
     strategy: int
     checkpoint_every: int
     checkpoint_stall_s: float
-    checkpoint_write_s: float     # storage durability after the stall (async, gockpt, in_memory)
-    replicate_s: float            # in_memory: snapshot restorable this long after the stall
-    persist_every: int            # in_memory: persist every n-th snapshot
-    load_s: float                 # checkpoint load from storage
-    load_memory_s: float          # in_memory: snapshot load from the peer's memory
-    episode_rate_per_s: float     # slow-node episodes, whole job
+    checkpoint_write_s: float  # storage durability after the stall (async, gockpt, in_memory)
+    replicate_s: float  # in_memory: snapshot restorable this long after the stall
+    persist_every: int  # in_memory: persist every n-th snapshot
+    load_s: float  # checkpoint load from storage
+    load_memory_s: float  # in_memory: snapshot load from the peer's memory
+    episode_rate_per_s: float  # slow-node episodes, whole job
     episode_mean_s: float
     episode_slowdown: float
-    spare_nodes: int              # -1: unlimited (recovery as given)
+    spare_nodes: int  # -1: unlimited (recovery as given)
     max_wall_s: float
     max_failures: int
     fast: bool
@@ -111,23 +111,22 @@ class RunParams(NamedTuple):
     factor_mean: float
     factor_std: float
     fast_min_block_episode: int
-    factor_mean_episode: float    # moments of max(M, slowdown)
+    factor_mean_episode: float  # moments of max(M, slowdown)
     factor_std_episode: float
 
 
 class FailureClasses(NamedTuple):
     """Per-class arrays (one entry per failure class)."""
 
-    units: np.ndarray        # int64: independent units
-    shape: np.ndarray        # Weibull shape k
-    scale_s: np.ndarray      # Weibull scale lambda, s
-    recovery_s: np.ndarray   # recovery before the load, s
+    units: np.ndarray  # int64: independent units
+    shape: np.ndarray  # Weibull shape k
+    scale_s: np.ndarray  # Weibull scale lambda, s
+    recovery_s: np.ndarray  # recovery before the load, s
     nodes_taken: np.ndarray  # int64: nodes an event takes out (needs as spares)
-    memory_ok: np.ndarray    # int64 0/1: an in-memory snapshot survives the event
-    repair_s: np.ndarray     # time until a taken node returns to the spare pool, s
-    start: np.ndarray        # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
-    age_s: np.ndarray        # START_AGED: every unit's age at t = 0, s (0 otherwise)
-
+    memory_ok: np.ndarray  # int64 0/1: an in-memory snapshot survives the event
+    repair_s: np.ndarray  # time until a taken node returns to the spare pool, s
+    start: np.ndarray  # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
+    age_s: np.ndarray  # START_AGED: every unit's age at t = 0, s (0 otherwise)
 
 
 def _check_columns() -> None:
@@ -150,14 +149,19 @@ _FIELD_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_}
 
 def params_table(params: typing.Sequence[RunParams]) -> RunParams:
     """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
-    return RunParams(*(np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
-                       for name, kind in typing.get_type_hints(RunParams).items()))
+    return RunParams(
+        *(
+            np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
+            for name, kind in typing.get_type_hints(RunParams).items()
+        )
+    )
 
 
 def classes_table(classes: typing.Sequence[FailureClasses]) -> FailureClasses:
     """The failure classes of several parameter sets (equal class counts) as 2-D arrays (set x class)."""
-    return FailureClasses(*(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes]))
-                            for name in FailureClasses._fields))
+    return FailureClasses(
+        *(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes])) for name in FailureClasses._fields)
+    )
 
 
 _ENTRY_POINTS = ("simulate_runs", "simulate_runs_table")

@@ -27,17 +27,17 @@ from mcsim.scenario.schema import FailureClass, Interval
 class CheckpointPlan:
     """Checkpoint timings and failure-process parameters of one configuration."""
 
-    size_bytes: float            # S = N * bytes_per_param
-    write_gbps: float            # W = min(nodes * write_gbps_per_node, storage_gbps)
+    size_bytes: float  # S = N * bytes_per_param
+    write_gbps: float  # W = min(nodes * write_gbps_per_node, storage_gbps)
     read_gbps: float
-    stall_s: float               # training stands still per checkpoint (or snapshot)
-    write_s: float               # storage durability after the stall (0 for sync)
-    replicate_s: float           # in_memory: snapshot restorable after the stall (0 otherwise)
-    load_s: float                # checkpoint load from storage on recovery
-    load_memory_s: float         # in_memory: snapshot load from the peer's memory
-    every_iterations: int        # checkpoint after this many iterations
-    system_mtbf_s: float         # 1 / sum(units / MTBF) over all classes (inf without classes)
-    classes: FailureClasses      # per-class arrays for the kernel
+    stall_s: float  # training stands still per checkpoint (or snapshot)
+    write_s: float  # storage durability after the stall (0 for sync)
+    replicate_s: float  # in_memory: snapshot restorable after the stall (0 otherwise)
+    load_s: float  # checkpoint load from storage on recovery
+    load_memory_s: float  # in_memory: snapshot load from the peer's memory
+    every_iterations: int  # checkpoint after this many iterations
+    system_mtbf_s: float  # 1 / sum(units / MTBF) over all classes (inf without classes)
+    classes: FailureClasses  # per-class arrays for the kernel
 
 
 def daly_interval_s(stall_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
@@ -69,8 +69,9 @@ def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: Array
     return float(out) if out.ndim == 0 else out
 
 
-def checkpoint_every(interval: Interval, stall_s: ArrayLike, mtbf_s: ArrayLike, iteration_s: ArrayLike,
-                     iterations: ArrayLike) -> int | np.ndarray:
+def checkpoint_every(
+    interval: Interval, stall_s: ArrayLike, mtbf_s: ArrayLike, iteration_s: ArrayLike, iterations: ArrayLike
+) -> int | np.ndarray:
     """Checkpoint interval in iterations (scalars or arrays), between 1 and ``iterations``.
 
     Fixed iterations as given; fixed minutes, or Daly's optimum (``young_daly``, and
@@ -82,11 +83,13 @@ def checkpoint_every(interval: Interval, stall_s: ArrayLike, mtbf_s: ArrayLike, 
     if interval.kind == "iterations":
         every = np.full(np.shape(iteration_s), float(int(interval.value)))
     else:
-        seconds = np.broadcast_to(interval.value * 60.0, np.shape(iteration_s)) if interval.kind == "minutes" \
+        seconds = (
+            np.broadcast_to(interval.value * 60.0, np.shape(iteration_s))
+            if interval.kind == "minutes"
             else daly_interval_s(stall_s, mtbf_s)
+        )
         with np.errstate(invalid="ignore", over="ignore"):
-            every = np.where(np.isfinite(seconds), np.rint(np.minimum(seconds / iteration_s, 2.0**62)),
-                             iterations)
+            every = np.where(np.isfinite(seconds), np.rint(np.minimum(seconds / iteration_s, 2.0**62)), iterations)
     every = np.maximum(1, np.minimum(every, iterations)).astype(np.int64)
     return int(every) if every.ndim == 0 else every
 
@@ -112,8 +115,9 @@ def class_units(fclass: FailureClass, gpus: ArrayLike, gpus_per_node: int) -> Ar
     return 1 + 0 * gpus
 
 
-def checkpoint_transfers(cfg: Config, gpus: ArrayLike,
-                         d2h_gbps: ArrayLike | None = None) -> tuple[ArrayLike, ArrayLike, Transfers]:
+def checkpoint_transfers(
+    cfg: Config, gpus: ArrayLike, d2h_gbps: ArrayLike | None = None
+) -> tuple[ArrayLike, ArrayLike, Transfers]:
     """Write and read bandwidths (GB/s) and the :class:`Transfers` of one checkpoint (scalars or arrays).
 
     ``gpus`` (and the GPU's ``d2h_gbps``, default ``cfg``'s) may be candidate arrays; the rest
@@ -157,12 +161,12 @@ def failure_classes(cfg: Config) -> FailureClasses:
         scale_s=mtbf_s / np.array([math.gamma(1.0 + 1.0 / k) for k in shape], dtype=np.float64),
         recovery_s=np.array([f.recovery_minutes * 60.0 for f in failures], dtype=np.float64),
         nodes_taken=np.array([nodes_taken[f.scope](f) for f in failures], dtype=np.int64),
-        memory_ok=np.array([0 if f.scope == "node" and f.domain_nodes > 1 else 1 for f in failures],
-                           dtype=np.int64),
+        memory_ok=np.array([0 if f.scope == "node" and f.domain_nodes > 1 else 1 for f in failures], dtype=np.int64),
         repair_s=np.array([f.repair_hours * 3600.0 for f in failures], dtype=np.float64),
         start=np.array([start_state(f.initial_age) for f in failures], dtype=np.int64),
-        age_s=np.array([0.0 if isinstance(f.initial_age, str) else f.initial_age * 3600.0 for f in failures],
-                       dtype=np.float64),
+        age_s=np.array(
+            [0.0 if isinstance(f.initial_age, str) else f.initial_age * 3600.0 for f in failures], dtype=np.float64
+        ),
     )
 
 
@@ -186,5 +190,6 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     classes = failure_classes(cfg)
     system_mtbf = system_mtbf_s(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
     every = checkpoint_every(ck.interval, stall, system_mtbf, wl.iteration_time_s, wl.iterations)
-    return CheckpointPlan(size, write_gbps, read_gbps, stall, background, replicate, load, load_memory,
-                          every, system_mtbf, classes)
+    return CheckpointPlan(
+        size, write_gbps, read_gbps, stall, background, replicate, load, load_memory, every, system_mtbf, classes
+    )

@@ -52,10 +52,10 @@ class PowerModel:
     busy_w: float
     wait_w: float
     idle_w: float
-    busy_share: float          # share of the compute phase the ranks spend computing
+    busy_share: float  # share of the compute phase the ranks spend computing
     busy_share_episode: float  # ... while a slow-node episode is active
-    iteration_s: float         # mean duration of an executed iteration (stragglers included)
-    iteration_power_w: float   # mean per-GPU power over an executed iteration (stragglers included)
+    iteration_s: float  # mean duration of an executed iteration (stragglers included)
+    iteration_power_w: float  # mean per-GPU power over an executed iteration (stragglers included)
 
 
 def phase_powers_w(tdp_w, idle_w, freq_mhz, freq_max_mhz, en) -> tuple:
@@ -96,14 +96,20 @@ def power_model(cfg: Config, wl: Workload) -> PowerModel:
     # In an episode one node's ranks compute `slowdown` times longer; the others wait for them.
     slow_share = cfg.hardware.gpus_per_node / cfg.parallelism.gpus
     episode_law = factor_law(float(cfg.parallelism.gpus), st.sigma, floor=st.episode_slowdown)
-    busy_share_episode = compute_share * rank_mean * (1.0 + (st.episode_slowdown - 1.0) * slow_share) \
-        / episode_law.mean
+    busy_share_episode = compute_share * rank_mean * (1.0 + (st.episode_slowdown - 1.0) * slow_share) / episode_law.mean
     job_mean = job_factor_mean(st.job_sigma)  # E[max(1, e^{sZ})]
     phase = wl.compute_time_s * job_mean * law.mean
     iteration_power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
     # The bubble is waiting time in an episode too: the computing share is at most compute_share.
-    return PowerModel(busy, wait, gpu.idle_w, busy_share, min(compute_share, busy_share_episode),
-                      phase + wl.comm_time_s, iteration_power)
+    return PowerModel(
+        busy,
+        wait,
+        gpu.idle_w,
+        busy_share,
+        min(compute_share, busy_share_episode),
+        phase + wl.comm_time_s,
+        iteration_power,
+    )
 
 
 def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float:
@@ -114,8 +120,9 @@ def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float
     return cfg.parallelism.gpus * (pm.busy_w * wl.t_comp_s + pm.wait_w * (wl.bubble_s + wl.comm_time_s))
 
 
-def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel,
-                 out: np.ndarray) -> dict[str, np.ndarray]:
+def run_energy_j(
+    cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel, out: np.ndarray
+) -> dict[str, np.ndarray]:
     """Energy of each run by component, J; facility level except ``gpu`` (IT).
 
     ``out`` is the kernel's per-run matrix (columns ``mcsim.kernels.types.OUT_*``).
@@ -148,11 +155,17 @@ def run_energy_j(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel
     if peer_copies:  # in_memory: every snapshot also crosses to the peer node
         writes_j = writes_j + out[:, kernel.OUT_CHECKPOINTS] * peer_copies * peer_j_per_copy
     # Every recovery attempt starts a load: from storage, or one node's shard from its peer.
-    reads_j = out[:, kernel.OUT_STORAGE_LOADS] * storage_j_per_copy \
+    reads_j = (
+        out[:, kernel.OUT_STORAGE_LOADS] * storage_j_per_copy
         + out[:, kernel.OUT_MEMORY_LOADS] * peer_j_per_copy / cfg.nodes
+    )
 
-    bits_j = (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit) \
-        * BITS_PER_BYTE * 1e-12 * gpus
+    bits_j = (
+        (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
+        * BITS_PER_BYTE
+        * 1e-12
+        * gpus
+    )
     executed_iterations = out[:, kernel.OUT_EXECUTED_ITERATIONS]
     return {
         "compute": pue * gpu_compute,
@@ -172,8 +185,10 @@ def run_cost_usd(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[
     Rental: ``G wall_h gpu_hour_usd``. Owned: ``(G gpu_capex + nodes node_capex)
     wall_h / (amortization_years * 8766 h)``. Electricity: ``kWh electricity_usd_per_kwh``.
     """
-    return {"allocation": allocation_usd(cfg.cost, cfg.parallelism.gpus, cfg.nodes, wall_s / 3600.0),
-            "electricity": energy_j / J_PER_KWH * cfg.cost.electricity_usd_per_kwh}
+    return {
+        "allocation": allocation_usd(cfg.cost, cfg.parallelism.gpus, cfg.nodes, wall_s / 3600.0),
+        "electricity": energy_j / J_PER_KWH * cfg.cost.electricity_usd_per_kwh,
+    }
 
 
 def allocation_usd(cost, gpus, nodes, hours):

@@ -117,8 +117,7 @@ def factor_law(n_ranks: float, sigma: float, floor: float = 0.0) -> FactorLaw:
         # floor) keeps quad from certifying it, its roundoff warning is not the user's concern.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", integrate.IntegrationWarning)
-            return integrate.quad(integrand, lo, hi, points=sorted(points), limit=400, epsabs=0.0,
-                                  epsrel=1e-11)[0]
+            return integrate.quad(integrand, lo, hi, points=sorted(points), limit=400, epsabs=0.0, epsrel=1e-11)[0]
 
     below = special.ndtr(lo) ** n_ranks if n_ranks < 1e6 else 0.0  # mass under lo (zero in practice)
     mean = moment(1, 0.0) + below * floor

@@ -39,18 +39,18 @@ if TYPE_CHECKING:  # only for annotations
 class Transfers(NamedTuple):
     """Transfer times of one checkpoint of a configuration, s."""
 
-    storage_write_s: float   # S / W: the whole checkpoint to storage
-    copy_s: float            # each GPU's shard to host memory (S/G / d2h_gbps)
-    peer_s: float            # one node's shard to its peer node over the inter-node links
+    storage_write_s: float  # S / W: the whole checkpoint to storage
+    copy_s: float  # each GPU's shard to host memory (S/G / d2h_gbps)
+    peer_s: float  # one node's shard to its peer node over the inter-node links
 
 
 class Timings(NamedTuple):
     """What a strategy costs per checkpoint and recovery, s."""
 
-    stall_s: float           # training stands still per checkpoint
-    write_s: float           # storage durability after the stall (0: durable when the stall ends)
-    replicate_s: float       # in-memory snapshot restorable after the stall (0 if none)
-    load_memory_s: float     # load of a snapshot from the peer's memory (0 if none)
+    stall_s: float  # training stands still per checkpoint
+    write_s: float  # storage durability after the stall (0: durable when the stall ends)
+    replicate_s: float  # in-memory snapshot restorable after the stall (0 if none)
+    load_memory_s: float  # load of a snapshot from the peer's memory (0 if none)
 
 
 @dataclass(frozen=True)
@@ -97,12 +97,15 @@ def _needs_a_peer(cfg: Config) -> str | None:
     return None
 
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("sync", "sync", _sync),
-    Strategy("async", "async", _async),
-    Strategy("gockpt", "async", _gockpt),
-    Strategy("in_memory", "in_memory", _in_memory, infeasible=_needs_a_peer, peer_copies_per_checkpoint=1.0),
-)}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("sync", "sync", _sync),
+        Strategy("async", "async", _async),
+        Strategy("gockpt", "async", _gockpt),
+        Strategy("in_memory", "in_memory", _in_memory, infeasible=_needs_a_peer, peer_copies_per_checkpoint=1.0),
+    )
+}
 
 if tuple(STRATEGIES) != CHECKPOINT_STRATEGIES:  # pragma: no cover (a developer's mistake, caught at import)
     raise ImportError(f"mcsim.model.strategies defines {tuple(STRATEGIES)}, the schema accepts {CHECKPOINT_STRATEGIES}")

@@ -35,14 +35,14 @@ RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 # Between PP_LAYERS and FREQUENCY the scalar workload() checks the checkpoint strategy and the
 # failure domains (configuration-level checks; the screen checks them per group).
 FEASIBLE = 0
-NODE_MULTIPLE = 1      # parallelism.gpus: G not a multiple of gpus_per_node
-TP_PP_DIVIDE = 2       # parallelism.tp: t p does not divide G
-BATCH_DIVIDE = 3       # model.global_batch: d b does not divide B
-PP_LAYERS = 4          # parallelism.pp: p > L
-FREQUENCY = 5          # compute.freq_mhz outside the GPU's range
+NODE_MULTIPLE = 1  # parallelism.gpus: G not a multiple of gpus_per_node
+TP_PP_DIVIDE = 2  # parallelism.tp: t p does not divide G
+BATCH_DIVIDE = 3  # model.global_batch: d b does not divide B
+PP_LAYERS = 4  # parallelism.pp: p > L
+FREQUENCY = 5  # compute.freq_mhz outside the GPU's range
 TOO_MANY_ITERATIONS = 6  # model.tokens
 TIME_RESOLUTION_CODE = 7  # model.global_batch: iteration below the time resolution
-MEMORY = 8             # parallelism: memory per GPU exceeds the GPU's
+MEMORY = 8  # parallelism: memory per GPU exceeds the GPU's
 STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, BATCH_DIVIDE, PP_LAYERS)
 
 
@@ -51,22 +51,22 @@ class Workload:
     """Per-configuration quantities; timings are NaN when structurally infeasible."""
 
     feasible: bool
-    infeasible_key: str          # scenario key the reason is about ("" when feasible)
-    infeasible_reason: str       # "" when feasible
+    infeasible_key: str  # scenario key the reason is about ("" when feasible)
+    infeasible_reason: str  # "" when feasible
     iterations: int
     dp: int
-    microbatches: int            # m, per pipeline per iteration
-    model_flops: float           # per iteration, 6 N B s
-    hardware_flops: float        # per iteration, with recomputation
+    microbatches: int  # m, per pipeline per iteration
+    model_flops: float  # per iteration, 6 N B s
+    hardware_flops: float  # per iteration, with recomputation
     t_comp_s: float
     bubble_s: float
-    tp_comm_s: float             # exposed
-    pp_comm_s: float             # exposed
-    dp_comm_s: float             # exposed
+    tp_comm_s: float  # exposed
+    pp_comm_s: float  # exposed
+    dp_comm_s: float  # exposed
     memory_per_gpu_gb: float
     mfu_ideal: float
-    intra_bytes_per_gpu: float = math.nan   # moved per iteration on the intra-node link (all, not only exposed)
-    inter_bytes_per_gpu: float = math.nan   # ... on the inter-node link
+    intra_bytes_per_gpu: float = math.nan  # moved per iteration on the intra-node link (all, not only exposed)
+    inter_bytes_per_gpu: float = math.nan  # ... on the inter-node link
 
     @property
     def compute_time_s(self) -> float:
@@ -157,9 +157,14 @@ def ring_allreduce_s(ranks: ArrayLike, nbytes: ArrayLike, bandwidth_gbps: ArrayL
 
 def activation_bytes_per_layer(cfg: Config) -> float:
     """Activation memory of one layer and one microbatch on one GPU, bytes (see :func:`_activation_per_layer`)."""
-    return float(_activation_per_layer(cfg.model, np.array([cfg.parallelism.microbatch]),
-                                       np.array([cfg.parallelism.tp]),
-                                       np.array([RECOMPUTE_CODES[cfg.model.recompute]]))[0])
+    return float(
+        _activation_per_layer(
+            cfg.model,
+            np.array([cfg.parallelism.microbatch]),
+            np.array([cfg.parallelism.tp]),
+            np.array([RECOMPUTE_CODES[cfg.model.recompute]]),
+        )[0]
+    )
 
 
 def _activation_per_layer(mdl, b: np.ndarray, t: np.ndarray, recompute: np.ndarray) -> np.ndarray:
@@ -219,8 +224,9 @@ def peak_stage_microbatch_layers(layers: int, stages: ArrayLike, microbatches: A
 def peak_activation_bytes(cfg: Config, microbatches: int) -> float:
     """Activation memory of the fullest pipeline stage under 1F1B, bytes."""
     per_layer = activation_bytes_per_layer(cfg)
-    return per_layer * int(peak_stage_microbatch_layers(cfg.model.layers, np.array([cfg.parallelism.pp]),
-                                                        np.array([microbatches]))[0])
+    return per_layer * int(
+        peak_stage_microbatch_layers(cfg.model.layers, np.array([cfg.parallelism.pp]), np.array([microbatches]))[0]
+    )
 
 
 def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
@@ -231,8 +237,7 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     """
     mdl, net = cfg.model, cfg.network
     N, L, h, s, B, D = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch, mdl.tokens
-    G, t, p, b, v = (np.asarray(x, dtype=np.int64) for x in (lay.gpus, lay.tp, lay.pp, lay.microbatch,
-                                                              lay.interleave))
+    G, t, p, b, v = (np.asarray(x, dtype=np.int64) for x in (lay.gpus, lay.tp, lay.pp, lay.microbatch, lay.interleave))
     gpn = cfg.hardware.gpus_per_node
     iterations = math.ceil(D / (B * s))
     code = np.zeros(G.shape, dtype=np.int64)
@@ -251,10 +256,13 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         flag(np.ones(G.shape, dtype=bool), TOO_MANY_ITERATIONS)
 
     model_flops = np.full(G.shape, 6.0 * N * B * s)
-    hardware_flops = np.select([lay.recompute == 2, lay.recompute == 1],
-                               # Selective: forward attention scores recomputed: QK^T and AV,
-                               # 2 s^2 h FLOPs each per sequence and layer.
-                               [model_flops * 4.0 / 3.0, model_flops + 4.0 * B * s * s * h * L], model_flops)
+    hardware_flops = np.select(
+        [lay.recompute == 2, lay.recompute == 1],
+        # Selective: forward attention scores recomputed: QK^T and AV,
+        # 2 s^2 h FLOPs each per sequence and layer.
+        [model_flops * 4.0 / 3.0, model_flops + 4.0 * B * s * s * h * L],
+        model_flops,
+    )
     peak_flops = lay.peak_tflops * 1e12
     # DVFS: the compute-bound share of the compute time scales as f_max / f, the rest
     # (memory-bound kernels) does not.
@@ -288,22 +296,44 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     # Below this, adding an iteration to the clock late in a run would not move it.
     flag(iteration_time < max_wall_s * TIME_RESOLUTION, TIME_RESOLUTION_CODE)
     flag(memory_gb > lay.memory_gb, MEMORY)
-    return WorkloadArrays(code, np.full(G.shape, iterations, dtype=np.int64), d, m, model_flops, hardware_flops,
-                          t_comp, bubble, tp_comm, pp_comm, dp_comm, memory_gb, mfu, intra_bytes, inter_bytes)
+    return WorkloadArrays(
+        code,
+        np.full(G.shape, iterations, dtype=np.int64),
+        d,
+        m,
+        model_flops,
+        hardware_flops,
+        t_comp,
+        bubble,
+        tp_comm,
+        pp_comm,
+        dp_comm,
+        memory_gb,
+        mfu,
+        intra_bytes,
+        inter_bytes,
+    )
 
 
 def layouts_of(cfgs: list[Config]) -> Layouts:
     """The :class:`Layouts` of configurations (one element each)."""
+
     def column(get, dtype):
         return np.array([get(c) for c in cfgs], dtype=dtype)
 
-    return Layouts(column(lambda c: c.parallelism.gpus, np.int64), column(lambda c: c.parallelism.tp, np.int64),
-                   column(lambda c: c.parallelism.pp, np.int64), column(lambda c: c.parallelism.microbatch, np.int64),
-                   column(lambda c: c.parallelism.interleave, np.int64),
-                   column(lambda c: RECOMPUTE_CODES[c.model.recompute], np.int64),
-                   column(lambda c: c.freq_mhz, np.float64), column(lambda c: c.gpu.peak_tflops, np.float64),
-                   column(lambda c: c.gpu.memory_gb, np.float64), column(lambda c: c.gpu.freq_min_mhz, np.float64),
-                   column(lambda c: c.gpu.freq_max_mhz, np.float64))
+    return Layouts(
+        column(lambda c: c.parallelism.gpus, np.int64),
+        column(lambda c: c.parallelism.tp, np.int64),
+        column(lambda c: c.parallelism.pp, np.int64),
+        column(lambda c: c.parallelism.microbatch, np.int64),
+        column(lambda c: c.parallelism.interleave, np.int64),
+        column(lambda c: RECOMPUTE_CODES[c.model.recompute], np.int64),
+        column(lambda c: c.freq_mhz, np.float64),
+        column(lambda c: c.gpu.peak_tflops, np.float64),
+        column(lambda c: c.gpu.memory_gb, np.float64),
+        column(lambda c: c.gpu.freq_min_mhz, np.float64),
+        column(lambda c: c.gpu.freq_max_mhz, np.float64),
+    )
 
 
 def _infeasible(key: str, reason: str, iterations: int = 0) -> Workload:
@@ -320,8 +350,9 @@ def _structural_reason(cfg: Config, code: int) -> tuple[str, str]:
         return "parallelism.tp", f"tp*pp = {t}*{p} = {t * p} does not divide gpus = {G}"
     if code == BATCH_DIVIDE:
         d = G // (t * p)
-        return "model.global_batch", (f"global_batch = {cfg.model.global_batch} is not divisible by "
-                                      f"dp*microbatch = {d}*{b} = {d * b}")
+        return "model.global_batch", (
+            f"global_batch = {cfg.model.global_batch} is not divisible by dp*microbatch = {d}*{b} = {d * b}"
+        )
     return "parallelism.pp", f"pp = {p} exceeds layers = {cfg.model.layers}"
 
 
@@ -333,8 +364,10 @@ def configuration_problem(cfg: Config) -> tuple[str, str] | None:
     nodes = cfg.parallelism.gpus // cfg.hardware.gpus_per_node
     for fclass in cfg.failures:
         if fclass.scope == "node" and nodes % fclass.domain_nodes:
-            return (f"failures.{fclass.name}.domain_nodes",
-                    f"domain_nodes = {fclass.domain_nodes} does not divide the job's {nodes} nodes")
+            return (
+                f"failures.{fclass.name}.domain_nodes",
+                f"domain_nodes = {fclass.domain_nodes} does not divide the job's {nodes} nodes",
+            )
     return None
 
 
@@ -349,26 +382,50 @@ def workload(cfg: Config) -> Workload:
     if problem:
         return _infeasible(*problem, iterations)
     if code == FREQUENCY:
-        return _infeasible("compute.freq_mhz", f"freq_mhz = {cfg.freq_mhz:g} is outside the {cfg.hardware.gpu}'s "
-                                               f"range {cfg.gpu.freq_min_mhz:g}..{cfg.gpu.freq_max_mhz:g} MHz",
-                           iterations)
+        return _infeasible(
+            "compute.freq_mhz",
+            f"freq_mhz = {cfg.freq_mhz:g} is outside the {cfg.hardware.gpu}'s "
+            f"range {cfg.gpu.freq_min_mhz:g}..{cfg.gpu.freq_max_mhz:g} MHz",
+            iterations,
+        )
     if code == TOO_MANY_ITERATIONS:
-        return _infeasible("model.tokens", f"{iterations:.3g} iterations (tokens / (global_batch * seq_len)) "
-                                           f"exceed the supported {MAX_ITERATIONS:.0e}", iterations)
+        return _infeasible(
+            "model.tokens",
+            f"{iterations:.3g} iterations (tokens / (global_batch * seq_len)) "
+            f"exceed the supported {MAX_ITERATIONS:.0e}",
+            iterations,
+        )
     if code == TIME_RESOLUTION_CODE:
         max_wall_s = cfg.run.max_wall_days * 86400.0
-        iteration_time = float((arrays.t_comp_s + arrays.bubble_s + arrays.tp_comm_s + arrays.pp_comm_s
-                                + arrays.dp_comm_s)[0])
-        return _infeasible("model.global_batch", f"iteration time {iteration_time:.3g} s is below the time "
-                                                 f"resolution of a {cfg.run.max_wall_days:g}-day run "
-                                                 f"({max_wall_s * TIME_RESOLUTION:.3g} s); use larger batches "
-                                                 "or a shorter run.max_wall_days", iterations)
-    values = [float(getattr(arrays, name)[0]) for name in (
-        "model_flops", "hardware_flops", "t_comp_s", "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s",
-        "memory_per_gpu_gb", "mfu_ideal", "intra_bytes_per_gpu", "inter_bytes_per_gpu")]
+        iteration_time = float(
+            (arrays.t_comp_s + arrays.bubble_s + arrays.tp_comm_s + arrays.pp_comm_s + arrays.dp_comm_s)[0]
+        )
+        return _infeasible(
+            "model.global_batch",
+            f"iteration time {iteration_time:.3g} s is below the time "
+            f"resolution of a {cfg.run.max_wall_days:g}-day run "
+            f"({max_wall_s * TIME_RESOLUTION:.3g} s); use larger batches "
+            "or a shorter run.max_wall_days",
+            iterations,
+        )
+    values = [
+        float(getattr(arrays, name)[0])
+        for name in (
+            "model_flops",
+            "hardware_flops",
+            "t_comp_s",
+            "bubble_s",
+            "tp_comm_s",
+            "pp_comm_s",
+            "dp_comm_s",
+            "memory_per_gpu_gb",
+            "mfu_ideal",
+            "intra_bytes_per_gpu",
+            "inter_bytes_per_gpu",
+        )
+    ]
     dp, m = int(arrays.dp[0]), int(arrays.microbatches[0])
     if code == MEMORY:
-        reason = (f"memory per GPU {values[7]:.1f} GB exceeds the {cfg.hardware.gpu}'s "
-                  f"{cfg.gpu.memory_gb:g} GB")
+        reason = f"memory per GPU {values[7]:.1f} GB exceeds the {cfg.hardware.gpu}'s {cfg.gpu.memory_gb:g} GB"
         return Workload(False, "parallelism", reason, iterations, dp, m, *values)
     return Workload(True, "", "", iterations, dp, m, *values)

@@ -27,14 +27,14 @@ Draw = Callable[[list[int], int, int], Mapping[int, np.ndarray]]
 class Outcome(NamedTuple):
     """How :func:`kim_nelson` ended."""
 
-    best: int                   # index of the recommended candidate
-    decided: bool               # stopped by KN's rule (else out of budget, or nothing eligible)
-    reason: str                 # one line: how it stopped, survivors, observations spent
-    delta: float                # indifference zone in output units (NaN if never set)
-    h2: float                   # KN's h² (NaN with one candidate)
-    eliminated: np.ndarray      # stage at which each candidate was eliminated, -1 if never
-    stages: int                 # stages drawn, the first included
-    values: list[np.ndarray]    # every candidate's observations, in order
+    best: int  # index of the recommended candidate
+    decided: bool  # stopped by KN's rule (else out of budget, or nothing eligible)
+    reason: str  # one line: how it stopped, survivors, observations spent
+    delta: float  # indifference zone in output units (NaN if never set)
+    h2: float  # KN's h² (NaN with one candidate)
+    eliminated: np.ndarray  # stage at which each candidate was eliminated, -1 if never
+    stages: int  # stages drawn, the first included
+    values: list[np.ndarray]  # every candidate's observations, in order
 
 
 def kn_constants(k: int, first_runs: int, alpha: float) -> tuple[float, float]:
@@ -121,8 +121,18 @@ def candidates_text(indices: Sequence[int], shown: int = 10) -> str:
 class _KN:
     """The stages of one selection: draw, screen, decide."""
 
-    def __init__(self, k: int, draw: Draw, excluded: Callable[[int], bool], alpha: float, indifference: float,
-                 first_runs: int, max_runs: int, max_total_runs: int | None, notify) -> None:
+    def __init__(
+        self,
+        k: int,
+        draw: Draw,
+        excluded: Callable[[int], bool],
+        alpha: float,
+        indifference: float,
+        first_runs: int,
+        max_runs: int,
+        max_total_runs: int | None,
+        notify,
+    ) -> None:
         self.k, self.draw, self.excluded, self.notify = k, draw, excluded, notify
         self.indifference, self.first_runs = indifference, first_runs
         self.max_runs, self.max_total_runs = max_runs, max_total_runs
@@ -144,8 +154,10 @@ class _KN:
             self.values[i] = np.concatenate([self.values[i], np.asarray(drawn[i], dtype=float)])
         excluded = [i for i in alive if self.excluded(i)]
         if excluded and self.notify is not None:
-            self.notify(f"selection: candidates {candidates_text(excluded)} left out: runs cut off at "
-                        "run.max_wall_days (their objective would be a lower bound)")
+            self.notify(
+                f"selection: candidates {candidates_text(excluded)} left out: runs cut off at "
+                "run.max_wall_days (their objective would be a lower bound)"
+            )
         return self.drop(alive, [i for i in alive if i not in excluded])
 
     def drop(self, alive: list[int], keep: list[int]) -> list[int]:
@@ -158,12 +170,16 @@ class _KN:
 
     def tell(self, alive: list[int], r: int) -> None:
         if self.notify is not None:
-            self.notify(f"selection stage {self.stage}: {len(alive)} of {self.k} candidates left after {r} runs "
-                        f"each ({self.spent()} runs in all): {candidates_text(alive)}")
+            self.notify(
+                f"selection stage {self.stage}: {len(alive)} of {self.k} candidates left after {r} runs "
+                f"each ({self.spent()} runs in all): {candidates_text(alive)}"
+            )
 
     def none_eligible(self, r: int) -> str:
-        return (f"not decided: every remaining candidate has runs cut off at run.max_wall_days after {r} runs "
-                f"each ({self.spent()} runs in all); raise run.max_wall_days")
+        return (
+            f"not decided: every remaining candidate has runs cut off at run.max_wall_days after {r} runs "
+            f"each ({self.spent()} runs in all); raise run.max_wall_days"
+        )
 
     def first_stage(self) -> tuple[list[int], float, tuple[int, bool, str, float] | None]:
         """The first stage; returns the survivors, δ, and the outcome when it already decides."""
@@ -177,9 +193,17 @@ class _KN:
             reason = "only one candidate" if self.k == 1 else "one candidate left after the others were cut off"
             return alive, delta, (alive[0], True, f"{reason} (#{alive[0]}, {r} runs)", delta)
         if not delta > 0:
-            return alive, delta, (alive[int(np.argmin(means[alive]))], False,
-                           f"not decided: the best first-stage mean is 0, so the relative indifference zone is "
-                           f"empty; candidates {candidates_text(alive)} after {r} runs each", delta)
+            return (
+                alive,
+                delta,
+                (
+                    alive[int(np.argmin(means[alive]))],
+                    False,
+                    f"not decided: the best first-stage mean is 0, so the relative indifference zone is "
+                    f"empty; candidates {candidates_text(alive)} after {r} runs each",
+                    delta,
+                ),
+            )
         return alive, delta, None
 
     def run(self) -> tuple[int, bool, str, float]:
@@ -202,20 +226,38 @@ class _KN:
             if self.max_total_runs is not None:
                 target = min(target, r + (self.max_total_runs - self.spent()) // len(alive))
             if target <= r:
-                limit = f"max_runs = {self.max_runs}" if r >= self.max_runs else f"max_total_runs = {self.max_total_runs}"
-                return best, False, (f"not decided within the budget ({limit}): {len(alive)} candidates left "
-                                     f"({candidates_text(alive)}) after {r} runs each, {self.spent()} runs in all; "
-                                     f"KN needs up to {last} runs each: raise the budget or widen the "
-                                     "indifference zone"), delta
+                limit = (
+                    f"max_runs = {self.max_runs}" if r >= self.max_runs else f"max_total_runs = {self.max_total_runs}"
+                )
+                return (
+                    best,
+                    False,
+                    (
+                        f"not decided within the budget ({limit}): {len(alive)} candidates left "
+                        f"({candidates_text(alive)}) after {r} runs each, {self.spent()} runs in all; "
+                        f"KN needs up to {last} runs each: raise the budget or widen the "
+                        "indifference zone"
+                    ),
+                    delta,
+                )
             self.stage += 1
             survivors, alive, r = alive, self.add(alive, r, target), target
             if not alive:
                 return survivors[int(np.argmin(self.means()[survivors]))], False, self.none_eligible(r), delta
 
 
-def kim_nelson(k: int, draw: Draw, *, alpha: float, indifference: float, first_runs: int, max_runs: int,
-               max_total_runs: int | None = None, excluded: Callable[[int], bool] | None = None,
-               notify: Callable[[str], None] | None = None) -> Outcome:
+def kim_nelson(
+    k: int,
+    draw: Draw,
+    *,
+    alpha: float,
+    indifference: float,
+    first_runs: int,
+    max_runs: int,
+    max_total_runs: int | None = None,
+    excluded: Callable[[int], bool] | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> Outcome:
     """Select the candidate of lowest mean with KN (Kim & Nelson 2001), screened at stage ends.
 
     Parameters
@@ -240,7 +282,6 @@ def kim_nelson(k: int, draw: Draw, *, alpha: float, indifference: float, first_r
 
     Arguments are not validated here (:func:`mcsim.selection.select_best` does it).
     """
-    kn = _KN(k, draw, excluded or (lambda i: False), alpha, indifference, first_runs, max_runs, max_total_runs,
-             notify)
+    kn = _KN(k, draw, excluded or (lambda i: False), alpha, indifference, first_runs, max_runs, max_total_runs, notify)
     best, decided, reason, delta = kn.run()
     return Outcome(best, decided, reason, delta, kn.h2, kn.eliminated, kn.stage + 1, kn.values)

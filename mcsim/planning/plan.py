@@ -37,11 +37,20 @@ from mcsim.scenario.config import Scenario, check_depth, read_toml, scenario_fro
 from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, Interval, ScenarioError, coerce_value, field_meta
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
-SEARCH_KEYS = ("gpu_types", "gpus", "tp", "pp", "microbatch", "interleave", "recompute", "strategy",
-               "interval", "freq_mhz")
+SEARCH_KEYS = (
+    "gpu_types",
+    "gpus",
+    "tp",
+    "pp",
+    "microbatch",
+    "interleave",
+    "recompute",
+    "strategy",
+    "interval",
+    "freq_mhz",
+)
 CONSTRAINT_KEYS = ("deadline_days", "deadline_probability", "budget_usd", "power_mw", "min_gpus", "max_gpus")
-PLAN_KEYS = ("objective", "indifference", "alpha", "first_runs", "max_runs", "max_total_runs", "finalists",
-             "margin")
+PLAN_KEYS = ("objective", "indifference", "alpha", "first_runs", "max_runs", "max_total_runs", "finalists", "margin")
 # Default relative screen margin: the largest relative error of the screen's cost, energy and
 # wall-time estimates against simulated means measured on the shipped plans (docs/planning.md,
 # benchmarks/bench_screen.py --error), rounded up.
@@ -64,7 +73,7 @@ class Search:
     recompute: tuple[str, ...]
     strategy: tuple[str, ...]
     interval: tuple[Interval, ...]
-    freq_mhz: tuple[float, ...] | None   # None: each GPU type's maximum clock
+    freq_mhz: tuple[float, ...] | None  # None: each GPU type's maximum clock
 
 
 @dataclass(frozen=True)
@@ -130,8 +139,9 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
     gpn = scenario.base.hardware.gpus_per_node
     bad = [g for g in search.gpus if g % gpn]
     if bad:
-        raise ScenarioError(source, "search.gpus",
-                            f"expected multiples of hardware.gpus_per_node = {gpn}, got {bad[0]}")
+        raise ScenarioError(
+            source, "search.gpus", f"expected multiples of hardware.gpus_per_node = {gpn}, got {bad[0]}"
+        )
     constraints = _parse_constraints(tables["constraints"], source)
     options = _parse_options(tables["plan"], source)
     return Plan(source, scenario, search, constraints, **options, has_reference=has_reference)
@@ -149,8 +159,9 @@ def _unknown(table: dict, known: tuple[str, ...], source: str, name: str) -> Non
             raise ScenarioError(source, f"{name}.{key}", f"unknown key; expected one of {', '.join(known)}")
 
 
-def _number(value: Any, source: str, key: str, *, low: float, high: float, integer: bool = False,
-            low_open: bool = False) -> float:
+def _number(
+    value: Any, source: str, key: str, *, low: float, high: float, integer: bool = False, low_open: bool = False
+) -> float:
     """A finite number within bounds (an integer when ``integer``)."""
     is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
     ok = is_number and math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
@@ -188,8 +199,11 @@ def _gpu_counts(value: Any, source: str) -> tuple[int, ...]:
     if isinstance(value, list):
         return tuple(sorted(_int_list(value, source, key)))
     if not isinstance(value, dict):
-        raise ScenarioError(source, key, "expected a list of GPU counts or { from = A, to = B, factor = F } "
-                                         "or { from = A, to = B, step = S }")
+        raise ScenarioError(
+            source,
+            key,
+            "expected a list of GPU counts or { from = A, to = B, factor = F } or { from = A, to = B, step = S }",
+        )
     _unknown(value, ("from", "to", "factor", "step"), source, key)
     if "from" not in value or "to" not in value or ("factor" in value) == ("step" in value):
         raise ScenarioError(source, key, "expected from, to and one of factor or step")
@@ -211,8 +225,11 @@ def _gpu_counts(value: Any, source: str) -> tuple[int, ...]:
 def _parse_search(table: dict, raw: dict, source: str) -> Search:
     _unknown(table, SEARCH_KEYS, source, "search")
     hardware = raw.get("hardware", {}) if isinstance(raw.get("hardware", {}), dict) else {}
-    gpu_types = _choice_list(table["gpu_types"], tuple(GPU_CATALOG), source, "search.gpu_types") \
-        if "gpu_types" in table else (hardware.get("gpu", "H100-SXM"),)
+    gpu_types = (
+        _choice_list(table["gpu_types"], tuple(GPU_CATALOG), source, "search.gpu_types")
+        if "gpu_types" in table
+        else (hardware.get("gpu", "H100-SXM"),)
+    )
     if "gpus" not in table:
         raise ScenarioError(source, "search.gpus", "required: a list of GPU counts or { from, to, factor }")
     gpus = _gpu_counts(table["gpus"], source)
@@ -224,52 +241,70 @@ def _parse_search(table: dict, raw: dict, source: str) -> Search:
     if "interval" in table:
         value = table["interval"]
         if not isinstance(value, list) or not value:
-            raise ScenarioError(source, "search.interval", 'expected a non-empty list, e.g. ["young_daly", '
-                                                           '{ minutes = 60 }]')
+            raise ScenarioError(
+                source, "search.interval", 'expected a non-empty list, e.g. ["young_daly", { minutes = 60 }]'
+            )
         meta = field_meta("checkpoint", "interval")
         intervals = tuple(coerce_value(meta, v, source, f"search.interval[{i}]") for i, v in enumerate(value))
         if any(v.kind == "optimize" for v in intervals):
-            raise ScenarioError(source, "search.interval", '"optimize" is not searched (it simulates per '
-                                                           'candidate); use "young_daly" or fixed intervals')
+            raise ScenarioError(
+                source,
+                "search.interval",
+                '"optimize" is not searched (it simulates per candidate); use "young_daly" or fixed intervals',
+            )
     freq = None
     if "freq_mhz" in table:
         value = table["freq_mhz"]
         if not isinstance(value, list) or not value:
             raise ScenarioError(source, "search.freq_mhz", "expected a non-empty list of clocks in MHz")
-        freq = tuple(_number(v, source, f"search.freq_mhz[{i}]", low=0, high=1e5, low_open=True)
-                     for i, v in enumerate(value))
+        freq = tuple(
+            _number(v, source, f"search.freq_mhz[{i}]", low=0, high=1e5, low_open=True) for i, v in enumerate(value)
+        )
     return Search(
-        gpu_types=gpu_types, gpus=gpus, tp=ints("tp", 1_000_000), pp=ints("pp", 100_000),
-        microbatch=ints("microbatch", 1_000_000) or DEFAULT_MICROBATCH, interleave=ints("interleave", 1024),
+        gpu_types=gpu_types,
+        gpus=gpus,
+        tp=ints("tp", 1_000_000),
+        pp=ints("pp", 100_000),
+        microbatch=ints("microbatch", 1_000_000) or DEFAULT_MICROBATCH,
+        interleave=ints("interleave", 1024),
         recompute=_choice_list(table["recompute"], tuple(RECOMPUTE_CODES), source, "search.recompute")
-        if "recompute" in table else tuple(RECOMPUTE_CODES),
+        if "recompute" in table
+        else tuple(RECOMPUTE_CODES),
         strategy=_choice_list(table["strategy"], tuple(STRATEGIES), source, "search.strategy")
-        if "strategy" in table else tuple(STRATEGIES),
-        interval=intervals or (Interval("young_daly"),), freq_mhz=freq)
+        if "strategy" in table
+        else tuple(STRATEGIES),
+        interval=intervals or (Interval("young_daly"),),
+        freq_mhz=freq,
+    )
 
 
 def _parse_constraints(table: dict, source: str) -> Constraints:
     _unknown(table, CONSTRAINT_KEYS, source, "constraints")
     values: dict[str, Any] = {}
-    for key, low, high, integer, open_low in (("deadline_days", 0, 36_500, False, True),
-                                              ("budget_usd", 0, 1e15, False, True),
-                                              ("power_mw", 0, 1e6, False, True),
-                                              ("min_gpus", 1, MAX_GPUS, True, False),
-                                              ("max_gpus", 1, MAX_GPUS, True, False)):
+    for key, low, high, integer, open_low in (
+        ("deadline_days", 0, 36_500, False, True),
+        ("budget_usd", 0, 1e15, False, True),
+        ("power_mw", 0, 1e6, False, True),
+        ("min_gpus", 1, MAX_GPUS, True, False),
+        ("max_gpus", 1, MAX_GPUS, True, False),
+    ):
         if key in table:
-            values[key] = _number(table[key], source, f"constraints.{key}", low=low, high=high, integer=integer,
-                                  low_open=open_low)
+            values[key] = _number(
+                table[key], source, f"constraints.{key}", low=low, high=high, integer=integer, low_open=open_low
+            )
     if "deadline_probability" in table:
         prob = table["deadline_probability"]
         if not (isinstance(prob, (int, float)) and not isinstance(prob, bool) and 0 < prob < 1):
-            raise ScenarioError(source, "constraints.deadline_probability",
-                                f"expected a number in (0, 1), got {prob!r}")
+            raise ScenarioError(
+                source, "constraints.deadline_probability", f"expected a number in (0, 1), got {prob!r}"
+            )
         if "deadline_days" not in table:
             raise ScenarioError(source, "constraints.deadline_probability", "needs constraints.deadline_days")
         values["deadline_probability"] = float(prob)
     if values.get("min_gpus", 1) > values.get("max_gpus", MAX_GPUS):
-        raise ScenarioError(source, "constraints.min_gpus", f"expected <= max_gpus = {values['max_gpus']}, "
-                                                            f"got {values['min_gpus']}")
+        raise ScenarioError(
+            source, "constraints.min_gpus", f"expected <= max_gpus = {values['max_gpus']}, got {values['min_gpus']}"
+        )
     return Constraints(**values)
 
 
@@ -277,8 +312,9 @@ def _parse_objective(value: Any, source: str) -> str | dict[str, float]:
     key = "plan.objective"
     if isinstance(value, str):
         if value not in OBJECTIVES:
-            raise ScenarioError(source, key, f"expected one of {', '.join(OBJECTIVES)} or a table of weights, "
-                                             f"got {value!r}")
+            raise ScenarioError(
+                source, key, f"expected one of {', '.join(OBJECTIVES)} or a table of weights, got {value!r}"
+            )
         return value
     if isinstance(value, dict) and value:
         weights = {}
@@ -287,31 +323,41 @@ def _parse_objective(value: Any, source: str) -> str | dict[str, float]:
                 raise ScenarioError(source, f"{key}.{name}", f"expected one of {', '.join(OBJECTIVES)}")
             weights[name] = _number(weight, source, f"{key}.{name}", low=0, high=1e12, low_open=True)
         return weights
-    raise ScenarioError(source, key, f"expected one of {', '.join(OBJECTIVES)} or a table of weights "
-                                     f"{{ cost = 1, energy = 100 }}, got {value!r}")
+    raise ScenarioError(
+        source,
+        key,
+        f"expected one of {', '.join(OBJECTIVES)} or a table of weights {{ cost = 1, energy = 100 }}, got {value!r}",
+    )
 
 
 def _parse_options(table: dict, source: str) -> dict[str, Any]:
     _unknown(table, PLAN_KEYS, source, "plan")
     options: dict[str, Any] = {"objective": _parse_objective(table.get("objective", "cost"), source)}
-    for key, low, high, integer, open_low in (("indifference", 0, 0.5, False, True), ("alpha", 0, 0.5, False, True),
-                                              ("first_runs", 10, 1_000_000, True, False),
-                                              ("max_runs", 10, 10_000_000, True, False),
-                                              ("max_total_runs", 10, 1e9, True, False),
-                                              ("finalists", 2, 1000, True, False),
-                                              ("margin", 0, 10, False, False)):
+    for key, low, high, integer, open_low in (
+        ("indifference", 0, 0.5, False, True),
+        ("alpha", 0, 0.5, False, True),
+        ("first_runs", 10, 1_000_000, True, False),
+        ("max_runs", 10, 10_000_000, True, False),
+        ("max_total_runs", 10, 1e9, True, False),
+        ("finalists", 2, 1000, True, False),
+        ("margin", 0, 10, False, False),
+    ):
         if key in table:
-            options[key] = _number(table[key], source, f"plan.{key}", low=low, high=high, integer=integer,
-                                   low_open=open_low)
+            options[key] = _number(
+                table[key], source, f"plan.{key}", low=low, high=high, integer=integer, low_open=open_low
+            )
     if options.get("first_runs", 100) > options.get("max_runs", 5000):
         raise ScenarioError(source, "plan.first_runs", f"expected <= max_runs = {options.get('max_runs', 5000)}")
     if "max_total_runs" in options:
         # The first stage alone simulates first_runs of every finalist and of the plan's own layout.
         first_stage = (options.get("finalists", Plan.finalists) + 1) * options.get("first_runs", Plan.first_runs)
         if options["max_total_runs"] < first_stage:
-            raise ScenarioError(source, "plan.max_total_runs",
-                                f"expected >= (finalists + 1) x first_runs = {first_stage}, the first stage's runs, "
-                                f"got {options['max_total_runs']}")
+            raise ScenarioError(
+                source,
+                "plan.max_total_runs",
+                f"expected >= (finalists + 1) x first_runs = {first_stage}, the first stage's runs, "
+                f"got {options['max_total_runs']}",
+            )
     return options
 
 
@@ -319,8 +365,11 @@ def gpu_specs(plan: Plan) -> list[GpuSpec]:
     """The catalog entry of every searched GPU type, with the scenario's ``[hardware]`` overrides applied
     (to every type)."""
     hardware = plan.scenario.base.hardware
-    overrides = {f.name: getattr(hardware, f.name) for f in dataclasses.fields(GpuSpec)
-                 if f.name != "sources" and getattr(hardware, f.name) is not None}
+    overrides = {
+        f.name: getattr(hardware, f.name)
+        for f in dataclasses.fields(GpuSpec)
+        if f.name != "sources" and getattr(hardware, f.name) is not None
+    }
     return [dataclasses.replace(lookup_gpu(name), **overrides) for name in plan.search.gpu_types]
 
 
@@ -348,18 +397,18 @@ def default_values(plan: Plan) -> dict[str, tuple[int, ...]]:
 class Candidates:
     """The enumerated candidates: one array element each (indices into the search's value tuples)."""
 
-    gpu_type: np.ndarray      # index into search.gpu_types
+    gpu_type: np.ndarray  # index into search.gpu_types
     gpus: np.ndarray
     tp: np.ndarray
     pp: np.ndarray
     dp: np.ndarray
     microbatch: np.ndarray
     interleave: np.ndarray
-    recompute: np.ndarray     # RECOMPUTE_CODES
-    strategy: np.ndarray      # index into search.strategy
-    interval: np.ndarray      # index into search.interval
+    recompute: np.ndarray  # RECOMPUTE_CODES
+    strategy: np.ndarray  # index into search.strategy
+    interval: np.ndarray  # index into search.interval
     freq_mhz: np.ndarray
-    enumerated: int           # combinations before the structural filter
+    enumerated: int  # combinations before the structural filter
 
     def __len__(self) -> int:
         return int(self.gpus.size)
@@ -367,8 +416,11 @@ class Candidates:
 
 def _check_grid(plan: Plan, size: int, what: str) -> None:
     if size > MAX_CANDIDATES:
-        raise ScenarioError(plan.source, "search", f"{size:,} combinations of {what} to enumerate; expected at "
-                                                   f"most {MAX_CANDIDATES:,} (narrow the lists)")
+        raise ScenarioError(
+            plan.source,
+            "search",
+            f"{size:,} combinations of {what} to enumerate; expected at most {MAX_CANDIDATES:,} (narrow the lists)",
+        )
 
 
 def _cross(plan: Plan, columns: tuple[np.ndarray, ...], values: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
@@ -409,16 +461,21 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     ok = (iv == 1) | ((p > 1) & (iv <= model.layers // p))
     G, t, p, b, iv, d = G[ok], t[ok], p[ok], b[ok], iv[ok], d[ok]
     if G.size == 0:
-        raise ScenarioError(plan.source, "search", "no combination of the searched values is a valid layout "
-                                                   "(tp*pp dividing gpus, dp*microbatch dividing global_batch, "
-                                                   "pp <= layers, interleave <= layers // pp)")
+        raise ScenarioError(
+            plan.source,
+            "search",
+            "no combination of the searched values is a valid layout "
+            "(tp*pp dividing gpus, dp*microbatch dividing global_batch, "
+            "pp <= layers, interleave <= layers // pp)",
+        )
     freqs = search.freq_mhz
     n_freq = len(freqs) if freqs else 1
     extra = (len(search.gpu_types), len(search.recompute), len(search.strategy), len(search.interval), n_freq)
     total = G.size * int(np.prod(extra))
     if total > MAX_CANDIDATES:
-        raise ScenarioError(plan.source, "search", f"{total:,} candidates; expected at most {MAX_CANDIDATES:,} "
-                                                   "(narrow the lists)")
+        raise ScenarioError(
+            plan.source, "search", f"{total:,} candidates; expected at most {MAX_CANDIDATES:,} (narrow the lists)"
+        )
     layout = np.arange(G.size)
     grids = np.meshgrid(np.arange(extra[0]), layout, *(np.arange(n) for n in extra[1:]), indexing="ij")
     gtype, lay, rec, strat, interval, fidx = (g.ravel() for g in grids)
@@ -428,5 +485,6 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     else:
         freq = np.array([spec.freq_max_mhz for spec in gpu_specs(plan)], dtype=np.float64)[gtype]
     enumerated = enumerated_layouts * int(np.prod(extra))
-    return Candidates(gtype, G[lay], t[lay], p[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], strat,
-                      interval, freq, enumerated)
+    return Candidates(
+        gtype, G[lay], t[lay], p[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], strat, interval, freq, enumerated
+    )

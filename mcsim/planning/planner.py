@@ -42,18 +42,25 @@ class PlanResult:
     plan: Plan
     candidates: Candidates
     screen: Screen
-    finalists: np.ndarray                # candidate indices, in finalist order
+    finalists: np.ndarray  # candidate indices, in finalist order
     outputs: list[dict[str, np.ndarray]]  # per finalist: per-run outputs of its simulated runs
-    selection: object                    # the last SelectionResult (over `selected` finalists)
-    selected: np.ndarray                 # finalist positions the last selection ran over
-    dropped: dict[int, str]              # finalist position -> constraint it missed when simulated
-    recommended: int                     # finalist position
-    screen_error: float = np.nan         # largest |simulated mean / screen estimate - 1| of the objective
+    selection: object  # the last SelectionResult (over `selected` finalists)
+    selected: np.ndarray  # finalist positions the last selection ran over
+    dropped: dict[int, str]  # finalist position -> constraint it missed when simulated
+    recommended: int  # finalist position
+    screen_error: float = np.nan  # largest |simulated mean / screen estimate - 1| of the objective
 
 
-def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = None, store=None,
-             progress: bool | None = None, notify: Callable[[str], None] | None = None,
-             select=None) -> PlanResult:
+def run_plan(
+    plan: Plan,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    store=None,
+    progress: bool | None = None,
+    notify: Callable[[str], None] | None = None,
+    select=None,
+) -> PlanResult:
     """Screen, then select by simulation (``select``: :func:`mcsim.selection.select_best` by default).
 
     Raises
@@ -67,9 +74,11 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
     if plan.has_reference and scr.reference < 0 and notify:
-        notify(f"{plan.source}: parallelism: the plan file's own layout is not among the searched candidates "
-               "(its GPU type, size, layout, recomputation, strategy, interval or clock is outside [search], or "
-               "the layout is not valid for the model): it is not compared with the recommendation")
+        notify(
+            f"{plan.source}: parallelism: the plan file's own layout is not among the searched candidates "
+            "(its GPU type, size, layout, recomputation, strategy, interval or clock is outside [search], or "
+            "the layout is not valid for the model): it is not compared with the recommendation"
+        )
     if scr.finalists.size == 0:
         raise NoCandidate(no_candidate_message(plan, cand, scr))
     configs = [candidate_config(plan, cand, int(i)) for i in scr.finalists]
@@ -79,10 +88,22 @@ def run_plan(plan: Plan, *, workers: int | None = None, scheduler: str | None = 
     pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
     while True:
         pieces.active = list(active)
-        result = select([configs[k] for k in active], plan.objective, seed=plan.scenario.run.seed,
-                        mode=plan.scenario.run.mode, alpha=plan.alpha, indifference=plan.indifference,
-                        first_runs=plan.first_runs, max_runs=plan.max_runs, max_total_runs=plan.max_total_runs,
-                        workers=workers, scheduler=scheduler, store=pieces, progress=progress, notify=notify)
+        result = select(
+            [configs[k] for k in active],
+            plan.objective,
+            seed=plan.scenario.run.seed,
+            mode=plan.scenario.run.mode,
+            alpha=plan.alpha,
+            indifference=plan.indifference,
+            first_runs=plan.first_runs,
+            max_runs=plan.max_runs,
+            max_total_runs=plan.max_total_runs,
+            workers=workers,
+            scheduler=scheduler,
+            store=pieces,
+            progress=progress,
+            notify=notify,
+        )
         simulated = getattr(result, "configs", None) or [configs[k] for k in active]
         for j, k in enumerate(active):
             outputs[k] = per_run_outputs(simulated[j], result.rows[j])
@@ -108,8 +129,11 @@ def screen_error(plan: Plan, scr: Screen, outputs: list[dict[str, np.ndarray] | 
     The margin is meant to cover it (docs/model.md §9); when it does not, candidates the margin ruled out
     may be better than the recommendation.
     """
-    errors = [_relative_error(float(np.mean(_objective_values(plan, out))), float(scr.objective[i]))
-              for i, out in zip(scr.finalists, outputs, strict=False) if out is not None]
+    errors = [
+        _relative_error(float(np.mean(_objective_values(plan, out))), float(scr.objective[i]))
+        for i, out in zip(scr.finalists, outputs, strict=False)
+        if out is not None
+    ]
     return max(errors) if errors else np.nan
 
 
@@ -121,9 +145,11 @@ def _relative_error(simulated: float, estimate: float) -> float:
 
 def screen_error_text(error: float, margin: float) -> str:
     """One line: the screen's error is beyond the margin, and what to do."""
-    return (f"the screen's objective is off by up to {100 * error:.1f} % against the finalists' simulated means, "
-            f"beyond the {100 * margin:g} % margin (effects it leaves out: Weibull shapes, spares, slow-node episodes, "
-            f"docs/model.md §9): candidates the margin ruled out may be better; raise plan.margin")
+    return (
+        f"the screen's objective is off by up to {100 * error:.1f} % against the finalists' simulated means, "
+        f"beyond the {100 * margin:g} % margin (effects it leaves out: Weibull shapes, spares, slow-node episodes, "
+        f"docs/model.md §9): candidates the margin ruled out may be better; raise plan.margin"
+    )
 
 
 class FinalistPieces:
@@ -194,8 +220,9 @@ def finalist_front(per_run: dict[str, np.ndarray], n_runs: np.ndarray, eligible:
     if not simulated.any():
         return front
     common = int(np.min(n_runs[simulated]))
-    means = np.column_stack([np.mean(per_run[name][simulated, :common], axis=1)
-                             for name in ("wall_time", "cost", "energy")])
+    means = np.column_stack(
+        [np.mean(per_run[name][simulated, :common], axis=1) for name in ("wall_time", "cost", "energy")]
+    )
     front[np.flatnonzero(simulated)[nondominated(means)]] = True
     return front
 
@@ -217,8 +244,10 @@ def missed_text(missed: str) -> str:
 def _all_dropped_message(plan: Plan, dropped: dict[int, str]) -> str:
     missed = sorted(set(dropped.values()))
     if missed == ["max_wall_days"]:
-        return (f"{plan.source}: run.max_wall_days: every finalist has runs cut off at "
-                f"{plan.scenario.base.run.max_wall_days:g} days when simulated; raise run.max_wall_days")
+        return (
+            f"{plan.source}: run.max_wall_days: every finalist has runs cut off at "
+            f"{plan.scenario.base.run.max_wall_days:g} days when simulated; raise run.max_wall_days"
+        )
     return f"{plan.source}: constraints: every finalist misses a constraint when simulated ({', '.join(missed)})"
 
 
@@ -241,32 +270,43 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
     """One line: why no candidate passed the screen, and how close the closest came."""
     fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
     if not fits.any():
-        return (f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
-                f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs")
+        return (
+            f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
+            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
+        )
     c = plan.constraints
     codes = scr.rejection[fits]
     name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
     if name == "max_wall_days":
         closest = float(np.min(scr.wall_s[fits])) / 86400.0
         horizon = plan.scenario.base.run.max_wall_days
-        return (f"{plan.source}: run.max_wall_days: no candidate finishes within {horizon:g} days, the simulation's "
-                f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days")
+        return (
+            f"{plan.source}: run.max_wall_days: no candidate finishes within {horizon:g} days, the simulation's "
+            f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days"
+        )
     if name == "deadline":
         closest = float(np.min(scr.wall_s[fits])) / 86400.0
-        return (f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
-                f"(the fastest screen estimate is {closest:.1f} days, beyond the deadline by more than the "
-                f"{plan.margin:.0%} margin)")
+        return (
+            f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
+            f"(the fastest screen estimate is {closest:.1f} days, beyond the deadline by more than the "
+            f"{plan.margin:.0%} margin)"
+        )
     if name == "budget":
         closest = float(np.min(scr.cost_usd[fits]))
         budget = f"{c.budget_usd:,.0f}" if c.budget_usd >= 1 else f"{c.budget_usd:.3g}"
-        return (f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {budget} USD "
-                f"(the cheapest screen estimate is {closest:,.0f} USD)")
+        return (
+            f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {budget} USD "
+            f"(the cheapest screen estimate is {closest:,.0f} USD)"
+        )
     if name == "power":
         closest = float(np.min(scr.power_mw[fits]))
-        return (f"{plan.source}: constraints.power_mw: no candidate fits the {c.power_mw:g} MW power cap "
-                f"(the smallest draws {closest:.2f} MW)")
-    return (f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = "
-            f"{c.min_gpus}..{c.max_gpus}")
+        return (
+            f"{plan.source}: constraints.power_mw: no candidate fits the {c.power_mw:g} MW power cap "
+            f"(the smallest draws {closest:.2f} MW)"
+        )
+    return (
+        f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = {c.min_gpus}..{c.max_gpus}"
+    )
 
 
 # Variables of a plan dataset (one registry, as mcsim/variables.py does for mcsim run's outputs).
@@ -282,8 +322,9 @@ _PLAN_VARIABLES = [
     Variable("screen_co2", False, "t", "expected emissions, tonnes CO2e (screen)"),
     Variable("screen_objective", False, "1", "objective estimate in the units of its per-run outputs (screen)"),
     Variable("screen_gap", False, "1", "screen objective / best screen objective - 1 (NaN if ruled out before)"),
-    Variable("rejection", False, "1", "why the screen ruled the candidate out (0: finalist); see rejection_reason",
-             "int8"),
+    Variable(
+        "rejection", False, "1", "why the screen ruled the candidate out (0: finalist); see rejection_reason", "int8"
+    ),
     Variable("finalist_candidate", False, "1", "index of the finalist in the candidate dimension", "int64"),
     Variable("finalist_runs", False, "1", "runs simulated", "int64"),
     Variable("finalist_eliminated_round", False, "1", "selection stage that eliminated it (-1: never)", "int64"),
@@ -291,19 +332,33 @@ _PLAN_VARIABLES = [
     Variable("finalist_half_width", False, "1", "half-width of the 95 % interval of finalist_objective"),
     Variable("finalist_deadline_probability", False, "1", "share of simulated runs within the deadline"),
     Variable("finalist_dropped", False, "1", "constraint missed when simulated (empty: none)", "str"),
-    Variable("pareto", False, "1", "on the Pareto front of mean wall time, cost and energy among finalists "
-             "(over the runs all of them simulated)", "bool"),
+    Variable(
+        "pareto",
+        False,
+        "1",
+        "on the Pareto front of mean wall time, cost and energy among finalists (over the runs all of them simulated)",
+        "bool",
+    ),
     Variable("wall_time", True, "h", "job start to the last durable iteration (simulated; NaN: run not simulated)"),
     Variable("energy", True, "MW h", "facility energy (simulated)"),
     Variable("cost", True, "USD", "allocation plus electricity (simulated)"),
     Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e (simulated)"),
     Variable("objective", True, "1", "the plan's objective per run, in the units of its outputs (simulated)"),
     Variable("uncertain_value", False, "1", "value of the uncertain input at the quantile (in the key's unit)"),
-    Variable("uncertain_objective", False, "1",
-             "finalist's screen objective with the uncertain input at the quantile, the others as given "
-             "(NaN: ruled out then, see uncertain_rejection)"),
-    Variable("uncertain_rejection", False, "1", "why the re-screen at the quantile rules the finalist out "
-             "(0: it does not; codes as rejection)", "int8"),
+    Variable(
+        "uncertain_objective",
+        False,
+        "1",
+        "finalist's screen objective with the uncertain input at the quantile, the others as given "
+        "(NaN: ruled out then, see uncertain_rejection)",
+    ),
+    Variable(
+        "uncertain_rejection",
+        False,
+        "1",
+        "why the re-screen at the quantile rules the finalist out (0: it does not; codes as rejection)",
+        "int8",
+    ),
     Variable("recommended", False, "1", "candidate index of the recommendation", "int64"),
     Variable("pcs", False, "1", "probability of correct selection (a guaranteed bound when decided)"),
     Variable("decided", False, "1", "whether the selection stopped by its rule (else its run budget ran out)", "bool"),
@@ -322,8 +377,11 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
     coords = {
         "candidate": np.arange(len(cand)),
         "gpu_type": ("candidate", _categorical(cand.gpu_type, plan.search.gpu_types)),
-        "gpus": ("candidate", cand.gpus), "tp": ("candidate", cand.tp), "pp": ("candidate", cand.pp),
-        "dp": ("candidate", cand.dp), "microbatch": ("candidate", cand.microbatch),
+        "gpus": ("candidate", cand.gpus),
+        "tp": ("candidate", cand.tp),
+        "pp": ("candidate", cand.pp),
+        "dp": ("candidate", cand.dp),
+        "microbatch": ("candidate", cand.microbatch),
         "interleave": ("candidate", cand.interleave),
         "recompute": ("candidate", _categorical(cand.recompute, [recompute_names[k] for k in range(3)])),
         "strategy": ("candidate", _categorical(cand.strategy, plan.search.strategy)),
@@ -348,8 +406,8 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
             continue
         n_runs[k] = len(out["wall_time"])
         for name in PER_RUN_KEPT:
-            per_run[name][k, :n_runs[k]] = out[name]
-        per_run["objective"][k, :n_runs[k]] = _objective_values(plan, out)
+            per_run[name][k, : n_runs[k]] = out[name]
+        per_run["objective"][k, : n_runs[k]] = _objective_values(plan, out)
         if plan.constraints.deadline_days is not None:
             deadline[k] = np.mean(out["completed"] & (out["wall_time"] <= plan.constraints.deadline_days * 24.0))
         if k not in res.selected:  # dropped earlier: its mean from its own runs
@@ -360,18 +418,32 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
     eligible = np.array([k not in res.dropped for k in range(res.finalists.size)])
     pareto = finalist_front(per_run, n_runs, eligible)
     data = {
-        "screen_iteration_time": scr.iteration_time_s, "screen_memory_per_gpu": scr.memory_per_gpu_gb,
-        "screen_power": scr.power_mw, "screen_checkpoint_every": scr.checkpoint_every,
-        "screen_system_mtbf": scr.system_mtbf_s / 3600.0, "screen_wall_time": scr.wall_s / 3600.0,
-        "screen_energy": scr.energy_j / 3.6e9, "screen_cost": scr.cost_usd, "screen_co2": scr.co2_t,
-        "screen_objective": scr.objective, "screen_gap": scr.gap, "rejection": scr.rejection,
-        "finalist_candidate": res.finalists, "finalist_runs": n_runs, "finalist_eliminated_round": eliminated,
-        "finalist_objective": objective, "finalist_half_width": half,
+        "screen_iteration_time": scr.iteration_time_s,
+        "screen_memory_per_gpu": scr.memory_per_gpu_gb,
+        "screen_power": scr.power_mw,
+        "screen_checkpoint_every": scr.checkpoint_every,
+        "screen_system_mtbf": scr.system_mtbf_s / 3600.0,
+        "screen_wall_time": scr.wall_s / 3600.0,
+        "screen_energy": scr.energy_j / 3.6e9,
+        "screen_cost": scr.cost_usd,
+        "screen_co2": scr.co2_t,
+        "screen_objective": scr.objective,
+        "screen_gap": scr.gap,
+        "rejection": scr.rejection,
+        "finalist_candidate": res.finalists,
+        "finalist_runs": n_runs,
+        "finalist_eliminated_round": eliminated,
+        "finalist_objective": objective,
+        "finalist_half_width": half,
         "finalist_deadline_probability": deadline,
         "finalist_dropped": np.array([res.dropped.get(k, "") for k in range(res.finalists.size)], dtype=object),
-        "pareto": pareto, **per_run,
-        "uncertain_value": values, "uncertain_objective": uncertain, "uncertain_rejection": uncertain_rejection,
-        "recommended": np.int64(res.finalists[res.recommended]), "pcs": float(res.selection.pcs),
+        "pareto": pareto,
+        **per_run,
+        "uncertain_value": values,
+        "uncertain_objective": uncertain,
+        "uncertain_rejection": uncertain_rejection,
+        "recommended": np.int64(res.finalists[res.recommended]),
+        "pcs": float(res.selection.pcs),
         "decided": bool(res.selection.decided),
     }
     variables = {}
@@ -380,23 +452,37 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         array = np.asarray(data[name])
         array = array.astype(object) if var.dtype == "str" else array.astype(var.dtype)
         variables[name] = xr.Variable(dims, array, {"units": var.units, "long_name": var.long_name})
-    variables["rejection"].attrs.update(flag_values=np.arange(len(REJECTIONS), dtype=np.int8),
-                                        flag_meanings=" ".join(_flag_word(k) for k in REJECTIONS))
-    variables["rejection_reason"] = xr.Variable(("reason",), np.array(list(REJECTIONS.values()), dtype=object),
-                                                {"long_name": "text of each rejection code", "units": "1"})
+    variables["rejection"].attrs.update(
+        flag_values=np.arange(len(REJECTIONS), dtype=np.int8), flag_meanings=" ".join(_flag_word(k) for k in REJECTIONS)
+    )
+    variables["rejection_reason"] = xr.Variable(
+        ("reason",),
+        np.array(list(REJECTIONS.values()), dtype=object),
+        {"long_name": "text of each rejection code", "units": "1"},
+    )
     ds = xr.Dataset(variables, coords=coords, attrs=_attrs(res))
-    for name, text in (("candidate", "candidate index"), ("finalist", "finalist index"),
-                       ("reason", "rejection code"), ("run", "run index (names the random stream)"),
-                       ("quantile", "quantile of its distribution")):
+    for name, text in (
+        ("candidate", "candidate index"),
+        ("finalist", "finalist index"),
+        ("reason", "rejection code"),
+        ("run", "run index (names the random stream)"),
+        ("quantile", "quantile of its distribution"),
+    ):
         ds[name].attrs.update(long_name=text, units="1")
     ds["uncertain_input"].attrs.update(long_name="uncertain scenario key ([uncertain] table)")
-    for name, text, units in (("gpu_type", "GPU type (catalog name)", None), ("gpus", "GPUs in the job", "1"),
-                              ("tp", "tensor-parallel degree", "1"), ("pp", "pipeline-parallel degree", "1"),
-                              ("dp", "data-parallel degree", "1"), ("microbatch", "microbatch size, sequences", "1"),
-                              ("interleave", "virtual pipeline stages per GPU", "1"),
-                              ("recompute", "activation recomputation policy", None),
-                              ("strategy", "checkpoint strategy", None), ("interval", "checkpoint interval rule", None),
-                              ("freq_mhz", "GPU core frequency", "MHz")):
+    for name, text, units in (
+        ("gpu_type", "GPU type (catalog name)", None),
+        ("gpus", "GPUs in the job", "1"),
+        ("tp", "tensor-parallel degree", "1"),
+        ("pp", "pipeline-parallel degree", "1"),
+        ("dp", "data-parallel degree", "1"),
+        ("microbatch", "microbatch size, sequences", "1"),
+        ("interleave", "virtual pipeline stages per GPU", "1"),
+        ("recompute", "activation recomputation policy", None),
+        ("strategy", "checkpoint strategy", None),
+        ("interval", "checkpoint interval rule", None),
+        ("freq_mhz", "GPU core frequency", "MHz"),
+    ):
         ds[name].attrs.update(long_name=text, **({"units": units} if units else {}))
     return ds
 
@@ -416,9 +502,23 @@ def _dims(name: str, var: Variable) -> tuple[str, ...]:
 
 
 def _flag_word(code: int) -> str:
-    words = {0: "finalist", 1: "layout", 2: "frequency", 3: "iterations", 4: "time_resolution", 5: "memory",
-             6: "strategy_or_domain", 7: "gpu_count", 8: "power_cap", 9: "deadline", 10: "budget",
-             11: "dominated", 12: "beyond_finalist_cap", 13: "equivalent", 14: "beyond_max_wall_days"}
+    words = {
+        0: "finalist",
+        1: "layout",
+        2: "frequency",
+        3: "iterations",
+        4: "time_resolution",
+        5: "memory",
+        6: "strategy_or_domain",
+        7: "gpu_count",
+        8: "power_cap",
+        9: "deadline",
+        10: "budget",
+        11: "dominated",
+        12: "beyond_finalist_cap",
+        13: "equivalent",
+        14: "beyond_max_wall_days",
+    }
     return words[code]
 
 
@@ -438,15 +538,25 @@ def _attrs(res: PlanResult) -> dict[str, object]:
     created = datetime.now(UTC).isoformat(timespec="seconds")
     return {
         "title": f"mcsim plan: {plan.scenario.name}",  # title, history: CF-1.10 §2.6.2, as mcsim run's files
-        "history": (f"{created}: mcsim {__version__} planned {plan.scenario.name!r} from {plan.source}, "
-                    f"seed {plan.scenario.run.seed}, {plan.scenario.run.mode} mode"),
+        "history": (
+            f"{created}: mcsim {__version__} planned {plan.scenario.name!r} from {plan.source}, "
+            f"seed {plan.scenario.run.seed}, {plan.scenario.run.mode} mode"
+        ),
         "created": created,
-        "mcsim_kind": "plan", "mcsim_version": __version__, "scenario_name": plan.scenario.name,
-        "plan_source": plan.source, "scenario_toml": plan.scenario.to_toml(),
-        "objective": plan.objective_label, "indifference": plan.indifference, "alpha": plan.alpha,
-        "margin": plan.margin, "screen_error": float(res.screen_error),
-        "seed": plan.scenario.run.seed, "mode": plan.scenario.run.mode,
-        "candidates_enumerated": res.candidates.enumerated, "selection_reason": str(res.selection.reason),
+        "mcsim_kind": "plan",
+        "mcsim_version": __version__,
+        "scenario_name": plan.scenario.name,
+        "plan_source": plan.source,
+        "scenario_toml": plan.scenario.to_toml(),
+        "objective": plan.objective_label,
+        "indifference": plan.indifference,
+        "alpha": plan.alpha,
+        "margin": plan.margin,
+        "screen_error": float(res.screen_error),
+        "seed": plan.scenario.run.seed,
+        "mode": plan.scenario.run.mode,
+        "candidates_enumerated": res.candidates.enumerated,
+        "selection_reason": str(res.selection.reason),
         "total_runs": int(sum(len(o["wall_time"]) for o in res.outputs if o is not None)),
         "binding_constraint": binding_constraint(res.screen.rejection),
         "reference_candidate": int(res.screen.reference),
@@ -461,6 +571,8 @@ def _attrs(res: PlanResult) -> dict[str, object]:
 def layout_label(ds: xr.Dataset, index: int) -> str:
     """``H100-SXM x 4096, tp 8 pp 4 dp 128, mb 1, v 5, selective, async, young_daly`` of candidate ``index``."""
     c = ds.isel(candidate=int(index))
-    return (f"{c['gpu_type'].item()} x {int(c['gpus'])}, tp {int(c['tp'])} pp {int(c['pp'])} dp {int(c['dp'])}, "
-            f"mb {int(c['microbatch'])}, v {int(c['interleave'])}, {c['recompute'].item()}, {c['strategy'].item()}, "
-            f"{c['interval'].item()}, {float(c['freq_mhz']):g} MHz")
+    return (
+        f"{c['gpu_type'].item()} x {int(c['gpus'])}, tp {int(c['tp'])} pp {int(c['pp'])} dp {int(c['dp'])}, "
+        f"mb {int(c['microbatch'])}, v {int(c['interleave'])}, {c['recompute'].item()}, {c['strategy'].item()}, "
+        f"{c['interval'].item()}, {float(c['freq_mhz']):g} MHz"
+    )

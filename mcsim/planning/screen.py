@@ -85,21 +85,21 @@ DOMINATED, BEYOND_CAP, EQUIVALENT = 11, 12, 13
 class Screen:
     """Screen estimates per candidate (SI units) and the outcome."""
 
-    iteration_time_s: np.ndarray     # ideal, exactly mcsim run's iteration_time
-    memory_per_gpu_gb: np.ndarray    # exactly mcsim run's memory_per_gpu
+    iteration_time_s: np.ndarray  # ideal, exactly mcsim run's iteration_time
+    memory_per_gpu_gb: np.ndarray  # exactly mcsim run's memory_per_gpu
     checkpoint_stall_s: np.ndarray
-    checkpoint_every: np.ndarray     # iterations
+    checkpoint_every: np.ndarray  # iterations
     system_mtbf_s: np.ndarray
-    power_mw: np.ndarray             # facility power while computing (all GPUs busy), MW
-    wall_s: np.ndarray               # expected wall time (Daly)
-    energy_j: np.ndarray             # facility
+    power_mw: np.ndarray  # facility power while computing (all GPUs busy), MW
+    wall_s: np.ndarray  # expected wall time (Daly)
+    energy_j: np.ndarray  # facility
     cost_usd: np.ndarray
     co2_t: np.ndarray
-    objective: np.ndarray            # in the objective's per-run units (h, MWh, USD, t)
-    rejection: np.ndarray            # REJECTIONS code
-    gap: np.ndarray                  # objective / best - 1 (NaN where rejected before the ranking)
-    finalists: np.ndarray            # candidate indices, best screen objective first (then the reference)
-    reference: int = -1              # candidate index of the plan file's own [parallelism] layout (-1: none)
+    objective: np.ndarray  # in the objective's per-run units (h, MWh, USD, t)
+    rejection: np.ndarray  # REJECTIONS code
+    gap: np.ndarray  # objective / best - 1 (NaN where rejected before the ranking)
+    finalists: np.ndarray  # candidate indices, best screen objective first (then the reference)
+    reference: int = -1  # candidate index of the plan file's own [parallelism] layout (-1: none)
 
 
 def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
@@ -108,15 +108,25 @@ def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
     spec = gpu_specs(plan)[int(cand.gpu_type[index])]
     recompute = {code: name for name, code in RECOMPUTE_CODES.items()}[int(cand.recompute[index])]
     return dataclasses.replace(
-        base, gpu=spec,
+        base,
+        gpu=spec,
         hardware=dataclasses.replace(base.hardware, gpu=search.gpu_types[int(cand.gpu_type[index])]),
-        parallelism=dataclasses.replace(base.parallelism, gpus=int(cand.gpus[index]), tp=int(cand.tp[index]),
-                                        pp=int(cand.pp[index]), microbatch=int(cand.microbatch[index]),
-                                        interleave=int(cand.interleave[index])),
+        parallelism=dataclasses.replace(
+            base.parallelism,
+            gpus=int(cand.gpus[index]),
+            tp=int(cand.tp[index]),
+            pp=int(cand.pp[index]),
+            microbatch=int(cand.microbatch[index]),
+            interleave=int(cand.interleave[index]),
+        ),
         model=dataclasses.replace(base.model, recompute=recompute),
         compute=dataclasses.replace(base.compute, freq_mhz=float(cand.freq_mhz[index])),
-        checkpoint=dataclasses.replace(base.checkpoint, strategy=search.strategy[int(cand.strategy[index])],
-                                       interval=search.interval[int(cand.interval[index])]))
+        checkpoint=dataclasses.replace(
+            base.checkpoint,
+            strategy=search.strategy[int(cand.strategy[index])],
+            interval=search.interval[int(cand.interval[index])],
+        ),
+    )
 
 
 def _gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
@@ -126,8 +136,19 @@ def _gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
 def layouts(plan: Plan, cand: Candidates) -> Layouts:
     """The workload model's :class:`~mcsim.workload.Layouts` of the candidates."""
     field = lambda name: _gpu_field(plan, cand, name)  # noqa: E731
-    return Layouts(cand.gpus, cand.tp, cand.pp, cand.microbatch, cand.interleave, cand.recompute, cand.freq_mhz,
-                   field("peak_tflops"), field("memory_gb"), field("freq_min_mhz"), field("freq_max_mhz"))
+    return Layouts(
+        cand.gpus,
+        cand.tp,
+        cand.pp,
+        cand.microbatch,
+        cand.interleave,
+        cand.recompute,
+        cand.freq_mhz,
+        field("peak_tflops"),
+        field("memory_gb"),
+        field("freq_min_mhz"),
+        field("freq_max_mhz"),
+    )
 
 
 def _by_group(keys: np.ndarray):
@@ -136,7 +157,7 @@ def _by_group(keys: np.ndarray):
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(values.size + 1))
     for k, value in enumerate(values):
-        yield value, order[bounds[k]:bounds[k + 1]]
+        yield value, order[bounds[k] : bounds[k + 1]]
 
 
 def screen(plan: Plan, cand: Candidates) -> Screen:
@@ -164,8 +185,9 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         stall[idx] = timing.stall_s
         load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
     for i_index, idx in _by_group(cand.interval):
-        every[idx] = checkpoint_every(plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx],
-                                      wl.iterations[idx])
+        every[idx] = checkpoint_every(
+            plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
+        )
 
     mean_iteration_s, power = _iteration_power(plan, cand, wl)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
@@ -178,16 +200,38 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     co2 = co2_t(base.carbon, cand.gpus, wall, energy)
     co2_total = co2["operational"] + co2["embodied"]
     estimates = {"cost": cost, "energy": energy / J_PER_MWH, "wall_time": hours, "co2": co2_total}
-    objective = estimates[plan.objective] if isinstance(plan.objective, str) else \
-        sum(w * estimates[k] for k, w in plan.objective.items())
+    objective = (
+        estimates[plan.objective]
+        if isinstance(plan.objective, str)
+        else sum(w * estimates[k] for k, w in plan.objective.items())
+    )
     _constraints(plan, cand, rejection, power_mw, wall, cost)
     gap, finalists = _finalists(plan, objective, rejection, (wall, energy, wl.memory_per_gpu_gb))
     reference = reference_candidate(plan, cand)
-    if reference >= 0 and finalists.size and reference not in finalists \
-            and rejection[reference] in (DOMINATED, BEYOND_CAP, EQUIVALENT):
+    if (
+        reference >= 0
+        and finalists.size
+        and reference not in finalists
+        and rejection[reference] in (DOMINATED, BEYOND_CAP, EQUIVALENT)
+    ):
         finalists = np.append(finalists, reference)  # simulated too, so the report can compare with it
-    return Screen(iteration_s, wl.memory_per_gpu_gb, stall, every, mtbf, power_mw, wall, energy, cost, co2_total,
-                  objective, rejection, gap, finalists, reference)
+    return Screen(
+        iteration_s,
+        wl.memory_per_gpu_gb,
+        stall,
+        every,
+        mtbf,
+        power_mw,
+        wall,
+        energy,
+        cost,
+        co2_total,
+        objective,
+        rejection,
+        gap,
+        finalists,
+        reference,
+    )
 
 
 def reference_candidate(plan: Plan, cand: Candidates) -> int:
@@ -203,10 +247,18 @@ def reference_candidate(plan: Plan, cand: Candidates) -> int:
         interval = search.interval.index(base.checkpoint.interval)
     except ValueError:
         return -1
-    match = ((cand.gpu_type == gpu_type) & (cand.gpus == par.gpus) & (cand.tp == par.tp) & (cand.pp == par.pp)
-             & (cand.microbatch == par.microbatch) & (cand.interleave == par.interleave)
-             & (cand.recompute == RECOMPUTE_CODES[base.model.recompute]) & (cand.strategy == strategy)
-             & (cand.interval == interval) & (cand.freq_mhz == base.freq_mhz))
+    match = (
+        (cand.gpu_type == gpu_type)
+        & (cand.gpus == par.gpus)
+        & (cand.tp == par.tp)
+        & (cand.pp == par.pp)
+        & (cand.microbatch == par.microbatch)
+        & (cand.interleave == par.interleave)
+        & (cand.recompute == RECOMPUTE_CODES[base.model.recompute])
+        & (cand.strategy == strategy)
+        & (cand.interval == interval)
+        & (cand.freq_mhz == base.freq_mhz)
+    )
     found = np.flatnonzero(match)
     return int(found[0]) if found.size else -1
 
@@ -217,9 +269,11 @@ def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray)
     key = cand.strategy.astype(np.int64) * (1 << 40) + cand.gpus
     for value, idx in _by_group(key):
         strategy, gpus = divmod(int(value), 1 << 40)
-        cfg = dataclasses.replace(base, parallelism=dataclasses.replace(base.parallelism, gpus=gpus),
-                                  checkpoint=dataclasses.replace(base.checkpoint,
-                                                                 strategy=plan.search.strategy[strategy]))
+        cfg = dataclasses.replace(
+            base,
+            parallelism=dataclasses.replace(base.parallelism, gpus=gpus),
+            checkpoint=dataclasses.replace(base.checkpoint, strategy=plan.search.strategy[strategy]),
+        )
         if configuration_problem(cfg):
             rejection[idx[rejection[idx] == KEPT]] = 6
 
@@ -231,14 +285,20 @@ def _iteration_power(plan: Plan, cand: Candidates, wl) -> tuple[np.ndarray, np.n
     law_mean = np.ones(len(cand))
     for gpus, idx in _by_group(cand.gpus):  # one quadrature per size
         law_mean[idx] = factor_law(float(gpus), st.sigma).mean
-    busy, wait = phase_powers_w(_gpu_field(plan, cand, "tdp_w"), _gpu_field(plan, cand, "idle_w"), cand.freq_mhz,
-                                _gpu_field(plan, cand, "freq_max_mhz"), base.energy)
+    busy, wait = phase_powers_w(
+        _gpu_field(plan, cand, "tdp_w"),
+        _gpu_field(plan, cand, "idle_w"),
+        cand.freq_mhz,
+        _gpu_field(plan, cand, "freq_max_mhz"),
+        base.energy,
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
         phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * law_mean
         power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
-    return phase + wl.comm_time_s, SimpleNamespace(busy=busy, wait=wait, iteration=power,
-                                                   idle=_gpu_field(plan, cand, "idle_w"))
+    return phase + wl.comm_time_s, SimpleNamespace(
+        busy=busy, wait=wait, iteration=power, idle=_gpu_field(plan, cand, "idle_w")
+    )
 
 
 def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
@@ -259,8 +319,9 @@ def _expected_wall_s(base: Config, cand: Candidates, iterations, iteration_s, ev
     restart = _restart_s(base, cand, load)
     # Not cut at run.max_wall_days: a truncated estimate would rank a run that never finishes as cheap
     # (the screen rules such candidates out instead, _constraints).
-    return (intervals - 1) * expected_segment_s(every * iteration_s + stall, restart, mtbf) \
-        + expected_segment_s(last_s, restart, mtbf)
+    return (intervals - 1) * expected_segment_s(every * iteration_s + stall, restart, mtbf) + expected_segment_s(
+        last_s, restart, mtbf
+    )
 
 
 def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, load, mtbf, power):
@@ -276,8 +337,14 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     useful = wl.iterations * iteration_s
     lost = np.maximum(wall - useful - stalled - recovering, 0.0)
     gpu_j = gpus * (power.iteration * (useful + lost) + power.idle * (stalled + recovering))
-    bits_j = (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit) \
-        * BITS_PER_BYTE * 1e-12 * gpus * wl.iterations * (1.0 + lost / np.where(useful > 0, useful, 1.0))
+    bits_j = (
+        (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
+        * BITS_PER_BYTE
+        * 1e-12
+        * gpus
+        * wl.iterations
+        * (1.0 + lost / np.where(useful > 0, useful, 1.0))
+    )
     size = base.model.params * base.checkpoint.bytes_per_param
     storage_j = checkpoints * size * BITS_PER_BYTE * en.storage_pj_per_bit * 1e-12
     node_j = nodes * en.node_overhead_w * wall
@@ -289,8 +356,10 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
 def _constraints(plan: Plan, cand: Candidates, rejection, power_mw, wall_s, cost) -> None:
     c, margin = plan.constraints, plan.margin
     horizon_s = plan.scenario.base.run.max_wall_days * 86400.0  # the simulation cuts runs off there
-    checks = [("max_wall_days", wall_s > horizon_s * (1.0 + margin)),
-              ("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus))]
+    checks = [
+        ("max_wall_days", wall_s > horizon_s * (1.0 + margin)),
+        ("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus)),
+    ]
     if c.power_mw is not None:
         checks.append(("power", power_mw > c.power_mw))
     if c.deadline_days is not None:
@@ -301,8 +370,9 @@ def _constraints(plan: Plan, cand: Candidates, rejection, power_mw, wall_s, cost
         rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
 
 
-def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray,
-               tie_keys: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _finalists(
+    plan: Plan, objective: np.ndarray, rejection: np.ndarray, tie_keys: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """Finalists: within ``margin`` of the best objective, one of each set of equal estimates (the one
     with the least memory per GPU), at most ``plan.finalists``, best first."""
     kept = np.flatnonzero(rejection == KEPT)
@@ -319,12 +389,15 @@ def _finalists(plan: Plan, objective: np.ndarray, rejection: np.ndarray,
     wall, energy, memory = (key[within] for key in tie_keys)
     order = within[np.lexsort((memory, energy, wall, objective[within]))]
     same = np.zeros(order.size, dtype=bool)
-    same[1:] = (objective[order][1:] == objective[order][:-1]) & (tie_keys[0][order][1:] == tie_keys[0][order][:-1]) \
+    same[1:] = (
+        (objective[order][1:] == objective[order][:-1])
+        & (tie_keys[0][order][1:] == tie_keys[0][order][:-1])
         & (tie_keys[1][order][1:] == tie_keys[1][order][:-1])
+    )
     rejection[order[same]] = EQUIVALENT
     order = order[~same]
-    rejection[order[plan.finalists:]] = BEYOND_CAP
-    return gap, order[:plan.finalists]
+    rejection[order[plan.finalists :]] = BEYOND_CAP
+    return gap, order[: plan.finalists]
 
 
 def binding_constraint(rejection: np.ndarray) -> str:

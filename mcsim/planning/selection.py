@@ -119,12 +119,15 @@ def _check_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     """The objective as {output name: weight}; raises ValueError when it is not one."""
     if isinstance(objective, str):
         if objective not in OBJECTIVES:
-            raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)} or a mapping of them to "
-                             f"weights, got {objective!r}")
+            raise ValueError(
+                f"objective: expected one of {', '.join(OBJECTIVES)} or a mapping of them to weights, got {objective!r}"
+            )
         return {objective: 1.0}
     if not isinstance(objective, Mapping) or not objective:
-        raise ValueError(f"objective: expected one of {', '.join(OBJECTIVES)} or a non-empty mapping of them "
-                         f"to weights, got {objective!r}")
+        raise ValueError(
+            f"objective: expected one of {', '.join(OBJECTIVES)} or a non-empty mapping of them "
+            f"to weights, got {objective!r}"
+        )
     weights = {}
     for name, weight in objective.items():
         if name not in OBJECTIVES:
@@ -137,8 +140,17 @@ def _check_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     return weights
 
 
-def _check_arguments(configs: Sequence[Config], seed: int, mode: str, alpha: float, indifference: float,
-                     first_runs: int, max_runs: int, max_total_runs: int | None, chunk_runs: int | None) -> None:
+def _check_arguments(
+    configs: Sequence[Config],
+    seed: int,
+    mode: str,
+    alpha: float,
+    indifference: float,
+    first_runs: int,
+    max_runs: int,
+    max_total_runs: int | None,
+    chunk_runs: int | None,
+) -> None:
     """Raise ValueError with one clear line for any argument out of its domain."""
     if isinstance(configs, (str, bytes)) or not isinstance(configs, Sequence) or not configs:
         raise ValueError("configs: expected a non-empty sequence of configurations")
@@ -147,8 +159,10 @@ def _check_arguments(configs: Sequence[Config], seed: int, mode: str, alpha: flo
             raise ValueError(f"configs[{i}]: expected a mcsim Config, got {type(cfg).__name__}")
         wl = workload(cfg)
         if not wl.feasible:
-            raise ValueError(f"configs[{i}] ({cfg.name}) is infeasible ({wl.infeasible_key}: "
-                             f"{wl.infeasible_reason}); screen the candidates first")
+            raise ValueError(
+                f"configs[{i}] ({cfg.name}) is infeasible ({wl.infeasible_key}: "
+                f"{wl.infeasible_reason}); screen the candidates first"
+            )
     if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed: expected a whole number from 0 to 2**63 - 1, got {seed!r}")
     if mode not in MODES:
@@ -162,8 +176,10 @@ def _check_arguments(configs: Sequence[Config], seed: int, mode: str, alpha: flo
     if not _is_int(max_runs) or max_runs < first_runs:
         raise ValueError(f"max_runs: expected a whole number >= first_runs = {first_runs}, got {max_runs!r}")
     if max_total_runs is not None and (not _is_int(max_total_runs) or max_total_runs < len(configs) * first_runs):
-        raise ValueError(f"max_total_runs: expected a whole number >= {len(configs) * first_runs} (first_runs "
-                         f"for each of the {len(configs)} candidates), got {max_total_runs!r}")
+        raise ValueError(
+            f"max_total_runs: expected a whole number >= {len(configs) * first_runs} (first_runs "
+            f"for each of the {len(configs)} candidates), got {max_total_runs!r}"
+        )
     if chunk_runs is not None and (not _is_int(chunk_runs) or chunk_runs < 1):
         raise ValueError(f"chunk_runs: expected a whole number >= 1, got {chunk_runs!r}")
 
@@ -183,12 +199,24 @@ def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, 
     return sum(weight * outputs[name] for name, weight in weights.items() if weight)
 
 
-def select_best(configs: Sequence[Config], objective: str | Mapping[str, float], *, seed: int,
-                mode: str = "fast", alpha: float = 0.05, indifference: float = 0.005,
-                first_runs: int = 100, max_runs: int = 5000, max_total_runs: int | None = None,
-                workers: int | None = None, scheduler: str | None = None, store: PieceStore | None = None,
-                progress: bool | None = None, notify: Callable[[str], None] | None = None,
-                chunk_runs: int | None = None) -> SelectionResult:
+def select_best(
+    configs: Sequence[Config],
+    objective: str | Mapping[str, float],
+    *,
+    seed: int,
+    mode: str = "fast",
+    alpha: float = 0.05,
+    indifference: float = 0.005,
+    first_runs: int = 100,
+    max_runs: int = 5000,
+    max_total_runs: int | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    store: PieceStore | None = None,
+    progress: bool | None = None,
+    notify: Callable[[str], None] | None = None,
+    chunk_runs: int | None = None,
+) -> SelectionResult:
     """Select the configuration with the lowest mean objective, with a stated probability.
 
     Kim & Nelson's (2001) fully sequential procedure KN with common random numbers,
@@ -249,8 +277,10 @@ def select_best(configs: Sequence[Config], objective: str | Mapping[str, float],
     if store is not None:
         header = store.header(Task(0, 0, 1))
         if header["seed"] != spec.seed or header["mode"] != mode:
-            raise ValueError(f"store: made for seed {header['seed']} and mode {header['mode']!r}, "
-                             f"not seed {spec.seed} and mode {mode!r}")
+            raise ValueError(
+                f"store: made for seed {header['seed']} and mode {header['mode']!r}, "
+                f"not seed {spec.seed} and mode {mode!r}"
+            )
         store.configs = configs  # pieces are checked against the candidate they ran
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
     try:
@@ -260,16 +290,30 @@ def select_best(configs: Sequence[Config], objective: str | Mapping[str, float],
     try:
         if notify is not None:
             notify(f"selecting the best of {len(configs)} candidates by simulation on {backend.description}")
-        with tqdm(total=0, disable=None if progress is None else not progress, unit="run", desc="select",
-                  leave=False, dynamic_ncols=True) as bar:
+        with tqdm(
+            total=0,
+            disable=None if progress is None else not progress,
+            unit="run",
+            desc="select",
+            leave=False,
+            dynamic_ncols=True,
+        ) as bar:
             execution = _Execution(backend, configs, spec, store, bar, notify)
             to_optimize = [i for i, c in enumerate(configs) if c.checkpoint.interval.kind == "optimize"]
             for i, optimum in (_optimize_intervals(execution, to_optimize, chunk) if to_optimize else {}).items():
                 configs[i] = with_fixed_interval(configs[i], optimum.interval_iterations)
             simulation = _Simulation(execution, configs, weights, chunk)
-            outcome = kim_nelson(len(configs), simulation.draw, alpha=alpha, indifference=indifference,
-                                 first_runs=first_runs, max_runs=max_runs, max_total_runs=max_total_runs,
-                                 excluded=simulation.cut_off, notify=notify)
+            outcome = kim_nelson(
+                len(configs),
+                simulation.draw,
+                alpha=alpha,
+                indifference=indifference,
+                first_runs=first_runs,
+                max_runs=max_runs,
+                max_total_runs=max_total_runs,
+                excluded=simulation.cut_off,
+                notify=notify,
+            )
     finally:
         backend.close()
     return _result(outcome, simulation, alpha)
@@ -278,8 +322,7 @@ def select_best(configs: Sequence[Config], objective: str | Mapping[str, float],
 class _Simulation:
     """KN's draws as simulated runs: tasks of runs start .. stop - 1 through one execution."""
 
-    def __init__(self, execution: _Execution, configs: list[Config], weights: Mapping[str, float],
-                 chunk: int) -> None:
+    def __init__(self, execution: _Execution, configs: list[Config], weights: Mapping[str, float], chunk: int) -> None:
         self.execution, self.configs, self.weights, self.chunk = execution, configs, weights, chunk
         self.rows: list[np.ndarray] = [np.empty((0, kernel.N_OUT)) for _ in configs]
 
@@ -290,8 +333,7 @@ class _Simulation:
         bar.total = (bar.total or 0) + sum(t.runs for t in tasks)
         bar.refresh()
         got: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in alive}
-        self.execution.execute(tasks, lambda task, rows: got[task.config].append((task.start, rows)),
-                               "selection tasks")
+        self.execution.execute(tasks, lambda task, rows: got[task.config].append((task.start, rows)), "selection tasks")
         values = {}
         for i in alive:
             rows = np.concatenate([rows for _, rows in sorted(got[i], key=lambda item: item[0])])
@@ -307,8 +349,7 @@ class _Simulation:
 def _result(outcome: Outcome, simulation: _Simulation, alpha: float) -> SelectionResult:
     values = outcome.values
     longest = max(map(len, values))
-    means, _, high = mean_interval(np.array([np.pad(v, (0, longest - len(v)), constant_values=np.nan)
-                                             for v in values]))
+    means, _, high = mean_interval(np.array([np.pad(v, (0, longest - len(v)), constant_values=np.nan) for v in values]))
     reason = outcome.reason
     if len(values) == 1:
         pcs = 1.0
@@ -320,8 +361,19 @@ def _result(outcome: Outcome, simulation: _Simulation, alpha: float) -> Selectio
         if math.isfinite(pcs):
             reason += f" (estimated P(correct selection) {pcs:.3f}, Bonferroni over paired t)"
     runs = np.array([len(v) for v in values], dtype=np.int64)
-    return SelectionResult(best=outcome.best, pcs=pcs, decided=outcome.decided, reason=reason, runs=runs,
-                           eliminated_round=outcome.eliminated, means=means, half_widths=high - means,
-                           rows=dict(enumerate(simulation.rows)), total_runs=int(runs.sum()),
-                           configs=tuple(simulation.configs), delta=outcome.delta, h2=outcome.h2,
-                           stages=outcome.stages)
+    return SelectionResult(
+        best=outcome.best,
+        pcs=pcs,
+        decided=outcome.decided,
+        reason=reason,
+        runs=runs,
+        eliminated_round=outcome.eliminated,
+        means=means,
+        half_widths=high - means,
+        rows=dict(enumerate(simulation.rows)),
+        total_runs=int(runs.sum()),
+        configs=tuple(simulation.configs),
+        delta=outcome.delta,
+        h2=outcome.h2,
+        stages=outcome.stages,
+    )

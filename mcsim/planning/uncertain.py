@@ -31,8 +31,9 @@ def _subset(cand: Candidates, indices: np.ndarray) -> Candidates:
 _STILL_CANDIDATE = (KEPT, DOMINATED, BEYOND_CAP, EQUIVALENT)
 
 
-def uncertain_objectives(plan: Plan, cand: Candidates,
-                         finalists: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+def uncertain_objectives(
+    plan: Plan, cand: Candidates, finalists: np.ndarray
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """Input keys, their values at :data:`QUANTILES` (inputs x 2), the finalists' screen objective with
     each input at each quantile (inputs x 2 x finalists; NaN where the re-screen rules the finalist out:
     memory or a constraint), and that rejection code (0 where it is still a candidate)."""
@@ -43,10 +44,14 @@ def uncertain_objectives(plan: Plan, cand: Candidates,
     subset = _subset(cand, finalists)
     for i, entry in enumerate(inputs):
         for j in range(len(QUANTILES)):
-            base = config_with_values(plan.scenario, 0, {entry.key: values[i, j]},
-                                      f"{entry.key} at its p{QUANTILES[j]:.0%}")
-            varied = dataclasses.replace(plan, scenario=dataclasses.replace(plan.scenario, base=base),
-                                         constraints=dataclasses.replace(plan.constraints))
+            base = config_with_values(
+                plan.scenario, 0, {entry.key: values[i, j]}, f"{entry.key} at its p{QUANTILES[j]:.0%}"
+            )
+            varied = dataclasses.replace(
+                plan,
+                scenario=dataclasses.replace(plan.scenario, base=base),
+                constraints=dataclasses.replace(plan.constraints),
+            )
             scr = screen(varied, subset)
             out = ~np.isin(scr.rejection, _STILL_CANDIDATE)
             objectives[i, j] = np.where(out, np.nan, scr.objective)

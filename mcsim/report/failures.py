@@ -50,18 +50,39 @@ def probability_plot(log: FailureLog, fit: WeibullFit):
     ages = np.asarray(log.entry_h) + np.asarray(log.durations_h)
     grid = np.geomspace(max(s0 * 1.0001, float(np.min(ages)) / 2), float(np.max(ages)) * 1.5, 200)
     k, lam = fit.shape, fit.scale_hours
-    g = (grid / lam) ** k - (s0 / lam) ** k                         # −log(S(t)/S(s0))
-    dg = np.array([k * ((grid / lam) ** k * np.log(grid / lam) - ((s0 / lam) ** k * math.log(s0 / lam) if s0 > 0
-                                                                    else 0.0)), -k * g])   # d/d(log k, log λ)
+    g = (grid / lam) ** k - (s0 / lam) ** k  # −log(S(t)/S(s0))
+    dg = np.array(
+        [
+            k * ((grid / lam) ** k * np.log(grid / lam) - ((s0 / lam) ** k * math.log(s0 / lam) if s0 > 0 else 0.0)),
+            -k * g,
+        ]
+    )  # d/d(log k, log λ)
     cov = np.array(fit.covariance)
     fit_se = np.sqrt(np.einsum("in,ij,jn->n", dg, cov, dg)) / g
     level = f"{100 * fit.confidence:g} %"
     fig, ax = plt.subplots(figsize=(7, 5), layout="constrained")
-    ax.fill_between(grid, np.log(g) - z * fit_se, np.log(g) + z * fit_se, color="C0", alpha=0.2, lw=0,
-                    label=f"fit, pointwise {level} band")
+    ax.fill_between(
+        grid,
+        np.log(g) - z * fit_se,
+        np.log(g) + z * fit_se,
+        color="C0",
+        alpha=0.2,
+        lw=0,
+        label=f"fit, pointwise {level} band",
+    )
     ax.plot(grid, np.log(g), color="C0", label=f"Weibull fit: k = {k:.3g}, λ = {lam:.4g} h")
-    ax.errorbar(u, y, yerr=z * se, fmt="o", ms=3, color="C1", ecolor="C1", elinewidth=0.6, alpha=0.8,
-                label=f"product-limit (Kaplan–Meier) estimate, Greenwood {level}")
+    ax.errorbar(
+        u,
+        y,
+        yerr=z * se,
+        fmt="o",
+        ms=3,
+        color="C1",
+        ecolor="C1",
+        elinewidth=0.6,
+        alpha=0.8,
+        label=f"product-limit (Kaplan–Meier) estimate, Greenwood {level}",
+    )
     ax.set_xscale("log")
     _plain_log_axis(ax.xaxis)
     ax.set_xlabel("age t [h]" + (f" (conditioned on survival to {s0:.4g} h)" if s0 > 0 else ""))
@@ -70,10 +91,11 @@ def probability_plot(log: FailureLog, fit: WeibullFit):
     right = ax.secondary_yaxis("right", functions=(lambda v: v, lambda v: v))
     right.set_yticks(np.log(-np.log1p(-probabilities)), labels=[f"{p:g}" for p in probabilities])
     right.set_ylabel("F(t)")
-    ax.set_title(f"Weibull probability plot: {fit.n_failures} failures, {fit.n_units} lifetimes"
-                 + (f", {fit.n_truncated} left-truncated" if fit.n_truncated else ""), fontsize=10)
+    ax.set_title(
+        f"Weibull probability plot: {fit.n_failures} failures, {fit.n_units} lifetimes"
+        + (f", {fit.n_truncated} left-truncated" if fit.n_truncated else ""),
+        fontsize=10,
+    )
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return fig
-
-

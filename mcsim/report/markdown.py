@@ -34,24 +34,38 @@ from mcsim.analysis.summary import format_coordinate
 from mcsim.io.atomic import write_atomic
 from mcsim.report import plots
 
-PROBABILITY = 0.9       # cheapest_within: required share of runs finishing in time
-DEADLINE_FACTOR = 2.0   # deadline = this x the median wall time of the fastest configuration
+PROBABILITY = 0.9  # cheapest_within: required share of runs finishing in time
+DEADLINE_FACTOR = 2.0  # deadline = this x the median wall time of the fastest configuration
 
 # variable, row title, factor from the stored unit
-_QUANTITIES = (("cost", "cost [MUSD]", 1e-6), ("energy", "energy [MWh]", 1.0),
-               ("wall_time", "wall time [days]", 1 / 24))
+_QUANTITIES = (
+    ("cost", "cost [MUSD]", 1e-6),
+    ("energy", "energy [MWh]", 1.0),
+    ("wall_time", "wall time [days]", 1 / 24),
+)
 _FIGURES = (
-    ("scaling", "Scaling",
-     "Mean wall time, energy, cost and ETTR against the number of GPUs (or the one swept dimension), with the "
-     "5–95 % range over runs; an x on the axis marks an infeasible configuration, a hollow marker one with runs "
-     "censored at the wall-time limit."),
-    ("cdf", "Distribution of wall time",
-     "Empirical distribution function of the wall time over runs, per configuration."),
-    ("pareto", "Trade-off of wall time and cost",
-     "Every feasible configuration at its mean, bars from the 5th to the 95th percentile; the Pareto front "
-     "in red."),
-    ("breakdown", "Where wall time and energy go",
-     "Mean wall time and energy split into their parts, and the parts other than compute as shares."),
+    (
+        "scaling",
+        "Scaling",
+        "Mean wall time, energy, cost and ETTR against the number of GPUs (or the one swept dimension), with the "
+        "5–95 % range over runs; an x on the axis marks an infeasible configuration, a hollow marker one with runs "
+        "censored at the wall-time limit.",
+    ),
+    (
+        "cdf",
+        "Distribution of wall time",
+        "Empirical distribution function of the wall time over runs, per configuration.",
+    ),
+    (
+        "pareto",
+        "Trade-off of wall time and cost",
+        "Every feasible configuration at its mean, bars from the 5th to the 95th percentile; the Pareto front in red.",
+    ),
+    (
+        "breakdown",
+        "Where wall time and energy go",
+        "Mean wall time and energy split into their parts, and the parts other than compute as shares.",
+    ),
 )
 
 
@@ -86,13 +100,15 @@ def pooled_over_draws(ds: xr.Dataset) -> xr.Dataset:
             continue  # an input's drawn values
         if "run" in var.dims:
             values = var.transpose(*others, "draw", "run").values
-            variables[name] = xr.Variable((*others, "run"), values.reshape(values.shape[:-2] + (draws * runs,)),
-                                          var.attrs)
+            variables[name] = xr.Variable(
+                (*others, "run"), values.reshape(values.shape[:-2] + (draws * runs,)), var.attrs
+            )
         elif var.dtype == bool:
             variables[name] = var.all("draw").variable
         elif var.dtype.kind in "fiu":
-            variables[name] = var.mean("draw").variable.astype(var.dtype) if var.dtype.kind == "f" \
-                else var.isel(draw=0).variable
+            variables[name] = (
+                var.mean("draw").variable.astype(var.dtype) if var.dtype.kind == "f" else var.isel(draw=0).variable
+            )
         else:
             variables[name] = var.isel(draw=0).variable
     coords = {d: ds[d] for d in _sweep_dims(ds)} | {"run": np.arange(draws * runs)}
@@ -105,7 +121,7 @@ def _config_text(configuration: dict) -> str:
 
 def _sig(value: float, digits: int = 3) -> str:
     """``digits`` significant digits, trailing zeros kept (5.60, 168, 1.07); thousands grouped."""
-    return f"{value:#.{digits}g}".rstrip(".") if abs(value) < 10 ** digits else f"{value:,.0f}"
+    return f"{value:#.{digits}g}".rstrip(".") if abs(value) < 10**digits else f"{value:,.0f}"
 
 
 def _decimals(half_width: float) -> int:
@@ -116,8 +132,12 @@ def _decimals(half_width: float) -> int:
 
 
 def _stats_row(record: dict, title: str, scale: float) -> str:
-    mean, (low, high), p5, p95 = (record["mean"] * scale, tuple(v * scale for v in record["ci95"]),
-                                  record["p5"] * scale, record["p95"] * scale)
+    mean, (low, high), p5, p95 = (
+        record["mean"] * scale,
+        tuple(v * scale for v in record["ci95"]),
+        record["p5"] * scale,
+        record["p95"] * scale,
+    )
     d = _decimals((high - low) / 2)
     return f"| {title} | {mean:,.{d}f} | [{low:,.{d}f}, {high:,.{d}f}] | {p5:,.{d}f} – {p95:,.{d}f} |"
 
@@ -167,24 +187,43 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     dims = _sweep_dims(ds)
     n_configs = int(np.prod([ds.sizes[d] for d in dims])) if dims else 1
     n_feasible = int(analysis.completed_share(ds).notnull().sum()) if "feasible" in ds else n_configs
-    rows = [("scenario", markdown_text(attrs.get("scenario_name", "?"))
-                         + (f" ({markdown_text(attrs['scenario_source'])})" if attrs.get("scenario_source") else "")),
-            ("runs per configuration", f"{ds.sizes['run']:,}" + (
+    rows = [
+        (
+            "scenario",
+            markdown_text(attrs.get("scenario_name", "?"))
+            + (f" ({markdown_text(attrs['scenario_source'])})" if attrs.get("scenario_source") else ""),
+        ),
+        (
+            "runs per configuration",
+            f"{ds.sizes['run']:,}"
+            + (
                 f" in each of {ds.sizes['draw']:,} parameter draws ({attrs.get('design', '?')} design)"
-                if "draw" in ds.dims else "")),
-            ("seed", str(attrs.get("seed", "?"))),
-            ("mode", str(attrs.get("mode", "?"))),
-            ("mcsim version", str(attrs.get("mcsim_version", "?"))),
-            ("simulated on", str(attrs.get("created", "?")))]
+                if "draw" in ds.dims
+                else ""
+            ),
+        ),
+        ("seed", str(attrs.get("seed", "?"))),
+        ("mode", str(attrs.get("mode", "?"))),
+        ("mcsim version", str(attrs.get("mcsim_version", "?"))),
+        ("simulated on", str(attrs.get("created", "?"))),
+    ]
     if source:
         rows.insert(1, ("result file", markdown_text(source)))
     if "draw" in ds.dims:
-        rows.append(("uncertain inputs", ", ".join(markdown_text(k) for k in str(attrs.get("uncertain_inputs", "")).split())))
+        rows.append(
+            ("uncertain inputs", ", ".join(markdown_text(k) for k in str(attrs.get("uncertain_inputs", "")).split()))
+        )
     for d in dims:
         rows.append((f"sweep: {d}", ", ".join(format_coordinate(v) for v in ds[d].values.tolist())))
     censored = _censored_configs(ds)
-    rows.append(("configurations", f"{n_configs} ({n_feasible} feasible"
-                 + (f", {len(censored)} of them with censored runs" if censored else "") + ")"))
+    rows.append(
+        (
+            "configurations",
+            f"{n_configs} ({n_feasible} feasible"
+            + (f", {len(censored)} of them with censored runs" if censored else "")
+            + ")",
+        )
+    )
     lines = ["## What was simulated", ""]
     description = _description(attrs)
     if description:
@@ -192,15 +231,23 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
     if n_feasible < n_configs:
         reasons = sorted({markdown_text(r) for r in np.asarray(ds["infeasible_reason"].values).ravel() if str(r)})
-        lines += ["", f"{n_configs - n_feasible} configurations cannot run and are left out of every pick: "
-                  + "; ".join(reasons[:5]) + (" …" if len(reasons) > 5 else "") + "."]
+        lines += [
+            "",
+            f"{n_configs - n_feasible} configurations cannot run and are left out of every pick: "
+            + "; ".join(reasons[:5])
+            + (" …" if len(reasons) > 5 else "")
+            + ".",
+        ]
     if censored:
         shown = "; ".join(f"{_config_text(p)}: {share:.1%} completed" for p, share in censored[:8])
-        lines += ["", f"**{len(censored)} configuration{'s' if len(censored) > 1 else ''} did not complete all "
-                  "their runs** within "
-                  "`run.max_wall_days`: their wall time, energy and cost stop where the runs were cut off "
-                  "(lower bounds), so they are left out of every pick and never on the Pareto front. "
-                  f"Share of runs completed: {shown}" + (" …" if len(censored) > 8 else "") + "."]
+        lines += [
+            "",
+            f"**{len(censored)} configuration{'s' if len(censored) > 1 else ''} did not complete all "
+            "their runs** within "
+            "`run.max_wall_days`: their wall time, energy and cost stop where the runs were cut off "
+            "(lower bounds), so they are left out of every pick and never on the Pareto front. "
+            f"Share of runs completed: {shown}" + (" …" if len(censored) > 8 else "") + ".",
+        ]
     return lines
 
 
@@ -216,25 +263,41 @@ def _description(attrs: dict) -> str:
 def _pareto_table(ds: xr.Dataset) -> list[str]:
     front = analysis.pareto_front(ds, ("wall_time", "cost"))
     dims = _sweep_dims(ds)
-    points = [{d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
-              for index in np.ndindex(*front.shape) if bool(front.values[index])]
+    points = [
+        {d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
+        for index in np.ndindex(*front.shape)
+        if bool(front.values[index])
+    ]
     rows = []
     for p in points:
         one = _select(ds, p)
-        wall, cost, energy = (one[n].values.astype(float) * s for n, s in
-                              (("wall_time", 1 / 24), ("cost", 1e-6), ("energy", 1.0)))
-        rows.append((wall.mean(), [format_coordinate(p[d]) for d in dims]
-                     + [f"{_sig(v.mean(), 4)} ({_sig(np.percentile(v, 5), 4)} – {_sig(np.percentile(v, 95), 4)})"
-                        for v in (wall, cost)] + [_sig(energy.mean())]))
+        wall, cost, energy = (
+            one[n].values.astype(float) * s for n, s in (("wall_time", 1 / 24), ("cost", 1e-6), ("energy", 1.0))
+        )
+        rows.append(
+            (
+                wall.mean(),
+                [format_coordinate(p[d]) for d in dims]
+                + [
+                    f"{_sig(v.mean(), 4)} ({_sig(np.percentile(v, 5), 4)} – {_sig(np.percentile(v, 95), 4)})"
+                    for v in (wall, cost)
+                ]
+                + [_sig(energy.mean())],
+            )
+        )
     header = (dims or ["configuration"]) + ["wall time [days]", "cost [MUSD]", "energy [MWh]"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(dims or [1]) + "---:|---:|---:|"]
     for _, cells in sorted(rows, key=lambda r: r[0]):
         lines.append("| " + " | ".join(cells if dims else ["the single configuration"] + cells) + " |")
-    return ["## Pareto front of wall time and cost", "",
-            f"The feasible configurations that no other beats on both mean wall time and mean cost "
-            f"({len(rows)} of the {int(analysis.eligible(ds).sum())} feasible configurations whose runs all "
-            "completed), fastest first; "
-            f"mean (5th – 95th percentile over {_over(ds)}).", ""] + lines
+    return [
+        "## Pareto front of wall time and cost",
+        "",
+        f"The feasible configurations that no other beats on both mean wall time and mean cost "
+        f"({len(rows)} of the {int(analysis.eligible(ds).sum())} feasible configurations whose runs all "
+        "completed), fastest first; "
+        f"mean (5th – 95th percentile over {_over(ds)}).",
+        "",
+    ] + lines
 
 
 def _deadline_days(ds: xr.Dataset, fastest: dict) -> tuple[float, float]:
@@ -245,36 +308,54 @@ def _deadline_days(ds: xr.Dataset, fastest: dict) -> tuple[float, float]:
 
 def _deadline(ds: xr.Dataset, fastest: dict) -> list[str]:
     days, median_days = _deadline_days(ds, fastest)
-    lines = ["## Cheapest configuration within a deadline", "",
-             f"Deadline D = {days:g} days: {DEADLINE_FACTOR:g} × the median wall time of the fastest configuration "
-             f"({_config_text(fastest['configuration'])}, median {median_days:.3g} days), rounded to three "
-             f"significant digits. A configuration qualifies when at least {100 * PROBABILITY:g} % of its runs "
-             "complete within D (runs stopped at the wall-time limit count as late)"
-             + (", counting the runs of all parameter draws together (the predictive probability)"
-                if "draw" in ds.dims else "") + ".", ""]
+    lines = [
+        "## Cheapest configuration within a deadline",
+        "",
+        f"Deadline D = {days:g} days: {DEADLINE_FACTOR:g} × the median wall time of the fastest configuration "
+        f"({_config_text(fastest['configuration'])}, median {median_days:.3g} days), rounded to three "
+        f"significant digits. A configuration qualifies when at least {100 * PROBABILITY:g} % of its runs "
+        "complete within D (runs stopped at the wall-time limit count as late)"
+        + (
+            ", counting the runs of all parameter draws together (the predictive probability)"
+            if "draw" in ds.dims
+            else ""
+        )
+        + ".",
+        "",
+    ]
     pick = analysis.cheapest_within(ds, days, PROBABILITY)
     if pick is None:
         lines.append(f"**No configuration finishes within {days:g} days with probability ≥ {PROBABILITY:g}.**")
         return lines
     low, high = pick["p_within_ci95"]
     runs = ds.sizes["run"] * ds.sizes.get("draw", 1)
-    share = ((f"all {runs:,} of its runs" if pick["p_within"] == 1.0 else
-              f"{100 * pick['p_within']:.1f} % of its runs")
-             + f" (95 % interval of the probability: {100 * low:.1f} – {100 * high:.1f} %, Wilson"
-             + (", the draws as the independent units" if "draw" in ds.dims else "") + ")")
+    share = (
+        (f"all {runs:,} of its runs" if pick["p_within"] == 1.0 else f"{100 * pick['p_within']:.1f} % of its runs")
+        + f" (95 % interval of the probability: {100 * low:.1f} – {100 * high:.1f} %, Wilson"
+        + (", the draws as the independent units" if "draw" in ds.dims else "")
+        + ")"
+    )
     if "draw" in ds.dims:
         meet_low, meet_high = pick["draws_meeting_ci95"]
-        share += (f", over the {ds.sizes['draw']:,} parameter draws and their runs; in "
-                  f"{100 * pick['draws_meeting']:.1f} % of the draws ({100 * meet_low:.1f} – {100 * meet_high:.1f} %) "
-                  f"its own probability reaches {PROBABILITY:g}")
-    lines += [f"The cheapest configuration that finishes within {days:g} days with probability ≥ {PROBABILITY:g}: "
-              f"**{_config_text(pick['configuration'])}**; it finishes in time in {share}.", ""]
+        share += (
+            f", over the {ds.sizes['draw']:,} parameter draws and their runs; in "
+            f"{100 * pick['draws_meeting']:.1f} % of the draws ({100 * meet_low:.1f} – {100 * meet_high:.1f} %) "
+            f"its own probability reaches {PROBABILITY:g}"
+        )
+    lines += [
+        f"The cheapest configuration that finishes within {days:g} days with probability ≥ {PROBABILITY:g}: "
+        f"**{_config_text(pick['configuration'])}**; it finishes in time in {share}.",
+        "",
+    ]
     lines += _config_table(ds, pick["configuration"])
     return lines
 
 
-_PICKS = (("Cost-optimal", "cost", "lowest mean cost"), ("Energy-optimal", "energy", "lowest mean energy"),
-          ("Fastest", "wall_time", "lowest mean wall time"))
+_PICKS = (
+    ("Cost-optimal", "cost", "lowest mean cost"),
+    ("Energy-optimal", "energy", "lowest mean energy"),
+    ("Fastest", "wall_time", "lowest mean wall time"),
+)
 _SHOWN = {name: (title.split(" [")[0], title.split("[")[1].rstrip("]"), scale) for name, title, scale in _QUANTITIES}
 
 
@@ -297,8 +378,12 @@ def _picks(ds: xr.Dataset, records: dict) -> list[str]:
         record = records[objective]
         earlier = [(t, o) for t, o, _ in _PICKS[:k]]
         same = next((t for t, o in earlier if records[o]["configuration"] == record["configuration"]), None)
-        lines += [f"### {title}: {_config_text(record['configuration'])}", "", f"The {meaning}"
-                  + (f": the same configuration as the {same.lower()} one above." if same else "."), ""]
+        lines += [
+            f"### {title}: {_config_text(record['configuration'])}",
+            "",
+            f"The {meaning}" + (f": the same configuration as the {same.lower()} one above." if same else "."),
+            "",
+        ]
         if same:
             continue
         lines += _config_table(ds, record["configuration"]) + [""]
@@ -310,8 +395,11 @@ def _picks(ds: xr.Dataset, records: dict) -> list[str]:
             compared.append(configuration)
             names = [objective] + [o for t, o in earlier if records[o]["configuration"] == configuration]
             parts = [_difference_text(ds, record, records[other], name) for name in names]
-            lines += [f"Against the {other_title.lower()} configuration ({_config_text(configuration)}), mean of "
-                      "the paired differences over runs with its 95 % CI: " + "; ".join(parts) + ".", ""]
+            lines += [
+                f"Against the {other_title.lower()} configuration ({_config_text(configuration)}), mean of "
+                "the paired differences over runs with its 95 % CI: " + "; ".join(parts) + ".",
+                "",
+            ]
     return lines
 
 
@@ -327,38 +415,50 @@ def _p_text(p: float, ci: tuple[float, float]) -> str:
 
 
 def decision_section(ds: xr.Dataset, days: float, objective: str = "cost") -> list[str]:
-    """"Decision under uncertainty": the robust choice on ``objective``, its P(best) and expected
+    """ "Decision under uncertainty": the robust choice on ``objective``, its P(best) and expected
     regret, the leading configurations, the pooled probability of finishing within ``days``
     and the input that would change the choice (:func:`mcsim.robustness.robustness`)."""
     from mcsim.analysis.robustness import robustness
 
     found = robustness(ds, objective)
     choice, units, draws = found["choice"], found["units"], found["draws"]
-    lines = ["## Decision under uncertainty", "",
-             f"Over the {draws:,} parameter draws of the uncertain inputs, each configuration's {objective} in a "
-             f"draw is its mean over the draw's {ds.sizes['run']:,} runs. P(best) is the share of draws in which a "
-             "configuration is the best (95 % Wilson interval over draws); its regret in a draw is what it loses "
-             "against that draw's best, and the expected regret is the mean over draws. The robust choice is the "
-             "configuration of least expected regret.", "",
-             f"**Robust choice on {objective}: {_config_text(choice['configuration'])}**: best in "
-             f"{_p_text(choice['p_best'], choice['p_best_ci95'])} of the draws, expected regret "
-             f"{_money(choice['expected_regret'], units)} (95 % CI up to "
-             f"{_money(choice['expected_regret_ci95'][1], units)}).", "",
-             "| configuration | P(best) | 95 % interval | won beyond the runs' noise | expected regret |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "## Decision under uncertainty",
+        "",
+        f"Over the {draws:,} parameter draws of the uncertain inputs, each configuration's {objective} in a "
+        f"draw is its mean over the draw's {ds.sizes['run']:,} runs. P(best) is the share of draws in which a "
+        "configuration is the best (95 % Wilson interval over draws); its regret in a draw is what it loses "
+        "against that draw's best, and the expected regret is the mean over draws. The robust choice is the "
+        "configuration of least expected regret.",
+        "",
+        f"**Robust choice on {objective}: {_config_text(choice['configuration'])}**: best in "
+        f"{_p_text(choice['p_best'], choice['p_best_ci95'])} of the draws, expected regret "
+        f"{_money(choice['expected_regret'], units)} (95 % CI up to "
+        f"{_money(choice['expected_regret_ci95'][1], units)}).",
+        "",
+        "| configuration | P(best) | 95 % interval | won beyond the runs' noise | expected regret |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for leader in found["leaders"]:
         low, high = leader["p_best_ci95"]
-        lines.append(f"| {_config_text(leader['configuration'])} | {100 * leader['p_best']:.1f} % | "
-                     f"{100 * low:.1f} – {100 * high:.1f} % | {100 * leader['p_best_clear']:.1f} % | "
-                     f"{_money(leader['expected_regret'], units)} |")
+        lines.append(
+            f"| {_config_text(leader['configuration'])} | {100 * leader['p_best']:.1f} % | "
+            f"{100 * low:.1f} – {100 * high:.1f} % | {100 * leader['p_best_clear']:.1f} % | "
+            f"{_money(leader['expected_regret'], units)} |"
+        )
     within = analysis.prob_within(ds, days, PROBABILITY)
     one = within.sel(choice["configuration"]) if choice["configuration"] else within
-    lines += ["", "(\"won beyond the runs' noise\": draws won by more than 1.96 standard errors of the paired "
-              "difference to the runner-up; the rest of P(best) was decided within the Monte Carlo noise.)", "",
-              f"The robust choice finishes within {days:g} days with probability "
-              f"{_p_text(float(one['p_within']), (float(one['p_within_ci95_low']), float(one['p_within_ci95_high'])))}"
-              f", pooled over draws and runs; in {100 * float(one['draws_meeting']):.0f} % of the draws its own "
-              f"probability reaches {PROBABILITY:g}.", ""]
+    lines += [
+        "",
+        '("won beyond the runs\' noise": draws won by more than 1.96 standard errors of the paired '
+        "difference to the runner-up; the rest of P(best) was decided within the Monte Carlo noise.)",
+        "",
+        f"The robust choice finishes within {days:g} days with probability "
+        f"{_p_text(float(one['p_within']), (float(one['p_within_ci95_low']), float(one['p_within_ci95_high'])))}"
+        f", pooled over draws and runs; in {100 * float(one['draws_meeting']):.0f} % of the draws its own "
+        f"probability reaches {PROBABILITY:g}.",
+        "",
+    ]
     lines += [_changing_text(found)]
     return lines
 
@@ -368,27 +468,32 @@ def _changing_text(found: dict) -> str:
     units = found["units"]
     changing = next((item for item in found["inputs"] if item["changes"]), None)
     if changing is None:
-        return ("**No single input changes the choice**: split at each uncertain input's median, the robust "
-                "choice stays the best in both halves.")
+        return (
+            "**No single input changes the choice**: split at each uncertain input's median, the robust "
+            "choice stays the best in both halves."
+        )
     parts = [p for p in changing["groups"] if p["best"] != found["choice"]["configuration"]]
     part = max(parts, key=lambda p: p["pick_regret"])
     side = "below" if part is changing["groups"][0] else "above"
     edge = part["range"][1] if side == "below" else part["range"][0]
     low, high = part["pick_regret_ci95"]
-    text = (f"**Which input would change it: {markdown_text(changing['input'])}.** In the draws with "
-            f"{markdown_text(changing['input'])} {side} {_sig(edge)} "
-            f"{markdown_text(changing['units']) if changing['units'] not in ('', '1') else ''}".rstrip()
-            + f", {_config_text(part['best'])} is better on average; the robust choice loses "
-            f"{_money(part['pick_regret'], units)} there (95 % CI {_money(low, units)} to {_money(high, units)}"
-            + ("" if low > 0 else ", which includes 0: the change may be noise") + "). "
-            f"Knowing which side of its median it falls on before choosing would save "
-            f"{_money(changing['value_of_information'], units)} on average")
+    text = (
+        f"**Which input would change it: {markdown_text(changing['input'])}.** In the draws with "
+        f"{markdown_text(changing['input'])} {side} {_sig(edge)} "
+        f"{markdown_text(changing['units']) if changing['units'] not in ('', '1') else ''}".rstrip()
+        + f", {_config_text(part['best'])} is better on average; the robust choice loses "
+        f"{_money(part['pick_regret'], units)} there (95 % CI {_money(low, units)} to {_money(high, units)}"
+        + ("" if low > 0 else ", which includes 0: the change may be noise")
+        + "). "
+        f"Knowing which side of its median it falls on before choosing would save "
+        f"{_money(changing['value_of_information'], units)} on average"
+    )
     others = [item["input"] for item in found["inputs"] if item is not changing and item["value_of_information"] > 0]
     return text + (f"; next: {', '.join(markdown_text(o) for o in others[:3])}." if others else ".")
 
 
 def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, figures: list[str]) -> list[str]:
-    """"Which input matters most": the ranking of the inputs at the chosen configuration, the figure.
+    """ "Which input matters most": the ranking of the inputs at the chosen configuration, the figure.
 
     ``found``: :func:`mcsim.tornado.point_sensitivity` of cost, or why there is none.
     """
@@ -400,22 +505,35 @@ def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, fi
     point, result = found
     output = result.attrs["output"]
     main = "ST" if result.attrs["method"] == "sobol" else "delta"
-    how = ("total (ST) and first-order (S1) Sobol indices from the Saltelli design" if main == "ST" else
-           f"the moment-independent delta and the first-order index S1 from the given {result.attrs['design']} "
-           "draws (a total index needs run.design = \"saltelli\")")
+    how = (
+        "total (ST) and first-order (S1) Sobol indices from the Saltelli design"
+        if main == "ST"
+        else f"the moment-independent delta and the first-order index S1 from the given {result.attrs['design']} "
+        'draws (a total index needs run.design = "saltelli")'
+    )
     where = f" at {_config_text(point)} (the best mean {output.replace('_', ' ')})" if point else ""
-    lines += [f"How much of the spread of the mean {output.replace('_', ' ')} per draw{where} each uncertain input "
-              f"explains, over {ds.sizes['draw']:,} draws: {how}, with 95 % bootstrap intervals; ranked by {main}.",
-              "", f"| rank | input | drawn 5–95 % | {main} [95 % CI] | S1 [95 % CI] |", "|---|---|---|---|---|"]
+    lines += [
+        f"How much of the spread of the mean {output.replace('_', ' ')} per draw{where} each uncertain input "
+        f"explains, over {ds.sizes['draw']:,} draws: {how}, with 95 % bootstrap intervals; ranked by {main}.",
+        "",
+        f"| rank | input | drawn 5–95 % | {main} [95 % CI] | S1 [95 % CI] |",
+        "|---|---|---|---|---|",
+    ]
     for row in ranking(ds, result, point):
         unit = "" if row["units"] in ("", "1") else f" {markdown_text(row['units'])}"
         cells = [f"{v:.2f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in (row[main], row["S1"])]
-        lines.append(f"| {row['rank']} | {markdown_text(row['input'])} | {_sig(row['p5'])} – {_sig(row['p95'])}{unit} "
-                     f"| {cells[0]} | {cells[1]} |")
+        lines.append(
+            f"| {row['rank']} | {markdown_text(row['input'])} | {_sig(row['p5'])} – {_sig(row['p95'])}{unit} "
+            f"| {cells[0]} | {cells[1]} |"
+        )
     if result.attrs.get("correlated_inputs"):
-        lines += ["", "Correlated inputs (" + ", ".join(markdown_text(k) for k in result.attrs["correlated_inputs"].split())
-                  + "): each one's indices include the effect it carries through the others; they overlap and do "
-                    "not add up."]
+        lines += [
+            "",
+            "Correlated inputs ("
+            + ", ".join(markdown_text(k) for k in result.attrs["correlated_inputs"].split())
+            + "): each one's indices include the effect it carries through the others; they overlap and do "
+            "not add up.",
+        ]
     if "sensitivity" in figures:
         lines += ["", "![Which input matters most](sensitivity.png)"]
     return lines + [""]
@@ -431,8 +549,12 @@ def _point_sensitivity(ds: xr.Dataset) -> tuple[dict, xr.Dataset] | str:
         return str(err)
 
 
-def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = None,
-                    sensitivity: tuple[dict, xr.Dataset] | str | None = None) -> str:
+def report_markdown(
+    ds: xr.Dataset,
+    figures: list[str],
+    source: str | None = None,
+    sensitivity: tuple[dict, xr.Dataset] | str | None = None,
+) -> str:
     """The report's Markdown; ``figures`` are the names (without .png) of the figures beside it.
 
     With parameter draws, ``sensitivity`` is :func:`mcsim.tornado.point_sensitivity` of cost
@@ -441,16 +563,20 @@ def report_markdown(ds: xr.Dataset, figures: list[str], source: str | None = Non
     name = ds.attrs.get("scenario_name", "mcsim results")
     runs = ds.sizes["run"]
     if "draw" in ds.dims:
-        intro = (f"Monte Carlo results over {ds.sizes['draw']:,} parameter draws of the uncertain inputs × "
-                 f"{runs:,} runs per draw, per configuration. Means carry the 95 % confidence interval of the "
-                 "mean from the spread of the draw means (the draws are the independent units); ranges are the "
-                 "5th and 95th percentiles over draws and runs (the predictive interval: input uncertainty and "
-                 "chance). Draw d has the same input values and random streams in every configuration, so "
-                 "comparisons pair (draw, run).")
+        intro = (
+            f"Monte Carlo results over {ds.sizes['draw']:,} parameter draws of the uncertain inputs × "
+            f"{runs:,} runs per draw, per configuration. Means carry the 95 % confidence interval of the "
+            "mean from the spread of the draw means (the draws are the independent units); ranges are the "
+            "5th and 95th percentiles over draws and runs (the predictive interval: input uncertainty and "
+            "chance). Draw d has the same input values and random streams in every configuration, so "
+            "comparisons pair (draw, run)."
+        )
     else:
-        intro = (f"Monte Carlo results over {runs:,} runs per configuration. Means carry the 95 % confidence "
-                 "interval of the mean (normal approximation); ranges are the 5th and 95th percentiles over runs. "
-                 "Runs share their random streams across configurations (common random numbers).")
+        intro = (
+            f"Monte Carlo results over {runs:,} runs per configuration. Means carry the 95 % confidence "
+            "interval of the mean (normal approximation); ranges are the 5th and 95th percentiles over runs. "
+            "Runs share their random streams across configurations (common random numbers)."
+        )
     lines = [f"# mcsim report: {markdown_text(name)}", "", intro, ""]
     lines += _what(ds, source) + [""]
     lines += ["## Best configurations", ""]
@@ -508,5 +634,6 @@ def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) 
     finally:
         if made:
             import matplotlib.pyplot as plt
+
             for fig in made.values():
                 plt.close(fig)

@@ -52,8 +52,25 @@ _LATER = ("objective", "uncertain_rejection")
 def check_plan_dataset(ds: xr.Dataset) -> None:
     """Raise ValueError (one line) when ``ds`` lacks a variable or attribute the plan report reads."""
 
-    names = [n for n in (*PLAN_VARIABLES, "rejection_reason", "gpu_type", "gpus", "tp", "pp", "dp", "microbatch",
-                         "interleave", "recompute", "strategy", "interval", "freq_mhz") if n not in _LATER]
+    names = [
+        n
+        for n in (
+            *PLAN_VARIABLES,
+            "rejection_reason",
+            "gpu_type",
+            "gpus",
+            "tp",
+            "pp",
+            "dp",
+            "microbatch",
+            "interleave",
+            "recompute",
+            "strategy",
+            "interval",
+            "freq_mhz",
+        )
+        if n not in _LATER
+    ]
     missing = [n for n in names if n not in ds.variables]
     if missing:
         raise ValueError(f"not a complete plan file: no variable {', '.join(missing)}")
@@ -111,17 +128,22 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     best_f = _recommended_finalist(ds)
     best = _means(ds, best_f)
     decided = bool(ds["decided"])
-    lines = [f"# Plan {ds.attrs.get('scenario_name', '')}: {source}", "",
-             f"**Recommended:** {layout_label(ds, int(ds['recommended']))}", "",
-             f"- objective: {ds.attrs['objective']} (minimised); mean over {int(ds['finalist_runs'][best_f])} runs: "
-             f"{float(ds['finalist_objective'][best_f]):.6g} ± {float(ds['finalist_half_width'][best_f]):.3g}",
-             f"- wall time {best['wall_time'] / 24:.2f} days, energy {best['energy']:,.0f} MWh, "
-             f"cost {_money(best['cost'])}, "
-             f"CO2 {best['co2']:,.0f} t",
-             f"- probability of correct selection {'>= ' if decided else '~ '}{float(ds['pcs']):.3f} within an "
-             f"indifference zone of {100 * ds.attrs['indifference']:g} % "
-             f"({'decided by the stopping rule' if decided else 'NOT decided: the run budget ran out'}); "
-             f"{ds.attrs['selection_reason']}", ""]
+    lines = [
+        f"# Plan {ds.attrs.get('scenario_name', '')}: {source}",
+        "",
+        f"**Recommended:** {layout_label(ds, int(ds['recommended']))}",
+        "",
+        f"- objective: {ds.attrs['objective']} (minimised); mean over {int(ds['finalist_runs'][best_f])} runs: "
+        f"{float(ds['finalist_objective'][best_f]):.6g} ± {float(ds['finalist_half_width'][best_f]):.3g}",
+        f"- wall time {best['wall_time'] / 24:.2f} days, energy {best['energy']:,.0f} MWh, "
+        f"cost {_money(best['cost'])}, "
+        f"CO2 {best['co2']:,.0f} t",
+        f"- probability of correct selection {'>= ' if decided else '~ '}{float(ds['pcs']):.3f} within an "
+        f"indifference zone of {100 * ds.attrs['indifference']:g} % "
+        f"({'decided by the stopping rule' if decided else 'NOT decided: the run budget ran out'}); "
+        f"{ds.attrs['selection_reason']}",
+        "",
+    ]
     lines += _runner_up(ds, ranked, best_f)
     lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
@@ -153,8 +175,11 @@ def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, be
     """What one uncertain input at one quantile does to the recommendation and the finalists."""
 
     if np.isnan(objective[best_f]):
-        reason = str(ds["rejection_reason"].values[int(ds["uncertain_rejection"].values[i, j, best_f])]) \
-            if "uncertain_rejection" in ds else "memory or a constraint"  # files written before it was kept
+        reason = (
+            str(ds["rejection_reason"].values[int(ds["uncertain_rejection"].values[i, j, best_f])])
+            if "uncertain_rejection" in ds
+            else "memory or a constraint"
+        )  # files written before it was kept
         head = f"the recommendation is ruled out ({reason})"
     else:
         head = f"the recommendation's objective {100 * (objective[best_f] / base - 1):+.1f} %"
@@ -163,8 +188,11 @@ def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, be
     best = int(np.nanargmin(objective))
     if best == best_f:
         return f"{head}; the recommendation stays the best finalist"
-    gain = f", {100 * (1 - objective[best] / objective[best_f]):.2f} % better than the recommendation" \
-        if np.isfinite(objective[best_f]) else ""
+    gain = (
+        f", {100 * (1 - objective[best] / objective[best_f]):.2f} % better than the recommendation"
+        if np.isfinite(objective[best_f])
+        else ""
+    )
     return f"{head}; {layout_label(ds, int(ds['finalist_candidate'][best]))} would be best{gain}"
 
 
@@ -176,12 +204,20 @@ def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:
     k = others[0]
     diff, base, runs = paired_difference(ds, k)
     cost, wall, energy = (paired_difference(ds, k, name)[0] for name in ("cost", "wall_time", "energy"))
-    return ["## Runner-up", "", f"{layout_label(ds, int(ds['finalist_candidate'][k]))}",
-            f"- objective {diff:+.4g} ({100 * diff / base:+.2f} %) against the recommendation "
-            + (f"over the {runs} runs both simulated (paired: the same random streams)" if runs else
-               "(means over each one's own runs: this file has no per-run objective)")
-            + f"; cost {_money(abs(cost))} "
-            f"{'more' if cost >= 0 else 'less'}, wall time {wall / 24:+.2f} days, energy {energy:+,.0f} MWh", ""]
+    return [
+        "## Runner-up",
+        "",
+        f"{layout_label(ds, int(ds['finalist_candidate'][k]))}",
+        f"- objective {diff:+.4g} ({100 * diff / base:+.2f} %) against the recommendation "
+        + (
+            f"over the {runs} runs both simulated (paired: the same random streams)"
+            if runs
+            else "(means over each one's own runs: this file has no per-run objective)"
+        )
+        + f"; cost {_money(abs(cost))} "
+        f"{'more' if cost >= 0 else 'less'}, wall time {wall / 24:+.2f} days, energy {energy:+,.0f} MWh",
+        "",
+    ]
 
 
 def reference_rank(ds: xr.Dataset) -> tuple[int, int, float] | None:
@@ -208,13 +244,17 @@ def _reference(ds: xr.Dataset, best_f: int) -> list[str]:
     rank = reference_rank(ds)
     if rank is None:
         return lines + ["- ruled out by the screen before the ranking (memory or a constraint)", ""]
-    lines.append(f"- screen rank {rank[0]} of {rank[1]} candidates that fit and meet the constraints "
-                 f"({100 * rank[2]:+.1f} % against the best screen estimate)")
+    lines.append(
+        f"- screen rank {rank[0]} of {rank[1]} candidates that fit and meet the constraints "
+        f"({100 * rank[2]:+.1f} % against the best screen estimate)"
+    )
     k = np.flatnonzero(ds["finalist_candidate"].values == ref)
     if k.size:
         ref_mean, best_mean = float(ds["finalist_objective"][k[0]]), float(ds["finalist_objective"][best_f])
-        lines.append(f"- simulated: {ref_mean:.6g} ± {float(ds['finalist_half_width'][k[0]]):.3g}; the recommendation "
-                     f"is {100 * (best_mean / ref_mean - 1):+.1f} % on it")
+        lines.append(
+            f"- simulated: {ref_mean:.6g} ± {float(ds['finalist_half_width'][k[0]]):.3g}; the recommendation "
+            f"is {100 * (best_mean / ref_mean - 1):+.1f} % on it"
+        )
     return lines + [""]
 
 
@@ -230,8 +270,10 @@ def _deadline_line(ds: xr.Dataset, best_f: int) -> str:
     p, runs = float(ds["finalist_deadline_probability"][best_f]), int(ds["finalist_runs"][best_f])
     required = float(ds.attrs["deadline_probability"])
     low, high = wilson_interval(p * runs, runs)
-    line = (f"- deadline {ds.attrs['deadline_days']:g} days: the recommendation meets it in {p:.1%} of its "
-            f"{runs} runs (95 % Wilson interval {low:.1%}–{high:.1%}; required {required:.0%})")
+    line = (
+        f"- deadline {ds.attrs['deadline_days']:g} days: the recommendation meets it in {p:.1%} of its "
+        f"{runs} runs (95 % Wilson interval {low:.1%}–{high:.1%}; required {required:.0%})"
+    )
     if low < required:
         line += "; these runs do not establish the requirement at 95 % confidence: simulate more runs to be sure"
     return line
@@ -251,68 +293,98 @@ def _constraints(ds: xr.Dataset, best_f: int) -> list[str]:
     if np.isfinite(ds.attrs.get("deadline_days", np.nan)):
         lines.append(_deadline_line(ds, best_f))
     if np.isfinite(ds.attrs.get("budget_usd", np.nan)):
-        lines.append(f"- budget {_money(ds.attrs['budget_usd'])}: the recommendation's mean cost leaves "
-                     f"{_money(ds.attrs['budget_usd'] - best['cost'])}")
+        lines.append(
+            f"- budget {_money(ds.attrs['budget_usd'])}: the recommendation's mean cost leaves "
+            f"{_money(ds.attrs['budget_usd'] - best['cost'])}"
+        )
     if np.isfinite(ds.attrs.get("power_mw", np.nan)):
         power = float(ds["screen_power"][int(ds["recommended"])])
         lines.append(f"- power cap {ds.attrs['power_mw']:g} MW: the recommendation draws {power:.2f} MW")
-    lines.append(f"- binding constraint: {binding}" if binding else "- no constraint ruled out a candidate "
-                 "that fits in memory: the objective alone decides")
+    lines.append(
+        f"- binding constraint: {binding}"
+        if binding
+        else "- no constraint ruled out a candidate that fits in memory: the objective alone decides"
+    )
     return lines + [""]
 
 
 def _screen_counts(ds: xr.Dataset) -> list[str]:
     reasons = ds["rejection_reason"].values
     counts = np.bincount(ds["rejection"].values.astype(np.int64), minlength=len(reasons))
-    lines = ["## Screen", "", f"{ds.sizes['candidate']:,} valid candidates of {ds.attrs['candidates_enumerated']:,} "
-             f"combinations; finalists within {100 * ds.attrs['margin']:g} % of the best screen estimate:", ""]
+    lines = [
+        "## Screen",
+        "",
+        f"{ds.sizes['candidate']:,} valid candidates of {ds.attrs['candidates_enumerated']:,} "
+        f"combinations; finalists within {100 * ds.attrs['margin']:g} % of the best screen estimate:",
+        "",
+    ]
     lines += [f"- {counts[k]:,}: {reasons[k] or 'finalist'}" for k in range(len(reasons)) if counts[k]]
     error = float(ds.attrs.get("screen_error", np.nan))
     if error > ds.attrs["margin"]:
-
         lines += ["", f"**Warning:** {screen_error_text(error, ds.attrs['margin'])}."]
     return lines + [""]
 
 
 def _finalist_table(ds: xr.Dataset, ranked: np.ndarray) -> list[str]:
 
-    lines = ["## Finalists (Pareto: wall time, cost, energy)", "",
-             "| rank | configuration | objective | wall time [d] | cost | energy [MWh] | runs | Pareto |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Finalists (Pareto: wall time, cost, energy)",
+        "",
+        "| rank | configuration | objective | wall time [d] | cost | energy [MWh] | runs | Pareto |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for rank, k in enumerate(ranked, 1):
         m = _means(ds, k)
-        lines.append(f"| {rank} | {layout_label(ds, int(ds['finalist_candidate'][k]))} | "
-                     f"{float(ds['finalist_objective'][k]):.5g} | {m['wall_time'] / 24:.2f} | {_money(m['cost'])} | "
-                     f"{m['energy']:,.0f} | {int(ds['finalist_runs'][k])} | {'yes' if bool(ds['pareto'][k]) else ''} |")
+        lines.append(
+            f"| {rank} | {layout_label(ds, int(ds['finalist_candidate'][k]))} | "
+            f"{float(ds['finalist_objective'][k]):.5g} | {m['wall_time'] / 24:.2f} | {_money(m['cost'])} | "
+            f"{m['energy']:,.0f} | {int(ds['finalist_runs'][k])} | {'yes' if bool(ds['pareto'][k]) else ''} |"
+        )
     return lines
 
 
 def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     """The recommendation, then the other finalists by their paired objective against it, as text."""
     ranked = ranked_finalists(ds)
-    rest = [k for k in np.argsort(np.where(np.isnan(ds["finalist_objective"].values), np.inf,
-                                           ds["finalist_objective"].values), kind="stable") if k not in ranked]
+    rest = [
+        k
+        for k in np.argsort(
+            np.where(np.isnan(ds["finalist_objective"].values), np.inf, ds["finalist_objective"].values), kind="stable"
+        )
+        if k not in ranked
+    ]
     order = [*ranked, *rest][:rows]  # the dropped ones (missed a constraint when simulated) last
     reference = int(ds.attrs.get("reference_candidate", -1))
-    own = "" if reference < 0 or reference not in ds["finalist_candidate"].values else \
-        ", and the plan file's own layout (marked +)"
-    lines = [f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
-             f"({ds.attrs['candidates_enumerated']:,} combinations searched){own}; objective {ds.attrs['objective']}, "
-             f"mean ± 95 % half-width over the runs simulated:"]
+    own = (
+        ""
+        if reference < 0 or reference not in ds["finalist_candidate"].values
+        else ", and the plan file's own layout (marked +)"
+    )
+    lines = [
+        f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
+        f"({ds.attrs['candidates_enumerated']:,} combinations searched){own}; objective {ds.attrs['objective']}, "
+        f"mean ± 95 % half-width over the runs simulated:"
+    ]
     for k in order:
         index = int(ds["finalist_candidate"][k])
         mark = (" *" if bool(ds["pareto"][k]) else "") + (" +" if index == reference else "")
         dropped = str(ds["finalist_dropped"].values[k])
         note = f" ({missed_text(dropped)})" if dropped else ""
-        lines.append(f"  {_fmt_value(float(ds['finalist_objective'][k]))} ± {_fmt_value(float(ds['finalist_half_width'][k]))}"
-                     f"  screen {_fmt_value(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
-                     f"  {layout_label(ds, index)}{mark}{note}")
-    lines.append("  * on the Pareto front of wall time, cost and energy among the finalists"
-                 + ("; + the plan file's own layout" if own else ""))
+        lines.append(
+            f"  {_fmt_value(float(ds['finalist_objective'][k]))} ± {_fmt_value(float(ds['finalist_half_width'][k]))}"
+            f"  screen {_fmt_value(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
+            f"  {layout_label(ds, index)}{mark}{note}"
+        )
+    lines.append(
+        "  * on the Pareto front of wall time, cost and energy among the finalists"
+        + ("; + the plan file's own layout" if own else "")
+    )
     decided = "decided" if bool(ds["decided"]) else "NOT decided within the run budget"
-    lines.append(f"recommended: {layout_label(ds, int(ds['recommended']))}; P(correct selection) "
-                 f"{'>= ' if bool(ds['decided']) else '~ '}{float(ds['pcs']):.3f} ({decided}); "
-                 f"{ds.attrs['selection_reason']}")
+    lines.append(
+        f"recommended: {layout_label(ds, int(ds['recommended']))}; P(correct selection) "
+        f"{'>= ' if bool(ds['decided']) else '~ '}{float(ds['pcs']):.3f} ({decided}); "
+        f"{ds.attrs['selection_reason']}"
+    )
     return "\n".join(lines)
 
 

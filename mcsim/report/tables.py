@@ -1,5 +1,4 @@
-"""The text tables the command line prints: the summary of a result file and its sensitivity indices.
-"""
+"""The text tables the command line prints: the summary of a result file and its sensitivity indices."""
 
 from __future__ import annotations
 
@@ -109,33 +108,49 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
         done = [e for e in ranked if e[0] == 0]
         shown = done if len(done) <= 10 else done[:5] + done[-5:]
         left = len(entries) - len(shown)
-        what = (f"the 5 best and the 5 worst by mean {key_name}" if len(done) > 10
-                else f"the {len(done)} whose runs all completed, by mean {key_name}")
-        note = [f"{len(entries)} configurations ({counts[0]} completed, {counts[1]} with censored runs, "
-                f"{counts[2]} infeasible): {what}; {left} not shown (--all shows every one; all are in the file)"]
+        what = (
+            f"the 5 best and the 5 worst by mean {key_name}"
+            if len(done) > 10
+            else f"the {len(done)} whose runs all completed, by mean {key_name}"
+        )
+        note = [
+            f"{len(entries)} configurations ({counts[0]} completed, {counts[1]} with censored runs, "
+            f"{counts[2]} infeasible): {what}; {left} not shown (--all shows every one; all are in the file)"
+        ]
     rows = [e[2] for e in shown]
-    widths = [max(len(r[k]) for r in [header] + [r for r in rows if len(r) == len(header)])
-              for k in range(len(header))]
+    widths = [max(len(r[k]) for r in [header] + [r for r in rows if len(r) == len(header)]) for k in range(len(header))]
     lines = note + ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
     for row in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip() if len(row) == len(header)
-                     else "  ".join(row))
+        lines.append(
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
+            if len(row) == len(header)
+            else "  ".join(row)
+        )
     runs = ds.sizes["run"]
     if draws:
-        lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {draws} parameter draws "
-                     f"x {runs} runs (from the spread of the draw means; seed {ds.attrs.get('seed')}, mode "
-                     f"{ds.attrs.get('mode')}); {key_name} 5-95 %: predictive interval over draws and runs; "
-                     f"epistemic: share of its variance due to the uncertain inputs "
-                     f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw"
-                     + (f"; P(best): share of draws in which its mean {key_name} over the draw's runs is the best, "
-                        f"regret: mean over draws of what it loses against the draw's best (docs/model.md)"
-                        if "p_best" in stats else ""))
+        lines.append(
+            f"mean ± half-width of the 95 % confidence interval of the mean over {draws} parameter draws "
+            f"x {runs} runs (from the spread of the draw means; seed {ds.attrs.get('seed')}, mode "
+            f"{ds.attrs.get('mode')}); {key_name} 5-95 %: predictive interval over draws and runs; "
+            f"epistemic: share of its variance due to the uncertain inputs "
+            f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw"
+            + (
+                f"; P(best): share of draws in which its mean {key_name} over the draw's runs is the best, "
+                f"regret: mean over draws of what it loses against the draw's best (docs/model.md)"
+                if "p_best" in stats
+                else ""
+            )
+        )
     else:
-        lines.append(f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
-                     f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})")
+        lines.append(
+            f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
+            f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})"
+        )
     if counts[1]:
-        lines.append("* runs censored at max_wall_days: time, energy and cost are truncated (lower bounds), "
-                     "so the configuration is never ranked (best, Pareto front, report)")
+        lines.append(
+            "* runs censored at max_wall_days: time, energy and cost are truncated (lower bounds), "
+            "so the configuration is never ranked (best, Pareto front, report)"
+        )
     lines += _breakdown_lines(stats, sweep_dims)
     return "\n".join(lines)
 
@@ -154,8 +169,8 @@ def _infeasible_text(sel: xr.Dataset) -> str:
 def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]]]:
     """Columns of the summary table with parameter draws: ``name``'s predictive 5-95 % and epistemic share."""
     title, scale = next(((t, k) for t, n, k in _COLUMNS if n == name), (name, 1.0))
-    unit = title[title.index("["):] if "[" in title else ""
-    base = title[:title.index("[")].strip() if "[" in title else title
+    unit = title[title.index("[") :] if "[" in title else ""
+    base = title[: title.index("[")].strip() if "[" in title else title
 
     def interval(sel: xr.Dataset) -> str:
         low, high = (float(sel[name].sel(stat=s)) * scale for s in ("p5", "p95"))
@@ -168,8 +183,9 @@ def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]
     return [(f"{base} 5-95 % {unit}".strip(), interval), (f"{base} epistemic", share)]
 
 
-def _with_decisions(ds: xr.Dataset, stats: xr.Dataset,
-                    name: str) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]]]:
+def _with_decisions(
+    ds: xr.Dataset, stats: xr.Dataset, name: str
+) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]]]:
     """``stats`` with ``name``'s P(best) and expected regret over draws, and their columns (none when
     ``name`` cannot be ranked: no direction, or no configuration with all its runs completed)."""
     from mcsim.analysis.compare import decision_table
@@ -180,8 +196,8 @@ def _with_decisions(ds: xr.Dataset, stats: xr.Dataset,
         return stats, []
     stats = stats.assign(p_best=table["p_best"], expected_regret=table["expected_regret"])
     title, scale = next(((t, k) for t, n, k in _COLUMNS if n == name), (name, 1.0))
-    unit = title[title.index("["):] if "[" in title else ""
-    base = title[:title.index("[")].strip() if "[" in title else title
+    unit = title[title.index("[") :] if "[" in title else ""
+    base = title[: title.index("[")].strip() if "[" in title else title
 
     def p_best(sel: xr.Dataset) -> str:
         value = float(sel["p_best"])
@@ -210,15 +226,21 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
         point = stats.isel(dict(zip(sweep_dims, index, strict=False))).sel(stat="mean")
         if not bool(point["feasible"].all()):  # all draws, with parameter draws
             continue
-        label = " ".join(f"{d}={format_coordinate(stats[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False)) \
+        label = (
+            " ".join(f"{d}={format_coordinate(stats[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False))
             or "all runs"
+        )
         parts = "  ".join(f"{k} {_fmt(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
-        lines.append(f"  {label}: {parts}  = {_fmt(float(point['energy']), 5)}"
-                     f"  (GPUs alone, IT: {_fmt(float(point['energy_gpu']), 4)})")
-        lines.append(f"  {' ' * len(label)}  cost allocation {_fmt(float(point['cost_allocation']) / 1e6, 4)}"
-                     f" + electricity {_fmt(float(point['cost_electricity']) / 1e6, 4)};"
-                     f" CO2 operational {_fmt(float(point['co2_operational']), 4)}"
-                     f" + embodied {_fmt(float(point['co2_embodied']), 4)}")
+        lines.append(
+            f"  {label}: {parts}  = {_fmt(float(point['energy']), 5)}"
+            f"  (GPUs alone, IT: {_fmt(float(point['energy_gpu']), 4)})"
+        )
+        lines.append(
+            f"  {' ' * len(label)}  cost allocation {_fmt(float(point['cost_allocation']) / 1e6, 4)}"
+            f" + electricity {_fmt(float(point['cost_electricity']) / 1e6, 4)};"
+            f" CO2 operational {_fmt(float(point['co2_operational']), 4)}"
+            f" + embodied {_fmt(float(point['co2_embodied']), 4)}"
+        )
     return lines
 
 
@@ -240,20 +262,33 @@ def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
     lines = []
     for index in np.ndindex(*(result.sizes[d] for d in sweep_dims)):
         point = result.isel(dict(zip(sweep_dims, index, strict=False)))
-        label = " ".join(f"{d}={format_coordinate(result[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False))
+        label = " ".join(
+            f"{d}={format_coordinate(result[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False)
+        )
         lines.append(f"{label or ds.attrs.get('scenario_name', 'scenario')}:")
         order = np.argsort(point["rank"].values)
         width = max(len(str(k)) for k in point["input"].values)
         for i in order:
-            cells = [f"{n} {float(point[n][i]):.3f} [{float(point[f'{n}_low'][i]):.3f}, "
-                     f"{float(point[f'{n}_high'][i]):.3f}]" for n in names]
-            lines.append(f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  " + "  ".join(cells))
-    how = ("first-order (S1) and total (ST) Sobol indices from the Saltelli design" if method == "sobol" else
-           f"first-order index (S1) and delta measure from the given {result.attrs['design']} draws "
-           "(a total index needs run.design = \"saltelli\")")
-    lines.append(f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
-                 "[95 % bootstrap interval]; 1 = most influential")
+            cells = [
+                f"{n} {float(point[n][i]):.3f} [{float(point[f'{n}_low'][i]):.3f}, {float(point[f'{n}_high'][i]):.3f}]"
+                for n in names
+            ]
+            lines.append(
+                f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  " + "  ".join(cells)
+            )
+    how = (
+        "first-order (S1) and total (ST) Sobol indices from the Saltelli design"
+        if method == "sobol"
+        else f"first-order index (S1) and delta measure from the given {result.attrs['design']} draws "
+        '(a total index needs run.design = "saltelli")'
+    )
+    lines.append(
+        f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
+        "[95 % bootstrap interval]; 1 = most influential"
+    )
     if result.attrs.get("correlated_inputs"):
-        lines.append(f"correlated inputs: {', '.join(result.attrs['correlated_inputs'].split())}; each one's S1 and "
-                     "delta include the effect it carries through the others, so they overlap and do not add up")
+        lines.append(
+            f"correlated inputs: {', '.join(result.attrs['correlated_inputs'].split())}; each one's S1 and "
+            "delta include the effect it carries through the others, so they overlap and do not add up"
+        )
     return "\n".join(lines)

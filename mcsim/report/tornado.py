@@ -72,8 +72,13 @@ def ranking(ds: xr.Dataset, result: xr.Dataset, point: dict) -> list[dict]:
     for i in np.argsort(at["rank"].values, kind="stable"):
         key = str(at["input"].values[i])
         values = np.asarray(ds[key].values, dtype=float)
-        row = {"input": key, "rank": int(at["rank"].values[i]), "units": str(ds[key].attrs.get("units", "")),
-               "p5": float(np.percentile(values, 5)), "p95": float(np.percentile(values, 95))}
+        row = {
+            "input": key,
+            "rank": int(at["rank"].values[i]),
+            "units": str(ds[key].attrs.get("units", "")),
+            "p5": float(np.percentile(values, 5)),
+            "p95": float(np.percentile(values, 95)),
+        }
         for name in (main, first):
             row[name] = tuple(float(at[f"{name}{s}"].values[i]) for s in ("", "_low", "_high"))
         rows.append(row)
@@ -86,8 +91,7 @@ def _input_label(row: dict) -> str:
     return f"{row['input']}{unit}\ndrawn 5–95 %: {low} – {high}"
 
 
-def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = None,
-                     result: xr.Dataset | None = None):
+def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = None, result: xr.Dataset | None = None):
     """Tornado figure of the sensitivity indices of ``output`` at one configuration.
 
     Parameters
@@ -126,27 +130,46 @@ def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = 
             low = np.array([row[name][1] for row in rows])
             high = np.array([row[name][2] for row in rows])
             shown = np.nan_to_num(value)
-            ax.barh(positions + offset, shown, height=0.36, color=colour,
-                    label=f"{_INDEX_TEXT[name]}, 95 % bootstrap interval")
-            ax.errorbar(shown, positions + offset, xerr=np.nan_to_num(np.vstack([value - low, high - value])),
-                        fmt="none", ecolor="0.15", elinewidth=1.0, capsize=3)
+            ax.barh(
+                positions + offset,
+                shown,
+                height=0.36,
+                color=colour,
+                label=f"{_INDEX_TEXT[name]}, 95 % bootstrap interval",
+            )
+            ax.errorbar(
+                shown,
+                positions + offset,
+                xerr=np.nan_to_num(np.vstack([value - low, high - value])),
+                fmt="none",
+                ecolor="0.15",
+                elinewidth=1.0,
+                capsize=3,
+            )
         ax.axvline(0.0, color="0.3", linewidth=0.8)
         ax.set_yticks(positions)
         ax.set_yticklabels([_input_label(row) for row in rows], fontsize=8)
         ax.invert_yaxis()
         ax.grid(axis="y", visible=False)
-        ax.set_xlabel(f"sensitivity index of the mean {output.replace('_', ' ')} per draw [1]"
-                      + (" (share of its variance over draws)" if main == "ST" else ""))
+        ax.set_xlabel(
+            f"sensitivity index of the mean {output.replace('_', ' ')} per draw [1]"
+            + (" (share of its variance over draws)" if main == "ST" else "")
+        )
         upper = max([1e-9] + [row[name][2] for row in rows for name in (main, first) if np.isfinite(row[name][2])])
         lower = min([0.0] + [row[name][1] for row in rows for name in (main, first) if np.isfinite(row[name][1])])
         ax.set_xlim(lower - 0.02, min(1.05, upper * 1.1 + 0.02))
         ax.legend(loc="lower right")
         where = f"{config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
-        detail = (f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
-                  f"design); inputs ranked by {main}, most influential at the top")
+        detail = (
+            f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
+            f"design); inputs ranked by {main}, most influential at the top"
+        )
         if result.attrs.get("correlated_inputs"):
-            detail += ("; correlated inputs (" + ", ".join(result.attrs["correlated_inputs"].split())
-                       + ") overlap and do not add up")
+            detail += (
+                "; correlated inputs ("
+                + ", ".join(result.attrs["correlated_inputs"].split())
+                + ") overlap and do not add up"
+            )
         _title(fig, f"Which uncertain input matters most: {_scenario(ds)}", detail)
     return fig
 

@@ -92,10 +92,10 @@ class Config:
 class SweepAxis:
     """One dimension of a sweep."""
 
-    key: str            # dotted scenario key, e.g. "parallelism.gpus"
-    dim: str            # dimension name: the key's last component
-    values: tuple       # validated values
-    coords: tuple       # coordinate values (labels for intervals)
+    key: str  # dotted scenario key, e.g. "parallelism.gpus"
+    dim: str  # dimension name: the key's last component
+    values: tuple  # validated values
+    coords: tuple  # coordinate values (labels for intervals)
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Scenario:
     """A validated scenario: the base configuration and its sweep."""
 
     source: str
-    raw: dict            # the TOML tables after overrides (for provenance)
+    raw: dict  # the TOML tables after overrides (for provenance)
     base: Config
     axes: tuple[SweepAxis, ...]
     configs: tuple[Config, ...]
@@ -236,8 +236,9 @@ def _parse_override_value(key: str, text: str) -> Any:
     if closed and all(v is not None for v in values):
         return values
     quoted = ", ".join(item if _is_toml(item) else json.dumps(item) for item in items)
-    raise ScenarioError("--set", key, f"cannot read the list {text}; write it as TOML, strings in quotes: "
-                                      f"{key}=[{quoted}]")
+    raise ScenarioError(
+        "--set", key, f"cannot read the list {text}; write it as TOML, strings in quotes: {key}=[{quoted}]"
+    )
 
 
 def _list_item(key: str, item: str) -> Any:
@@ -346,15 +347,16 @@ def read_toml(path: str | Path) -> dict:
     except tomllib.TOMLDecodeError as err:
         raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
     except RecursionError:
-        raise ScenarioError(source, "(syntax)", f"arrays or tables nested too deeply "
-                                                f"(at most {MAX_DEPTH} levels are accepted)") from None
+        raise ScenarioError(
+            source, "(syntax)", f"arrays or tables nested too deeply (at most {MAX_DEPTH} levels are accepted)"
+        ) from None
     check_depth(raw, source)
     return raw
 
 
-def load_scenario(path: str | Path | None = None,
-                  overrides: Iterable[str | Override] | Mapping[str, Any] = (),
-                  **run_overrides: Any) -> Scenario:
+def load_scenario(
+    path: str | Path | None = None, overrides: Iterable[str | Override] | Mapping[str, Any] = (), **run_overrides: Any
+) -> Scenario:
     """Read, override and validate a scenario file.
 
     Parameters
@@ -400,8 +402,9 @@ def check_depth(raw: Any, source: str) -> None:
     while stack:
         value, depth, where = stack.pop()
         if depth > MAX_DEPTH:
-            raise ScenarioError(source, where or "(value)",
-                                f"expected a value nested at most {MAX_DEPTH} deep (arrays and tables)")
+            raise ScenarioError(
+                source, where or "(value)", f"expected a value nested at most {MAX_DEPTH} deep (arrays and tables)"
+            )
         if isinstance(value, dict):
             stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in value.items())
         elif isinstance(value, (list, tuple)):
@@ -425,16 +428,16 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     base = _build_config(raw, source)
     axes = _build_axes(raw, source)
     uncertain = parse_uncertain(raw, {axis.key for axis in axes}, base.run.draws, source)
-    check_sweep_size(tuple(len(axis.values) for axis in axes), base.run.runs * max(1, base.run.draws),
-                     source)  # before expanding
+    check_sweep_size(
+        tuple(len(axis.values) for axis in axes), base.run.runs * max(1, base.run.draws), source
+    )  # before expanding
     configs = []
     for combo in itertools.product(*(axis.values for axis in axes)):
         varied = copy.deepcopy(raw)
         for axis, value in zip(axes, combo, strict=False):
             _set_dotted(varied, axis.key, _as_raw(value), source)
         configs.append(_build_config(varied, source, context=_combo_text(axes, combo)))
-    return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs),
-                    uncertain=uncertain)
+    return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs), uncertain=uncertain)
 
 
 def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float], context: str = "") -> Config:
@@ -453,8 +456,7 @@ def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float
 
 
 def _combo_text(axes: list[SweepAxis], combo: tuple) -> str:
-    return ", ".join(f"{axis.dim}={coord}" for axis, coord in
-                     zip(axes, (_coord(v) for v in combo), strict=False))
+    return ", ".join(f"{axis.dim}={coord}" for axis, coord in zip(axes, (_coord(v) for v in combo), strict=False))
 
 
 def _as_raw(value: Any) -> Any:
@@ -485,8 +487,9 @@ def _set_dotted(raw: dict, key: str, value: Any, source: str) -> None:
         raw[parts[0]] = value
         return
     if len(parts) != 2 or parts[0] not in SECTIONS:
-        raise ScenarioError(source, key, f"expected SECTION.KEY with SECTION one of {', '.join(SECTIONS)}, "
-                                         "or failures.<class>.<field>")
+        raise ScenarioError(
+            source, key, f"expected SECTION.KEY with SECTION one of {', '.join(SECTIONS)}, or failures.<class>.<field>"
+        )
     table = raw.setdefault(parts[0], {})
     if not isinstance(table, dict):
         raise ScenarioError(source, parts[0], "expected a table")
@@ -506,8 +509,9 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
         name = parts[-1]
         meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
         if meta is None:
-            raise ScenarioError(source, where, "not a scenario key (expected e.g. \"parallelism.gpus\" "
-                                               "or \"failures.<class>.mtbf_hours\")")
+            raise ScenarioError(
+                source, where, 'not a scenario key (expected e.g. "parallelism.gpus" or "failures.<class>.mtbf_hours")'
+            )
         if section == "run" or (section == "failures" and name == "name"):
             raise ScenarioError(source, where, "this key cannot be swept")
         if not isinstance(values, list) or not values:
@@ -517,8 +521,11 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
         if len(set(coords)) != len(coords):
             raise ScenarioError(source, where, f"values must be distinct, got {list(coords)}")
         if name in seen:
-            raise ScenarioError(source, where, f"dimension name {name!r} collides with sweep key "
-                                               f"{json.dumps(seen[name])}; sweep one of them only")
+            raise ScenarioError(
+                source,
+                where,
+                f"dimension name {name!r} collides with sweep key {json.dumps(seen[name])}; sweep one of them only",
+            )
         seen[name] = key
         _set_dotted(copy.deepcopy(raw), key, values[0], source)  # the key must resolve
         axes.append(SweepAxis(key=key, dim=name, values=typed, coords=coords))
@@ -527,15 +534,15 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
 
 def _build_config(raw: dict, source: str, context: str = "") -> Config:
     where = f"{source} ({context})" if context else source
-    sections = {name: build_section(cls, raw.get(name, {}), where, name)
-                for name, cls in SECTIONS.items()}
+    sections = {name: build_section(cls, raw.get(name, {}), where, name) for name, cls in SECTIONS.items()}
     name = check_text(raw["name"], source, "name", one_line=True) if "name" in raw else Path(source).stem
     check_text(raw.get("description", ""), source, "description", one_line=False)
     failures_raw = raw.get("failures", [])
     if not isinstance(failures_raw, list):
         raise ScenarioError(source, "failures", "expected an array of tables [[failures]]")
-    failures = tuple(build_section(FailureClass, table, where, _failure_prefix(table, i))
-                     for i, table in enumerate(failures_raw))
+    failures = tuple(
+        build_section(FailureClass, table, where, _failure_prefix(table, i)) for i, table in enumerate(failures_raw)
+    )
     names = [f.name for f in failures]
     for i, fname in enumerate(names):
         if not _FAILURE_NAME.fullmatch(fname):
@@ -543,20 +550,29 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
         if names.index(fname) != i:
             raise ScenarioError(where, f"failures[{i}].name", f"duplicate failure class name {fname!r}")
     hardware: HardwareSection = sections["hardware"]
-    overrides = {f.name: getattr(hardware, f.name) for f in dataclasses.fields(GpuSpec)
-                 if f.name != "sources" and getattr(hardware, f.name) is not None}
+    overrides = {
+        f.name: getattr(hardware, f.name)
+        for f in dataclasses.fields(GpuSpec)
+        if f.name != "sources" and getattr(hardware, f.name) is not None
+    }
     gpu = dataclasses.replace(lookup_gpu(hardware.gpu), **overrides)
     if gpu.freq_min_mhz > gpu.freq_max_mhz:
-        raise ScenarioError(where, "hardware.freq_min_mhz",
-                            f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, "
-                            f"got {format_number(gpu.freq_min_mhz)}")
+        raise ScenarioError(
+            where,
+            "hardware.freq_min_mhz",
+            f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, got {format_number(gpu.freq_min_mhz)}",
+        )
     if gpu.idle_w > gpu.tdp_w:
-        raise ScenarioError(where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, "
-                                                  f"got {format_number(gpu.idle_w)}")
+        raise ScenarioError(
+            where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
+        )
     for i, fclass in enumerate(failures):
         if fclass.domain_nodes > 1 and fclass.scope != "node":
-            raise ScenarioError(where, f"failures.{fclass.name}.domain_nodes",
-                                f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)")
+            raise ScenarioError(
+                where,
+                f"failures.{fclass.name}.domain_nodes",
+                f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)",
+            )
     return Config(name=name, gpu=gpu, failures=failures, **sections)
 
 
@@ -571,8 +587,7 @@ def _failure_prefix(table: Any, index: int) -> str:
 
 
 # TOML basic strings: these characters must be escaped; the other controls as \\uXXXX.
-_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
-                 "\r": "\\r"}
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 

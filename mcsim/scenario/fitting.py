@@ -87,12 +87,12 @@ from mcsim.scenario.schema import ScenarioError, field_meta
 
 HEADER = ("unit", "start_hours", "end_hours", "failed")
 ENTRY_COLUMN = "entry_hours"
-MAX_ROWS = 10_000_000          # lifetimes per log: ~0.25 GB of arrays and a fit of minutes
-_MAX_LINE = 1 << 20            # characters per line: a row is short; this bounds the memory per line
+MAX_ROWS = 10_000_000  # lifetimes per log: ~0.25 GB of arrays and a fit of minutes
+_MAX_LINE = 1 << 20  # characters per line: a row is short; this bounds the memory per line
 _FLAGS = {"1": True, "true": True, "0": False, "false": False}
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless
-_LOG_MAX = math.log(np.finfo(float).max)   # ~709.8: exp() of more overflows
-_GRID_MAX = 500.0   # renewal function: the grid up to t/λ = 500 (step <= λ/40), the asymptote beyond
+_LOG_MAX = math.log(np.finfo(float).max)  # ~709.8: exp() of more overflows
+_GRID_MAX = 500.0  # renewal function: the grid up to t/λ = 500 (step <= λ/40), the asymptote beyond
 
 
 class FailureLog(NamedTuple):
@@ -159,6 +159,7 @@ class WeibullFit:
 
 # --------------------------------------------------------------------------- the log reader
 
+
 def read_failure_log(path: str | Path) -> FailureLog:
     """Read a failure log (format in the module docstring), line by line.
 
@@ -199,8 +200,11 @@ def read_failure_log(path: str | Path) -> FailureLog:
         raise ScenarioError(source, "rows", "no data rows after the header")
     failed = np.frombuffer(flags, dtype=np.uint8).astype(bool)
     if not failed.any():
-        raise ScenarioError(source, "failed", f"no row has failed = 1 among {failed.size} rows; "
-                                              "a failure law cannot be fitted without failures")
+        raise ScenarioError(
+            source,
+            "failed",
+            f"no row has failed = 1 among {failed.size} rows; a failure law cannot be fitted without failures",
+        )
     return FailureLog(np.asarray(durations, dtype=float), failed, np.asarray(entries, dtype=float))
 
 
@@ -230,8 +234,7 @@ def _read_rows(source: str, lines: Iterator[str]) -> tuple[tuple[str, ...] | Non
             columns = _header(source, key, fields, line)
             continue
         if len(fields) != len(columns):
-            raise ScenarioError(source, key, f"expected {len(columns)} fields ({','.join(columns)}), "
-                                             f"got {len(fields)}")
+            raise ScenarioError(source, key, f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}")
         if len(durations) >= MAX_ROWS:
             raise ScenarioError(source, key, f"more than {MAX_ROWS:,} lifetimes; aggregate or sample the log")
         start, end = (_number(source, key, name, value) for name, value in zip(HEADER[1:3], fields[1:3], strict=False))
@@ -245,8 +248,12 @@ def _read_rows(source: str, lines: Iterator[str]) -> tuple[tuple[str, ...] | Non
             raise ScenarioError(source, key, f"{ENTRY_COLUMN}: expected an age >= 0 hours, got {fields[4]!r}")
         duration = end - start
         if not math.isfinite(duration) or not math.isfinite(entry + duration):
-            raise ScenarioError(source, key, f"end_hours - start_hours + {ENTRY_COLUMN}: expected a finite "
-                                             f"number of hours, got an overflow ({fields[2]} - {fields[1]})")
+            raise ScenarioError(
+                source,
+                key,
+                f"end_hours - start_hours + {ENTRY_COLUMN}: expected a finite "
+                f"number of hours, got an overflow ({fields[2]} - {fields[1]})",
+            )
         durations.append(duration)
         entries.append(entry)
         flags.append(flag)
@@ -256,8 +263,12 @@ def _read_rows(source: str, lines: Iterator[str]) -> tuple[tuple[str, ...] | Non
 def _header(source: str, key: str, fields: list[str], line: str) -> tuple[str, ...]:
     names = tuple(f.lower() for f in fields)
     if names not in (HEADER, HEADER + (ENTRY_COLUMN,)):
-        raise ScenarioError(source, key, f"expected the header {','.join(HEADER)!r} (optionally "
-                                         f"followed by ',{ENTRY_COLUMN}'), got {line.strip()[:200]!r}")
+        raise ScenarioError(
+            source,
+            key,
+            f"expected the header {','.join(HEADER)!r} (optionally "
+            f"followed by ',{ENTRY_COLUMN}'), got {line.strip()[:200]!r}",
+        )
     return names
 
 
@@ -273,19 +284,19 @@ def _number(source: str, key: str, column: str, value: str) -> float:
 
 # --------------------------------------------------------------------------- the fit
 
-def _neg_log_lik(theta: np.ndarray, a: np.ndarray, failed: np.ndarray,
-                 entry: np.ndarray) -> tuple[float, np.ndarray]:
+
+def _neg_log_lik(theta: np.ndarray, a: np.ndarray, failed: np.ndarray, entry: np.ndarray) -> tuple[float, np.ndarray]:
     """``-log L`` and its gradient in ``theta = (log k, log λ)``.
 
     ``a`` are the ages at the end and ``entry`` the ages > 0 at entry (only those; an
     entry at age 0 adds nothing), in the units of λ.
     """
     log_k, log_lam = theta
-    k = math.exp(min(log_k, 700.0))           # a diverging shape gives inf/nan, rejected by the caller
-    w = np.log(a) - log_lam                      # log(a/λ)
-    z = np.exp(np.minimum(k * w, 700.0))         # (a/λ)^k, capped against overflow
-    we = np.log(entry) - log_lam                 # log(e/λ)
-    ze = np.exp(np.minimum(k * we, 700.0))       # (e/λ)^k
+    k = math.exp(min(log_k, 700.0))  # a diverging shape gives inf/nan, rejected by the caller
+    w = np.log(a) - log_lam  # log(a/λ)
+    z = np.exp(np.minimum(k * w, 700.0))  # (a/λ)^k, capped against overflow
+    we = np.log(entry) - log_lam  # log(e/λ)
+    ze = np.exp(np.minimum(k * we, 700.0))  # (e/λ)^k
     r = float(np.count_nonzero(failed))
     wf_sum = float(w[failed].sum())
     log_lik = r * (log_k - log_lam) + (k - 1.0) * wf_sum - float(z.sum()) + float(ze.sum())
@@ -307,8 +318,9 @@ def _hessian(theta: np.ndarray, *data: np.ndarray) -> np.ndarray:
 
 def _maximise(data: tuple[np.ndarray, ...], r: int) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
     """BFGS then Newton polish from (0, 0); returns theta, -log L, gradient and Hessian there."""
-    result = optimize.minimize(_neg_log_lik, np.zeros(2), args=data, jac=True, method="BFGS",
-                               options={"gtol": 1e-9 * r, "maxiter": 1000})
+    result = optimize.minimize(
+        _neg_log_lik, np.zeros(2), args=data, jac=True, method="BFGS", options={"gtol": 1e-9 * r, "maxiter": 1000}
+    )
     theta = result.x
     # Polish with Newton steps on the numerical Hessian (BFGS stops on a loose gradient).
     for _ in range(20):
@@ -323,8 +335,9 @@ def _maximise(data: tuple[np.ndarray, ...], r: int) -> tuple[np.ndarray, float, 
     return theta, nll, grad, _hessian(theta, *data)
 
 
-def fit_weibull(durations_h: np.ndarray, failed: np.ndarray, entry_h: np.ndarray | None = None,
-                confidence: float = 0.95) -> WeibullFit:
+def fit_weibull(
+    durations_h: np.ndarray, failed: np.ndarray, entry_h: np.ndarray | None = None, confidence: float = 0.95
+) -> WeibullFit:
     """Maximum likelihood Weibull fit of right-censored, optionally left-truncated lifetimes.
 
     Parameters
@@ -369,47 +382,76 @@ def fit_weibull(durations_h: np.ndarray, failed: np.ndarray, entry_h: np.ndarray
         # Work in units of the exponential MLE λ0 = Σ t / r (the starting point, log λ = 0),
         # computed through the largest age so that neither the sum nor the ratios overflow.
         big = float(np.max(e + t))
-        lam0 = float(np.sum(t / big)) / r         # in units of `big`, finite
+        lam0 = float(np.sum(t / big)) / r  # in units of `big`, finite
         a, entry = (e + t) / big / lam0, e[e > 0] / big / lam0
         if not (np.all(a > 0) and np.all(np.isfinite(a)) and np.all(entry > 0)):
             raise ValueError("the lifetimes span too many orders of magnitude to be represented together")
         theta, nll, grad, hess = _maximise((a, delta, entry), r)
-        if (not np.all(np.isfinite(theta)) or abs(theta[0]) > math.log(1e3) or not np.all(np.isfinite(grad))
-                or np.max(np.abs(grad)) > 1e-6 * r or not np.all(np.isfinite(hess))
-                or np.any(np.linalg.eigvalsh(hess) <= 0)):
-            raise ValueError("the likelihood has no finite maximum (the shape diverges): the failure times "
-                             "are too few or too alike to determine a Weibull law")
+        if (
+            not np.all(np.isfinite(theta))
+            or abs(theta[0]) > math.log(1e3)
+            or not np.all(np.isfinite(grad))
+            or np.max(np.abs(grad)) > 1e-6 * r
+            or not np.all(np.isfinite(hess))
+            or np.any(np.linalg.eigvalsh(hess) <= 0)
+        ):
+            raise ValueError(
+                "the likelihood has no finite maximum (the shape diverges): the failure times "
+                "are too few or too alike to determine a Weibull law"
+            )
         cov = np.linalg.inv(hess)
         return _fit_result(theta, cov, math.log(big) + math.log(lam0), nll, t, delta, e, confidence)
 
 
-def _fit_result(theta: np.ndarray, cov: np.ndarray, log_unit: float, nll: float, t: np.ndarray,
-                delta: np.ndarray, e: np.ndarray, confidence: float) -> WeibullFit:
+def _fit_result(
+    theta: np.ndarray,
+    cov: np.ndarray,
+    log_unit: float,
+    nll: float,
+    t: np.ndarray,
+    delta: np.ndarray,
+    e: np.ndarray,
+    confidence: float,
+) -> WeibullFit:
     """Estimates and intervals in hours from the optimum in units of ``exp(log_unit)`` hours."""
     r = int(np.count_nonzero(delta))
-    log_k, log_lam = float(theta[0]), float(theta[1]) + log_unit   # the Hessian is unchanged by the shift
+    log_k, log_lam = float(theta[0]), float(theta[1]) + log_unit  # the Hessian is unchanged by the shift
     k = math.exp(log_k)
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     se_log_k = math.sqrt(cov[0, 0])
     log_mtbf = log_lam + float(special.gammaln(1.0 + 1.0 / k))
     grad_log_mtbf = np.array([-float(special.digamma(1.0 + 1.0 / k)) / k, 1.0])  # d/d(log k), d/d(log λ)
     se_log_mtbf = math.sqrt(float(grad_log_mtbf @ cov @ grad_log_mtbf))
-    if not all(math.isfinite(v) for v in (se_log_k, se_log_mtbf)) or \
-            max(abs(log_lam), abs(log_mtbf) + z * se_log_mtbf, abs(log_k) + z * se_log_k) >= _LOG_MAX:
-        raise ValueError(f"the fitted scale or MTBF (about 10^{log_mtbf / math.log(10):.0f} h) or its "
-                         "interval overflows a float")
+    if (
+        not all(math.isfinite(v) for v in (se_log_k, se_log_mtbf))
+        or max(abs(log_lam), abs(log_mtbf) + z * se_log_mtbf, abs(log_k) + z * se_log_k) >= _LOG_MAX
+    ):
+        raise ValueError(
+            f"the fitted scale or MTBF (about 10^{log_mtbf / math.log(10):.0f} h) or its interval overflows a float"
+        )
     # log L in hours: rescaling t by the unit shifts it by r·log_unit (the density's Jacobian)
     log_lik = -nll - r * log_unit
     total = float(np.sum(t))
-    return WeibullFit(shape=k, shape_low=math.exp(log_k - z * se_log_k), shape_high=math.exp(log_k + z * se_log_k),
-                      scale_hours=math.exp(log_lam), mtbf_hours=math.exp(log_mtbf),
-                      mtbf_low=math.exp(log_mtbf - z * se_log_mtbf), mtbf_high=math.exp(log_mtbf + z * se_log_mtbf),
-                      n_units=int(t.size), n_failures=r, total_hours=total, log_likelihood=float(log_lik),
-                      confidence=confidence, n_truncated=int(np.count_nonzero(e > 0)),
-                      covariance=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))))
+    return WeibullFit(
+        shape=k,
+        shape_low=math.exp(log_k - z * se_log_k),
+        shape_high=math.exp(log_k + z * se_log_k),
+        scale_hours=math.exp(log_lam),
+        mtbf_hours=math.exp(log_mtbf),
+        mtbf_low=math.exp(log_mtbf - z * se_log_mtbf),
+        mtbf_high=math.exp(log_mtbf + z * se_log_mtbf),
+        n_units=int(t.size),
+        n_failures=r,
+        total_hours=total,
+        log_likelihood=float(log_lik),
+        confidence=confidence,
+        n_truncated=int(np.count_nonzero(e > 0)),
+        covariance=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
+    )
 
 
 # --------------------------------------------------------------------------- how the simulator uses it
+
 
 def renewal_function(t_over_scale: float, shape: float) -> float:
     """Expected failures of one unit, new at time 0 and renewed at each failure, by time t.
@@ -453,13 +495,13 @@ def renewal_function(t_over_scale: float, shape: float) -> float:
     n = int(min(max(40 * t_over_scale, 4000), 20000))
     h = t_over_scale / n
     with np.errstate(under="ignore"):
-        f_grid = -np.expm1(-(h * np.arange(n + 1)) ** shape)        # F(i h), i = 0..n
-        f_mid = -np.expm1(-(h * (np.arange(n) + 0.5)) ** shape)     # F((j + 1/2) h), j = 0..n-1
+        f_grid = -np.expm1(-((h * np.arange(n + 1)) ** shape))  # F(i h), i = 0..n
+        f_mid = -np.expm1(-((h * (np.arange(n) + 0.5)) ** shape))  # F((j + 1/2) h), j = 0..n-1
     m = np.zeros(n + 1)
     dm = np.zeros(n + 1)
-    reversed_mid = np.ascontiguousarray(f_mid[::-1])                # [n − i : n − 1] = F_{i−1/2}, ..., F_{3/2}
+    reversed_mid = np.ascontiguousarray(f_mid[::-1])  # [n − i : n − 1] = F_{i−1/2}, ..., F_{3/2}
     for i in range(1, n + 1):
-        conv = float(np.dot(reversed_mid[n - i:n - 1], dm[1:i])) if i > 1 else 0.0
+        conv = float(np.dot(reversed_mid[n - i : n - 1], dm[1:i])) if i > 1 else 0.0
         m[i] = (f_grid[i] + conv - f_mid[0] * m[i - 1]) / (1.0 - f_mid[0])
         dm[i] = m[i] - m[i - 1]
     return float(m[n])
@@ -489,28 +531,32 @@ def failure_ratio(shape: float, mtbf_hours: float, job_hours: float) -> float:
     """
     scale = mtbf_hours / math.gamma(1.0 + 1.0 / shape)
     if not math.isfinite(job_hours / scale):
-        return math.nan                       # an MTBF of ~1e-300 h: no meaningful ratio
+        return math.nan  # an MTBF of ~1e-300 h: no meaningful ratio
     return renewal_function(job_hours / scale, shape) * mtbf_hours / job_hours
 
 
-_JOB_DAYS = (1, 30, 365)   # job lengths for which the table's comment states the ratio
+_JOB_DAYS = (1, 30, 365)  # job lengths for which the table's comment states the ratio
 
 
 def start_state_note(shape: float, mtbf_hours: float) -> str:
     """Comment lines saying how the simulator will use a fitted law (each starts with ``#``)."""
     ratios = {days: failure_ratio(shape, mtbf_hours, 24.0 * days) for days in _JOB_DAYS}
     others = ", ".join(f"{d} day{'s' if d > 1 else ''}: {ratios[d]:.3g}x" for d in _JOB_DAYS if d != 30)
-    head = ("# The simulator starts each unit at its renewal process's equilibrium by default\n"
-            "# (initial_age = \"stationary\"): a job of T hours on N units then sees N * T / MTBF failures\n"
-            "# on average whatever the shape; the shape changes how they cluster. A unit that fails is\n"
-            "# renewed (new).")
+    head = (
+        "# The simulator starts each unit at its renewal process's equilibrium by default\n"
+        '# (initial_age = "stationary"): a job of T hours on N units then sees N * T / MTBF failures\n'
+        "# on average whatever the shape; the shape changes how they cluster. A unit that fails is\n"
+        "# renewed (new)."
+    )
     if shape == 1.0:
         effect = "shape 1 (exponential): no start state changes the failure rate"
     else:
         direction = "< 1 the early hazard is above 1/MTBF" if shape < 1 else "> 1 new units fail less at first"
-        effect = (f"With initial_age = \"new\" (a freshly installed cluster) and shape k = {shape:g} {direction},\n"
-                  f"# so a 30-day job on any number of units sees about {ratios[30]:.3g} times the failures of an\n"
-                  f"# exponential law with the same MTBF ({others}; renewal function M(T) * MTBF / T)")
+        effect = (
+            f'With initial_age = "new" (a freshly installed cluster) and shape k = {shape:g} {direction},\n'
+            f"# so a 30-day job on any number of units sees about {ratios[30]:.3g} times the failures of an\n"
+            f"# exponential law with the same MTBF ({others}; renewal function M(T) * MTBF / T)"
+        )
     return f"{head}\n# {effect}.\n"
 
 
@@ -558,25 +604,29 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
         if not math.isfinite(value) or too_low or (high is not None and value > high):
             lower = f"{'>' if strict else '>='} {low:g}" if low is not None else ""
             upper = f"<= {high:g}" if high is not None else ""
-            raise ValueError(f"{key}: a scenario accepts {' and '.join(x for x in (lower, upper) if x)}, "
-                             f"got {value:.4g}")
+            raise ValueError(
+                f"{key}: a scenario accepts {' and '.join(x for x in (lower, upper) if x)}, got {value:.4g}"
+            )
     level = f"{100 * fit.confidence:g} %"
     truncated = f", {fit.n_truncated} left-truncated" if fit.n_truncated else ""
     shape, mtbf = float(_rounded(fit.shape)), float(_rounded(fit.mtbf_hours))
-    return (f"# Weibull MLE fit: shape {fit.shape:.3g} [{fit.shape_low:.3g}, {fit.shape_high:.3g}], "
-            f"MTBF {fit.mtbf_hours:.4g} h [{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}] ({level} CI); "
-            f"n = {fit.n_units} lifetimes{truncated}, {fit.n_failures} failures, "
-            f"{fit.total_hours:.4g} unit-hours\n"
-            f"{start_state_note(shape, mtbf)}"
-            f"[[failures]]\n"
-            f"name = \"{name}\"\n"
-            f"scope = \"{scope}\"\n"
-            f"shape = {shape!r}\n"
-            f"mtbf_hours = {mtbf!r}\n"
-            f"recovery_minutes = {_rounded(recovery_minutes)}\n")
+    return (
+        f"# Weibull MLE fit: shape {fit.shape:.3g} [{fit.shape_low:.3g}, {fit.shape_high:.3g}], "
+        f"MTBF {fit.mtbf_hours:.4g} h [{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}] ({level} CI); "
+        f"n = {fit.n_units} lifetimes{truncated}, {fit.n_failures} failures, "
+        f"{fit.total_hours:.4g} unit-hours\n"
+        f"{start_state_note(shape, mtbf)}"
+        f"[[failures]]\n"
+        f'name = "{name}"\n'
+        f'scope = "{scope}"\n'
+        f"shape = {shape!r}\n"
+        f"mtbf_hours = {mtbf!r}\n"
+        f"recovery_minutes = {_rounded(recovery_minutes)}\n"
+    )
 
 
 # --------------------------------------------------------------------------- probability plot
+
 
 def product_limit(log: FailureLog) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Kaplan–Meier estimate of survival by age, with left truncation and right censoring.
@@ -606,15 +656,28 @@ def product_limit(log: FailureLog) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     failed = np.asarray(log.failed, dtype=bool)
     u, d = np.unique(ages[failed], return_counts=True)
     # n_j = #{a_i >= u_j} − #{e_i >= u_j}
-    at_risk = (ages.size - np.searchsorted(np.sort(ages), u, side="left")
-               - (entry.size - np.searchsorted(np.sort(entry), u, side="left")))
+    at_risk = (
+        ages.size
+        - np.searchsorted(np.sort(ages), u, side="left")
+        - (entry.size - np.searchsorted(np.sort(entry), u, side="left"))
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         survival = np.cumprod(1.0 - d / at_risk)
         greenwood = np.cumsum(d / (at_risk * (at_risk - d)))
     return u, survival, greenwood
 
 
-
-
-__all__ = ["HEADER", "ENTRY_COLUMN", "MAX_ROWS", "FailureLog", "WeibullFit", "read_failure_log", "fit_weibull",
-           "renewal_function", "failure_ratio", "start_state_note", "failures_table_toml", "product_limit"]
+__all__ = [
+    "HEADER",
+    "ENTRY_COLUMN",
+    "MAX_ROWS",
+    "FailureLog",
+    "WeibullFit",
+    "read_failure_log",
+    "fit_weibull",
+    "renewal_function",
+    "failure_ratio",
+    "start_state_note",
+    "failures_table_toml",
+    "product_limit",
+]

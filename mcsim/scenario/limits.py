@@ -108,9 +108,10 @@ def available_memory_bytes() -> int | None:
             candidates.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
         except (ValueError, OSError, AttributeError):
             pass
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
         limit, usage = _read_int(limit_file), _read_int(usage_file)
         if limit is not None and usage is not None and limit < 1 << 60:
             candidates.append(max(0, limit - usage))
@@ -150,19 +151,23 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str) -> None:
         return
     key = "sweep" if shape else "run.runs"
     what = "half the available memory" if current_limits().max_memory_bytes is None else "--max-memory"
-    raise ScenarioError(source, key, f"{configurations:,} configurations x {runs:,} runs need about "
-                                     f"{format_bytes(need)} of memory, more than the limit of "
-                                     f"{format_bytes(limit)} ({what}); use fewer runs or configurations, "
-                                     "split the sweep, or raise --max-memory")
+    raise ScenarioError(
+        source,
+        key,
+        f"{configurations:,} configurations x {runs:,} runs need about "
+        f"{format_bytes(need)} of memory, more than the limit of "
+        f"{format_bytes(limit)} ({what}); use fewer runs or configurations, "
+        "split the sweep, or raise --max-memory",
+    )
 
 
 @dataclass(frozen=True)
 class TimeEstimate:
     """Estimated duration of a simulation."""
 
-    cpu_s: float           # kernel time on one thread, summed over all runs, s
-    parallelism: int       # runs simulated at once (0: unknown, a scheduler without workers yet)
-    longest_run_s: float   # the longest single run, s (Ctrl-C waits for it at worst)
+    cpu_s: float  # kernel time on one thread, summed over all runs, s
+    parallelism: int  # runs simulated at once (0: unknown, a scheduler without workers yet)
+    longest_run_s: float  # the longest single run, s (Ctrl-C waits for it at worst)
 
     @property
     def wall_s(self) -> float:
@@ -181,10 +186,14 @@ def check_time(estimate: TimeEstimate, source: str) -> None:
     max_hours = current_limits().max_hours
     if estimate.parallelism <= 0 or estimate.wall_s <= max_hours * 3600.0:
         return  # an unknown parallelism (a scheduler whose workers are still starting) is not refused
-    raise ScenarioError(source, "run", f"estimated {format_duration(estimate.wall_s)} on {estimate.parallelism} "
-                                       f"threads (one run about {format_duration(estimate.longest_run_s)}), "
-                                       f"more than the limit of {max_hours:g} h; use fewer runs, configurations "
-                                       "or iterations, a longer checkpoint interval, or raise --max-hours")
+    raise ScenarioError(
+        source,
+        "run",
+        f"estimated {format_duration(estimate.wall_s)} on {estimate.parallelism} "
+        f"threads (one run about {format_duration(estimate.longest_run_s)}), "
+        f"more than the limit of {max_hours:g} h; use fewer runs, configurations "
+        "or iterations, a longer checkpoint interval, or raise --max-hours",
+    )
 
 
 def format_bytes(value: float) -> str:

@@ -42,8 +42,12 @@ def mtbf_shape_log_covariance(fit: WeibullFit) -> tuple[np.ndarray, np.ndarray]:
         Their asymptotic covariance [-].
     """
     k = fit.shape
-    jacobian = np.array([[-float(special.digamma(1.0 + 1.0 / k)) / k, 1.0],   # d log MTBF / d(log k, log λ)
-                         [1.0, 0.0]])                                        # d log k / d(log k, log λ)
+    jacobian = np.array(
+        [
+            [-float(special.digamma(1.0 + 1.0 / k)) / k, 1.0],  # d log MTBF / d(log k, log λ)
+            [1.0, 0.0],
+        ]
+    )  # d log k / d(log k, log λ)
     cov = jacobian @ np.array(fit.covariance, dtype=float) @ jacobian.T
     return np.array([math.log(fit.mtbf_hours), math.log(k)]), 0.5 * (cov + cov.T)
 
@@ -82,15 +86,17 @@ def uncertain_table_toml(fit: WeibullFit, name: str) -> str:
         raise ValueError(f"the MTBF and shape estimates are perfectly correlated ({rho:.6g}); no prior can be written")
     keys = [f"failures.{name}.mtbf_hours", f"failures.{name}.shape"]
     r = _number(rho)
-    return (f"# Joint uncertainty of the fit of {name!r}: (log MTBF, log k) ~ normal with the fit's asymptotic\n"
-            f"# covariance (observed information, delta method; mcsim/priors.py), drawn by a Gaussian copula.\n"
-            f"# The scenario needs run.draws > 0 (e.g. 64) and run.design = \"sobol\" or \"lhs\".\n"
-            f"[uncertain.{name}]\n"
-            f"dist = \"mvlognormal\"\n"
-            f"keys = [{', '.join(json.dumps(k) for k in keys)}]\n"
-            f"median = [{_number(fit.mtbf_hours)}, {_number(fit.shape)}]\n"
-            f"sigma = [{_number(sigma[0])}, {_number(sigma[1])}]\n"
-            f"correlation = [[1, {r}], [{r}, 1]]\n")
+    return (
+        f"# Joint uncertainty of the fit of {name!r}: (log MTBF, log k) ~ normal with the fit's asymptotic\n"
+        f"# covariance (observed information, delta method; mcsim/priors.py), drawn by a Gaussian copula.\n"
+        f'# The scenario needs run.draws > 0 (e.g. 64) and run.design = "sobol" or "lhs".\n'
+        f"[uncertain.{name}]\n"
+        f'dist = "mvlognormal"\n'
+        f"keys = [{', '.join(json.dumps(k) for k in keys)}]\n"
+        f"median = [{_number(fit.mtbf_hours)}, {_number(fit.shape)}]\n"
+        f"sigma = [{_number(sigma[0])}, {_number(sigma[1])}]\n"
+        f"correlation = [[1, {r}], [{r}, 1]]\n"
+    )
 
 
 __all__ = ["mtbf_shape_log_covariance", "uncertain_table_toml"]

@@ -28,9 +28,17 @@ _REQUIRED = dataclasses.MISSING
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
 
 
-def param(default: Any = _REQUIRED, *, kind: type = float, gt: float | None = None,
-          ge: float | None = None, le: float | None = None,
-          choices: tuple[str, ...] | None = None, unit: str = "", doc: str = "") -> Any:
+def param(
+    default: Any = _REQUIRED,
+    *,
+    kind: type = float,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    unit: str = "",
+    doc: str = "",
+) -> Any:
     """A validated scenario field (``kind`` is float, int, str or ``Interval``)."""
     meta = dict(kind=kind, gt=gt, ge=ge, le=le, choices=choices, unit=unit, doc=doc)
     return field(default=default, metadata=meta)
@@ -61,14 +69,15 @@ class ModelSection:
     params: float = param(gt=0, le=1e15, unit="parameters", doc="N, model parameters")
     layers: int = param(kind=int, ge=1, le=100_000, doc="L, transformer layers")
     hidden: int = param(kind=int, ge=1, le=10_000_000, doc="h, hidden size")
-    heads: int = param(0, kind=int, ge=0, le=1_000_000,
-                       doc="attention heads a; 0 means hidden/128 (for activation memory)")
+    heads: int = param(
+        0, kind=int, ge=0, le=1_000_000, doc="attention heads a; 0 means hidden/128 (for activation memory)"
+    )
     seq_len: int = param(kind=int, ge=1, le=100_000_000, unit="tokens", doc="s, sequence length")
     tokens: float = param(gt=0, le=1e18, unit="tokens", doc="D, training tokens")
-    global_batch: int = param(kind=int, ge=1, le=1_000_000_000, unit="sequences",
-                              doc="B, sequences per iteration")
-    recompute: str = param("selective", kind=str, choices=("none", "selective", "full"),
-                           doc="activation recomputation policy")
+    global_batch: int = param(kind=int, ge=1, le=1_000_000_000, unit="sequences", doc="B, sequences per iteration")
+    recompute: str = param(
+        "selective", kind=str, choices=("none", "selective", "full"), doc="activation recomputation policy"
+    )
     dropout: bool = param(True, kind=bool, doc="trained with dropout (its masks take activation memory)")
 
 
@@ -76,8 +85,9 @@ class ModelSection:
 class HardwareSection:
     gpu: str = param("H100-SXM", kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
     gpus_per_node: int = param(8, kind=int, ge=1, le=1024, doc="GPUs per node")
-    spare_nodes: int | None = param(None, kind=int, ge=0, le=MAX_GPUS,
-                                    doc="hot spare nodes; unset: unlimited (recovery as given)")
+    spare_nodes: int | None = param(
+        None, kind=int, ge=0, le=MAX_GPUS, doc="hot spare nodes; unset: unlimited (recovery as given)"
+    )
     peak_tflops: float | None = param(None, gt=0, le=1e6, unit="TFLOP/s", doc="override")
     memory_gb: float | None = param(None, gt=0, le=1e6, unit="GB", doc="override")
     tdp_w: float | None = param(None, gt=0, le=1e5, unit="W", doc="override")
@@ -101,10 +111,10 @@ class ParallelismSection:
 @dataclass(frozen=True, kw_only=True)
 class ComputeSection:
     efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
-    freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz",
-                                   doc="GPU core frequency; default: the GPU's maximum")
-    freq_scaling_share: float = param(1.0, ge=0, le=1,
-                                      doc="share of compute time that scales as 1/f (the rest is memory-bound)")
+    freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="GPU core frequency; default: the GPU's maximum")
+    freq_scaling_share: float = param(
+        1.0, ge=0, le=1, doc="share of compute time that scales as 1/f (the rest is memory-bound)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +130,9 @@ class NetworkSection:
 class StragglerSection:
     sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of per-rank, per-iteration factor")
     job_sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of the per-run factor")
-    episode_rate_per_node_day: float = param(0.0, ge=0, le=10, unit="1/(node day)",
-                                             doc="slow-node episodes; each arrival costs kernel work")
+    episode_rate_per_node_day: float = param(
+        0.0, ge=0, le=10, unit="1/(node day)", doc="slow-node episodes; each arrival costs kernel work"
+    )
     episode_hours: float = param(2.0, gt=0, le=1e5, unit="h")
     episode_slowdown: float = param(1.3, ge=1, le=1e3)
 
@@ -132,62 +143,86 @@ class FailureClass:
     scope: str = param("gpu", kind=str, choices=("gpu", "node", "cluster"))
     shape: float = param(1.0, ge=0.05, le=20, doc="Weibull shape k")
     mtbf_hours: float = param(gt=0, le=1e9, unit="h", doc="mean time between failures of one unit")
-    recovery_minutes: float = param(20.0, ge=0, le=1e6, unit="min",
-                                    doc="detection + replacement + restart, before the load")
-    domain_nodes: int = param(1, kind=int, ge=1, le=MAX_GPUS,
-                              doc="scope node: nodes one event takes out (a rack, a leaf switch)")
-    repair_hours: float = param(24.0, ge=0, le=1e6, unit="h",
-                                doc="time until a failed node returns to the spare pool")
-    initial_age: str | float = param("stationary", kind=StateOrNumber, ge=0, le=1e9, unit="h",
-                                     choices=("stationary", "new"),
-                                     doc='units at job start: "stationary" (a cluster that has been running: '
-                                         'first failures from the renewal process in equilibrium), "new" '
-                                         '(all installed at t = 0), or every unit this many hours old')
+    recovery_minutes: float = param(
+        20.0, ge=0, le=1e6, unit="min", doc="detection + replacement + restart, before the load"
+    )
+    domain_nodes: int = param(
+        1, kind=int, ge=1, le=MAX_GPUS, doc="scope node: nodes one event takes out (a rack, a leaf switch)"
+    )
+    repair_hours: float = param(24.0, ge=0, le=1e6, unit="h", doc="time until a failed node returns to the spare pool")
+    initial_age: str | float = param(
+        "stationary",
+        kind=StateOrNumber,
+        ge=0,
+        le=1e9,
+        unit="h",
+        choices=("stationary", "new"),
+        doc='units at job start: "stationary" (a cluster that has been running: '
+        'first failures from the renewal process in equilibrium), "new" '
+        "(all installed at t = 0), or every unit this many hours old",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSection:
     strategy: str = param("async", kind=str, choices=CHECKPOINT_STRATEGIES)
     interval: Interval = param(Interval("young_daly"), kind=Interval)
-    bytes_per_param: float = param(14.0, gt=0, le=1e3, unit="B",
-                                   doc="persisted bytes per parameter (ZeRO §3.1: ~14)")
+    bytes_per_param: float = param(14.0, gt=0, le=1e3, unit="B", doc="persisted bytes per parameter (ZeRO §3.1: ~14)")
     write_gbps_per_node: float = param(10.0, gt=0, le=1e6, unit="GB/s")
     read_gbps_per_node: float = param(20.0, gt=0, le=1e6, unit="GB/s")
     storage_gbps: float = param(1000.0, gt=0, le=1e7, unit="GB/s", doc="aggregate storage cap")
-    async_overhead_s: float = param(1.3, ge=0, le=1e5, unit="s",
-                                    doc="fixed stall per async save beyond the copy (GoCkpt)")
-    gockpt_stall_fraction: float = param(0.133, gt=0, le=1,
-                                         doc="gockpt stall as a fraction of async's (GoCkpt: -86.7 %)")
-    gockpt_overlap_iterations: int = param(0, kind=int, ge=0, le=1_000_000,
-                                           doc="iterations the gockpt transfer spans; 0: derived")
-    in_memory_persist_every: int = param(8, kind=int, ge=1, le=1_000_000,
-                                         doc="in_memory: persist every n-th snapshot to storage")
-    optimize_objective: str = param("wall_time", kind=str, choices=("wall_time", "energy", "cost"),
-                                    doc='interval = "optimize": the mean to minimise')
+    async_overhead_s: float = param(
+        1.3, ge=0, le=1e5, unit="s", doc="fixed stall per async save beyond the copy (GoCkpt)"
+    )
+    gockpt_stall_fraction: float = param(
+        0.133, gt=0, le=1, doc="gockpt stall as a fraction of async's (GoCkpt: -86.7 %)"
+    )
+    gockpt_overlap_iterations: int = param(
+        0, kind=int, ge=0, le=1_000_000, doc="iterations the gockpt transfer spans; 0: derived"
+    )
+    in_memory_persist_every: int = param(
+        8, kind=int, ge=1, le=1_000_000, doc="in_memory: persist every n-th snapshot to storage"
+    )
+    optimize_objective: str = param(
+        "wall_time",
+        kind=str,
+        choices=("wall_time", "energy", "cost"),
+        doc='interval = "optimize": the mean to minimise',
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class EnergySection:
     pue: float = param(1.1, ge=1, le=5)
     node_overhead_w: float = param(2500.0, ge=0, le=1e6, unit="W", doc="per node, while allocated")
-    busy_utilization: float = param(1.0, gt=0, le=1,
-                                    doc="u: share of (TDP - idle) drawn while computing at max frequency")
-    wait_power_fraction: float = param(0.6, ge=0, le=1,
-                                       doc="share of (TDP - idle) drawn waiting at a barrier or exchanging")
+    busy_utilization: float = param(
+        1.0, gt=0, le=1, doc="u: share of (TDP - idle) drawn while computing at max frequency"
+    )
+    wait_power_fraction: float = param(
+        0.6, ge=0, le=1, doc="share of (TDP - idle) drawn waiting at a barrier or exchanging"
+    )
     power_freq_exponent: float = param(2.5, ge=1, le=4, doc="gamma: busy power above idle goes as (f/f_max)^gamma")
-    storage_pj_per_bit: float = param(100.0, ge=0, le=1e6, unit="pJ/bit",
-                                      doc="storage energy per bit written or read")
+    storage_pj_per_bit: float = param(100.0, ge=0, le=1e6, unit="pJ/bit", doc="storage energy per bit written or read")
 
 
 @dataclass(frozen=True, kw_only=True)
 class CostSection:
-    model: str = param("rental", kind=str, choices=("rental", "owned"),
-                       doc="rental: GPU-hours at gpu_hour_usd; owned: capital amortised over amortization_years")
+    model: str = param(
+        "rental",
+        kind=str,
+        choices=("rental", "owned"),
+        doc="rental: GPU-hours at gpu_hour_usd; owned: capital amortised over amortization_years",
+    )
     gpu_hour_usd: float = param(2.0, ge=0, le=1e6, unit="USD/(GPU h)")
     electricity_usd_per_kwh: float = param(0.08, ge=0, le=1e3, unit="USD/kWh")
     gpu_capex_usd: float = param(25000.0, ge=0, le=1e8, unit="USD", doc="owned: purchase price per GPU")
-    node_capex_usd: float = param(50000.0, ge=0, le=1e9, unit="USD",
-                                  doc="owned: per node, without its GPUs (CPUs, memory, NICs, chassis, network share)")
+    node_capex_usd: float = param(
+        50000.0,
+        ge=0,
+        le=1e9,
+        unit="USD",
+        doc="owned: per node, without its GPUs (CPUs, memory, NICs, chassis, network share)",
+    )
     amortization_years: float = param(5.0, gt=0, le=100, unit="years")
 
 
@@ -204,10 +239,19 @@ class RunSection:
     seed: int = param(0, kind=int, ge=0, le=2**63 - 1)
     mode: str = param("fast", kind=str, choices=("fast", "exact"))
     max_wall_days: float = param(3650.0, gt=0, le=36_500, unit="d")
-    draws: int = param(0, kind=int, ge=0, le=1_000_000,
-                       doc="parameter draws of the [uncertain] inputs, each run `runs` times; 0: no uncertainty")
-    design: str = param("sobol", kind=str, choices=("sobol", "lhs", "saltelli"),
-                        doc="design of the draws: scrambled Sobol, Latin hypercube, or Saltelli (Sobol indices)")
+    draws: int = param(
+        0,
+        kind=int,
+        ge=0,
+        le=1_000_000,
+        doc="parameter draws of the [uncertain] inputs, each run `runs` times; 0: no uncertainty",
+    )
+    design: str = param(
+        "sobol",
+        kind=str,
+        choices=("sobol", "lhs", "saltelli"),
+        doc="design of the draws: scrambled Sobol, Latin hypercube, or Saltelli (Sobol indices)",
+    )
 
 
 # TOML table name -> section class, in file order.
@@ -272,7 +316,7 @@ def _coerce_interval(value: Any, source: str, key: str) -> Interval:
     if value in ("young_daly", "optimize"):
         return Interval(value)
     if isinstance(value, dict) and len(value) == 1:
-        (kind, number), = value.items()
+        ((kind, number),) = value.items()
         if kind == "minutes" and _is_number(number) and math.isfinite(number) and 0 < number <= 1e7:
             return Interval("minutes", float(number))
         if kind == "iterations" and _is_integral(number) and 1 <= number <= 1e12:
@@ -298,8 +342,9 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
             return value
         if not _is_number(value):
             options = " or ".join(f'"{c}"' for c in meta["choices"])
-            raise ScenarioError(source, key, f"expected {options} or a number{_bounds_text(meta)}, got "
-                                             f"{_type_name(value)}")
+            raise ScenarioError(
+                source, key, f"expected {options} or a number{_bounds_text(meta)}, got {_type_name(value)}"
+            )
         kind = float
     if kind is bool:
         if not isinstance(value, bool):
@@ -313,11 +358,11 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
             raise ScenarioError(source, key, f"expected one of {options}; got {value!r}")
         return value
     if not _is_number(value):
-        raise ScenarioError(source, key, f"expected a number{_bounds_text(meta)}, got "
-                                         f"{_type_name(value)}")
+        raise ScenarioError(source, key, f"expected a number{_bounds_text(meta)}, got {_type_name(value)}")
     if isinstance(value, int) and abs(value) > 2**63 - 1:
-        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got a {len(str(abs(value)))}-digit "
-                                         "integer")
+        raise ScenarioError(
+            source, key, f"expected a value{_bounds_text(meta)}, got a {len(str(abs(value)))}-digit integer"
+        )
     if not math.isfinite(value):
         raise ScenarioError(source, key, f"expected a finite number{_bounds_text(meta)}, got {value}")
     if kind is int:
@@ -327,7 +372,8 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
     else:
         value = float(value)
     too_small = (meta["gt"] is not None and not value > meta["gt"]) or (
-        meta["ge"] is not None and not value >= meta["ge"])
+        meta["ge"] is not None and not value >= meta["ge"]
+    )
     too_large = meta["le"] is not None and not value <= meta["le"]
     if too_small or too_large:
         raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got {format_number(value)}")
@@ -344,8 +390,7 @@ def build_section(cls: type, table: Any, source: str, prefix: str) -> Any:
     known = {f.name: f for f in dataclasses.fields(cls)}
     for key in table:
         if key not in known:
-            raise ScenarioError(source, f"{prefix}.{key}",
-                                f"unknown key; expected one of {', '.join(known)}")
+            raise ScenarioError(source, f"{prefix}.{key}", f"unknown key; expected one of {', '.join(known)}")
     values = {}
     for name, fld in known.items():
         key = f"{prefix}.{name}"
@@ -394,8 +439,7 @@ def check_text(text: Any, source: str, key: str, *, one_line: bool) -> str:
     (C0, DEL, C1: a name is a label printed in tables, titles and progress lines).
     """
     if not isinstance(text, str) or (one_line and not text):
-        raise ScenarioError(source, key, f"expected a {'non-empty ' if one_line else ''}string, "
-                                         f"got {_type_name(text)}")
+        raise ScenarioError(source, key, f"expected a {'non-empty ' if one_line else ''}string, got {_type_name(text)}")
     if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
         raise ScenarioError(source, key, f"expected Unicode text, got a lone surrogate in {_short_repr(text)}")
     if one_line and any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text):

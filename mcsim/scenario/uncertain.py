@@ -61,7 +61,7 @@ DESIGN_STREAM = 0x756E6365  # "unce"
 # Smallest eigenvalue a joint group's correlation matrix may have (else it is not positive definite).
 MIN_EIGENVALUE = 1e-10
 # Design points are kept this far inside (0, 1) before the normal scores of the copula.
-_EDGE = 2.0 ** -53
+_EDGE = 2.0**-53
 
 
 @dataclass(frozen=True)
@@ -187,12 +187,14 @@ def _key_meta(raw: dict, key: str, swept: set[str], source: str, where: str = ""
     section, name = parts[0], parts[-1]
     meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
     if meta is None or section == "run":
-        raise ScenarioError(source, where, "not an uncertain scenario key (expected e.g. \"compute.efficiency\" "
-                                           "or \"failures.<class>.mtbf_hours\")")
+        raise ScenarioError(
+            source,
+            where,
+            'not an uncertain scenario key (expected e.g. "compute.efficiency" or "failures.<class>.mtbf_hours")',
+        )
     if meta["kind"] is not float:
         kind = getattr(meta["kind"], "__name__", str(meta["kind"]))
-        raise ScenarioError(source, where, f"expected a key with a continuous numeric value, got a key of kind "
-                                           f"{kind}")
+        raise ScenarioError(source, where, f"expected a key with a continuous numeric value, got a key of kind {kind}")
     if key in swept:
         raise ScenarioError(source, where, "this key is also swept; make it either swept or uncertain")
     if section == "failures":
@@ -248,19 +250,27 @@ def parse_input(raw: dict, key: str, spec: Any, swept: set[str], source: str) ->
     return _bounded_entry(key, meta, dist, params, source, where)
 
 
-def _bounded_entry(key: str, meta: dict, dist: str, params: dict[str, float], source: str, where: str,
-                   joint: JointGroup | None = None) -> UncertainInput:
+def _bounded_entry(
+    key: str, meta: dict, dist: str, params: dict[str, float], source: str, where: str, joint: JointGroup | None = None
+) -> UncertainInput:
     """The entry of ``key`` truncated to its schema bounds, checked to keep some probability there."""
     lower = meta["gt"] if meta["gt"] is not None else meta["ge"]
-    entry = UncertainInput(key=key, dist=dist, params=tuple(params.items()),
-                           low=-math.inf if lower is None else float(lower),
-                           high=math.inf if meta["le"] is None else float(meta["le"]),
-                           strict_low=meta["gt"] is not None, unit=str(meta["unit"] or ""),
-                           doc=str(meta["doc"] or ""), joint=joint)
+    entry = UncertainInput(
+        key=key,
+        dist=dist,
+        params=tuple(params.items()),
+        low=-math.inf if lower is None else float(lower),
+        high=math.inf if meta["le"] is None else float(meta["le"]),
+        strict_low=meta["gt"] is not None,
+        unit=str(meta["unit"] or ""),
+        doc=str(meta["doc"] or ""),
+        joint=joint,
+    )
     if not entry.mass() >= MIN_MASS:
         bounds = f"{'>' if entry.strict_low else '>='} {format_number(entry.low)} and <= {format_number(entry.high)}"
-        raise ScenarioError(source, where, f"the {dist} distribution has no probability within the key's "
-                                           f"bounds ({bounds})")
+        raise ScenarioError(
+            source, where, f"the {dist} distribution has no probability within the key's bounds ({bounds})"
+        )
     return entry
 
 
@@ -268,33 +278,53 @@ def _vector(spec: dict, name: str, n: int, source: str, where: str) -> list[floa
     """The list of ``n`` finite numbers > 0 under ``name`` of a joint entry."""
     value = spec[name]
     if not (isinstance(value, list) and len(value) == n and all(_number(v) and v > 0 for v in value)):
-        raise ScenarioError(source, f"{where}.{name}", f"expected a list of {n} finite numbers > 0, one per key, "
-                                                       f"got {str(value)[:100]}")
+        raise ScenarioError(
+            source, f"{where}.{name}", f"expected a list of {n} finite numbers > 0, one per key, got {str(value)[:100]}"
+        )
     return [float(v) for v in value]
 
 
 def _correlation(value: Any, n: int, source: str, where: str) -> tuple[tuple[float, ...], ...]:
     """A valid ``n`` x ``n`` correlation matrix: unit diagonal, symmetric, positive definite."""
-    if not (isinstance(value, list) and len(value) == n
-            and all(isinstance(row, list) and len(row) == n and all(_number(v) for v in row) for row in value)):
-        raise ScenarioError(source, where, f"expected a {n} x {n} matrix of finite numbers (a list of {n} rows "
-                                           f"of {n}, one per key), got {str(value)[:100]}")
+    if not (
+        isinstance(value, list)
+        and len(value) == n
+        and all(isinstance(row, list) and len(row) == n and all(_number(v) for v in row) for row in value)
+    ):
+        raise ScenarioError(
+            source,
+            where,
+            f"expected a {n} x {n} matrix of finite numbers (a list of {n} rows "
+            f"of {n}, one per key), got {str(value)[:100]}",
+        )
     matrix = np.array(value, dtype=float)
     for i in range(n):
         if matrix[i, i] != 1.0:
-            raise ScenarioError(source, where, f"expected 1 on the diagonal, got {format_number(matrix[i, i])} "
-                                               f"in row {i + 1}")
+            raise ScenarioError(
+                source, where, f"expected 1 on the diagonal, got {format_number(matrix[i, i])} in row {i + 1}"
+            )
         for j in range(i):
             if abs(matrix[i, j] - matrix[j, i]) > 1e-12:
-                raise ScenarioError(source, where, f"expected a symmetric matrix, got {format_number(matrix[i, j])} "
-                                                   f"in row {i + 1} and {format_number(matrix[j, i])} in row {j + 1}")
+                raise ScenarioError(
+                    source,
+                    where,
+                    f"expected a symmetric matrix, got {format_number(matrix[i, j])} "
+                    f"in row {i + 1} and {format_number(matrix[j, i])} in row {j + 1}",
+                )
             if not -1.0 < matrix[i, j] < 1.0:
-                raise ScenarioError(source, where, f"expected correlations in (-1, 1) off the diagonal, got "
-                                                   f"{format_number(matrix[i, j])} in row {i + 1}")
+                raise ScenarioError(
+                    source,
+                    where,
+                    f"expected correlations in (-1, 1) off the diagonal, got "
+                    f"{format_number(matrix[i, j])} in row {i + 1}",
+                )
     smallest = float(np.linalg.eigvalsh(matrix).min())
     if not smallest > MIN_EIGENVALUE:
-        raise ScenarioError(source, where, f"not positive definite (smallest eigenvalue {smallest:.3g}): the "
-                                           "correlations contradict each other")
+        raise ScenarioError(
+            source,
+            where,
+            f"not positive definite (smallest eigenvalue {smallest:.3g}): the correlations contradict each other",
+        )
     return tuple(tuple(float(v) for v in row) for row in matrix)
 
 
@@ -316,8 +346,12 @@ def parse_joint(raw: dict, name: str, spec: dict, swept: set[str], source: str) 
     dist = spec["dist"]
     takes = ", ".join(JOINT_DISTRIBUTIONS[dist])
     if "." in name:
-        raise ScenarioError(source, where, f"a {dist} entry is named by a group name without \".\" (e.g. "
-                                           f"[uncertain.gpu_fit]); its keys go in keys = [...]")
+        raise ScenarioError(
+            source,
+            where,
+            f'a {dist} entry is named by a group name without "." (e.g. '
+            f"[uncertain.gpu_fit]); its keys go in keys = [...]",
+        )
     for param in spec:
         if param not in ("dist", *JOINT_DISTRIBUTIONS[dist]):
             raise ScenarioError(source, f"{where}.{param}", f"unknown parameter; {dist} takes {takes}")
@@ -325,17 +359,29 @@ def parse_joint(raw: dict, name: str, spec: dict, swept: set[str], source: str) 
         if param not in spec:
             raise ScenarioError(source, f"{where}.{param}", f"missing parameter; {dist} takes {takes}")
     keys = spec["keys"]
-    if not (isinstance(keys, list) and len(keys) >= 2 and all(isinstance(k, str) for k in keys)
-            and len(set(keys)) == len(keys)):
-        raise ScenarioError(source, f"{where}.keys", f"expected a list of at least 2 different scenario keys, "
-                                                     f"got {str(keys)[:100]}")
+    if not (
+        isinstance(keys, list)
+        and len(keys) >= 2
+        and all(isinstance(k, str) for k in keys)
+        and len(set(keys)) == len(keys)
+    ):
+        raise ScenarioError(
+            source, f"{where}.keys", f"expected a list of at least 2 different scenario keys, got {str(keys)[:100]}"
+        )
     metas = [_key_meta(raw, key, swept, source, f"{where}.keys: {json.dumps(key)}") for key in keys]
     medians, sigmas = (_vector(spec, p, len(keys), source, where) for p in ("median", "sigma"))
-    group = JointGroup(name=name, dist=dist, keys=tuple(keys),
-                       correlation=_correlation(spec["correlation"], len(keys), source, f"{where}.correlation"))
-    return tuple(_bounded_entry(key, meta, "lognormal", {"median": m, "sigma": sd}, source,
-                                f"{where}.keys: {json.dumps(key)}", joint=group)
-                 for key, meta, m, sd in zip(keys, metas, medians, sigmas, strict=False))
+    group = JointGroup(
+        name=name,
+        dist=dist,
+        keys=tuple(keys),
+        correlation=_correlation(spec["correlation"], len(keys), source, f"{where}.correlation"),
+    )
+    return tuple(
+        _bounded_entry(
+            key, meta, "lognormal", {"median": m, "sigma": sd}, source, f"{where}.keys: {json.dumps(key)}", joint=group
+        )
+        for key, meta, m, sd in zip(keys, metas, medians, sigmas, strict=False)
+    )
 
 
 def _parse_entry(raw: dict, key: str, spec: Any, swept: set[str], source: str) -> tuple[UncertainInput, ...]:
@@ -367,25 +413,37 @@ def parse_uncertain(raw: dict, swept: set[str], draws: int, source: str) -> tupl
     for entry in inputs:
         group = entry.joint.name if entry.joint else entry.key
         if entry.key in seen:
-            raise ScenarioError(source, _where(group), f"{entry.key} is already uncertain in "
-                                                       f"uncertain.{json.dumps(seen[entry.key])}; give it once")
+            raise ScenarioError(
+                source,
+                _where(group),
+                f"{entry.key} is already uncertain in uncertain.{json.dumps(seen[entry.key])}; give it once",
+            )
         seen[entry.key] = group
     if inputs and draws == 0:
-        raise ScenarioError(source, "run.draws", "expected the number of parameter draws (e.g. 256) with an "
-                                                 "[uncertain] table, got 0")
+        raise ScenarioError(
+            source, "run.draws", "expected the number of parameter draws (e.g. 256) with an [uncertain] table, got 0"
+        )
     if draws and not inputs:
         raise ScenarioError(source, "run.draws", f"expected 0 without an [uncertain] table, got {draws}")
     run = raw.get("run", {})
     joint = [entry.key for entry in inputs if entry.joint]
     if joint and isinstance(run, dict) and run.get("design") == "saltelli":
-        raise ScenarioError(source, "run.design", f"the saltelli design needs independent inputs, but "
-                                                  f"{', '.join(joint)} are correlated; use \"sobol\" or \"lhs\" "
-                                                  "(mcsim sensitivity then uses given-data indices)")
+        raise ScenarioError(
+            source,
+            "run.design",
+            f"the saltelli design needs independent inputs, but "
+            f'{", ".join(joint)} are correlated; use "sobol" or "lhs" '
+            "(mcsim sensitivity then uses given-data indices)",
+        )
     block = saltelli_block(len(inputs))
     if inputs and isinstance(run, dict) and run.get("design") == "saltelli" and (draws % block or draws < 2 * block):
-        raise ScenarioError(source, "run.draws", f"the saltelli design of {len(inputs)} inputs takes N x "
-                                                 f"{block} draws (N base points, at least 2; e.g. "
-                                                 f"{64 * block} for N = 64), got {draws}")
+        raise ScenarioError(
+            source,
+            "run.draws",
+            f"the saltelli design of {len(inputs)} inputs takes N x "
+            f"{block} draws (N base points, at least 2; e.g. "
+            f"{64 * block} for N = 64), got {draws}",
+        )
     return inputs
 
 
@@ -473,14 +531,20 @@ def draw_offset(draw: int, runs: int, design: str = "sobol", dims: int = 0) -> i
 def input_variable_attrs(entry: UncertainInput) -> dict[str, str]:
     """``long_name``, ``units`` and the distribution of the variable holding an input's draws."""
     unit = entry.unit
-    attrs = {"long_name": f"uncertain scenario key {entry.key}" + (f" ({entry.doc})" if entry.doc else ""),
-             "units": "1" if unit in ("", "parameters", "tokens", "sequences") else unit,
-             "distribution": entry.text}
+    attrs = {
+        "long_name": f"uncertain scenario key {entry.key}" + (f" ({entry.doc})" if entry.doc else ""),
+        "units": "1" if unit in ("", "parameters", "tokens", "sequences") else unit,
+        "distribution": entry.text,
+    }
     if entry.joint is not None:
         group = entry.joint
         row = group.correlation[group.keys.index(entry.key)]
-        attrs.update(joint_group=group.name, joint_distribution=group.dist,
-                     correlated_with=" ".join(k for k in group.keys if k != entry.key),
-                     correlation=", ".join(f"{k}: {format_number(r)}" for k, r in zip(group.keys, row, strict=False)
-                                           if k != entry.key))
+        attrs.update(
+            joint_group=group.name,
+            joint_distribution=group.dist,
+            correlated_with=" ".join(k for k in group.keys if k != entry.key),
+            correlation=", ".join(
+                f"{k}: {format_number(r)}" for k, r in zip(group.keys, row, strict=False) if k != entry.key
+            ),
+        )
     return attrs
