@@ -72,8 +72,11 @@ class _Forward(ModuleType):
     def __getattr__(self, attr: str) -> object:
         return getattr(self.__dict__["_target"], attr)
 
-    def __setattr__(self, attr: str, value: object) -> None:  # monkeypatching reaches the real module
-        setattr(self.__dict__["_target"], attr, value)
+    def __setattr__(self, attr: str, value: object) -> None:
+        if attr.startswith("__"):  # the import system's own attributes (__spec__, __loader__, ...) stay here
+            super().__setattr__(attr, value)
+        else:  # monkeypatching an old path reaches the real module
+            setattr(self.__dict__["_target"], attr, value)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
         return getattr(self.__dict__["_target"], self.__name__.rsplit(".", 1)[1])(*args, **kwargs)

@@ -240,26 +240,57 @@ def test_tampered_pieces_are_recomputed_with_a_line(tamper, reference, tmp_path)
     assert sorted(re.match(r"recomputing (\S+):", m).group(1) for m in lines) == sorted(bad), lines
 
 
-def test_model_hash_covers_kernels_and_model_modules_not_presentation(tmp_path):
+# One file of each subpackage that can change a piece's rows (the allow-list RESULT_PACKAGES),
+# and files of the layers that only decide on, plan with or present the rows.
+_CHANGES_ROWS = ("kernels/montecarlo.py", "kernels/types.py", "model/workload.py", "model/energy.py",
+                 "engine/tasks.py", "engine/backends.py", "scenario/schema.py", "scenario/config.py")
+_PRESENTS_ROWS = ("report/plots.py", "cli/main.py", "__init__.py", "analysis/summary.py", "io/netcdf.py",
+                  "planning/screen.py", "accessor.py")
+
+
+def test_model_hash_covers_the_subpackages_that_change_results(tmp_path):
+    """Edited in a copy, every file of scenario/, model/, kernels/ and engine/ changes the key (so saved
+    pieces are refused); a file of the presentation, decision or planning layers does not."""
     package = tmp_path / "mcsim"
     shutil.copytree(ROOT / "mcsim", package, ignore=shutil.ignore_patterns("__pycache__"))
-    base = resume.model_source_hash(package)
-    for name, changes in (
-        ("kernels/montecarlo.py", True),
-        ("workload.py", True),
-        ("checkpointing.py", True),
-        ("stragglers.py", True),
-        ("energy.py", True),
-        ("tasks.py", True),
-        ("plots.py", False),
-        ("cli.py", False),
-        ("__init__.py", False),
-    ):  # __version__
+    base = resume.model_source_hash.__wrapped__(package)
+    for name in _CHANGES_ROWS + _PRESENTS_ROWS:
         path = package / name
         original = path.read_text()
         path.write_text(original + "\n# edited\n")
-        assert (resume.model_source_hash.__wrapped__(package) != base) is changes, name
+        assert (resume.model_source_hash.__wrapped__(package) != base) is (name in _CHANGES_ROWS), name
         path.write_text(original)
+    added = package / "engine" / "new_stage.py"  # a module added later is covered without a word
+    added.write_text("X = 1\n")
+    assert resume.model_source_hash.__wrapped__(package) != base
+
+
+def test_model_hash_covers_the_versions_of_the_libraries_that_draw(tmp_path, monkeypatch):
+    """Pieces drawn under another SciPy (other Sobol points) or NumPy are refused: the key holds their versions."""
+    base = resume.model_source_hash.__wrapped__()
+    real = resume.importlib.metadata.version
+    for library in ("scipy", "numpy", "numba", "salib"):
+        monkeypatch.setattr(resume.importlib.metadata, "version",
+                            lambda name, library=library: "0.0.1" if name.lower() == library else real(name))
+        assert resume.model_source_hash.__wrapped__() != base, library
+    monkeypatch.setattr(resume.importlib.metadata, "version", real)
+    assert resume.model_source_hash.__wrapped__() == base
+
+
+def test_saved_pieces_are_refused_after_a_model_source_changes(reference, tmp_path, monkeypatch):
+    """End to end: pieces saved under one model hash are not reused under another (nothing resumed)."""
+    scenario, expected = reference
+    store = _stored(tmp_path, scenario)
+    messages: list[str] = []
+    unchanged = PieceStore(store.output, scenario, CHUNK, notify=messages.append)
+    mcsim.simulate(scenario, progress=False, chunk_runs=CHUNK, store=unchanged, notify=messages.append)
+    assert any(m.startswith("resuming: 6 of 6") for m in messages), messages  # the control: reused
+    monkeypatch.setattr(resume, "model_source_hash", lambda: "edited kernel")
+    messages.clear()
+    edited = PieceStore(store.output, scenario, CHUNK, notify=messages.append)
+    again = mcsim.simulate(scenario, progress=False, chunk_runs=CHUNK, store=edited, notify=messages.append)
+    assert not any(m.startswith("resuming") for m in messages), messages
+    _numeric_equal(expected, again)
 
 
 def test_changed_model_source_changes_the_sweep_key(reference, monkeypatch):

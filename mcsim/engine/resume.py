@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.metadata
 import hashlib
 import json
 import re
@@ -41,44 +42,39 @@ from mcsim.kernels.types import N_OUT
 from mcsim.scenario.config import Scenario
 
 PIECE_FORMAT = "mcsim-piece-1"
-_PACKAGE = Path(__file__).resolve().parent
-# Modules that only present or store results: a change to them never changes a piece's rows.
-PRESENTATION_MODULES = frozenset(
-    {
-        "__init__.py",
-        "accessor.py",
-        "analysis.py",
-        "atomic.py",
-        "backends.py",
-        "cli.py",
-        "fitting.py",
-        "netcdf.py",
-        "plots.py",
-        "report.py",
-        "resume.py",
-        "summary.py",
-        "validation.py",
-        "variables.py",
-    }
-)
+_PACKAGE = Path(__file__).resolve().parent.parent  # the mcsim package
+# The subpackages whose sources can change a piece's rows (an allow-list: a module added to
+# any of them is covered without a word here; presentation, analysis and planning are not).
+RESULT_PACKAGES = ("scenario", "model", "kernels", "engine")
+# The libraries that draw or compute the rows (numba compiles the kernels; scipy's Sobol points
+# and SALib's designs draw the uncertain inputs; numpy computes the kernel inputs).
+RESULT_LIBRARIES = ("numpy", "scipy", "numba", "salib")
 # Rejection messages printed before the rest are only counted (a wholly foreign folder).
 _MAX_NOTICES = 10
 
 
+def library_versions() -> str:
+    """``name version`` of each of :data:`RESULT_LIBRARIES`, from their installed metadata."""
+    versions = []
+    for name in RESULT_LIBRARIES:
+        try:
+            versions.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{name} absent")
+    return ", ".join(versions)
+
+
 @functools.cache
 def model_source_hash(package: Path = _PACKAGE) -> str:
-    """SHA-256 of the sources that determine a piece's rows.
+    """SHA-256 of the sources and library versions that determine a piece's rows.
 
-    Every ``.py`` file of ``mcsim/kernels`` and every module of the package
-    except :data:`PRESENTATION_MODULES` (so workload, checkpointing,
-    stragglers, energy, tasks, catalog, schema, scenario, simulate, optimize
-    and any module added later), sorted by path. Independent of
-    ``mcsim.__version__``: a kernel edited under the same version changes it.
-    The Numba version is included too (it compiles the kernels).
+    Every ``.py`` file of the subpackages in :data:`RESULT_PACKAGES` (input, physics,
+    kernels, execution), sorted by path, with the versions of :data:`RESULT_LIBRARIES`.
+    Independent of ``mcsim.__version__``: a kernel edited under the same version changes
+    it; a figure or report module does not.
     """
-    digest = hashlib.sha256(f"{PIECE_FORMAT}\0numba {numba.__version__}\0".encode())
-    files = [p for p in package.glob("*.py") if p.name not in PRESENTATION_MODULES]
-    files += list((package / "kernels").glob("*.py"))
+    digest = hashlib.sha256(f"{PIECE_FORMAT}\0{library_versions()}\0".encode())
+    files = [path for name in RESULT_PACKAGES for path in (package / name).rglob("*.py")]
     for path in sorted(files):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
