@@ -13,7 +13,6 @@ import warnings
 
 import pytest
 
-import mcsim
 from mcsim import _moved
 
 # old flat module -> its new home (ARCHITECTURE.md, "Where each module went")

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.metadata
 import hashlib
+import importlib.metadata
 import json
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from mcsim.engine.tasks import Task
