@@ -223,7 +223,7 @@ def _checkpoint_plans(arrays: Config, configs: list[Config], wa, count: int) -> 
     ck, gpus = arrays.checkpoint, arrays.parallelism.gpus
     size = arrays.model.params * ck.bytes_per_param
     write_gbps, read_gbps, transfers = checkpoint_transfers(arrays, gpus)
-    timings = STRATEGIES[ck.strategy].timings(arrays, wa, transfers)
+    timings = STRATEGIES[ck.strategy].timings(arrays, wa.iteration_time_s, transfers)
     stall, background, replicate, load_memory = (_column(x, count) for x in timings)
     with np.errstate(divide="ignore", invalid="ignore"):
         load = size / (read_gbps * 1e9)

@@ -53,10 +53,7 @@ import math
 import numpy as np
 
 from .accelerate import jit, jit_inline
-from .normal import max_lognormal_factor, ndtri_acklam
-from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
-from .rng import seed_stream, uniform
-from .types import (  # noqa: F401  (the kernel's types, re-exported for its twin and tests)
+from .declarations import (  # noqa: F401  (re-exported for the twin and the tests)
     N_OUT,
     OUT_BUSY_S,
     OUT_CHECKPOINT_S,
@@ -88,6 +85,9 @@ from .types import (  # noqa: F401  (the kernel's types, re-exported for its twi
     FailureClasses,
     RunParams,
 )
+from .normal import max_lognormal_factor, ndtri_acklam
+from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
+from .rng import seed_stream, uniform
 
 # --- Run state: named slots of three arrays owned by one run ---------------------------------
 # Float scalars (``x``).

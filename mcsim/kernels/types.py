@@ -1,174 +1,94 @@
 """The kernels' interface: the only module of ``mcsim.kernels`` that Python code above imports.
 
-It declares what crosses the boundary between Python and the compiled run loop,
-in plain NumPy terms (docs/model.md §4; ARCHITECTURE.md says why the kernels live
-inside the package):
+Everything a caller needs, in plain NumPy terms (docs/model.md §4; ARCHITECTURE.md says
+why the kernels live inside the package):
 
-* :class:`RunParams`: the scalars of one configuration; :class:`FailureClasses`: the
-  per-class arrays of its failure processes;
-* :data:`OUTPUT_COLUMNS` and the constants ``OUT_<NAME>``: the columns of the
-  per-run output matrix (``N_OUT`` of them), written out once and checked against
-  each other at import;
-* ``STRATEGY_*``: the kernel's checkpoint hooks; ``START_*``: the start states of
-  the failure processes; ``STREAM_*``: the random streams of a run;
-* the entry points :func:`simulate_runs`, :func:`simulate_runs_table`,
-  :func:`params_table` and :func:`classes_table`, loaded from
-  :mod:`mcsim.kernels.montecarlo` on first use (importing this module compiles
-  and loads nothing).
+* the declarations of :mod:`mcsim.kernels.declarations`: :class:`RunParams`,
+  :class:`FailureClasses`, the output columns ``OUT_<NAME>`` (``N_OUT`` of them,
+  :data:`OUTPUT_COLUMNS`), the ``STRATEGY_*`` hooks and ``STREAM_*`` streams,
+  :func:`params_table` and :func:`classes_table`;
+* ``START_*``: the start states of the failure processes (:mod:`mcsim.kernels.renewal`);
+* the compiled entry points :func:`simulate_runs` (runs of one parameter set) and
+  :func:`simulate_runs_table` (one run per row of a parameter table), from
+  :mod:`mcsim.kernels.montecarlo`. Importing them compiles nothing: Numba compiles (or
+  loads from its cache) at the first call.
 """
 
 from __future__ import annotations
 
-import importlib
-import typing
-from typing import NamedTuple
-
-import numpy as np
-
-from .renewal import START_AGED, START_NEW, START_STATIONARY  # noqa: F401  (re-exported)
-
-# Columns of the per-run output matrix, declared once: (name, meaning); ``OUT_<NAME>`` is its index.
-OUTPUT_COLUMNS = (
-    ("wall_s", "wall-clock time of the run, s"),
-    ("failures", "failures, those during recovery included"),
-    ("lost_s", "iteration time rolled back, partial iterations included, s"),
-    ("checkpoint_s", "time stalled or waiting for a previous write at checkpoints, s"),
-    ("recovery_s", "time recovering (spare wait, recovery, load), s"),
-    ("straggler_s", "straggler excess of the surviving iterations, s"),
-    ("completed", "1 if all iterations were done, 0 if censored"),
-    ("iterations_done", "iterations completed and not rolled back"),
-    ("busy_s", "time the GPUs computed, rolled-back and partial iterations included, s"),
-    ("checkpoints", "checkpoints taken (stalls completed)"),
-    ("straggler_transient_s", "straggler excess from per-iteration rank noise, s"),
-    ("straggler_persistent_s", "straggler excess from the job factor and episodes, s"),
-    ("memory_recoveries", "recoveries from an in-memory snapshot"),
-    ("spare_wait_s", "time waiting for spare nodes, s"),
-    ("episode_phase_s", "compute phase (compute_time * J * F) of surviving iterations in episodes, s"),
-    ("storage_writes", "checkpoint writes to storage started"),
-    ("storage_loads", "loads from storage started (one per recovery attempt)"),
-    ("memory_loads", "loads from a peer's memory started"),
-    ("executed_iterations", "iterations run, rolled-back ones and the interrupted partial one included"),
+from .declarations import (  # the declarations, re-exported whole
+    N_OUT,
+    OUT_BUSY_S,
+    OUT_CHECKPOINT_S,
+    OUT_CHECKPOINTS,
+    OUT_COMPLETED,
+    OUT_EPISODE_PHASE_S,
+    OUT_EXECUTED_ITERATIONS,
+    OUT_FAILURES,
+    OUT_ITERATIONS_DONE,
+    OUT_LOST_S,
+    OUT_MEMORY_LOADS,
+    OUT_MEMORY_RECOVERIES,
+    OUT_RECOVERY_S,
+    OUT_SPARE_WAIT_S,
+    OUT_STORAGE_LOADS,
+    OUT_STORAGE_WRITES,
+    OUT_STRAGGLER_PERSISTENT_S,
+    OUT_STRAGGLER_S,
+    OUT_STRAGGLER_TRANSIENT_S,
+    OUT_WALL_S,
+    OUTPUT_COLUMNS,
+    STRATEGY_ASYNC,
+    STRATEGY_IN_MEMORY,
+    STRATEGY_SYNC,
+    STREAM_EPISODE,
+    STREAM_FIRST_FAILURE_CLASS,
+    STREAM_ITERATION,
+    STREAM_JOB,
+    FailureClasses,
+    RunParams,
+    classes_table,
+    params_table,
 )
-N_OUT = len(OUTPUT_COLUMNS)
+from .montecarlo import simulate_runs, simulate_runs_table
+from .renewal import START_AGED, START_NEW, START_STATIONARY
 
-# The column index of each output, by name (checked against OUTPUT_COLUMNS below, at import).
-OUT_WALL_S = 0
-OUT_FAILURES = 1
-OUT_LOST_S = 2
-OUT_CHECKPOINT_S = 3
-OUT_RECOVERY_S = 4
-OUT_STRAGGLER_S = 5
-OUT_COMPLETED = 6
-OUT_ITERATIONS_DONE = 7
-OUT_BUSY_S = 8
-OUT_CHECKPOINTS = 9
-OUT_STRAGGLER_TRANSIENT_S = 10
-OUT_STRAGGLER_PERSISTENT_S = 11
-OUT_MEMORY_RECOVERIES = 12
-OUT_SPARE_WAIT_S = 13
-OUT_EPISODE_PHASE_S = 14
-OUT_STORAGE_WRITES = 15
-OUT_STORAGE_LOADS = 16
-OUT_MEMORY_LOADS = 17
-OUT_EXECUTED_ITERATIONS = 18
-
-STRATEGY_SYNC = 0
-STRATEGY_ASYNC = 1  # async and gockpt
-STRATEGY_IN_MEMORY = 2
-
-# Random streams of a run (stream ids given to :func:`rng.seed_stream`).
-STREAM_ITERATION = 0
-STREAM_JOB = 1
-STREAM_EPISODE = 2
-STREAM_FIRST_FAILURE_CLASS = 3
-
-
-class RunParams(NamedTuple):
-    """Scalars of one configuration, in seconds unless named otherwise."""
-
-    iterations: int
-    compute_time_s: float
-    comm_time_s: float
-    n_ranks: float
-    sigma: float
-    job_sigma: float
-    strategy: int
-    checkpoint_every: int
-    checkpoint_stall_s: float
-    checkpoint_write_s: float  # storage durability after the stall (async, gockpt, in_memory)
-    replicate_s: float  # in_memory: snapshot restorable this long after the stall
-    persist_every: int  # in_memory: persist every n-th snapshot
-    load_s: float  # checkpoint load from storage
-    load_memory_s: float  # in_memory: snapshot load from the peer's memory
-    episode_rate_per_s: float  # slow-node episodes, whole job
-    episode_mean_s: float
-    episode_slowdown: float
-    spare_nodes: int  # -1: unlimited (recovery as given)
-    max_wall_s: float
-    max_failures: int
-    fast: bool
-    fast_min_block: int
-    factor_mean: float
-    factor_std: float
-    fast_min_block_episode: int
-    factor_mean_episode: float  # moments of max(M, slowdown)
-    factor_std_episode: float
-
-
-class FailureClasses(NamedTuple):
-    """Per-class arrays (one entry per failure class)."""
-
-    units: np.ndarray  # int64: independent units
-    shape: np.ndarray  # Weibull shape k
-    scale_s: np.ndarray  # Weibull scale lambda, s
-    recovery_s: np.ndarray  # recovery before the load, s
-    nodes_taken: np.ndarray  # int64: nodes an event takes out (needs as spares)
-    memory_ok: np.ndarray  # int64 0/1: an in-memory snapshot survives the event
-    repair_s: np.ndarray  # time until a taken node returns to the spare pool, s
-    start: np.ndarray  # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
-    age_s: np.ndarray  # START_AGED: every unit's age at t = 0, s (0 otherwise)
-
-
-def _check_columns() -> None:
-    """Each ``OUT_<NAME>`` is the index of its name in :data:`OUTPUT_COLUMNS` (run at import)."""
-    names = globals()
-    for index, (name, _) in enumerate(OUTPUT_COLUMNS):
-        constant = f"OUT_{name.upper()}"
-        if names.get(constant) != index:
-            raise ImportError(f"mcsim.kernels.types: {constant} is {names.get(constant)}, its column is {index}")
-    declared = sorted(n for n in names if n.startswith("OUT_"))
-    if len(declared) != N_OUT:
-        raise ImportError(f"mcsim.kernels.types: {len(declared)} OUT_* constants for {N_OUT} columns")
-
-
-_check_columns()
-
-# Scalar type of each RunParams field, as the arrays of a parameter table hold it.
-_FIELD_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_}
-
-
-def params_table(params: typing.Sequence[RunParams]) -> RunParams:
-    """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
-    return RunParams(
-        *(
-            np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
-            for name, kind in typing.get_type_hints(RunParams).items()
-        )
-    )
-
-
-def classes_table(classes: typing.Sequence[FailureClasses]) -> FailureClasses:
-    """The failure classes of several parameter sets (equal class counts) as 2-D arrays (set x class)."""
-    return FailureClasses(
-        *(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes])) for name in FailureClasses._fields)
-    )
-
-
-_ENTRY_POINTS = ("simulate_runs", "simulate_runs_table")
-
-
-def __getattr__(name: str) -> object:
-    """The compiled entry points, from :mod:`mcsim.kernels.montecarlo` on first use."""
-    if name in _ENTRY_POINTS:
-        return getattr(importlib.import_module("mcsim.kernels.montecarlo"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = [
+    "OUTPUT_COLUMNS",
+    "N_OUT",
+    "OUT_WALL_S",
+    "OUT_FAILURES",
+    "OUT_LOST_S",
+    "OUT_CHECKPOINT_S",
+    "OUT_RECOVERY_S",
+    "OUT_STRAGGLER_S",
+    "OUT_COMPLETED",
+    "OUT_ITERATIONS_DONE",
+    "OUT_BUSY_S",
+    "OUT_CHECKPOINTS",
+    "OUT_STRAGGLER_TRANSIENT_S",
+    "OUT_STRAGGLER_PERSISTENT_S",
+    "OUT_MEMORY_RECOVERIES",
+    "OUT_SPARE_WAIT_S",
+    "OUT_EPISODE_PHASE_S",
+    "OUT_STORAGE_WRITES",
+    "OUT_STORAGE_LOADS",
+    "OUT_MEMORY_LOADS",
+    "OUT_EXECUTED_ITERATIONS",
+    "STRATEGY_SYNC",
+    "STRATEGY_ASYNC",
+    "STRATEGY_IN_MEMORY",
+    "STREAM_ITERATION",
+    "STREAM_JOB",
+    "STREAM_EPISODE",
+    "STREAM_FIRST_FAILURE_CLASS",
+    "RunParams",
+    "FailureClasses",
+    "params_table",
+    "classes_table",
+    "START_AGED",
+    "START_NEW",
+    "START_STATIONARY",
+    "simulate_runs",
+    "simulate_runs_table",
+]

@@ -185,7 +185,7 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     size = cfg.model.params * ck.bytes_per_param
     write_gbps, read_gbps, transfers = checkpoint_transfers(cfg, cfg.parallelism.gpus)
     write_gbps, read_gbps = float(write_gbps), float(read_gbps)
-    stall, background, replicate, load_memory = STRATEGIES[ck.strategy].timings(cfg, wl, transfers)
+    stall, background, replicate, load_memory = STRATEGIES[ck.strategy].timings(cfg, wl.iteration_time_s, transfers)
     load = size / (read_gbps * 1e9)
     classes = failure_classes(cfg)
     system_mtbf = system_mtbf_s(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)

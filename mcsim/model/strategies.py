@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mcsim.kernels import types as kernel
 from mcsim.scenario.schema import CHECKPOINT_STRATEGIES
 
 if TYPE_CHECKING:  # only for annotations
-    from mcsim.model.workload import Workload
     from mcsim.scenario.config import Config
 
 
@@ -59,7 +59,7 @@ class Strategy:
 
     name: str
     kernel_hook: str
-    timings: Callable[[Config, Workload, Transfers], Timings]
+    timings: Callable[[Config, ArrayLike, Transfers], Timings]  # (cfg, iteration_time_s, transfers)
     infeasible: Callable[[Config], str | None] = lambda cfg: None
     peer_copies_per_checkpoint: float = 0.0
 
@@ -69,24 +69,24 @@ class Strategy:
         return getattr(kernel, "STRATEGY_" + self.kernel_hook.upper())
 
 
-def _sync(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+def _sync(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
     return Timings(tr.storage_write_s, 0.0, 0.0, 0.0)
 
 
-def _async(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+def _async(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
     return Timings(tr.copy_s + cfg.checkpoint.async_overhead_s, tr.storage_write_s, 0.0, 0.0)
 
 
-def _gockpt(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+def _gockpt(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
     # GoCkpt (arXiv 2511.07035): the copy is spread over several iterations and made
     # consistent on the CPU; training stalls a fraction of async's stall.
     ck = cfg.checkpoint
-    overlap = ck.gockpt_overlap_iterations or np.ceil(tr.copy_s / wl.iteration_time_s) + 1
+    overlap = ck.gockpt_overlap_iterations or np.ceil(tr.copy_s / iteration_time_s) + 1
     stall = ck.gockpt_stall_fraction * (tr.copy_s + ck.async_overhead_s)
-    return Timings(stall, overlap * wl.iteration_time_s + tr.storage_write_s, 0.0, 0.0)
+    return Timings(stall, overlap * iteration_time_s + tr.storage_write_s, 0.0, 0.0)
 
 
-def _in_memory(cfg: Config, wl: Workload, tr: Transfers) -> Timings:
+def _in_memory(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
     # Gemini (SOSP'23): snapshot to CPU memory, replica on a peer node.
     return Timings(tr.copy_s, tr.storage_write_s, tr.peer_s, tr.peer_s)
 

@@ -181,7 +181,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     for s_index, idx in _by_group(cand.strategy):
         strategy = STRATEGIES[plan.search.strategy[int(s_index)]]
         tr = type(transfers)(*(np.asarray(x)[idx] for x in transfers))
-        timing = strategy.timings(base, SimpleNamespace(iteration_time_s=iteration_s[idx]), tr)
+        timing = strategy.timings(base, iteration_s[idx], tr)
         stall[idx] = timing.stall_s
         load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
     for i_index, idx in _by_group(cand.interval):

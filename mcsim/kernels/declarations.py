@@ -1,0 +1,156 @@
+"""What crosses the boundary between Python and the compiled run loop, declared once.
+
+* :class:`RunParams`: the scalars of one configuration; :class:`FailureClasses`: the
+  per-class arrays of its failure processes;
+* :data:`OUTPUT_COLUMNS` and the constants ``OUT_<NAME>``: the columns of the per-run
+  output matrix (``N_OUT`` of them), written out once and checked against each other at
+  import;
+* ``STRATEGY_*``: the kernel's checkpoint hooks; ``STREAM_*``: the random streams of a run;
+* :func:`params_table`, :func:`classes_table`: parameter sets as arrays, for the draw tables.
+
+The run loop (:mod:`mcsim.kernels.montecarlo`) imports these; Python code above the
+kernels reaches them, with the entry points, through :mod:`mcsim.kernels.types`.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import NamedTuple
+
+import numpy as np
+
+# Columns of the per-run output matrix, declared once: (name, meaning); ``OUT_<NAME>`` is its index.
+OUTPUT_COLUMNS = (
+    ("wall_s", "wall-clock time of the run, s"),
+    ("failures", "failures, those during recovery included"),
+    ("lost_s", "iteration time rolled back, partial iterations included, s"),
+    ("checkpoint_s", "time stalled or waiting for a previous write at checkpoints, s"),
+    ("recovery_s", "time recovering (spare wait, recovery, load), s"),
+    ("straggler_s", "straggler excess of the surviving iterations, s"),
+    ("completed", "1 if all iterations were done, 0 if censored"),
+    ("iterations_done", "iterations completed and not rolled back"),
+    ("busy_s", "time the GPUs computed, rolled-back and partial iterations included, s"),
+    ("checkpoints", "checkpoints taken (stalls completed)"),
+    ("straggler_transient_s", "straggler excess from per-iteration rank noise, s"),
+    ("straggler_persistent_s", "straggler excess from the job factor and episodes, s"),
+    ("memory_recoveries", "recoveries from an in-memory snapshot"),
+    ("spare_wait_s", "time waiting for spare nodes, s"),
+    ("episode_phase_s", "compute phase (compute_time * J * F) of surviving iterations in episodes, s"),
+    ("storage_writes", "checkpoint writes to storage started"),
+    ("storage_loads", "loads from storage started (one per recovery attempt)"),
+    ("memory_loads", "loads from a peer's memory started"),
+    ("executed_iterations", "iterations run, rolled-back ones and the interrupted partial one included"),
+)
+N_OUT = len(OUTPUT_COLUMNS)
+
+# The column index of each output, by name (checked against OUTPUT_COLUMNS below, at import).
+OUT_WALL_S = 0
+OUT_FAILURES = 1
+OUT_LOST_S = 2
+OUT_CHECKPOINT_S = 3
+OUT_RECOVERY_S = 4
+OUT_STRAGGLER_S = 5
+OUT_COMPLETED = 6
+OUT_ITERATIONS_DONE = 7
+OUT_BUSY_S = 8
+OUT_CHECKPOINTS = 9
+OUT_STRAGGLER_TRANSIENT_S = 10
+OUT_STRAGGLER_PERSISTENT_S = 11
+OUT_MEMORY_RECOVERIES = 12
+OUT_SPARE_WAIT_S = 13
+OUT_EPISODE_PHASE_S = 14
+OUT_STORAGE_WRITES = 15
+OUT_STORAGE_LOADS = 16
+OUT_MEMORY_LOADS = 17
+OUT_EXECUTED_ITERATIONS = 18
+
+STRATEGY_SYNC = 0
+STRATEGY_ASYNC = 1  # async and gockpt
+STRATEGY_IN_MEMORY = 2
+
+# Random streams of a run (stream ids given to :func:`rng.seed_stream`).
+STREAM_ITERATION = 0
+STREAM_JOB = 1
+STREAM_EPISODE = 2
+STREAM_FIRST_FAILURE_CLASS = 3
+
+
+class RunParams(NamedTuple):
+    """Scalars of one configuration, in seconds unless named otherwise."""
+
+    iterations: int
+    compute_time_s: float
+    comm_time_s: float
+    n_ranks: float
+    sigma: float
+    job_sigma: float
+    strategy: int
+    checkpoint_every: int
+    checkpoint_stall_s: float
+    checkpoint_write_s: float  # storage durability after the stall (async, gockpt, in_memory)
+    replicate_s: float  # in_memory: snapshot restorable this long after the stall
+    persist_every: int  # in_memory: persist every n-th snapshot
+    load_s: float  # checkpoint load from storage
+    load_memory_s: float  # in_memory: snapshot load from the peer's memory
+    episode_rate_per_s: float  # slow-node episodes, whole job
+    episode_mean_s: float
+    episode_slowdown: float
+    spare_nodes: int  # -1: unlimited (recovery as given)
+    max_wall_s: float
+    max_failures: int
+    fast: bool
+    fast_min_block: int
+    factor_mean: float
+    factor_std: float
+    fast_min_block_episode: int
+    factor_mean_episode: float  # moments of max(M, slowdown)
+    factor_std_episode: float
+
+
+class FailureClasses(NamedTuple):
+    """Per-class arrays (one entry per failure class)."""
+
+    units: np.ndarray  # int64: independent units
+    shape: np.ndarray  # Weibull shape k
+    scale_s: np.ndarray  # Weibull scale lambda, s
+    recovery_s: np.ndarray  # recovery before the load, s
+    nodes_taken: np.ndarray  # int64: nodes an event takes out (needs as spares)
+    memory_ok: np.ndarray  # int64 0/1: an in-memory snapshot survives the event
+    repair_s: np.ndarray  # time until a taken node returns to the spare pool, s
+    start: np.ndarray  # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
+    age_s: np.ndarray  # START_AGED: every unit's age at t = 0, s (0 otherwise)
+
+
+def _check_columns() -> None:
+    """Each ``OUT_<NAME>`` is the index of its name in :data:`OUTPUT_COLUMNS` (run at import)."""
+    names = globals()
+    for index, (name, _) in enumerate(OUTPUT_COLUMNS):
+        constant = f"OUT_{name.upper()}"
+        if names.get(constant) != index:
+            raise ImportError(f"mcsim.kernels.declarations: {constant} is {names.get(constant)}, its column is {index}")
+    declared = sorted(n for n in names if n.startswith("OUT_"))
+    if len(declared) != N_OUT:
+        raise ImportError(f"mcsim.kernels.declarations: {len(declared)} OUT_* constants for {N_OUT} columns")
+
+
+_check_columns()
+
+# Scalar type of each RunParams field, as the arrays of a parameter table hold it.
+_FIELD_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_}
+
+
+def params_table(params: typing.Sequence[RunParams]) -> RunParams:
+    """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
+    return RunParams(
+        *(
+            np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
+            for name, kind in typing.get_type_hints(RunParams).items()
+        )
+    )
+
+
+def classes_table(classes: typing.Sequence[FailureClasses]) -> FailureClasses:
+    """The failure classes of several parameter sets (equal class counts) as 2-D arrays (set x class)."""
+    return FailureClasses(
+        *(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes])) for name in FailureClasses._fields)
+    )
