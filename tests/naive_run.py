@@ -46,7 +46,19 @@ numbers and must change it here too:
   failure runs to its end or to the next failure's instant, then the run stops;
 * fast mode: a stretch shorter than the block threshold, or cut below it at the
   expected iterations before an episode change, is run iteration by iteration
-  and then the stretch is planned again.
+  and then the stretch is planned again;
+* fast mode, whole checkpoint cycles at once (docs/model.md §4 "Whole stretches of
+  checkpoint cycles"; :meth:`Run.advance_cycle_stretch`): planned at a checkpoint
+  boundary after the episode state is read and before a block is; one uniform of
+  stream 0 for the factor sum of all its iterations, spent even when the stretch
+  drawn would reach the horizon and is dropped (then blocks are walked).
+  The n checkpoints of a stretch are replayed one by one at their interpolated
+  progress and time through the same checkpoint bookkeeping as walked ones
+  (:meth:`Run.checkpoint_taken`), so the kernel's closed forms for the counters
+  and restore points are checked, not copied. Where the kernel's arithmetic
+  order decides the last bits of a time that later events compare with (the
+  stretch's end, the interpolated times and points), the twin follows it and
+  says so.
 """
 
 from __future__ import annotations
@@ -379,6 +391,8 @@ class SparePool:
 # The run
 # ---------------------------------------------------------------------------
 
+STRETCH_MARGIN_SD = 8.0  # fast mode: a stretch of cycles keeps this many standard deviations from events
+
 
 @dataclass(frozen=True)
 class Progress:
@@ -389,6 +403,9 @@ class Progress:
     transient_s: float = 0.0  # straggler excess: per-iteration rank noise
     persistent_s: float = 0.0  # straggler excess: job factor and episodes
     episode_phase_s: float = 0.0  # compute phase of those iterations during episodes
+    # Not a restore point's value: set on the points inside a fast-mode stretch of cycles,
+    # which docs/model.md says no failure restores (counted in RunState.interpolated_restores).
+    interpolated: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -434,6 +451,71 @@ class RunState:
     blocks_cut: int = 0
     persists_skipped: int = 0
     failures_in_spare_wait: int = 0
+    blocks_iterated: int = 0  # fast mode: blocks below the threshold, drawn one iteration at a time
+    cycle_stretches: int = 0  # fast mode: stretches of whole checkpoint cycles advanced at once
+    cycles_in_stretches: int = 0
+    heavy_stretches: int = 0  # ... in the regime where every cycle waits for the previous write
+    episode_cycle_stretches: int = 0  # ... during a slow-node episode
+    stretches_before_episode_change: int = 0  # ... shortened to end before the next episode change
+    stretch_persists: int = 0  # in_memory: snapshots persisted inside stretches
+    stretches_dropped: int = 0  # drawn past the horizon (probability < 1e-15) and walked instead
+    interpolated_restores: int = 0  # failures that restored a point inside a stretch
+
+
+@dataclass(frozen=True)
+class CycleStretch:
+    """Fast mode: ``cycles`` whole checkpoint cycles of ``block_iterations`` iterations to advance at once."""
+
+    cycles: int
+    block_iterations: int
+    factor_mean: float  # E[F] and sd(F) of one iteration's factor (in an episode or not)
+    factor_std: float
+    fixed_s: float  # the deterministic part of a cycle: the stall, plus the write W when heavy
+    heavy: bool  # every cycle waits for the previous write: a cycle lasts exactly W + stall
+    before_episode_change: bool  # shortened to end before the next episode change
+
+
+def cycles_within(distance_s: float, mean_s: float, std_s: float) -> float:
+    """Largest ``n >= 0`` with ``n mean + STRETCH_MARGIN_SD sqrt(n) std <= distance`` (inf if unbounded).
+
+    By doubling and bisection over n (the kernel solves the quadratic in sqrt(n));
+    the inequality is written in the kernel's order, which decides its ties.
+    """
+    if not (distance_s > 0.0 and mean_s > 0.0):
+        return 0
+    if distance_s == math.inf:
+        return math.inf
+
+    def fits(n: int) -> bool:
+        return n * mean_s + STRETCH_MARGIN_SD * math.sqrt(n) * std_s <= distance_s
+
+    low, high = 0, 1  # fits(low), and high is the first power of 2 that does not fit
+    while fits(high):
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low
+
+
+def interpolated_progress(start: Progress, end: Progress, share: float, iterations: int) -> Progress:
+    """The progress ``share`` of the way from ``start`` to ``end`` (a point inside a stretch of cycles).
+
+    Each time account as the kernel interpolates it, ``a + share (b - a)``; the
+    iterations exactly (a whole number of cycles).
+    """
+
+    def between(a: float, b: float) -> float:
+        return a + share * (b - a)
+
+    return Progress(
+        iterations=iterations,
+        alive_s=between(start.alive_s, end.alive_s),
+        transient_s=between(start.transient_s, end.transient_s),
+        persistent_s=between(start.persistent_s, end.persistent_s),
+        episode_phase_s=between(start.episode_phase_s, end.episode_phase_s),
+        interpolated=True,
+    )
 
 
 class Run:
@@ -482,10 +564,7 @@ class Run:
         target = min(s.next_checkpoint, p.iterations)
         count = target - s.progress.iterations
         if p.fast:
-            if in_episode:
-                mean, std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
-            else:
-                mean, std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
+            mean, std, min_block = self.block_law(in_episode)
             if count >= min_block and change_s < math.inf:
                 mean_iteration_s = p.compute_time_s * s.job_factor * mean + p.comm_time_s
                 fit = max(1, math.ceil((change_s - s.t) / mean_iteration_s))
@@ -494,6 +573,7 @@ class Run:
             if count >= min_block:
                 s.blocks_at_once += 1
                 return self.train_block(count, mean, std, in_episode)
+        s.blocks_iterated += p.fast
         stop_at = s.progress.iterations + count
         while s.progress.iterations < stop_at:
             if s.t >= change_s:
@@ -518,11 +598,22 @@ class Run:
             persistent_s=p.compute_time_s * (s.job_factor * factor - m),
         )
 
-    def train_block(self, count: int, mean: float, std: float, in_episode: bool) -> str:
-        """``count`` iterations at once: their factor sum ~ N(count mean, count var), clipped at 0."""
-        p, s = self.p, self.state
+    def block_law(self, in_episode: bool) -> tuple[float, float, int]:
+        """Fast mode: mean and std of one iteration's factor F, and the block threshold K_min."""
+        p = self.p
+        if in_episode:
+            return p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
+        return p.factor_mean, p.factor_std, p.fast_min_block
+
+    def draw_factor_sum(self, count: int, mean: float, std: float) -> float:
+        """The sum of ``count`` factors at once: one normal deviate of N(count mean, count var), clipped at 0."""
         z = normal_quantile_acklam(self.iteration_stream.uniform())
-        factor_sum = max(count * mean + math.sqrt(count) * std * z, 0.0)
+        return max(count * mean + math.sqrt(count) * std * z, 0.0)
+
+    def block_accounts(self, count: int, factor_sum: float, in_episode: bool) -> tuple[float, float, float, float]:
+        """Duration, compute phase, transient and persistent straggler time of ``count`` iterations
+        whose factors sum to ``factor_sum`` (a block, or every block of a stretch of cycles)."""
+        p, s = self.p, self.state
         compute_phase = p.compute_time_s * s.job_factor * factor_sum
         duration = compute_phase + count * p.comm_time_s
         if in_episode:  # the rank noise at its expectation, the rest persistent
@@ -530,6 +621,13 @@ class Run:
         else:
             transient = p.compute_time_s * (factor_sum - count)
         persistent = duration - count * (p.compute_time_s + p.comm_time_s) - transient
+        return duration, compute_phase, transient, persistent
+
+    def train_block(self, count: int, mean: float, std: float, in_episode: bool) -> str:
+        """``count`` iterations at once: their factor sum ~ N(count mean, count var), clipped at 0."""
+        p, s = self.p, self.state
+        factor_sum = self.draw_factor_sum(count, mean, std)
+        duration, compute_phase, transient, persistent = self.block_accounts(count, factor_sum, in_episode)
         if not self.finish_work(count, duration, compute_phase, in_episode, transient, persistent):
             return "interrupted"
         return "reached" if s.progress.iterations == min(s.next_checkpoint, p.iterations) else "state changed"
@@ -599,6 +697,12 @@ class Run:
             return False
         s.t += p.checkpoint_stall_s
         s.checkpoint_s += p.checkpoint_stall_s
+        self.checkpoint_taken()
+        return True
+
+    def checkpoint_taken(self) -> None:
+        """A checkpoint's stall has ended at ``t`` (the write it waited for settled): what the strategy does."""
+        p, s = self.p, self.state
         s.checkpoints += 1
         s.next_checkpoint = s.progress.iterations + p.checkpoint_every
         if p.strategy == SYNC:
@@ -616,7 +720,140 @@ class Run:
                 s.storage_writes += 1
             elif s.snapshots % p.persist_every == 0:
                 s.persists_skipped += 1
+
+    # --- fast mode: whole checkpoint cycles at once (docs/model.md §4) ------------
+
+    def advance_cycle_stretch(self) -> bool:
+        """Advance ``n`` whole checkpoint cycles (block, wait, stall) with one normal draw; False if none.
+
+        The factor sum of all ``n K`` iterations is one draw of N(nK E[F], nK Var[F]) (clipped
+        at 0, like a block's); time, straggler accounts and progress follow from it. The
+        ``n`` checkpoints are then replayed at their interpolated progress and time
+        (:meth:`replay_checkpoints`). The episode state must have been read at ``t``.
+        """
+        p, s = self.p, self.state
+        in_episode = self.episodes.active(s.t)
+        plan = self.plan_cycle_stretch(in_episode, self.episodes.next_change_s(s.t))
+        if plan is None:
+            return False
+        count = plan.cycles * p.checkpoint_every
+        factor_sum = self.draw_factor_sum(count, plan.factor_mean, plan.factor_std)
+        duration, compute_phase, transient, persistent = self.block_accounts(count, factor_sum, in_episode)
+        # The kernel's arithmetic order (its end time is what later events compare with):
+        # heavy, t + n (W + C) (the blocks hide behind the writes); else t + blocks + n C.
+        if plan.heavy:
+            t_end = s.t + plan.cycles * plan.fixed_s
+        else:
+            t_end = s.t + duration + plan.cycles * plan.fixed_s
+        if t_end > self.horizon():
+            s.stretches_dropped += 1  # the draw is spent; the cycles are walked
+            return False
+        # Heavy: each cycle waits W - block after its block, so the waits sum to n W - blocks.
+        s.checkpoint_s += plan.cycles * plan.fixed_s - duration if plan.heavy else plan.cycles * plan.fixed_s
+        s.executed += count
+        s.busy_s += duration
+        start = s.progress
+        end = Progress(
+            iterations=start.iterations + count,
+            alive_s=start.alive_s + duration,
+            transient_s=start.transient_s + transient,
+            persistent_s=start.persistent_s + persistent,
+            episode_phase_s=start.episode_phase_s + compute_phase if in_episode else start.episode_phase_s,
+        )
+        self.replay_checkpoints(plan, start, end, 0.0 if plan.heavy else duration, t_end)
+        s.cycle_stretches += 1
+        s.cycles_in_stretches += plan.cycles
+        s.heavy_stretches += plan.heavy
+        s.episode_cycle_stretches += in_episode
+        s.stretches_before_episode_change += plan.before_episode_change
         return True
+
+    def replay_checkpoints(self, plan: CycleStretch, start: Progress, end: Progress, blocks_s: float, t_end: float):
+        """The stretch's checkpoints one by one: after ``j`` of its ``n`` cycles the progress is
+        ``j / n`` of the way from ``start`` to ``end`` and the stall ends at
+        ``t0 + (j / n) blocks_s + j (stall + deterministic wait)``; the last one is ``end`` at ``t_end``.
+
+        Each goes through the bookkeeping of a walked checkpoint after its stall (the writes
+        finished by then settle, then :meth:`checkpoint_taken`): in the stretch's regime no
+        cycle waits a random time, so these are the walked checkpoints' restore points,
+        persists and counters.
+        """
+        s = self.state
+        t0, n = s.t, plan.cycles
+        for j in range(1, n + 1):
+            if j < n:
+                share = j / n
+                # The kernel's interpolation (montecarlo._stretch_point), in its order.
+                s.t = t0 + share * blocks_s + j * plan.fixed_s
+                s.progress = interpolated_progress(start, end, share, start.iterations + j * plan.block_iterations)
+            else:
+                s.t, s.progress = t_end, end
+            self.settle_writes()
+            storage_writes = s.storage_writes
+            self.checkpoint_taken()
+            if self.p.strategy == IN_MEMORY:
+                s.stretch_persists += s.storage_writes - storage_writes
+
+    def plan_cycle_stretch(self, in_episode: bool, change_s: float) -> CycleStretch | None:
+        """The stretch of whole cycles fast mode may take now, or None (then blocks are walked).
+
+        Only from a checkpoint boundary and in a steady regime, where the cycles are iid:
+        the write the next checkpoint waits for (W: none for sync, the storage write for
+        async and gockpt, the replica for in_memory) is ``STRETCH_MARGIN_SD`` block standard
+        deviations shorter than the mean block (no cycle waits), or as much longer with
+        the previous write begun at ``t`` (every cycle lasts W + stall); in_memory also needs
+        regular persists. ``n``: the most cycles that end that margin before the horizon, less
+        a tail walked before it (so that every restore point a failure can reach is walked),
+        before the next episode change less one mean block, and before the last checkpoint.
+        """
+        p, s = self.p, self.state
+        every = p.checkpoint_every
+        done = s.progress.iterations
+        if s.next_checkpoint - done != every:
+            return None  # not at a checkpoint boundary
+        f_mean, f_std, min_block = self.block_law(in_episode)
+        c = p.compute_time_s
+        block_mean = every * (c * s.job_factor * f_mean + p.comm_time_s)
+        block_std = c * s.job_factor * math.sqrt(every) * f_std
+        write_s = {SYNC: 0.0, ASYNC: p.checkpoint_write_s, IN_MEMORY: p.replicate_s}[p.strategy]
+        previous = s.replication if p.strategy == IN_MEMORY else s.storage_write
+        margin = STRETCH_MARGIN_SD
+        if write_s <= block_mean - margin * block_std:
+            heavy, fixed_s = False, p.checkpoint_stall_s
+            cycle_mean, cycle_std = block_mean + p.checkpoint_stall_s, block_std
+        elif write_s >= block_mean + margin * block_std and previous is not None and previous.ready_s == s.t + write_s:
+            heavy, fixed_s = True, write_s + p.checkpoint_stall_s
+            cycle_mean, cycle_std = fixed_s, 0.0
+        else:
+            return None  # a write about as long as a block: cycles wait at random
+        if p.strategy == IN_MEMORY and not self.persists_regular(cycle_mean, cycle_std):
+            return None
+        tail = {SYNC: 0, ASYNC: 1, IN_MEMORY: 2 * p.persist_every}[p.strategy]
+        cycles = cycles_within(self.horizon() - s.t, cycle_mean, cycle_std) - tail
+        before_change = cycles
+        if change_s < math.inf:  # no block of the stretch may reach the change
+            before_change = cycles_within(change_s - s.t - block_mean, cycle_mean, cycle_std)
+        last_checkpoint = (p.iterations - done - 1) // every  # cycles whose checkpoint comes before the end
+        n = min(cycles, before_change, last_checkpoint)
+        if n < 1 or n * every < min_block:
+            return None
+        return CycleStretch(n, every, f_mean, f_std, fixed_s, heavy, before_change < min(cycles, last_checkpoint))
+
+    def persists_regular(self, cycle_mean: float, cycle_std: float) -> bool:
+        """in_memory: every ``persist_every``-th snapshot of the stretch is persisted (none skipped).
+
+        Each storage write ends the margin before the next persist is due, and a write
+        in flight now ends it before the stretch's first persist.
+        """
+        p, s = self.p, self.state
+        every = p.persist_every
+        margin = STRETCH_MARGIN_SD
+        if p.checkpoint_write_s > every * cycle_mean - margin * math.sqrt(every) * cycle_std:
+            return False
+        if s.storage_write is None:
+            return True
+        first = every - s.snapshots % every  # cycles to the stretch's first persist
+        return s.storage_write.ready_s <= s.t + first * cycle_mean - margin * math.sqrt(first) * cycle_std
 
     # --- failure and recovery -------------------------------------------------
 
@@ -676,6 +913,7 @@ class Run:
 
     def roll_back_to(self, point: Progress) -> None:
         s = self.state
+        s.interpolated_restores += point.interpolated
         s.lost_s += s.progress.alive_s - point.alive_s
         s.progress = point
         s.next_checkpoint = point.iterations + self.p.checkpoint_every
@@ -696,6 +934,10 @@ class Run:
                 break
             if s.t >= p.max_wall_s or s.failures >= p.max_failures:
                 break
+            if p.fast:
+                self.episodes.catch_up(s.t)
+                if self.advance_cycle_stretch():
+                    continue
             outcome = self.train_stretch()
             if outcome == "state changed":
                 continue

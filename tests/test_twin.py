@@ -8,10 +8,10 @@ in_memory) meets every feature (failure scopes gpu / node / cluster / domain of
 2 nodes, Weibull shapes 0.7 / 1 / 3, failures during recovery, spares and
 repair, job factor, slow-node episodes, censoring at the wall-clock limit) in at
 least one scenario, and :func:`test_grid_exercises_every_feature` checks that
-the runs really go through them. Exact mode only: fast mode draws whole
-stretches of checkpoint cycles at once (docs/model.md §4 "Execution modes"), so
-its draws differ from the twin's block by block; it is compared with exact mode
-in distribution in tests/test_fast_skip.py.
+the runs really go through them. Exact mode here; fast mode (blocks and whole
+stretches of checkpoint cycles drawn at once, docs/model.md §4 "Execution modes")
+is compared with the same twin on its own grid in tests/test_fast_twin.py, and
+with exact mode in distribution in tests/test_fast_skip.py.
 """
 
 from __future__ import annotations
@@ -297,7 +297,8 @@ def test_kernel_equals_twin(case, fast):
     assert_twin_matches(case_params(case, fast), case.classes, seed=1000 + CASES.index(case), runs=RUNS)
 
 
-def _features(states, outputs) -> set:
+def features_seen(states, outputs) -> set:
+    """The features of :class:`Case` that the twin's final ``states`` (and output rows) went through."""
     seen = set()
     for state, row in zip(states, outputs, strict=False):
         if state.failures:
@@ -330,7 +331,7 @@ def test_grid_exercises_every_feature(case):
     params = case_params(case, fast=False)
     fc = failure_classes(case.classes)
     runs = [naive_run.simulate_run_traced(params, fc, 1000 + CASES.index(case), r) for r in range(RUNS)]
-    seen = _features([s for _, s in runs], [row for row, _ in runs])
+    seen = features_seen([s for _, s in runs], [row for row, _ in runs])
     assert set(case.features) <= seen, f"missing {set(case.features) - seen}"
 
 
@@ -381,7 +382,7 @@ def _scenario_config(strategy: str):
     return scenario_from_dict(raw).base
 
 
-@pytest.mark.parametrize("mode", ["exact"])
+@pytest.mark.parametrize("mode", ["exact", "fast"])
 @pytest.mark.parametrize("strategy", ["sync", "async", "gockpt", "in_memory"])
 def test_kernel_equals_twin_on_scenario_configurations(strategy, mode):
     # The kernel's parameters as `mcsim run` derives them (fast mode with its W1 block threshold),

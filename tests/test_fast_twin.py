@@ -1,0 +1,253 @@
+"""Fast mode of the kernel against its slow twin (tests/naive_run.py), run for run, every output column.
+
+Fast mode draws the factor sum of a block of iterations at once, and of whole
+stretches of checkpoint cycles between two events (docs/model.md §4 "Execution
+modes", "Whole stretches of checkpoint cycles"); the twin does the same in plain
+Python from the same random streams, replaying a stretch's checkpoints one by one
+at their interpolated progress and time. So each run must give the same outputs
+as the kernel: equal to 1e-12 relative, counts exactly (as in tests/test_twin.py).
+
+The grid is a covering design: each checkpoint strategy (sync, async, gockpt,
+in_memory) meets long runs of checkpoints between failures (stretches), slow-node
+episodes (stretches during an episode, and ending before the next change),
+spares with failure domains and the job factor, stationary starts censored at the
+wall-clock limit, and checkpoint intervals below the block threshold (blocks drawn
+one iteration at a time, stretches of several intervals drawn at once). Single
+cases add the regimes: writes as long as a block (cycles walked), in_memory
+skipping persists, with a replica slower than a block and persisting every
+snapshot, the failure guard, and huge G. :func:`test_fast_grid_exercises_every_feature`
+checks that the runs really go through them.
+"""
+
+from __future__ import annotations
+
+import naive_run
+import pytest
+from conftest import failure_classes, kernel_params
+from test_twin import (
+    JOB,
+    STRATEGIES,
+    Case,
+    assert_twin_matches,
+    cluster,
+    domain,
+    features_seen,
+    gpu,
+    node,
+)
+
+from mcsim.kernels import montecarlo as mc
+from mcsim.model.stragglers import factor_law
+
+# Episodes rarer and longer than test_twin's: a stretch needs several checkpoints between changes.
+EPISODES = dict(episode_rate_per_s=1 / 1200.0, episode_mean_s=300.0, episode_slowdown=1.6)
+ITERATIONS = 3000  # about 150 checkpoints: several failures per run, dozens of checkpoints between them
+RUNS = 8
+# Small thresholds (not the W1 ones), different in and out of episodes: the block and
+# the stretch paths both occur, and blocks cut below the threshold are drawn one by one.
+MIN_BLOCK, MIN_BLOCK_EPISODE = 4, 6
+
+
+def _per_strategy_cases(s: str) -> list[Case]:
+    """The cases every checkpoint strategy meets."""
+    return [
+        Case(
+            f"{s}-long",
+            s,
+            [gpu(0.7, 1500.0), node(1.0, 3000.0), cluster(3.0, 2500.0)],
+            JOB,
+            ("stretch", "failure", "failure in recovery", "block at once"),
+        ),
+        Case(
+            f"{s}-episodes",
+            s,
+            [cluster(1.0, 900.0, recovery_s=45.0), gpu(0.7, 1800.0)],
+            EPISODES,
+            ("stretch", "stretch in episode", "stretch before episode change", "block iterated", "episode"),
+        ),
+        Case(
+            f"{s}-spares-domains",
+            s,
+            [gpu(1.0, 900.0, repair_s=40.0), domain(3.0, 1500.0, repair_s=400.0)],
+            dict(spare_nodes=1, **JOB),
+            ("stretch", "spare wait", "failure"),
+        ),
+        Case(
+            f"{s}-stationary-censored",
+            s,
+            [
+                gpu(0.7, 1500.0, start="stationary"),
+                node(3.0, 2000.0, start="stationary"),
+                domain(0.7, 3000.0, start="stationary"),
+            ],
+            dict(spare_nodes=2, max_wall_s=2500.0, **JOB, **EPISODES),
+            ("stretch", "censored", "failure"),
+        ),
+        # Checkpoints every 3 iterations, below the threshold of 4: walked blocks are drawn one
+        # iteration at a time; stretches of several intervals at once (in_memory persisting
+        # every 12th snapshot, so that its storage write keeps up).
+        Case(
+            f"{s}-short-interval",
+            s,
+            [gpu(1.0, 1000.0)],
+            dict(
+                checkpoint_every=3, iterations=1500, **EPISODES, **(dict(persist_every=12) if s == "in_memory" else {})
+            ),
+            ("stretch", "block iterated", "stretch in episode"),
+        ),
+    ]
+
+
+def _fast_cases() -> list[Case]:
+    cases = [c for s in STRATEGIES for c in _per_strategy_cases(s)]
+    cases += [
+        # Block ~22.3 s: a write as long gives random waits, so cycles are walked (blocks at once).
+        Case("async-write-as-block", "async", [gpu(1.0, 1500.0)], dict(checkpoint_write_s=22.3), ("write wait",)),
+        # Storage slower than persist_every cycles: persists skipped, cycles walked.
+        Case(
+            "in-memory-slow-storage",
+            "in_memory",
+            [gpu(1.0, 1500.0), domain(1.0, 3000.0)],
+            dict(persist_every=2, checkpoint_write_s=70.0),
+            ("persist skipped", "memory recovery"),
+        ),
+        # Replica slower than a block: every cycle waits for it (the heavy regime of in_memory).
+        Case(
+            "in-memory-heavy-replica",
+            "in_memory",
+            [gpu(1.0, 1500.0), domain(1.0, 3000.0)],
+            dict(replicate_s=30.0, checkpoint_write_s=50.0, persist_every=2),
+            ("stretch", "write wait"),
+        ),
+        Case(
+            "in-memory-persist-all",
+            "in_memory",
+            [gpu(1.0, 1000.0), domain(0.7, 2000.0)],
+            dict(persist_every=1, replicate_s=1.0, checkpoint_write_s=5.0, **EPISODES),
+            ("stretch", "stretch in episode"),
+        ),
+        Case(
+            "gockpt-failure-guard",
+            "gockpt",
+            [cluster(1.0, 600.0, recovery_s=50.0)],
+            dict(max_failures=3),
+            ("stretch", "censored"),
+        ),
+        Case("sync-huge-G", "sync", [gpu(1.0, 1500.0)], dict(n_ranks=2.0e6, sigma=0.03), ("stretch", "failure")),
+        # A stretch's tail of 2 x 6 cycles, sized before an episode began, is slowed by it
+        # (slowdown 2.5): a domain failure strikes before the tail's persist is durable and
+        # restores a point inside the stretch (docs/model.md says none does; run 3).
+        Case(
+            "in-memory-tail-in-episode",
+            "in_memory",
+            [domain(1.0, 700.0)],
+            dict(
+                persist_every=6,
+                checkpoint_write_s=120.0,
+                episode_rate_per_s=1 / 400.0,
+                episode_mean_s=150.0,
+                episode_slowdown=2.5,
+            ),
+            ("stretch", "restore inside a stretch"),
+        ),
+    ]
+    for c in cases:
+        if c.strategy == "in_memory" and "stretch" in c.features:
+            c.features += ("stretch persist",)
+        if c.strategy == "in_memory" and any(cl[5] == 1 for cl in c.classes):
+            c.features += ("memory recovery",)
+        if c.strategy == "async" and c.name != "async-write-as-block":
+            c.features += ("heavy stretch",)  # a 25 s write: longer than a block, every cycle waits
+    return cases
+
+
+FAST_CASES = _fast_cases()
+
+
+def fast_case_params(case: Case) -> mc.RunParams:
+    """Kernel parameters of a fast-mode case: 1 s iterations on 64 ranks, a checkpoint every 20."""
+    values = dict(
+        iterations=ITERATIONS,
+        n_ranks=64.0,
+        sigma=0.05,
+        checkpoint_every=20,
+        load_s=8.0,
+        **STRATEGIES[case.strategy],
+    )
+    values.update(case.overrides)
+    law = factor_law(values["n_ranks"], values["sigma"])
+    episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
+    values.update(
+        fast=True,
+        fast_min_block=MIN_BLOCK,
+        factor_mean=law.mean,
+        factor_std=law.std,
+        fast_min_block_episode=MIN_BLOCK_EPISODE,
+        factor_mean_episode=episode.mean,
+        factor_std_episode=episode.std,
+    )
+    return kernel_params(**values)
+
+
+def _seed(case: Case) -> int:
+    return 2000 + FAST_CASES.index(case)
+
+
+def _twin_runs(case: Case) -> list[tuple[list[float], naive_run.RunState]]:
+    """The twin's output rows and final states of the case's runs."""
+    params, fc = fast_case_params(case), failure_classes(case.classes)
+    return [naive_run.simulate_run_traced(params, fc, _seed(case), r) for r in range(RUNS)]
+
+
+@pytest.mark.parametrize("case", FAST_CASES, ids=[c.name for c in FAST_CASES])
+def test_fast_kernel_equals_twin(case):
+    assert_twin_matches(fast_case_params(case), case.classes, seed=_seed(case), runs=RUNS)
+
+
+def fast_features_seen(states, outputs) -> set:
+    """:func:`test_twin.features_seen` and fast mode's own paths."""
+    seen = features_seen(states, outputs)
+    counters = {
+        "stretch": "cycle_stretches",
+        "heavy stretch": "heavy_stretches",
+        "stretch in episode": "episode_cycle_stretches",
+        "stretch before episode change": "stretches_before_episode_change",
+        "stretch persist": "stretch_persists",
+        "block at once": "blocks_at_once",
+        "block iterated": "blocks_iterated",
+        "restore inside a stretch": "interpolated_restores",
+    }
+    for feature, counter in counters.items():
+        if any(getattr(state, counter) for state in states):
+            seen.add(feature)
+    return seen
+
+
+@pytest.mark.parametrize("case", FAST_CASES, ids=[c.name for c in FAST_CASES])
+def test_fast_grid_exercises_every_feature(case):
+    # A comparison proves little on paths the runs never take: each case's runs (the same
+    # as above) must go through the features it stands for.
+    runs = _twin_runs(case)
+    seen = fast_features_seen([state for _, state in runs], [row for row, _ in runs])
+    assert set(case.features) <= seen, f"missing {set(case.features) - seen}"
+
+
+def test_fast_twin_time_accounts_add_up():
+    # The fast twin against docs/model.md §4 "Time bookkeeping", independently of the kernel: a
+    # stretch's waits (heavy: n W - blocks) and stalls are checkpoint time, its blocks alive time.
+    completed = 0
+    for case in FAST_CASES:
+        params = fast_case_params(case)
+        for row, state in _twin_runs(case):
+            assert row[mc.OUT_STORAGE_LOADS] + row[mc.OUT_MEMORY_LOADS] == row[mc.OUT_FAILURES]
+            assert state.stretches_dropped == 0  # a stretch reaches the horizon with probability < 1e-15
+            if row[mc.OUT_COMPLETED] != 1.0:
+                continue
+            completed += 1
+            ideal = params.iterations * (params.compute_time_s + params.comm_time_s)
+            parts = (
+                ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S] + row[mc.OUT_CHECKPOINT_S] + row[mc.OUT_RECOVERY_S]
+            )
+            assert parts == pytest.approx(row[mc.OUT_WALL_S], rel=1e-9), case.name
+            assert row[mc.OUT_BUSY_S] == pytest.approx(ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S], rel=1e-9)
+    assert completed > 100
