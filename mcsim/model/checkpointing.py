@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from mcsim.kernels.types import START_AGED, START_NEW, START_STATIONARY, FailureClasses
+from mcsim.model.reliability import expected_segment_s  # noqa: F401  (its home until 0.2; public here too)
 from mcsim.model.strategies import STRATEGIES, Transfers
 from mcsim.model.workload import Workload
 from mcsim.scenario.config import Config
@@ -51,21 +52,6 @@ def daly_interval_s(stall_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray
         ratio = c / (2.0 * m)
         tau = np.sqrt(2.0 * c * m) * (1.0 + np.sqrt(ratio) / 3.0 + ratio / 9.0) - c
     out = np.where(~np.isfinite(m), np.inf, np.where(c >= 2.0 * m, m, tau))
-    return float(out) if out.ndim == 0 else out
-
-
-def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
-    """Expected wall time to get ``segment_s`` of work (and its checkpoint) done under Poisson failures, s.
-
-    Daly (2006, eq. 13): ``M e^(R/M) (e^(segment/M) - 1)`` with ``M`` the system MTBF and ``R`` the
-    restart time (failures may strike during restarts); ``segment_s`` without failures (scalars or arrays).
-    """
-    seg, restart, m = (np.asarray(x, dtype=np.float64) for x in (segment_s, restart_s, mtbf_s))
-    finite = np.isfinite(m) & (m > 0)
-    safe = np.where(finite, m, 1.0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        value = safe * np.exp(restart / safe) * np.expm1(seg / safe)
-    out = np.where(finite, value, seg)
     return float(out) if out.ndim == 0 else out
 
 
