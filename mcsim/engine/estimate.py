@@ -104,7 +104,7 @@ def time_estimate(
     runs : int
         Runs per configuration.
     grid_runs : int
-        Runs of one interval search, every grid point (:func:`mcsim.engine.optimize.grid_runs`).
+        Runs of one interval search, every grid point (:mod:`mcsim.engine.optimize`: every grid point).
     parallelism : int
         Runs simulated at the same time (the backend's).
     """

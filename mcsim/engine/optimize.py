@@ -49,11 +49,6 @@ FINE_SPREAD, FINE_POINTS = 1.8, 9
 OPTIMIZE_RUNS = 300
 
 
-def grid_runs(runs: int) -> int:
-    """Runs of one interval search at most, every grid point (coarse and fine) of min(runs, OPTIMIZE_RUNS)."""
-    return min(runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)
-
-
 @dataclass(frozen=True)
 class IntervalOptimum:
     """The optimum checkpoint interval of one configuration."""

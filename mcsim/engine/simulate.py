@@ -32,7 +32,7 @@ from mcsim.engine.dataset import provenance_attrs, sweep_dataset
 from mcsim.engine.draws import DrawPlan
 from mcsim.engine.estimate import time_estimate
 from mcsim.engine.execution import Execution, collect_rows
-from mcsim.engine.optimize import OPTIMIZE_RUNS, grid_runs, optimize_intervals
+from mcsim.engine.optimize import COARSE_POINTS, FINE_POINTS, OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.outputs import output_arrays
 from mcsim.engine.prepare import KernelInputs, Prepared, fix_interval, kernel_inputs, prepare, prepare_tables
 from mcsim.engine.resume import PieceStore
@@ -106,7 +106,8 @@ def simulate(
     where = placements(draws, tasks)
     backend = make_backend(workers, scheduler)
     try:
-        estimate = time_estimate(prepared, feasible, to_optimize, run.runs, grid_runs(run.runs), backend.parallelism)
+        grid_runs = min(run.runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)  # one interval search at most
+        estimate = time_estimate(prepared, feasible, to_optimize, run.runs, grid_runs, backend.parallelism)
         check_time(estimate, scenario.source)
         if notify is not None:
             notify(
