@@ -33,6 +33,8 @@ Two ways to get there, with bit-identical results:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -100,13 +102,13 @@ def table_key(key: str) -> bool:
     return (f"failures.*.{parts[-1]}" if parts[0] == "failures" else key) in TABLE_KEYS
 
 
-def with_values(cfg: Config, values: dict[str, object]) -> Config:
+def with_values(cfg: Config, values: Mapping[str, Any]) -> Config:
     """``cfg`` with the scenario keys ``values`` set (scalars or arrays over draws), not validated again.
 
     For the keys of :data:`TABLE_KEYS` only: none of them enters a derived field of a
     :class:`Config` or a check across fields.
     """
-    sections: dict[str, object] = {}
+    sections: dict[str, Any] = {}
     failures = list(cfg.failures)
     for key, value in values.items():
         parts = key.split(".")

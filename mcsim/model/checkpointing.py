@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -75,7 +76,8 @@ def checkpoint_every(
             else daly_interval_s(stall_s, mtbf_s)
         )
         with np.errstate(invalid="ignore", over="ignore"):
-            every = np.where(np.isfinite(seconds), np.rint(np.minimum(seconds / iteration_s, 2.0**62)), iterations)
+            steps = np.rint(np.minimum(seconds / np.asarray(iteration_s), 2.0**62))
+            every = np.where(np.isfinite(seconds), steps, iterations)
     every = np.maximum(1, np.minimum(every, iterations)).astype(np.int64)
     return int(every) if every.ndim == 0 else every
 
@@ -83,7 +85,7 @@ def checkpoint_every(
 def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: ArrayLike, gpus_per_node: int) -> float | np.ndarray:
     """Mean time between failures of the whole job, ``1 / sum(units / MTBF)``, s (scalars or arrays; inf
     without failures)."""
-    rate = 0.0
+    rate: Any = 0.0
     for fclass in failures:
         rate = rate + class_units(fclass, gpus, gpus_per_node) / (fclass.mtbf_hours * 3600.0)
     rate = np.asarray(rate, dtype=np.float64)
