@@ -15,8 +15,8 @@ from conftest import SMALL_SCENARIO, failure_classes, kernel_params
 import mcsim
 from mcsim.engine import draws as draws_module
 from mcsim.engine.draws import DrawPlan
-from mcsim.engine.tasks import placements, plan_sweep_tasks
 from mcsim.engine.resume import PieceStore
+from mcsim.engine.tasks import placements, plan_sweep_tasks
 from mcsim.kernels import montecarlo as mc
 from mcsim.scenario.config import scenario_from_dict
 

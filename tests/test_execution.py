@@ -27,10 +27,10 @@ import mcsim
 import mcsim.engine.optimize
 from mcsim.cli.main import main
 from mcsim.engine.backends import LocalBackend, make_backend, usable_cpus
-from mcsim.engine.optimize import optimize_interval
-from mcsim.engine.resume import PieceStore
 from mcsim.engine.estimate import estimate_run
+from mcsim.engine.optimize import optimize_interval
 from mcsim.engine.prepare import kernel_inputs
+from mcsim.engine.resume import PieceStore
 from mcsim.engine.simulate import run_task
 from mcsim.engine.tasks import Task
 from mcsim.scenario import limits as budget
