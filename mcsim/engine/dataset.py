@@ -9,6 +9,7 @@ along ``draw``, and the provenance in the global attributes (CF-1.10).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import numba
 import numpy as np
@@ -35,7 +36,7 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
         Every registered variable, shaped (sweep..., [draw,] [run]).
     """
     dims = tuple(axis.dim for axis in scenario.axes) + (("draw",) if draws.count else ())
-    coords = {axis.dim: list(axis.coords) for axis in scenario.axes}
+    coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
     coords["run"] = np.arange(scenario.run.runs)
     if draws.count:
         coords["draw"] = np.arange(draws.count)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -60,7 +60,7 @@ def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out:
         return {name: (nan == 0.0 if name == "completed" else nan) for name in PER_RUN}
     wall_s = out[:, kernel.OUT_WALL_S]
     energy = run_energy_j(cfg, wl, plan, power_model(cfg, wl), out)
-    total_j = sum(energy[k] for k in ENERGY_PARTS)
+    total_j = cast(np.ndarray, sum(energy[k] for k in ENERGY_PARTS))
     cost = run_cost_usd(cfg, wall_s, total_j)
     co2 = run_co2_t(cfg, wall_s, total_j)
     completed = out[:, kernel.OUT_COMPLETED] == 1.0

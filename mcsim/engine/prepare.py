@@ -399,6 +399,7 @@ class TableInputs:
 def table_inputs(table: DrawTable, first_run: np.ndarray, runs: int) -> TableInputs:
     """The kernel inputs of ``table`` (infeasible draws: those of a feasible one, never run)."""
     filler = table.inputs[table.feasible[0]]
+    assert filler is not None, "a feasible draw has kernel inputs"
     inputs = [filler if i is None else i for i in table.inputs]
     longest = max(inputs, key=lambda i: estimate_run(i).seconds)
     return TableInputs(
