@@ -35,7 +35,8 @@ import numba
 import numpy as np
 
 import mcsim
-from mcsim.engine.tasks import KernelInputs, run_kernel, run_params
+from mcsim.engine.prepare import KernelInputs, run_params
+from mcsim.engine.threads import run_kernel
 from mcsim.kernels import montecarlo as mc
 from mcsim.model.checkpointing import checkpoint_plan
 from mcsim.model.workload import workload
@@ -58,7 +59,7 @@ def _params(overrides: list[str], mode: str):
 def _rate(kernel, params, classes, runs: int, threads: int = 1, clock=time.process_time) -> tuple[float, np.ndarray]:
     """Runs per second of ``clock`` (CPU time by default) with ``threads`` Numba threads.
 
-    The new kernel is serial and split over threads by :func:`mcsim.engine.tasks.run_kernel`;
+    The new kernel is serial and split over threads by :func:`mcsim.engine.threads.run_kernel`;
     the old one is a ``prange`` kernel.
     """
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))

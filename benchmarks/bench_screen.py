@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcsim.engine.tasks import run_task
+from mcsim.engine.simulate import run_task
 from mcsim.model.workload import workload
 from mcsim.planning.plan import enumerate_candidates, load_plan
 from mcsim.planning.planner import per_run_outputs

@@ -16,6 +16,7 @@ import mcsim
 from mcsim.engine import draws as draws_module
 from mcsim.engine.draws import DrawPlan
 from mcsim.engine.resume import PieceStore
+from mcsim.engine.tasks import placements, plan_sweep_tasks
 from mcsim.kernels import montecarlo as mc
 from mcsim.scenario.config import scenario_from_dict
 
@@ -114,13 +115,14 @@ def test_tasks_span_whole_draws_or_pieces_of_one():
     plan = DrawPlan(scenario)
     count, runs = plan.count, plan.runs  # DRAWS (even) draws x 5 runs per configuration
     feasible = [c * count + d for c in range(3) for d in range(count) if (c, d) != (1, 4)]  # one infeasible draw
-    spanning = plan.tasks(feasible, 12)
+    spanning = plan_sweep_tasks(plan, feasible, 12)
     assert {(t.start, t.stop) for t in spanning if t.config == 0} == {(q, q + 10) for q in range(0, 5 * count, 10)}
     assert [(t.start, t.stop) for t in spanning if t.config == 1][1:4] == [(10, 20), (25, 35), (35, 45)]
-    pieces = plan.tasks(feasible, 2)
+    pieces = plan_sweep_tasks(plan, feasible, 2)
     assert [(t.start, t.stop) for t in pieces if t.config == 2][:4] == [(0, 2), (2, 4), (4, 5), (5, 7)]
     for tasks in (spanning, pieces):  # every feasible run exactly once
-        placed = sorted((c, r) for t in tasks for c, r0, r1, _, _ in plan.pieces(t) for r in range(r0, r1))
+        where = placements(plan, tasks)
+        placed = sorted((c, r) for t in tasks for c, r0, r1, _, _ in where[t] for r in range(r0, r1))
         assert placed == [(c, r) for c in feasible for r in range(runs)]
 
 

@@ -27,9 +27,12 @@ import mcsim
 import mcsim.engine.optimize
 from mcsim.cli.main import main
 from mcsim.engine.backends import LocalBackend, make_backend, usable_cpus
+from mcsim.engine.estimate import estimate_run
 from mcsim.engine.optimize import optimize_interval
+from mcsim.engine.prepare import kernel_inputs
 from mcsim.engine.resume import PieceStore
-from mcsim.engine.tasks import Task, estimate_run, kernel_inputs, run_task
+from mcsim.engine.simulate import run_task
+from mcsim.engine.tasks import Task
 from mcsim.scenario import limits as budget
 from mcsim.scenario.config import scenario_from_dict
 from mcsim.scenario.schema import ScenarioError
@@ -188,7 +191,9 @@ def test_local_backend_bounds_each_kernel_call_and_stays_bit_identical():
     cfg = scenario_from_dict(_small(mode="exact")).base
     calls = []
     backend = LocalBackend(call_s=0.02)
-    [(task, rows)] = list(backend.run([Task(0, 10, 410)], [cfg], 7, "exact", on_runs=calls.append))
+    [(task, rows)] = list(
+        backend.run([Task(0, 10, 410)], {(0, None): kernel_inputs(cfg, "exact")}, 7, on_runs=calls.append)
+    )
     assert task == Task(0, 10, 410) and sum(calls) == 400
     assert len(calls) > 4  # several calls, each reported to the progress bar
     np.testing.assert_array_equal(rows, run_task(cfg, 7, "exact", 10, 410))
@@ -353,9 +358,9 @@ class _RecordingBackend(LocalBackend):
         super().__init__()
         self.seen = seen
 
-    def run(self, tasks, configs, seed, mode, on_runs=None):
+    def run(self, tasks, rows, seed, on_runs=None):
         self.seen.extend(tasks)
-        return super().run(tasks, configs, seed, mode, on_runs=on_runs)
+        return super().run(tasks, rows, seed, on_runs=on_runs)
 
 
 def _optimize_scenario() -> dict:

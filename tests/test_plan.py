@@ -15,7 +15,7 @@ from tests_helpers import write_toml as _write
 
 import mcsim
 from mcsim.cli.main import main
-from mcsim.engine.tasks import run_task
+from mcsim.engine.simulate import run_task
 from mcsim.io.netcdf import open_results
 from mcsim.model.workload import peak_stage_microbatch_layers, stage_layers, workload
 from mcsim.planning.plan import default_values, enumerate_candidates, load_plan, plan_from_dict

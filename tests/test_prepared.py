@@ -1,6 +1,6 @@
 """Workload and checkpoint plan once per configuration; the thread split of kernel calls.
 
-Counted by wrapping ``mcsim.engine.tasks.workload`` and ``mcsim.engine.tasks.checkpoint_plan``.
+Counted by wrapping ``mcsim.engine.prepare.workload`` and ``mcsim.engine.prepare.checkpoint_plan``.
 
 Issue 12 item 2: a sweep computes each configuration's workload and checkpoint plan
 once, shared by the time estimate, every task and the output variables (and each
@@ -18,7 +18,8 @@ import pytest
 from conftest import SMALL_SCENARIO
 
 import mcsim
-from mcsim.engine import tasks
+from mcsim.engine import prepare as tasks
+from mcsim.engine import threads as kernel_threads
 from mcsim.scenario.config import scenario_from_dict
 
 
@@ -76,8 +77,8 @@ def test_thread_split_gives_the_rows_of_one_thread(runs):
     inputs = tasks.kernel_inputs(cfg, "exact")
     threads = numba.get_num_threads()
     try:
-        split = tasks.run_kernel(inputs, 7, 100, 100 + runs, threads=numba.config.NUMBA_NUM_THREADS)
-        serial = tasks.run_kernel(inputs, 7, 100, 100 + runs, threads=1)
+        split = kernel_threads.run_kernel(inputs, 7, 100, 100 + runs, threads=numba.config.NUMBA_NUM_THREADS)
+        serial = kernel_threads.run_kernel(inputs, 7, 100, 100 + runs, threads=1)
     finally:
         numba.set_num_threads(threads)
     # A run depends only on its index: slices on several threads give one thread's rows.

@@ -1,6 +1,8 @@
 """Execution backends: one code path for local threads and dask clusters.
 
-Each backend takes the same tasks (:mod:`mcsim.tasks`) and yields
+Each backend takes the same tasks (:mod:`mcsim.engine.tasks`) and the mapping from
+a task's key to the object that simulates its rows
+(:attr:`mcsim.engine.prepare.Prepared.rows`; never a configuration), and yields
 ``(task, rows)`` as tasks finish, in any order; the caller places the rows by
 their run indices, so the result never depends on the backend, the order of
 completion, or the chunk size.
@@ -28,15 +30,20 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
 
-from mcsim.engine.tasks import PreparedConfigs, Task, estimate_run, execute, run_kernel, task_seed
+from mcsim.engine.estimate import estimate_run
+from mcsim.engine.tasks import Task
+from mcsim.engine.threads import run_kernel, simulate_task, task_seed
 from mcsim.errors import BackendUnavailable  # noqa: F401  (raised here; public from this module too)
 from mcsim.kernels.types import N_OUT
-from mcsim.scenario.config import Config
+
+if TYPE_CHECKING:
+    from mcsim.engine.prepare import RowSimulator, TaskKey
 
 # Target duration of one local kernel call, s: Ctrl-C acts and the progress bar
 # moves at least this often (plus the length of one run, which cannot be split).
@@ -94,32 +101,31 @@ class LocalBackend:
         return numba.get_num_threads()
 
     def run(
-        self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str, on_runs: OnRuns | None = None
+        self, tasks: Sequence[Task], rows: Mapping[TaskKey, RowSimulator], seed: int, on_runs: OnRuns | None = None
     ) -> Iterator[tuple[Task, np.ndarray]]:
         """Run ``tasks`` in order; ``on_runs(n)`` after every kernel call of ``n`` runs.
 
-        ``configs`` may be a :class:`PreparedConfigs`, whose kernel inputs are then reused.
+        ``rows``: the simulator of each task's key ``(config, optimize_every)``; ``seed``: the scenario's.
         """
         threads = numba.get_num_threads()
-        prepared = PreparedConfigs.of(configs, mode)
-        estimates: dict[tuple[int, int | None], float] = {}
+        estimates: dict[TaskKey, float] = {}
         for task in tasks:
-            inputs = prepared.of_task(task)
             key = (task.config, task.optimize_every)
+            inputs = rows[key]
             if key not in estimates:
                 estimates[key] = max(estimate_run(inputs).seconds, 1e-9)
             estimate_s = estimates[key]
-            rows = np.empty((task.runs, N_OUT))
+            out = np.empty((task.runs, N_OUT))
             start = task.start
             while start < task.stop:
                 stop = min(task.stop, start + runs_per_call(estimate_s * self._ratio, threads, self.call_s))
                 began = time.perf_counter()
-                rows[start - task.start : stop - task.start] = run_kernel(inputs, task_seed(task, seed), start, stop)
+                out[start - task.start : stop - task.start] = run_kernel(inputs, task_seed(task, seed), start, stop)
                 self._learn(time.perf_counter() - began, stop - start, threads, estimate_s)
                 if on_runs is not None:
                     on_runs(stop - start)
                 start = stop
-            yield task, rows
+            yield task, out
 
     def _learn(self, elapsed_s: float, runs: int, threads: int, estimate_s: float) -> None:
         """Update the measured/estimated ratio from one call (calls too short to time are ignored)."""
@@ -266,31 +272,29 @@ class DaskBackend:
                     processes=True,
                     dashboard_address=None,
                     silence_logs=logging.CRITICAL,
-                    preload=["mcsim.backends"],
+                    preload=["mcsim.engine.backends"],
                 )
                 self.client = Client(self._cluster)
             self.parallelism = workers
             self.description = f"dask LocalCluster of {workers} workers"
 
     def run(
-        self, tasks: Sequence[Task], configs: Sequence[Config], seed: int, mode: str, on_runs: OnRuns | None = None
+        self, tasks: Sequence[Task], rows: Mapping[TaskKey, RowSimulator], seed: int, on_runs: OnRuns | None = None
     ) -> Iterator[tuple[Task, np.ndarray]]:
         """Submit every task, yield each as it finishes (``on_runs`` is not used: tasks are whole).
 
-        Each (configuration, grid point) sends its kernel inputs once (those of ``configs``
-        when it is a :class:`PreparedConfigs`); the workers only run the kernel.
+        Each task key's row simulator (picklable) is sent once; the workers only run the kernel.
         """
         from dask.distributed import as_completed
 
-        prepared = PreparedConfigs.of(configs, mode)
-        scattered = {}
+        scattered: dict[TaskKey, Any] = {}
         futures = {}
         for task in tasks:
             key = (task.config, task.optimize_every)
             if key not in scattered:
                 # In a list: a tuple (KernelInputs) given alone would be scattered item by item.
-                scattered[key] = self.client.scatter([prepared.of_task(task)], broadcast=False)[0]
-            future = self.client.submit(execute, task, None, seed, mode, 1, inputs=scattered[key], pure=False)
+                scattered[key] = self.client.scatter([rows[key]], broadcast=False)[0]
+            future = self.client.submit(simulate_task, task, scattered[key], seed, 1, pure=False)
             futures[future] = task
         self._futures = list(futures) + list(scattered.values())
         for future in as_completed(futures):
@@ -334,3 +338,7 @@ def check_workers(workers: int) -> None:
     cpus = usable_cpus()
     if not 1 <= workers <= cpus:
         raise ValueError(f"expected a whole number from 1 to {cpus} (the CPUs this process may use), got {workers}")
+
+
+# What :class:`mcsim.engine.execution.Execution` runs tasks on.
+Backend = LocalBackend | DaskBackend

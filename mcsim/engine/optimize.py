@@ -13,11 +13,14 @@ With exponential failures the optimum lands near Daly's formula; with Weibull
 failures of shape k < 1 (early failures more likely) it moves, and docs/model.md
 shows by how much.
 
-:class:`IntervalSearch` holds the grid logic only; who runs the grid points is
-up to the caller. :func:`mcsim.simulate` runs them as tasks (``Task.optimize_every``)
-on the scenario's backend, progress bar and resume store; :func:`optimize_interval`
-runs them here, for one configuration. This module does not import
-:mod:`mcsim.simulate`.
+:class:`IntervalSearch` holds the grid logic only. Stage 3 of :func:`mcsim.simulate`
+(and of the selection, :mod:`mcsim.planning.selection`) is :func:`optimize_intervals`:
+the grid points as tasks (``Task.optimize_every``) on the scenario's execution
+(backend, progress bar and resume store), each grid point's kernel inputs prepared
+once (:func:`mcsim.engine.prepare.prepare_grid_point`); :func:`optimize_interval`
+runs one configuration's grid here, in this process. The objective per run is the
+output variable of the same name (:func:`mcsim.engine.outputs.per_run_outputs`).
+This module does not import :mod:`mcsim.engine.simulate`.
 """
 
 from __future__ import annotations
@@ -28,17 +31,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mcsim.engine.tasks import run_task, with_fixed_interval
+from mcsim.engine.execution import Execution
+from mcsim.engine.outputs import per_run_outputs
+from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, prepare_grid_point, with_fixed_interval
+from mcsim.engine.tasks import OPTIMIZE_SEED_OFFSET, Task, plan_tasks
+from mcsim.engine.threads import run_kernel
 from mcsim.kernels import types as kernel
-from mcsim.model.checkpointing import checkpoint_plan, daly_interval_s
-from mcsim.model.energy import ENERGY_PARTS, J_PER_MWH, power_model, run_cost_usd, run_energy_j
-from mcsim.model.workload import workload
+from mcsim.model.checkpointing import CheckpointPlan, checkpoint_plan, daly_interval_s
+from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config
 from mcsim.scenario.schema import Interval
 
 OBJECTIVES = ("wall_time", "energy", "cost")
 COARSE_SPREAD, COARSE_POINTS = 4.0, 11
 FINE_SPREAD, FINE_POINTS = 1.8, 9
+# Runs per grid point when resolving interval = "optimize" (at most the scenario's runs).
+OPTIMIZE_RUNS = 300
 
 
 @dataclass(frozen=True)
@@ -69,17 +77,18 @@ def objective_per_run(cfg: Config, every: int, rows: np.ndarray, objective: str)
         Wall time [h], facility energy [MWh] or cost [USD] per run, as the output
         variables of the same names.
     """
-    wall_s = rows[:, kernel.OUT_WALL_S]
     if objective == "wall_time":
-        return wall_s / 3600.0
+        return rows[:, kernel.OUT_WALL_S] / 3600.0
     fixed = with_fixed_interval(cfg, every)
     wl = workload(fixed)
-    energy = run_energy_j(fixed, wl, checkpoint_plan(fixed, wl), power_model(fixed, wl), rows)
-    total_j = sum(energy[k] for k in ENERGY_PARTS)
-    if objective == "energy":
-        return total_j / J_PER_MWH
-    cost = run_cost_usd(fixed, wall_s, total_j)
-    return cost["allocation"] + cost["electricity"]
+    return _objective(fixed, wl, checkpoint_plan(fixed, wl), rows, objective)
+
+
+def _objective(cfg: Config, wl: Workload, plan: CheckpointPlan, rows: np.ndarray, objective: str) -> np.ndarray:
+    """The objective per run: the output variable of its name (:func:`mcsim.engine.outputs.per_run_outputs`)."""
+    if objective == "wall_time":  # the one output of the kernel's wall time alone
+        return rows[:, kernel.OUT_WALL_S] / 3600.0
+    return per_run_outputs(cfg, wl, plan, rows)[objective]
 
 
 def _vertex(log_k: np.ndarray, means: np.ndarray) -> float:
@@ -128,9 +137,14 @@ class IntervalSearch:
         best = min(self.coarse(), key=lambda k: means[k])
         return self._grid(best, FINE_SPREAD, FINE_POINTS)
 
-    def objective_per_run(self, every: int, rows: np.ndarray) -> np.ndarray:
-        """The objective per run of the grid point ``every`` from its kernel rows."""
-        return objective_per_run(self.cfg, every, rows, self.objective)
+    def objective_per_run(
+        self, every: int, rows: np.ndarray, wl: Workload | None = None, plan: CheckpointPlan | None = None
+    ) -> np.ndarray:
+        """The objective per run of the grid point ``every`` from its kernel rows (``wl``, ``plan``: the
+        grid point's workload and checkpoint plan when already prepared)."""
+        if wl is None or plan is None:
+            return objective_per_run(self.cfg, every, rows, self.objective)
+        return _objective(with_fixed_interval(self.cfg, every), wl, plan, rows, self.objective)
 
     def optimum(self, evaluated: dict[int, np.ndarray], seed: int, bootstrap: int = 200) -> IntervalOptimum:
         """Fit the optimum to every grid point's per-run objective (the same runs at every point).
@@ -202,9 +216,80 @@ def optimize_interval(
     def evaluate(ks: list[int]) -> None:
         for k in ks:
             if k not in evaluated:
-                rows = run_task(with_fixed_interval(cfg, k), seed, mode, 0, runs)
-                evaluated[k] = search.objective_per_run(k, rows)
+                inputs = kernel_inputs(with_fixed_interval(cfg, k), mode)
+                evaluated[k] = search.objective_per_run(
+                    k, run_kernel(inputs, seed, 0, runs), inputs.workload, inputs.plan
+                )
 
     evaluate(search.coarse())
     evaluate(search.fine({k: float(v.mean()) for k, v in evaluated.items()}))
     return search.optimum(evaluated, seed, bootstrap)
+
+
+def optimize_intervals(
+    execution: Execution, prepared: Prepared, indices: list[int], runs: int, chunk: int, seed: int
+) -> dict[int, IntervalOptimum]:
+    """Resolve ``interval = "optimize"`` of the configurations ``indices``, the grid points as tasks.
+
+    Every grid point is a task (``Task.optimize_every``) of min(runs, OPTIMIZE_RUNS)
+    runs on the streams of seed + OPTIMIZE_SEED_OFFSET, its kernel inputs prepared once
+    into ``prepared.rows``, run by the execution's backend, saved by its store and counted
+    by its progress bar like the reported runs. The configurations themselves are not
+    changed (:func:`mcsim.engine.prepare.fix_interval` applies an optimum).
+
+    Parameters
+    ----------
+    execution : Execution
+        Backend, resume store and progress bar (its mapping is ``prepared.rows``).
+    prepared : Prepared
+        The prepared configurations.
+    indices : list of int
+        Feasible configurations whose interval is optimised.
+    runs, chunk, seed
+        The scenario's runs per configuration, runs per task and seed.
+    """
+    configs = prepared.configs
+    runs = min(runs, OPTIMIZE_RUNS)
+    searches = {i: IntervalSearch(configs[i], configs[i].checkpoint.optimize_objective) for i in indices}
+    evaluated: dict[int, dict[int, np.ndarray]] = {i: {} for i in indices}
+    grid: dict[tuple[int, int], KernelInputs] = {}
+
+    def grid_tasks(points: dict[int, list[int]]) -> list[Task]:
+        tasks = []
+        for i, ks in points.items():
+            for k in ks:
+                if k not in evaluated[i]:
+                    grid[(i, k)] = prepare_grid_point(prepared, i, k)
+                    tasks += plan_tasks([i], runs, chunk, optimize_every=k)
+        return tasks
+
+    def collect(tasks: list[Task]) -> None:
+        rows_of: dict[Task, np.ndarray] = {}
+        execution.execute(tasks, rows_of.__setitem__, "interval optimiser tasks")
+        points: dict[tuple[int, int], list[Task]] = {}
+        for task in rows_of:
+            assert task.optimize_every is not None
+            points.setdefault((task.config, task.optimize_every), []).append(task)
+        for (i, k), chunks in points.items():
+            rows = np.concatenate([rows_of[t] for t in sorted(chunks, key=lambda t: t.start)])
+            evaluated[i][k] = searches[i].objective_per_run(k, rows, grid[(i, k)].workload, grid[(i, k)].plan)
+
+    coarse = grid_tasks({i: search.coarse() for i, search in searches.items()})
+    bar = execution.bar
+    fine_bound = FINE_POINTS * runs * len(indices)  # until the fine grids are known
+    bar.total += sum(t.runs for t in coarse) + fine_bound
+    bar.refresh()
+    collect(coarse)
+    fine = grid_tasks({i: searches[i].fine({k: float(v.mean()) for k, v in evaluated[i].items()}) for i in indices})
+    bar.total += sum(t.runs for t in fine) - fine_bound
+    bar.refresh()
+    collect(fine)
+    optima = {i: searches[i].optimum(evaluated[i], seed + OPTIMIZE_SEED_OFFSET) for i in indices}
+    if execution.notify is not None:
+        for i, optimum in optima.items():
+            label = "" if len(configs) == 1 else f" of configuration {i}"
+            execution.notify(
+                f"optimized checkpoint interval{label} ({optimum.objective}): {optimum.interval_s:.4g} s "
+                f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s"
+            )
+    return optima

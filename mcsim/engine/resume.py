@@ -29,7 +29,7 @@ import importlib.metadata
 import json
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +124,8 @@ class PieceStore:
         self.folder = sidecar(self.output, f".parts-{self.key}")
         self._stale = re.compile(re.escape(self.folder.name[: -len(self.key)]) + r"[0-9a-f]{16}")
         self._scenario = scenario
-        self.configs = scenario.configs  # the simulated configurations; simulate() sets the (config, draw) ones
+        # the simulated configurations; simulate() sets the (config, draw) ones
+        self.configs: Sequence[object] = scenario.configs
         self._chunk_runs = chunk_runs
         self._scenario_hash = _sha256(scenario.to_toml())
         self._notify = notify

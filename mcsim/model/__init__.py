@@ -5,4 +5,5 @@
 - ``checkpointing``: checkpoint size, stall, interval (Young/Daly) and failure classes.
 - ``stragglers``: the law of the slowest of G lognormal ranks.
 - ``energy``: power by phase, energy, cost and carbon of a run.
+- ``reliability``: Daly's renewal estimate of a run's wall time under failures.
 """

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from mcsim.kernels.types import START_AGED, START_NEW, START_STATIONARY, FailureClasses
+from mcsim.model.reliability import expected_segment_s  # noqa: F401  (its home until 0.2; public here too)
 from mcsim.model.strategies import STRATEGIES, Transfers
 from mcsim.model.workload import Workload
 from mcsim.scenario.config import Config
@@ -54,21 +56,6 @@ def daly_interval_s(stall_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray
     return float(out) if out.ndim == 0 else out
 
 
-def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
-    """Expected wall time to get ``segment_s`` of work (and its checkpoint) done under Poisson failures, s.
-
-    Daly (2006, eq. 13): ``M e^(R/M) (e^(segment/M) - 1)`` with ``M`` the system MTBF and ``R`` the
-    restart time (failures may strike during restarts); ``segment_s`` without failures (scalars or arrays).
-    """
-    seg, restart, m = (np.asarray(x, dtype=np.float64) for x in (segment_s, restart_s, mtbf_s))
-    finite = np.isfinite(m) & (m > 0)
-    safe = np.where(finite, m, 1.0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        value = safe * np.exp(restart / safe) * np.expm1(seg / safe)
-    out = np.where(finite, value, seg)
-    return float(out) if out.ndim == 0 else out
-
-
 def checkpoint_every(
     interval: Interval, stall_s: ArrayLike, mtbf_s: ArrayLike, iteration_s: ArrayLike, iterations: ArrayLike
 ) -> int | np.ndarray:
@@ -89,7 +76,8 @@ def checkpoint_every(
             else daly_interval_s(stall_s, mtbf_s)
         )
         with np.errstate(invalid="ignore", over="ignore"):
-            every = np.where(np.isfinite(seconds), np.rint(np.minimum(seconds / iteration_s, 2.0**62)), iterations)
+            steps = np.rint(np.minimum(seconds / np.asarray(iteration_s), 2.0**62))
+            every = np.where(np.isfinite(seconds), steps, iterations)
     every = np.maximum(1, np.minimum(every, iterations)).astype(np.int64)
     return int(every) if every.ndim == 0 else every
 
@@ -97,7 +85,7 @@ def checkpoint_every(
 def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: ArrayLike, gpus_per_node: int) -> float | np.ndarray:
     """Mean time between failures of the whole job, ``1 / sum(units / MTBF)``, s (scalars or arrays; inf
     without failures)."""
-    rate = 0.0
+    rate: Any = 0.0
     for fclass in failures:
         rate = rate + class_units(fclass, gpus, gpus_per_node) / (fclass.mtbf_hours * 3600.0)
     rate = np.asarray(rate, dtype=np.float64)

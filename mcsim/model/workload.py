@@ -151,7 +151,7 @@ def ring_allreduce_s(ranks: ArrayLike, nbytes: ArrayLike, bandwidth_gbps: ArrayL
     """Ring all-reduce time: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one rank); arrays."""
     ranks = np.asarray(ranks)
     n = np.maximum(ranks, 1)
-    time = 2.0 * (n - 1) / n * nbytes / (bandwidth_gbps * 1e9) + 2.0 * (n - 1) * latency_s
+    time = 2.0 * (n - 1) / n * np.asarray(nbytes) / (np.asarray(bandwidth_gbps) * 1e9) + 2.0 * (n - 1) * latency_s
     return np.where(ranks <= 1, 0.0, time)
 
 

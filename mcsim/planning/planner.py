@@ -23,10 +23,10 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis.pareto import nondominated
+from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.variables import Variable
-from mcsim.model.checkpointing import checkpoint_plan
-from mcsim.model.workload import RECOMPUTE_CODES, workload
+from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.planning.plan import Candidates, Plan, enumerate_candidates
 from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, candidate_config, screen
 from mcsim.planning.uncertain import QUANTILES, uncertain_objectives
@@ -229,10 +229,7 @@ def finalist_front(per_run: dict[str, np.ndarray], n_runs: np.ndarray, eligible:
 
 def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
     """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
-    from mcsim.engine.simulate import _per_run_outputs
-
-    wl = workload(cfg)
-    out = _per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), np.asarray(rows))
+    out = config_outputs_per_run(cfg, rows)
     return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
 
 

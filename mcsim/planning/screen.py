@@ -4,7 +4,7 @@ Per candidate: the workload model (:func:`mcsim.workload.workload_arrays`:
 iteration time and memory, exactly as ``mcsim run``), the checkpoint plan's
 stall and interval (:mod:`mcsim.checkpointing`), the system MTBF of its size,
 and a first-order expected wall time under Poisson failures (Daly 2006,
-:func:`mcsim.checkpointing.expected_segment_s`), then energy, cost and CO2 from
+:func:`mcsim.model.reliability.expected_run_wall_s`), then energy, cost and CO2 from
 the same phase powers as the simulation (:mod:`mcsim.energy`). Every rejected
 candidate keeps its reason (:data:`REJECTIONS`). The finalists are the
 candidates whose objective estimate is within ``margin`` of the best, at most
@@ -26,7 +26,6 @@ from mcsim.model.checkpointing import (
     checkpoint_every,
     checkpoint_transfers,
     class_units,
-    expected_segment_s,
     system_mtbf_s,
 )
 from mcsim.model.energy import (
@@ -40,6 +39,7 @@ from mcsim.model.energy import (
     phase_powers_w,
     rank_factor_mean,
 )
+from mcsim.model.reliability import expected_run_wall_s
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import (
@@ -314,14 +314,10 @@ def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
 
 def _expected_wall_s(base: Config, cand: Candidates, iterations, iteration_s, every, stall, load, mtbf):
     """Expected wall time: every interval of ``every`` iterations and its checkpoint as a Daly segment."""
-    intervals = -(-iterations // every)
-    last_s = (iterations - (intervals - 1) * every) * iteration_s
     restart = _restart_s(base, cand, load)
     # Not cut at run.max_wall_days: a truncated estimate would rank a run that never finishes as cheap
     # (the screen rules such candidates out instead, _constraints).
-    return (intervals - 1) * expected_segment_s(every * iteration_s + stall, restart, mtbf) + expected_segment_s(
-        last_s, restart, mtbf
-    )
+    return expected_run_wall_s(iterations, every, iteration_s, stall, restart, mtbf)
 
 
 def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, load, mtbf, power):

@@ -21,18 +21,19 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from mcsim.analysis.decisions import mean_interval
 from mcsim.engine.backends import make_backend
+from mcsim.engine.execution import Execution
+from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
+from mcsim.engine.outputs import config_outputs_per_run
+from mcsim.engine.prepare import fix_interval, prepare
 from mcsim.engine.resume import PieceStore
-from mcsim.engine.simulate import OPTIMIZE_RUNS, _Execution, _optimize_intervals, _per_run_outputs
-from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks, with_fixed_interval
+from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks
 from mcsim.kernels import types as kernel
-from mcsim.model.checkpointing import checkpoint_plan
 from mcsim.model.workload import workload
 from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
 from mcsim.scenario.config import Config
@@ -74,7 +75,7 @@ class SelectionResult:
         Runs simulated in all (the interval optimiser's grid points not included).
     configs : tuple of Config
         The candidates as simulated (``interval = "optimize"`` resolved to a fixed interval):
-        pass them with the rows to :func:`mcsim.simulate._per_run_outputs`.
+        pass them with the rows to :func:`mcsim.engine.outputs.config_outputs_per_run`.
     delta : float
         The indifference zone in objective units (indifference × the best first-stage mean).
     h2 : float
@@ -97,14 +98,6 @@ class SelectionResult:
     delta: float = math.nan
     h2: float = math.nan
     stages: int = 0
-
-
-class _RunSpec(NamedTuple):
-    """What :class:`mcsim.simulate._Execution` reads of a run section."""
-
-    seed: int
-    mode: str
-    runs: int
 
 
 def _is_int(value: object) -> bool:
@@ -187,15 +180,15 @@ def _check_arguments(
 def objective_values(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
     """Per-run objective of a feasible configuration from its kernel rows: Σ weight × output.
 
-    Outputs as :func:`mcsim.simulate._per_run_outputs` computes them (cost USD, energy MWh,
+    Outputs as :func:`mcsim.engine.outputs.per_run_outputs` computes them (cost USD, energy MWh,
     wall_time h, co2 t CO2e).
     """
-    wl = workload(cfg)
-    return weighted_objective(_per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), rows), weights)
+    return weighted_objective(config_outputs_per_run(cfg, rows), weights)
 
 
 def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
-    """Per-run objective Σ weight × output of per-run outputs (names as ``_per_run_outputs``'s)."""
+    """Per-run objective Σ weight × output of per-run outputs (named as :func:`mcsim.engine.outputs.per_run_outputs`
+    names them)."""
     return sum(weight * outputs[name] for name, weight in weights.items() if weight)
 
 
@@ -273,13 +266,12 @@ def select_best(
     weights = _check_objective(objective)
     _check_arguments(configs, seed, mode, alpha, indifference, first_runs, max_runs, max_total_runs, chunk_runs)
     configs = list(configs)
-    spec = _RunSpec(int(seed), mode, min(max_runs, OPTIMIZE_RUNS))
+    seed = int(seed)
     if store is not None:
         header = store.header(Task(0, 0, 1))
-        if header["seed"] != spec.seed or header["mode"] != mode:
+        if header["seed"] != seed or header["mode"] != mode:
             raise ValueError(
-                f"store: made for seed {header['seed']} and mode {header['mode']!r}, "
-                f"not seed {spec.seed} and mode {mode!r}"
+                f"store: made for seed {header['seed']} and mode {header['mode']!r}, not seed {seed} and mode {mode!r}"
             )
         store.configs = configs  # pieces are checked against the candidate they ran
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
@@ -298,10 +290,13 @@ def select_best(
             leave=False,
             dynamic_ncols=True,
         ) as bar:
-            execution = _Execution(backend, configs, spec, store, bar, notify)
+            prepared = prepare(configs, mode)  # the same list: an optimised interval replaces its candidate
+            execution = Execution(backend, prepared.rows, seed, store, bar, notify)
             to_optimize = [i for i, c in enumerate(configs) if c.checkpoint.interval.kind == "optimize"]
-            for i, optimum in (_optimize_intervals(execution, to_optimize, chunk) if to_optimize else {}).items():
-                configs[i] = with_fixed_interval(configs[i], optimum.interval_iterations)
+            runs = min(max_runs, OPTIMIZE_RUNS)
+            optima = optimize_intervals(execution, prepared, to_optimize, runs, chunk, seed) if to_optimize else {}
+            for i, optimum in optima.items():
+                fix_interval(prepared, i, optimum.interval_iterations)
             simulation = _Simulation(execution, configs, weights, chunk)
             outcome = kim_nelson(
                 len(configs),
@@ -322,7 +317,7 @@ def select_best(
 class _Simulation:
     """KN's draws as simulated runs: tasks of runs start .. stop - 1 through one execution."""
 
-    def __init__(self, execution: _Execution, configs: list[Config], weights: Mapping[str, float], chunk: int) -> None:
+    def __init__(self, execution: Execution, configs: list[Config], weights: Mapping[str, float], chunk: int) -> None:
         self.execution, self.configs, self.weights, self.chunk = execution, configs, weights, chunk
         self.rows: list[np.ndarray] = [np.empty((0, kernel.N_OUT)) for _ in configs]
 

@@ -1,0 +1,97 @@
+"""Stage 7 of :func:`mcsim.simulate`: the dataset, with its coordinates and provenance.
+
+The output arrays (:func:`mcsim.engine.outputs.output_arrays`) as an
+:class:`xarray.Dataset` of dims (sweep dims..., [``draw``,] ``run``): coordinate
+attributes from the schema fields swept, the drawn values of the uncertain inputs
+along ``draw``, and the provenance in the global attributes (CF-1.10).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numba
+import numpy as np
+import xarray as xr
+
+from mcsim._version import __version__
+from mcsim.engine.draws import DrawPlan
+from mcsim.io.variables import build_dataset, coordinate_attrs
+from mcsim.scenario.config import Scenario
+from mcsim.scenario.schema import field_meta
+from mcsim.scenario.uncertain import input_variable_attrs
+
+
+def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarray]) -> xr.Dataset:
+    """The dataset of a simulated scenario from its output arrays ``data`` (by variable name).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The scenario (its sweep axes give the dims and coordinates).
+    draws : DrawPlan
+        Its draws (a ``draw`` dim and the drawn values when ``draws.count``).
+    data : dict of str to ndarray
+        Every registered variable, shaped (sweep..., [draw,] [run]).
+    """
+    dims = tuple(axis.dim for axis in scenario.axes) + (("draw",) if draws.count else ())
+    coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
+    coords["run"] = np.arange(scenario.run.runs)
+    if draws.count:
+        coords["draw"] = np.arange(draws.count)
+    ds = build_dataset(data, dims, coords, provenance_attrs(scenario))
+    for axis in scenario.axes:
+        ds[axis.dim].attrs.update(_coordinate_attrs(axis))
+    return _annotate(ds, scenario, draws)
+
+
+def _annotate(ds: xr.Dataset, scenario: Scenario, draws: DrawPlan) -> xr.Dataset:
+    """``ds`` with each input's drawn values as a variable along ``draw`` (named by its key)."""
+    for i, entry in enumerate(scenario.uncertain):
+        ds[entry.key] = xr.Variable(("draw",), draws.values[:, i], input_variable_attrs(entry))
+    if draws.count:
+        ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
+        ds.attrs.update(
+            draws=draws.count,
+            design=scenario.run.design,
+            uncertain_inputs=" ".join(entry.key for entry in scenario.uncertain),
+        )
+    return ds
+
+
+def _coordinate_attrs(axis) -> dict[str, str]:
+    """``long_name`` and ``units`` of a sweep coordinate, from the schema field it sweeps."""
+    parts = axis.key.split(".")
+    meta = field_meta(parts[0], parts[-1])
+    numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in axis.coords)
+    return coordinate_attrs(axis.key, meta, numeric)
+
+
+def provenance_attrs(scenario: Scenario) -> dict[str, object]:
+    """Global attributes: version, scenario TOML, seed, runs, mode, creation time, history.
+
+    ``Conventions``, ``title`` and ``history`` are the CF-1.10 §2.6.2
+    attributes; ``history`` records when and by which mcsim version the file
+    was made, for which scenario, runs, seed and mode.
+    """
+    run = scenario.run
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    return {
+        "title": f"mcsim Monte Carlo results: {scenario.name}",
+        "mcsim_version": __version__,
+        "numba_version": numba.__version__,
+        "scenario_name": scenario.name,
+        "scenario_source": scenario.source,
+        "scenario_toml": scenario.to_toml(),
+        "seed": run.seed,
+        "runs": run.runs,
+        "mode": run.mode,
+        "sweep_dims": " ".join(axis.dim for axis in scenario.axes),
+        "created": created,
+        "Conventions": "CF-1.10",
+        "history": (
+            f"{created}: mcsim {__version__} simulated scenario {scenario.name!r}, "
+            f"{run.runs} runs, seed {run.seed}, {run.mode} mode"
+        ),
+    }

@@ -1,0 +1,119 @@
+"""Run-time estimates: the expected size of one run, and of a whole simulation, before it starts.
+
+:func:`estimate_run` sizes the local backend's kernel calls and, summed by
+:func:`time_estimate`, gives the estimate printed and checked against the time limit
+(:func:`mcsim.scenario.limits.check_time`) before a run. Neither changes a result.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from mcsim.model.reliability import expected_run_wall_s
+from mcsim.scenario.limits import TimeEstimate
+
+if TYPE_CHECKING:
+    from mcsim.engine.prepare import Prepared, RowSimulator
+
+# Seconds per kernel loop step of each kind, one thread (measured on a 2-core x86-64
+# machine over the shipped and test scenarios; benchmarks/ times the real runs).
+SECONDS_PER_ITERATION_STEP = 350e-9  # one iteration drawn on its own
+SECONDS_PER_BLOCK = 100e-9  # one fast-mode block of iterations
+SECONDS_PER_CHECKPOINT = 30e-9
+SECONDS_PER_FAILURE = 600e-9  # a failure and its recovery, restore included
+
+
+class RunEstimate(NamedTuple):
+    """Expected size of one run, from a renewal argument (Daly 2006)."""
+
+    wall_s: float  # expected wall time, capped at max_wall
+    failures: float  # expected failures
+    iteration_steps: float  # iterations drawn one at a time (reruns after failures included)
+    blocks: float  # fast-mode blocks
+    checkpoints: float
+
+    @property
+    def events(self) -> float:
+        """Kernel loop steps of all kinds."""
+        return self.iteration_steps + self.blocks + self.checkpoints + self.failures
+
+    @property
+    def seconds(self) -> float:
+        """Estimated kernel time of one run on one thread, s."""
+        return (
+            self.iteration_steps * SECONDS_PER_ITERATION_STEP
+            + self.blocks * SECONDS_PER_BLOCK
+            + self.checkpoints * SECONDS_PER_CHECKPOINT
+            + self.failures * SECONDS_PER_FAILURE
+        )
+
+
+def estimate_run(inputs: RowSimulator) -> RunEstimate:
+    """Order-of-magnitude estimate of one run's wall time and kernel work.
+
+    Failures are taken as a Poisson process of the job's MTBF ``M`` with the
+    rate-weighted mean restart time ``R`` (recovery plus load): an interval of
+    ``tau`` compute seconds and a checkpoint stall ``C`` then takes
+    ``M e^(R/M) (e^((tau + C)/M) - 1)`` on average (Daly 2006,
+    :func:`mcsim.model.reliability.expected_run_wall_s`). Weibull
+    shapes, spares and stragglers are ignored, so the estimate is good to a
+    factor of a few; it sizes the local backend's kernel calls (which are also
+    timed) and the time estimate printed and checked before a run.
+    """
+    p, fc = inputs.params, inputs.classes
+    iterations = max(1, p.iterations)
+    every = max(1, min(p.checkpoint_every, iterations))
+    iteration_s = p.compute_time_s * p.factor_mean + p.comm_time_s
+    intervals = math.ceil(iterations / every)
+    mtbf = inputs.system_mtbf_s
+    restart_s = 0.0
+    if math.isfinite(mtbf) and mtbf > 0:
+        rates = fc.units / (fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape]))
+        restart_s = float(np.sum(rates * fc.recovery_s) / np.sum(rates)) + p.load_s
+    uncapped = float(expected_run_wall_s(iterations, every, iteration_s, p.checkpoint_stall_s, restart_s, mtbf))
+    wall_s = min(p.max_wall_s, uncapped)
+    share = wall_s / uncapped if uncapped > 0 else 1.0
+    failures = min(float(p.max_failures), wall_s / mtbf) if math.isfinite(mtbf) and mtbf > 0 else 0.0
+    stepped = not (p.fast and every >= p.fast_min_block)
+    done = iterations * share
+    rollback = failures * min(every / 2.0, mtbf / iteration_s if iteration_s > 0 else every)
+    episodes = 2.0 * p.episode_rate_per_s * wall_s
+    if stepped:
+        steps, blocks = done + rollback + episodes, 0.0
+    else:
+        steps, blocks = 0.0, intervals * share + failures + episodes
+    return RunEstimate(wall_s, failures, steps, blocks, intervals * share)
+
+
+def time_estimate(
+    prepared: Prepared, feasible: list[int], to_optimize: list[int], runs: int, grid_runs: int, parallelism: int
+) -> TimeEstimate:
+    """Estimated kernel time of every task, the optimiser's grid points included.
+
+    Parameters
+    ----------
+    prepared : Prepared
+        The prepared configurations (:func:`mcsim.engine.prepare.prepare`).
+    feasible : list of int
+        The configurations simulated (flat indices).
+    to_optimize : list of int
+        Those whose interval is optimised first.
+    runs : int
+        Runs per configuration.
+    grid_runs : int
+        Runs of one interval search, every grid point (:mod:`mcsim.engine.optimize`: every grid point).
+    parallelism : int
+        Runs simulated at the same time (the backend's).
+    """
+    cpu_s, longest = 0.0, 0.0
+    optimized = set(to_optimize)
+    for i in feasible:
+        inputs = prepared.inputs[i]
+        assert inputs is not None, "a feasible configuration has kernel inputs"
+        run_s = estimate_run(inputs).seconds
+        cpu_s += run_s * (runs + (grid_runs if i in optimized else 0))
+        longest = max(longest, run_s)
+    return TimeEstimate(cpu_s, parallelism, longest)

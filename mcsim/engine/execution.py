@@ -1,0 +1,119 @@
+"""Stage 5 of :func:`mcsim.simulate`: tasks through the resume store, a backend and one progress bar.
+
+:class:`Execution` runs any tasks (the reported runs, the interval optimiser's grid
+points, the selection's stages): saved ones are loaded from the resume store
+(:mod:`mcsim.engine.resume`), the others run on the backend
+(:mod:`mcsim.engine.backends`) with the prepared mapping from task key to row
+simulator, saved, and counted by the progress bar. :func:`collect_rows` places the
+reported tasks' rows by configuration and run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mcsim.engine.backends import Backend
+from mcsim.engine.resume import PieceStore
+from mcsim.engine.tasks import Piece, Task
+from mcsim.kernels import types as kernel
+
+if TYPE_CHECKING:
+    from mcsim.engine.prepare import RowSimulator, TaskKey
+
+OnRows = Callable[[Task, np.ndarray], None]
+
+
+class Execution:
+    """Tasks through the resume store, a backend and one progress bar.
+
+    Parameters
+    ----------
+    backend : LocalBackend or DaskBackend
+        Runs the tasks not found in the store.
+    rows : mapping
+        Task key ``(config, optimize_every)`` -> row simulator
+        (:attr:`mcsim.engine.prepare.Prepared.rows`; read when tasks run, so entries added
+        later, such as the optimiser's grid points, are seen).
+    seed : int
+        The scenario's seed.
+    store : PieceStore, optional
+        Saves each finished task and gives back the saved ones (resume).
+    bar : tqdm
+        The progress bar (runs).
+    notify : callable, optional
+        Called with one-line messages (tasks resumed).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        rows: Mapping[TaskKey, RowSimulator],
+        seed: int,
+        store: PieceStore | None,
+        bar: Any,
+        notify: Callable[[str], None] | None,
+    ) -> None:
+        self.backend, self.rows, self.seed, self.store, self.bar = backend, rows, seed, store, bar
+        self.notify = notify
+
+    def execute(self, tasks: list[Task], on_rows: OnRows, what: str = "tasks") -> None:
+        """Call ``on_rows(task, rows)`` for every task: saved ones loaded, the others run and saved."""
+        pending = []
+        store = self.store
+        for task in tasks:
+            rows = store.load(task) if store is not None else None
+            if rows is None:
+                pending.append(task)
+            else:
+                self.bar.update(task.runs)
+                on_rows(task, rows)
+        if self.notify is not None and store is not None and len(pending) < len(tasks):
+            self.notify(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} {what} already done ({store.folder})")
+        reported = 0
+
+        def on_runs(n: int) -> None:
+            nonlocal reported
+            reported += n
+            self.bar.update(n)
+
+        for task, rows in self.backend.run(pending, self.rows, self.seed, on_runs=on_runs):
+            if store is not None:
+                store.save(task, rows)
+            self.bar.update(task.runs - reported)
+            reported = 0
+            on_rows(task, rows)
+
+
+def collect_rows(
+    execution: Execution, tasks: list[Task], placements: Mapping[Task, list[Piece]], feasible: list[int], runs: int
+) -> dict[int, np.ndarray]:
+    """Kernel rows ``(runs, N_OUT)`` of every feasible configuration, the reported ``tasks`` run and placed.
+
+    ``placements``: where each task's rows go (:func:`mcsim.engine.tasks.placements`). The progress
+    bar's postfix counts the configurations done.
+    """
+    bar = execution.bar
+    left = {i: 0 for i in feasible}
+    for task in tasks:
+        for piece in placements[task]:
+            left[piece[0]] += 1
+    done = 0
+    outs = {i: np.full((runs, kernel.N_OUT), np.nan) for i in feasible}
+
+    def place(task: Task, rows: np.ndarray) -> None:
+        nonlocal done
+        for config, run_start, run_stop, row_start, row_stop in placements[task]:
+            outs[config][run_start:run_stop] = rows[row_start:row_stop]
+            left[config] -= 1
+            done += left[config] == 0
+        if not bar.disable:
+            bar.set_postfix_str(
+                f"{done}/{len(feasible)} configurations, {done / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
+                refresh=False,
+            )
+
+    execution.execute(tasks, place)
+    return outs

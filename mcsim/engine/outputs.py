@@ -1,0 +1,163 @@
+"""Stage 6 of :func:`mcsim.simulate`: the named outputs, derived from the kernel's columns (the one place).
+
+The per-run outputs (wall time, energy, cost, CO2, ETTR, ...) and per-configuration
+outputs (iteration time, interval, MTBF, ...) of :mod:`mcsim.io.variables` come from a
+configuration, its workload and checkpoint plan and its kernel rows here and nowhere
+else: :func:`mcsim.simulate`, the interval optimiser's objective
+(:mod:`mcsim.engine.optimize`), the selection (:mod:`mcsim.planning.selection`) and the
+planner (:mod:`mcsim.planning.planner`) all call :func:`per_run_outputs`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
+
+import numpy as np
+
+from mcsim.io.variables import PER_CONFIG, PER_RUN
+from mcsim.kernels import types as kernel
+from mcsim.model.checkpointing import CheckpointPlan, checkpoint_plan
+from mcsim.model.energy import (
+    ENERGY_PARTS,
+    J_PER_MWH,
+    ideal_iteration_energy_j,
+    power_model,
+    run_co2_t,
+    run_cost_usd,
+    run_energy_j,
+)
+from mcsim.model.workload import Workload, workload
+from mcsim.scenario.config import Config
+
+if TYPE_CHECKING:
+    from mcsim.engine.optimize import IntervalOptimum
+    from mcsim.engine.prepare import Prepared
+
+
+def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out: np.ndarray) -> dict[str, np.ndarray]:
+    """Every per-run output variable (:data:`mcsim.io.variables.PER_RUN`) of one configuration's kernel rows.
+
+    Parameters
+    ----------
+    cfg : Config
+        The configuration simulated (its interval as simulated).
+    wl : Workload
+        Its workload.
+    plan : CheckpointPlan or None
+        Its checkpoint plan; None when infeasible (every output NaN, ``completed`` False).
+    out : ndarray
+        Kernel output rows ``(runs, N_OUT)``.
+
+    Returns
+    -------
+    dict of str to ndarray
+        By variable name, in the variables' units (hours, MWh, USD, t CO2e; see the registry).
+    """
+    if plan is None:  # infeasible: NaN everywhere, not completed
+        nan = np.full(out.shape[0], np.nan)
+        return {name: (nan == 0.0 if name == "completed" else nan) for name in PER_RUN}
+    wall_s = out[:, kernel.OUT_WALL_S]
+    energy = run_energy_j(cfg, wl, plan, power_model(cfg, wl), out)
+    total_j = cast(np.ndarray, sum(energy[k] for k in ENERGY_PARTS))
+    cost = run_cost_usd(cfg, wall_s, total_j)
+    co2 = run_co2_t(cfg, wall_s, total_j)
+    completed = out[:, kernel.OUT_COMPLETED] == 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # ETTR = ideal time of the work done / wall time. A completed run did all the
+        # iterations; a censored one only the OUT_ITERATIONS_DONE that survived, so its
+        # ETTR stays in [0, 1] instead of setting the full job against a truncated wall time.
+        done_ideal_s = np.where(completed, wl.ideal_time_s, out[:, kernel.OUT_ITERATIONS_DONE] * wl.iteration_time_s)
+        ettr = np.where(wall_s > 0, done_ideal_s / wall_s, np.nan)
+    return {
+        "wall_time": wall_s / 3600.0,
+        "energy": total_j / J_PER_MWH,
+        "cost": cost["allocation"] + cost["electricity"],
+        "co2": co2["operational"] + co2["embodied"],
+        "n_failures": out[:, kernel.OUT_FAILURES],
+        "lost_time": out[:, kernel.OUT_LOST_S] / 3600.0,
+        "checkpoint_time": out[:, kernel.OUT_CHECKPOINT_S] / 3600.0,
+        "recovery_time": out[:, kernel.OUT_RECOVERY_S] / 3600.0,
+        "straggler_time": out[:, kernel.OUT_STRAGGLER_S] / 3600.0,
+        "straggler_transient_time": out[:, kernel.OUT_STRAGGLER_TRANSIENT_S] / 3600.0,
+        "straggler_persistent_time": out[:, kernel.OUT_STRAGGLER_PERSISTENT_S] / 3600.0,
+        "n_memory_recoveries": out[:, kernel.OUT_MEMORY_RECOVERIES],
+        "spare_wait_time": out[:, kernel.OUT_SPARE_WAIT_S] / 3600.0,
+        "ettr": ettr,
+        "completed": completed,
+        **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},
+        "cost_allocation": cost["allocation"],
+        "cost_electricity": cost["electricity"],
+        "co2_operational": co2["operational"],
+        "co2_embodied": co2["embodied"],
+    }
+
+
+def config_outputs_per_run(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`per_run_outputs` of a feasible configuration's kernel rows, its workload and plan computed here."""
+    wl = workload(cfg)
+    return per_run_outputs(cfg, wl, checkpoint_plan(cfg, wl), np.asarray(rows))
+
+
+def per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) -> dict[str, object]:
+    """Every per-configuration output variable (:data:`mcsim.io.variables.PER_CONFIG`) but the optimised
+    interval's bounds, from the configuration, its workload and checkpoint plan (None when infeasible)."""
+    nan = math.nan
+    iteration_j = ideal_iteration_energy_j(cfg, wl, power_model(cfg, wl)) if plan else nan
+    return {
+        "iteration_time": wl.iteration_time_s,
+        "compute_time": wl.compute_time_s,
+        "comm_time": wl.comm_time_s,
+        "iterations": wl.iterations,
+        "checkpoint_interval": plan.every_iterations * wl.iteration_time_s if plan else nan,
+        "checkpoint_stall": plan.stall_s if plan else nan,
+        "memory_per_gpu": wl.memory_per_gpu_gb,
+        "mfu_ideal": wl.mfu_ideal,
+        "feasible": wl.feasible,
+        "infeasible_reason": wl.infeasible_reason,
+        "ideal_time": wl.ideal_time_s / 3600.0,
+        "checkpoint_write_time": plan.size_bytes / (plan.write_gbps * 1e9) if plan else nan,
+        "checkpoint_load_time": plan.load_s if plan else nan,
+        "system_mtbf": plan.system_mtbf_s / 3600.0 if plan else nan,
+        "iteration_energy": iteration_j,
+        "gpu_power": iteration_j / (cfg.parallelism.gpus * wl.iteration_time_s),
+    }
+
+
+# Per-configuration variables that are not float64.
+_CONFIG_DTYPES = {"feasible": bool, "iterations": np.int64, "infeasible_reason": object}
+
+
+def output_arrays(
+    prepared: Prepared,
+    outs: dict[int, np.ndarray],
+    optima: Mapping[int, IntervalOptimum],
+    shape: tuple[int, ...],
+    runs: int,
+) -> dict[str, np.ndarray]:
+    """Every registered variable as an array of the sweep ``shape`` (per run: plus ``runs``).
+
+    Filled by flat configuration index (C order), each array in its final dtype; ``outs``
+    holds the kernel rows of the feasible configurations, ``optima`` the optimised intervals.
+    """
+    configs = prepared.configs
+    n = len(configs)
+    per_run = {name: np.empty((n, runs), dtype=bool if name == "completed" else float) for name in PER_RUN}
+    per_config = {name: np.empty(n, dtype=_CONFIG_DTYPES.get(name, float)) for name in PER_CONFIG}
+    for flat, cfg in enumerate(configs):
+        wl = prepared.workloads[flat]
+        inputs = prepared.inputs[flat]
+        plan = inputs.plan if inputs is not None and wl.feasible else None
+        out = outs[flat] if flat in outs else np.full((runs, kernel.N_OUT), np.nan)
+        for name, values in per_run_outputs(cfg, wl, plan, out).items():
+            per_run[name][flat] = values
+        for name, value in per_config_outputs(cfg, wl, plan).items():
+            per_config[name][flat] = value
+        low, high = optima[flat].ci95_s if flat in optima else (math.nan, math.nan)
+        per_config["checkpoint_interval_ci_low"][flat] = low
+        per_config["checkpoint_interval_ci_high"][flat] = high
+    return {
+        **{k: v.reshape(shape + (runs,)) for k, v in per_run.items()},
+        **{k: v.reshape(shape) for k, v in per_config.items()},
+    }
