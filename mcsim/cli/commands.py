@@ -135,7 +135,7 @@ def _fit_output(source: str, option: str, value: str | None) -> Path | None:
 def _fit_plot_backend() -> None:
     """Fail early, before reading the log, when --plot cannot be drawn."""
     from mcsim.engine.backends import BackendUnavailable
-    from mcsim.report.plots import _pyplot
+    from mcsim.report.style import _pyplot
     from mcsim.scenario.schema import ScenarioError
 
     _use_agg()

@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis.sensitivity import sensitivity
-from mcsim.report.plots import _fmt, _pyplot, _scenario, _style, _title, config_label
+from mcsim.report.style import _fmt, _pyplot, _scenario, _style, _title, config_label
 
 _INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
 
