@@ -156,7 +156,8 @@ def plot_breakdown(ds: xr.Dataset):
     def mean(point, name):
         return float(np.nanmean(ds[name].sel(point).values.astype(float)))
 
-    time_rows, energy_rows = [], []
+    time_rows: list[list[float]] = []
+    energy_rows: list[list[float]] = []
     for point in points:
         wall, lost, ckpt, rec, strag = (
             mean(point, n) * day
@@ -164,7 +165,7 @@ def plot_breakdown(ds: xr.Dataset):
         )
         time_rows.append([wall - lost - ckpt - rec - strag, strag, ckpt, rec, lost])
         energy_rows.append([mean(point, name) * energy_factor for name, _, _ in _ENERGY_PARTS])
-    time_rows, energy_rows = np.array(time_rows), np.array(energy_rows)
+    time_table, energy_table = np.array(time_rows), np.array(energy_rows)
     labels = [config_label(p, _scenario(ds)) + _censored_text(_completed(ds, p)) for p in points]
     n = len(points)
     rows = [
@@ -172,7 +173,7 @@ def plot_breakdown(ds: xr.Dataset):
             "Where wall time goes",
             f"mean wall time [{time_unit}]",
             "time other than ideal compute [% of wall time]",
-            time_rows,
+            time_table,
             [(label, colour) for label, colour in _TIME_PARTS],
             {"days": "d"}.get(time_unit, time_unit),
         ),
@@ -180,7 +181,7 @@ def plot_breakdown(ds: xr.Dataset):
             "Where energy goes",
             f"mean energy [{energy_unit}]",
             "energy other than compute [% of total energy]",
-            energy_rows,
+            energy_table,
             [(label, colour) for _, label, colour in _ENERGY_PARTS],
             energy_unit,
         ),

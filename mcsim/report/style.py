@@ -17,12 +17,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from mcsim.engine.backends import BackendUnavailable
 from mcsim.io.atomic import atomic_open
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 DPI = 150  # resolution of raster figures [dots per inch]
 
@@ -38,7 +42,7 @@ _DISPLAY_UNITS = {
 }
 _NAMES = {"wall_time": "wall time", "ettr": "ETTR", "co2": "CO$_2$", "n_failures": "failures"}
 
-_STYLE = {
+_STYLE: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -86,12 +90,12 @@ def _style():
 def _sweep_dims(ds: xr.Dataset) -> list[str]:
     if "wall_time" not in ds or "run" not in ds["wall_time"].dims:
         raise ValueError("not an mcsim result dataset (no per-run wall_time variable)")
-    return [d for d in ds["wall_time"].dims if d != "run"]
+    return [str(d) for d in ds["wall_time"].dims if d != "run"]
 
 
 def _check_variable(ds: xr.Dataset, name: str) -> None:
     if name not in ds or "run" not in ds[name].dims:
-        per_run = sorted(v for v in ds.data_vars if "run" in ds[v].dims)
+        per_run = sorted(str(v) for v in ds.data_vars if "run" in ds[v].dims)
         raise ValueError(f"{name!r} is not a per-run variable of this dataset; expected one of {', '.join(per_run)}")
 
 

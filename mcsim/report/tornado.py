@@ -118,6 +118,8 @@ def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = 
     """
     if result is None:
         point, result = point_sensitivity(ds, output, point)
+    elif point is None:  # indices given for every configuration: show the default one
+        point = chosen_configuration(ds, output)
     plt = _pyplot()
     rows = ranking(ds, result, point)
     main, first = _indices(result)

@@ -7,6 +7,8 @@ connects and labels the configurations on the front (:func:`mcsim.analysis.paret
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import xarray as xr
 
@@ -29,6 +31,9 @@ from mcsim.report.style import (
     _units,
     config_label,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.transforms import Bbox
 
 
 def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
@@ -198,7 +203,7 @@ def _place_labels(fig, ax, labels: list[tuple[float, float, str]], obstacles: np
     axes_box = ax.get_window_extent(renderer)
     directions = ((0, -1), (-1, -1), (1, -1), (-1, 0), (1, 0), (0, 1), (-1, 1), (1, 1))
     candidates = [(r * dx, r * dy) for r in (10, 18, 30, 45, 65, 90) for dx, dy in directions]
-    placed = []
+    placed: list[Bbox] = []
     for px, py, text in labels:
         best = None
         for dx, dy in candidates:
@@ -239,6 +244,7 @@ def _place_labels(fig, ax, labels: list[tuple[float, float, str]], obstacles: np
                 note.remove()
             if score == 0:
                 break
+        assert best is not None, "candidates is not empty"
         _, note, box, (dx, dy) = best
         note.remove()  # drawn again with a leader line, so no label is taken for a neighbour's
         note = ax.annotate(
