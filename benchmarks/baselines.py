@@ -100,7 +100,7 @@ def numpy_baseline(params: dict, runs: int, seed: int) -> np.ndarray:
     are handled with masks; the loop over recovery restarts is vectorised over the
     runs that are recovering.
     """
-    I, c, m, G, sigma, K, C, L, U, mtbf_s, R, max_wall = _unpack(params)
+    iterations, c, m, G, sigma, K, C, L, U, mtbf_s, R, max_wall = _unpack(params)
     rng = np.random.default_rng(seed)
     lam = U / mtbf_s
     scale = 1.0 / lam if lam > 0.0 else np.inf
@@ -138,7 +138,7 @@ def numpy_baseline(params: dict, runs: int, seed: int) -> np.ndarray:
         t[good] = end[ok]
         done[good] += 1
         # Checkpoint after iteration `done` (not after the last one).
-        ck = good[(done[good] % K == 0) & (done[good] < I)]
+        ck = good[(done[good] % K == 0) & (done[good] < iterations)]
         stall_end = t[ck] + C
         stall_ok = stall_end <= np.minimum(next_fail[ck], max_wall)
         t[ck[stall_ok]] = stall_end[stall_ok]
@@ -150,7 +150,7 @@ def numpy_baseline(params: dict, runs: int, seed: int) -> np.ndarray:
         t[censored] = max_wall
         if failed.size:
             recover(failed)
-        running = (done[active] < I) & (t[active] < max_wall)
+        running = (done[active] < iterations) & (t[active] < max_wall)
         active = active[running]
     return t
 
@@ -166,7 +166,7 @@ def simpy_baseline(params: dict, runs: int, seed: int) -> np.ndarray:
     interrupted training process rolls back to the durable checkpoint and
     recovers; a failure during the recovery interrupts it and restarts it.
     """
-    I, c, m, G, sigma, K, C, L, U, mtbf_s, R, max_wall = _unpack(params)
+    iterations, c, m, G, sigma, K, C, L, U, mtbf_s, R, max_wall = _unpack(params)
     rng = np.random.default_rng(seed)
     lam = U / mtbf_s
     mean_m, var_m = expected_max_factor(G, sigma)
@@ -178,19 +178,19 @@ def simpy_baseline(params: dict, runs: int, seed: int) -> np.ndarray:
         done = 0
         durable = 0
         recovering = False
-        while done < I:
+        while done < iterations:
             try:
                 if recovering:
                     yield env.timeout(R + L)
                     recovering = False
                     continue
-                block = min(K, I - done)  # done is at a checkpoint here
+                block = min(K, iterations - done)  # done is at a checkpoint here
                 s = block * mean_m
                 if std_m > 0.0:
                     s += math.sqrt(block) * std_m * rng.standard_normal()
                 yield env.timeout(c * max(s, 0.0) + block * m)
                 done += block
-                if done < I:
+                if done < iterations:
                     yield env.timeout(C)
                     durable = done
             except simpy.Interrupt:

@@ -58,7 +58,8 @@ def main() -> None:
                 spent.append(result.total_runs)
             seconds = (time.perf_counter() - start) / args.seeds
             print(
-                f"{kind:5s} zone {zone:.1%}, n0 {first_runs:3d}: {good}/{args.seeds} within the zone of the exhaustive best, "
+                f"{kind:5s} zone {zone:.1%}, n0 {first_runs:3d}: "
+                f"{good}/{args.seeds} within the zone of the exhaustive best, "
                 f"{decided}/{args.seeds} decided; runs {np.mean(spent):,.0f} mean, {max(spent):,} max "
                 f"vs {budget:,} exhaustive ({budget / np.mean(spent):.1f}x fewer); "
                 f"time {seconds:.2f} s vs {exhaustive_s:.2f} s ({exhaustive_s / seconds:.1f}x)"

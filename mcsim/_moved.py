@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import warnings
 from types import ModuleType
@@ -115,12 +116,16 @@ def forwarder(package: str, old: str, new: str):  # noqa: ANN201 (a module __get
 
     A name the package does not define itself is read from the module ``new`` (what
     ``old`` became) after a ``FutureWarning``: ``from mcsim.scenario import
-    scenario_from_dict`` keeps working for one release.
+    scenario_from_dict`` keeps working for one release. A submodule of the package not
+    imported yet is imported, without a warning: ``from mcsim.report import plots`` is
+    the new path, even though ``new`` has a ``plots`` attribute of its own.
     """
 
     def __getattr__(name: str) -> object:
         if name.startswith("__"):
             raise AttributeError(name)
+        if importlib.util.find_spec(f"{package}.{name}") is not None:  # a submodule not imported yet: no warning
+            return importlib.import_module(f"{package}.{name}")
         module = importlib.import_module(new)
         try:
             value = getattr(module, name)

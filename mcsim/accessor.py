@@ -76,7 +76,10 @@ class McsimAccessor:
         return analysis.prob_better(self._ds, a, b, objective)
 
     def cheapest_within(self, days: float, probability: float = 0.9) -> dict | None:
-        """Cheapest configuration finishing within ``days`` with ``probability`` (:func:`mcsim.analysis.cheapest_within`)."""
+        """Cheapest configuration finishing within ``days`` with ``probability``.
+
+        See :func:`mcsim.analysis.cheapest_within`.
+        """
         return analysis.cheapest_within(self._ds, days, probability)
 
     def paired_difference(self, a: Mapping, b: Mapping, objective: str = "cost") -> dict:
@@ -84,7 +87,10 @@ class McsimAccessor:
         return analysis.paired_difference(self._ds, a, b, objective)
 
     def prob_better_by_draw(self, a: Mapping, b: Mapping, objective: str = "cost") -> analysis.Probability:
-        """P(a's mean over a draw's runs beats b's) over parameter draws (:func:`mcsim.analysis.prob_better_by_draw`)."""
+        """P(a's mean over a draw's runs beats b's) over parameter draws.
+
+        See :func:`mcsim.analysis.prob_better_by_draw`.
+        """
         return analysis.prob_better_by_draw(self._ds, a, b, objective)
 
     def decision_table(self, objective: str = "cost") -> xr.Dataset:
@@ -100,7 +106,10 @@ class McsimAccessor:
         return analysis.expected_regret(self._ds, objective)
 
     def prob_within(self, days: float, probability: float | None = None) -> xr.Dataset:
-        """P(finishing within ``days``) per configuration, pooled over draws and runs (:func:`mcsim.analysis.prob_within`)."""
+        """P(finishing within ``days``) per configuration, pooled over draws and runs.
+
+        See :func:`mcsim.analysis.prob_within`.
+        """
         return analysis.prob_within(self._ds, days, probability)
 
     def robustness(self, objective: str = "cost", groups: int = 2) -> dict:
@@ -110,7 +119,10 @@ class McsimAccessor:
         return robustness(self._ds, objective, groups)
 
     def sensitivity(self, output: str = "cost", seed: int = 0) -> xr.Dataset:
-        """Sobol indices of the uncertain inputs on ``output``, per configuration (:func:`mcsim.sensitivity.sensitivity`)."""
+        """Sobol indices of the uncertain inputs on ``output``, per configuration.
+
+        See :func:`mcsim.analysis.sensitivity.sensitivity`.
+        """
         from mcsim.analysis.sensitivity import sensitivity
 
         return sensitivity(self._ds, output, seed)

@@ -556,6 +556,20 @@ def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys
     assert _is_png(out)
 
 
+def test_sensitivity_figure_of_given_indices_shows_the_default_configuration(draws_file):
+    from mcsim.report.tornado import plot_sensitivity, point_sensitivity
+
+    ds = mcsim.open_results(draws_file)
+    point, result = point_sensitivity(ds, "cost")
+    figures = [plot_sensitivity(ds, "cost", point, result), plot_sensitivity(ds, "cost", result=result)]
+    try:  # without a point: chosen_configuration, as documented (it was passed on as None and crashed)
+        shown = [([t.get_text() for t in fig.axes[0].get_yticklabels()], fig._suptitle.get_text()) for fig in figures]
+        assert shown[1] == shown[0]
+    finally:
+        for fig in figures:
+            plt.close(fig)
+
+
 def test_sensitivity_figure_needs_draws(sweep_file, tmp_path, capsys):
     out = tmp_path / "t.png"
     assert main(["plot", str(sweep_file), "--kind", "sensitivity", "-o", str(out)]) == 2

@@ -1,7 +1,8 @@
 """Decision analysis on simulated sweeps: Pareto fronts, paired comparisons, best picks.
 
 All functions take a dataset from :func:`mcsim.simulate` (dims: sweep dims...,
-``run``, or sweep dims..., ``draw``, ``run`` with parameter draws of uncertain inputs). Each objective is ranked in its own direction, taken from the variable
+``run``, or sweep dims..., ``draw``, ``run`` with parameter draws of uncertain
+inputs). Each objective is ranked in its own direction, taken from the variable
 registry (:attr:`mcsim.variables.Variable.direction`: lower wall time, energy, cost
 and carbon, higher ETTR); a variable without a direction is refused with a
 ``ValueError`` naming it.
@@ -79,7 +80,7 @@ def _statistic(ds: xr.Dataset, variable: str, stat: str | float) -> xr.DataArray
 
 
 def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    return [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
+    return [str(d) for d in ds["wall_time"].dims if d not in ("run", "draw")]
 
 
 def _feasible(ds: xr.Dataset) -> xr.DataArray | None:
@@ -113,7 +114,9 @@ def eligible(ds: xr.Dataset) -> xr.DataArray:
 
 
 def _require_eligible(ds: xr.Dataset, mask: xr.DataArray) -> None:
-    feasible = _feasible(ds) if "feasible" in ds else xr.ones_like(mask)
+    feasible = _feasible(ds)
+    if feasible is None:  # no feasible variable: every configuration is
+        feasible = xr.ones_like(mask)
     if not bool(feasible.any()):
         raise ValueError("no feasible configuration")
     if not bool(mask.any()):

@@ -11,6 +11,8 @@ uncertainty"; estimators: :mod:`mcsim.decisions`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -44,7 +46,7 @@ def _input_split(
     key: str, values: np.ndarray, means: np.ndarray, pick: int, groups: int, configs: list[dict], units: str
 ) -> dict:
     """What the decision is in each part of the draws split by one input (means: configs x draws, signed)."""
-    parts = []
+    parts: list[dict[str, Any]] = []
     index = split_groups(values, groups)
     weighted = 0.0
     for g in range(groups):

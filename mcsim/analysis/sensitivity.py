@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
+from collections.abc import Hashable
 
 import numpy as np
 import xarray as xr
@@ -171,7 +172,7 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     variables = {
         name: xr.Variable(dims, value, {"units": "1", "long_name": text}) for name, (value, text) in data.items()
     }
-    coords = {d: ds[d] for d in sweep_dims if d in ds.coords}
+    coords: dict[Hashable, xr.DataArray | list[str]] = {d: ds[d] for d in sweep_dims if d in ds.coords}
     coords["input"] = keys
     result = xr.Dataset(variables, coords=coords).transpose("input", *sweep_dims)
     result.attrs = {

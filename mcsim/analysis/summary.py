@@ -120,9 +120,9 @@ def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
         out[name] = summary
     result = xr.Dataset(out)
     result = result.assign_coords(stat=list(TWO_LEVEL_STATS if two_level else STATS))
-    for name, var in ds.data_vars.items():
+    for key, var in ds.data_vars.items():  # the per-configuration variables
         if dim not in var.dims:
-            result[name] = var
+            result[key] = var
     result.attrs = dict(ds.attrs)
     return result
 
@@ -158,12 +158,12 @@ def check_results(ds: xr.Dataset) -> None:
         raise ValueError(f"not an mcsim result file: no variable {shown}")
     if "run" not in ds["wall_time"].dims:
         raise ValueError("not an mcsim result file: wall_time has no run dimension")
-    sweep = [d for d in ds["wall_time"].dims if d != "run"]
+    sweep = [str(d) for d in ds["wall_time"].dims if d != "run"]
     for name, var in VARIABLES.items():
         expected = set(sweep) | ({"run"} if var.per_run else set())
         if set(ds[name].dims) != expected:
             raise ValueError(
-                f"{name}: dimensions ({', '.join(ds[name].dims)}), expected ({', '.join(sorted(expected))})"
+                f"{name}: dimensions ({', '.join(map(str, ds[name].dims))}), expected ({', '.join(sorted(expected))})"
             )
         if var.dtype != "str" and ds[name].dtype.kind not in "fiub":
             raise ValueError(f"{name}: expected numbers, got {ds[name].dtype}")
@@ -176,6 +176,6 @@ def check_results(ds: xr.Dataset) -> None:
     if not bool(feasible.any()):
         raise ValueError("no feasible configuration")
     for name in ("wall_time", "energy", "cost"):
-        finite = np.isfinite(ds[name].astype(float)).any("run")
+        finite = xr.apply_ufunc(np.isfinite, ds[name].astype(float)).any("run")
         if bool((feasible & ~finite).any()):
             raise ValueError(f"{name}: no finite value in a feasible configuration (all NaN)")

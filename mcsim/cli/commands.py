@@ -1,4 +1,7 @@
-"""The commands that read result files or logs: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot`` and ``report``."""
+"""The commands that read result files or logs.
+
+``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot`` and ``report``.
+"""
 
 from __future__ import annotations
 
@@ -135,7 +138,7 @@ def _fit_output(source: str, option: str, value: str | None) -> Path | None:
 def _fit_plot_backend() -> None:
     """Fail early, before reading the log, when --plot cannot be drawn."""
     from mcsim.engine.backends import BackendUnavailable
-    from mcsim.report.plots import _pyplot
+    from mcsim.report.style import _pyplot
     from mcsim.scenario.schema import ScenarioError
 
     _use_agg()
@@ -164,6 +167,7 @@ def _write_fit_outputs(source: str, table: str, output: Path | None, figure, fig
 
             from mcsim.report.plots import save_figure
 
+            assert figure_path is not None, "a figure is made only for --plot"
             try:
                 written.append(save_figure(figure, figure_path))
             finally:
@@ -177,6 +181,7 @@ def _write_fit_outputs(source: str, table: str, output: Path | None, figure, fig
         for path in written:
             path.unlink(missing_ok=True)
         target = figure_path if not written and figure is not None else output
+        assert target is not None, "the file whose write failed"
         return write_failed(target, err)
     for path in written:
         print(f"wrote {path}")

@@ -4,7 +4,8 @@
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
-``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C] [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
+``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C]
+[--uncertain] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)

@@ -11,7 +11,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import xarray as xr
@@ -72,7 +72,7 @@ def write_failed(target: Path, err: OSError, note: str | None = None) -> int:
 
 
 def output_problem(
-    output: str | Path, inputs: list[str | Path] = (), may_replace: Callable[[Path], bool] | None = None
+    output: str | Path, inputs: Sequence[str | Path] = (), may_replace: Callable[[Path], bool] | None = None
 ) -> str:
     """Why the output file ``output`` cannot be written (checked before any work), or "".
 

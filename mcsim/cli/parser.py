@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import NoReturn
 
 from mcsim.report.tables import MAX_TABLE_ROWS
 
@@ -14,7 +15,7 @@ EXIT_USAGE = 2
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         self.exit(EXIT_USAGE, f"mcsim: error: {message}\n")
 
 

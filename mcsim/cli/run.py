@@ -5,11 +5,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcsim.cli.output import lock_output, output_problem, write_and_clear, write_failed
 from mcsim.cli.parser import EXIT_USAGE
 from mcsim.report.tables import summary_table
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from mcsim.engine.resume import PieceStore
+    from mcsim.scenario.config import Scenario
 
 
 def cmd_run_within_limits(args: argparse.Namespace) -> int:
@@ -29,9 +37,12 @@ def cmd_run_within_limits(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from mcsim.engine.backends import BackendUnavailable, usable_cpus
-    from mcsim.engine.resume import PieceStore, PieceWriteError
-    from mcsim.engine.simulate import simulate
+    """Simulate the scenario of ``args``, write its result file and print its summary table.
+
+    Returns the exit status: 0, ``EXIT_USAGE`` for a user error (reported on stderr), 130
+    when interrupted, or that of a failed write.
+    """
+    from mcsim.engine.resume import PieceStore
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
     from mcsim.io.netcdf import is_result_file
     from mcsim.scenario.config import load_scenario
@@ -50,19 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    for option, value in (("--workers", args.workers), ("--chunk-runs", args.chunk_runs)):
-        if value is not None and value < 1:
-            print(f"mcsim: error: {option}: expected a whole number >= 1, got {value}", file=sys.stderr)
-            return EXIT_USAGE
-    if args.workers is not None and args.scheduler:
-        print("mcsim: error: --workers and --scheduler: give one of them", file=sys.stderr)
-        return EXIT_USAGE
-    if args.workers is not None and args.workers > (cpus := usable_cpus()):
-        print(
-            f"mcsim: error: --workers: expected at most {cpus} (the CPUs this process may use; more "
-            f"worker processes only add memory), got {args.workers}",
-            file=sys.stderr,
-        )
+    if message := execution_option_error(args):
+        print(f"mcsim: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     check_feasible(scenario)
     chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
@@ -78,34 +78,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as held:
         if (status := lock_output(held, output)) is not None:
             return status
-        try:
-            ds = simulate(
-                scenario,
-                progress=False if args.quiet else None,
-                chunk_runs=chunk,
-                workers=args.workers,
-                scheduler=args.scheduler,
-                store=store,
-                notify=notify,
-            )
-        except BackendUnavailable as err:
-            print(f"mcsim: error: {err}", file=sys.stderr)
-            return EXIT_USAGE
-        except PieceWriteError as err:
-            return write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
-        except (OSError, TimeoutError) as err:
-            if not args.scheduler:
-                raise
-            print(f"mcsim: error: --scheduler: {args.scheduler}: lost the scheduler ({err})", file=sys.stderr)
-            return EXIT_USAGE
-        except KeyboardInterrupt:  # the backend (and any dask cluster) is closed by now
-            kept = (
-                f"; finished tasks are kept in {store.folder}: rerun the same command to resume"
-                if store is not None and store.folder.is_dir()
-                else ""
-            )
-            print(f"mcsim: interrupted; no output written{kept}", file=sys.stderr)
-            return 130
+        ds = simulate_reporting_errors(args, scenario, chunk, store, notify)
+        if isinstance(ds, int):
+            return ds
         if problem := output_problem(output, inputs, is_result_file):  # something put there meanwhile
             print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
             return EXIT_USAGE
@@ -117,7 +92,75 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_feasible(scenario) -> None:
+def execution_option_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``--workers``, ``--chunk-runs`` and ``--scheduler`` (None when nothing).
+
+    Each must be a whole number >= 1; ``--workers`` and ``--scheduler`` exclude each
+    other, and ``--workers`` may not exceed the CPUs this process may use.
+    """
+    from mcsim.engine.backends import usable_cpus
+
+    for option, value in (("--workers", args.workers), ("--chunk-runs", args.chunk_runs)):
+        if value is not None and value < 1:
+            return f"{option}: expected a whole number >= 1, got {value}"
+    if args.workers is not None and args.scheduler:
+        return "--workers and --scheduler: give one of them"
+    if args.workers is not None and args.workers > (cpus := usable_cpus()):
+        return (
+            f"--workers: expected at most {cpus} (the CPUs this process may use; more "
+            f"worker processes only add memory), got {args.workers}"
+        )
+    return None
+
+
+def simulate_reporting_errors(
+    args: argparse.Namespace,
+    scenario: Scenario,
+    chunk: int,
+    store: PieceStore | None,
+    notify: Callable[[str], None],
+) -> xr.Dataset | int:
+    """The result of simulating ``scenario``, or the exit status of a failure reported on stderr.
+
+    A missing backend is a user error (``EXIT_USAGE``), as is a lost ``--scheduler``; a
+    piece that cannot be written is a failed write; an interrupt returns 130 and says
+    where the finished tasks are kept. Other errors propagate.
+    """
+    from mcsim.engine.backends import BackendUnavailable
+    from mcsim.engine.resume import PieceWriteError
+    from mcsim.engine.simulate import simulate
+
+    try:
+        return simulate(
+            scenario,
+            progress=False if args.quiet else None,
+            chunk_runs=chunk,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            store=store,
+            notify=notify,
+        )
+    except BackendUnavailable as err:
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except PieceWriteError as err:
+        return write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
+    except (OSError, TimeoutError) as err:
+        if not args.scheduler:
+            raise
+        print(f"mcsim: error: --scheduler: {args.scheduler}: lost the scheduler ({err})", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # the backend (and any dask cluster) is closed by now
+        kept = (
+            f"; finished tasks are kept in {store.folder}: rerun the same command to resume"
+            if store is not None and store.folder.is_dir()
+            else ""
+        )
+        print(f"mcsim: interrupted; no output written{kept}", file=sys.stderr)
+        return 130
+
+
+def check_feasible(scenario: Scenario) -> None:
     """A lone infeasible configuration, or a sweep with none feasible, is a user error."""
     from mcsim.model.workload import workload
     from mcsim.scenario.schema import ScenarioError

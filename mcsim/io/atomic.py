@@ -125,7 +125,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 def atomic_open(path: str | Path, text: bool = False) -> Iterator[IO]:
     """Yield an open file (binary, or UTF-8 text) that replaces ``path`` atomically when closed."""
     with atomic_path(path) as tmp:
-        with open(tmp, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as handle:
+        handle: IO
+        with open(tmp, "w", encoding="utf-8") if text else open(tmp, "wb") as handle:
             yield handle
 
 
@@ -159,15 +160,10 @@ def output_lock(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     lock = sidecar(path, ".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no lock
-        fcntl = None
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_without_waiting(fd)
             if _same_file(fd, lock):
                 break
         except BlockingIOError:
@@ -185,6 +181,18 @@ def output_lock(path: str | Path) -> Iterator[Path]:
         with contextlib.suppress(OSError):
             lock.unlink()
         os.close(fd)
+
+
+def _lock_without_waiting(fd: int) -> None:
+    """Take the exclusive ``flock`` of the open file ``fd``, or raise ``BlockingIOError`` when another holds it.
+
+    Nothing where there is no ``fcntl`` (not POSIX): no lock.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no lock
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _same_file(fd: int, path: Path) -> bool:

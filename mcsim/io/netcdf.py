@@ -12,6 +12,7 @@ import contextlib
 import errno
 import shutil
 import sys
+from collections.abc import Hashable
 from pathlib import Path
 
 import numpy as np
@@ -19,15 +20,10 @@ import xarray as xr
 
 from mcsim.io.atomic import atomic_path
 
-try:
-    import resource
-except ImportError:  # pragma: no cover - not POSIX
-    resource = None
-
 COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 
 
-def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[str, dict]]:
+def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     """The dataset as it is stored, and its netCDF encoding.
 
     - Numbers are compressed (zlib level 4 with shuffle); a float coordinate
@@ -53,7 +49,7 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[str, dict]]:
         The dataset to write (``ds`` with text as fixed-width Unicode) and the
         ``encoding`` argument for :meth:`xarray.Dataset.to_netcdf`.
     """
-    encoding: dict[str, dict] = {}
+    encoding: dict[Hashable, dict] = {}
     converted = {}
     for name, var in {**ds.data_vars, **ds.coords}.items():
         if var.dtype.kind in "fiub":
@@ -122,6 +118,19 @@ def _no_dask_probe(ds: xr.Dataset):
 _LARGEST_WRITE = 4 << 20  # bytes: an upper bound on one write of the netCDF library here
 
 
+def _file_size_limit() -> int:
+    """The soft limit on the size of a file this process writes (``ulimit -f``) [bytes]; -1 when there is none.
+
+    -1 too where there is no ``resource`` module (not POSIX).
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return -1
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return -1 if soft == resource.RLIM_INFINITY else soft
+
+
 def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
     """The likely OS cause of a netCDF library failure while writing ``tmp``."""
     try:
@@ -129,10 +138,10 @@ def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
         free = shutil.disk_usage(tmp.parent).free
     except OSError:
         size, free = 0, 1 << 62
-    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0] if resource is not None else -1
+    soft = _file_size_limit()
     # The write that failed did not extend the file: within one HDF5 write (a chunk, at
     # most a few MiB) of a finite file-size limit, the limit is the cause.
-    if soft != getattr(resource, "RLIM_INFINITY", -1) and soft >= 0 and size + _LARGEST_WRITE >= soft:
+    if soft >= 0 and size + _LARGEST_WRITE >= soft:
         return OSError(errno.EFBIG, f"file-size limit of {soft} bytes reached (ulimit -f)")
     if free < 1 << 20:
         return OSError(errno.ENOSPC, "no space left on the device")

@@ -1,6 +1,8 @@
 """Presentation: figures, tables and Markdown reports (layer 6, above ``planning``).
 
-- ``plots``, ``tornado``: matplotlib figures of results and of sensitivity.
+- ``plots``: the result figures, gathered from ``scaling``, ``distributions`` (CDF, breakdown)
+  and ``tradeoff`` (Pareto front), drawn with the shared pieces of ``style``; ``tornado``:
+  sensitivity; ``failures``: failure-rate fits.
 - ``markdown``: ``mcsim report`` of a result file; ``plan``: of a plan file.
 """
 

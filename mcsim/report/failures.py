@@ -37,7 +37,7 @@ def probability_plot(log: FailureLog, fit: WeibullFit):
     mcsim.errors.BackendUnavailable
         Without matplotlib.
     """
-    from mcsim.report.plots import _plain_log_axis, _pyplot
+    from mcsim.report.style import _plain_log_axis, _pyplot
 
     plt = _pyplot()
     u, survival, greenwood = product_limit(log)

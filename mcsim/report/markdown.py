@@ -24,6 +24,7 @@ from the draws and runs pooled per configuration (:func:`pooled_over_draws`).
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,7 @@ _FIGURES = (
 
 
 def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    return [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
+    return [str(d) for d in ds["wall_time"].dims if d not in ("run", "draw")]
 
 
 def _over(ds: xr.Dataset) -> str:
@@ -90,7 +91,7 @@ def pooled_over_draws(ds: xr.Dataset) -> xr.Dataset:
     if "draw" not in ds.dims:
         return ds
     draws, runs = ds.sizes["draw"], ds.sizes["run"]
-    variables = {}
+    variables: dict[Hashable, xr.Variable | xr.DataArray] = {}
     for name, var in ds.data_vars.items():
         if "draw" not in var.dims:
             variables[name] = var

@@ -113,7 +113,9 @@ def ranked_finalists(ds: xr.Dataset) -> np.ndarray:
     best_f = _recommended_finalist(ds)
     eligible = [k for k, d in enumerate(ds["finalist_dropped"].values) if not str(d) and k != best_f]
     gaps = [paired_difference(ds, k)[0] for k in eligible]
-    order = np.argsort(np.where(np.isfinite(gaps), gaps, np.inf), kind="stable") if eligible else []
+    order: np.ndarray | list[int] = (
+        np.argsort(np.where(np.isfinite(gaps), gaps, np.inf), kind="stable") if eligible else []
+    )
     return np.array([best_f, *(eligible[i] for i in order)], dtype=np.int64)
 
 

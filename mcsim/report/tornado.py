@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis.sensitivity import sensitivity
-from mcsim.report.plots import _fmt, _pyplot, _scenario, _style, _title, config_label
+from mcsim.report.style import _fmt, _pyplot, _scenario, _style, _title, config_label
 
 _INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
 
@@ -118,6 +118,8 @@ def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = 
     """
     if result is None:
         point, result = point_sensitivity(ds, output, point)
+    elif point is None:  # indices given for every configuration: show the default one
+        point = chosen_configuration(ds, output)
     plt = _pyplot()
     rows = ranking(ds, result, point)
     main, first = _indices(result)
