@@ -32,6 +32,7 @@ import xarray as xr
 from mcsim.analysis import compare as analysis
 from mcsim.analysis.summary import format_coordinate
 from mcsim.io.atomic import write_atomic
+from mcsim.io.variables import sweep_dims
 from mcsim.report import plots
 
 PROBABILITY = 0.9  # cheapest_within: required share of runs finishing in time
@@ -67,10 +68,6 @@ _FIGURES = (
         "Mean wall time and energy split into their parts, and the parts other than compute as shares.",
     ),
 )
-
-
-def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    return [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
 
 
 def _over(ds: xr.Dataset) -> str:
@@ -111,7 +108,7 @@ def pooled_over_draws(ds: xr.Dataset) -> xr.Dataset:
             )
         else:
             variables[name] = var.isel(draw=0).variable
-    coords = {d: ds[d] for d in _sweep_dims(ds)} | {"run": np.arange(draws * runs)}
+    coords = {d: ds[d] for d in sweep_dims(ds)} | {"run": np.arange(draws * runs)}
     return xr.Dataset(variables, coords=coords, attrs=dict(ds.attrs))
 
 
@@ -157,7 +154,7 @@ def _config_table(ds: xr.Dataset, configuration: dict) -> list[str]:
 def _censored_configs(ds: xr.Dataset) -> list[tuple[dict, float]]:
     """Feasible configurations with runs censored at max_wall_days, with their completed share."""
     share = analysis.completed_share(ds)
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     found = []
     for index in np.ndindex(*share.shape):
         value = float(share.values[index])
@@ -184,7 +181,7 @@ def markdown_text(text: object, limit: int = 300) -> str:
 
 def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     attrs = ds.attrs
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     n_configs = int(np.prod([ds.sizes[d] for d in dims])) if dims else 1
     n_feasible = int(analysis.completed_share(ds).notnull().sum()) if "feasible" in ds else n_configs
     rows = [
@@ -262,7 +259,7 @@ def _description(attrs: dict) -> str:
 
 def _pareto_table(ds: xr.Dataset) -> list[str]:
     front = analysis.pareto_front(ds, ("wall_time", "cost"))
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = [
         {d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
         for index in np.ndindex(*front.shape)

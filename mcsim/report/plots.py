@@ -31,6 +31,7 @@ import xarray as xr
 from mcsim.analysis.summary import format_coordinate
 from mcsim.engine.backends import BackendUnavailable
 from mcsim.io.atomic import atomic_open
+from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
 
 MAX_LINES = 8  # plot_scaling: more combinations of the other dims than this -> one line
 MAX_CURVES = 10  # plot_cdf: more configurations -> this many, spread over the range of the mean
@@ -116,12 +117,6 @@ def _style():
     return matplotlib.rc_context(_STYLE)
 
 
-def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    if "wall_time" not in ds or "run" not in ds["wall_time"].dims:
-        raise ValueError("not an mcsim result dataset (no per-run wall_time variable)")
-    return [d for d in ds["wall_time"].dims if d != "run"]
-
-
 def _check_variable(ds: xr.Dataset, name: str) -> None:
     if name not in ds or "run" not in ds[name].dims:
         per_run = sorted(v for v in ds.data_vars if "run" in ds[v].dims)
@@ -177,11 +172,11 @@ def config_label(point: dict, fallback: str = "") -> str:
 
 def _runs_of(ds: xr.Dataset, point: dict, name: str) -> np.ndarray:
     """Per-run values of ``name`` at ``point``, in shown units."""
-    return ds[name].sel(point).values.astype(float) * _units(ds, name)[0]
+    return ds[name].sel(point).values.astype(float).ravel() * _units(ds, name)[0]
 
 
 def _feasible(ds: xr.Dataset, point: dict) -> bool:
-    return bool(ds["feasible"].sel(point)) if "feasible" in ds else True
+    return bool(ds["feasible"].sel(point).all()) if "feasible" in ds else True
 
 
 def _scenario(ds: xr.Dataset) -> str:
@@ -193,12 +188,12 @@ def _select(ds: xr.Dataset, limit: int) -> tuple[list[dict], list[dict], str]:
 
     Returns (cheapest, dearest, note): ``dearest`` is empty when all are shown.
     """
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = _points(ds, dims)
     feasible = [p for p in points if _feasible(ds, p)]
     if not feasible:
         raise ValueError("no feasible configuration in the dataset")
-    mean_cost = ds["cost"].mean("run")
+    mean_cost = ds["cost"].mean([d for d in SAMPLE_DIMS if d in ds["cost"].dims])
     feasible.sort(key=lambda p: float(mean_cost.sel(p)))
     note = []
     if len(feasible) > limit:
@@ -249,7 +244,7 @@ def scaling_dimension(ds: xr.Dataset, x: str | None = None) -> str:
         ``x`` is not a sweep dimension, or none was named and there is no ``gpus`` nor a
         single sweep dimension to take.
     """
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     if x is None:
         if "gpus" in dims:
             return "gpus"
@@ -288,7 +283,8 @@ def plot_scaling(ds: xr.Dataset, x: str | None = None):
         When ``x`` is not a sweep dimension of ``ds``, or cannot be chosen.
     """
     x = scaling_dimension(ds, x)
-    dims = _sweep_dims(ds)
+    # a curve per parameter draw: each draw's scaling is its own line (its runs give the band)
+    dims = sweep_dims(ds) + [d for d in SAMPLE_DIMS if d != "run" and d in ds["wall_time"].dims]
     plt = _pyplot()
     from matplotlib.lines import Line2D
 
@@ -452,7 +448,7 @@ def spread_configurations(ds: xr.Dataset, variable: str, limit: int) -> tuple[li
     so the curves differ instead of crowding at one end. Returns the configurations,
     lowest mean first, and a note ("" when all are shown).
     """
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = [p for p in _points(ds, dims) if _feasible(ds, p)]
     if not points:
         raise ValueError("no feasible configuration in the dataset")
@@ -483,7 +479,7 @@ def plot_cdf(ds: xr.Dataset, variable: str = "wall_time"):
     points, note = spread_configurations(ds, variable, MAX_CURVES)
     plt = _pyplot()
     runs = ds.sizes["run"]
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     with _style():
         fig, ax = plt.subplots(figsize=(8.4, 6.0), layout="constrained")
         everything = []
@@ -535,7 +531,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
 
     _check_variable(ds, x)
     _check_variable(ds, y)
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = [p for p in _points(ds, dims) if _feasible(ds, p)]
     if not points:
         raise ValueError("no feasible configuration in the dataset")

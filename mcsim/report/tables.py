@@ -63,12 +63,13 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
         ``sort`` is not a per-run variable.
     """
     from mcsim.analysis.summary import format_coordinate, summarize
+    from mcsim.io import variables
     from mcsim.io.variables import PER_RUN
 
     if sort is not None and sort not in PER_RUN:
         raise ValueError(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {sort!r}")
     stats = summarize(ds)
-    sweep_dims = [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
+    sweep_dims = variables.sweep_dims(ds)
     draws = ds.sizes.get("draw", 0)
     key_name = sort or "cost"
     sign = _sort_direction(key_name)

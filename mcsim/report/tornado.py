@@ -19,6 +19,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis.sensitivity import sensitivity
+from mcsim.io.variables import sweep_dims
 from mcsim.report.plots import _fmt, _pyplot, _scenario, _style, _title, config_label
 
 _INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
@@ -31,7 +32,7 @@ def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
     """
     from mcsim.analysis import compare as analysis
 
-    dims = [d for d in ds["wall_time"].dims if d not in ("draw", "run")]
+    dims = sweep_dims(ds)
     if not dims:
         return {}
     try:
