@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from mcsim.analysis.summary import format_coordinate
 from mcsim.engine.backends import BackendUnavailable
 from mcsim.io.atomic import atomic_open
+from mcsim.io.format import format_coordinate, format_significant
 from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
 
 MAX_LINES = 8  # plot_scaling: more combinations of the other dims than this -> one line
@@ -619,7 +619,8 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
                 row[0],
                 row[3],
                 f"{config_label({d: v for d, v in p.items() if d not in shared}, _scenario(ds))}\n"
-                f"({_fmt(row[0])} {x_unit}, {_fmt(row[3])} {y_unit})".replace(" ,", ",").replace(" )", ")"),
+                f"({format_significant(row[0])} {x_unit}, "
+                f"{format_significant(row[3])} {y_unit})".replace(" ,", ",").replace(" )", ")"),
             )
             for p, row in zip(front_points, table[on_front], strict=False)
         ]
@@ -671,11 +672,6 @@ def _better_text(x: str, y: str) -> str:
     if directions[0] == directions[1] and directions[0]:
         return f"{directions[0]} is better on both axes"
     return ", ".join(f"{d} {_name(n)} is better" for n, d in zip((x, y), directions, strict=False) if d)
-
-
-def _fmt(value: float) -> str:
-    """Three significant digits, trailing zeros kept (1.20, 16.0, 168); thousands grouped."""
-    return f"{value:#.3g}".rstrip(".") if abs(value) < 1000 else f"{value:,.0f}"
 
 
 def _place_labels(fig, ax, labels: list[tuple[float, float, str]], obstacles: np.ndarray) -> None:
@@ -838,7 +834,7 @@ def plot_breakdown(ds: xr.Dataset):
                     left += values[:, k]
                 ends = left
                 texts = (
-                    [f"{_fmt(t)} {unit}" for t in totals]
+                    [f"{format_significant(t)} {unit}" for t in totals]
                     if first == 0
                     else [f"{s:.2g} %" if s < 10 else f"{s:.0f} %" for s in ends]
                 )
