@@ -64,13 +64,15 @@ def test_gamma_rate_is_inverse_gamma_mtbf():
 @pytest.mark.parametrize(
     "spec,message",
     [
-        ({"dist": "normal", "mean": 1.0}, "missing parameter"),
-        ({"dist": "normal", "mean": 1.0, "sd": 0.1, "skew": 2}, "unknown parameter"),
+        ({"dist": "normal", "mean": 1.0}, "required key is missing"),
+        ({"dist": "normal", "mean": 1.0, "sd": 0.1, "skew": 2}, "unknown key"),
+        ({"dist": "normal", "mean": 1.0, "sd": 0.0}, r"expected a value > 0, got 0"),
         ({"dist": "lognormal", "median": 1.0}, "one of p95 or sigma"),
         ({"dist": "lognormal", "median": 1.0, "p95": 2.0, "sigma": 1.0}, "one of p95 or sigma"),
         ({"dist": "lognormal", "median": 1.0, "p95": 0.5}, "p95 > median"),
         ({"dist": "uniform", "low": 0.6, "high": 0.4}, "high > low"),
-        ({"dist": "uniform", "low": "a", "high": 0.4}, "finite number"),
+        ({"dist": "uniform", "low": "a", "high": 0.4}, "expected a number, got string 'a'"),
+        ({"dist": "uniform", "low": float("nan"), "high": 0.4}, "expected a finite number"),
         ({"dist": "normal", "mean": -5.0, "sd": 0.01}, "no probability within"),
         ({"dist": "weibull", "low": 1}, "expected one of normal"),
         ("uniform", "expected a table"),
@@ -470,7 +472,7 @@ def test_joint_marginals_are_truncated_to_the_keys_bounds():
             "failures.cpu.shape",
             "no failure class",
         ),
-        (lambda g: g.update(rho=0.3), "rho", "unknown parameter"),
+        (lambda g: g.update(rho=0.3), "rho", "unknown key"),
     ],
 )
 def test_bad_joint_groups(change, key, message):

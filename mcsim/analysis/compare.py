@@ -40,7 +40,7 @@ import xarray as xr
 
 from mcsim.analysis.decisions import Z_95, decision_arrays, wilson_interval, within_arrays
 from mcsim.analysis.pareto import nondominated
-from mcsim.io.variables import objective_direction
+from mcsim.io.variables import objective_direction, sweep_dims
 
 
 class Probability(NamedTuple):
@@ -79,10 +79,6 @@ def _statistic(ds: xr.Dataset, variable: str, stat: str | float) -> xr.DataArray
     raise ValueError(f"stat must be 'mean' or a quantile in (0, 1), got {stat!r}")
 
 
-def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    return [str(d) for d in ds["wall_time"].dims if d not in ("run", "draw")]
-
-
 def _feasible(ds: xr.Dataset) -> xr.DataArray | None:
     """Feasible configurations (in every draw, with parameter draws); None without ``feasible``."""
     if "feasible" not in ds:
@@ -97,7 +93,7 @@ def completed_share(ds: xr.Dataset) -> xr.DataArray:
     NaN for infeasible configurations; 1 everywhere when the dataset has no ``completed``.
     With parameter draws: the share over all draws and runs, NaN when infeasible in any draw.
     """
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     if "completed" in ds:
         share = ds["completed"].astype(float).mean(list(_samples(ds)))
     else:
@@ -165,7 +161,7 @@ def pareto_front(
         risk_stat = stat if stat == "mean" or sign > 0 else 1.0 - float(stat)
         columns.append(sign * _statistic(ds, name, risk_stat).where(mask).values.ravel())
     front = nondominated(np.stack(columns, axis=1))
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     shape = tuple(ds.sizes[d] for d in dims)
     return xr.DataArray(
         front.reshape(shape),
@@ -373,7 +369,7 @@ def _has_direction(name: str) -> bool:
 
 
 def _point_of(ds: xr.Dataset, flat: int) -> dict:
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     index = np.unravel_index(flat, tuple(ds.sizes[d] for d in dims)) if dims else ()
     return {d: ds[d].values[i] for d, i in zip(dims, index, strict=False)}
 
@@ -487,13 +483,13 @@ def _require_draws(ds: xr.Dataset) -> None:
 
 def configuration_array(ds: xr.Dataset, variable: xr.DataArray) -> np.ndarray:
     """``variable`` (sweep..., draw, run) as a (configurations, draws, runs) array, the sweep in C order."""
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     values = variable.transpose(*dims, "draw", "run").values.astype(float)
     return values.reshape(-1, ds.sizes["draw"], ds.sizes["run"])
 
 
 def _on_sweep(ds: xr.Dataset, arrays: dict[str, np.ndarray], attrs: dict[str, dict]) -> xr.Dataset:
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     shape = tuple(ds.sizes[d] for d in dims)
     return xr.Dataset(
         {
@@ -593,7 +589,7 @@ def prob_within(ds: xr.Dataset, days: float, probability: float | None = None) -
         arrays = within_arrays(configuration_array(ds, indicator), probability)
     else:
         runs = ds.sizes["run"]
-        p = indicator.transpose(*_sweep_dims(ds), "run").values.reshape(-1, runs).mean(axis=1)
+        p = indicator.transpose(*sweep_dims(ds), "run").values.reshape(-1, runs).mean(axis=1)
         bounds = np.array([wilson_interval(x * runs, runs) for x in p]).reshape(-1, 2)
         arrays = {"p_within": p, "p_within_ci95_low": bounds[:, 0], "p_within_ci95_high": bounds[:, 1]}
     text = {

@@ -19,7 +19,7 @@ import xarray as xr
 from mcsim.analysis import compare as analysis
 from mcsim.analysis.decisions import draw_means, mean_interval
 from mcsim.analysis.sensitivity import uncertain_inputs
-from mcsim.io.variables import objective_direction
+from mcsim.io.variables import objective_direction, sweep_dims
 
 LEADERS = 5  # configurations listed with their P(best), highest first
 
@@ -35,7 +35,7 @@ def split_groups(values: np.ndarray, groups: int) -> np.ndarray:
 
 
 def _configurations(ds: xr.Dataset) -> list[dict]:
-    dims = [d for d in ds["wall_time"].dims if d not in ("run", "draw")]
+    dims = sweep_dims(ds)
     return [
         {d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
         for index in np.ndindex(*(ds.sizes[d] for d in dims))

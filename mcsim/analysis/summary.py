@@ -7,7 +7,7 @@ along a ``stat`` dimension. Runs that are NaN (infeasible configurations) are
 skipped. Censored runs are included as they are (their wall time is a lower
 bound); ``completed``'s mean is the fraction of runs that finished.
 
-Also here: :func:`format_coordinate` (coordinate values as text, for every table and
+Also here: :func:`format_coordinate` (from :mod:`mcsim.io.format`; coordinate values as text, for every table and
 figure) and :func:`check_results` (what ``mcsim summary``, ``plot`` and ``report``
 require of a result file).
 """
@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from mcsim.io.format import format_coordinate  # noqa: F401  (re-exported: mcsim.analysis.summary.format_coordinate)
 from mcsim.io.variables import PER_RUN, VARIABLES
 
 STATS = ("mean", "std", "p5", "p50", "p95", "ci95_low", "ci95_high")
@@ -125,14 +126,6 @@ def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
             result[key] = var
     result.attrs = dict(ds.attrs)
     return result
-
-
-def format_coordinate(value) -> str:
-    """A coordinate value as text, floats to 6 significant digits (1.0000000000010 -> '1')."""
-    value = value.item() if hasattr(value, "item") else value
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
 
 
 def check_results(ds: xr.Dataset) -> None:

@@ -58,12 +58,11 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
 def cmd_fit_failures(args: argparse.Namespace) -> int:
     import re
 
-    from mcsim.scenario.fitting import failures_table_toml, fit_weibull, read_failure_log
+    from mcsim.scenario.fitting import failures_table_toml, fit_options, fit_weibull, read_failure_log
     from mcsim.scenario.schema import ScenarioError
 
     source = str(args.log)
-    if not 0.0 < args.confidence < 1.0:
-        raise ScenarioError(source, "--confidence", f"expected a level in (0, 1), got {args.confidence:g}")
+    options = fit_options(source, scope=args.scope, recovery_minutes=args.recovery_minutes, confidence=args.confidence)
     name = args.name if args.name is not None else re.sub(r"[^A-Za-z0-9_-]+", "_", Path(source).stem) or "fitted"
     output = _fit_output(source, "-o", args.output)
     figure_path = _fit_output(source, "--plot", args.plot)
@@ -73,11 +72,11 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
         _fit_plot_backend()
     log = read_failure_log(source)
     try:
-        fit = fit_weibull(*log, confidence=args.confidence)
+        fit = fit_weibull(*log, confidence=options.confidence)
     except ValueError as err:
         raise ScenarioError(source, "fit", str(err)) from None
     try:
-        table = failures_table_toml(fit, name, args.scope, args.recovery_minutes)
+        table = failures_table_toml(fit, name, options.scope, options.recovery_minutes)
     except ValueError as err:  # "name: ...", "shape: ...": an option or a fitted value a scenario rejects
         key, _, message = str(err).partition(": ")
         raise ScenarioError(
@@ -93,7 +92,7 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise ScenarioError(source, "--uncertain", str(err)) from None
     figure = _fit_figure(source, log, fit) if figure_path is not None else None
-    level = f"{100 * args.confidence:g} % CI"
+    level = f"{100 * options.confidence:g} % CI"
     rows = [
         ("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
         ("MTBF [h]", f"{fit.mtbf_hours:.4g}", f"[{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}]"),

@@ -135,6 +135,40 @@ PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)
 PER_CONFIG = tuple(v.name for v in _VARIABLES if not v.per_run)
 
 
+# The dimensions of a result that are samples, not configurations: ``run`` (the Monte Carlo
+# replications) and ``draw`` (the parameter draws of [uncertain] inputs, present only with run.draws > 0).
+SAMPLE_DIMS = ("draw", "run")
+
+
+def sweep_dims(ds: xr.Dataset) -> list[str]:
+    """The configuration dimensions of a result: those of ``wall_time`` other than ``draw`` and ``run``.
+
+    ``draw`` is a sample dimension, not a configuration: every statistic, ranking and figure of a
+    configuration pools its draws and runs (the robust choice is the best mean over both), so a
+    draw is never listed here. Per-configuration variables (inputs of the model) do vary along
+    ``draw`` when inputs are uncertain; :data:`SAMPLE_DIMS` names both sample dimensions.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result of :func:`mcsim.simulate` (or :func:`mcsim.open_results`).
+
+    Returns
+    -------
+    list of str
+        The sweep dimensions in the order of ``wall_time``'s dimensions; empty for a single
+        configuration.
+
+    Raises
+    ------
+    ValueError
+        ``ds`` has no per-run ``wall_time`` (not a result dataset).
+    """
+    if "wall_time" not in ds or "run" not in ds["wall_time"].dims:
+        raise ValueError("not an mcsim result dataset (no per-run wall_time variable)")
+    return [str(d) for d in ds["wall_time"].dims if d not in SAMPLE_DIMS]
+
+
 def build_dataset(data: dict[str, np.ndarray], dims: tuple[str, ...], coords: dict, attrs: dict) -> xr.Dataset:
     """Assemble the output Dataset, checking every registered variable.
 

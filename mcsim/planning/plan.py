@@ -16,14 +16,17 @@ A plan file is a scenario (every table of ``mcsim run``'s files except
 
 :func:`enumerate_candidates` expands the search into candidate arrays, keeping
 only layouts the workload model can run (without a Python loop per candidate).
-Every mistake is a :class:`~mcsim.schema.ScenarioError`: one line naming file and key.
+The keys of the three tables are declared like the scenario's (:func:`~mcsim.scenario.schema.param`
+fields of :class:`Search`, :class:`Constraints` and :class:`PlanOptions`) and checked by the
+scenario's validator (:func:`~mcsim.scenario.schema.build_section`); what relates two keys is
+checked here. Every mistake is a :class:`~mcsim.scenario.schema.ScenarioError`: one line naming
+file and key.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,23 +37,9 @@ from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, lookup_gpu
 from mcsim.scenario.config import Scenario, check_depth, read_toml, scenario_from_dict
-from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, Interval, ScenarioError, coerce_value, field_meta
+from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, Interval, ScenarioError, build_section, coerce_value, param
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
-SEARCH_KEYS = (
-    "gpu_types",
-    "gpus",
-    "tp",
-    "pp",
-    "microbatch",
-    "interleave",
-    "recompute",
-    "strategy",
-    "interval",
-    "freq_mhz",
-)
-CONSTRAINT_KEYS = ("deadline_days", "deadline_probability", "budget_usd", "power_mw", "min_gpus", "max_gpus")
-PLAN_KEYS = ("objective", "indifference", "alpha", "first_runs", "max_runs", "max_total_runs", "finalists", "margin")
 # Default relative screen margin: the largest relative error of the screen's cost, energy and
 # wall-time estimates against simulated means measured on the shipped plans (docs/planning.md,
 # benchmarks/bench_screen.py --error), rounded up.
@@ -60,32 +49,137 @@ MAX_INTERLEAVE = 8
 MAX_CANDIDATES = 20_000_000  # the screen's arrays stay within a few GB
 
 
-@dataclass(frozen=True)
-class Search:
-    """The values of every searched axis (validated; ``None``: the model's default)."""
+class GpuCounts:
+    """Field kind of ``search.gpus``: a list of GPU counts, or ``{ from, to, factor }`` / ``{ from, to, step }``."""
 
-    gpu_types: tuple[str, ...]
-    gpus: tuple[int, ...]
-    tp: tuple[int, ...] | None
-    pp: tuple[int, ...] | None
-    microbatch: tuple[int, ...]
-    interleave: tuple[int, ...] | None
-    recompute: tuple[str, ...]
-    strategy: tuple[str, ...]
-    interval: tuple[Interval, ...]
-    freq_mhz: tuple[float, ...] | None  # None: each GPU type's maximum clock
+    ITEMS_TEXT = "GPU counts"
+    _COUNT = dict(kind=int, gt=None, ge=1, le=MAX_GPUS, lt=None, choices=None, many=False, unit="", doc="")
+    MAX_SIZES = 10_000
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[int, ...]:
+        """The GPU counts ``value`` names, ascending."""
+        if isinstance(value, list):
+            return tuple(sorted(coerce_value({**cls._COUNT, "many": True}, value, source, key)))
+        if not isinstance(value, dict):
+            raise ScenarioError(
+                source,
+                key,
+                "expected a list of GPU counts or { from = A, to = B, factor = F } or { from = A, to = B, step = S }",
+            )
+        bounds = build_section(_GpuRange, value, source, key)
+        if (bounds.factor is None) == (bounds.step is None):
+            raise ScenarioError(source, key, "expected from, to and one of factor or step")
+        if bounds.to < bounds.start:
+            raise ScenarioError(source, f"{key}.to", f"expected a value >= from = {bounds.start}, got {bounds.to}")
+        if bounds.factor is not None:
+            counts = [bounds.start]
+            while counts[-1] * bounds.factor <= bounds.to:
+                counts.append(counts[-1] * bounds.factor)
+            return tuple(counts)
+        counts = list(range(bounds.start, bounds.to + 1, bounds.step))
+        if len(counts) > cls.MAX_SIZES:
+            raise ScenarioError(source, key, f"expected at most {cls.MAX_SIZES} sizes, got {len(counts)}")
+        return tuple(counts)
+
+
+@dataclass(frozen=True)
+class _GpuRange:
+    """``search.gpus = { from = A, to = B, factor = F }`` or ``{ from = A, to = B, step = S }``."""
+
+    start: int = param(kind=int, ge=1, le=MAX_GPUS, key="from", doc="the smallest GPU count")
+    to: int = param(kind=int, ge=1, le=MAX_GPUS, doc="the largest GPU count")
+    factor: int | None = param(None, kind=int, ge=2, le=1024, doc="each count this many times the last")
+    step: int | None = param(None, kind=int, ge=1, le=MAX_GPUS, doc="each count this many more than the last")
+
+
+class Objective:
+    """Field kind of ``plan.objective``: one of :data:`OBJECTIVES`, or a table of weights."""
+
+    _WEIGHT = dict(kind=float, gt=0, ge=None, le=1e12, lt=None, choices=None, many=False, unit="", doc="")
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> str | dict[str, float]:
+        """The objective's name, or ``{output: weight}``."""
+        if isinstance(value, str):
+            if value not in OBJECTIVES:
+                raise ScenarioError(
+                    source, key, f"expected one of {', '.join(OBJECTIVES)} or a table of weights, got {value!r}"
+                )
+            return value
+        if isinstance(value, dict) and value:
+            weights = {}
+            for name, weight in value.items():
+                if name not in OBJECTIVES:
+                    raise ScenarioError(source, f"{key}.{name}", f"expected one of {', '.join(OBJECTIVES)}")
+                weights[name] = coerce_value(cls._WEIGHT, weight, source, f"{key}.{name}")
+            return weights
+        raise ScenarioError(
+            source,
+            key,
+            f"expected one of {', '.join(OBJECTIVES)} or a table of weights {{ cost = 1, energy = 100 }}, "
+            f"got {value!r}",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Search:
+    """The ``[search]`` table: the values of every searched axis (validated; ``None``: the model's default)."""
+
+    gpu_types: tuple[str, ...] = param(
+        (), kind=str, many=True, choices=tuple(GPU_CATALOG), doc="catalog names; default: hardware.gpu"
+    )
+    gpus: tuple[int, ...] = param(kind=GpuCounts, doc="a list of GPU counts or { from, to, factor }")
+    tp: tuple[int, ...] | None = param(None, kind=int, many=True, ge=1, le=1_000_000, doc="tensor-parallel degrees")
+    pp: tuple[int, ...] | None = param(None, kind=int, many=True, ge=1, le=100_000, doc="pipeline-parallel degrees")
+    microbatch: tuple[int, ...] = param(
+        DEFAULT_MICROBATCH, kind=int, many=True, ge=1, le=1_000_000, unit="sequences", doc="microbatch sizes"
+    )
+    interleave: tuple[int, ...] | None = param(None, kind=int, many=True, ge=1, le=1024, doc="virtual stages per GPU")
+    recompute: tuple[str, ...] = param(
+        tuple(RECOMPUTE_CODES), kind=str, many=True, choices=tuple(RECOMPUTE_CODES), doc="recomputation policies"
+    )
+    strategy: tuple[str, ...] = param(
+        tuple(STRATEGIES), kind=str, many=True, choices=tuple(STRATEGIES), doc="checkpoint strategies"
+    )
+    interval: tuple[Interval, ...] = param(
+        (Interval("young_daly"),), kind=Interval, many=True, doc="checkpoint intervals (not optimize)"
+    )
+    freq_mhz: tuple[float, ...] | None = param(
+        None, many=True, gt=0, le=1e5, unit="MHz", doc="GPU clocks; default: each GPU type's maximum"
+    )
 
 
 @dataclass(frozen=True)
 class Constraints:
-    """What a recommendation must satisfy (None: no such constraint)."""
+    """The ``[constraints]`` table: what a recommendation must satisfy (None: no such constraint)."""
 
-    deadline_days: float | None = None
-    deadline_probability: float = 0.9
-    budget_usd: float | None = None
-    power_mw: float | None = None
-    min_gpus: int = 1
-    max_gpus: int = MAX_GPUS
+    deadline_days: float | None = param(None, gt=0, le=36_500, unit="d", doc="the job must end within")
+    deadline_probability: float = param(0.9, gt=0, lt=1, doc="with this probability")
+    budget_usd: float | None = param(None, gt=0, le=1e15, unit="USD", doc="mean cost at most")
+    power_mw: float | None = param(None, gt=0, le=1e6, unit="MW", doc="facility power cap")
+    min_gpus: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="fewest GPUs")
+    max_gpus: int = param(MAX_GPUS, kind=int, ge=1, le=MAX_GPUS, doc="most GPUs")
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The ``[plan]`` table: the objective and the selection's settings."""
+
+    objective: str | dict[str, float] = param("cost", kind=Objective, doc="cost, energy, wall_time, co2 or weights")
+    indifference: float = param(0.005, gt=0, le=0.5, doc="relative indifference zone of the selection")
+    alpha: float = param(0.05, gt=0, le=0.5, doc="probability of a wrong selection")
+    first_runs: int = param(100, kind=int, ge=10, le=1_000_000, doc="runs of each finalist in the first stage")
+    max_runs: int = param(5000, kind=int, ge=10, le=10_000_000, doc="runs of one finalist at most")
+    max_total_runs: int | None = param(None, kind=int, ge=10, le=1e9, doc="runs of all finalists at most")
+    finalists: int = param(10, kind=int, ge=2, le=1000, doc="candidates the screen passes to the simulation")
+    margin: float = param(DEFAULT_MARGIN, ge=0, le=10, doc="relative screen margin")
+
+
+_OPTIONS = PlanOptions()
+SEARCH_KEYS = tuple(f.name for f in dataclasses.fields(Search))
+CONSTRAINT_KEYS = tuple(f.name for f in dataclasses.fields(Constraints))
+PLAN_KEYS = tuple(f.name for f in dataclasses.fields(PlanOptions))
 
 
 @dataclass(frozen=True)
@@ -97,13 +191,13 @@ class Plan:
     search: Search
     constraints: Constraints
     objective: str | dict[str, float]
-    indifference: float = 0.005
-    alpha: float = 0.05
-    first_runs: int = 100
-    max_runs: int = 5000
-    max_total_runs: int | None = None
-    finalists: int = 10
-    margin: float = DEFAULT_MARGIN
+    indifference: float = _OPTIONS.indifference
+    alpha: float = _OPTIONS.alpha
+    first_runs: int = _OPTIONS.first_runs
+    max_runs: int = _OPTIONS.max_runs
+    max_total_runs: int | None = _OPTIONS.max_total_runs
+    finalists: int = _OPTIONS.finalists
+    margin: float = _OPTIONS.margin
     has_reference: bool = False  # the file's [parallelism] names a layout (tp or pp): simulated alongside
 
     @property
@@ -153,212 +247,48 @@ def _table(value: Any, source: str, name: str) -> dict:
     return value
 
 
-def _unknown(table: dict, known: tuple[str, ...], source: str, name: str) -> None:
-    for key in table:
-        if key not in known:
-            raise ScenarioError(source, f"{name}.{key}", f"unknown key; expected one of {', '.join(known)}")
-
-
-def _number(
-    value: Any, source: str, key: str, *, low: float, high: float, integer: bool = False, low_open: bool = False
-) -> float:
-    """A finite number within bounds (an integer when ``integer``)."""
-    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = is_number and math.isfinite(value) and (value > low if low_open else value >= low) and value <= high
-    if ok and integer:
-        ok = float(value).is_integer()
-    if not ok:
-        kind = "a whole number" if integer else "a number"
-        bound = f"> {low:g}" if low_open else f">= {low:g}"
-        raise ScenarioError(source, key, f"expected {kind} {bound} and <= {high:g}, got {value!r}")
-    return int(value) if integer else float(value)
-
-
-def _int_list(value: Any, source: str, key: str, high: int = MAX_GPUS) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value:
-        raise ScenarioError(source, key, "expected a non-empty list of whole numbers")
-    values = tuple(_number(v, source, f"{key}[{i}]", low=1, high=high, integer=True) for i, v in enumerate(value))
-    if len(set(values)) != len(values):
-        raise ScenarioError(source, key, f"values must be distinct, got {list(values)}")
-    return values
-
-
-def _choice_list(value: Any, choices: tuple[str, ...], source: str, key: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value:
-        raise ScenarioError(source, key, f"expected a non-empty list of {', '.join(choices)}")
-    for i, v in enumerate(value):
-        if v not in choices:
-            raise ScenarioError(source, f"{key}[{i}]", f"expected one of {', '.join(choices)}, got {v!r}")
-    if len(set(value)) != len(value):
-        raise ScenarioError(source, key, f"values must be distinct, got {value}")
-    return tuple(value)
-
-
-def _gpu_counts(value: Any, source: str) -> tuple[int, ...]:
-    key = "search.gpus"
-    if isinstance(value, list):
-        return tuple(sorted(_int_list(value, source, key)))
-    if not isinstance(value, dict):
+def _parse_search(table: dict, raw: dict, source: str) -> Search:
+    search = build_section(Search, table, source, "search")
+    if any(v.kind == "optimize" for v in search.interval):
         raise ScenarioError(
             source,
-            key,
-            "expected a list of GPU counts or { from = A, to = B, factor = F } or { from = A, to = B, step = S }",
+            "search.interval",
+            '"optimize" is not searched (it simulates per candidate); use "young_daly" or fixed intervals',
         )
-    _unknown(value, ("from", "to", "factor", "step"), source, key)
-    if "from" not in value or "to" not in value or ("factor" in value) == ("step" in value):
-        raise ScenarioError(source, key, "expected from, to and one of factor or step")
-    start = _number(value["from"], source, f"{key}.from", low=1, high=MAX_GPUS, integer=True)
-    stop = _number(value["to"], source, f"{key}.to", low=start, high=MAX_GPUS, integer=True)
-    if "factor" in value:
-        factor = _number(value["factor"], source, f"{key}.factor", low=2, high=1024, integer=True)
-        counts = [start]
-        while counts[-1] * factor <= stop:
-            counts.append(counts[-1] * factor)
-    else:
-        step = _number(value["step"], source, f"{key}.step", low=1, high=MAX_GPUS, integer=True)
-        counts = list(range(start, stop + 1, step))
-        if len(counts) > 10_000:
-            raise ScenarioError(source, key, f"expected at most 10000 sizes, got {len(counts)}")
-    return tuple(counts)
-
-
-def _parse_search(table: dict, raw: dict, source: str) -> Search:
-    _unknown(table, SEARCH_KEYS, source, "search")
-    hardware = raw.get("hardware", {}) if isinstance(raw.get("hardware", {}), dict) else {}
-    gpu_types = (
-        _choice_list(table["gpu_types"], tuple(GPU_CATALOG), source, "search.gpu_types")
-        if "gpu_types" in table
-        else (hardware.get("gpu", "H100-SXM"),)
-    )
-    if "gpus" not in table:
-        raise ScenarioError(source, "search.gpus", "required: a list of GPU counts or { from, to, factor }")
-    gpus = _gpu_counts(table["gpus"], source)
-
-    def ints(name: str, high: int) -> tuple[int, ...] | None:
-        return _int_list(table[name], source, f"search.{name}", high) if name in table else None
-
-    intervals = None
-    if "interval" in table:
-        value = table["interval"]
-        if not isinstance(value, list) or not value:
-            raise ScenarioError(
-                source, "search.interval", 'expected a non-empty list, e.g. ["young_daly", { minutes = 60 }]'
-            )
-        meta = field_meta("checkpoint", "interval")
-        intervals = tuple(coerce_value(meta, v, source, f"search.interval[{i}]") for i, v in enumerate(value))
-        if any(v.kind == "optimize" for v in intervals):
-            raise ScenarioError(
-                source,
-                "search.interval",
-                '"optimize" is not searched (it simulates per candidate); use "young_daly" or fixed intervals',
-            )
-    freq = None
-    if "freq_mhz" in table:
-        value = table["freq_mhz"]
-        if not isinstance(value, list) or not value:
-            raise ScenarioError(source, "search.freq_mhz", "expected a non-empty list of clocks in MHz")
-        freq = tuple(
-            _number(v, source, f"search.freq_mhz[{i}]", low=0, high=1e5, low_open=True) for i, v in enumerate(value)
-        )
-    return Search(
-        gpu_types=gpu_types,
-        gpus=gpus,
-        tp=ints("tp", 1_000_000),
-        pp=ints("pp", 100_000),
-        microbatch=ints("microbatch", 1_000_000) or DEFAULT_MICROBATCH,
-        interleave=ints("interleave", 1024),
-        recompute=_choice_list(table["recompute"], tuple(RECOMPUTE_CODES), source, "search.recompute")
-        if "recompute" in table
-        else tuple(RECOMPUTE_CODES),
-        strategy=_choice_list(table["strategy"], tuple(STRATEGIES), source, "search.strategy")
-        if "strategy" in table
-        else tuple(STRATEGIES),
-        interval=intervals or (Interval("young_daly"),),
-        freq_mhz=freq,
-    )
+    if not search.gpu_types:
+        hardware = raw.get("hardware", {}) if isinstance(raw.get("hardware", {}), dict) else {}
+        search = dataclasses.replace(search, gpu_types=(hardware.get("gpu", "H100-SXM"),))
+    return search
 
 
 def _parse_constraints(table: dict, source: str) -> Constraints:
-    _unknown(table, CONSTRAINT_KEYS, source, "constraints")
-    values: dict[str, Any] = {}
-    for key, low, high, integer, open_low in (
-        ("deadline_days", 0, 36_500, False, True),
-        ("budget_usd", 0, 1e15, False, True),
-        ("power_mw", 0, 1e6, False, True),
-        ("min_gpus", 1, MAX_GPUS, True, False),
-        ("max_gpus", 1, MAX_GPUS, True, False),
-    ):
-        if key in table:
-            values[key] = _number(
-                table[key], source, f"constraints.{key}", low=low, high=high, integer=integer, low_open=open_low
-            )
-    if "deadline_probability" in table:
-        prob = table["deadline_probability"]
-        if not (isinstance(prob, (int, float)) and not isinstance(prob, bool) and 0 < prob < 1):
-            raise ScenarioError(
-                source, "constraints.deadline_probability", f"expected a number in (0, 1), got {prob!r}"
-            )
-        if "deadline_days" not in table:
-            raise ScenarioError(source, "constraints.deadline_probability", "needs constraints.deadline_days")
-        values["deadline_probability"] = float(prob)
-    if values.get("min_gpus", 1) > values.get("max_gpus", MAX_GPUS):
+    constraints = build_section(Constraints, table, source, "constraints")
+    if "deadline_probability" in table and "deadline_days" not in table:
+        raise ScenarioError(source, "constraints.deadline_probability", "needs constraints.deadline_days")
+    if constraints.min_gpus > constraints.max_gpus:
         raise ScenarioError(
-            source, "constraints.min_gpus", f"expected <= max_gpus = {values['max_gpus']}, got {values['min_gpus']}"
+            source,
+            "constraints.min_gpus",
+            f"expected <= max_gpus = {constraints.max_gpus}, got {constraints.min_gpus}",
         )
-    return Constraints(**values)
-
-
-def _parse_objective(value: Any, source: str) -> str | dict[str, float]:
-    key = "plan.objective"
-    if isinstance(value, str):
-        if value not in OBJECTIVES:
-            raise ScenarioError(
-                source, key, f"expected one of {', '.join(OBJECTIVES)} or a table of weights, got {value!r}"
-            )
-        return value
-    if isinstance(value, dict) and value:
-        weights = {}
-        for name, weight in value.items():
-            if name not in OBJECTIVES:
-                raise ScenarioError(source, f"{key}.{name}", f"expected one of {', '.join(OBJECTIVES)}")
-            weights[name] = _number(weight, source, f"{key}.{name}", low=0, high=1e12, low_open=True)
-        return weights
-    raise ScenarioError(
-        source,
-        key,
-        f"expected one of {', '.join(OBJECTIVES)} or a table of weights {{ cost = 1, energy = 100 }}, got {value!r}",
-    )
+    return constraints
 
 
 def _parse_options(table: dict, source: str) -> dict[str, Any]:
-    _unknown(table, PLAN_KEYS, source, "plan")
-    options: dict[str, Any] = {"objective": _parse_objective(table.get("objective", "cost"), source)}
-    for key, low, high, integer, open_low in (
-        ("indifference", 0, 0.5, False, True),
-        ("alpha", 0, 0.5, False, True),
-        ("first_runs", 10, 1_000_000, True, False),
-        ("max_runs", 10, 10_000_000, True, False),
-        ("max_total_runs", 10, 1e9, True, False),
-        ("finalists", 2, 1000, True, False),
-        ("margin", 0, 10, False, False),
-    ):
-        if key in table:
-            options[key] = _number(
-                table[key], source, f"plan.{key}", low=low, high=high, integer=integer, low_open=open_low
-            )
-    if options.get("first_runs", 100) > options.get("max_runs", 5000):
-        raise ScenarioError(source, "plan.first_runs", f"expected <= max_runs = {options.get('max_runs', 5000)}")
-    if "max_total_runs" in options:
+    options = build_section(PlanOptions, table, source, "plan")
+    if options.first_runs > options.max_runs:
+        raise ScenarioError(source, "plan.first_runs", f"expected <= max_runs = {options.max_runs}")
+    if options.max_total_runs is not None:
         # The first stage alone simulates first_runs of every finalist and of the plan's own layout.
-        first_stage = (options.get("finalists", Plan.finalists) + 1) * options.get("first_runs", Plan.first_runs)
-        if options["max_total_runs"] < first_stage:
+        first_stage = (options.finalists + 1) * options.first_runs
+        if options.max_total_runs < first_stage:
             raise ScenarioError(
                 source,
                 "plan.max_total_runs",
                 f"expected >= (finalists + 1) x first_runs = {first_stage}, the first stage's runs, "
-                f"got {options['max_total_runs']}",
+                f"got {options.max_total_runs}",
             )
-    return options
+    return {f.name: getattr(options, f.name) for f in dataclasses.fields(PlanOptions)}
 
 
 def gpu_specs(plan: Plan) -> list[GpuSpec]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from mcsim.io.format import format_significant
+from mcsim.io.variables import sweep_dims
 from mcsim.report.style import (
     _censored_text,
     _check_variable,
     _completed,
     _feasible,
-    _fmt,
     _label,
     _log_worthy,
     _name,
@@ -27,7 +28,6 @@ from mcsim.report.style import (
     _scenario,
     _select,
     _style,
-    _sweep_dims,
     _title,
     _units,
     config_label,
@@ -64,7 +64,7 @@ def spread_configurations(ds: xr.Dataset, variable: str, limit: int) -> tuple[li
     so the curves differ instead of crowding at one end. Returns the configurations,
     lowest mean first, and a note ("" when all are shown).
     """
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = [p for p in _points(ds, dims) if _feasible(ds, p)]
     if not points:
         raise ValueError("no feasible configuration in the dataset")
@@ -95,7 +95,7 @@ def plot_cdf(ds: xr.Dataset, variable: str = "wall_time"):
     points, note = spread_configurations(ds, variable, MAX_CURVES)
     plt = _pyplot()
     runs = ds.sizes["run"]
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     with _style():
         fig, ax = plt.subplots(figsize=(8.4, 6.0), layout="constrained")
         everything = []
@@ -222,7 +222,7 @@ def plot_breakdown(ds: xr.Dataset):
                     left += values[:, k]
                 ends = left
                 texts = (
-                    [f"{_fmt(t)} {unit}" for t in totals]
+                    [f"{format_significant(t)} {unit}" for t in totals]
                     if first == 0
                     else [f"{s:.2g} %" if s < 10 else f"{s:.0f} %" for s in ends]
                 )

@@ -31,8 +31,9 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis import compare as analysis
-from mcsim.analysis.summary import format_coordinate
 from mcsim.io.atomic import write_atomic
+from mcsim.io.format import format_coordinate, format_money, format_significant
+from mcsim.io.variables import sweep_dims
 from mcsim.report import plots
 
 PROBABILITY = 0.9  # cheapest_within: required share of runs finishing in time
@@ -68,10 +69,6 @@ _FIGURES = (
         "Mean wall time and energy split into their parts, and the parts other than compute as shares.",
     ),
 )
-
-
-def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    return [str(d) for d in ds["wall_time"].dims if d not in ("run", "draw")]
 
 
 def _over(ds: xr.Dataset) -> str:
@@ -112,17 +109,12 @@ def pooled_over_draws(ds: xr.Dataset) -> xr.Dataset:
             )
         else:
             variables[name] = var.isel(draw=0).variable
-    coords = {d: ds[d] for d in _sweep_dims(ds)} | {"run": np.arange(draws * runs)}
+    coords = {d: ds[d] for d in sweep_dims(ds)} | {"run": np.arange(draws * runs)}
     return xr.Dataset(variables, coords=coords, attrs=dict(ds.attrs))
 
 
 def _config_text(configuration: dict) -> str:
     return ", ".join(f"{d}={format_coordinate(v)}" for d, v in configuration.items()) or "the single configuration"
-
-
-def _sig(value: float, digits: int = 3) -> str:
-    """``digits`` significant digits, trailing zeros kept (5.60, 168, 1.07); thousands grouped."""
-    return f"{value:#.{digits}g}".rstrip(".") if abs(value) < 10**digits else f"{value:,.0f}"
 
 
 def _decimals(half_width: float) -> int:
@@ -158,7 +150,7 @@ def _config_table(ds: xr.Dataset, configuration: dict) -> list[str]:
 def _censored_configs(ds: xr.Dataset) -> list[tuple[dict, float]]:
     """Feasible configurations with runs censored at max_wall_days, with their completed share."""
     share = analysis.completed_share(ds)
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     found = []
     for index in np.ndindex(*share.shape):
         value = float(share.values[index])
@@ -185,7 +177,7 @@ def markdown_text(text: object, limit: int = 300) -> str:
 
 def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     attrs = ds.attrs
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     n_configs = int(np.prod([ds.sizes[d] for d in dims])) if dims else 1
     n_feasible = int(analysis.completed_share(ds).notnull().sum()) if "feasible" in ds else n_configs
     rows = [
@@ -263,7 +255,7 @@ def _description(attrs: dict) -> str:
 
 def _pareto_table(ds: xr.Dataset) -> list[str]:
     front = analysis.pareto_front(ds, ("wall_time", "cost"))
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = [
         {d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
         for index in np.ndindex(*front.shape)
@@ -280,10 +272,11 @@ def _pareto_table(ds: xr.Dataset) -> list[str]:
                 wall.mean(),
                 [format_coordinate(p[d]) for d in dims]
                 + [
-                    f"{_sig(v.mean(), 4)} ({_sig(np.percentile(v, 5), 4)} – {_sig(np.percentile(v, 95), 4)})"
+                    f"{format_significant(v.mean(), 4)} ({format_significant(np.percentile(v, 5), 4)} – "
+                    f"{format_significant(np.percentile(v, 95), 4)})"
                     for v in (wall, cost)
                 ]
-                + [_sig(energy.mean())],
+                + [format_significant(energy.mean())],
             )
         )
     header = (dims or ["configuration"]) + ["wall time [days]", "cost [MUSD]", "energy [MWh]"]
@@ -404,13 +397,6 @@ def _picks(ds: xr.Dataset, records: dict) -> list[str]:
     return lines
 
 
-def _money(value: float, units: str) -> str:
-    """A cost-like amount in the report's unit (MUSD for USD)."""
-    if units == "USD":
-        return f"{_sig(value * 1e-6)} MUSD"
-    return f"{_sig(value)} {units}".rstrip()
-
-
 def _p_text(p: float, ci: tuple[float, float]) -> str:
     return f"{100 * p:.0f} % ({100 * ci[0]:.0f} – {100 * ci[1]:.0f} %)"
 
@@ -434,8 +420,8 @@ def decision_section(ds: xr.Dataset, days: float, objective: str = "cost") -> li
         "",
         f"**Robust choice on {objective}: {_config_text(choice['configuration'])}**: best in "
         f"{_p_text(choice['p_best'], choice['p_best_ci95'])} of the draws, expected regret "
-        f"{_money(choice['expected_regret'], units)} (95 % CI up to "
-        f"{_money(choice['expected_regret_ci95'][1], units)}).",
+        f"{format_money(choice['expected_regret'], units)} (95 % CI up to "
+        f"{format_money(choice['expected_regret_ci95'][1], units)}).",
         "",
         "| configuration | P(best) | 95 % interval | won beyond the runs' noise | expected regret |",
         "|---|---:|---:|---:|---:|",
@@ -445,7 +431,7 @@ def decision_section(ds: xr.Dataset, days: float, objective: str = "cost") -> li
         lines.append(
             f"| {_config_text(leader['configuration'])} | {100 * leader['p_best']:.1f} % | "
             f"{100 * low:.1f} – {100 * high:.1f} % | {100 * leader['p_best_clear']:.1f} % | "
-            f"{_money(leader['expected_regret'], units)} |"
+            f"{format_money(leader['expected_regret'], units)} |"
         )
     within = analysis.prob_within(ds, days, PROBABILITY)
     one = within.sel(choice["configuration"]) if choice["configuration"] else within
@@ -480,14 +466,15 @@ def _changing_text(found: dict) -> str:
     low, high = part["pick_regret_ci95"]
     text = (
         f"**Which input would change it: {markdown_text(changing['input'])}.** In the draws with "
-        f"{markdown_text(changing['input'])} {side} {_sig(edge)} "
+        f"{markdown_text(changing['input'])} {side} {format_significant(edge)} "
         f"{markdown_text(changing['units']) if changing['units'] not in ('', '1') else ''}".rstrip()
         + f", {_config_text(part['best'])} is better on average; the robust choice loses "
-        f"{_money(part['pick_regret'], units)} there (95 % CI {_money(low, units)} to {_money(high, units)}"
+        f"{format_money(part['pick_regret'], units)} there "
+        f"(95 % CI {format_money(low, units)} to {format_money(high, units)}"
         + ("" if low > 0 else ", which includes 0: the change may be noise")
         + "). "
         f"Knowing which side of its median it falls on before choosing would save "
-        f"{_money(changing['value_of_information'], units)} on average"
+        f"{format_money(changing['value_of_information'], units)} on average"
     )
     others = [item["input"] for item in found["inputs"] if item is not changing and item["value_of_information"] > 0]
     return text + (f"; next: {', '.join(markdown_text(o) for o in others[:3])}." if others else ".")
@@ -524,7 +511,8 @@ def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, fi
         unit = "" if row["units"] in ("", "1") else f" {markdown_text(row['units'])}"
         cells = [f"{v:.2f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in (row[main], row["S1"])]
         lines.append(
-            f"| {row['rank']} | {markdown_text(row['input'])} | {_sig(row['p5'])} – {_sig(row['p95'])}{unit} "
+            f"| {row['rank']} | {markdown_text(row['input'])} | "
+            f"{format_significant(row['p5'])} – {format_significant(row['p95'])}{unit} "
             f"| {cells[0]} | {cells[1]} |"
         )
     if result.attrs.get("correlated_inputs"):

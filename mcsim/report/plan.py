@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from mcsim.io.format import format_compact, format_usd
 from mcsim.planning.planner import PLAN_VARIABLES, layout_label, missed_text, screen_error_text
 from mcsim.planning.screen import KEPT
 
@@ -79,10 +80,6 @@ def check_plan_dataset(ds: xr.Dataset) -> None:
         raise ValueError(f"not a complete plan file: no attribute {', '.join(missing)}")
 
 
-def _money(value: float) -> str:
-    return f"{value / 1e6:,.3f} MUSD" if abs(value) >= 1e5 else f"{value:,.0f} USD"
-
-
 def _recommended_finalist(ds: xr.Dataset) -> int:
     return int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
 
@@ -138,7 +135,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
         f"- objective: {ds.attrs['objective']} (minimised); mean over {int(ds['finalist_runs'][best_f])} runs: "
         f"{float(ds['finalist_objective'][best_f]):.6g} ± {float(ds['finalist_half_width'][best_f]):.3g}",
         f"- wall time {best['wall_time'] / 24:.2f} days, energy {best['energy']:,.0f} MWh, "
-        f"cost {_money(best['cost'])}, "
+        f"cost {format_usd(best['cost'])}, "
         f"CO2 {best['co2']:,.0f} t",
         f"- probability of correct selection {'>= ' if decided else '~ '}{float(ds['pcs']):.3f} within an "
         f"indifference zone of {100 * ds.attrs['indifference']:g} % "
@@ -216,7 +213,7 @@ def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:
             if runs
             else "(means over each one's own runs: this file has no per-run objective)"
         )
-        + f"; cost {_money(abs(cost))} "
+        + f"; cost {format_usd(abs(cost))} "
         f"{'more' if cost >= 0 else 'less'}, wall time {wall / 24:+.2f} days, energy {energy:+,.0f} MWh",
         "",
     ]
@@ -296,8 +293,8 @@ def _constraints(ds: xr.Dataset, best_f: int) -> list[str]:
         lines.append(_deadline_line(ds, best_f))
     if np.isfinite(ds.attrs.get("budget_usd", np.nan)):
         lines.append(
-            f"- budget {_money(ds.attrs['budget_usd'])}: the recommendation's mean cost leaves "
-            f"{_money(ds.attrs['budget_usd'] - best['cost'])}"
+            f"- budget {format_usd(ds.attrs['budget_usd'])}: the recommendation's mean cost leaves "
+            f"{format_usd(ds.attrs['budget_usd'] - best['cost'])}"
         )
     if np.isfinite(ds.attrs.get("power_mw", np.nan)):
         power = float(ds["screen_power"][int(ds["recommended"])])
@@ -339,7 +336,7 @@ def _finalist_table(ds: xr.Dataset, ranked: np.ndarray) -> list[str]:
         m = _means(ds, k)
         lines.append(
             f"| {rank} | {layout_label(ds, int(ds['finalist_candidate'][k]))} | "
-            f"{float(ds['finalist_objective'][k]):.5g} | {m['wall_time'] / 24:.2f} | {_money(m['cost'])} | "
+            f"{float(ds['finalist_objective'][k]):.5g} | {m['wall_time'] / 24:.2f} | {format_usd(m['cost'])} | "
             f"{m['energy']:,.0f} | {int(ds['finalist_runs'][k])} | {'yes' if bool(ds['pareto'][k]) else ''} |"
         )
     return lines
@@ -373,8 +370,9 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
         dropped = str(ds["finalist_dropped"].values[k])
         note = f" ({missed_text(dropped)})" if dropped else ""
         lines.append(
-            f"  {_fmt_value(float(ds['finalist_objective'][k]))} ± {_fmt_value(float(ds['finalist_half_width'][k]))}"
-            f"  screen {_fmt_value(float(ds['screen_objective'][index]))}  runs {int(ds['finalist_runs'][k])}"
+            f"  {format_compact(float(ds['finalist_objective'][k]), 4, 4)}"
+            f" ± {format_compact(float(ds['finalist_half_width'][k]), 4, 4)}"
+            f"  screen {format_compact(float(ds['screen_objective'][index]), 4, 4)}  runs {int(ds['finalist_runs'][k])}"
             f"  {layout_label(ds, index)}{mark}{note}"
         )
     lines.append(
@@ -388,9 +386,3 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
         f"{ds.attrs['selection_reason']}"
     )
     return "\n".join(lines)
-
-
-def _fmt_value(value: float) -> str:
-    if not np.isfinite(value):
-        return "nan"
-    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
-from mcsim.analysis.summary import format_coordinate
+from mcsim.io.format import format_coordinate
+from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
 from mcsim.report.style import (
     _label,
     _log_worthy,
@@ -21,7 +22,6 @@ from mcsim.report.style import (
     _pyplot,
     _scenario,
     _style,
-    _sweep_dims,
     _title,
     _units,
     config_label,
@@ -47,7 +47,7 @@ def scaling_dimension(ds: xr.Dataset, x: str | None = None) -> str:
         ``x`` is not a sweep dimension, or none was named and there is no ``gpus`` nor a
         single sweep dimension to take.
     """
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     if x is None:
         if "gpus" in dims:
             return "gpus"
@@ -86,7 +86,8 @@ def plot_scaling(ds: xr.Dataset, x: str | None = None):
         When ``x`` is not a sweep dimension of ``ds``, or cannot be chosen.
     """
     x = scaling_dimension(ds, x)
-    dims = _sweep_dims(ds)
+    # a curve per parameter draw: each draw's scaling is its own line (its runs give the band)
+    dims = sweep_dims(ds) + [d for d in SAMPLE_DIMS if d != "run" and d in ds["wall_time"].dims]
     plt = _pyplot()
     from matplotlib.lines import Line2D
 

@@ -24,6 +24,7 @@ import xarray as xr
 
 from mcsim.engine.backends import BackendUnavailable
 from mcsim.io.atomic import atomic_open
+from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -87,12 +88,6 @@ def _style():
     return matplotlib.rc_context(_STYLE)
 
 
-def _sweep_dims(ds: xr.Dataset) -> list[str]:
-    if "wall_time" not in ds or "run" not in ds["wall_time"].dims:
-        raise ValueError("not an mcsim result dataset (no per-run wall_time variable)")
-    return [str(d) for d in ds["wall_time"].dims if d != "run"]
-
-
 def _check_variable(ds: xr.Dataset, name: str) -> None:
     if name not in ds or "run" not in ds[name].dims:
         per_run = sorted(str(v) for v in ds.data_vars if "run" in ds[v].dims)
@@ -148,11 +143,11 @@ def config_label(point: dict, fallback: str = "") -> str:
 
 def _runs_of(ds: xr.Dataset, point: dict, name: str) -> np.ndarray:
     """Per-run values of ``name`` at ``point``, in shown units."""
-    return ds[name].sel(point).values.astype(float) * _units(ds, name)[0]
+    return ds[name].sel(point).values.astype(float).ravel() * _units(ds, name)[0]
 
 
 def _feasible(ds: xr.Dataset, point: dict) -> bool:
-    return bool(ds["feasible"].sel(point)) if "feasible" in ds else True
+    return bool(ds["feasible"].sel(point).all()) if "feasible" in ds else True
 
 
 def _scenario(ds: xr.Dataset) -> str:
@@ -164,12 +159,12 @@ def _select(ds: xr.Dataset, limit: int) -> tuple[list[dict], list[dict], str]:
 
     Returns (cheapest, dearest, note): ``dearest`` is empty when all are shown.
     """
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = _points(ds, dims)
     feasible = [p for p in points if _feasible(ds, p)]
     if not feasible:
         raise ValueError("no feasible configuration in the dataset")
-    mean_cost = ds["cost"].mean("run")
+    mean_cost = ds["cost"].mean([d for d in SAMPLE_DIMS if d in ds["cost"].dims])
     feasible.sort(key=lambda p: float(mean_cost.sel(p)))
     note = []
     if len(feasible) > limit:
@@ -213,11 +208,6 @@ def _completed(ds: xr.Dataset, point: dict) -> float:
 
 def _censored_text(share: float) -> str:
     return f" ({share:.0%} completed)" if share < 1.0 else ""
-
-
-def _fmt(value: float) -> str:
-    """Three significant digits, trailing zeros kept (1.20, 16.0, 168); thousands grouped."""
-    return f"{value:#.3g}".rstrip(".") if abs(value) < 1000 else f"{value:,.0f}"
 
 
 def figure_format(path: str | Path) -> str:

@@ -8,12 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import xarray as xr
 
-
-def _fmt(value: float, digits: int = 3) -> str:
-    if not math.isfinite(value):
-        return "nan"
-    return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:.3e}"
-
+from mcsim.io.format import format_compact
 
 # column title, variable, scale from the stored unit
 _COLUMNS = (
@@ -32,7 +27,7 @@ def _pm(mean: float, half: float, scale: float) -> str:
     mean, half = mean * scale, half * scale
     if math.isfinite(half) and math.isfinite(mean) and abs(half) <= 1e-12 * abs(mean):
         half = 0.0
-    return f"{_fmt(mean, 4)} ± {_fmt(half, 2) if half else '0'}"
+    return f"{format_compact(mean, 4)} ± {format_compact(half, 2) if half else '0'}"
 
 
 def _sort_direction(name: str) -> float:
@@ -62,13 +57,15 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
     ValueError
         ``sort`` is not a per-run variable.
     """
-    from mcsim.analysis.summary import format_coordinate, summarize
+    from mcsim.analysis.summary import summarize
+    from mcsim.io import variables
+    from mcsim.io.format import format_coordinate
     from mcsim.io.variables import PER_RUN
 
     if sort is not None and sort not in PER_RUN:
         raise ValueError(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {sort!r}")
     stats = summarize(ds)
-    sweep_dims = [str(d) for d in ds["wall_time"].dims if d not in ("run", "draw")]
+    sweep_dims = variables.sweep_dims(ds)
     draws = ds.sizes.get("draw", 0)
     key_name = sort or "cost"
     sign = _sort_direction(key_name)
@@ -174,7 +171,7 @@ def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]
 
     def interval(sel: xr.Dataset) -> str:
         low, high = (float(sel[name].sel(stat=s)) * scale for s in ("p5", "p95"))
-        return f"{_fmt(low, 4)} to {_fmt(high, 4)}"
+        return f"{format_compact(low, 4)} to {format_compact(high, 4)}"
 
     def share(sel: xr.Dataset) -> str:
         value = float(sel[name].sel(stat="epistemic_share"))
@@ -205,14 +202,14 @@ def _with_decisions(
 
     def regret(sel: xr.Dataset) -> str:
         value = float(sel["expected_regret"])
-        return _fmt(value * scale, 3) if math.isfinite(value) else "-"
+        return format_compact(value * scale, 3) if math.isfinite(value) else "-"
 
     return stats, [(f"P(best {base})", p_best), (f"{base} regret {unit}".strip(), regret)]
 
 
 def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
     """Mean energy breakdown, cost and carbon split, per configuration (first 12)."""
-    from mcsim.analysis.summary import format_coordinate
+    from mcsim.io.format import format_coordinate
     from mcsim.model.energy import ENERGY_PARTS
 
     if "energy_compute" not in stats or int(np.prod([stats.sizes[d] for d in sweep_dims])) > MAX_TABLE_ROWS:
@@ -230,16 +227,16 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
             " ".join(f"{d}={format_coordinate(stats[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False))
             or "all runs"
         )
-        parts = "  ".join(f"{k} {_fmt(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
+        parts = "  ".join(f"{k} {format_compact(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
         lines.append(
-            f"  {label}: {parts}  = {_fmt(float(point['energy']), 5)}"
-            f"  (GPUs alone, IT: {_fmt(float(point['energy_gpu']), 4)})"
+            f"  {label}: {parts}  = {format_compact(float(point['energy']), 5)}"
+            f"  (GPUs alone, IT: {format_compact(float(point['energy_gpu']), 4)})"
         )
         lines.append(
-            f"  {' ' * len(label)}  cost allocation {_fmt(float(point['cost_allocation']) / 1e6, 4)}"
-            f" + electricity {_fmt(float(point['cost_electricity']) / 1e6, 4)};"
-            f" CO2 operational {_fmt(float(point['co2_operational']), 4)}"
-            f" + embodied {_fmt(float(point['co2_embodied']), 4)}"
+            f"  {' ' * len(label)}  cost allocation {format_compact(float(point['cost_allocation']) / 1e6, 4)}"
+            f" + electricity {format_compact(float(point['cost_electricity']) / 1e6, 4)};"
+            f" CO2 operational {format_compact(float(point['co2_operational']), 4)}"
+            f" + embodied {format_compact(float(point['co2_embodied']), 4)}"
         )
     return lines
 
@@ -253,7 +250,7 @@ def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
         No parameter draws, or ``output`` is not a per-run variable.
     """
     from mcsim.analysis.sensitivity import sensitivity
-    from mcsim.analysis.summary import format_coordinate
+    from mcsim.io.format import format_coordinate
 
     result = sensitivity(ds, output)
     sweep_dims = [d for d in result["rank"].dims if d != "input"]

@@ -19,7 +19,9 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis.sensitivity import sensitivity
-from mcsim.report.style import _fmt, _pyplot, _scenario, _style, _title, config_label
+from mcsim.io.format import format_significant
+from mcsim.io.variables import sweep_dims
+from mcsim.report.style import _pyplot, _scenario, _style, _title, config_label
 
 _INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
 
@@ -31,7 +33,7 @@ def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
     """
     from mcsim.analysis import compare as analysis
 
-    dims = [d for d in ds["wall_time"].dims if d not in ("draw", "run")]
+    dims = sweep_dims(ds)
     if not dims:
         return {}
     try:
@@ -87,7 +89,7 @@ def ranking(ds: xr.Dataset, result: xr.Dataset, point: dict) -> list[dict]:
 
 def _input_label(row: dict) -> str:
     unit = "" if row["units"] in ("", "1") else f" [{row['units']}]"
-    low, high = (_fmt(float(f"{row[q]:.3g}")) for q in ("p5", "p95"))
+    low, high = (format_significant(float(f"{row[q]:.3g}")) for q in ("p5", "p95"))
     return f"{row['input']}{unit}\ndrawn 5–95 %: {low} – {high}"
 
 

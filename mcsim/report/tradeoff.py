@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import xarray as xr
 
+from mcsim.io.format import format_significant
+from mcsim.io.variables import sweep_dims
 from mcsim.report.style import (
     _check_variable,
     _completed,
     _feasible,
-    _fmt,
     _label,
     _log_worthy,
     _name,
@@ -26,7 +27,6 @@ from mcsim.report.style import (
     _runs_of,
     _scenario,
     _style,
-    _sweep_dims,
     _title,
     _units,
     config_label,
@@ -47,7 +47,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
 
     _check_variable(ds, x)
     _check_variable(ds, y)
-    dims = _sweep_dims(ds)
+    dims = sweep_dims(ds)
     points = [p for p in _points(ds, dims) if _feasible(ds, p)]
     if not points:
         raise ValueError("no feasible configuration in the dataset")
@@ -135,7 +135,9 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
                 row[0],
                 row[3],
                 f"{config_label({d: v for d, v in p.items() if d not in shared}, _scenario(ds))}\n"
-                f"({_fmt(row[0])} {x_unit}, {_fmt(row[3])} {y_unit})".replace(" ,", ",").replace(" )", ")"),
+                f"({format_significant(row[0])} {x_unit}, {format_significant(row[3])} {y_unit})".replace(
+                    " ,", ","
+                ).replace(" )", ")"),
             )
             for p, row in zip(front_points, table[on_front], strict=False)
         ]

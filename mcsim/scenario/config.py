@@ -16,7 +16,7 @@ import itertools
 import json
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -455,7 +455,7 @@ def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float
     return _build_config(varied, scenario.source, context=", ".join(t for t in (axes_text, context) if t))
 
 
-def _combo_text(axes: list[SweepAxis], combo: tuple) -> str:
+def _combo_text(axes: Sequence[SweepAxis], combo: tuple) -> str:
     return ", ".join(f"{axis.dim}={coord}" for axis, coord in zip(axes, (_coord(v) for v in combo), strict=False))
 
 

@@ -73,17 +73,18 @@ start and renewed at each failure, so its expected failures are the renewal func
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 from scipy import optimize, special, stats
 
-from mcsim.scenario.schema import ScenarioError, field_meta
+from mcsim.scenario.schema import ScenarioError, coerce_value, field_meta, param
 
 HEADER = ("unit", "start_hours", "end_hours", "failed")
 ENTRY_COLUMN = "entry_hours"
@@ -93,6 +94,46 @@ _FLAGS = {"1": True, "true": True, "0": False, "false": False}
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless
 _LOG_MAX = math.log(np.finfo(float).max)  # ~709.8: exp() of more overflows
 _GRID_MAX = 500.0  # renewal function: the grid up to t/λ = 500 (step <= λ/40), the asymptote beyond
+
+
+def _failure_key(name: str) -> dict:
+    """The schema metadata of the ``[[failures]]`` key ``name``, which a fit fills in."""
+    meta = field_meta("failures", name)
+    assert meta is not None, name
+    return meta
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """The options of ``mcsim fit-failures``, declared like a scenario's keys (:func:`~mcsim.scenario.schema.param`).
+
+    ``scope`` and ``recovery_minutes`` are the ``[[failures]]`` keys of the same names (their
+    declarations are those of :class:`~mcsim.scenario.schema.FailureClass`).
+    """
+
+    scope: str = field(default="gpu", metadata=_failure_key("scope"))
+    recovery_minutes: float = field(default=20.0, metadata=_failure_key("recovery_minutes"))
+    confidence: float = param(0.95, gt=0, lt=1, doc="level of the two-sided confidence intervals")
+
+
+# the command-line option of each FitOptions field, named in error messages
+FIT_OPTION_NAMES = {"scope": "--scope", "recovery_minutes": "--recovery-minutes", "confidence": "--confidence"}
+
+
+def fit_options(source: str, **values: object) -> FitOptions:
+    """The checked options of ``mcsim fit-failures`` (given by field name; errors name the option).
+
+    Raises
+    ------
+    ScenarioError
+        ``source: --confidence: expected a value > 0 and < 1, got 1.5``.
+    """
+    checked = {
+        fld.name: coerce_value(dict(fld.metadata), values[fld.name], source, FIT_OPTION_NAMES[fld.name])
+        for fld in dataclasses.fields(FitOptions)
+        if fld.name in values
+    }
+    return FitOptions(**checked)
 
 
 class FailureLog(NamedTuple):
@@ -593,20 +634,16 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
     """
     if not name or not name.replace("_", "").replace("-", "").isalnum() or not name.isascii():
         raise ValueError(f"name: expected letters, digits, _ or -, got {name[:100]!r}")
-    meta = field_meta("failures", "scope") or {}
-    if scope not in meta.get("choices", (scope,)):
-        raise ValueError(f"scope: expected one of {', '.join(meta['choices'])}, got {scope[:100]!r}")
-    for key, value in (("shape", fit.shape), ("mtbf_hours", fit.mtbf_hours), ("recovery_minutes", recovery_minutes)):
-        meta = field_meta("failures", key) or {}
-        strict = meta.get("gt") is not None
-        low, high = meta.get("gt") if strict else meta.get("ge"), meta.get("le")
-        too_low = low is not None and (value <= low if strict else value < low)
-        if not math.isfinite(value) or too_low or (high is not None and value > high):
-            lower = f"{'>' if strict else '>='} {low:g}" if low is not None else ""
-            upper = f"<= {high:g}" if high is not None else ""
-            raise ValueError(
-                f"{key}: a scenario accepts {' and '.join(x for x in (lower, upper) if x)}, got {value:.4g}"
-            )
+    for key, value in (
+        ("scope", scope),
+        ("shape", fit.shape),
+        ("mtbf_hours", fit.mtbf_hours),
+        ("recovery_minutes", recovery_minutes),
+    ):
+        try:  # what a scenario's [[failures]] table accepts
+            coerce_value(_failure_key(key), value, "", key)
+        except ScenarioError as err:
+            raise ValueError(f"{key}: {err.message}") from None
     level = f"{100 * fit.confidence:g} %"
     truncated = f", {fit.n_truncated} left-truncated" if fit.n_truncated else ""
     shape, mtbf = float(_rounded(fit.shape)), float(_rounded(fit.mtbf_hours))

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcsim.io.format import format_bytes, format_duration
 from mcsim.io.variables import PER_RUN
 from mcsim.kernels.types import N_OUT
 from mcsim.scenario.schema import ScenarioError
@@ -194,24 +195,6 @@ def check_time(estimate: TimeEstimate, source: str) -> None:
         f"more than the limit of {max_hours:g} h; use fewer runs, configurations "
         "or iterations, a longer checkpoint interval, or raise --max-hours",
     )
-
-
-def format_bytes(value: float) -> str:
-    """``value`` bytes as text, e.g. ``12.3 GB``."""
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.0f} B"
-
-
-def format_duration(seconds: float) -> str:
-    """``seconds`` as text in s, min, h or days."""
-    if not math.isfinite(seconds):
-        return "forever"
-    for unit, scale in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= 2 * scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.2g} s"
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*(?:([kKMGT])(i?)B?|B?)\s*$")

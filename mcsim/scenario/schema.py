@@ -6,6 +6,13 @@ documentation prints; a field without a default is required. Unknown keys,
 wrong types, NaN/inf and out-of-range values are :class:`ScenarioError` with
 one line that names the file, the key and what was expected.
 
+The same mechanism (:func:`param` fields, :func:`build_section`, :func:`coerce_value`)
+declares the tables of plan files (:mod:`mcsim.planning.plan`), the parameters of
+``[uncertain]`` distributions (:mod:`mcsim.scenario.uncertain`) and the options of
+``mcsim fit-failures`` (:mod:`mcsim.scenario.fitting`): one validator and one error format.
+A field kind other than the built-in ones (float, int, str, bool, :class:`StateOrNumber`)
+is a class with a ``from_toml(value, meta, source, key)`` classmethod (:class:`Interval`).
+
 Defaults are assumptions unless ``docs/model.md`` ("Defaults and their sources")
 cites the publication they are taken from.
 """
@@ -35,12 +42,33 @@ def param(
     gt: float | None = None,
     ge: float | None = None,
     le: float | None = None,
+    lt: float | None = None,
     choices: tuple[str, ...] | None = None,
+    many: bool = False,
     unit: str = "",
     doc: str = "",
+    key: str | None = None,
 ) -> Any:
-    """A validated scenario field (``kind`` is float, int, str or ``Interval``)."""
-    meta = dict(kind=kind, gt=gt, ge=ge, le=le, choices=choices, unit=unit, doc=doc)
+    """A validated field of a TOML table.
+
+    Parameters
+    ----------
+    default : Any
+        The value when the key is absent; left out, the key is required.
+    kind : type
+        float, int, str, bool, :class:`StateOrNumber`, or a class with a ``from_toml`` classmethod.
+    gt, ge, le, lt : float, optional
+        Bounds of a number (in ``unit``).
+    choices : tuple of str, optional
+        The strings a ``str`` (or :class:`StateOrNumber`) value may take.
+    many : bool
+        The value is a non-empty list of distinct values, each checked as above (typed as a tuple).
+    unit, doc : str
+        Shown in error messages and the documentation.
+    key : str, optional
+        The TOML key when it is not the field's name (a Python keyword such as ``from``).
+    """
+    meta = dict(kind=kind, gt=gt, ge=ge, le=le, lt=lt, choices=choices, many=many, unit=unit, doc=doc, key=key)
     return field(default=default, metadata=meta)
 
 
@@ -58,6 +86,11 @@ class Interval:
             return self.kind
         number = format_number(self.value)
         return f"{number}min" if self.kind == "minutes" else f"{number}it"
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> Interval:
+        """The interval a TOML value names (an :class:`Interval` passes through)."""
+        return value if isinstance(value, Interval) else _coerce_interval(value, source, key)
 
 
 class StateOrNumber:
@@ -300,13 +333,11 @@ def format_number(value: float) -> str:
 
 
 def _bounds_text(meta: dict) -> str:
-    parts = []
-    if meta["gt"] is not None:
-        parts.append(f"> {format_number(meta['gt'])}")
-    if meta["ge"] is not None:
-        parts.append(f">= {format_number(meta['ge'])}")
-    if meta["le"] is not None:
-        parts.append(f"<= {format_number(meta['le'])}")
+    parts = [
+        f"{sign} {format_number(meta[name])}"
+        for name, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+        if meta.get(name) is not None
+    ]
     unit = f" {meta['unit']}" if meta["unit"] else ""
     return (" " + " and ".join(parts) if parts else "") + unit
 
@@ -332,31 +363,32 @@ def _is_integral(value: Any) -> bool:
     return _is_number(value) and math.isfinite(value) and float(value).is_integer()
 
 
-def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
-    """Check one value against its field metadata and return it typed."""
-    kind = meta["kind"]
-    if kind is Interval:
-        return value if isinstance(value, Interval) else _coerce_interval(value, source, key)
-    if kind is StateOrNumber:
-        if isinstance(value, str) and value in meta["choices"]:
-            return value
-        if not _is_number(value):
-            options = " or ".join(f'"{c}"' for c in meta["choices"])
-            raise ScenarioError(
-                source, key, f"expected {options} or a number{_bounds_text(meta)}, got {_type_name(value)}"
-            )
-        kind = float
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ScenarioError(source, key, f"expected true or false, got {_type_name(value)}")
+def _coerce_choice_or_number(meta: dict, value: Any, source: str, key: str) -> Any:
+    if isinstance(value, str) and value in meta["choices"]:
         return value
-    if kind is str:
-        if not isinstance(value, str):
-            raise ScenarioError(source, key, f"expected a string, got {_type_name(value)}")
-        if meta["choices"] is not None and value not in meta["choices"]:
-            options = ", ".join(meta["choices"])
-            raise ScenarioError(source, key, f"expected one of {options}; got {value!r}")
-        return value
+    if not _is_number(value):
+        options = " or ".join(f'"{c}"' for c in meta["choices"])
+        raise ScenarioError(source, key, f"expected {options} or a number{_bounds_text(meta)}, got {_type_name(value)}")
+    return _coerce_number(meta, value, source, key, integer=False)
+
+
+def _coerce_bool(meta: dict, value: Any, source: str, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ScenarioError(source, key, f"expected true or false, got {_type_name(value)}")
+    return value
+
+
+def _coerce_str(meta: dict, value: Any, source: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise ScenarioError(source, key, f"expected a string, got {_type_name(value)}")
+    if meta["choices"] is not None and value not in meta["choices"]:
+        options = ", ".join(meta["choices"])
+        raise ScenarioError(source, key, f"expected one of {options}; got {value!r}")
+    return value
+
+
+def _coerce_number(meta: dict, value: Any, source: str, key: str, *, integer: bool) -> int | float:
+    """A finite number (a whole one when ``integer``) within the field's bounds."""
     if not _is_number(value):
         raise ScenarioError(source, key, f"expected a number{_bounds_text(meta)}, got {_type_name(value)}")
     if isinstance(value, int) and abs(value) > 2**63 - 1:
@@ -365,19 +397,60 @@ def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
         )
     if not math.isfinite(value):
         raise ScenarioError(source, key, f"expected a finite number{_bounds_text(meta)}, got {value}")
-    if kind is int:
-        if not float(value).is_integer() or abs(value) > 2**63 - 1:
-            raise ScenarioError(source, key, f"expected a whole number{_bounds_text(meta)}, got {value!r}")
-        value = int(value)
-    else:
-        value = float(value)
-    too_small = (meta["gt"] is not None and not value > meta["gt"]) or (
-        meta["ge"] is not None and not value >= meta["ge"]
+    if integer and (not float(value).is_integer() or abs(value) > 2**63 - 1):
+        raise ScenarioError(source, key, f"expected a whole number{_bounds_text(meta)}, got {value!r}")
+    number: int | float = int(value) if integer else float(value)
+    too_small = (meta["gt"] is not None and not number > meta["gt"]) or (
+        meta["ge"] is not None and not number >= meta["ge"]
     )
-    too_large = meta["le"] is not None and not value <= meta["le"]
+    too_large = (meta["le"] is not None and not number <= meta["le"]) or (
+        meta.get("lt") is not None and not number < meta["lt"]
+    )
     if too_small or too_large:
-        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got {format_number(value)}")
-    return value
+        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got {format_number(number)}")
+    return number
+
+
+def _items_text(meta: dict) -> str:
+    """What each element of a ``many`` field is, for messages: ``whole numbers >= 1``, ``H100-SXM, A100-40GB``."""
+    kind = meta["kind"]
+    if meta["choices"] is not None:
+        return ", ".join(meta["choices"])
+    if kind is int:
+        return f"whole numbers{_bounds_text(meta)}"
+    if kind is float:
+        return f"numbers{_bounds_text(meta)}"
+    return getattr(kind, "ITEMS_TEXT", kind.__name__)
+
+
+def _coerce_list(meta: dict, value: Any, source: str, key: str) -> tuple:
+    if not isinstance(value, list) or not value:
+        raise ScenarioError(source, key, f"expected a non-empty list of {_items_text(meta)}, got {_type_name(value)}")
+    one = {**meta, "many": False}
+    items = tuple(coerce_value(one, item, source, f"{key}[{i}]") for i, item in enumerate(value))
+    if len(set(items)) != len(items):
+        raise ScenarioError(source, key, f"expected distinct values, got {value!r}")
+    return items
+
+
+def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
+    """Check one value against its field metadata (:func:`param`) and return it typed.
+
+    Raises :class:`ScenarioError` naming ``source`` and ``key`` and what was expected.
+    """
+    if meta.get("many"):
+        return _coerce_list(meta, value, source, key)
+    kind = meta["kind"]
+    from_toml = getattr(kind, "from_toml", None)
+    if from_toml is not None:
+        return from_toml(value, meta, source, key)
+    if kind is StateOrNumber:
+        return _coerce_choice_or_number(meta, value, source, key)
+    if kind is bool:
+        return _coerce_bool(meta, value, source, key)
+    if kind is str:
+        return _coerce_str(meta, value, source, key)
+    return _coerce_number(meta, value, source, key, integer=kind is int)
 
 
 def build_section(cls: type, table: Any, source: str, prefix: str) -> Any:
@@ -387,21 +460,22 @@ def build_section(cls: type, table: Any, source: str, prefix: str) -> Any:
     """
     if not isinstance(table, dict):
         raise ScenarioError(source, prefix, f"expected a table, got {_type_name(table)}")
-    known = {f.name: f for f in dataclasses.fields(cls)}
+    known = {f.metadata.get("key") or f.name: f for f in dataclasses.fields(cls)}
     for key in table:
         if key not in known:
             raise ScenarioError(source, f"{prefix}.{key}", f"unknown key; expected one of {', '.join(known)}")
-    values = {}
+    values: dict[str, Any] = {}
     for name, fld in known.items():
         key = f"{prefix}.{name}"
         if name in table:
             value = table[name]
             if value is None and fld.default is None:
-                values[name] = None
+                values[fld.name] = None
                 continue
-            values[name] = coerce_value(dict(fld.metadata), value, source, key)
+            values[fld.name] = coerce_value(dict(fld.metadata), value, source, key)
         elif fld.default is _REQUIRED:
-            raise ScenarioError(source, key, "required key is missing")
+            doc = fld.metadata.get("doc")
+            raise ScenarioError(source, key, "required key is missing" + (f"; expected {doc}" if doc else ""))
     return cls(**values)
 
 

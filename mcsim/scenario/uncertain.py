@@ -29,6 +29,7 @@ of a sweep is simulated with each of them (:mod:`mcsim.draws`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import warnings
@@ -38,17 +39,67 @@ from typing import Any
 
 import numpy as np
 
-from mcsim.scenario.schema import ScenarioError, field_meta, format_number
+from mcsim.scenario.schema import ScenarioError, build_section, field_meta, format_number, param
 
+
+# The parameters of each distribution, declared like the scenario's keys (mcsim.scenario.schema.param):
+# every one a finite number in the uncertain key's unit; a field with a default of None is one of
+# alternatives of which exactly one is given (lognormal: p95 or sigma). Relations between parameters
+# (high > low, p95 > median) are checked by _check_params.
+@dataclass(frozen=True, kw_only=True)
+class _Normal:
+    mean: float = param(doc="mean")
+    sd: float = param(gt=0, doc="standard deviation")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Lognormal:
+    median: float = param(gt=0, doc="median")
+    p95: float | None = param(None, gt=0, doc="95th percentile (or sigma)")
+    sigma: float | None = param(None, gt=0, doc="log-scale standard deviation (or p95)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Uniform:
+    low: float = param(doc="lower end")
+    high: float = param(doc="upper end")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Loguniform:
+    low: float = param(gt=0, doc="lower end")
+    high: float = param(gt=0, doc="upper end")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Triangular:
+    low: float = param(doc="lower end")
+    mode: float = param(doc="most likely value")
+    high: float = param(doc="upper end")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Gamma:
+    shape: float = param(gt=0, doc="shape")
+    scale: float = param(gt=0, doc="scale")
+
+
+_PARAMETER_TABLES: dict[str, type] = {
+    "normal": _Normal,
+    "lognormal": _Lognormal,
+    "uniform": _Uniform,
+    "loguniform": _Loguniform,
+    "triangular": _Triangular,
+    "gamma": _Gamma,
+    "invgamma": _Gamma,
+}
 # parameter names of each distribution: (required, alternatives of which exactly one is required)
 DISTRIBUTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "normal": (("mean", "sd"), ()),
-    "lognormal": (("median",), ("p95", "sigma")),
-    "uniform": (("low", "high"), ()),
-    "loguniform": (("low", "high"), ()),
-    "triangular": (("low", "mode", "high"), ()),
-    "gamma": (("shape", "scale"), ()),
-    "invgamma": (("shape", "scale"), ()),
+    dist: (
+        tuple(f.name for f in dataclasses.fields(table) if f.default is not None),
+        tuple(f.name for f in dataclasses.fields(table) if f.default is None),
+    )
+    for dist, table in _PARAMETER_TABLES.items()
 }
 # joint distributions: their parameters (all required); see parse_joint
 JOINT_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {"mvlognormal": ("keys", "median", "sigma", "correlation")}
@@ -150,26 +201,13 @@ def _frozen(dist: str, p: Mapping[str, float]) -> Any:
 
 
 def _check_params(dist: str, p: Mapping[str, float]) -> str:
-    """Why the parameters of ``dist`` are inconsistent, or ""."""
-    if dist == "normal" and not p["sd"] > 0:
-        return f"expected sd > 0, got {format_number(p['sd'])}"
-    if dist == "lognormal":
-        if not p["median"] > 0:
-            return f"expected median > 0, got {format_number(p['median'])}"
-        if "p95" in p and not p["p95"] > p["median"]:
-            return f"expected p95 > median = {format_number(p['median'])}, got {format_number(p['p95'])}"
-        if "sigma" in p and not p["sigma"] > 0:
-            return f"expected sigma > 0, got {format_number(p['sigma'])}"
+    """Why the parameters of ``dist`` contradict each other, or "" (each alone is checked by its declaration)."""
+    if dist == "lognormal" and "p95" in p and not p["p95"] > p["median"]:
+        return f"expected p95 > median = {format_number(p['median'])}, got {format_number(p['p95'])}"
     if dist in ("uniform", "loguniform", "triangular") and not p["high"] > p["low"]:
         return f"expected high > low = {format_number(p['low'])}, got {format_number(p['high'])}"
-    if dist == "loguniform" and not p["low"] > 0:
-        return f"expected low > 0, got {format_number(p['low'])}"
     if dist == "triangular" and not p["low"] <= p["mode"] <= p["high"]:
         return f"expected low <= mode <= high, got mode = {format_number(p['mode'])}"
-    if dist in ("gamma", "invgamma"):
-        for name in ("shape", "scale"):
-            if not p[name] > 0:
-                return f"expected {name} > 0, got {format_number(p[name])}"
     return ""
 
 
@@ -228,22 +266,12 @@ def parse_input(raw: dict, key: str, spec: Any, swept: set[str], source: str) ->
     if dist not in DISTRIBUTIONS:
         raise ScenarioError(source, f"{where}.dist", f"expected one of {', '.join(DISTRIBUTIONS)}; got {dist!r}")
     required, alternatives = DISTRIBUTIONS[dist]
-    allowed = ("dist", *required, *alternatives)
     takes = ", ".join(required) + (f" and one of {' or '.join(alternatives)}" if alternatives else "")
-    for name in spec:
-        if name not in allowed:
-            raise ScenarioError(source, f"{where}.{name}", f"unknown parameter; {dist} takes {takes}")
-    for name in required:
-        if name not in spec:
-            raise ScenarioError(source, f"{where}.{name}", f"missing parameter; {dist} takes {takes}")
-    given = [name for name in alternatives if name in spec]
+    table = build_section(_PARAMETER_TABLES[dist], {k: v for k, v in spec.items() if k != "dist"}, source, where)
+    given = [name for name in alternatives if getattr(table, name) is not None]
     if alternatives and len(given) != 1:
         raise ScenarioError(source, where, f"{dist} takes {takes}, got {', '.join(given) or 'neither'}")
-    params = {name: spec[name] for name in (*required, *given)}
-    for name, value in params.items():
-        if not _number(value):
-            raise ScenarioError(source, f"{where}.{name}", f"expected a finite number, got {value!r}")
-    params = {name: float(value) for name, value in params.items()}
+    params = {name: float(getattr(table, name)) for name in (*required, *given)}
     problem = _check_params(dist, params)
     if problem:
         raise ScenarioError(source, where, f"{dist}: {problem}")
@@ -352,12 +380,12 @@ def parse_joint(raw: dict, name: str, spec: dict, swept: set[str], source: str) 
             f'a {dist} entry is named by a group name without "." (e.g. '
             f"[uncertain.gpu_fit]); its keys go in keys = [...]",
         )
-    for param in spec:
-        if param not in ("dist", *JOINT_DISTRIBUTIONS[dist]):
-            raise ScenarioError(source, f"{where}.{param}", f"unknown parameter; {dist} takes {takes}")
-    for param in JOINT_DISTRIBUTIONS[dist]:
-        if param not in spec:
-            raise ScenarioError(source, f"{where}.{param}", f"missing parameter; {dist} takes {takes}")
+    for name in spec:
+        if name not in ("dist", *JOINT_DISTRIBUTIONS[dist]):
+            raise ScenarioError(source, f"{where}.{name}", f"unknown key; expected one of {takes}")
+    for name in JOINT_DISTRIBUTIONS[dist]:
+        if name not in spec:
+            raise ScenarioError(source, f"{where}.{name}", f"required key is missing; {dist} takes {takes}")
     keys = spec["keys"]
     if not (
         isinstance(keys, list)
