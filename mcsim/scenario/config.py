@@ -566,7 +566,7 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
         raise ScenarioError(
             where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
         )
-    for i, fclass in enumerate(failures):
+    for fclass in failures:
         if fclass.domain_nodes > 1 and fclass.scope != "node":
             raise ScenarioError(
                 where,

@@ -49,7 +49,8 @@ class Limits:
     max_hours: float = DEFAULT_MAX_HOURS
 
 
-_LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("mcsim_limits", default=Limits())
+# The default is shared by every context, which is safe: Limits is a frozen dataclass.
+_LIMITS: contextvars.ContextVar[Limits] = contextvars.ContextVar("mcsim_limits", default=Limits())  # noqa: B039
 
 
 def current_limits() -> Limits:
