@@ -242,10 +242,25 @@ def test_tampered_pieces_are_recomputed_with_a_line(tamper, reference, tmp_path)
 
 # One file of each subpackage that can change a piece's rows (the allow-list RESULT_PACKAGES),
 # and files of the layers that only decide on, plan with or present the rows.
-_CHANGES_ROWS = ("kernels/montecarlo.py", "kernels/types.py", "model/workload.py", "model/energy.py",
-                 "engine/tasks.py", "engine/backends.py", "scenario/schema.py", "scenario/config.py")
-_PRESENTS_ROWS = ("report/plots.py", "cli/main.py", "__init__.py", "analysis/summary.py", "io/netcdf.py",
-                  "planning/screen.py", "accessor.py")
+_CHANGES_ROWS = (
+    "kernels/montecarlo.py",
+    "kernels/types.py",
+    "model/workload.py",
+    "model/energy.py",
+    "engine/tasks.py",
+    "engine/backends.py",
+    "scenario/schema.py",
+    "scenario/config.py",
+)
+_PRESENTS_ROWS = (
+    "report/plots.py",
+    "cli/main.py",
+    "__init__.py",
+    "analysis/summary.py",
+    "io/netcdf.py",
+    "planning/screen.py",
+    "accessor.py",
+)
 
 
 def test_model_hash_covers_the_subpackages_that_change_results(tmp_path):
@@ -270,8 +285,11 @@ def test_model_hash_covers_the_versions_of_the_libraries_that_draw(tmp_path, mon
     base = resume.model_source_hash.__wrapped__()
     real = resume.importlib.metadata.version
     for library in ("scipy", "numpy", "numba", "salib"):
-        monkeypatch.setattr(resume.importlib.metadata, "version",
-                            lambda name, library=library: "0.0.1" if name.lower() == library else real(name))
+        monkeypatch.setattr(
+            resume.importlib.metadata,
+            "version",
+            lambda name, library=library: "0.0.1" if name.lower() == library else real(name),
+        )
         assert resume.model_source_hash.__wrapped__() != base, library
     monkeypatch.setattr(resume.importlib.metadata, "version", real)
     assert resume.model_source_hash.__wrapped__() == base
