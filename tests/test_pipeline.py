@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = {
     "draws": 1,
     "prepare": 2,
-    "optimize": 3,
-    "tasks": 4,
+    "tasks": 3,
+    "optimize": 4,
     "execution": 5,
     "backends": 5,
     "threads": 5,
@@ -44,7 +44,7 @@ STAGES = {
     "outputs": 6,
     "dataset": 7,
 }
-REQUIRED = {1, 2, 4, 5, 6, 7}  # no interval is optimised here: stage 3 is skipped
+REQUIRED = {1, 2, 3, 5, 6, 7}  # no interval is optimised here: stage 4 is skipped
 
 _TRACER = r"""
 import json, sys, warnings

@@ -17,7 +17,7 @@ shows by how much.
 (and of the selection, :mod:`mcsim.planning.selection`) is :func:`optimize_intervals`:
 the grid points as tasks (``Task.optimize_every``) on the scenario's execution
 (backend, progress bar and resume store), each grid point's kernel inputs prepared
-once (:func:`mcsim.engine.prepare.prepare_grid_point`); :func:`optimize_interval`
+once (:meth:`mcsim.engine.prepare.Prepared.grid_point`); :func:`optimize_interval`
 runs one configuration's grid here, in this process. The objective per run is the
 output variable of the same name (:func:`mcsim.engine.outputs.per_run_outputs`).
 This module does not import :mod:`mcsim.engine.simulate`.
@@ -33,7 +33,7 @@ import numpy as np
 
 from mcsim.engine.execution import Execution
 from mcsim.engine.outputs import per_run_outputs
-from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, prepare_grid_point, with_fixed_interval
+from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, with_fixed_interval
 from mcsim.engine.tasks import OPTIMIZE_SEED_OFFSET, Task, plan_tasks
 from mcsim.engine.threads import run_kernel
 from mcsim.kernels import types as kernel
@@ -235,7 +235,7 @@ def optimize_intervals(
     runs on the streams of seed + OPTIMIZE_SEED_OFFSET, its kernel inputs prepared once
     into ``prepared.rows``, run by the execution's backend, saved by its store and counted
     by its progress bar like the reported runs. The configurations themselves are not
-    changed (:func:`mcsim.engine.prepare.fix_interval` applies an optimum).
+    changed (:meth:`mcsim.engine.prepare.Prepared.fix_interval` applies an optimum).
 
     Parameters
     ----------
@@ -259,7 +259,7 @@ def optimize_intervals(
         for i, ks in points.items():
             for k in ks:
                 if k not in evaluated[i]:
-                    grid[(i, k)] = prepare_grid_point(prepared, i, k)
+                    grid[(i, k)] = prepared.grid_point(i, k)
                     tasks += plan_tasks([i], runs, chunk, optimize_every=k)
         return tasks
 

@@ -111,6 +111,21 @@ class Prepared:
         inputs = self.inputs[config]
         return None if inputs is None else inputs.plan
 
+    def grid_point(self, config: int, every: int) -> KernelInputs:
+        """The kernel inputs of configuration ``config`` checkpointed every ``every`` iterations (an interval
+        optimiser's grid point; its workload reused), added to :attr:`rows` under ``(config, every)``."""
+        inputs = kernel_inputs(with_fixed_interval(self.configs[config], every), self.mode, self.workloads[config])
+        self.rows[(config, every)] = inputs
+        return inputs
+
+    def fix_interval(self, config: int, every: int) -> None:
+        """Replace configuration ``config`` by itself checkpointed every ``every`` iterations (an optimised
+        interval), prepared again: a new configuration, workload and kernel inputs."""
+        cfg = self.configs[config] = with_fixed_interval(self.configs[config], every)
+        wl = self.workloads[config] = workload(cfg)
+        inputs = self.inputs[config] = kernel_inputs(cfg, self.mode, wl)
+        self.rows[(config, None)] = inputs
+
 
 def prepare(configs: Sequence[Config], mode: str) -> Prepared:
     """Workload, checkpoint plan and kernel inputs of every configuration, each computed once.
@@ -161,25 +176,6 @@ def prepare_tables(
     workloads = [wl for table in tables for wl in table.workloads]
     inputs = [x for table in tables for x in table.inputs]
     return Prepared(configs, workloads, inputs, rows, mode)
-
-
-def prepare_grid_point(prepared: Prepared, config: int, every: int) -> KernelInputs:
-    """The kernel inputs of configuration ``config`` checkpointed every ``every`` iterations (an interval
-    optimiser's grid point; its workload reused), added to :attr:`Prepared.rows` under ``(config, every)``."""
-    inputs = kernel_inputs(
-        with_fixed_interval(prepared.configs[config], every), prepared.mode, prepared.workloads[config]
-    )
-    prepared.rows[(config, every)] = inputs
-    return inputs
-
-
-def fix_interval(prepared: Prepared, config: int, every: int) -> None:
-    """Replace configuration ``config`` by itself checkpointed every ``every`` iterations (an optimised
-    interval), prepared again: a new configuration, workload and kernel inputs."""
-    cfg = prepared.configs[config] = with_fixed_interval(prepared.configs[config], every)
-    wl = prepared.workloads[config] = workload(cfg)
-    inputs = prepared.inputs[config] = kernel_inputs(cfg, prepared.mode, wl)
-    prepared.rows[(config, None)] = inputs
 
 
 def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> kernel.RunParams:

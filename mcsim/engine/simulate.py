@@ -34,7 +34,7 @@ from mcsim.engine.estimate import time_estimate
 from mcsim.engine.execution import Execution, collect_rows
 from mcsim.engine.optimize import COARSE_POINTS, FINE_POINTS, OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.outputs import output_arrays
-from mcsim.engine.prepare import KernelInputs, Prepared, fix_interval, kernel_inputs, prepare, prepare_tables
+from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, prepare, prepare_tables
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, placements, plan_sweep_tasks, plan_tasks
 from mcsim.engine.threads import run_kernel
@@ -133,7 +133,7 @@ def simulate(
                 optimize_intervals(execution, prepared, to_optimize, run.runs, chunk, run.seed) if to_optimize else {}
             )
             for i, optimum in optima.items():
-                fix_interval(prepared, i, optimum.interval_iterations)
+                prepared.fix_interval(i, optimum.interval_iterations)
             outs = collect_rows(execution, tasks, where, feasible, run.runs)
     finally:
         backend.close()

@@ -30,7 +30,7 @@ from mcsim.engine.backends import make_backend
 from mcsim.engine.execution import Execution
 from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.outputs import config_outputs_per_run
-from mcsim.engine.prepare import fix_interval, prepare
+from mcsim.engine.prepare import prepare
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks
 from mcsim.kernels import types as kernel
@@ -296,7 +296,7 @@ def select_best(
             runs = min(max_runs, OPTIMIZE_RUNS)
             optima = optimize_intervals(execution, prepared, to_optimize, runs, chunk, seed) if to_optimize else {}
             for i, optimum in optima.items():
-                fix_interval(prepared, i, optimum.interval_iterations)
+                prepared.fix_interval(i, optimum.interval_iterations)
             simulation = _Simulation(execution, configs, weights, chunk)
             outcome = kim_nelson(
                 len(configs),
