@@ -37,11 +37,13 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numba
 from numba.core import caching
 
-_COMMON = dict(nopython=True, nogil=True, fastmath=False, error_model="numpy")
+# Any: numba.jit's stubs type each option; a dict of mixed values matches none of its overloads.
+_COMMON: dict[str, Any] = dict(nopython=True, nogil=True, fastmath=False, error_model="numpy")
 _KERNEL_FOLDER = Path(__file__).resolve().parent
 
 

@@ -141,9 +141,10 @@ _FIELD_DTYPES = {int: np.int64, float: np.float64, bool: np.bool_}
 
 def params_table(params: typing.Sequence[RunParams]) -> RunParams:
     """The parameter sets ``params`` (a sequence of RunParams) as one RunParams of arrays."""
+    # Each field holds an array where RunParams declares a scalar: the table is the kernel's other layout.
     return RunParams(
         *(
-            np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind])
+            typing.cast(typing.Any, np.array([getattr(p, name) for p in params], dtype=_FIELD_DTYPES[kind]))
             for name, kind in typing.get_type_hints(RunParams).items()
         )
     )

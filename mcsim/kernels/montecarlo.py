@@ -589,6 +589,25 @@ def _stretch_writes(p, x, k, pts, n, t0, dt_sum, cycle_extra_s, heavy):
 
 
 @jit_inline
+def _stretch_tail(p, x, k, t, cycle_mean, cycle_std):
+    """Cycles of a stretch walked one by one before the next failure, so that every restore point a
+    failure can reach is walked; -1 when in_memory's persists would not be durable in time (no stretch)."""
+    if p.strategy == STRATEGY_SYNC:
+        return 0
+    if p.strategy != STRATEGY_IN_MEMORY:
+        return 1
+    pe = p.persist_every
+    # Regular persists: each storage write is durable before the next persist is due.
+    if p.checkpoint_write_s > pe * cycle_mean - STRETCH_Z * math.sqrt(pe) * cycle_std:
+        return -1
+    if k[K_PENDING] == 1:
+        first = pe - k[K_SNAPSHOTS] % pe
+        if x[X_PENDING_READY] > t + first * cycle_mean - STRETCH_Z * math.sqrt(first) * cycle_std:
+            return -1
+    return 2 * pe
+
+
+@jit_inline
 def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     """Fast mode: advance ``n`` whole checkpoint cycles (block, wait, stall) with one normal draw.
 
@@ -632,18 +651,9 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
         cycle_mean, cycle_std = write + p.checkpoint_stall_s, 0.0
     else:
         return 0  # the write and the block overlap: cycles are walked
-    # Cycles walked before the next failure: every restore point a failure can reach is walked.
-    tail = 0 if p.strategy == STRATEGY_SYNC else 1
-    if p.strategy == STRATEGY_IN_MEMORY:
-        pe = p.persist_every
-        tail = 2 * pe
-        # Regular persists: each storage write is durable before the next persist is due.
-        if p.checkpoint_write_s > pe * cycle_mean - STRETCH_Z * math.sqrt(pe) * cycle_std:
-            return 0
-        if k[K_PENDING] == 1:
-            first = pe - k[K_SNAPSHOTS] % pe
-            if x[X_PENDING_READY] > t + first * cycle_mean - STRETCH_Z * math.sqrt(first) * cycle_std:
-                return 0
+    tail = _stretch_tail(p, x, k, t, cycle_mean, cycle_std)
+    if tail < 0:
+        return 0
     n = _cycles_within(horizon - t, cycle_mean, cycle_std) - tail
     if transition < np.inf:
         n = min(n, _cycles_within(transition - t - block_mean, cycle_mean, cycle_std))
