@@ -190,7 +190,7 @@ def objective_values(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]
 def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
     """Per-run objective Σ weight × output of per-run outputs (named as :func:`mcsim.engine.outputs.per_run_outputs`
     names them)."""
-    # An array: the plan's weights are a non-empty table of positive numbers (never the empty sum's 0).
+    # An array, never the empty sum's 0: every caller's weights have a nonzero one (_check_objective, the plan schema).
     return cast(np.ndarray, sum(weight * outputs[name] for name, weight in weights.items() if weight))
 
 
