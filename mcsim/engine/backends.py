@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numba
 import numpy as np
@@ -183,7 +183,7 @@ def _in_own_thread(call: Callable[[], object]) -> object:
     thread.start()
     thread.join()
     if "error" in outcome:
-        raise outcome["error"]
+        raise cast(BaseException, outcome["error"])  # target() stores only exceptions under "error"
     return outcome["value"]
 
 
@@ -275,7 +275,7 @@ class DaskBackend:
                     preload=["mcsim.engine.backends"],
                 )
                 self.client = Client(self._cluster)
-            self.parallelism = workers
+            self.parallelism = cast(int, workers)  # make_backend passes workers whenever no scheduler is given
             self.description = f"dask LocalCluster of {workers} workers"
 
     def run(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -122,7 +123,7 @@ class IntervalSearch:
         self.iteration_s = wl.iteration_time_s
         self.k_daly = plan.every_iterations
         self.k_max = max(1, wl.iterations)  # an interval of all iterations: no checkpoint at all
-        self.daly_s = daly_interval_s(plan.stall_s, plan.system_mtbf_s)
+        self.daly_s = cast(float, daly_interval_s(plan.stall_s, plan.system_mtbf_s))  # scalars in, a scalar out
 
     def _grid(self, center: float, spread: float, points: int) -> list[int]:
         raw = np.exp(np.linspace(math.log(center / spread), math.log(center * spread), points))

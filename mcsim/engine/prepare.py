@@ -34,7 +34,7 @@ from mcsim.model.checkpointing import (
     system_mtbf_s,
 )
 from mcsim.model.stragglers import factor_law
-from mcsim.model.strategies import STRATEGIES
+from mcsim.model.strategies import STRATEGIES, FloatOrArray
 from mcsim.model.workload import (
     FEASIBLE,
     Layouts,
@@ -339,7 +339,7 @@ def _checkpoint_plans(arrays: Config, configs: list[Config], wa, count: int) -> 
     Values of infeasible draws are meaningless (never used).
     """
     ck, gpus = arrays.checkpoint, arrays.parallelism.gpus
-    size = arrays.model.params * ck.bytes_per_param
+    size: FloatOrArray = arrays.model.params * ck.bytes_per_param
     write_gbps, read_gbps, transfers = checkpoint_transfers(arrays, gpus)
     timings = STRATEGIES[ck.strategy].timings(arrays, wa.iteration_time_s, transfers)
     stall, background, replicate, load_memory = (_column(x, count) for x in timings)

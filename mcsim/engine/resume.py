@@ -186,9 +186,13 @@ class PieceStore:
                 header = json.loads(str(data["header"][()]))
                 rows = data["rows"]
         except Exception:  # damaged, truncated or not ours: rerun
-            return self._reject(task, "cannot be read")
+            self._reject(task, "cannot be read")
+            return None
         reason = self._mismatch(task, header, rows)
-        return rows if not reason else self._reject(task, reason)
+        if reason:
+            self._reject(task, reason)
+            return None
+        return rows
 
     def _mismatch(self, task: Task, header: object, rows: np.ndarray) -> str:
         """Why a piece read back is not the one ``task`` needs, or ""."""

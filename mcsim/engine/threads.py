@@ -37,7 +37,8 @@ def run_kernel(inputs: RowSimulator, seed: int, start: int, stop: int, threads: 
     the kernels' compile time, for no speed.
     """
     if threads is not None:
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        # numba.config sets its NUMBA_* settings at import, from a function into globals(): invisible to mypy.
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     out = np.empty((stop - start, kernel.N_OUT))
     workers = min(numba.get_num_threads(), stop - start)
     if workers <= 1:
@@ -59,7 +60,8 @@ def run_kernel(inputs: RowSimulator, seed: int, start: int, stop: int, threads: 
 @functools.lru_cache(maxsize=1)
 def _kernel_threads() -> ThreadPoolExecutor:
     """The threads that run kernel slices beside the caller's (one fewer than Numba's maximum)."""
-    return ThreadPoolExecutor(max_workers=max(1, numba.config.NUMBA_NUM_THREADS - 1), thread_name_prefix="mcsim-kernel")
+    threads = numba.config.NUMBA_NUM_THREADS  # type: ignore[attr-defined]  # set at import into globals() (see above)
+    return ThreadPoolExecutor(max_workers=max(1, threads - 1), thread_name_prefix="mcsim-kernel")
 
 
 def simulate_task(task: Task, inputs: RowSimulator, seed: int, threads: int | None = None) -> np.ndarray:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from mcsim.kernels.types import START_AGED, START_NEW, START_STATIONARY, FailureClasses
 from mcsim.model.reliability import expected_segment_s  # noqa: F401  (its home until 0.2; public here too)
-from mcsim.model.strategies import STRATEGIES, Transfers
+from mcsim.model.strategies import STRATEGIES, FloatOrArray, Transfers
 from mcsim.model.workload import Workload
 from mcsim.scenario.config import Config
 from mcsim.scenario.schema import FailureClass, Interval
@@ -42,7 +41,7 @@ class CheckpointPlan:
     classes: FailureClasses  # per-class arrays for the kernel
 
 
-def daly_interval_s(stall_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
+def daly_interval_s(stall_s: FloatOrArray, mtbf_s: FloatOrArray) -> float | np.ndarray:
     """Daly's (2006, eq. 37) optimum compute time between checkpoints (scalars or arrays).
 
     ``tau = sqrt(2CM) [1 + (1/3) sqrt(C/2M) + (1/9) (C/2M)] - C`` for ``C < 2M``,
@@ -57,7 +56,7 @@ def daly_interval_s(stall_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray
 
 
 def checkpoint_every(
-    interval: Interval, stall_s: ArrayLike, mtbf_s: ArrayLike, iteration_s: ArrayLike, iterations: ArrayLike
+    interval: Interval, stall_s: FloatOrArray, mtbf_s: FloatOrArray, iteration_s: FloatOrArray, iterations: FloatOrArray
 ) -> int | np.ndarray:
     """Checkpoint interval in iterations (scalars or arrays), between 1 and ``iterations``.
 
@@ -82,7 +81,7 @@ def checkpoint_every(
     return int(every) if every.ndim == 0 else every
 
 
-def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: ArrayLike, gpus_per_node: int) -> float | np.ndarray:
+def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: FloatOrArray, gpus_per_node: int) -> float | np.ndarray:
     """Mean time between failures of the whole job, ``1 / sum(units / MTBF)``, s (scalars or arrays; inf
     without failures)."""
     rate: Any = 0.0
@@ -94,7 +93,7 @@ def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: ArrayLike, gpus_per_
     return float(mtbf) if mtbf.ndim == 0 else mtbf
 
 
-def class_units(fclass: FailureClass, gpus: ArrayLike, gpus_per_node: int) -> ArrayLike:
+def class_units(fclass: FailureClass, gpus: FloatOrArray, gpus_per_node: int) -> FloatOrArray:
     """Units of a failure class (scalars or arrays): G GPUs, nodes / domain_nodes domains, or 1 cluster."""
     if fclass.scope == "gpu":
         return gpus
@@ -104,8 +103,8 @@ def class_units(fclass: FailureClass, gpus: ArrayLike, gpus_per_node: int) -> Ar
 
 
 def checkpoint_transfers(
-    cfg: Config, gpus: ArrayLike, d2h_gbps: ArrayLike | None = None
-) -> tuple[ArrayLike, ArrayLike, Transfers]:
+    cfg: Config, gpus: FloatOrArray, d2h_gbps: FloatOrArray | None = None
+) -> tuple[FloatOrArray, FloatOrArray, Transfers]:
     """Write and read bandwidths (GB/s) and the :class:`Transfers` of one checkpoint (scalars or arrays).
 
     ``gpus`` (and the GPU's ``d2h_gbps``, default ``cfg``'s) may be candidate arrays; the rest
@@ -178,6 +177,17 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     classes = failure_classes(cfg)
     system_mtbf = system_mtbf_s(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
     every = checkpoint_every(ck.interval, stall, system_mtbf, wl.iteration_time_s, wl.iterations)
+    # One configuration's scalars in, scalars out (the equations return arrays only for array inputs).
     return CheckpointPlan(
-        size, write_gbps, read_gbps, stall, background, replicate, load, load_memory, every, system_mtbf, classes
+        size,
+        write_gbps,
+        read_gbps,
+        cast(float, stall),
+        cast(float, background),
+        cast(float, replicate),
+        load,
+        cast(float, load_memory),
+        cast(int, every),
+        cast(float, system_mtbf),
+        classes,
     )

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-from numpy.typing import ArrayLike
+import numpy.typing as npt
 
 from mcsim.kernels import types as kernel
 from mcsim.scenario.schema import CHECKPOINT_STRATEGIES
@@ -35,22 +35,26 @@ from mcsim.scenario.schema import CHECKPOINT_STRATEGIES
 if TYPE_CHECKING:  # only for annotations
     from mcsim.scenario.config import Config
 
+#: A number, or an array of them over candidates or draws (the vectorised equations of
+#: :mod:`mcsim.model` take and give either; GPU counts are integer arrays, hence any dtype).
+FloatOrArray = float | npt.NDArray[Any]
+
 
 class Transfers(NamedTuple):
     """Transfer times of one checkpoint of a configuration, s."""
 
-    storage_write_s: float  # S / W: the whole checkpoint to storage
-    copy_s: float  # each GPU's shard to host memory (S/G / d2h_gbps)
-    peer_s: float  # one node's shard to its peer node over the inter-node links
+    storage_write_s: FloatOrArray  # S / W: the whole checkpoint to storage
+    copy_s: FloatOrArray  # each GPU's shard to host memory (S/G / d2h_gbps)
+    peer_s: FloatOrArray  # one node's shard to its peer node over the inter-node links
 
 
 class Timings(NamedTuple):
     """What a strategy costs per checkpoint and recovery, s."""
 
-    stall_s: float  # training stands still per checkpoint
-    write_s: float  # storage durability after the stall (0: durable when the stall ends)
-    replicate_s: float  # in-memory snapshot restorable after the stall (0 if none)
-    load_memory_s: float  # load of a snapshot from the peer's memory (0 if none)
+    stall_s: FloatOrArray  # training stands still per checkpoint
+    write_s: FloatOrArray  # storage durability after the stall (0: durable when the stall ends)
+    replicate_s: FloatOrArray  # in-memory snapshot restorable after the stall (0 if none)
+    load_memory_s: FloatOrArray  # load of a snapshot from the peer's memory (0 if none)
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Strategy:
 
     name: str
     kernel_hook: str
-    timings: Callable[[Config, ArrayLike, Transfers], Timings]  # (cfg, iteration_time_s, transfers)
+    timings: Callable[[Config, FloatOrArray, Transfers], Timings]  # (cfg, iteration_time_s, transfers)
     infeasible: Callable[[Config], str | None] = lambda cfg: None
     peer_copies_per_checkpoint: float = 0.0
 
@@ -69,15 +73,15 @@ class Strategy:
         return getattr(kernel, "STRATEGY_" + self.kernel_hook.upper())
 
 
-def _sync(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
+def _sync(cfg: Config, iteration_time_s: FloatOrArray, tr: Transfers) -> Timings:
     return Timings(tr.storage_write_s, 0.0, 0.0, 0.0)
 
 
-def _async(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
+def _async(cfg: Config, iteration_time_s: FloatOrArray, tr: Transfers) -> Timings:
     return Timings(tr.copy_s + cfg.checkpoint.async_overhead_s, tr.storage_write_s, 0.0, 0.0)
 
 
-def _gockpt(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
+def _gockpt(cfg: Config, iteration_time_s: FloatOrArray, tr: Transfers) -> Timings:
     # GoCkpt (arXiv 2511.07035): the copy is spread over several iterations and made
     # consistent on the CPU; training stalls a fraction of async's stall.
     ck = cfg.checkpoint
@@ -86,7 +90,7 @@ def _gockpt(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
     return Timings(stall, overlap * iteration_time_s + tr.storage_write_s, 0.0, 0.0)
 
 
-def _in_memory(cfg: Config, iteration_time_s: ArrayLike, tr: Transfers) -> Timings:
+def _in_memory(cfg: Config, iteration_time_s: FloatOrArray, tr: Transfers) -> Timings:
     # Gemini (SOSP'23): snapshot to CPU memory, replica on a peer node.
     return Timings(tr.copy_s, tr.storage_write_s, tr.peer_s, tr.peer_s)
 

@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -32,6 +33,9 @@ from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, ca
 from mcsim.planning.uncertain import QUANTILES, uncertain_objectives
 from mcsim.scenario.config import Config
 
+if TYPE_CHECKING:  # only for annotations (select_best is imported when a plan runs)
+    from mcsim.planning.selection import SelectionResult
+
 PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
 
 
@@ -43,8 +47,8 @@ class PlanResult:
     candidates: Candidates
     screen: Screen
     finalists: np.ndarray  # candidate indices, in finalist order
-    outputs: list[dict[str, np.ndarray]]  # per finalist: per-run outputs of its simulated runs
-    selection: object  # the last SelectionResult (over `selected` finalists)
+    outputs: list[dict[str, np.ndarray] | None]  # per finalist: per-run outputs of its simulated runs (None: none)
+    selection: SelectionResult  # the last SelectionResult (over `selected` finalists)
     selected: np.ndarray  # finalist positions the last selection ran over
     dropped: dict[int, str]  # finalist position -> constraint it missed when simulated
     recommended: int  # finalist position
@@ -289,6 +293,7 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
             f"{plan.margin:.0%} margin)"
         )
     if name == "budget":
+        assert c.budget_usd is not None  # the screen rejects for the budget only when there is one
         closest = float(np.min(scr.cost_usd[fits]))
         budget = f"{c.budget_usd:,.0f}" if c.budget_usd >= 1 else f"{c.budget_usd:.3g}"
         return (

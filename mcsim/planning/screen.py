@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 
@@ -177,6 +178,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
     d2h = _gpu_field(plan, cand, "d2h_gbps")
     write_gbps, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, d2h)
+    read_gbps = cast(np.ndarray, read_gbps)  # cand.gpus is an array
     size = base.model.params * base.checkpoint.bytes_per_param
     for s_index, idx in _by_group(cand.strategy):
         strategy = STRATEGIES[plan.search.strategy[int(s_index)]]
@@ -278,7 +280,7 @@ def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray)
             rejection[idx[rejection[idx] == KEPT]] = 6
 
 
-def _iteration_power(plan: Plan, cand: Candidates, wl) -> tuple[np.ndarray, np.ndarray]:
+def _iteration_power(plan: Plan, cand: Candidates, wl) -> tuple[np.ndarray, SimpleNamespace]:
     """Mean executed iteration time (stragglers' expected factors) and mean per-GPU power over it."""
     base = plan.scenario.base
     st = base.stragglers

@@ -21,6 +21,7 @@ import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -189,7 +190,8 @@ def objective_values(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]
 def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
     """Per-run objective Σ weight × output of per-run outputs (named as :func:`mcsim.engine.outputs.per_run_outputs`
     names them)."""
-    return sum(weight * outputs[name] for name, weight in weights.items() if weight)
+    # An array, never the empty sum's 0: every caller's weights have a nonzero one (_check_objective, the plan schema).
+    return cast(np.ndarray, sum(weight * outputs[name] for name, weight in weights.items() if weight))
 
 
 def select_best(
