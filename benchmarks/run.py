@@ -45,7 +45,7 @@ import numpy as np
 
 import mcsim
 from mcsim.engine.simulate import simulate_config
-from mcsim.kernels import montecarlo as mc
+from mcsim.kernels import types as mc
 from mcsim.kernels.normal import max_lognormal_factor
 from mcsim.kernels.rng import seed_stream, uniform
 from mcsim.model.checkpointing import checkpoint_plan, failure_classes

@@ -23,7 +23,7 @@ import pytest
 from conftest import failure_classes, kernel_params
 from scipy import stats
 
-from mcsim.kernels import montecarlo as mc
+from mcsim.kernels import types as mc
 from mcsim.model.stragglers import factor_law
 
 # 1 s iterations (0.9 s compute, 0.1 s exposed communication) on 64 ranks, sigma 0.05,

@@ -36,7 +36,7 @@ from test_twin import (
     node,
 )
 
-from mcsim.kernels import montecarlo as mc
+from mcsim.kernels import types as mc
 from mcsim.model.stragglers import factor_law
 
 # Episodes rarer and longer than test_twin's: a stretch needs several checkpoints between changes.

@@ -26,7 +26,7 @@ from mcsim.cli.main import main
 from mcsim.engine import resume
 from mcsim.engine.resume import PieceStore
 from mcsim.io import atomic
-from mcsim.kernels.montecarlo import N_OUT
+from mcsim.kernels.types import N_OUT
 from mcsim.scenario.config import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -53,8 +53,7 @@ import math
 import numpy as np
 
 from .accelerate import jit, jit_inline
-from .declarations import (  # noqa: F401  (re-exported for the twin and the tests)
-    N_OUT,
+from .declarations import (
     OUT_BUSY_S,
     OUT_CHECKPOINT_S,
     OUT_CHECKPOINTS,
@@ -74,7 +73,6 @@ from .declarations import (  # noqa: F401  (re-exported for the twin and the tes
     OUT_STRAGGLER_S,
     OUT_STRAGGLER_TRANSIENT_S,
     OUT_WALL_S,
-    OUTPUT_COLUMNS,
     STRATEGY_ASYNC,
     STRATEGY_IN_MEMORY,
     STRATEGY_SYNC,
