@@ -18,7 +18,7 @@ from scipy import special, stats
 
 from mcsim.cli.main import main
 from mcsim.report import failures
-from mcsim.scenario import fitting
+from mcsim.scenario import failure_log
 from mcsim.scenario.config import scenario_from_dict
 from mcsim.scenario.fitting import (
     FailureLog,
@@ -676,7 +676,7 @@ def test_a_failed_write_leaves_no_output(failing, tmp_path, capsys, monkeypatch)
 
 
 def test_row_limit(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(fitting, "MAX_ROWS", 3)
+    monkeypatch.setattr(failure_log, "MAX_ROWS", 3)  # the reader of the log holds the limit
     path = write_log(tmp_path / "big.csv", [(f"u{i}", 0, 10 + i, 1) for i in range(5)])
     assert main(["fit-failures", str(path)]) == 2
     err = capsys.readouterr().err

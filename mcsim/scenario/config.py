@@ -26,6 +26,7 @@ import numpy as np
 
 from mcsim.scenario.catalog import GpuSpec, lookup_gpu
 from mcsim.scenario.limits import check_sweep_size
+from mcsim.scenario.overrides import Override, normal_key, parse_override, plain_value
 from mcsim.scenario.schema import (
     PLAN_TABLES,
     REQUIRED_SECTIONS,
@@ -53,6 +54,7 @@ from mcsim.scenario.schema import (
     format_number,
     run_option,
 )
+from mcsim.scenario.toml import MAX_DEPTH, dumps_toml
 from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
 
 REFERENCE_SCENARIO = "llama3-405b.toml"
@@ -134,6 +136,8 @@ class Scenario:
 # A name used unchanged as a file name: ASCII letters, digits, ".", "_", "-", not starting
 # with "." or "-" (no hidden files, no "..", nothing an option parser would take).
 _SAFE_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -173,127 +177,6 @@ def reference_scenario_path() -> Path:
     return shipped_scenarios_folder() / REFERENCE_SCENARIO
 
 
-# A list item written without TOML quotes (``[sync, async]``) is read as this bare string.
-_BARE_ITEM = re.compile(r"[A-Za-z0-9_.:+-]+")
-# Deepest nesting a scenario needs: [sweep] -> "key" = [...] -> { minutes = M } -> value.
-MAX_DEPTH = 8
-
-Override = tuple[str, Any]
-
-
-def _toml_value_of(text: str) -> Any:
-    """``text`` read as one TOML value (raises TOMLDecodeError, RecursionError)."""
-    return tomllib.loads(f"value = {text}")["value"]
-
-
-def _split_list_items(inner: str) -> list[str]:
-    """Items of a list's inside, split at commas outside brackets, braces and quotes."""
-    items, depth, quote, start = [], 0, "", 0
-    for i, char in enumerate(inner):
-        if quote:
-            quote = "" if char == quote and inner[i - 1] != "\\" else quote
-        elif char in "\"'":
-            quote = char
-        elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-        elif char == "," and depth == 0:
-            items.append(inner[start:i])
-            start = i + 1
-    items.append(inner[start:])
-    if items and not items[-1].strip() and len(items) > 1:
-        items.pop()  # a trailing comma, as TOML allows
-    return [item.strip() for item in items]
-
-
-# numpy >= 2 writes its scalars as np.float64(0.5), np.int64(8), np.str_('x'), np.True_: what
-# f"{key}={value!r}" or f"{key}={list(array)}" puts in an override's text.
-_NUMPY_REPR = re.compile(r"\b(?:np|numpy)\.(?:float|int|uint|str_|bool_)\w*\(([^()]*)\)")
-_NUMPY_BOOL = re.compile(r"\b(?:np|numpy)\.(True|False)_")
-
-
-def _without_numpy_reprs(text: str) -> str:
-    """``text`` with numpy scalar reprs replaced by the TOML of their value."""
-    text = _NUMPY_REPR.sub(lambda m: m.group(1), text)
-    return _NUMPY_BOOL.sub(lambda m: m.group(1).lower(), text)
-
-
-def _parse_override_value(key: str, text: str) -> Any:
-    """VALUE of ``--set KEY=VALUE``: a TOML value, a list with bare strings, or a bare string."""
-    text = _without_numpy_reprs(text.strip())
-    try:
-        return _toml_value_of(text)
-    except RecursionError:
-        raise ScenarioError("--set", key, f"expected a value nested at most {MAX_DEPTH} deep") from None
-    except tomllib.TOMLDecodeError:
-        pass
-    if not text.startswith("["):
-        return text  # a bare string: --set checkpoint.strategy=sync
-    closed = text.endswith("]")
-    items = _split_list_items(text[1:-1] if closed else text[1:])
-    values = [_list_item(key, item) for item in items]
-    if closed and all(v is not None for v in values):
-        return values
-    quoted = ", ".join(item if _is_toml(item) else json.dumps(item) for item in items)
-    raise ScenarioError(
-        "--set", key, f"cannot read the list {text}; write it as TOML, strings in quotes: {key}=[{quoted}]"
-    )
-
-
-def _list_item(key: str, item: str) -> Any:
-    """One item of a ``--set`` list: a TOML value or a bare string; None if neither."""
-    try:
-        return _toml_value_of(item)
-    except RecursionError:
-        raise ScenarioError("--set", key, f"expected a value nested at most {MAX_DEPTH} deep") from None
-    except tomllib.TOMLDecodeError:
-        return item if _BARE_ITEM.fullmatch(item) else None
-
-
-def _is_toml(text: str) -> bool:
-    try:
-        _toml_value_of(text)
-    except (tomllib.TOMLDecodeError, RecursionError):
-        return False
-    return True
-
-
-def parse_override(text: str) -> Override:
-    """Split ``KEY=VALUE``; VALUE is read as a TOML value, a list may hold bare strings.
-
-    ``parallelism.gpus=4096``, ``checkpoint.strategy=sync`` (a bare string),
-    ``checkpoint.strategy=[sync, async]`` (a list of bare strings, as
-    ``["sync", "async"]``), ``checkpoint.interval={ minutes = 30 }``.
-    """
-    key, sep, value_text = text.partition("=")
-    key = _normal_key(key)
-    if not sep or not key:
-        raise ScenarioError("--set", text, "expected KEY=VALUE, e.g. parallelism.gpus=4096")
-    return key, _parse_override_value(key, value_text)
-
-
-def _normal_key(key: str) -> str:
-    return ".".join(part.strip() for part in key.strip().split("."))
-
-
-def plain_value(value: Any) -> Any:
-    """``value`` with numpy scalars and arrays as Python numbers and lists, tuples as lists.
-
-    So that a value passed from Python keeps its type (``np.float64(0.5)`` is the
-    number 0.5, ``np.arange(3)`` a list of three integers) and can be written as TOML.
-    """
-    if isinstance(value, np.ndarray):
-        return [plain_value(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [plain_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain_value(v) for k, v in value.items()}
-    return value
-
-
 def _override_items(overrides: Any) -> list[Override]:
     """``(key, value)`` pairs of ``overrides`` (see :func:`load_scenario`)."""
     if isinstance(overrides, str):
@@ -305,7 +188,7 @@ def _override_items(overrides: Any) -> list[Override]:
             pairs.append(parse_override(item))
         elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
             check_depth(item[1], "--set")
-            pairs.append((_normal_key(item[0]), plain_value(item[1])))
+            pairs.append((normal_key(item[0]), plain_value(item[1])))
         else:
             raise TypeError(f"an override is 'KEY=VALUE' or a (key, value) pair, got {item!r}")
     return pairs
@@ -584,63 +467,3 @@ def _failure_prefix(table: Any, index: int) -> str:
     ``failures[<index>]`` while it has no usable name."""
     name = table.get("name") if isinstance(table, dict) else None
     return f"failures.{name}" if isinstance(name, str) and _FAILURE_NAME.fullmatch(name) else f"failures[{index}]"
-
-
-# TOML basic strings: these characters must be escaped; the other controls as \\uXXXX.
-_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _toml_string(text: str) -> str:
-    """``text`` as a TOML basic string that :mod:`tomllib` reads back as ``text``.
-
-    Raises ValueError for a lone surrogate (not Unicode text; TOML cannot hold it).
-    """
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in _TOML_ESCAPES:
-            out.append(_TOML_ESCAPES[char])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            raise ValueError(f"cannot write {text!r} as TOML: a lone surrogate is not Unicode text")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"cannot write {type(value).__name__} as TOML")
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
-
-
-def dumps_toml(raw: dict) -> str:
-    """Write scenario tables as TOML (scalars first, then tables, then arrays of tables)."""
-    lines = []
-    tables = {k: v for k, v in raw.items() if isinstance(v, dict)}
-    arrays = {k: v for k, v in raw.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
-    for key, value in raw.items():
-        if key not in tables and key not in arrays:
-            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
-    for key, table in tables.items():
-        lines += ["", f"[{_toml_key(key)}]"]
-        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
-    for key, array in arrays.items():
-        for table in array:
-            lines += ["", f"[[{_toml_key(key)}]]"]
-            lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
-    return "\n".join(lines) + "\n"

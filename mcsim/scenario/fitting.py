@@ -72,27 +72,22 @@ start and renewed at each failure, so its expected failures are the renewal func
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
-from array import array
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 from scipy import optimize, special, stats
 
+from mcsim.scenario.failure_log import ENTRY_COLUMN, HEADER, MAX_ROWS, FailureLog, read_failure_log
 from mcsim.scenario.schema import ScenarioError, coerce_value, field_meta, param
 
-HEADER = ("unit", "start_hours", "end_hours", "failed")
-ENTRY_COLUMN = "entry_hours"
-MAX_ROWS = 10_000_000  # lifetimes per log: ~0.25 GB of arrays and a fit of minutes
-_MAX_LINE = 1 << 20  # characters per line: a row is short; this bounds the memory per line
-_FLAGS = {"1": True, "true": True, "0": False, "false": False}
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless
+
+
 _LOG_MAX = math.log(np.finfo(float).max)  # ~709.8: exp() of more overflows
+
+
 _GRID_MAX = 500.0  # renewal function: the grid up to t/λ = 500 (step <= λ/40), the asymptote beyond
 
 
@@ -134,24 +129,6 @@ def fit_options(source: str, **values: object) -> FitOptions:
         if fld.name in values
     }
     return FitOptions(**checked)
-
-
-class FailureLog(NamedTuple):
-    """The lifetimes of a failure log, as arrays of one entry per row.
-
-    Attributes
-    ----------
-    durations_h : np.ndarray of float
-        Observed time of each lifetime ``end_hours - start_hours`` [h], all > 0.
-    failed : np.ndarray of bool
-        True where the lifetime ended in a failure, False where it is right-censored.
-    entry_h : np.ndarray of float
-        Age of the unit when observation began [h], >= 0 (0: observed from new).
-    """
-
-    durations_h: np.ndarray
-    failed: np.ndarray
-    entry_h: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -196,134 +173,6 @@ class WeibullFit:
     confidence: float = 0.95
     n_truncated: int = 0
     covariance: tuple[tuple[float, float], tuple[float, float]] = ((math.nan, math.nan), (math.nan, math.nan))
-
-
-# --------------------------------------------------------------------------- the log reader
-
-
-def read_failure_log(path: str | Path) -> FailureLog:
-    """Read a failure log (format in the module docstring), line by line.
-
-    Parameters
-    ----------
-    path : str or Path
-        The CSV file.
-
-    Returns
-    -------
-    FailureLog
-        Observed times [h], failure flags and entry ages [h] (zeros without the
-        ``entry_hours`` column); unpacks as ``durations_h, failed, entry_h``.
-
-    Raises
-    ------
-    ScenarioError
-        If the file is missing, unreadable or malformed, or holds no failure; the key
-        names the line and the column.
-    """
-    source = str(path)
-    try:
-        if Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
-            raise ScenarioError(source, "file", "not a regular file (a device, a pipe?); expected a CSV file")
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            columns, durations, flags, entries = _read_rows(source, _lines(source, handle))
-    except FileNotFoundError:
-        raise ScenarioError(source, "file", "no such file") from None
-    except IsADirectoryError:
-        raise ScenarioError(source, "file", "is a directory; expected a CSV file") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(source, "file", "not a UTF-8 text file") from None
-    except OSError as err:
-        raise ScenarioError(source, "file", f"cannot read: {err.strerror or err}") from None
-    if columns is None:
-        raise ScenarioError(source, "line 1", f"empty file; expected the header {','.join(HEADER)!r}")
-    if not durations:
-        raise ScenarioError(source, "rows", "no data rows after the header")
-    failed = np.frombuffer(flags, dtype=np.uint8).astype(bool)
-    if not failed.any():
-        raise ScenarioError(
-            source,
-            "failed",
-            f"no row has failed = 1 among {failed.size} rows; a failure law cannot be fitted without failures",
-        )
-    return FailureLog(np.asarray(durations, dtype=float), failed, np.asarray(entries, dtype=float))
-
-
-def _lines(source: str, handle) -> Iterator[str]:
-    """The lines of an open text file, refusing one longer than ``_MAX_LINE`` characters."""
-    n = 0
-    while line := handle.readline(_MAX_LINE + 1):
-        n += 1
-        if len(line) > _MAX_LINE:
-            raise ScenarioError(source, f"line {n}", f"longer than {_MAX_LINE:,} characters; expected a CSV row")
-        yield line
-
-
-def _read_rows(source: str, lines: Iterator[str]) -> tuple[tuple[str, ...] | None, array, bytearray, array]:
-    """Header and rows of a log's lines: (columns or None, durations, flags, entries)."""
-    columns: tuple[str, ...] | None = None
-    durations, entries, flags = array("d"), array("d"), bytearray()
-    for n, line in enumerate(lines, start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        key = f"line {n}"
-        try:
-            fields = [f.strip() for f in next(csv.reader([line], strict=True))]
-        except (csv.Error, StopIteration) as err:
-            raise ScenarioError(source, key, f"not a CSV row ({err})") from None
-        if columns is None:
-            columns = _header(source, key, fields, line)
-            continue
-        if len(fields) != len(columns):
-            raise ScenarioError(source, key, f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}")
-        if len(durations) >= MAX_ROWS:
-            raise ScenarioError(source, key, f"more than {MAX_ROWS:,} lifetimes; aggregate or sample the log")
-        start, end = (_number(source, key, name, value) for name, value in zip(HEADER[1:3], fields[1:3], strict=False))
-        if not end > start:
-            raise ScenarioError(source, key, f"end_hours must be > start_hours, got {fields[2]} <= {fields[1]}")
-        flag = _FLAGS.get(fields[3].lower())
-        if flag is None:
-            raise ScenarioError(source, key, f"failed: expected 1, 0, true or false, got {fields[3]!r}")
-        entry = _number(source, key, ENTRY_COLUMN, fields[4]) if len(columns) > 4 else 0.0
-        if entry < 0:
-            raise ScenarioError(source, key, f"{ENTRY_COLUMN}: expected an age >= 0 hours, got {fields[4]!r}")
-        duration = end - start
-        if not math.isfinite(duration) or not math.isfinite(entry + duration):
-            raise ScenarioError(
-                source,
-                key,
-                f"end_hours - start_hours + {ENTRY_COLUMN}: expected a finite "
-                f"number of hours, got an overflow ({fields[2]} - {fields[1]})",
-            )
-        durations.append(duration)
-        entries.append(entry)
-        flags.append(flag)
-    return columns, durations, flags, entries
-
-
-def _header(source: str, key: str, fields: list[str], line: str) -> tuple[str, ...]:
-    names = tuple(f.lower() for f in fields)
-    if names not in (HEADER, HEADER + (ENTRY_COLUMN,)):
-        raise ScenarioError(
-            source,
-            key,
-            f"expected the header {','.join(HEADER)!r} (optionally "
-            f"followed by ',{ENTRY_COLUMN}'), got {line.strip()[:200]!r}",
-        )
-    return names
-
-
-def _number(source: str, key: str, column: str, value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise ScenarioError(source, key, f"{column}: expected a number of hours, got {value[:100]!r}") from None
-    if not math.isfinite(number):
-        raise ScenarioError(source, key, f"{column}: expected a finite number of hours, got {value[:100]!r}")
-    return number
-
-
-# --------------------------------------------------------------------------- the fit
 
 
 def _neg_log_lik(theta: np.ndarray, a: np.ndarray, failed: np.ndarray, entry: np.ndarray) -> tuple[float, np.ndarray]:
@@ -489,9 +338,6 @@ def _fit_result(
         n_truncated=int(np.count_nonzero(e > 0)),
         covariance=((float(cov[0, 0]), float(cov[0, 1])), (float(cov[1, 0]), float(cov[1, 1]))),
     )
-
-
-# --------------------------------------------------------------------------- how the simulator uses it
 
 
 def renewal_function(t_over_scale: float, shape: float) -> float:
@@ -660,9 +506,6 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
         f"mtbf_hours = {mtbf!r}\n"
         f"recovery_minutes = {_rounded(recovery_minutes)}\n"
     )
-
-
-# --------------------------------------------------------------------------- probability plot
 
 
 def product_limit(log: FailureLog) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

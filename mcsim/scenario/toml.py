@@ -1,0 +1,73 @@
+"""Scenario tables as TOML text: the writer whose output reads back to the same table (``Scenario.to_toml``,
+the ``scenario_toml`` attribute of result files).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# Deepest nesting a scenario needs: [sweep] -> "key" = [...] -> { minutes = M } -> value.
+MAX_DEPTH = 8
+
+
+# TOML basic strings: these characters must be escaped; the other controls as \\uXXXX.
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_string(text: str) -> str:
+    """``text`` as a TOML basic string that :mod:`tomllib` reads back as ``text``.
+
+    Raises ValueError for a lone surrogate (not Unicode text; TOML cannot hold it).
+    """
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"cannot write {text!r} as TOML: a lone surrogate is not Unicode text")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+
+
+def dumps_toml(raw: dict) -> str:
+    """Write scenario tables as TOML (scalars first, then tables, then arrays of tables)."""
+    lines = []
+    tables = {k: v for k, v in raw.items() if isinstance(v, dict)}
+    arrays = {k: v for k, v in raw.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
+    for key, value in raw.items():
+        if key not in tables and key not in arrays:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, table in tables.items():
+        lines += ["", f"[{_toml_key(key)}]"]
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+    for key, array in arrays.items():
+        for table in array:
+            lines += ["", f"[[{_toml_key(key)}]]"]
+            lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
