@@ -8,15 +8,28 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from mcsim.kernels.types import FailureClasses, RunParams
 from mcsim.model.reliability import expected_run_wall_s
 from mcsim.scenario.limits import TimeEstimate
 
-if TYPE_CHECKING:
-    from mcsim.engine.prepare import Prepared, RowSimulator
+
+class RunInputs(Protocol):
+    """What an estimate reads of one configuration's kernel inputs (:class:`mcsim.engine.prepare.KernelInputs`)."""
+
+    @property
+    def params(self) -> RunParams: ...
+
+    @property
+    def classes(self) -> FailureClasses: ...
+
+    @property
+    def system_mtbf_s(self) -> float: ...
+
 
 # Seconds per kernel loop step of each kind, one thread (measured on a 2-core x86-64
 # machine over the shipped and test scenarios; benchmarks/ times the real runs).
@@ -51,7 +64,7 @@ class RunEstimate(NamedTuple):
         )
 
 
-def estimate_run(inputs: RowSimulator) -> RunEstimate:
+def estimate_run(inputs: RunInputs) -> RunEstimate:
     """Order-of-magnitude estimate of one run's wall time and kernel work.
 
     Failures are taken as a Poisson process of the job's MTBF ``M`` with the
@@ -89,14 +102,19 @@ def estimate_run(inputs: RowSimulator) -> RunEstimate:
 
 
 def time_estimate(
-    prepared: Prepared, feasible: list[int], to_optimize: list[int], runs: int, grid_runs: int, parallelism: int
+    inputs: Sequence[RunInputs | None],
+    feasible: list[int],
+    to_optimize: list[int],
+    runs: int,
+    grid_runs: int,
+    parallelism: int,
 ) -> TimeEstimate:
     """Estimated kernel time of every task, the optimiser's grid points included.
 
     Parameters
     ----------
-    prepared : Prepared
-        The prepared configurations (:func:`mcsim.engine.prepare.prepare`).
+    inputs : sequence of RunInputs or None
+        Kernel inputs by flat configuration index (``Prepared.inputs``; None where infeasible).
     feasible : list of int
         The configurations simulated (flat indices).
     to_optimize : list of int
@@ -111,9 +129,9 @@ def time_estimate(
     cpu_s, longest = 0.0, 0.0
     optimized = set(to_optimize)
     for i in feasible:
-        inputs = prepared.inputs[i]
-        assert inputs is not None, "a feasible configuration has kernel inputs"
-        run_s = estimate_run(inputs).seconds
+        config_inputs = inputs[i]
+        assert config_inputs is not None, "a feasible configuration has kernel inputs"
+        run_s = estimate_run(config_inputs).seconds
         cpu_s += run_s * (runs + (grid_runs if i in optimized else 0))
         longest = max(longest, run_s)
     return TimeEstimate(cpu_s, parallelism, longest)

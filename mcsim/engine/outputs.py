@@ -32,7 +32,6 @@ from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config
 
 if TYPE_CHECKING:
-    from mcsim.engine.optimize import IntervalOptimum
     from mcsim.engine.prepare import Prepared
 
 
@@ -132,14 +131,15 @@ _CONFIG_DTYPES = {"feasible": bool, "iterations": np.int64, "infeasible_reason":
 def output_arrays(
     prepared: Prepared,
     outs: dict[int, np.ndarray],
-    optima: Mapping[int, IntervalOptimum],
+    interval_ci_s: Mapping[int, tuple[float, float]],
     shape: tuple[int, ...],
     runs: int,
 ) -> dict[str, np.ndarray]:
     """Every registered variable as an array of the sweep ``shape`` (per run: plus ``runs``).
 
     Filled by flat configuration index (C order), each array in its final dtype; ``outs``
-    holds the kernel rows of the feasible configurations, ``optima`` the optimised intervals.
+    holds the kernel rows of the feasible configurations, ``interval_ci_s``
+    the 95 % interval of each optimised checkpoint interval, s.
     """
     configs = prepared.configs
     n = len(configs)
@@ -154,7 +154,7 @@ def output_arrays(
             per_run[name][flat] = values
         for name, value in per_config_outputs(cfg, wl, plan).items():
             per_config[name][flat] = value
-        low, high = optima[flat].ci95_s if flat in optima else (math.nan, math.nan)
+        low, high = interval_ci_s.get(flat, (math.nan, math.nan))
         per_config["checkpoint_interval_ci_low"][flat] = low
         per_config["checkpoint_interval_ci_high"][flat] = high
     return {

@@ -107,7 +107,7 @@ def simulate(
     backend = make_backend(workers, scheduler)
     try:
         grid_runs = min(run.runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)  # one interval search at most
-        estimate = time_estimate(prepared, feasible, to_optimize, run.runs, grid_runs, backend.parallelism)
+        estimate = time_estimate(prepared.inputs, feasible, to_optimize, run.runs, grid_runs, backend.parallelism)
         check_time(estimate, scenario.source)
         if notify is not None:
             notify(
@@ -138,7 +138,9 @@ def simulate(
     finally:
         backend.close()
     shape = scenario.shape + ((draws.count,) if draws.count else ())
-    return sweep_dataset(scenario, draws, output_arrays(prepared, outs, optima, shape, run.runs))
+    return sweep_dataset(
+        scenario, draws, output_arrays(prepared, outs, {i: o.ci95_s for i, o in optima.items()}, shape, run.runs)
+    )
 
 
 def _prepare(scenario: Scenario, draws: DrawPlan, store: PieceStore | None) -> Prepared:

@@ -380,12 +380,12 @@ def parse_joint(raw: dict, name: str, spec: dict, swept: set[str], source: str) 
             f'a {dist} entry is named by a group name without "." (e.g. '
             f"[uncertain.gpu_fit]); its keys go in keys = [...]",
         )
-    for param in spec:
-        if param not in ("dist", *JOINT_DISTRIBUTIONS[dist]):
-            raise ScenarioError(source, f"{where}.{param}", f"unknown key; expected one of {takes}")
-    for param in JOINT_DISTRIBUTIONS[dist]:
-        if param not in spec:
-            raise ScenarioError(source, f"{where}.{param}", f"required key is missing; {dist} takes {takes}")
+    for given in spec:
+        if given not in ("dist", *JOINT_DISTRIBUTIONS[dist]):
+            raise ScenarioError(source, f"{where}.{given}", f"unknown key; expected one of {takes}")
+    for required in JOINT_DISTRIBUTIONS[dist]:
+        if required not in spec:
+            raise ScenarioError(source, f"{where}.{required}", f"required key is missing; {dist} takes {takes}")
     keys = spec["keys"]
     if not (
         isinstance(keys, list)
