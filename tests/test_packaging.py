@@ -17,7 +17,11 @@ import pytest
 from mcsim.kernels import accelerate
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
+DOCS = [
+    *(ROOT / name for name in ("README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "CHANGELOG.md")),
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "benchmarks" / "README.md",
+]
 # Files of the project's private design notes, which are not part of the repository.
 OUTSIDE = re.compile(r"\.\./shared|\bshared/|SPEC\.md|REFERENCES\.md|\bSPEC\b")
 MARKDOWN_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
