@@ -455,7 +455,7 @@ def test_one_atomic_writer_in_the_package():
         for p in sorted((ROOT / "mcsim").rglob("*.py"))
         if re.search(r"mkstemp|os\.replace|os\.rename", p.read_text())
     ]
-    assert users == ["mcsim/atomic.py"]
+    assert users == ["mcsim/io/atomic.py"]
 
 
 def test_every_writer_gives_the_usual_mode_and_cleans_up(reference, tmp_path, monkeypatch):

@@ -147,11 +147,11 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
     import mcsim.planning.planner
 
     calls = iter(["deadline"])  # the first recommendation "misses the deadline", every later one meets it
-    monkeypatch.setattr(mcsim.planner, "simulated_constraint", lambda plan, out: next(calls, ""))
+    monkeypatch.setattr(mcsim.planning.planner, "simulated_constraint", lambda plan, out: next(calls, ""))
     simulated = []
     kernel = mcsim.engine.backends.run_kernel
     monkeypatch.setattr(
-        mcsim.backends,
+        mcsim.engine.backends,
         "run_kernel",
         lambda inputs, seed, start, stop: simulated.append(stop - start) or kernel(inputs, seed, start, stop),
     )
