@@ -37,6 +37,7 @@ from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES, FloatOrArray
 from mcsim.model.workload import (
     FEASIBLE,
+    WORKLOAD_FLOATS,
     Layouts,
     Workload,
     configuration_problem,
@@ -304,21 +305,6 @@ class DrawTable:
         return [d for d, inputs in enumerate(self.inputs) if inputs is not None]
 
 
-_WORKLOAD_FLOATS = (
-    "model_flops",
-    "hardware_flops",
-    "t_comp_s",
-    "bubble_s",
-    "tp_comm_s",
-    "pp_comm_s",
-    "dp_comm_s",
-    "memory_per_gpu_gb",
-    "mfu_ideal",
-    "intra_bytes_per_gpu",
-    "inter_bytes_per_gpu",
-)
-
-
 def _workload_at(wa, d: int) -> Workload:
     """The :class:`Workload` of feasible draw ``d`` of ``wa`` (as :func:`mcsim.workload.workload` makes it)."""
     return Workload(
@@ -328,7 +314,7 @@ def _workload_at(wa, d: int) -> Workload:
         int(wa.iterations[d]),
         int(wa.dp[d]),
         int(wa.microbatches[d]),
-        *(float(getattr(wa, name)[d]) for name in _WORKLOAD_FLOATS),
+        *(float(getattr(wa, name)[d]) for name in WORKLOAD_FLOATS),
     )
 
 

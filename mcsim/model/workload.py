@@ -147,6 +147,22 @@ class WorkloadArrays:
         return self.compute_time_s + self.comm_time_s
 
 
+# The float fields of a Workload that workload_arrays computes, in the Workload's order.
+WORKLOAD_FLOATS = (
+    "model_flops",
+    "hardware_flops",
+    "t_comp_s",
+    "bubble_s",
+    "tp_comm_s",
+    "pp_comm_s",
+    "dp_comm_s",
+    "memory_per_gpu_gb",
+    "mfu_ideal",
+    "intra_bytes_per_gpu",
+    "inter_bytes_per_gpu",
+)
+
+
 def ring_allreduce_s(ranks: ArrayLike, nbytes: ArrayLike, bandwidth_gbps: ArrayLike, latency_s: float) -> np.ndarray:
     """Ring all-reduce time: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one rank); arrays."""
     ranks = np.asarray(ranks)
@@ -408,22 +424,7 @@ def workload(cfg: Config) -> Workload:
             "or a shorter run.max_wall_days",
             iterations,
         )
-    values = [
-        float(getattr(arrays, name)[0])
-        for name in (
-            "model_flops",
-            "hardware_flops",
-            "t_comp_s",
-            "bubble_s",
-            "tp_comm_s",
-            "pp_comm_s",
-            "dp_comm_s",
-            "memory_per_gpu_gb",
-            "mfu_ideal",
-            "intra_bytes_per_gpu",
-            "inter_bytes_per_gpu",
-        )
-    ]
+    values = [float(getattr(arrays, name)[0]) for name in WORKLOAD_FLOATS]
     dp, m = int(arrays.dp[0]), int(arrays.microbatches[0])
     if code == MEMORY:
         reason = f"memory per GPU {values[7]:.1f} GB exceeds the {cfg.hardware.gpu}'s {cfg.gpu.memory_gb:g} GB"
