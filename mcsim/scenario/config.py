@@ -169,7 +169,7 @@ def shipped_scenarios_folder() -> Path:
     try:
         return Path(str(resources.files("mcsim.scenarios")))
     except ModuleNotFoundError:
-        return Path(__file__).resolve().parent.parent / "scenarios"
+        return Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def reference_scenario_path() -> Path:
