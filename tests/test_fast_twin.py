@@ -39,10 +39,6 @@ from test_twin import (
 from mcsim.kernels import types as mc
 from mcsim.model.stragglers import factor_law
 
-# The twin is plain Python run for run: tracing it for coverage (pytest-cov) more than doubles the test's
-# time and measures nothing of mcsim/ (the kernel runs compiled), so coverage pauses here.
-pytestmark = pytest.mark.no_cover
-
 # Episodes rarer and longer than test_twin's: a stretch needs several checkpoints between changes.
 EPISODES = dict(episode_rate_per_s=1 / 1200.0, episode_mean_s=300.0, episode_slowdown=1.6)
 ITERATIONS = 3000  # about 150 checkpoints: several failures per run, dozens of checkpoints between them

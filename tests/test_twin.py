@@ -32,10 +32,6 @@ from mcsim.model.stragglers import factor_law
 from mcsim.model.workload import workload
 from mcsim.scenario.config import scenario_from_dict
 
-# The twin is plain Python run for run: tracing it for coverage (pytest-cov) more than doubles the test's
-# time and measures nothing of mcsim/ (the kernel runs compiled), so coverage pauses here.
-pytestmark = pytest.mark.no_cover
-
 RTOL = 1e-12
 
 # Checkpoint strategies on 1 s iterations (0.9 s compute, 0.1 s exposed communication),
