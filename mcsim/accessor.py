@@ -28,25 +28,25 @@ class _Plots:
         self._ds = ds
 
     def scaling(self, **kwargs):
-        """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.plots.plot_scaling`)."""
+        """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.report.plots.plot_scaling`)."""
         from mcsim.report.plots import plot_scaling
 
         return plot_scaling(self._ds, **kwargs)
 
     def cdf(self, **kwargs):
-        """Distributions per configuration (:func:`mcsim.plots.plot_cdf`)."""
+        """Distributions per configuration (:func:`mcsim.report.plots.plot_cdf`)."""
         from mcsim.report.plots import plot_cdf
 
         return plot_cdf(self._ds, **kwargs)
 
     def pareto(self, **kwargs):
-        """Time versus cost or energy with the front (:func:`mcsim.plots.plot_pareto`)."""
+        """Time versus cost or energy with the front (:func:`mcsim.report.plots.plot_pareto`)."""
         from mcsim.report.plots import plot_pareto
 
         return plot_pareto(self._ds, **kwargs)
 
     def breakdown(self, **kwargs):
-        """Where time and energy go (:func:`mcsim.plots.plot_breakdown`)."""
+        """Where time and energy go (:func:`mcsim.report.plots.plot_breakdown`)."""
         from mcsim.report.plots import plot_breakdown
 
         return plot_breakdown(self._ds, **kwargs)

@@ -70,7 +70,7 @@ def write_results(ds: xr.Dataset, path: str | Path) -> Path:
     """Write ``ds`` to ``path`` (netCDF4, compressed) atomically; returns the path.
 
     Parent folders are created. On any error or interruption the temporary
-    file is removed and ``path`` is left as it was (:func:`mcsim.atomic.atomic_path`).
+    file is removed and ``path`` is left as it was (:func:`mcsim.io.atomic.atomic_path`).
 
     Raises
     ------
