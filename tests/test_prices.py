@@ -14,9 +14,8 @@ import mcsim
 from mcsim.errors import ScenarioError
 from mcsim.planning.plan import plan_from_dict
 from mcsim.planning.screen import type_prices
-from mcsim.scenario.catalog import GPU_CATALOG, GPU_PRICES, PRICE_RATES
+from mcsim.scenario.catalog import GPU_CATALOG, GPU_PRICES, PRICE_RATES, gpu_hour_usd
 from mcsim.scenario.config import scenario_from_dict
-from mcsim.scenario.prices import gpu_hour_usd
 
 # USD per instance-hour of the 8-GPU instance (AWS price list, us-east-1, 2026-01-21)
 ON_DEMAND_INSTANCE = {

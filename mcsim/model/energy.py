@@ -34,8 +34,8 @@ from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import Workload
+from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
-from mcsim.scenario.prices import gpu_hour_usd
 
 J_PER_MWH = 3.6e9
 J_PER_KWH = 3.6e6
@@ -184,7 +184,7 @@ def run_cost_usd(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[
     """Allocation and electricity cost of each run, USD.
 
     Rental: ``G wall_h price``, with ``price`` the GPU type's hourly price
-    (:func:`mcsim.scenario.prices.gpu_hour_usd`: the scenario's price for the type, its one
+    (:func:`mcsim.scenario.catalog.gpu_hour_usd`: the scenario's price for the type, its one
     ``gpu_hour_usd``, or the catalog's rate). Owned: ``(G gpu_capex + nodes node_capex)
     wall_h / (amortization_years * 8766 h)``. Electricity: ``kWh electricity_usd_per_kwh``.
     """
@@ -203,7 +203,7 @@ def allocation_usd(cost, gpu_hour_usd, gpus, nodes, hours):
     cost : CostSection
         The ``[cost]`` table: its ``model`` and, for ``owned``, the capital costs.
     gpu_hour_usd : float, ndarray or None
-        Rental price of one GPU, USD/(GPU h) (per GPU type: :func:`mcsim.scenario.prices.gpu_hour_usd`);
+        Rental price of one GPU, USD/(GPU h) (per GPU type: :func:`mcsim.scenario.catalog.gpu_hour_usd`);
         unused by the ``owned`` model.
     gpus, nodes : int or ndarray
         GPUs and nodes held.

@@ -35,9 +35,8 @@ import numpy as np
 
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import RECOMPUTE_CODES
-from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, lookup_gpu
+from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.config import Scenario, check_depth, read_toml, scenario_from_dict
-from mcsim.scenario.prices import check_type_prices
 from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, Interval, ScenarioError, build_section, coerce_value, param
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")

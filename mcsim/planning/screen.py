@@ -55,8 +55,8 @@ from mcsim.model.workload import (
     workload_arrays,
 )
 from mcsim.planning.plan import Candidates, Plan, gpu_specs
+from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
-from mcsim.scenario.prices import gpu_hour_usd
 
 # Rejection codes (the first one found is kept), in the order they are assigned but for 14, the simulation's
 # horizon, checked first among the constraints (a code added later keeps the earlier ones' numbers).

@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from mcsim.scenario.catalog import GpuSpec, lookup_gpu
+from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, normal_key, parse_override, plain_value
-from mcsim.scenario.prices import check_type_prices
 from mcsim.scenario.schema import (
     PLAN_TABLES,
     REQUIRED_SECTIONS,
