@@ -21,6 +21,7 @@ import xarray as xr
 
 from mcsim.analysis import compare as analysis
 from mcsim.analysis.summary import summarize
+from mcsim.io.netcdf import scenario_names
 
 
 class _Plots:
@@ -57,7 +58,8 @@ class McsimAccessor:
     """Analysis methods on an mcsim result dataset (dims: sweep dims..., ``run``)."""
 
     def __init__(self, ds: xr.Dataset) -> None:
-        self._ds = ds
+        # a file opened with plain xarray holds uncertain inputs under CF names: take their keys back
+        self._ds = scenario_names(ds)
 
     def summary(self) -> xr.Dataset:
         """Statistics of every per-run variable along ``stat`` (:func:`mcsim.summarize`)."""
