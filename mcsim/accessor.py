@@ -21,6 +21,7 @@ import xarray as xr
 
 from mcsim.analysis import compare as analysis
 from mcsim.analysis.summary import summarize
+from mcsim.io.netcdf import scenario_names
 
 
 class _Plots:
@@ -28,25 +29,25 @@ class _Plots:
         self._ds = ds
 
     def scaling(self, **kwargs):
-        """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.plots.plot_scaling`)."""
+        """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.report.plots.plot_scaling`)."""
         from mcsim.report.plots import plot_scaling
 
         return plot_scaling(self._ds, **kwargs)
 
     def cdf(self, **kwargs):
-        """Distributions per configuration (:func:`mcsim.plots.plot_cdf`)."""
+        """Distributions per configuration (:func:`mcsim.report.plots.plot_cdf`)."""
         from mcsim.report.plots import plot_cdf
 
         return plot_cdf(self._ds, **kwargs)
 
     def pareto(self, **kwargs):
-        """Time versus cost or energy with the front (:func:`mcsim.plots.plot_pareto`)."""
+        """Time versus cost or energy with the front (:func:`mcsim.report.plots.plot_pareto`)."""
         from mcsim.report.plots import plot_pareto
 
         return plot_pareto(self._ds, **kwargs)
 
     def breakdown(self, **kwargs):
-        """Where time and energy go (:func:`mcsim.plots.plot_breakdown`)."""
+        """Where time and energy go (:func:`mcsim.report.plots.plot_breakdown`)."""
         from mcsim.report.plots import plot_breakdown
 
         return plot_breakdown(self._ds, **kwargs)
@@ -57,7 +58,8 @@ class McsimAccessor:
     """Analysis methods on an mcsim result dataset (dims: sweep dims..., ``run``)."""
 
     def __init__(self, ds: xr.Dataset) -> None:
-        self._ds = ds
+        # a file opened with plain xarray holds uncertain inputs under CF names: take their keys back
+        self._ds = scenario_names(ds)
 
     def summary(self) -> xr.Dataset:
         """Statistics of every per-run variable along ``stat`` (:func:`mcsim.summarize`)."""

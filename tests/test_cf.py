@@ -2,12 +2,17 @@
 
 The checker is the IOOS compliance-checker (the ``test`` extra installs it); its
 only accepted complaint is the currency unit: UDUNITS has no unit for money, so
-``USD`` cannot be made UDUNITS-parseable.
+``USD`` cannot be made UDUNITS-parseable. The documented convention (docs/model.md §7)
+writes money as ``USD`` times a UDUNITS unit (``USD h-1``), so the rest parses.
+Every kind of file is checked: single runs, sweeps, uncertain inputs (here) and plans
+(tests/test_plan_hostile.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 
 import cf_units
 import numpy as np
@@ -16,8 +21,10 @@ import xarray as xr
 from compliance_checker import runner
 
 import mcsim
-from mcsim.io.variables import VARIABLES
+from mcsim.io.variables import FILE_UNITS, VARIABLES, file_units
+from mcsim.planning.plan import Constraints, PlanOptions, Search
 from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.schema import SECTIONS, FailureClass
 
 CURRENCY = "USD"
 pytestmark = pytest.mark.filterwarnings("ignore:The ioos_sos checker is deprecated:DeprecationWarning")
@@ -41,8 +48,80 @@ def _checker_messages(path) -> list[str]:
     ]
 
 
+def _is_currency_unit(unit: str) -> bool:
+    """``USD`` times a UDUNITS unit (``USD``, ``USD h-1``, ``USD kW-1 h-1``): the one documented exception."""
+    if CURRENCY not in unit.split():
+        return False
+    try:
+        cf_units.Unit(unit.replace(CURRENCY, "1"))
+    except ValueError:
+        return False
+    return True
+
+
 def _not_currency(messages: list[str]) -> list[str]:
-    return [m for m in messages if f'"{CURRENCY}" are not recognized by UDUNITS' not in m]
+    unknown = re.compile(r'"([^"]*)" are not recognized by UDUNITS')
+    return [m for m in messages if not ((found := unknown.search(m)) and _is_currency_unit(found.group(1)))]
+
+
+def _parses(unit: str) -> bool:
+    try:
+        cf_units.Unit(unit)
+    except ValueError:
+        return False
+    return True
+
+
+def _schema_units() -> set[str]:
+    """Every unit a scenario or plan key declares (the units sweep coordinates and uncertain inputs carry)."""
+    tables = [*SECTIONS.values(), FailureClass, Search, Constraints, PlanOptions]
+    return {str(f.metadata.get("unit") or "") for cls in tables for f in dataclasses.fields(cls)}
+
+
+def test_every_schema_unit_is_written_in_udunits_spelling():
+    units = _schema_units()
+    assert {"GB/s", "USD/(GPU h)", "tokens"} <= units  # the collection really reads the schema
+    for unit in units:
+        written = file_units(unit)
+        assert _parses(written) or _is_currency_unit(written), (unit, written)
+    assert "GB/s" in FILE_UNITS and not _parses("GB/s") and not _parses("GB")  # why the mapping exists
+    # the spellings mean what the schema says: GB are 1e9 bytes, years of 365.25 days (docs/model.md)
+    assert cf_units.Unit(file_units("GB/s")).convert(1.0, "byte s-1") == pytest.approx(1e9)
+    assert cf_units.Unit(file_units("TFLOP/s")).convert(1.0, "s-1") == pytest.approx(1e12)
+    assert cf_units.Unit(file_units("years")).convert(1.0, "h") == pytest.approx(8766.0)
+    assert cf_units.Unit(file_units("pJ/bit")).convert(1.0, "J bit-1") == pytest.approx(1e-12)
+    assert cf_units.Unit(file_units("gCO2e/kWh")).convert(1.0, "kg J-1") == pytest.approx(1e-3 / 3.6e6)
+    assert cf_units.Unit(file_units("1/(node day)")).convert(1.0, "h-1") == pytest.approx(1 / 24)
+    assert file_units("USD/(GPU h)") == "USD h-1" and file_units("parameters") == "1"
+
+
+def test_uncertain_input_file_passes_cf_checker_but_currency(small_raw, tmp_path):
+    # Draws of inputs whose schema units are not UDUNITS spellings (GB/s, years, USD/(GPU h)),
+    # over a sweep whose coordinate is in GB/s too.
+    small_raw["run"].update(runs=4, draws=4)
+    small_raw["sweep"] = {"checkpoint.write_gbps_per_node": [5.0, 10.0]}
+    small_raw["uncertain"] = {
+        "network.inter_gbps": {"dist": "uniform", "low": 25.0, "high": 50.0},
+        "carbon.lifetime_years": {"dist": "uniform", "low": 4.0, "high": 6.0},
+        "cost.gpu_hour_usd": {"dist": "uniform", "low": 1.0, "high": 3.0},
+    }
+    ds = mcsim.simulate(scenario_from_dict(small_raw, "uncertain.toml"), progress=False)
+    assert ds["network.inter_gbps"].attrs["units"] == "Gbyte s-1"
+    assert ds["write_gbps_per_node"].attrs["units"] == "Gbyte s-1"
+    assert ds["cost.gpu_hour_usd"].attrs["units"] == "USD h-1"
+    path = mcsim.write_results(ds, tmp_path / "uncertain.nc")
+    messages = _checker_messages(path)
+    assert _not_currency(messages) == []
+    assert any("USD h-1" in m for m in messages)  # the currency exception is still seen, and only it
+    # stored under CF names (CF-1.10 §2.3), read back under the scenario keys
+    with xr.open_dataset(path) as plain:
+        assert plain["network_inter_gbps"].attrs["mcsim_name"] == "network.inter_gbps"
+        assert "network.inter_gbps" not in plain
+        assert plain.mcsim._ds["network.inter_gbps"].attrs["units"] == "Gbyte s-1"  # the accessor takes the keys
+    back = mcsim.open_results(path)
+    for key in ("network.inter_gbps", "carbon.lifetime_years", "cost.gpu_hour_usd"):
+        np.testing.assert_array_equal(back[key].values, ds[key].values)
+        assert back[key].attrs == ds[key].attrs
 
 
 @pytest.fixture

@@ -98,9 +98,11 @@ def test_energy_cost_co2_formulas(small_ds, small_raw):
     ds = small_ds
     hours = ds["wall_time"]
     kwh = ds["energy"] * 1000
-    # docs/model.md §5, with the default cost and carbon tables (2 USD/GPU-h, 0.08 USD/kWh,
+    # docs/model.md §5, with the default cost and carbon tables (the A100 80GB's on-demand price:
+    # AWS p4de.24xlarge, 27.44705 USD/h for 8 GPUs in us-east-1, January 2026; 0.08 USD/kWh,
     # 380 g/kWh, 150 kg/GPU over 5 years of 365.25 days)
-    np.testing.assert_allclose(ds["cost"], 64 * hours * 2.0 + kwh * 0.08, rtol=1e-12)
+    assert cfg.hardware.gpu == "A100-80GB"
+    np.testing.assert_allclose(ds["cost"], 64 * hours * (27.44705 / 8) + kwh * 0.08, rtol=1e-12)
     np.testing.assert_allclose(ds["co2"], kwh * 380 / 1e6 + 150 * 64 * hours / (5 * 365.25 * 24) / 1e3, rtol=1e-12)
     # energy is at least idle power for the whole wall time and at most TDP, times PUE 1.1
     nodes = 8

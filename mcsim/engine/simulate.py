@@ -89,7 +89,7 @@ def simulate(
     Raises
     ------
     ScenarioError
-        When the estimated duration exceeds the limit of :func:`mcsim.budget.limits`
+        When the estimated duration exceeds the limit of :func:`mcsim.scenario.limits.limits`
         (24 h by default).
     BackendUnavailable
         No dask extra, or no dask scheduler answering at ``scheduler``.

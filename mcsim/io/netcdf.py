@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 import shutil
 import sys
 from collections.abc import Hashable
@@ -23,11 +24,59 @@ from mcsim.io.atomic import atomic_path
 COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 
 
+# CF-1.10 §2.3: names begin with a letter and hold letters, digits and underscores.
+_CF_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+NAME_ATTR = "mcsim_name"  # the name in mcsim of a variable stored under a CF name
+
+
+def cf_names(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with every data variable whose name is not a CF name stored under one.
+
+    The variables of uncertain inputs are named by their scenario key
+    (``network.inter_gbps``, ``failures.gpu-hbm.mtbf_hours``), which CF does not allow; they
+    are stored as ``network_inter_gbps`` (every other character becomes ``_``; a leading
+    ``x`` if the name does not start with a letter; ``_2``, ``_3`` ... if taken) with the key
+    in the attribute ``mcsim_name``. :func:`scenario_names` reverses it.
+    """
+    taken = set(map(str, ds.variables))
+    renames: dict[Hashable, str] = {}
+    for name in ds.data_vars:
+        if _CF_NAME.fullmatch(str(name)):
+            continue
+        stem = re.sub(r"[^A-Za-z0-9_]", "_", str(name))
+        stem = stem if stem[:1].isalpha() else f"x{stem}"
+        safe, n = stem, 1
+        while safe in taken:
+            n += 1
+            safe = f"{stem}_{n}"
+        taken.add(safe)
+        renames[name] = safe
+    if not renames:
+        return ds
+    stored = ds.rename_vars(renames)
+    for name, safe in renames.items():
+        stored[safe].attrs = {**stored[safe].attrs, NAME_ATTR: str(name)}
+    return stored
+
+
+def scenario_names(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with the variables :func:`cf_names` stored under CF names back under their own names."""
+    renames = {name: str(var.attrs[NAME_ATTR]) for name, var in ds.data_vars.items() if NAME_ATTR in var.attrs}
+    if not renames:
+        return ds
+    restored = ds.rename_vars(renames)
+    for name in renames.values():
+        restored[name].attrs = {k: v for k, v in restored[name].attrs.items() if k != NAME_ATTR}
+    return restored
+
+
 def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     """The dataset as it is stored, and its netCDF encoding.
 
     - Numbers are compressed (zlib level 4 with shuffle); a float coordinate
       variable (a dimension's own values) gets no ``_FillValue`` (CF-1.10 §2.5.1).
+    - Variables named by a scenario key (uncertain inputs) are stored under CF names
+      (:func:`cf_names`; :func:`open_results` restores the keys).
     - Text is converted to fixed-width Unicode first (text held as Python
       objects, as :func:`open_results` returns it, too), so that writing does
       not depend on how the installed pandas infers object columns.
@@ -49,6 +98,7 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
         The dataset to write (``ds`` with text as fixed-width Unicode) and the
         ``encoding`` argument for :meth:`xarray.Dataset.to_netcdf`.
     """
+    ds = cf_names(ds)
     encoding: dict[Hashable, dict] = {}
     converted = {}
     for name, var in {**ds.data_vars, **ds.coords}.items():
@@ -70,7 +120,7 @@ def write_results(ds: xr.Dataset, path: str | Path) -> Path:
     """Write ``ds`` to ``path`` (netCDF4, compressed) atomically; returns the path.
 
     Parent folders are created. On any error or interruption the temporary
-    file is removed and ``path`` is left as it was (:func:`mcsim.atomic.atomic_path`).
+    file is removed and ``path`` is left as it was (:func:`mcsim.io.atomic.atomic_path`).
 
     Raises
     ------
@@ -155,7 +205,7 @@ def open_results(path: str | Path) -> xr.Dataset:
     for name in ("completed", "feasible"):
         if name in loaded and loaded[name].dtype != np.bool_:
             loaded[name] = loaded[name].astype(bool)
-    return _text_as_unicode(loaded)
+    return _text_as_unicode(scenario_names(loaded))
 
 
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"

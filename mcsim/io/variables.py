@@ -234,8 +234,44 @@ def objective_direction(name: str) -> str:
     return var.direction
 
 
-# schema units that are counts or labels, shown as the dimensionless "1"
-_COUNT_UNITS = {"", "parameters", "tokens", "sequences"}
+# The UDUNITS spelling written to files of each unit the scenario schema shows (docs/model.md §7).
+# Counts and labels are the dimensionless "1"; what a unit counts (GPU, node, CO2e, per GPU)
+# stays in the long_name. Money keeps the documented convention: "USD" (which UDUNITS does
+# not know) times a UDUNITS unit. A schema unit missing here is written as it is;
+# tests/test_cf.py checks that every unit the schema declares is covered.
+FILE_UNITS = {
+    "": "1",
+    "parameters": "1",
+    "tokens": "1",
+    "sequences": "1",
+    "1/(node day)": "d-1",  # per node and day
+    "B": "byte",
+    "GB": "Gbyte",  # 1e9 bytes
+    "GB/s": "Gbyte s-1",
+    "TFLOP/s": "1e12 s-1",  # floating-point operations per second
+    "pJ/bit": "pJ bit-1",
+    "gCO2e/kWh": "g kW-1 h-1",  # grams of CO2e per kWh
+    "kgCO2e": "kg",
+    "years": "365.25 d",  # the model's year (docs/model.md §5), not UDUNITS' tropical "year"
+    "USD/(GPU h)": "USD h-1",  # per GPU
+    "USD/kWh": "USD kW-1 h-1",
+}
+
+
+def file_units(unit: str) -> str:
+    """The ``units`` attribute written for a schema unit: its UDUNITS spelling (:data:`FILE_UNITS`).
+
+    Parameters
+    ----------
+    unit : str
+        A unit as the scenario schema shows it (``GB/s``, ``tokens``, ``MHz``).
+
+    Returns
+    -------
+    str
+        The spelling CF tools parse (``Gbyte s-1``, ``1``, ``MHz``); money as ``USD`` times one.
+    """
+    return FILE_UNITS.get(unit, unit)
 
 
 def coordinate_attrs(key: str, meta: dict | None, numeric: bool) -> dict[str, str]:
@@ -256,5 +292,5 @@ def coordinate_attrs(key: str, meta: dict | None, numeric: bool) -> dict[str, st
     attrs = {"long_name": f"swept scenario key {key}" + (f" ({doc})" if doc else "")}
     if numeric:
         unit = str(meta.get("unit") or "")
-        attrs["units"] = "1" if unit in _COUNT_UNITS else unit
+        attrs["units"] = file_units(unit)
     return attrs

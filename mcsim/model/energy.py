@@ -34,6 +34,7 @@ from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import Workload
+from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
 
 J_PER_MWH = 3.6e9
@@ -182,19 +183,35 @@ def run_energy_j(
 def run_cost_usd(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str, np.ndarray]:
     """Allocation and electricity cost of each run, USD.
 
-    Rental: ``G wall_h gpu_hour_usd``. Owned: ``(G gpu_capex + nodes node_capex)
+    Rental: ``G wall_h price``, with ``price`` the GPU type's hourly price
+    (:func:`mcsim.scenario.catalog.gpu_hour_usd`: the scenario's price for the type, its one
+    ``gpu_hour_usd``, or the catalog's rate). Owned: ``(G gpu_capex + nodes node_capex)
     wall_h / (amortization_years * 8766 h)``. Electricity: ``kWh electricity_usd_per_kwh``.
     """
+    price = gpu_hour_usd(cfg.cost, cfg.hardware.gpu)
     return {
-        "allocation": allocation_usd(cfg.cost, cfg.parallelism.gpus, cfg.nodes, wall_s / 3600.0),
+        "allocation": allocation_usd(cfg.cost, price, cfg.parallelism.gpus, cfg.nodes, wall_s / 3600.0),
         "electricity": energy_j / J_PER_KWH * cfg.cost.electricity_usd_per_kwh,
     }
 
 
-def allocation_usd(cost, gpus, nodes, hours):
-    """Rental or amortised capital cost of an allocation held ``hours``, USD (scalars or arrays)."""
+def allocation_usd(cost, gpu_hour_usd, gpus, nodes, hours):
+    """Rental or amortised capital cost of an allocation held ``hours``, USD (scalars or arrays).
+
+    Parameters
+    ----------
+    cost : CostSection
+        The ``[cost]`` table: its ``model`` and, for ``owned``, the capital costs.
+    gpu_hour_usd : float, ndarray or None
+        Rental price of one GPU, USD/(GPU h) (per GPU type: :func:`mcsim.scenario.catalog.gpu_hour_usd`);
+        unused by the ``owned`` model.
+    gpus, nodes : int or ndarray
+        GPUs and nodes held.
+    hours : float or ndarray
+        Hours held.
+    """
     if cost.model == "rental":
-        return gpus * hours * cost.gpu_hour_usd
+        return gpus * hours * gpu_hour_usd
     capital = gpus * cost.gpu_capex_usd + nodes * cost.node_capex_usd
     return capital * hours / (cost.amortization_years * HOURS_PER_YEAR)
 

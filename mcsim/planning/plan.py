@@ -35,7 +35,7 @@ import numpy as np
 
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import RECOMPUTE_CODES
-from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, lookup_gpu
+from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.config import Scenario, check_depth, read_toml, scenario_from_dict
 from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, Interval, ScenarioError, build_section, coerce_value, param
 
@@ -230,6 +230,13 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
     if isinstance(hardware, dict):
         hardware.setdefault("gpu", search.gpu_types[0])
     scenario = scenario_from_dict(raw, source)
+    check_type_prices(
+        scenario.base.cost,
+        search.gpu_types,
+        source,
+        flat_varied=any(entry.key == "cost.gpu_hour_usd" for entry in scenario.uncertain),
+        compared="search.gpu_types",
+    )
     gpn = scenario.base.hardware.gpus_per_node
     bad = [g for g in search.gpus if g % gpn]
     if bad:

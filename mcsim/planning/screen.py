@@ -55,6 +55,7 @@ from mcsim.model.workload import (
     workload_arrays,
 )
 from mcsim.planning.plan import Candidates, Plan, gpu_specs
+from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
 
 # Rejection codes (the first one found is kept), in the order they are assigned but for 14, the simulation's
@@ -130,6 +131,16 @@ def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
     )
 
 
+def type_prices(plan: Plan) -> np.ndarray:
+    """Rental price of each searched GPU type, USD/(GPU h), in ``search.gpu_types`` order.
+
+    NaN where the type has no price (only under the ``owned`` cost model, which uses none).
+    """
+    cost = plan.scenario.base.cost
+    prices = (gpu_hour_usd(cost, name) for name in plan.search.gpu_types)
+    return np.array([np.nan if price is None else price for price in prices], dtype=np.float64)
+
+
 def _gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
     return np.array([getattr(spec, name) for spec in gpu_specs(plan)], dtype=np.float64)[cand.gpu_type]
 
@@ -198,7 +209,11 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
     hours = wall / 3600.0
     nodes = cand.gpus // base.hardware.gpus_per_node
-    cost = allocation_usd(base.cost, cand.gpus, nodes, hours) + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
+    prices = type_prices(plan)
+    cost = (
+        allocation_usd(base.cost, prices[cand.gpu_type], cand.gpus, nodes, hours)
+        + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
+    )
     co2 = co2_t(base.carbon, cand.gpus, wall, energy)
     co2_total = co2["operational"] + co2["embodied"]
     estimates = {"cost": cost, "energy": energy / J_PER_MWH, "wall_time": hours, "co2": co2_total}

@@ -15,13 +15,45 @@ entry's ``sources`` string. Datasheet figures are vendor peaks; idle power and
 host-link bandwidths are measured or derived effective values, and are labelled
 as such. Any numeric field can be overridden from a scenario's ``[hardware]``
 table (see :func:`gpu_field_names`).
+
+:data:`GPU_PRICES` holds each type's published hourly rental price per GPU, USD/(GPU h),
+for two rates (:data:`PRICE_RATES`): ``on_demand`` and ``reserved`` (a one-year
+commitment). A rate that no source publishes is None, never a guess; a scenario then
+gives the price (``cost.gpu_hour_usd_by_type``). docs/model.md §5 lists the sources.
+
+A rented GPU of type T costs, in USD per GPU-hour (docs/model.md §5), the first of:
+
+1. ``cost.gpu_hour_usd_by_type[T]``, the scenario's price for that type;
+2. ``cost.gpu_hour_usd``, one price the scenario gives for every type;
+3. the catalog's published price of T at the rate ``cost.price`` (``on_demand`` or
+   ``reserved``; :data:`mcsim.scenario.catalog.GPU_PRICES`).
+
+A type with none of the three cannot be rented: :func:`check_type_prices` refuses it. A
+scenario or plan that compares several GPU types while one explicit ``gpu_hour_usd``
+prices two or more of them is refused as well: its cost ranking would only restate that
+one price (issue 22).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
-__all__ = ["GpuSpec", "GPU_CATALOG", "lookup_gpu", "gpu_field_names"]
+from mcsim.errors import ScenarioError
+
+__all__ = [
+    "GpuSpec",
+    "GPU_CATALOG",
+    "lookup_gpu",
+    "gpu_field_names",
+    "GpuPrice",
+    "GPU_PRICES",
+    "PRICE_RATES",
+    "catalog_price",
+    "gpu_hour_usd",
+    "check_type_prices",
+]
 
 
 @dataclass(frozen=True)
@@ -213,3 +245,184 @@ def gpu_field_names() -> tuple[str, ...]:
         the keys a scenario's ``[hardware]`` table may override.
     """
     return tuple(f.name for f in fields(GpuSpec) if f.name != "sources")
+
+
+@dataclass(frozen=True)
+class GpuPrice:
+    """Published hourly rental prices of one GPU type, USD per GPU-hour.
+
+    Attributes
+    ----------
+    on_demand : float or None
+        Pay-as-you-go list price, USD/(GPU h); None where no source publishes one.
+    reserved : float or None
+        List price under a one-year commitment, USD/(GPU h); None where no source publishes one.
+    sources : str
+        Where each number comes from and when it was read.
+    """
+
+    on_demand: float | None
+    reserved: float | None
+    sources: str
+
+
+# The rates a scenario may choose (`cost.price`).
+PRICE_RATES = ("on_demand", "reserved")
+
+# AWS EC2 list prices, Linux, US East (N. Virginia), per instance-hour, divided by the
+# instance's 8 GPUs. One provider and one date for every type, so that a plan across
+# types compares the GPUs and not the providers. Source: the AWS Price List API as
+# republished by instances.vantage.sh, snapshot of 2026-01-21 (repository tsaol/aws-gpu,
+# data/<family>_instances.js, commit 77fcd9fe); "reserved" there is the 1-year Standard
+# Reserved Instance, no upfront (yrTerm1Standard.noUpfront). AWS sells no Reserved
+# Instances of p5, p5en and p6-b200 (Savings Plans and Capacity Blocks only), so those
+# types have no reserved default.
+_AWS_SOURCE = "AWS EC2 price list, us-east-1, Linux, via instances.vantage.sh (snapshot 2026-01-21)"
+_GPUS_PER_INSTANCE = 8
+
+
+def _per_gpu(instance_usd_per_hour: float) -> float:
+    """USD per GPU-hour of an 8-GPU instance's hourly price."""
+    return instance_usd_per_hour / _GPUS_PER_INSTANCE
+
+
+GPU_PRICES: dict[str, GpuPrice] = {
+    # p4d.24xlarge (8 x A100 40GB SXM4): on-demand 21.957642 USD/h, 1-year RI no upfront
+    # 13.921094 USD/h (snapshot 2026-01-21); on-demand also 2.7447 USD/(GPU h) in
+    # datareceipts/data-receipts 109-gpu-pricing (retrieved 2026-11-09).
+    "A100-40GB": GpuPrice(
+        on_demand=_per_gpu(21.957642),
+        reserved=_per_gpu(13.921094),
+        sources=f"p4d.24xlarge: {_AWS_SOURCE}; 1-year Standard RI, no upfront",
+    ),
+    # p4de.24xlarge (8 x A100 80GB SXM4): on-demand 27.44705 USD/h, 1-year RI no upfront
+    # 17.401365 USD/h (snapshot 2026-01-21).
+    "A100-80GB": GpuPrice(
+        on_demand=_per_gpu(27.44705),
+        reserved=_per_gpu(17.401365),
+        sources=f"p4de.24xlarge: {_AWS_SOURCE}; 1-year Standard RI, no upfront",
+    ),
+    # p5.48xlarge (8 x H100 SXM 80GB): on-demand 55.04 USD/h (snapshot 2026-01-21; the
+    # June 2025 price cut; p5.4xlarge, one H100, is 6.88 USD/h). No Reserved Instances.
+    "H100-SXM": GpuPrice(
+        on_demand=_per_gpu(55.04),
+        reserved=None,
+        sources=f"p5.48xlarge: {_AWS_SOURCE}; no Reserved Instance offered",
+    ),
+    # p5en.48xlarge (8 x H200 141GB): on-demand 63.296 USD/h (snapshot 2026-01-21; the same
+    # in dstack's `dstack offer` listing of 2026-08-06, dstackai/dstack pull request 4110).
+    # p5e.48xlarge (also 8 x H200) has no public on-demand price. No Reserved Instances.
+    "H200": GpuPrice(
+        on_demand=_per_gpu(63.296),
+        reserved=None,
+        sources=f"p5en.48xlarge: {_AWS_SOURCE}; no Reserved Instance offered",
+    ),
+    # AWS offers no GH200 instance. Other providers do (Lambda: 1.49 USD/h for one GH200,
+    # SkyPilot catalog catalogs/v7/lambda/vms.csv, commit 11580132), but mixing providers
+    # would make a plan across types compare providers; no default.
+    "GH200": GpuPrice(
+        on_demand=None,
+        reserved=None,
+        sources="no AWS instance; not sourced from the same provider as the other types",
+    ),
+    # p6-b200.48xlarge (8 x B200): on-demand 113.9328 USD/h (snapshot 2026-01-21).
+    # No Reserved Instances.
+    "B200": GpuPrice(
+        on_demand=_per_gpu(113.9328),
+        reserved=None,
+        sources=f"p6-b200.48xlarge: {_AWS_SOURCE}; no Reserved Instance offered",
+    ),
+}
+if set(GPU_PRICES) != set(GPU_CATALOG):  # one price entry per catalog type
+    raise ImportError("GPU_PRICES and GPU_CATALOG name different GPU types")
+
+
+def catalog_price(name: str, rate: str) -> float | None:
+    """The catalog's hourly price of GPU type ``name`` at ``rate``, USD/(GPU h).
+
+    Parameters
+    ----------
+    name : str
+        Catalog key, e.g. ``"H100-SXM"``.
+    rate : str
+        One of :data:`PRICE_RATES`.
+
+    Returns
+    -------
+    float or None
+        The published price, or None where no source gives one.
+    """
+    return getattr(GPU_PRICES[name], rate)
+
+
+def gpu_hour_usd(cost: Any, gpu: str) -> Any:
+    """The rental price of one GPU of type ``gpu``, USD/(GPU h).
+
+    Parameters
+    ----------
+    cost : CostSection
+        The scenario's ``[cost]`` table. ``gpu_hour_usd`` may be an array over parameter
+        draws (uncertain inputs); it is then returned as it is.
+    gpu : str
+        Catalog name of the GPU type.
+
+    Returns
+    -------
+    float, ndarray or None
+        The price, or None when neither the scenario nor the catalog gives one.
+    """
+    by_type = dict(cost.gpu_hour_usd_by_type)
+    if gpu in by_type:
+        return by_type[gpu]
+    if cost.gpu_hour_usd is not None:
+        return cost.gpu_hour_usd
+    return catalog_price(gpu, cost.price)
+
+
+def check_type_prices(
+    cost: Any, gpu_types: Sequence[str], source: str, *, flat_varied: bool = False, compared: str = ""
+) -> None:
+    """Refuse GPU types without a price, and one explicit price across compared types.
+
+    Parameters
+    ----------
+    cost : CostSection
+        The scenario's ``[cost]`` table (only the ``rental`` model is checked: ``owned``
+        takes its capital cost from ``gpu_capex_usd``).
+    gpu_types : sequence of str
+        The GPU types the scenario or plan prices (distinct catalog names).
+    source : str
+        The file, for the error message.
+    flat_varied : bool
+        Whether ``cost.gpu_hour_usd`` is swept or uncertain (so set, though not in the table).
+    compared : str
+        What compares the types (``search.gpu_types``, ``the sweep over hardware.gpu``), for
+        the message; empty when only one type is priced.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``cost.gpu_hour_usd_by_type`` (a type without a price) or ``cost.gpu_hour_usd``.
+    """
+    if cost.model != "rental":
+        return
+    named = dict(cost.gpu_hour_usd_by_type)
+    flat = cost.gpu_hour_usd is not None or flat_varied
+    for gpu in gpu_types:
+        if gpu not in named and not flat and catalog_price(gpu, cost.price) is None:
+            raise ScenarioError(
+                source,
+                "cost.gpu_hour_usd_by_type",
+                f"the catalog has no published {cost.price} price for {gpu} (docs/model.md §5); give one, e.g. "
+                f"cost.gpu_hour_usd_by_type = {{ {gpu} = ... }} (USD/(GPU h))",
+            )
+    by_flat = [gpu for gpu in gpu_types if gpu not in named]
+    if flat and len(by_flat) > 1:
+        raise ScenarioError(
+            source,
+            "cost.gpu_hour_usd",
+            f"one price for every GPU type, but {compared or 'the scenario'} compares {', '.join(by_flat)}: "
+            "the cost ranking would only restate that price; remove cost.gpu_hour_usd (each type then "
+            f'costs its catalog rate, cost.price = "{cost.price}") or give each type its price in '
+            "cost.gpu_hour_usd_by_type",
+        )

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from mcsim.scenario.catalog import GpuSpec, lookup_gpu
+from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, normal_key, parse_override, plain_value
 from mcsim.scenario.schema import (
@@ -320,7 +320,32 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         for axis, value in zip(axes, combo, strict=False):
             _set_dotted(varied, axis.key, _as_raw(value), source)
         configs.append(_build_config(varied, source, context=_combo_text(axes, combo)))
+    check_prices(configs, (axis.key for axis in axes), (entry.key for entry in uncertain), source)
     return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs), uncertain=uncertain)
+
+
+def check_prices(configs: Sequence[Config], swept: Iterable[str], uncertain: Iterable[str], source: str) -> None:
+    """Refuse a rented GPU type without a price, and one explicit price across a sweep of types.
+
+    Parameters
+    ----------
+    configs : sequence of Config
+        The scenario's configurations (one per sweep point).
+    swept, uncertain : iterable of str
+        The scenario's swept and uncertain keys (``cost.gpu_hour_usd`` among them sets
+        that price in every configuration).
+    source : str
+        The file, for the error message.
+    """
+    flat_varied = "cost.gpu_hour_usd" in {*swept, *uncertain}
+    rented = [cfg for cfg in configs if cfg.cost.model == "rental"]
+    for cfg in rented:
+        check_type_prices(cfg.cost, (cfg.hardware.gpu,), source, flat_varied=flat_varied)
+    types = list(dict.fromkeys(cfg.hardware.gpu for cfg in rented))
+    if len(types) > 1:
+        check_type_prices(
+            rented[0].cost, types, source, flat_varied=flat_varied, compared="the sweep over hardware.gpu"
+        )
 
 
 def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float], context: str = "") -> Config:
@@ -395,7 +420,11 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
             raise ScenarioError(
                 source, where, 'not a scenario key (expected e.g. "parallelism.gpus" or "failures.<class>.mtbf_hours")'
             )
-        if section == "run" or (section == "failures" and name == "name"):
+        if (
+            section == "run"
+            or (section == "failures" and name == "name")
+            or not getattr(meta["kind"], "SWEEPABLE", True)
+        ):
             raise ScenarioError(source, where, "this key cannot be swept")
         if not isinstance(values, list) or not values:
             raise ScenarioError(source, where, "expected a non-empty list of values")

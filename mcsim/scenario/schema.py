@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcsim.errors import ScenarioError  # noqa: F401  (raised here; public from this module too)
-from mcsim.scenario.catalog import GPU_CATALOG
+from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
 
 # The checkpoint strategies a scenario may name; mcsim.model.strategies holds one record for each
 # (and checks at import that its names are these).
@@ -95,6 +95,36 @@ class Interval:
 
 class StateOrNumber:
     """Field kind: one of the field's ``choices`` (a string) or a number within its bounds."""
+
+
+class PricesByType:
+    """Field kind: a table of catalog GPU types to numbers within the field's bounds.
+
+    ``{ H100-SXM = 3.1, B200 = 5.0 }`` is typed as ``(("H100-SXM", 3.1), ("B200", 5.0))``
+    (hashable, in the file's order). It cannot be swept (:data:`SWEEPABLE`).
+    """
+
+    SWEEPABLE = False
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[tuple[str, float], ...]:
+        """The (GPU type, number) pairs a TOML table names (a tuple of pairs passes through)."""
+        if isinstance(value, tuple):
+            return value
+        if not isinstance(value, dict):
+            raise ScenarioError(
+                source,
+                key,
+                f"expected a table of GPU type = number, e.g. {{ H100-SXM = 3.1 }}, got {_type_name(value)}",
+            )
+        pairs = []
+        for name, number in value.items():
+            if name not in GPU_CATALOG:
+                raise ScenarioError(
+                    source, f"{key}.{name}", f"unknown GPU type; expected one of {', '.join(GPU_CATALOG)}"
+                )
+            pairs.append((name, float(_coerce_number(meta, number, source, f"{key}.{name}", integer=False))))
+        return tuple(pairs)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,7 +276,27 @@ class CostSection:
         choices=("rental", "owned"),
         doc="rental: GPU-hours at gpu_hour_usd; owned: capital amortised over amortization_years",
     )
-    gpu_hour_usd: float = param(2.0, ge=0, le=1e6, unit="USD/(GPU h)")
+    price: str = param(
+        "on_demand",
+        kind=str,
+        choices=PRICE_RATES,
+        doc="rental: which catalog rate a GPU type costs when no price is given (docs/model.md §5)",
+    )
+    gpu_hour_usd: float | None = param(
+        None,
+        ge=0,
+        le=1e6,
+        unit="USD/(GPU h)",
+        doc="rental: one price for every GPU type not in gpu_hour_usd_by_type; unset: the catalog's rate",
+    )
+    gpu_hour_usd_by_type: tuple[tuple[str, float], ...] = param(
+        (),
+        kind=PricesByType,
+        ge=0,
+        le=1e6,
+        unit="USD/(GPU h)",
+        doc="rental: the price of each named GPU type, e.g. { H100-SXM = 3.1 }; wins over gpu_hour_usd",
+    )
     electricity_usd_per_kwh: float = param(0.08, ge=0, le=1e3, unit="USD/kWh")
     gpu_capex_usd: float = param(25000.0, ge=0, le=1e8, unit="USD", doc="owned: purchase price per GPU")
     node_capex_usd: float = param(

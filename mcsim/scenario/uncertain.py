@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from mcsim.io.variables import file_units
 from mcsim.scenario.schema import ScenarioError, build_section, field_meta, format_number, param
 
 
@@ -561,7 +562,7 @@ def input_variable_attrs(entry: UncertainInput) -> dict[str, str]:
     unit = entry.unit
     attrs = {
         "long_name": f"uncertain scenario key {entry.key}" + (f" ({entry.doc})" if entry.doc else ""),
-        "units": "1" if unit in ("", "parameters", "tokens", "sequences") else unit,
+        "units": file_units(unit),
         "distribution": entry.text,
     }
     if entry.joint is not None:
