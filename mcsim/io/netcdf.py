@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from mcsim.io.atomic import atomic_path
+from mcsim.io.atomic import ANY, atomic_path
 
 COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 
@@ -66,11 +66,13 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     return ds, encoding
 
 
-def write_results(ds: xr.Dataset, path: str | Path) -> Path:
+def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | None | str = ANY) -> Path:
     """Write ``ds`` to ``path`` (netCDF4, compressed) atomically; returns the path.
 
     Parent folders are created. On any error or interruption the temporary
     file is removed and ``path`` is left as it was (:func:`mcsim.atomic.atomic_path`).
+    ``previous`` (from :func:`mcsim.io.atomic.file_identity` at the start of a command):
+    the only file that may be replaced; None when none may (see :func:`mcsim.io.atomic.atomic_path`).
 
     Raises
     ------
@@ -81,7 +83,7 @@ def write_results(ds: xr.Dataset, path: str | Path) -> Path:
         file-size limit (``ulimit -f``), else ``EIO``.
     """
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, previous) as tmp:
         try:
             stored, encoding = netcdf_form(ds)
             with _no_dask_probe(stored):
