@@ -333,3 +333,20 @@ def test_ettr_stays_in_0_1_with_few_gpus_and_straggler_noise():
         ds = mcsim.simulate(scenario_from_dict(raw), progress=False)
         ettr = ds["ettr"].values
         assert np.isfinite(ettr).all() and (ettr >= 0).all() and (ettr <= 1).all(), (case, gpus, float(ettr.max()))
+
+
+# --------------------------------------------------------------------------- sensitivity on too few draws
+
+
+def test_sensitivity_on_too_few_draws_says_how_many_are_needed(tmp_path, capsys):
+    # Found: on 2-16 draws `mcsim sensitivity` printed NaN indices and ranked them first.
+    from mcsim.analysis.sensitivity import MIN_GIVEN_DATA_DRAWS
+
+    raw = _small(runs=4)
+    raw["run"]["draws"] = 8
+    raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.4, "high": 0.6}}
+    out = tmp_path / "u.nc"
+    assert main(["run", str(write_toml(raw, tmp_path / "u.toml")), "-o", str(out), "--quiet"]) == 0
+    assert main(["sensitivity", str(out)]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "8 parameter draws are too few" in line and f"at least {MIN_GIVEN_DATA_DRAWS}" in line
