@@ -324,7 +324,9 @@ def test_ettr_stays_in_0_1_with_few_gpus_and_straggler_noise():
     for case in range(6):
         gpus = int(rng.integers(1, 5))
         raw = _small(runs=30)
-        raw["model"].update(params=1e8, layers=4, hidden=512, tokens=2048.0 * 24 * int(rng.integers(1, 20)), global_batch=24)
+        raw["model"].update(
+            params=1e8, layers=4, hidden=512, tokens=2048.0 * 24 * int(rng.integers(1, 20)), global_batch=24
+        )
         raw["hardware"]["gpus_per_node"] = gpus
         raw["parallelism"] = {"gpus": gpus, "tp": 1, "pp": 1, "microbatch": 1}
         raw["stragglers"] = {"sigma": float(rng.uniform(0.1, 1.5)), "job_sigma": float(rng.uniform(0.0, 0.8))}
@@ -350,3 +352,19 @@ def test_sensitivity_on_too_few_draws_says_how_many_are_needed(tmp_path, capsys)
     assert main(["sensitivity", str(out)]) == 2
     line = _one_error_line(capsys.readouterr().err)
     assert "8 parameter draws are too few" in line and f"at least {MIN_GIVEN_DATA_DRAWS}" in line
+
+
+# --------------------------------------------------------------------------- item 8: lazy opening
+
+
+def test_open_results_with_chunks_stays_lazy(result_file):
+    pytest.importorskip("dask")
+    eager = open_results(result_file)
+    lazy = mcsim.open_results(result_file, chunks={"run": 7})
+    try:
+        assert lazy["wall_time"].chunks is not None and lazy["completed"].chunks is not None
+        assert lazy["completed"].dtype == np.bool_
+        for name in ("wall_time", "cost", "completed"):
+            np.testing.assert_array_equal(lazy[name].values, eager[name].values)
+    finally:
+        lazy.close()

@@ -150,8 +150,31 @@ def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
     return OSError(errno.EIO, f"the netCDF library failed ({err})")
 
 
-def open_results(path: str | Path) -> xr.Dataset:
-    """Open a result file written by :func:`write_results` (loaded into memory)."""
+def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr.Dataset:
+    """Open a result file written by :func:`write_results`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    chunks : int, str or dict, optional
+        None (the default): the whole file is loaded into memory and the file is closed.
+        Otherwise the numeric variables stay lazy dask arrays of these chunks (as
+        :func:`xarray.open_dataset`'s ``chunks``, e.g. ``{"run": 10_000}`` or ``"auto"``;
+        needs dask) and the file stays open until the dataset is closed; only the text
+        variables (labels, reasons: small) are read.
+
+    Returns
+    -------
+    xarray.Dataset
+        Booleans (``completed``, ``feasible``) as bool, text as fixed-width Unicode.
+    """
+    if chunks is not None:
+        lazy = xr.open_dataset(path, engine="netcdf4", chunks=chunks)
+        for name in ("completed", "feasible"):
+            if name in lazy and lazy[name].dtype != np.bool_:
+                lazy[name] = lazy[name].astype(bool)
+        return _text_as_unicode(lazy)
     with xr.open_dataset(path, engine="netcdf4") as ds:
         loaded = ds.load()
     for name in ("completed", "feasible"):
