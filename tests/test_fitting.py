@@ -853,7 +853,7 @@ def test_uncertain_round_trip_to_a_run_with_draws(tmp_path, capsys):
     assert main(["fit-failures", str(path), "--name", "gpu", "--uncertain", "-o", str(out)]) == 0
     raw = copy.deepcopy(SMALL_SCENARIO)
     del raw["failures"]
-    raw["run"].update(runs=3, draws=4, mode="fast")
+    raw["run"].update(runs=3, draws=32, mode="fast")  # the fewest draws sensitivity accepts
     scenario_file = tmp_path / "with-prior.toml"
     scenario_file.write_text(dumps_toml(raw) + "\n" + out.read_text())
     result = tmp_path / "r.nc"
@@ -861,10 +861,10 @@ def test_uncertain_round_trip_to_a_run_with_draws(tmp_path, capsys):
     from mcsim.io.netcdf import open_results
 
     ds = open_results(result)
-    assert ds.wall_time.dims == ("draw", "run") and ds.sizes["draw"] == 4
+    assert ds.wall_time.dims == ("draw", "run") and ds.sizes["draw"] == 32
     mtbf, shape = ds["failures.gpu.mtbf_hours"], ds["failures.gpu.shape"]
     assert mtbf.attrs["joint_group"] == "gpu" and mtbf.attrs["correlated_with"] == "failures.gpu.shape"
-    assert len(set(np.round(mtbf.values, 6))) == 4 and np.all(shape.values > 0.05)
+    assert len(set(np.round(mtbf.values, 6))) == 32 and np.all(shape.values > 0.05)
     capsys.readouterr()
     assert main(["sensitivity", str(result)]) == 0
     assert "correlated inputs: failures.gpu.mtbf_hours, failures.gpu.shape" in capsys.readouterr().out

@@ -46,6 +46,20 @@ from mcsim.io.variables import PER_RUN
 INDICES = ("S1", "ST", "delta")
 CONF_LEVEL = 0.95
 RESAMPLES = 500
+# The fewest draws from which the indices are estimated at all: SALib's given-data delta/S1
+# estimators return NaN (or bins of one point) below a few dozen samples, and the Saltelli
+# estimators need several base points. Fewer draws are refused instead of ranking NaN.
+MIN_GIVEN_DATA_DRAWS = 32
+MIN_SALTELLI_BASE = 4
+
+
+def draws_needed(design: str, inputs: int) -> int:
+    """The fewest parameter draws :func:`sensitivity` accepts for ``inputs`` uncertain inputs.
+
+    ``MIN_GIVEN_DATA_DRAWS`` for the given-data designs (sobol, lhs); for the Saltelli design,
+    ``MIN_SALTELLI_BASE`` base points of ``inputs + 2`` draws each.
+    """
+    return MIN_SALTELLI_BASE * (inputs + 2) if design == "saltelli" else MIN_GIVEN_DATA_DRAWS
 
 
 def uncertain_inputs(ds: xr.Dataset) -> list[str]:
@@ -131,7 +145,7 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     Raises
     ------
     ValueError
-        No parameter draws, or ``output`` is not a per-run variable.
+        No parameter draws, fewer than :func:`draws_needed`, or ``output`` is not a per-run variable.
     """
     if output not in PER_RUN or output not in ds:
         raise ValueError(f"expected a per-run variable ({', '.join(PER_RUN)}), got {output!r}")
@@ -141,6 +155,11 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     if correlated and design == "saltelli":
         raise ValueError(
             f"{', '.join(correlated)} are correlated: Sobol indices from a Saltelli design need independent inputs"
+        )
+    if ds.sizes["draw"] < (need := draws_needed(design, len(keys))):
+        raise ValueError(
+            f"{ds.sizes['draw']} parameter draws are too few for sensitivity indices of {len(keys)} uncertain "
+            f"input{'s' if len(keys) != 1 else ''} ({design} design): need at least {need} (run.draws >= {need})"
         )
     x = np.column_stack([np.asarray(ds[key].values, dtype=float) for key in keys])
     with warnings.catch_warnings():  # infeasible configurations: all NaN

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import xarray as xr
 
-from mcsim.cli.output import output_problem, same_path, write_failed
+from mcsim.cli.output import output_problem, path_text_problem, same_path, write_failed
 from mcsim.cli.parser import EXIT_USAGE
 from mcsim.report.tables import sensitivity_table, summary_table
 
@@ -20,7 +20,10 @@ from mcsim.report.tables import sensitivity_table, summary_table
 def cmd_validate(args: argparse.Namespace) -> int:
     """Exit 0 when every comparison is within its accepted range, else 1."""
     from mcsim.analysis.validation import validate, validation_table
+    from mcsim.scenario.schema import run_option
 
+    for name in ("runs", "seed"):  # blamed on the option, not on the reference scenarios
+        run_option(name, getattr(args, name), f"--{name}")
     if args.runs < 2:
         print(f"mcsim: error: --runs: expected a whole number >= 2, got {args.runs}", file=sys.stderr)
         return EXIT_USAGE
@@ -192,6 +195,9 @@ def open_result_file(name: str) -> xr.Dataset | None:
     from mcsim.io.netcdf import open_results
 
     path = Path(name)
+    if path.is_dir():
+        print(f"mcsim: error: {path}: is a directory; expected a result file written by mcsim", file=sys.stderr)
+        return None
     if not path.is_file():
         print(f"mcsim: error: {path}: no such file", file=sys.stderr)
         return None
@@ -284,44 +290,71 @@ def _figure_format_problem(output: Path) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """Write the report of a result or plan file into a new folder (or one an earlier report wrote).
+
+    The files are made in a staging folder and moved into place only when all are written
+    (:func:`mcsim.io.atomic.staged_folder`): a failure leaves nothing behind, and a folder
+    holding files mcsim did not write is refused before any work.
+    """
     from mcsim.engine.backends import BackendUnavailable
+    from mcsim.io.atomic import folder_problem, staged_folder
 
     source = Path(args.file)
-    if args.output == "":
-        print("mcsim: error: -o: expected a folder name, got ''", file=sys.stderr)
+    folder = report_folder(args)
+    if folder is None:
         return EXIT_USAGE
-    folder = (
-        Path(args.output)
-        if args.output is not None
-        else source.with_name((source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
-    )
-    if folder.exists() and not folder.is_dir():
-        print(f"mcsim: error: -o: {folder}: exists and is not a folder", file=sys.stderr)
-        return EXIT_USAGE
-    if problem := output_problem(folder / "README.md"):
+    if problem := folder_problem(folder) or output_problem(folder / "README.md"):
         print(f"mcsim: error: -o: {folder}: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    from mcsim.report.plan import is_plan_file, write_plan_report
-
-    if is_plan_file(source):
-        write = functools.partial(write_plan_report, source, folder)
-    else:
-        ds = open_result_file(args.file)
-        if ds is None:
-            return EXIT_USAGE
-        from mcsim.report.markdown import write_report
-
-        _use_agg()
-        write = functools.partial(write_report, ds, folder, source=source.name)
+    if (write := _report_writer(source, args.file)) is None:
+        return EXIT_USAGE
     try:
-        written = write()
+        with staged_folder(folder) as staging:
+            written = write(staging)
     except BackendUnavailable as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as err:
         print(f"mcsim: error: {source}: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except FileExistsError as err:
+        print(f"mcsim: error: -o: {folder}: {err.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as err:
-        return write_failed(folder, err)
+        return write_failed(folder, err, "nothing was left behind")
     print(f"wrote {', '.join(p.name for p in written)} in {folder}")
     return 0
+
+
+def report_folder(args: argparse.Namespace) -> Path | None:
+    """The folder ``mcsim report`` writes (``-o``, else FILE without .nc + -report), or None after the error line."""
+    source = Path(args.file)
+    if args.output == "":
+        print("mcsim: error: -o: expected a folder name, got ''", file=sys.stderr)
+        return None
+    if args.output is not None and (problem := path_text_problem(args.output)):
+        print(f"mcsim: error: -o: {problem}", file=sys.stderr)
+        return None
+    return (
+        Path(args.output)
+        if args.output is not None
+        else source.with_name((source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
+    )
+
+
+def _report_writer(source: Path, name: str):
+    """The function that writes the report of ``source`` into a folder, or None after the error line."""
+    from mcsim.report.plan import is_plan_file, write_plan_report
+
+    if source.is_dir():
+        print(f"mcsim: error: {source}: is a directory; expected a result file written by mcsim", file=sys.stderr)
+        return None
+    if is_plan_file(source):
+        return functools.partial(write_plan_report, source)
+    ds = open_result_file(name)
+    if ds is None:
+        return None
+    from mcsim.report.markdown import write_report
+
+    _use_agg()
+    return lambda folder: write_report(ds, folder, source=source.name)

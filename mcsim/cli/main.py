@@ -25,6 +25,8 @@ and exits with status 1, leaving no partial file.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 
@@ -38,16 +40,47 @@ def main(argv: list[str] | None = None) -> int:
 
     When the reader of standard output goes away (``mcsim run | head``), the
     command stops quietly with status 1 (the recipe of the Python docs for
-    SIGPIPE): no traceback, no message.
+    SIGPIPE): no traceback, no message. When standard output cannot take the
+    bytes (``> /dev/full``, a full disk), one line on stderr and status 1.
     """
+    with contextlib.suppress(AttributeError, ValueError):  # a path of bytes that are not UTF-8 in a message
+        sys.stderr.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
         status = _main(argv)
         sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)  # Python flushes stdout at exit again
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_stdout()
+        return 1
+    except OSError as err:
+        if not (_stdout_fails() or (err.filename is None and err.errno in _STDOUT_ERRORS)):
+            raise
+        _drop_stdout()
+        print(f"mcsim: error: cannot write the standard output: {err.strerror or err}", file=sys.stderr)
         return 1
     return status
+
+
+# errno of a write the standard output refused (full disk or device, quota, size limit, I/O error); file
+# writes are reported by the commands themselves, with their path
+_STDOUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _stdout_fails() -> bool:
+    """Whether standard output cannot take the bytes it holds (``mcsim summary > /dev/full``)."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        return True
+    return False
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device: Python flushes it again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stream)
+        return
 
 
 def _main(argv: list[str] | None) -> int:

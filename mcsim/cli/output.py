@@ -32,19 +32,29 @@ def lock_output(held: contextlib.ExitStack, output: Path) -> int | None:
         print(f"mcsim: error: -o: {output}: {err}; wait for it or choose another -o", file=sys.stderr)
         return EXIT_USAGE
     except OSError as err:
-        return write_failed(output, err)
+        what = Path(err.filename) if err.filename else output
+        detail = f"{err.strerror or err}" + ("; a folder is in the way of the lock file" if what.is_dir() else "")
+        print(f"mcsim: error: -o: {output}: cannot take the writer lock {what}: {detail}", file=sys.stderr)
+        return 1 if err.errno in _ENVIRONMENT_ERRORS else EXIT_USAGE
     return None
 
 
-def write_and_clear(ds: xr.Dataset, output: Path, store, notify) -> int | None:
+def write_and_clear(ds: xr.Dataset, output: Path, store, notify, previous=None) -> int | None:
     """Write ``ds`` to ``output``, then drop its resume pieces (and stale ones of earlier runs).
 
-    Returns the exit status of a failed write (the pieces are kept to resume from), or None.
+    ``previous``: the identity of the file at ``output`` when the command started
+    (:func:`mcsim.io.atomic.file_identity`, taken under the writer lock), None when there was
+    none: only that file is replaced, never one created while the command ran. Returns the
+    exit status of a failed write (the pieces are kept to resume from), or None.
     """
     from mcsim.io.netcdf import write_results
 
     try:
-        write_results(ds, output)
+        write_results(ds, output, previous)
+    except FileExistsError as err:
+        kept = "" if store is None else "; the finished pieces are kept: move it away and rerun to resume"
+        print(f"mcsim: error: -o: {output}: {err.strerror}; refusing to replace it{kept}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as err:
         return write_failed(
             output, err, None if store is None else "the finished pieces are kept; rerun the same command to resume"
@@ -84,8 +94,8 @@ def output_problem(
     from mcsim.io.atomic import NAME_MAX
 
     text = os.fspath(output)
-    if not text:
-        return "expected a file name, got ''"
+    if problem := path_text_problem(text):
+        return problem
     if text.endswith(("/", os.sep)):
         return "expected a file name, got a folder path (ends with a separator)"
     path = Path(text)
@@ -117,6 +127,24 @@ def output_problem(
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as err:
         return f"folder {folder} is not writable ({err.strerror or err})"
+    return ""
+
+
+def path_text_problem(text: str) -> str:
+    """Why ``text`` cannot name an output (bytes that are not UTF-8, a NUL), or "".
+
+    netCDF and the report's links need the name as UTF-8 text; a name given as other bytes
+    (``-o $'\\xff.nc'``, decoded by Python with surrogate escapes) would fail late, after the work.
+    """
+    if not text:
+        return "expected a file name, got ''"
+    if "\0" in text:
+        return "expected a file name, got one with a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(text)[:100]
+        return f"expected a file name in UTF-8, got bytes that are not UTF-8 ({shown!r})"
     return ""
 
 

@@ -22,6 +22,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mcsim.engine.backends import BackendUnavailable
     from mcsim.engine.resume import PieceStore, PieceWriteError
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
+    from mcsim.io.atomic import file_identity
     from mcsim.io.netcdf import is_result_file
     from mcsim.planning.plan import load_plan
     from mcsim.planning.planner import NoCandidate, plan_dataset, run_plan
@@ -32,11 +33,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if problem := output_problem(args.output if args.output is not None else output, [args.plan], is_result_file):
         print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    if args.workers is not None and args.workers < 1:
-        print(f"mcsim: error: --workers: expected a whole number >= 1, got {args.workers}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.workers is not None and args.scheduler:
-        print("mcsim: error: --workers and --scheduler: give one of them", file=sys.stderr)
+    from mcsim.cli.run import execution_option_error
+
+    if message := execution_option_error(args):
+        print(f"mcsim: error: {message}", file=sys.stderr)
         return EXIT_USAGE
 
     def notify(message: str) -> None:
@@ -50,6 +50,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as held:
         if (status := lock_output(held, output)) is not None:  # one writer per output, as mcsim run
             return status
+        previous = file_identity(output)  # the output is claimed: only this file may be replaced
         try:
             result = run_plan(
                 plan,
@@ -71,7 +72,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         except PieceWriteError as err:
             return write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
         ds = plan_dataset(result)
-        if (status := write_and_clear(ds, output, store, notify)) is not None:
+        if (status := write_and_clear(ds, output, store, notify, previous)) is not None:
             return status
     if not args.quiet:
         print(plan_table(ds))

@@ -44,6 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from mcsim.engine.resume import PieceStore
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
+    from mcsim.io.atomic import file_identity
     from mcsim.io.netcdf import is_result_file
     from mcsim.scenario.config import load_scenario
     from mcsim.scenario.schema import run_option
@@ -78,13 +79,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as held:
         if (status := lock_output(held, output)) is not None:
             return status
+        previous = file_identity(output)  # the output is claimed: only this file may be replaced
         ds = simulate_reporting_errors(args, scenario, chunk, store, notify)
         if isinstance(ds, int):
             return ds
         if problem := output_problem(output, inputs, is_result_file):  # something put there meanwhile
             print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
             return EXIT_USAGE
-        if (status := write_and_clear(ds, output, store, notify)) is not None:
+        if (status := write_and_clear(ds, output, store, notify, previous)) is not None:
             return status
     if not args.quiet:
         print(summary_table(ds))
@@ -100,7 +102,7 @@ def execution_option_error(args: argparse.Namespace) -> str | None:
     """
     from mcsim.engine.backends import usable_cpus
 
-    for option, value in (("--workers", args.workers), ("--chunk-runs", args.chunk_runs)):
+    for option, value in (("--workers", args.workers), ("--chunk-runs", getattr(args, "chunk_runs", None))):
         if value is not None and value < 1:
             return f"{option}: expected a whole number >= 1, got {value}"
     if args.workers is not None and args.scheduler:

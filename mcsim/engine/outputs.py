@@ -67,7 +67,12 @@ def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out:
         # ETTR = ideal time of the work done / wall time. A completed run did all the
         # iterations; a censored one only the OUT_ITERATIONS_DONE that survived, so its
         # ETTR stays in [0, 1] instead of setting the full job against a truncated wall time.
+        # The ideal is the failure-free time at the nominal iteration time, or the run's own
+        # productive time where its iterations ran faster than nominal (negative straggler
+        # time: with few GPUs the maximum of the rank factors, median 1, can fall below 1), so
+        # that it never exceeds the wall time (docs/model.md §11).
         done_ideal_s = np.where(completed, wl.ideal_time_s, out[:, kernel.OUT_ITERATIONS_DONE] * wl.iteration_time_s)
+        done_ideal_s = done_ideal_s + np.minimum(out[:, kernel.OUT_STRAGGLER_S], 0.0)
         ettr = np.where(wall_s > 0, done_ideal_s / wall_s, np.nan)
     return {
         "wall_time": wall_s / 3600.0,

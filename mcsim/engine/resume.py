@@ -138,6 +138,13 @@ class PieceStore:
         if self.folder.is_dir():
             import tempfile
 
+            for entry in sorted(self.folder.iterdir()):  # a piece path taken by a folder or link could never be saved
+                if entry.name.endswith(".npz") and (entry.is_symlink() or not entry.is_file()):
+                    return (
+                        f"resume folder {self.folder} holds {entry.name}, which is not a piece file "
+                        "(a folder or link); remove it or use --no-resume"
+                    )
+
             try:
                 tempfile.TemporaryFile(dir=self.folder).close()
             except OSError as err:
@@ -179,7 +186,7 @@ class PieceStore:
     def load(self, task: Task) -> np.ndarray | None:
         """The saved rows of ``task`` when they check out, else None (the task is run again)."""
         path = self.path(task)
-        if not path.is_file():
+        if path.is_symlink() or not path.is_file():
             return None
         try:
             with np.load(path, allow_pickle=False) as data:

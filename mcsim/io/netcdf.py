@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from mcsim.io.atomic import atomic_path
+from mcsim.io.atomic import ANY, atomic_path
 
 COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
 
@@ -116,11 +116,13 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     return ds, encoding
 
 
-def write_results(ds: xr.Dataset, path: str | Path) -> Path:
+def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | None | str = ANY) -> Path:
     """Write ``ds`` to ``path`` (netCDF4, compressed) atomically; returns the path.
 
     Parent folders are created. On any error or interruption the temporary
     file is removed and ``path`` is left as it was (:func:`mcsim.io.atomic.atomic_path`).
+    ``previous`` (from :func:`mcsim.io.atomic.file_identity` at the start of a command):
+    the only file that may be replaced; None when none may (see :func:`mcsim.io.atomic.atomic_path`).
 
     Raises
     ------
@@ -131,7 +133,7 @@ def write_results(ds: xr.Dataset, path: str | Path) -> Path:
         file-size limit (``ulimit -f``), else ``EIO``.
     """
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, previous) as tmp:
         try:
             stored, encoding = netcdf_form(ds)
             with _no_dask_probe(stored):
@@ -198,8 +200,31 @@ def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
     return OSError(errno.EIO, f"the netCDF library failed ({err})")
 
 
-def open_results(path: str | Path) -> xr.Dataset:
-    """Open a result file written by :func:`write_results` (loaded into memory)."""
+def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr.Dataset:
+    """Open a result file written by :func:`write_results`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    chunks : int, str or dict, optional
+        None (the default): the whole file is loaded into memory and the file is closed.
+        Otherwise the numeric variables stay lazy dask arrays of these chunks (as
+        :func:`xarray.open_dataset`'s ``chunks``, e.g. ``{"run": 10_000}`` or ``"auto"``;
+        needs dask) and the file stays open until the dataset is closed; only the text
+        variables (labels, reasons: small) are read.
+
+    Returns
+    -------
+    xarray.Dataset
+        Booleans (``completed``, ``feasible``) as bool, text as fixed-width Unicode.
+    """
+    if chunks is not None:
+        lazy = xr.open_dataset(path, engine="netcdf4", chunks=chunks)
+        for name in ("completed", "feasible"):
+            if name in lazy and lazy[name].dtype != np.bool_:
+                lazy[name] = lazy[name].astype(bool)
+        return _text_as_unicode(lazy)
     with xr.open_dataset(path, engine="netcdf4") as ds:
         loaded = ds.load()
     for name in ("completed", "feasible"):

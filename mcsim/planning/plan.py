@@ -37,7 +37,16 @@ from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.config import Scenario, check_depth, read_toml, scenario_from_dict
-from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, Interval, ScenarioError, build_section, coerce_value, param
+from mcsim.scenario.schema import (
+    MAX_GPUS,
+    PLAN_TABLES,
+    TOP_LEVEL_KEYS,
+    Interval,
+    ScenarioError,
+    build_section,
+    coerce_value,
+    param,
+)
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 # Default relative screen margin: the largest relative error of the screen's cost, energy and
@@ -218,6 +227,10 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
     check_depth(raw, source)
     raw = copy.deepcopy(raw)
     tables = {name: _table(raw.pop(name, {}), source, name) for name in PLAN_TABLES}
+    for key in raw:  # named here, with the plan's own tables among the choices
+        if key not in TOP_LEVEL_KEYS and key != "sweep":
+            choices = ", ".join((*PLAN_TABLES, *(k for k in TOP_LEVEL_KEYS if k != "sweep")))
+            raise ScenarioError(source, key, f"unknown table or key of a plan file; expected one of {choices}")
     if "sweep" in raw:
         raise ScenarioError(source, "sweep", "a plan searches with [search]; remove [sweep]")
     search = _parse_search(tables["search"], raw, source)

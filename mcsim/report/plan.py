@@ -40,9 +40,10 @@ def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
 
     ds = open_results(source)
     check_plan_dataset(ds)
+    text = explain_plan(ds, Path(source).name)  # made before anything is written
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return [write_atomic(folder / "README.md", explain_plan(ds, Path(source).name))]
+    return [write_atomic(folder / "README.md", text)]
 
 
 # Kept by every plan file (those added later, "objective" and "uncertain_rejection", have fallbacks).
@@ -78,6 +79,28 @@ def check_plan_dataset(ds: xr.Dataset) -> None:
     missing = [n for n in _REQUIRED_ATTRS if n not in ds.attrs]
     if missing:
         raise ValueError(f"not a complete plan file: no attribute {', '.join(missing)}")
+    _check_indices(ds)
+
+
+def _check_indices(ds: xr.Dataset) -> None:
+    """Raise ValueError (one line) unless ``recommended`` and ``finalist_candidate`` are candidate indices.
+
+    Both must be whole numbers in [0, candidates); the recommendation must be one of the finalists.
+    """
+    n = ds.sizes.get("candidate", 0)
+    for name in ("recommended", "finalist_candidate"):
+        values = np.asarray(ds[name].values)
+        if values.dtype.kind not in "iu" or (values.size and not ((values >= 0) & (values < n)).all()):
+            shown = values.ravel()[:5].tolist()
+            raise ValueError(
+                f"{name}: expected whole-number candidate indices in [0, {n}), got {shown}"
+                f" ({values.dtype.name}); the file is damaged or was edited"
+            )
+    if ds["recommended"].size != 1 or int(ds["recommended"]) not in set(ds["finalist_candidate"].values.tolist()):
+        raise ValueError(
+            f"recommended: expected the candidate index of one of the finalists, got "
+            f"{ds['recommended'].values.ravel()[:5].tolist()}; the file is damaged or was edited"
+        )
 
 
 def _recommended_finalist(ds: xr.Dataset) -> int:
