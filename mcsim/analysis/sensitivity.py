@@ -38,8 +38,8 @@ import warnings
 from collections.abc import Hashable
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 import xarray as xr
+from threadpoolctl import threadpool_limits
 
 from mcsim.io.variables import PER_RUN
 
