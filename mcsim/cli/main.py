@@ -8,7 +8,7 @@
 [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
-(one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
+(one figure of a result file; needs matplotlib: ``pip install 'mcsim-llm[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default;
 for a plan file written by ``mcsim plan``, the explanation of its recommendation)

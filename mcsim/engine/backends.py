@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numba
 import numpy as np
 
+from mcsim._version import DISTRIBUTION
 from mcsim.engine.estimate import estimate_run
 from mcsim.engine.tasks import Task
 from mcsim.engine.threads import run_kernel, simulate_task, task_seed
@@ -248,7 +249,7 @@ class DaskBackend:
             from dask.distributed import Client, LocalCluster
         except ImportError as err:  # pragma: no cover - exercised without the extra only
             raise BackendUnavailable(
-                "--workers and --scheduler need dask.distributed: pip install 'mcsim[dask]'"
+                f"--workers and --scheduler need dask.distributed: pip install '{DISTRIBUTION}[dask]'"
             ) from err
         self._cluster = None
         self._futures: list = []
