@@ -211,7 +211,12 @@ def probe_scheduler(address: str, timeout_s: float) -> int:
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         kind = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
         raise BackendUnavailable(f"--scheduler: {address}: expected a dask scheduler, got {kind!r}")
-    return int(reply.get("total_threads") or 0)
+    if "total_threads" in reply:
+        return int(reply.get("total_threads") or 0)
+    workers = reply.get("workers")  # distributed before 2024.x reported the total: its workers' threads
+    if not isinstance(workers, dict):
+        return 0
+    return sum(int(w.get("nthreads") or 0) for w in workers.values() if isinstance(w, dict))
 
 
 def dask_setup(worker) -> None:  # noqa: ARG001 - the dask preload interface
