@@ -3,7 +3,7 @@
 The tests run as root here and in CI, and root ignores file permissions; an unwritable
 location is therefore simulated by a path that cannot be created: a folder "inside" a
 regular file (mkdir fails with ENOTDIR for every user), and the package's ``__pycache__``
-replaced by a regular file.
+replaced by a regular file (mcsim never caches there, but nothing may depend on it).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ assert probe(1) == 2
 stats = probe.stats
 print(json.dumps({"folder": None if acc.CACHE_FOLDER is None else str(acc.CACHE_FOLDER),
                   "hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
-                  "stamp": acc.SOURCE_HASH, "file": acc.__file__}))
+                  "stamp": acc.SOURCE_HASH, "file": acc.__file__, "mode": acc.CACHE_MODE}))
 """
 # Simulates a tiny scenario with the real kernels.
 SIMULATE = """
@@ -119,6 +119,7 @@ def test_source_hash_covers_every_kernel_file(tmp_path):
 def test_every_kernel_is_stamped_with_the_source_hash():
     if accelerate.CACHE_FOLDER is None:
         pytest.skip("no writable cache folder in this environment")
+    assert accelerate.CACHE_MODE == "mcsim"  # not the fallback: Numba's caching classes are as expected
     from mcsim.kernels import montecarlo, normal, renewal, rng
 
     dispatchers = [montecarlo.simulate_runs, normal.max_lognormal_factor, renewal.next_failure, rng.uniform]
@@ -136,7 +137,7 @@ def test_editing_a_helper_file_recompiles_a_cached_kernel(tmp_path):
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
     first, second = (json.loads(_run(PROBE_RUN, env, tmp_path).stdout) for _ in range(2))
     assert Path(first["file"]).is_relative_to(package)
-    assert first["folder"] == str(tmp_path / "numba-cache" / "mcsim")
+    assert first["folder"] == str(tmp_path / "numba-cache" / "mcsim" / first["stamp"][:16])  # one folder per build
     assert (first["misses"], second["hits"]) == (1, 1)  # compiled once, then loaded from the cache
     helper = package / "kernels" / "rng.py"  # not the file that defines the probe
     helper.write_text(helper.read_text() + "\n# a change in a helper\n")
@@ -149,14 +150,17 @@ def test_editing_a_helper_file_recompiles_a_cached_kernel(tmp_path):
 
 
 def test_cache_folder_order(tmp_path, monkeypatch):
-    """NUMBA_CACHE_DIR, then the install's __pycache__, then ~/.cache, then a private temp folder."""
+    """NUMBA_CACHE_DIR, then the user's cache folder, then a private temp folder; never the package."""
     blocked = _blocked(tmp_path)
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "env"))
     assert accelerate._cache_folder() == tmp_path / "env" / "mcsim"
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocked))
-    monkeypatch.setattr(accelerate, "_KERNEL_FOLDER", blocked)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert accelerate._cache_folder() == tmp_path / "xdg" / "mcsim" / "numba"
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert accelerate._cache_folder() == tmp_path / "home" / ".cache" / "mcsim" / "numba"
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     monkeypatch.setenv("HOME", str(blocked))
     monkeypatch.setattr(accelerate.tempfile, "tempdir", str(tmp_path / "tmp"))
@@ -168,6 +172,59 @@ def test_cache_folder_order(tmp_path, monkeypatch):
     assert accelerate._cache_folder() is None
     monkeypatch.setattr(accelerate.tempfile, "tempdir", str(blocked))
     assert accelerate._cache_folder() is None
+
+
+def test_user_cache_root_follows_each_platforms_convention(tmp_path, monkeypatch):
+    """platformdirs' user_cache_dir("mcsim"): XDG on Linux (a relative XDG_CACHE_HOME is ignored, as the
+    XDG specification says), ~/Library/Caches on macOS, %LOCALAPPDATA% on Windows."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert accelerate.user_cache_root("linux") == tmp_path / "xdg" / "mcsim"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    assert accelerate.user_cache_root("linux") == tmp_path / "home" / ".cache" / "mcsim"
+    assert accelerate.user_cache_root("darwin") == tmp_path / "home" / "Library" / "Caches" / "mcsim"
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "local"))
+    assert accelerate.user_cache_root("win32") == tmp_path / "local" / "mcsim" / "Cache"
+    monkeypatch.delenv("LOCALAPPDATA")
+    assert accelerate.user_cache_root("win32") == tmp_path / "home" / "AppData" / "Local" / "mcsim" / "Cache"
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def test_nothing_is_written_into_the_installed_package(tmp_path):
+    """Compiled kernels go to the user's cache folder: a file left in site-packages survives an uninstall,
+    and the folder it keeps alive is later imported as an empty namespace package."""
+    site = tmp_path / "site"
+    package = _copy_package(site, probe=True)
+    before = _files(package)
+    home = tmp_path / "home"
+    env = _env(site, home)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # Python's own .pyc files are pip's to remove, and not the question
+    first, second = (json.loads(_run(PROBE_RUN, env, tmp_path).stdout) for _ in range(2))
+    assert Path(first["file"]).is_relative_to(package) and first["mode"] == "mcsim"
+    assert (first["misses"], second["hits"]) == (1, 1)  # written, then read back: the cache works
+    folder = Path(first["folder"])
+    assert folder == home / ".cache" / "mcsim" / "numba" / first["stamp"][:16]
+    assert any(folder.glob("*probe*.nbi")) and any(folder.glob("*probe*.nbc"))
+    assert _files(package) == before
+
+
+def test_falls_back_to_numbas_cache_when_its_private_classes_change(tmp_path):
+    """A Numba whose numba.core.caching lacks the classes mcsim extends: the kernels still compile and
+    are cached, by Numba's own cache=True (here in NUMBA_CACHE_DIR)."""
+    site = tmp_path / "site"
+    _copy_package(site, probe=True)
+    env = _env(site, tmp_path)
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    changed = "import numba.core.caching as c\ndel c._CacheLocator\n" + PROBE_RUN
+    runs = [_run(changed, env, tmp_path) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-3000:]
+    first, second = (json.loads(r.stdout) for r in runs)
+    assert first["mode"] == second["mode"] == "numba"
+    assert (first["misses"], second["hits"]) == (1, 1)
+    assert any((tmp_path / "numba-cache").rglob("*probe*.nbi"))
 
 
 @pytest.mark.slow
@@ -197,6 +254,7 @@ def test_read_only_install_uses_a_private_temp_folder(tmp_path):
     assert NO_CACHE_WARNING not in proc.stderr
     result = json.loads(proc.stdout.splitlines()[-1])
     private = writable_tmp / f"mcsim-numba-cache-{os.getuid()}"
-    assert Path(result["file"]).is_relative_to(package) and result["folder"] == str(private)
-    assert result["misses"] == 1 and any(private.glob("*probe*.nbi")) and any(private.glob("*probe*.nbc"))
-    assert private.stat().st_mode & 0o777 == 0o700
+    folder = Path(result["folder"])
+    assert Path(result["file"]).is_relative_to(package) and folder == private / result["stamp"][:16]
+    assert result["misses"] == 1 and any(folder.glob("*probe*.nbi")) and any(folder.glob("*probe*.nbc"))
+    assert private.stat().st_mode & 0o777 == folder.stat().st_mode & 0o777 == 0o700

@@ -55,7 +55,7 @@ def _sdist(tmp_path: Path) -> Path:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    (archive,) = tmp_path.glob("mcsim-*.tar.gz")
+    (archive,) = tmp_path.glob("mcsim_llm-*.tar.gz")  # the distribution name, normalised (PEP 625)
     return archive
 
 
@@ -70,6 +70,41 @@ def test_license_and_typing_marker_are_shipped():
     assert (Path(mcsim.__file__).parent / "py.typed").exists()  # installed with the package, editable or not
 
 
+# "pip install mcsim", "pip install 'mcsim[plot]'", "pip install mcsim==0.1": the unrelated project of that name.
+_WRONG_NAME = re.compile(r"pip install\s+(?:-\S+\s+)*['\"]?mcsim(?![\w-])")
+
+
+def test_the_distribution_name_is_the_free_one_everywhere(monkeypatch):
+    """`mcsim` on the package index is another project: the distribution is mcsim-llm (import name and
+    command stay mcsim); metadata lookups, messages and docs use that name."""
+    import importlib
+    import importlib.metadata
+
+    from mcsim import _version
+
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert meta["name"] == _version.DISTRIBUTION == "mcsim-llm"
+    assert meta["scripts"] == {"mcsim": "mcsim.cli:main"}
+    for key in ("authors", "keywords", "classifiers", "urls", "readme"):
+        assert meta.get(key), key
+    assert _WRONG_NAME.search("pip install 'mcsim[plot]'") and not _WRONG_NAME.search("pip install mcsim-llm")
+    texts = [*ROOT.glob("mcsim/**/*.py"), *DOCS, ROOT / ".ci" / "run"]
+    offenders = [str(f.relative_to(ROOT)) for f in texts if _WRONG_NAME.search(f.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+    def version(name: str) -> str:
+        if name == "mcsim-llm":
+            return "9.8.7"
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    try:
+        assert importlib.reload(_version).__version__ == "9.8.7"
+    finally:
+        monkeypatch.undo()
+        importlib.reload(_version)
+
+
 @pytest.mark.slow
 def test_sdist_tests_run(tmp_path):
     """The sdist unpacks to a folder whose tests pass against the sdist installed in a fresh venv.
@@ -78,7 +113,7 @@ def test_sdist_tests_run(tmp_path):
     dependencies of the environment running this test through a path file; CI's own fresh
     ``pip install ".[test]"`` checks the dependency metadata. The full check by hand (about
     4 minutes on 2 cores): ``python -m build --sdist``, unpack, ``pip install
-    "mcsim-0.1.0.tar.gz[test]"`` into a fresh venv, and ``pytest`` in the unpacked folder.
+    "mcsim_llm-0.1.0.tar.gz[test]"`` into a fresh venv, and ``pytest`` in the unpacked folder.
     """
     archive = _sdist(tmp_path / "dist")
     with tarfile.open(archive) as tar:
@@ -114,7 +149,7 @@ def test_sdist_tests_run(tmp_path):
         # install too (what is tested here is the sdist's content, not compiling it again).
         shutil.copytree(
             accelerate.CACHE_FOLDER,
-            tmp_path / "numba" / "mcsim",
+            tmp_path / "numba" / "mcsim" / accelerate.CACHE_FOLDER.name,
             ignore=lambda folder, names: [n for n in names if not n.endswith((".nbi", ".nbc"))],
         )
         env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba")

@@ -206,7 +206,7 @@ def test_matplotlib_missing(sweep_file, tmp_path, capsys, monkeypatch):
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
-    with pytest.raises(BackendUnavailable, match=r"pip install 'mcsim\[plot\]'"):
+    with pytest.raises(BackendUnavailable, match=r"pip install 'mcsim-llm\[plot\]'"):
         plots.plot_cdf(mcsim.open_results(sweep_file))
     assert main(["plot", str(sweep_file), "--kind", "cdf", "-o", str(tmp_path / "x.png")]) == 2
     assert "matplotlib" in _one_error_line(capsys)

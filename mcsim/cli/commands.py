@@ -1,12 +1,13 @@
-"""The commands that read result files or logs.
+"""The commands that read result files, logs or the shipped scenarios.
 
-``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot`` and ``report``.
+``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot``, ``report`` and ``scenarios``.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -358,3 +359,67 @@ def _report_writer(source: Path, name: str):
 
     _use_agg()
     return lambda folder: write_report(ds, folder, source=source.name)
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    """``mcsim scenarios [list]``: the shipped scenarios and plans; ``mcsim scenarios copy NAME [DEST]``."""
+    from mcsim.scenario.shipped import shipped_scenarios
+
+    if args.scenarios_action == "copy":
+        return _copy_scenario(args.name, args.dest)
+    entries = shipped_scenarios()
+    width = max(len(entry.name) for entry in entries)
+    for entry in entries:
+        print(f"{entry.name:<{width}}  {entry.kind:<8}  {entry.description}")
+    print(
+        "run one by name: mcsim run NAME (a plan: mcsim plan NAME); copy one to edit: mcsim scenarios copy NAME",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _copy_scenario(name: str, dest: str | None) -> int:
+    """Write the shipped file ``name`` to ``dest`` (a file, or a folder to hold NAME.toml), never over a file."""
+    from mcsim.scenario.shipped import shipped_names, shipped_scenario
+
+    entry = shipped_scenario(name)
+    if entry is None:
+        print(
+            f"mcsim: error: scenarios copy: {name}: not a shipped scenario; "
+            f"expected one of {', '.join(shipped_names())}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    target = Path(dest) if dest is not None else Path(f"{entry.name}.toml")
+    if dest is not None and target.is_dir():
+        target = target / f"{entry.name}.toml"
+    if os.path.lexists(target):
+        print(
+            f"mcsim: error: {target}: exists; refusing to overwrite it (remove it or give another DEST)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if problem := output_problem(target):
+        print(f"mcsim: error: {target}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    data = entry.path.read_bytes()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # never over a file made meanwhile
+    except FileExistsError:
+        print(
+            f"mcsim: error: {target}: exists; refusing to overwrite it (remove it or give another DEST)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    except OSError as err:
+        return write_failed(target, err)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    except OSError as err:
+        target.unlink(missing_ok=True)  # ours: created above, and not complete
+        return write_failed(target, err)
+    command = "plan" if entry.kind == "plan" else "run"
+    print(f"wrote {target}: edit it, then mcsim {command} {target}")
+    return 0

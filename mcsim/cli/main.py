@@ -1,6 +1,9 @@
 """The ``mcsim`` command line.
 
-``mcsim run [SCENARIO] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
+``mcsim run [SCENARIO|NAME] [--runs N] [--seed S] [--mode fast|exact] [--set KEY=VALUE]... [-o OUT.nc]``
+(NAME: a shipped scenario, e.g. ``capacity-planning``; a file of that name in the current folder wins)
+``mcsim scenarios [list]`` (the shipped scenarios and plans) and ``mcsim scenarios copy NAME [DEST]``
+(one of them written to a file to edit; never over an existing file)
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
 ``mcsim validate [--runs N]``
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
@@ -8,11 +11,13 @@
 [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
-(one figure of a result file; needs matplotlib: ``pip install 'mcsim[plot]'``)
+(one figure of a result file; needs matplotlib: ``pip install 'mcsim-llm[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
 (the figures that apply and a Markdown README.md with the best configurations, in OUT-report/ by default;
-for a plan file written by ``mcsim plan``, the explanation of its recommendation)
-``mcsim plan PLAN.toml [-o PLAN.nc] [--quiet] [--workers N] [--scheduler ADDRESS] [--no-resume]``
+for a plan file written by ``mcsim plan``, the explanation of its recommendation and the recommendation as a
+runnable scenario, ``recommended.toml``)
+``mcsim plan PLAN.toml|NAME [--set KEY=VALUE]... [-o PLAN.nc] [--quiet] [--workers N] [--scheduler ADDRESS]
+[--no-resume]``
 (search every cluster configuration of a plan file, screen them analytically, select the best by simulation;
 docs/model.md §9; exit 1 with one line when no candidate meets the constraints)
 
@@ -30,7 +35,15 @@ import errno
 import os
 import sys
 
-from mcsim.cli.commands import cmd_fit_failures, cmd_plot, cmd_report, cmd_sensitivity, cmd_summary, cmd_validate
+from mcsim.cli.commands import (
+    cmd_fit_failures,
+    cmd_plot,
+    cmd_report,
+    cmd_scenarios,
+    cmd_sensitivity,
+    cmd_summary,
+    cmd_validate,
+)
 from mcsim.cli.parser import EXIT_USAGE, build_parser
 from mcsim.cli.run import cmd_run_within_limits
 
@@ -109,6 +122,8 @@ def _main(argv: list[str] | None) -> int:
             return cmd_report(args)
         if args.command == "sensitivity":
             return cmd_sensitivity(args)
+        if args.command == "scenarios":
+            return cmd_scenarios(args)
         if args.command == "plan":
             from mcsim.cli.plan import cmd_plan
 

@@ -34,7 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
         "override the scenario's [run] table (runs, seed, mode), and --set overrides any "
         "scenario key; where neither gives a value, the schema's default applies.",
     )
-    run.add_argument("scenario", nargs="?", help="scenario TOML (default: the shipped Llama 3 405B reference)")
+    run.add_argument(
+        "scenario",
+        nargs="?",
+        help="scenario TOML, or the name of a shipped scenario (`mcsim scenarios` lists them; a file of that "
+        "name in the current folder wins) (default: the shipped Llama 3 405B reference, llama3-405b)",
+    )
     run.add_argument(
         "--runs",
         type=int,
@@ -194,7 +199,23 @@ def build_parser() -> argparse.ArgumentParser:
     plan = sub.add_parser(
         "plan", help="search cluster configurations: screen every candidate, select the best by simulation"
     )
-    plan.add_argument("plan", metavar="PLAN.toml", help="plan file: a scenario plus [search], [constraints], [plan]")
+    plan.add_argument(
+        "plan",
+        metavar="PLAN.toml",
+        help="plan file: a scenario plus [search], [constraints], [plan]; or the name of a shipped plan "
+        "(`mcsim scenarios` lists them; a file of that name in the current folder wins)",
+    )
+    plan.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a value of the plan file, as mcsim run --set does: a scenario key "
+        "(compute.efficiency=0.4) or a key of [search], [constraints] or [plan] (search.gpus=[1024, 2048], "
+        "constraints.deadline_days=30); a plan has no sweep, so a list is a value only in those three "
+        "tables; repeatable (default: none)",
+    )
     plan.add_argument(
         "-o", "--output", help="output file (default: results/NAME.nc, NAME the plan's name made file-safe)"
     )
@@ -211,7 +232,30 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not record finished tasks beside the output, nor reuse recorded ones (default: record and reuse)",
     )
+    _add_scenarios(sub)
     return parser
+
+
+def _add_scenarios(sub) -> None:
+    """``mcsim scenarios [list]`` and ``mcsim scenarios copy NAME [DEST]``."""
+    scenarios = sub.add_parser(
+        "scenarios",
+        help="list the shipped scenarios and plans, or copy one to edit",
+        description="List the shipped scenarios and plans (run one by name: mcsim run NAME, mcsim plan NAME), "
+        "or copy one to a file to edit.",
+    )
+    action = scenarios.add_subparsers(dest="scenarios_action", parser_class=_Parser)
+    action.add_parser("list", help="list them: name, kind (scenario or plan) and description (the default)")
+    copy = action.add_parser(
+        "copy", help="write a shipped scenario or plan to a file to edit (never over an existing file)"
+    )
+    copy.add_argument("name", metavar="NAME", help="a shipped name, as `mcsim scenarios` lists it")
+    copy.add_argument(
+        "dest",
+        metavar="DEST",
+        nargs="?",
+        help="the file to write, or an existing folder to write NAME.toml in (default: NAME.toml here)",
+    )
 
 
 PLOT_KINDS = ("scaling", "cdf", "pareto", "breakdown", "sensitivity")

@@ -28,9 +28,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mcsim.planning.planner import NoCandidate, plan_dataset, run_plan
     from mcsim.report.plan import plan_table
 
-    plan = load_plan(args.plan)
+    plan = load_plan(args.plan, args.overrides)
     output = Path(args.output) if args.output is not None else Path("results") / f"{plan.scenario.file_stem}.nc"
-    if problem := output_problem(args.output if args.output is not None else output, [args.plan], is_result_file):
+    if problem := output_problem(args.output if args.output is not None else output, [plan.source], is_result_file):
         print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
         return EXIT_USAGE
     from mcsim.cli.run import execution_option_error

@@ -54,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run_option(name, getattr(args, name), f"--{name}")
     scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
     output = Path(args.output) if args.output is not None else Path("results") / f"{scenario.file_stem}.nc"
-    inputs = [args.scenario] if args.scenario else []
+    inputs = [scenario.source] if args.scenario else []  # a shipped scenario's name resolved to its file
     problem = output_problem(args.output if args.output is not None else output, inputs, is_result_file)
     if problem:
         print(

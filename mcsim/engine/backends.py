@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numba
 import numpy as np
 
+from mcsim._version import DISTRIBUTION
 from mcsim.engine.estimate import estimate_run
 from mcsim.engine.tasks import Task
 from mcsim.engine.threads import run_kernel, simulate_task, task_seed
@@ -210,7 +211,12 @@ def probe_scheduler(address: str, timeout_s: float) -> int:
     if not isinstance(reply, dict) or reply.get("type") != "Scheduler":
         kind = reply.get("type") if isinstance(reply, dict) else type(reply).__name__
         raise BackendUnavailable(f"--scheduler: {address}: expected a dask scheduler, got {kind!r}")
-    return int(reply.get("total_threads") or 0)
+    if "total_threads" in reply:
+        return int(reply.get("total_threads") or 0)
+    workers = reply.get("workers")  # distributed before 2024.x reported the total: its workers' threads
+    if not isinstance(workers, dict):
+        return 0
+    return sum(int(w.get("nthreads") or 0) for w in workers.values() if isinstance(w, dict))
 
 
 def dask_setup(worker) -> None:  # noqa: ARG001 - the dask preload interface
@@ -248,7 +254,7 @@ class DaskBackend:
             from dask.distributed import Client, LocalCluster
         except ImportError as err:  # pragma: no cover - exercised without the extra only
             raise BackendUnavailable(
-                "--workers and --scheduler need dask.distributed: pip install 'mcsim[dask]'"
+                f"--workers and --scheduler need dask.distributed: pip install '{DISTRIBUTION}[dask]'"
             ) from err
         self._cluster = None
         self._futures: list = []

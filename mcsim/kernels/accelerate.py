@@ -14,33 +14,46 @@ kernel in ``benchmarks/``. The options below are the only ones in the code base:
   which keeps ``prange`` loops free of exception paths.
 
 Caching (compiled code reused by later processes) is mcsim's own, through
-Numba's cache machinery with one change of policy:
+Numba's cache machinery with two changes of policy:
 
 - **Invalidation.** Numba stamps a cached function with the hash of the file
   that defines it, so a change to a helper in another kernel file would reuse
   stale machine code. Here every kernel's stamp is the hash of *all* kernel
   sources (:func:`kernel_source_hash`) and the Numba version: any change to any
   kernel file recompiles everything.
-- **Location.** The first writable of: ``NUMBA_CACHE_DIR`` when set, the
-  kernels' own ``__pycache__`` (an ordinary install), the user's cache folder
-  (``~/.cache/mcsim``), and a private folder in the temporary directory (a
-  read-only install on a cluster node with no writable home). A folder in the
-  temporary directory is used only when it belongs to this user and nobody
-  else can write to it (cache files are pickles). When none is writable the
-  kernels compile in every process, with one warning; importing never fails.
+- **Location.** Never the installed package: files Numba writes beside the
+  sources survive ``pip uninstall``, and the folder they keep alive is then
+  imported as an empty namespace package by a later editable install. The
+  cache is the first usable of: ``$NUMBA_CACHE_DIR/mcsim`` when the variable is
+  set, the user's cache folder (:func:`user_cache_root`, then ``numba``), and a
+  private folder in the temporary directory (a read-only install on a cluster
+  node with no writable home). A folder in the temporary directory is used only
+  when it belongs to this user and nobody else can write to it (cache files are
+  pickles). Inside it, each build of the kernels (:data:`SOURCE_HASH`) has its
+  own folder, so that environments with other kernel sources or another Numba
+  (a second virtual environment, a second clone) do not evict each other's
+  compiled code; ``rm -rf`` of the folder is always safe. When no folder is
+  usable the kernels compile in every process, with one warning; importing
+  never fails.
+
+Numba's caching classes used here (``numba.core.caching``) are private. Should
+a Numba release change them so that mcsim's locator cannot be built, the kernels
+fall back to Numba's own ``cache=True`` (:data:`CACHE_MODE` says which applies):
+Numba's location (``NUMBA_CACHE_DIR`` when set, else beside the sources) and its
+per-file stamp, which a reinstall of the package still invalidates.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numba
-from numba.core import caching
 
 # Any: numba.jit's stubs type each option; a dict of mixed values matches none of its overloads.
 _COMMON: dict[str, Any] = dict(nopython=True, nogil=True, fastmath=False, error_model="numpy")
@@ -53,6 +66,31 @@ def kernel_source_hash(folder: Path = _KERNEL_FOLDER) -> str:
     for path in sorted(folder.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def user_cache_root(platform: str | None = None) -> Path:
+    """The user's cache folder of mcsim (as ``platformdirs.user_cache_dir("mcsim")`` names it).
+
+    Parameters
+    ----------
+    platform : str, optional
+        ``sys.platform`` by default.
+
+    Returns
+    -------
+    Path
+        Linux and other POSIX systems: ``$XDG_CACHE_HOME/mcsim`` when that variable holds an
+        absolute path, else ``~/.cache/mcsim``; macOS: ``~/Library/Caches/mcsim``; Windows:
+        ``%LOCALAPPDATA%\\mcsim\\Cache`` (``~\\AppData\\Local`` when the variable is unset).
+    """
+    platform = sys.platform if platform is None else platform
+    home = os.path.expanduser("~")
+    if platform == "win32":
+        return Path(os.environ.get("LOCALAPPDATA") or os.path.join(home, "AppData", "Local")) / "mcsim" / "Cache"
+    if platform == "darwin":
+        return Path(home) / "Library" / "Caches" / "mcsim"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg if os.path.isabs(xdg) else os.path.join(home, ".cache")) / "mcsim"
 
 
 def _private_temp_folder() -> Path:
@@ -79,9 +117,7 @@ def _cache_folder() -> Path | None:
     candidates: list[tuple[Path, bool]] = []
     if os.environ.get("NUMBA_CACHE_DIR"):
         candidates.append((Path(os.environ["NUMBA_CACHE_DIR"]) / "mcsim", False))
-    candidates.append((_KERNEL_FOLDER / "__pycache__", False))
-    home_cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    candidates.append((Path(home_cache) / "mcsim" / "numba", False))
+    candidates.append((user_cache_root() / "numba", False))
     candidates.append((_private_temp_folder(), True))
     for folder, private in candidates:
         if _usable(folder, private):
@@ -89,54 +125,78 @@ def _cache_folder() -> Path | None:
     return None
 
 
-CACHE_FOLDER = _cache_folder()
 SOURCE_HASH = kernel_source_hash()
+_ROOT = _cache_folder()
+CACHE_FOLDER = None if _ROOT is None else _ROOT / SOURCE_HASH[:16]
+if CACHE_FOLDER is not None and not _usable(CACHE_FOLDER):
+    CACHE_FOLDER = None
 
 
-class _KernelCacheLocator(caching._CacheLocator):
-    """Numba cache locator: :data:`CACHE_FOLDER`, stamped by :data:`SOURCE_HASH`."""
+def _kernel_function_cache() -> type | None:
+    """Numba's ``FunctionCache`` with mcsim's locator (:data:`CACHE_FOLDER`, :data:`SOURCE_HASH`), or
+    None when ``numba.core.caching`` no longer has the classes it extends."""
+    try:
+        from numba.core import caching
 
-    def __init__(self, py_func, py_file):
-        self._lineno = py_func.__code__.co_firstlineno
-        self._cache_path = str(CACHE_FOLDER)
+        class KernelCacheLocator(caching._CacheLocator):
+            """Numba cache locator: :data:`CACHE_FOLDER`, stamped by :data:`SOURCE_HASH`."""
 
-    def ensure_cache_path(self):
-        os.makedirs(self._cache_path, exist_ok=True)
+            def __init__(self, py_func, py_file):
+                self._lineno = py_func.__code__.co_firstlineno
+                self._cache_path = str(CACHE_FOLDER)
 
-    def get_cache_path(self):
-        return self._cache_path
+            def ensure_cache_path(self):
+                os.makedirs(self._cache_path, exist_ok=True)
 
-    def get_source_stamp(self):
-        return SOURCE_HASH
+            def get_cache_path(self):
+                return self._cache_path
 
-    def get_disambiguator(self):
-        return str(self._lineno)
+            def get_source_stamp(self):
+                return SOURCE_HASH
 
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        return cls(py_func, py_file)
+            def get_disambiguator(self):
+                return str(self._lineno)
+
+            @classmethod
+            def from_function(cls, py_func, py_file):
+                return cls(py_func, py_file)
+
+        class KernelCacheImpl(caching.CompileResultCacheImpl):
+            _locator_classes = [KernelCacheLocator]
+
+        class KernelFunctionCache(caching.FunctionCache):
+            _impl_class = KernelCacheImpl
+
+    except (ImportError, AttributeError, TypeError):
+        return None
+    return KernelFunctionCache
 
 
-class _KernelCacheImpl(caching.CompileResultCacheImpl):
-    _locator_classes = [_KernelCacheLocator]
-
-
-class _KernelFunctionCache(caching.FunctionCache):
-    _impl_class = _KernelCacheImpl
-
+_FUNCTION_CACHE = _kernel_function_cache() if CACHE_FOLDER is not None else None
+# "mcsim": mcsim's locator and stamp; "numba": Numba's own cache=True (its private classes changed);
+# "off": no usable folder, compiled in every process.
+CACHE_MODE = "off" if CACHE_FOLDER is None else ("mcsim" if _FUNCTION_CACHE is not None else "numba")
 
 if CACHE_FOLDER is None:
     warnings.warn(
-        "mcsim: no writable folder for compiled kernels (NUMBA_CACHE_DIR, the install, "
-        "~/.cache, the temporary directory); kernels are compiled in every process",
+        "mcsim: no writable folder for compiled kernels (NUMBA_CACHE_DIR, "
+        f"{user_cache_root()}, the temporary directory); kernels are compiled in every process",
         RuntimeWarning,
         stacklevel=2,
     )
 
 
 def _with_cache(dispatcher):
-    if CACHE_FOLDER is not None:
-        dispatcher._cache = _KernelFunctionCache(dispatcher.py_func)
+    """``dispatcher`` caching its compiled code as :data:`CACHE_MODE` says (see the module docstring)."""
+    global CACHE_MODE
+    if CACHE_MODE == "mcsim" and _FUNCTION_CACHE is not None:
+        try:
+            dispatcher._cache = _FUNCTION_CACHE(dispatcher.py_func)
+            return dispatcher
+        except (AttributeError, TypeError, NotImplementedError):  # the private classes changed under us
+            CACHE_MODE = "numba"
+    if CACHE_MODE == "numba":
+        dispatcher.enable_caching()  # what numba.jit(cache=True) does
     return dispatcher
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,8 @@ import numpy as np
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
-from mcsim.scenario.config import Scenario, check_depth, read_toml, scenario_from_dict
+from mcsim.scenario.config import Scenario, check_depth, override_items, read_toml, scenario_from_dict, set_dotted
+from mcsim.scenario.overrides import Override
 from mcsim.scenario.schema import (
     MAX_GPUS,
     PLAN_TABLES,
@@ -47,6 +49,8 @@ from mcsim.scenario.schema import (
     coerce_value,
     param,
 )
+from mcsim.scenario.shipped import resolve_scenario
+from mcsim.scenario.uncertain import parse_uncertain, saltelli_block
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 # Default relative screen margin: the largest relative error of the screen's cost, energy and
@@ -56,6 +60,10 @@ DEFAULT_MARGIN = 0.05
 DEFAULT_MICROBATCH = (1, 2, 4, 8)
 MAX_INTERLEAVE = 8
 MAX_CANDIDATES = 20_000_000  # the screen's arrays stay within a few GB
+# run.draws of a plan with [uncertain] inputs that gives none: the plan itself simulates no draws; this
+# is what `mcsim run` of its recommendation (written by `mcsim report`) draws. A power of two, as
+# scrambled Sobol points balance best; 64 x the runs of one configuration stay a short run.
+DEFAULT_PLAN_DRAWS = 64
 
 
 class GpuCounts:
@@ -217,13 +225,66 @@ class Plan:
         return " + ".join(f"{w:g}*{k}" for k, w in self.objective.items())
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read and validate a plan file (raises :class:`ScenarioError` with file and key)."""
-    return plan_from_dict(read_toml(path), str(path))
+def load_plan(path: str | Path, overrides: Iterable[str | Override] | Mapping[str, Any] = ()) -> Plan:
+    """Read, override and validate a plan file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The plan file, or the name of a shipped plan (``"plan-llama3-70b"``; a file of that
+        name in the current folder wins, see :func:`mcsim.scenario.shipped.resolve_scenario`).
+    overrides : iterable of str or (key, value) pairs, or a mapping key -> value
+        As ``mcsim plan --set`` takes them (:func:`apply_plan_override`): ``KEY=VALUE`` text or
+        typed pairs, for scenario keys and the keys of ``[search]``, ``[constraints]`` and
+        ``[plan]``.
+
+    Raises
+    ------
+    ScenarioError
+        On any invalid input, with the file (or ``--set``), the key and what was expected.
+    """
+    path = resolve_scenario(path)
+    raw = read_toml(path)
+    for key, value in override_items(overrides):
+        check_depth({key: value}, "--set")
+        apply_plan_override(raw, key, value)
+    return plan_from_dict(raw, str(path))
+
+
+def apply_plan_override(raw: dict, key: str, value: Any) -> None:
+    """Apply one ``--set KEY=VALUE`` to the raw tables of a plan file.
+
+    ``search.KEY``, ``constraints.KEY`` and ``plan.KEY`` set that key of the plan's table (a
+    list is a value there: ``search.gpus=[1024, 2048]``); any other key is a scenario key, set
+    as ``mcsim run --set`` sets it, except that a list is refused: a plan searches with
+    ``[search]``, it has no sweep.
+    """
+    table, _, field = key.partition(".")
+    if table in PLAN_TABLES:
+        if not field or "." in field:
+            raise ScenarioError("--set", key, f"expected {table}.KEY with one key of [{table}]")
+        target = raw.setdefault(table, {})
+        if not isinstance(target, dict):
+            raise ScenarioError("--set", table, "expected a table")
+        target[field] = value
+        return
+    if isinstance(value, list):
+        raise ScenarioError(
+            "--set",
+            key,
+            "a plan has no sweep: give one value, or search several with the [search] keys "
+            "(e.g. search.gpus=[1024, 2048], search.strategy=[sync, async])",
+        )
+    set_dotted(raw, key, value, "--set")
 
 
 def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
-    """Validate the tables of a plan file (as :func:`tomllib.loads` returns them)."""
+    """Validate the tables of a plan file (as :func:`tomllib.loads` returns them).
+
+    An ``[uncertain]`` table needs no ``run.draws`` here (the plan re-screens its finalists at
+    each input's 5th and 95th percentile and simulates no draws): when it is not given it is
+    :data:`DEFAULT_PLAN_DRAWS`, what ``mcsim run`` of the recommendation (``mcsim report``) uses.
+    """
     check_depth(raw, source)
     raw = copy.deepcopy(raw)
     tables = {name: _table(raw.pop(name, {}), source, name) for name in PLAN_TABLES}
@@ -233,6 +294,7 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
             raise ScenarioError(source, key, f"unknown table or key of a plan file; expected one of {choices}")
     if "sweep" in raw:
         raise ScenarioError(source, "sweep", "a plan searches with [search]; remove [sweep]")
+    _default_draws(raw, source)
     search = _parse_search(tables["search"], raw, source)
     parallelism = raw.setdefault("parallelism", {})
     if not isinstance(parallelism, dict):
@@ -259,6 +321,19 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
     constraints = _parse_constraints(tables["constraints"], source)
     options = _parse_options(tables["plan"], source)
     return Plan(source, scenario, search, constraints, **options, has_reference=has_reference)
+
+
+def _default_draws(raw: dict, source: str) -> None:
+    """Set ``run.draws`` to :data:`DEFAULT_PLAN_DRAWS` base points when ``[uncertain]`` has inputs and
+    the plan gives none (with the Saltelli design, that many base points: N x (inputs + 2) draws)."""
+    run = raw.get("run", {})
+    if not raw.get("uncertain") or not isinstance(run, dict) or "draws" in run:
+        return  # the scenario's validator says what is wrong with an odd [run] or [uncertain]
+    draws = DEFAULT_PLAN_DRAWS
+    if run.get("design") == "saltelli":
+        inputs = parse_uncertain({**raw, "run": {**run, "design": "sobol"}}, set(), draws, source)
+        draws *= saltelli_block(len(inputs))
+    raw["run"] = {**run, "draws": draws}
 
 
 def _table(value: Any, source: str, name: str) -> dict:

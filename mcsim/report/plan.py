@@ -9,6 +9,7 @@ and why, and the Pareto front of wall time, cost and energy among the finalists.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -33,17 +34,104 @@ def is_plan_file(path: str | Path) -> bool:
         return False
 
 
+RECOMMENDED_FILE = "recommended.toml"
+
+
 def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
-    """Write ``folder/README.md`` explaining the plan in ``source``; returns the files written."""
+    """Write ``folder/README.md`` explaining the plan in ``source`` and ``folder/recommended.toml``, the
+    recommendation as a scenario ``mcsim run`` runs (:func:`recommended_toml`); returns the files written.
+
+    Raises
+    ------
+    ValueError
+        One line, before anything is written, when ``source`` is not a complete plan file or its
+        recommendation is not a valid scenario.
+    """
     from mcsim.io.atomic import write_atomic
     from mcsim.io.netcdf import open_results
 
     ds = open_results(source)
     check_plan_dataset(ds)
-    text = explain_plan(ds, Path(source).name)  # made before anything is written
+    name = Path(source).name
+    scenario = recommended_toml(ds, name)
+    text = explain_plan(ds, name) + (
+        f"\n\nThe recommendation as a scenario: [`{RECOMMENDED_FILE}`]({RECOMMENDED_FILE}), the plan's scenario "
+        f"with the recommended configuration; from this folder, `mcsim run {RECOMMENDED_FILE}` simulates it "
+        "(run r draws from the same streams as run r of the plan's simulation, so its first runs repeat "
+        "the recommendation's).\n"
+    )
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return [write_atomic(folder / "README.md", text)]
+    return [write_atomic(folder / "README.md", text), write_atomic(folder / RECOMMENDED_FILE, scenario)]
+
+
+def _interval_value(label: str) -> str | dict[str, float | int]:
+    """The TOML value of a checkpoint interval from its label (``young_daly``, ``60min``, ``500it``;
+    :attr:`mcsim.scenario.schema.Interval.label` writes the number so that it reads back exactly)."""
+    if label.endswith("min"):
+        return {"minutes": float(label[:-3])}
+    if label.endswith("it"):
+        return {"iterations": int(float(label[:-2]))}
+    return label
+
+
+def recommended_scenario(ds: xr.Dataset) -> dict:
+    """The raw tables of a scenario file for the plan's recommendation: the plan's scenario
+    (``scenario_toml``) with the recommended GPU type, size, layout, recomputation, checkpoint
+    strategy and interval and clock, as :func:`mcsim.planning.screen.candidate_config` makes it.
+
+    Raises
+    ------
+    ValueError
+        When ``recommended`` is not a candidate index of the file.
+    """
+    import tomllib
+
+    index = int(ds["recommended"]) if np.isfinite(float(ds["recommended"])) else -1
+    if not 0 <= index < ds.sizes["candidate"]:
+        raise ValueError(
+            f"recommended = {ds['recommended'].item()} is not a candidate index (0..{ds.sizes['candidate'] - 1})"
+        )
+    raw = tomllib.loads(str(ds.attrs["scenario_toml"]))
+    c = ds.isel(candidate=index)
+    raw["name"] = f"{raw.get('name', ds.attrs.get('scenario_name', 'plan'))}-recommended"
+    raw["description"] = f"The recommendation of mcsim plan ({ds.attrs['objective']}): {layout_label(ds, index)}"
+    updates: dict[str, dict[str, Any]] = {
+        "hardware": {"gpu": str(c["gpu_type"].item())},
+        "parallelism": {name: int(c[name]) for name in ("gpus", "tp", "pp", "microbatch", "interleave")},
+        "model": {"recompute": str(c["recompute"].item())},
+        "compute": {"freq_mhz": float(c["freq_mhz"])},
+        "checkpoint": {"strategy": str(c["strategy"].item()), "interval": _interval_value(str(c["interval"].item()))},
+    }
+    for table, values in updates.items():
+        raw[table] = {**raw.get(table, {}), **values}
+    return raw
+
+
+def recommended_toml(ds: xr.Dataset, source: str = "plan.nc") -> str:
+    """:func:`recommended_scenario` as the text of a scenario file, checked by the scenario validator.
+
+    Raises
+    ------
+    ValueError
+        When the recommendation is not a valid scenario (one line: the key and what was expected).
+    """
+    from mcsim.scenario.config import scenario_from_dict
+    from mcsim.scenario.schema import ScenarioError
+    from mcsim.scenario.toml import dumps_toml
+
+    raw = recommended_scenario(ds)
+    try:
+        scenario_from_dict(raw, RECOMMENDED_FILE)
+    except ScenarioError as err:
+        raise ValueError(f"the recommendation is not a valid scenario: {err}") from None
+    safe = "".join(ch if ch.isprintable() else "?" for ch in source)
+    header = (
+        f"# The recommendation of `mcsim plan`, written by `mcsim report` from {safe}:\n"
+        f"# {layout_label(ds, int(ds['recommended']))}; P(correct selection) {float(ds['pcs']):.3f}.\n"
+        "# The plan's scenario with the recommended configuration. Run it: mcsim run recommended.toml\n"
+    )
+    return header + dumps_toml(raw)
 
 
 # Kept by every plan file (those added later, "objective" and "uncertain_rejection", have fallbacks).

@@ -6,7 +6,7 @@ Each function takes a dataset from :func:`mcsim.simulate` or
 Values are shown in the units a planner reads (wall time in days, cost in MUSD,
 energy in MWh), converted from each variable's ``units`` attribute.
 
-matplotlib is optional (``pip install 'mcsim[plot]'``) and imported only when a
+matplotlib is optional (``pip install 'mcsim-llm[plot]'``) and imported only when a
 figure is made; without it the functions raise
 :class:`mcsim.engine.backends.BackendUnavailable`. Without a display, the Agg backend
 is used.

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
+from mcsim._version import DISTRIBUTION
 from mcsim.engine.backends import BackendUnavailable
 from mcsim.io.atomic import atomic_open
 from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
@@ -69,7 +70,7 @@ def _pyplot():
     try:
         import matplotlib
     except ImportError as err:
-        raise BackendUnavailable("plots need matplotlib: pip install 'mcsim[plot]'") from err
+        raise BackendUnavailable(f"plots need matplotlib: pip install '{DISTRIBUTION}[plot]'") from err
     headless = (
         sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd"))
         and not os.environ.get("DISPLAY")
@@ -226,7 +227,7 @@ def figure_format(path: str | Path) -> str:
     try:
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError as err:
-        raise BackendUnavailable("plots need matplotlib: pip install 'mcsim[plot]'") from err
+        raise BackendUnavailable(f"plots need matplotlib: pip install '{DISTRIBUTION}[plot]'") from err
     formats = FigureCanvasBase.get_supported_filetypes()
     if suffix not in formats:
         raise ValueError(

@@ -18,7 +18,6 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +53,14 @@ from mcsim.scenario.schema import (
     format_number,
     run_option,
 )
+from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped_scenarios_folder: public here too)
+    REFERENCE_SCENARIO,
+    reference_scenario_path,
+    resolve_scenario,
+    shipped_scenarios_folder,
+)
 from mcsim.scenario.toml import MAX_DEPTH, dumps_toml
 from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
-
-REFERENCE_SCENARIO = "llama3-405b.toml"
 
 
 @dataclass(frozen=True)
@@ -159,26 +162,8 @@ def safe_file_stem(name: str) -> str:
     return f"{readable}-{digest}"
 
 
-def shipped_scenarios_folder() -> Path:
-    """Folder of the shipped scenario files.
-
-    Installed, they are the package data of ``mcsim.scenarios``. From a source
-    tree (``import mcsim`` in the repository root, where ``./mcsim`` shadows the
-    installed package) they are the repository's ``scenarios/`` folder.
-    """
-    try:
-        return Path(str(resources.files("mcsim.scenarios")))
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "scenarios"
-
-
-def reference_scenario_path() -> Path:
-    """Path of the shipped reference scenario (Llama 3 405B)."""
-    return shipped_scenarios_folder() / REFERENCE_SCENARIO
-
-
-def _override_items(overrides: Any) -> list[Override]:
-    """``(key, value)`` pairs of ``overrides`` (see :func:`load_scenario`)."""
+def override_items(overrides: Any) -> list[Override]:
+    """``(key, value)`` pairs of ``overrides``: ``KEY=VALUE`` text or typed pairs (see :func:`load_scenario`)."""
     if isinstance(overrides, str):
         overrides = [overrides]
     items = overrides.items() if isinstance(overrides, Mapping) else overrides
@@ -204,10 +189,10 @@ def apply_override(raw: dict, key: str, value: Any, source: str) -> None:
     if not isinstance(sweep, dict):
         raise ScenarioError(source, "sweep", "expected a table of KEY = [values]")
     if isinstance(value, list):
-        _set_dotted(copy.deepcopy(raw), key, value[0] if value else None, "--set")  # the key must resolve
+        set_dotted(copy.deepcopy(raw), key, value[0] if value else None, "--set")  # the key must resolve
         raw["sweep"] = {**sweep, key: value}
         return
-    _set_dotted(raw, key, value, "--set")
+    set_dotted(raw, key, value, "--set")
     if key in sweep:
         raw["sweep"] = {k: v for k, v in sweep.items() if k != key}
 
@@ -245,7 +230,9 @@ def load_scenario(
     Parameters
     ----------
     path : str or Path, optional
-        The TOML file; the shipped reference scenario when omitted.
+        The TOML file, or the name of a shipped scenario (``"capacity-planning"``; a file of
+        that name in the current folder wins, see :func:`mcsim.scenario.shipped.resolve_scenario`);
+        the shipped reference scenario when omitted.
     overrides : iterable of str or (key, value) pairs, or a mapping key -> value
         ``"KEY=VALUE"`` text as ``mcsim run --set`` takes it (VALUE read as TOML, bare
         strings allowed), or typed ``(key, value)`` pairs / a ``{key: value}`` mapping,
@@ -261,10 +248,10 @@ def load_scenario(
     ScenarioError
         On any invalid input, with the file, the key and what was expected.
     """
-    path = Path(path) if path is not None else reference_scenario_path()
+    path = resolve_scenario(path) if path is not None else reference_scenario_path()
     source = str(path)
     raw = read_toml(path)
-    for key, value in _override_items(overrides):
+    for key, value in override_items(overrides):
         check_depth({key: value}, "--set")
         apply_override(raw, key, value, source)
     for key, value in run_overrides.items():
@@ -318,7 +305,7 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     for combo in itertools.product(*(axis.values for axis in axes)):
         varied = copy.deepcopy(raw)
         for axis, value in zip(axes, combo, strict=False):
-            _set_dotted(varied, axis.key, _as_raw(value), source)
+            set_dotted(varied, axis.key, _as_raw(value), source)
         configs.append(_build_config(varied, source, context=_combo_text(axes, combo)))
     check_prices(configs, (axis.key for axis in axes), (entry.key for entry in uncertain), source)
     return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs), uncertain=uncertain)
@@ -356,9 +343,9 @@ def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float
     varied = copy.deepcopy(scenario.raw)
     combo = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
     for axis, index in zip(scenario.axes, combo, strict=False):
-        _set_dotted(varied, axis.key, _as_raw(axis.values[index]), scenario.source)
+        set_dotted(varied, axis.key, _as_raw(axis.values[index]), scenario.source)
     for key, value in values.items():
-        _set_dotted(varied, key, float(value), scenario.source)
+        set_dotted(varied, key, float(value), scenario.source)
     axes_text = _combo_text(scenario.axes, tuple(axis.values[i] for axis, i in zip(scenario.axes, combo, strict=False)))
     return _build_config(varied, scenario.source, context=", ".join(t for t in (axes_text, context) if t))
 
@@ -377,7 +364,9 @@ def _coord(value: Any) -> Any:
     return value.label if isinstance(value, Interval) else value
 
 
-def _set_dotted(raw: dict, key: str, value: Any, source: str) -> None:
+def set_dotted(raw: dict, key: str, value: Any, source: str) -> None:
+    """Set the scenario key ``key`` (``SECTION.KEY``, ``failures.<class>.<field>``, ``name``,
+    ``description``) in the raw tables ``raw`` (raises :class:`ScenarioError` naming ``source``)."""
     parts = key.split(".")
     if parts[0] == "failures":
         if len(parts) != 3:
@@ -439,7 +428,7 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
                 f"dimension name {name!r} collides with sweep key {json.dumps(seen[name])}; sweep one of them only",
             )
         seen[name] = key
-        _set_dotted(copy.deepcopy(raw), key, values[0], source)  # the key must resolve
+        set_dotted(copy.deepcopy(raw), key, values[0], source)  # the key must resolve
         axes.append(SweepAxis(key=key, dim=name, values=typed, coords=coords))
     return axes
 
