@@ -149,8 +149,25 @@ def _library_failure(tmp: Path, err: RuntimeError) -> OSError:
 
 
 def open_results(path: str | Path) -> xr.Dataset:
-    """Open a result file written by :func:`write_results` (loaded into memory)."""
+    """Open a result file written by :func:`write_results` (loaded into memory).
+
+    Text comes back as fixed-width Unicode and ``completed`` / ``feasible`` as booleans,
+    as :func:`mcsim.simulate` returned them.
+
+    Raises
+    ------
+    OSError
+        The file cannot be read, or is not netCDF.
+    ValueError
+        A netCDF file that mcsim did not write (no ``mcsim_version`` global attribute),
+        in one line naming the file.
+    """
     with xr.open_dataset(path, engine="netcdf4") as ds:
+        if "mcsim_version" not in ds.attrs:
+            raise ValueError(
+                f"{path}: not an mcsim result file (no 'mcsim_version' attribute: it was not written by "
+                "mcsim run, mcsim plan or mcsim.write_results of a simulated result)"
+            )
         loaded = ds.load()
     for name in ("completed", "feasible"):
         if name in loaded and loaded[name].dtype != np.bool_:
