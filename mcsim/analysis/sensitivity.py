@@ -25,11 +25,11 @@ standard error is about ``1 / sqrt(2 (B - 1))``, 7 % at B = 100 and 3 % at B = 5
 (Efron & Tibshirani 1993, *An Introduction to the Bootstrap*, §6.4: 25-200 resamples
 suffice for a standard error). The delta estimate is the mean of B bias-corrected
 resamples (Plischke et al. 2013, eq. 30), so B adds a Monte Carlo error of about
-``s_B / sqrt(B)`` to it: a twentieth of the half-width at B = 100. The time is
-proportional to B: the delta method spends most of it in kernel density estimates of
-every resample (about 0.4 s per input and configuration at 256 draws and B = 100, one
-BLAS thread). 500 resamples, the earlier default, took 5x as long for half-widths known
-to 3 % instead of 7 % (docs/capacity-planning.md, "Which input matters most").
+``s_B / sqrt(B)`` to it: a twentieth of the half-width at B = 100. The time grows with B:
+on the README's uncertain example (3 configurations, 5 inputs, 256 draws) 500 resamples,
+the earlier default, took 2.7x the CPU time of 100 (docs/capacity-planning.md, "Which input
+matters most"). SALib computes the point estimates of S1 and delta on one bootstrap resample
+of the draws, so they move with the resampling stream by about their half-width.
 
 Progress: a bar over the (configuration, input) pairs (:func:`mcsim.engine.execution.progress_bar`),
 drawn once the work has taken 2 s.
