@@ -6,6 +6,17 @@
 >>> mcsim.summarize(ds)                       # mean, std, percentiles, 95 % CI
 >>> ds.mcsim.best("cost"), ds.mcsim.pareto(("wall_time", "energy"))
 
+Every command has its function, which the command line calls:
+
+=====================  ===========================================================
+``mcsim run``          ``mcsim.simulate(mcsim.load_scenario(path, overrides))``
+``mcsim summary``      ``mcsim.summarize(ds)``, ``ds.mcsim.cheapest_within(days, p)``
+``mcsim sensitivity``  ``mcsim.sensitivity(ds, output, resamples=...)``
+``mcsim plan``         ``mcsim.plan(path)`` -> the plan's dataset
+``mcsim fit-failures`` ``mcsim.fit_failures(log, name=..., scope=...)`` -> ``.fit``, ``.table``
+``mcsim report``       ``mcsim.report(path_or_ds, folder, deadline=..., probability=...)``
+=====================  ===========================================================
+
 The package is a pipeline of subpackages, each importing only from those below it
 (ARCHITECTURE.md draws the map; import-linter checks it in CI):
 
@@ -24,25 +35,50 @@ The package is a pipeline of subpackages, each importing only from those below i
 =============  ==========================================================
 """
 
-from mcsim import _moved
+from typing import TYPE_CHECKING
+
+from mcsim import _moved, report
 from mcsim._version import __version__
 from mcsim.accessor import McsimAccessor  # noqa: F401  (registers ds.mcsim)
+from mcsim.analysis.sensitivity import sensitivity
 from mcsim.analysis.summary import summarize
 from mcsim.engine.simulate import simulate
-from mcsim.errors import ScenarioError
+from mcsim.errors import NoCandidate, NoneQualifies, ScenarioError
 from mcsim.io.netcdf import open_results, write_results
 from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_path
 
+if TYPE_CHECKING:
+    from mcsim.planning.planner import plan
+    from mcsim.scenario.failure_table import fit_failures
+
 _moved.install()
 
+# Imported when first used: the planner and the fit are not needed by most commands.
+_LAZY = {"plan": "mcsim.planning.planner", "fit_failures": "mcsim.scenario.failure_table"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
+
+
 __all__ = [
+    "NoCandidate",
+    "NoneQualifies",
     "ScenarioError",
     "Scenario",
+    "fit_failures",
     "load_scenario",
+    "open_results",
+    "plan",
     "reference_scenario_path",
+    "report",
+    "sensitivity",
     "simulate",
     "summarize",
     "write_results",
-    "open_results",
     "__version__",
 ]

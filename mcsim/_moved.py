@@ -58,6 +58,10 @@ MOVED = {
 }
 
 
+# an old module whose name is now a top-level function defined elsewhere: calling the old module calls it
+CALLS = {"plan": "planning.planner"}
+
+
 class _Forward(ModuleType):
     """The old module: every attribute read from the new one; callable as the function of its own name.
 
@@ -80,7 +84,9 @@ class _Forward(ModuleType):
             setattr(self.__dict__["_target"], attr, value)
 
     def __call__(self, *args: object, **kwargs: object) -> object:
-        return getattr(self.__dict__["_target"], self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+        name = self.__name__.rsplit(".", 1)[1]
+        home = importlib.import_module("mcsim." + CALLS[name]) if name in CALLS else self.__dict__["_target"]
+        return getattr(home, name)(*args, **kwargs)
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -22,6 +22,7 @@ import xarray as xr
 from mcsim.analysis import compare as analysis
 from mcsim.analysis.summary import summarize
 from mcsim.io.netcdf import scenario_names
+from mcsim.io.variables import sweep_dims
 
 
 class _Plots:
@@ -61,6 +62,37 @@ class McsimAccessor:
         # a file opened with plain xarray holds uncertain inputs under CF names: take their keys back
         self._ds = scenario_names(ds)
 
+    def __repr__(self) -> str:
+        """What the dataset holds (scenario, configurations, runs, draws) and the methods that apply."""
+        ds = self._ds
+        if "wall_time" not in ds or "run" not in ds["wall_time"].dims:
+            kind = "a plan file (read it with mcsim.report)" if ds.attrs.get("mcsim_kind") == "plan" else "no result"
+            return f"<mcsim accessor: {kind}; dims {dict(ds.sizes)}>"
+        dims = sweep_dims(ds)
+        configurations = 1
+        for d in dims:
+            configurations *= ds.sizes[d]
+        sweep = ", ".join(f"{d} {ds.sizes[d]}" for d in dims) or "no sweep"
+        draws = f" x {ds.sizes['draw']:,} parameter draws" if "draw" in ds.dims else ""
+        methods = [
+            "summary",
+            "best",
+            "pareto",
+            "cheapest_within",
+            "prob_within",
+            "prob_better",
+            "paired_difference",
+            "completed_share",
+            "plot",
+        ]
+        if draws:
+            methods[5:5] = ["decision_table", "robustness", "sensitivity", "prob_better_by_draw"]
+        return (
+            f"<mcsim accessor: {ds.attrs.get('scenario_name', 'result')!r}, {configurations} "
+            f"configuration{'s' if configurations != 1 else ''} ({sweep}) x {ds.sizes['run']:,} runs{draws}>\n"
+            f"methods: {', '.join(methods)}"
+        )
+
     def summary(self) -> xr.Dataset:
         """Statistics of every per-run variable along ``stat`` (:func:`mcsim.summarize`)."""
         return summarize(self._ds)
@@ -77,10 +109,11 @@ class McsimAccessor:
         """P(a beats b) from paired runs, with its 95 % Wilson interval (:func:`mcsim.analysis.prob_better`)."""
         return analysis.prob_better(self._ds, a, b, objective)
 
-    def cheapest_within(self, days: float, probability: float = 0.9) -> dict | None:
-        """Cheapest configuration finishing within ``days`` with ``probability``.
+    def cheapest_within(self, days: float, probability: float = 0.9) -> dict:
+        """Cheapest configuration finishing within ``days`` with ``probability`` in (0, 1).
 
-        See :func:`mcsim.analysis.cheapest_within`.
+        See :func:`mcsim.analysis.cheapest_within`; raises :class:`mcsim.errors.NoneQualifies`
+        (carrying the closest configuration) when none qualifies.
         """
         return analysis.cheapest_within(self._ds, days, probability)
 

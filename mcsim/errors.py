@@ -42,3 +42,22 @@ class OutputBusy(RuntimeError):
 
 class NoCandidate(Exception):
     """No candidate passes the screen, or none meets the constraints when simulated (exit status 1)."""
+
+
+class NoneQualifies(LookupError):
+    """No configuration meets a deadline with the required probability (:func:`mcsim.analysis.cheapest_within`).
+
+    The valid question has no answer; :attr:`closest` says which eligible configuration
+    came nearest: its record (as ``cheapest_within`` returns for a pick, with
+    ``p_within`` and ``p_within_ci95``), or None when no configuration can be ranked.
+    :attr:`days` and :attr:`probability` repeat the question.
+    """
+
+    def __init__(self, message: str, closest: dict | None, days: float, probability: float) -> None:
+        super().__init__(message)
+        self.closest = closest
+        self.days = days
+        self.probability = probability
+
+    def __str__(self) -> str:
+        return str(self.args[0])

@@ -13,6 +13,7 @@ from scipy import stats
 import mcsim
 from mcsim.analysis.compare import best, cheapest_within, pareto_front, prob_better
 from mcsim.engine.optimize import optimize_interval
+from mcsim.errors import NoneQualifies
 from mcsim.scenario.config import scenario_from_dict
 
 
@@ -81,7 +82,11 @@ def test_cheapest_within_deadline():
     # runs of B: 30, 35, 40, 45, 50 h -> 4 of 5 within 48 h (0.8)
     assert cheapest_within(ds, 2.0, 0.8)["configuration"] == {"config": "B"}
     assert cheapest_within(ds, 2.0, 0.9)["configuration"] == {"config": "A"}
-    assert cheapest_within(ds, 0.5, 0.9) is None
+    # nothing finishes within 12 h with probability 0.9; A comes closest: 1 of its 5 runs (10 h) is in time
+    with pytest.raises(NoneQualifies, match=r"closest is config=A with probability 0\.2 ") as caught:
+        cheapest_within(ds, 0.5, 0.9)
+    assert caught.value.closest["configuration"] == {"config": "A"}
+    assert caught.value.closest["p_within"] == pytest.approx(0.2)
 
 
 def _optimizer_case(stall_s: float, mtbf_h: float, shape: float = 1.0):

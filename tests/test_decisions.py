@@ -11,6 +11,7 @@ import xarray as xr
 
 from mcsim.analysis import compare as analysis
 from mcsim.analysis.robustness import robustness, split_groups
+from mcsim.errors import NoneQualifies
 
 DRAWS = 100
 RUNS = 4
@@ -151,7 +152,10 @@ def test_pooled_deadline_probability_designed_exactly():
     pick = analysis.cheapest_within(ds, 2.0, 0.4)
     assert pick["configuration"] == {"config": "A"} and pick["p_within"] == pytest.approx(0.45)
     assert pick["probability_basis"].startswith("predictive") and pick["draws_meeting"] is not None
-    assert analysis.cheapest_within(ds, 2.0, 0.5) is None  # 0.45 < 0.5, although 5 draws reach 0.5
+    with pytest.raises(NoneQualifies) as caught:  # 0.45 < 0.5, although 5 draws reach 0.5
+        analysis.cheapest_within(ds, 2.0, 0.5)
+    assert caught.value.closest["p_within"] == pytest.approx(0.45)  # A and B tie; A is the cheaper
+    assert caught.value.closest["configuration"] == {"config": "A"}
 
 
 def test_pooled_deadline_probability_matches_the_lomax_closed_form():
@@ -229,3 +233,42 @@ def test_report_sentence_names_the_changing_input(kinked):
     # B is the robust choice; below the median of x (0.495, the largest x of the lower half) A is better
     assert "Which input would change it: x" in text and "below 0.495" in text and "config=A" in text
     assert "y" not in text.split("save")[1]  # y is worth nothing: not listed as the next input
+
+
+# ---------------------------------------------------------------- hostile arguments (issue 22)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda ds: analysis.cheapest_within(ds, days=-1), r"days: expected a finite number of days > 0, got -1"),
+        (lambda ds: analysis.cheapest_within(ds, days=math.nan), r"days: .* got nan"),
+        (lambda ds: analysis.cheapest_within(ds, days=math.inf), r"days: .* got inf"),
+        (lambda ds: analysis.cheapest_within(ds, days="3"), r"days: .* got '3'"),
+        (lambda ds: analysis.cheapest_within(ds, days=2, probability=2), r"probability: expected a number in \(0, 1\)"),
+        (lambda ds: analysis.cheapest_within(ds, days=2, probability=90), r"not a percentage: 0\.9 for 90 %"),
+        (lambda ds: analysis.cheapest_within(ds, days=2, probability=0), r"probability: .* got 0"),
+        (lambda ds: analysis.prob_within(ds, days=-3), r"days: .* got -3"),
+        (lambda ds: analysis.prob_within(ds, days=2, probability=-0.1), r"probability: .* got -0\.1"),
+        (lambda ds: robustness(ds, "cost", groups=2.5), r"groups: expected a whole number from 2 to .* got 2\.5"),
+        (lambda ds: robustness(ds, "cost", groups=True), r"groups: .* got True"),
+    ],
+)
+def test_hostile_arguments_are_refused_in_one_line(kinked, call, match):
+    with pytest.raises(ValueError, match=match) as caught:
+        call(kinked)
+    assert "\n" not in str(caught.value)
+
+
+def test_robustness_of_a_file_opened_with_xarray_open_dataset(kinked, tmp_path):
+    # documented as equivalent to open_results: text coordinates come back as Python objects
+    import mcsim
+
+    path = mcsim.write_results(kinked, tmp_path / "k.nc")
+    with xr.open_dataset(path) as opened:
+        assert opened["config"].dtype == object  # the case that raised AttributeError (str has no .item())
+        found = robustness(opened.load(), "cost")
+    expected = robustness(kinked, "cost")
+    assert found["choice"]["configuration"] == expected["choice"]["configuration"] == {"config": "B"}
+    assert found["changing_input"] == expected["changing_input"] == "x"
+    assert found["choice"]["expected_regret"] == pytest.approx(expected["choice"]["expected_regret"])

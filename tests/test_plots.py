@@ -138,14 +138,14 @@ def test_scaling_needs_its_dimension(sweep_file):
 
 def test_report(sweep_file, tmp_path, capsys):
     folder = tmp_path / "deep" / "report"
-    assert main(["report", str(sweep_file), "-o", str(folder)]) == 0
+    assert main(["report", str(sweep_file), "-o", str(folder), "--deadline", "30"]) == 0
     readme = (folder / "README.md").read_text()
     ds = mcsim.open_results(sweep_file)
     optimum = analysis.best(ds, "cost")["configuration"]
     named = ", ".join(f"{d}={v}" for d, v in optimum.items())
     assert f"### Cost-optimal: {named}" in readme
     assert "Energy-optimal" in readme and "Fastest" in readme and "Pareto front" in readme
-    assert "probability ≥ 0.9" in readme and "median wall time of the fastest configuration" in readme
+    assert "probability ≥ 0.9" in readme and "Deadline D = 30 days (given)" in readme
     for key in ("runs per configuration", "seed", "mode", "mcsim version"):
         assert key in readme
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)

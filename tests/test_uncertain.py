@@ -379,10 +379,11 @@ def test_report_has_a_decision_section(paired, tmp_path):
     from mcsim.report.markdown import pooled_over_draws, report_markdown, write_report
 
     _, ds = paired
-    text = report_markdown(ds, [])
+    text = report_markdown(ds, [], deadline=2 * float(ds.wall_time.median()) / 24)
     assert "## Decision under uncertainty" in text and "Robust choice on cost" in text
     assert "draw=" not in text and "sweep: draw" not in text
     assert "pooled over draws and runs" in text
+    assert "The robust choice finishes within" not in report_markdown(ds, [])  # no deadline given, none invented
     pooled = pooled_over_draws(ds)
     assert pooled.wall_time.dims == ("pue", "strategy", "run") and pooled.sizes["run"] == 6 * 12
     np.testing.assert_array_equal(

@@ -31,6 +31,7 @@ With parameter draws
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -40,7 +41,8 @@ import xarray as xr
 
 from mcsim.analysis.decisions import Z_95, decision_arrays, wilson_interval, within_arrays
 from mcsim.analysis.pareto import nondominated
-from mcsim.io.variables import objective_direction, sweep_dims
+from mcsim.errors import NoneQualifies
+from mcsim.io.variables import PER_RUN, objective_direction, sweep_dims
 
 
 class Probability(NamedTuple):
@@ -51,10 +53,20 @@ class Probability(NamedTuple):
     runs: int
 
 
+def objectives_of(ds: xr.Dataset) -> list[str]:
+    """The per-run variables of ``ds`` that can be ranked (those with a direction)."""
+    return [name for name in PER_RUN if name in ds and _has_direction(name)]
+
+
 def _sign(ds: xr.Dataset, objective: str) -> float:
     """+1 for an objective to minimise, -1 for one to maximise; refuses non-objectives."""
+    if not isinstance(objective, str):
+        raise TypeError(f"objective: expected a variable name such as 'cost', got {objective!r}")
     if objective not in ds:
-        raise ValueError(f"objective {objective!r} is not a variable of this dataset")
+        raise ValueError(
+            f"objective {objective!r} is not a variable of this dataset; expected one of "
+            f"{', '.join(objectives_of(ds)) or '(none: not an mcsim result)'}"
+        )
     direction = objective_direction(objective)
     if "run" not in ds[objective].dims:
         raise ValueError(f"objective {objective!r} has no run dimension in this dataset")
@@ -76,7 +88,7 @@ def _statistic(ds: xr.Dataset, variable: str, stat: str | float) -> xr.DataArray
             return values.mean(samples)
         if isinstance(stat, (int, float)) and 0.0 < float(stat) < 1.0:
             return values.quantile(float(stat), dim=samples).drop_vars("quantile")
-    raise ValueError(f"stat must be 'mean' or a quantile in (0, 1), got {stat!r}")
+    raise ValueError(f"stat: expected 'mean' or a quantile in (0, 1), got {stat!r}")
 
 
 def _feasible(ds: xr.Dataset) -> xr.DataArray | None:
@@ -123,6 +135,65 @@ def _require_eligible(ds: xr.Dataset, mask: xr.DataArray) -> None:
         )
 
 
+def check_days(days: object) -> float:
+    """``days`` as a float: a finite number of days > 0.
+
+    Raises
+    ------
+    ValueError
+        Anything else (negative, zero, NaN, infinite, not a number), in one line.
+    """
+    value = _real(days)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"days: expected a finite number of days > 0, got {days!r}")
+    return value
+
+
+def _real(value: object) -> float:
+    """``value`` as a float when it is a real number (not a bool), else NaN."""
+    return float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+
+
+def check_probability(probability: object) -> float:
+    """``probability`` as a float in the open interval (0, 1).
+
+    Raises
+    ------
+    ValueError
+        Anything else, in one line; a value in (1, 100] is taken for a percentage and
+        the message says so (0.9, not 90).
+    """
+    value = _real(probability)
+    if not 0.0 < value < 1.0:
+        hint = f" (a share, not a percentage: {value / 100:g} for {value:g} %)" if 1.0 < value <= 100.0 else ""
+        raise ValueError(f"probability: expected a number in (0, 1){hint}, got {probability!r}")
+    return value
+
+
+def _check_point(ds: xr.Dataset, point: object, name: str) -> Mapping:
+    """``point`` if it selects exactly one configuration of ``ds`` by coordinate; else a one-line ValueError."""
+    dims = sweep_dims(ds)
+    if not isinstance(point, Mapping):
+        raise TypeError(
+            f"{name}: expected a mapping of sweep coordinates such as {{{dims[0] if dims else 'gpus'!r}: ...}}, "
+            f"got {point!r}"
+        )
+    unknown = [str(k) for k in point if k not in dims]
+    if unknown:
+        raise ValueError(
+            f"{name}: {', '.join(unknown)} is not a sweep dimension; expected {', '.join(dims) or 'none (no sweep)'}"
+        )
+    missing = [d for d in dims if d not in point]
+    if missing:
+        raise ValueError(f"{name}: selects more than one configuration; also give {', '.join(missing)}")
+    for d, value in point.items():
+        values = ds[d].values.tolist()
+        if value not in values:
+            shown = ", ".join(map(str, values[:12])) + (" ..." if len(values) > 12 else "")
+            raise ValueError(f"{name}: {d}={value!r} is not a configuration of this result; {d} is one of {shown}")
+    return point
+
+
 def pareto_front(
     ds: xr.Dataset, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean"
 ) -> xr.DataArray:
@@ -151,8 +222,13 @@ def pareto_front(
     ValueError
         An objective without a direction, or no configuration that can be ranked.
     """
+    if isinstance(objectives, str):
+        raise TypeError(
+            f"objectives: expected a sequence of variable names such as ('wall_time', 'cost'), "
+            f"got the string {objectives!r}"
+        )
     if len(objectives) < 1:
-        raise ValueError("give at least one objective")
+        raise ValueError("objectives: give at least one objective")
     signs = [_sign(ds, name) for name in objectives]
     mask = eligible(ds)
     _require_eligible(ds, mask)
@@ -177,7 +253,7 @@ def _paired(ds: xr.Dataset, a: Mapping, b: Mapping, objective: str) -> tuple[np.
     samples = _samples(ds)
     runs = []
     for name, point in (("a", a), ("b", b)):
-        one = ds.sel(dict(point))
+        one = ds.sel(dict(_check_point(ds, point, name)))
         values = one[objective]
         if set(values.dims) != set(samples):
             raise ValueError("a and b must each select one configuration (all sweep dims)")
@@ -421,38 +497,76 @@ def best(ds: xr.Dataset, objective: str = "cost", stat: str | float = "mean") ->
     return record
 
 
-def cheapest_within(ds: xr.Dataset, days: float, probability: float = 0.9, cost: str = "cost") -> dict | None:
+def cheapest_within(ds: xr.Dataset, days: float, probability: float = 0.9, cost: str = "cost") -> dict:
     """The cheapest configuration that finishes within ``days`` with at least ``probability``.
 
     The probability is the share of runs that completed within the deadline; a
     configuration qualifies when that share is at least ``probability`` and every one
     of its runs completed (one censored at ``max_wall_days`` has a truncated cost, so
-    it is never ranked). Returns :func:`config_record` of ``cost`` plus ``p_within``,
-    ``p_within_ci95`` (95 % Wilson interval) and ``days``, or None when no
-    configuration qualifies.
+    it is never ranked).
 
     With parameter draws the probability is the predictive one, pooled over draws and
     runs (:func:`prob_within`), and its interval counts the draws as the independent
     units; the record then also has ``probability_basis`` (saying so), ``draws_meeting``
     (share of draws whose own probability is at least ``probability``) and its
     ``draws_meeting_ci95``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Simulation results.
+    days : float
+        The deadline [days]: finite, > 0.
+    probability : float
+        The required probability of finishing in time, in (0, 1) (0.9, not 90).
+    cost : str
+        The per-run variable minimised (lower is better), ``cost`` by default.
+
+    Returns
+    -------
+    dict
+        :func:`config_record` of ``cost`` at the pick, plus ``p_within``, its
+        ``p_within_ci95`` (95 % Wilson interval) and ``days``.
+
+    Raises
+    ------
+    ValueError
+        ``days`` or ``probability`` out of range, or ``cost`` not a variable to minimise.
+    mcsim.errors.NoneQualifies
+        No configuration qualifies. Its ``closest`` is the record (as above) of the
+        eligible configuration with the highest probability of finishing in time (the
+        cheapest among equals), or None when no configuration can be ranked; the
+        message names it with its probability.
     """
+    days, probability = check_days(days), check_probability(probability)
     if _sign(ds, cost) < 0:
         raise ValueError(f"{cost!r}: higher is better, so it is not a cost to minimise")
     mask = eligible(ds)
+    table = None
     if "draw" in _samples(ds):
         table = prob_within(ds, days, probability)
         within = table["p_within"]
     else:
         within = ((ds["wall_time"] <= days * 24.0) & ds["completed"]).mean("run")
     qualifies = (within >= probability) & mask
-    if not bool(qualifies.any()):
-        return None
-    mean_cost = _statistic(ds, cost, "mean").where(qualifies)
-    flat = int(np.nanargmin(mean_cost.values.ravel())) if mean_cost.ndim else 0
-    point = _point_of(ds, flat)
+    mean_cost = _statistic(ds, cost, "mean")
+    if bool(qualifies.any()):
+        flat = int(np.nanargmin(mean_cost.where(qualifies).values.ravel())) if mean_cost.ndim else 0
+        return _within_record(ds, _point_of(ds, flat), cost, within, table, days)
+    closest = None
+    if bool(mask.any()):
+        # highest probability first, then the lower mean cost
+        key = np.lexsort((mean_cost.values.ravel(), -within.where(mask).fillna(-1.0).values.ravel()))
+        closest = _within_record(ds, _point_of(ds, int(key[0])), cost, within, table, days)
+    raise NoneQualifies(_none_text(days, probability, closest), closest, days, probability)
+
+
+def _within_record(
+    ds: xr.Dataset, point: dict, cost: str, within: xr.DataArray, table: xr.Dataset | None, days: float
+) -> dict:
+    """:func:`config_record` of ``cost`` at ``point`` with its probability of finishing within ``days``."""
     record = config_record(ds, point, cost)
-    if "draw" in _samples(ds):
+    if table is not None:
         one = table.sel(point) if point else table
         record.update(
             p_within=float(one["p_within"]),
@@ -466,6 +580,18 @@ def cheapest_within(ds: xr.Dataset, days: float, probability: float = 0.9, cost:
     p = float(within.sel(point)) if point else float(within)
     record.update(p_within=p, p_within_ci95=wilson_interval(p * ds.sizes["run"], ds.sizes["run"]), days=days)
     return record
+
+
+def _none_text(days: float, probability: float, closest: dict | None) -> str:
+    """One line: nothing qualifies, and which configuration came closest."""
+    text = f"no configuration finishes within {days:g} days with probability >= {probability:g}"
+    if closest is None:
+        return text + " (none can be ranked: every configuration is infeasible or has censored runs)"
+    low, high = closest["p_within_ci95"]
+    return (
+        f"{text}; the closest is {_text(closest['configuration'])} with probability {closest['p_within']:.3g} "
+        f"(95 % interval {low:.3g} - {high:.3g})"
+    )
 
 
 PREDICTIVE_BASIS = (
@@ -573,13 +699,30 @@ def prob_within(ds: xr.Dataset, days: float, probability: float | None = None) -
     ``probability`` (``draws_meeting``, Wilson over draws). Without draws: the share of
     runs with its Wilson interval over runs.
 
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Simulation results.
+    days : float
+        The deadline [days]: finite, > 0.
+    probability : float, optional
+        In (0, 1): also give the share of draws whose own probability reaches it.
+
     Returns
     -------
     xarray.Dataset
         Over the sweep dims: ``p_within``, ``p_within_ci95_low``, ``p_within_ci95_high``
         (and ``draws_meeting``, ``draws_meeting_ci95_low``, ``draws_meeting_ci95_high``).
         NaN for infeasible configurations.
+
+    Raises
+    ------
+    ValueError
+        ``days`` or ``probability`` out of range.
     """
+    days = check_days(days)
+    if probability is not None:
+        probability = check_probability(probability)
     feasible = _feasible(ds)
     done = (ds["wall_time"] <= days * 24.0) & ds["completed"].astype(bool)
     indicator = done.astype(float)

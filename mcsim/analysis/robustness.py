@@ -11,6 +11,7 @@ uncertainty"; estimators: :mod:`mcsim.decisions`.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -34,10 +35,15 @@ def split_groups(values: np.ndarray, groups: int) -> np.ndarray:
     return (ranks * groups) // len(ranks)
 
 
+def _plain(value: Any) -> Any:
+    """A coordinate value as a Python scalar (text decoded by ``xarray.open_dataset`` is already one)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _configurations(ds: xr.Dataset) -> list[dict]:
     dims = sweep_dims(ds)
     return [
-        {d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
+        {d: _plain(ds[d].values[i]) for d, i in zip(dims, index, strict=False)}
         for index in np.ndindex(*(ds.sizes[d] for d in dims))
     ]
 
@@ -118,9 +124,9 @@ def robustness(ds: xr.Dataset, objective: str = "cost", groups: int = 2) -> dict
         a direction, or nothing to rank.
     """
     keys = uncertain_inputs(ds)
-    if not 2 <= int(groups) <= ds.sizes["draw"]:
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or not 2 <= groups <= ds.sizes["draw"]:
         raise ValueError(
-            f"groups: expected an integer from 2 to the number of draws ({ds.sizes['draw']}), got {groups!r}"
+            f"groups: expected a whole number from 2 to the number of draws ({ds.sizes['draw']}), got {groups!r}"
         )
     table = analysis.decision_table(ds, objective)
     sign = -1.0 if objective_direction(objective) == "higher" else 1.0

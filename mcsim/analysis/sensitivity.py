@@ -18,6 +18,22 @@ SESMO 2022):
 
 Inputs are ranked (1 = most influential) by ``ST`` when there is one, else by ``delta``.
 
+Bootstrap resamples (``resamples``, default :data:`RESAMPLES` = 100, SALib's own default):
+SALib's intervals are ``z * s_B``, s_B the standard deviation of the index over B
+bootstrap resamples, so B sets only how well the half-width is known: its relative
+standard error is about ``1 / sqrt(2 (B - 1))``, 7 % at B = 100 and 3 % at B = 500
+(Efron & Tibshirani 1993, *An Introduction to the Bootstrap*, §6.4: 25-200 resamples
+suffice for a standard error). The delta estimate is the mean of B bias-corrected
+resamples (Plischke et al. 2013, eq. 30), so B adds a Monte Carlo error of about
+``s_B / sqrt(B)`` to it: a twentieth of the half-width at B = 100. The time grows with B:
+on the README's uncertain example (3 configurations, 5 inputs, 256 draws) 500 resamples,
+the earlier default, took 2.7x the CPU time of 100 (docs/capacity-planning.md, "Which input
+matters most"). SALib computes the point estimates of S1 and delta on one bootstrap resample
+of the draws, so they move with the resampling stream by about their half-width.
+
+Progress: a bar over the (configuration, input) pairs (:func:`mcsim.engine.execution.progress_bar`),
+drawn once the work has taken 2 s.
+
 Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.uncertain.parse_joint`):
 Sobol's variance decomposition, and the Saltelli estimators of ``S1`` and ``ST``,
 assume independent inputs, so a scenario with a joint group cannot use the Saltelli
@@ -34,8 +50,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import numbers
 import warnings
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -45,7 +63,6 @@ from mcsim.io.variables import PER_RUN
 
 INDICES = ("S1", "ST", "delta")
 CONF_LEVEL = 0.95
-RESAMPLES = 500
 # The fewest draws from which the indices are estimated at all: SALib's given-data delta/S1
 # estimators return NaN (or bins of one point) below a few dozen samples, and the Saltelli
 # estimators need several base points. Fewer draws are refused instead of ranking NaN.
@@ -60,6 +77,23 @@ def draws_needed(design: str, inputs: int) -> int:
     ``MIN_SALTELLI_BASE`` base points of ``inputs + 2`` draws each.
     """
     return MIN_SALTELLI_BASE * (inputs + 2) if design == "saltelli" else MIN_GIVEN_DATA_DRAWS
+
+
+RESAMPLES = 100  # default bootstrap resamples (see the module docstring)
+MIN_RESAMPLES = 10
+MAX_RESAMPLES = 100_000
+PROGRESS_DELAY_S = 2.0  # the bar appears only once the indices have taken this long
+
+
+def check_resamples(resamples: object) -> int:
+    """``resamples`` as an int from :data:`MIN_RESAMPLES` to :data:`MAX_RESAMPLES` (one-line ValueError otherwise)."""
+    value = int(resamples) if isinstance(resamples, numbers.Integral) and not isinstance(resamples, bool) else -1
+    if not MIN_RESAMPLES <= value <= MAX_RESAMPLES:
+        raise ValueError(
+            f"resamples: expected a whole number of bootstrap resamples from {MIN_RESAMPLES} to "
+            f"{MAX_RESAMPLES:,}, got {resamples!r}"
+        )
+    return value
 
 
 def uncertain_inputs(ds: xr.Dataset) -> list[str]:
@@ -83,8 +117,13 @@ def correlated_inputs(ds: xr.Dataset) -> list[str]:
     return [key for key in uncertain_inputs(ds) if ds[key].attrs.get("joint_group")]
 
 
-def _indices(x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: int) -> dict[str, np.ndarray]:
-    """Index estimates and CI half-widths, one per input, for one configuration's draw means ``y``."""
+def _indices(
+    x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: int, resamples: int, bar: Any
+) -> dict[str, np.ndarray]:
+    """Index estimates and CI half-widths, one per input, for one configuration's draw means ``y``.
+
+    ``bar`` advances by one per input done.
+    """
     k = len(names)
     nan = np.full(k, np.nan)
     out = {name: nan.copy() for name in INDICES} | {f"{name}_conf": nan.copy() for name in INDICES}
@@ -92,9 +131,9 @@ def _indices(x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: 
         if np.all(np.isfinite(y)):  # constant output: no input explains anything
             for name in INDICES:
                 out[name], out[f"{name}_conf"] = np.zeros(k), np.zeros(k)
+        bar.update(k)
         return out
     bounds = [[float(np.min(x[:, i])), float(np.max(x[:, i])) or 1.0] for i in range(k)]
-    problem = {"num_vars": k, "names": names, "bounds": bounds}
     seed += 1  # SALib leaves its generator unseeded for seed 0
     # One BLAS thread: SALib's estimators run many small linear-algebra calls, for which a
     # multi-threaded OpenBLAS spends ~14x longer synchronising than computing (issue 22: 438 s
@@ -104,25 +143,43 @@ def _indices(x: np.ndarray, y: np.ndarray, names: list[str], design: str, seed: 
         if design == "saltelli":
             from SALib.analyze import sobol
 
+            problem = {"num_vars": k, "names": names, "bounds": bounds}
             result = sobol.analyze(
-                problem, y, calc_second_order=False, num_resamples=RESAMPLES, conf_level=CONF_LEVEL, seed=seed
+                problem, y, calc_second_order=False, num_resamples=resamples, conf_level=CONF_LEVEL, seed=seed
             )
-            keys = ("S1", "ST")
-        else:
-            from SALib.analyze import delta
+            _store(out, result, ("S1", "ST"), slice(None))
+            bar.update(k)
+            return out
+        from SALib.analyze import delta
 
+        for i in range(k):  # one input at a time: the given-data estimators need no other column
+            problem = {"num_vars": 1, "names": [names[i]], "bounds": [bounds[i]]}
             # SALib >= 1.5 prints bin notices, and turns warnings back on ("once") to show others
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                result = delta.analyze(problem, x, y, num_resamples=RESAMPLES, conf_level=CONF_LEVEL, seed=seed)
-            keys = ("S1", "delta")
-    for name in keys:
-        found = name if name in result else f"{name}_raw"  # SALib >= 1.5 names the plain delta delta_raw
-        out[name] = np.asarray(result[found], dtype=float)
-        out[f"{name}_conf"] = np.asarray(result[f"{found}_conf"], dtype=float)
+                result = delta.analyze(
+                    problem, x[:, i : i + 1], y, num_resamples=resamples, conf_level=CONF_LEVEL, seed=seed + i
+                )
+            _store(out, result, ("S1", "delta"), slice(i, i + 1))
+            bar.update(1)
     return out
 
 
-def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Dataset:
+def _store(out: dict[str, np.ndarray], result: Any, keys: tuple[str, ...], where: slice) -> None:
+    """Copy SALib's estimates and half-widths of ``keys`` into ``out[...][where]``."""
+    for name in keys:
+        found = name if name in result else f"{name}_raw"  # SALib >= 1.5 names the plain delta delta_raw
+        out[name][where] = np.asarray(result[found], dtype=float)
+        out[f"{name}_conf"][where] = np.asarray(result[f"{found}_conf"], dtype=float)
+
+
+def sensitivity(
+    ds: xr.Dataset,
+    output: str = "cost",
+    seed: int = 0,
+    *,
+    resamples: int | None = None,
+    progress: bool | None = None,
+) -> xr.Dataset:
     """Sobol sensitivity indices of ``output``'s mean per draw, per configuration.
 
     Parameters
@@ -133,6 +190,12 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
         A per-run variable (``cost``, ``wall_time``, ...).
     seed : int
         Seed of the bootstrap resampling.
+    resamples : int, optional
+        Bootstrap resamples of each interval, 10 to 100,000 (default :data:`RESAMPLES`,
+        100); the time is proportional to it (see the module docstring).
+    progress : bool, optional
+        A bar over the (configuration, input) pairs, drawn once the work has taken 2 s;
+        by default when standard error is a terminal or in a Jupyter kernel.
 
     Returns
     -------
@@ -140,15 +203,20 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
         Dims (``input``, sweep dims...): ``S1``, ``ST``, ``delta`` (dimensionless shares
         of variance; ``delta`` in [0, 1]), each with ``*_low`` / ``*_high`` bounds of its
         95 % bootstrap interval, and ``rank`` (1 = most influential). Attributes:
-        ``method`` (``sobol`` or ``delta``), ``output``.
+        ``method`` (``sobol`` or ``delta``), ``output``, ``draws``, ``design``,
+        ``correlated_inputs``, ``resamples``, ``scenario_name``.
 
     Raises
     ------
     ValueError
-        No parameter draws, fewer than :func:`draws_needed`, or ``output`` is not a per-run variable.
+        No parameter draws, fewer than :func:`draws_needed`, ``output`` is not a per-run variable, or
+        ``resamples`` out of range.
     """
-    if output not in PER_RUN or output not in ds:
-        raise ValueError(f"expected a per-run variable ({', '.join(PER_RUN)}), got {output!r}")
+    from mcsim.engine.execution import progress_bar
+
+    if not isinstance(output, str) or output not in PER_RUN or output not in ds:
+        raise ValueError(f"output: expected a per-run variable ({', '.join(PER_RUN)}), got {output!r}")
+    resamples = RESAMPLES if resamples is None else check_resamples(resamples)
     keys = uncertain_inputs(ds)
     design = str(ds.attrs.get("design", "sobol"))
     correlated = correlated_inputs(ds)
@@ -169,10 +237,20 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
     means = means.transpose(*sweep_dims, "draw")
     shape = tuple(ds.sizes[d] for d in sweep_dims)
     arrays = {name: np.full(shape + (len(keys),), np.nan) for name in (*INDICES, *(f"{n}_conf" for n in INDICES))}
-    for index in np.ndindex(*shape):
-        found = _indices(x, means.values[index], keys, design, seed)
-        for name, values in found.items():
-            arrays[name][index] = values
+    configurations = int(np.prod(shape)) if shape else 1
+    with progress_bar(
+        progress,
+        total=configurations * len(keys),
+        unit="input",
+        desc=f"sensitivity of {output} ({resamples} resamples)",
+        leave=False,
+        delay=PROGRESS_DELAY_S,
+        dynamic_ncols=True,
+    ) as bar:
+        for index in np.ndindex(*shape):
+            found = _indices(x, means.values[index], keys, design, seed, resamples, bar)
+            for name, values in found.items():
+                arrays[name][index] = values
     data = {}
     for name in INDICES:
         value, conf = arrays[name], arrays[f"{name}_conf"]
@@ -204,5 +282,7 @@ def sensitivity(ds: xr.Dataset, output: str = "cost", seed: int = 0) -> xr.Datas
         "draws": ds.sizes["draw"],
         "design": design,
         "correlated_inputs": " ".join(correlated),
+        "resamples": resamples,
+        "scenario_name": str(ds.attrs.get("scenario_name", "scenario")),
     }
     return result

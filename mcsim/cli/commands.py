@@ -33,12 +33,44 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if all(row.within for row in rows) else 1
 
 
+def option_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``--deadline``, ``--probability`` or ``--resamples`` (None when nothing)."""
+    from mcsim.analysis.compare import check_days, check_probability
+    from mcsim.analysis.sensitivity import check_resamples
+
+    checks = (
+        ("--deadline", getattr(args, "deadline", None), check_days),
+        ("--probability", getattr(args, "probability", None), check_probability),
+        ("--resamples", getattr(args, "resamples", None), check_resamples),
+    )
+    for option, value, check in checks:
+        if value is None:
+            continue
+        try:
+            check(value)
+        except ValueError as err:
+            return f"{option}: {str(err).partition(': ')[2]}"
+    return None
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
+    if message := option_error(args):
+        print(f"mcsim: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.probability is not None and args.deadline is None:
+        print("mcsim: error: --probability: applies with --deadline DAYS", file=sys.stderr)
+        return EXIT_USAGE
     ds = open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
     try:
-        text = summary_table(ds, show_all=args.show_all, sort=args.sort)
+        text = summary_table(
+            ds,
+            show_all=args.show_all,
+            sort=args.sort,
+            deadline=args.deadline,
+            probability=0.9 if args.probability is None else args.probability,
+        )
     except ValueError as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -47,56 +79,50 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:
+    """``mcsim sensitivity``: :func:`mcsim.sensitivity` of a result file, as a table."""
+    from mcsim.analysis.sensitivity import sensitivity
+
+    if message := option_error(args):
+        print(f"mcsim: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
     ds = open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
     try:
-        text = sensitivity_table(ds, args.output)
+        result = sensitivity(ds, args.output, resamples=args.resamples)
     except ValueError as err:
         print(f"mcsim: error: {args.file}: {err}", file=sys.stderr)
         return EXIT_USAGE
-    print(text)
+    print(sensitivity_table(result=result))
     return 0
 
 
 def cmd_fit_failures(args: argparse.Namespace) -> int:
-    import re
-
-    from mcsim.scenario.fitting import failures_table_toml, fit_options, fit_weibull, read_failure_log
+    """``mcsim fit-failures``: :func:`mcsim.fit_failures`, its table printed, the table and figure written."""
+    from mcsim.scenario.failure_table import fit_failures
+    from mcsim.scenario.fitting import fit_options
     from mcsim.scenario.schema import ScenarioError
 
     source = str(args.log)
-    options = fit_options(source, scope=args.scope, recovery_minutes=args.recovery_minutes, confidence=args.confidence)
-    name = args.name if args.name is not None else re.sub(r"[^A-Za-z0-9_-]+", "_", Path(source).stem) or "fitted"
+    # the options first, then the outputs, then the log (which may be long to read)
+    fit_options(source, scope=args.scope, recovery_minutes=args.recovery_minutes, confidence=args.confidence)
     output = _fit_output(source, "-o", args.output)
     figure_path = _fit_output(source, "--plot", args.plot)
     if output is not None and figure_path is not None and same_path(output, figure_path):
         raise ScenarioError(source, "--plot", f"{figure_path}: the same file as -o; give two names")
     if figure_path is not None:
         _fit_plot_backend()
-    log = read_failure_log(source)
-    try:
-        fit = fit_weibull(*log, confidence=options.confidence)
-    except ValueError as err:
-        raise ScenarioError(source, "fit", str(err)) from None
-    try:
-        table = failures_table_toml(fit, name, options.scope, options.recovery_minutes)
-    except ValueError as err:  # "name: ...", "shape: ...": an option or a fitted value a scenario rejects
-        key, _, message = str(err).partition(": ")
-        raise ScenarioError(
-            source,
-            {"name": "--name", "recovery_minutes": "--recovery-minutes", "scope": "--scope"}.get(key, key),
-            message,
-        ) from None
-    if args.uncertain:
-        from mcsim.scenario.priors import uncertain_table_toml
-
-        try:
-            table += "\n" + uncertain_table_toml(fit, name)
-        except ValueError as err:
-            raise ScenarioError(source, "--uncertain", str(err)) from None
-    figure = _fit_figure(source, log, fit) if figure_path is not None else None
-    level = f"{100 * options.confidence:g} % CI"
+    found = fit_failures(
+        source,
+        name=args.name,
+        scope=args.scope,
+        recovery_minutes=args.recovery_minutes,
+        confidence=args.confidence,
+        uncertain=args.uncertain,
+    )
+    fit = found.fit
+    figure = _fit_figure(source, found.log, fit) if figure_path is not None else None
+    level = f"{100 * found.confidence:g} % CI"
     rows = [
         ("shape k", f"{fit.shape:.4g}", f"[{fit.shape_low:.4g}, {fit.shape_high:.4g}]"),
         ("MTBF [h]", f"{fit.mtbf_hours:.4g}", f"[{fit.mtbf_low:.4g}, {fit.mtbf_high:.4g}]"),
@@ -112,8 +138,8 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
     for row in [("quantity", "estimate", level)] + rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
     print()
-    print(table, end="")
-    return _write_fit_outputs(source, table, output, figure, figure_path)
+    print(found.table, end="")
+    return _write_fit_outputs(source, found.table, output, figure, figure_path)
 
 
 def _fit_output(source: str, option: str, value: str | None) -> Path | None:
@@ -204,7 +230,11 @@ def open_result_file(name: str) -> xr.Dataset | None:
         return None
     try:
         ds = open_results(path)
-    except (OSError, ValueError) as err:
+    except ValueError as err:  # a netCDF file mcsim did not write names the file itself
+        text = str(err) if str(err).startswith(str(path)) else f"{path}: not a readable netCDF result file ({err})"
+        print(f"mcsim: error: {text}", file=sys.stderr)
+        return None
+    except OSError as err:
         print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
         return None
     from mcsim.analysis.summary import check_results
@@ -220,17 +250,22 @@ def open_result_file(name: str) -> xr.Dataset | None:
 
 def _use_agg() -> None:
     """Files only, never a window: the Agg backend, when matplotlib is there at all."""
-    try:
-        import matplotlib
-    except ImportError:
-        return  # mcsim.plots raises BackendUnavailable with the install hint
-    matplotlib.use("Agg")
+    from mcsim.report.writer import use_agg
+
+    use_agg()
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from mcsim.engine.backends import BackendUnavailable
 
-    for option, value, kinds in (("--x", args.x, ("scaling",)), ("--variable", args.variable, ("cdf", "sensitivity"))):
+    if message := option_error(args):
+        print(f"mcsim: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    for option, value, kinds in (
+        ("--x", args.x, ("scaling",)),
+        ("--variable", args.variable, ("cdf", "sensitivity")),
+        ("--resamples", args.resamples, ("sensitivity",)),
+    ):
         if value is not None and args.kind not in kinds:
             print(f"mcsim: error: {option}: applies to --kind {' or '.join(kinds)} only", file=sys.stderr)
             return EXIT_USAGE
@@ -254,7 +289,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         elif args.kind == "sensitivity":
             from mcsim.report.tornado import plot_sensitivity
 
-            fig = plot_sensitivity(ds, output=args.variable or "cost")
+            fig = plot_sensitivity(ds, output=args.variable or "cost", resamples=args.resamples)
         else:
             fig = getattr(plots, f"plot_{args.kind}")(ds)
     except (BackendUnavailable, ValueError) as err:
@@ -291,27 +326,44 @@ def _figure_format_problem(output: Path) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write the report of a result or plan file into a new folder (or one an earlier report wrote).
+    """``mcsim report``: :func:`mcsim.report` into the checked ``-o`` folder.
 
-    The files are made in a staging folder and moved into place only when all are written
-    (:func:`mcsim.io.atomic.staged_folder`): a failure leaves nothing behind, and a folder
-    holding files mcsim did not write is refused before any work.
+    A report goes into a new folder, an empty one, or one an earlier report wrote; the files
+    are made in a staging folder and moved into place only when all are written
+    (:func:`mcsim.io.atomic.staged_folder`): a failure leaves nothing behind.
     """
     from mcsim.engine.backends import BackendUnavailable
-    from mcsim.io.atomic import folder_problem, staged_folder
+    from mcsim.io.atomic import folder_problem
+    from mcsim.report.plan import is_plan_file
+    from mcsim.report.writer import report
 
     source = Path(args.file)
     folder = report_folder(args)
     if folder is None:
         return EXIT_USAGE
+    if message := option_error(args):
+        print(f"mcsim: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
     if problem := folder_problem(folder) or output_problem(folder / "README.md"):
         print(f"mcsim: error: -o: {folder}: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    if (write := _report_writer(source, args.file)) is None:
+    if source.is_dir():
+        print(f"mcsim: error: {source}: is a directory; expected a result file written by mcsim", file=sys.stderr)
         return EXIT_USAGE
+    options = {"deadline": args.deadline, "probability": args.probability, "resamples": args.resamples}
+    if is_plan_file(source):
+        if args.deadline is not None or args.resamples is not None:
+            given = "--deadline" if args.deadline is not None else "--resamples"
+            print(f"mcsim: error: {given}: applies to a result of mcsim run; {source} is a plan file", file=sys.stderr)
+            return EXIT_USAGE
+        write = functools.partial(report, source, folder)
+    else:
+        ds = open_result_file(args.file)
+        if ds is None:
+            return EXIT_USAGE
+        write = functools.partial(report, ds, folder, name=source.name, **options)
     try:
-        with staged_folder(folder) as staging:
-            written = write(staging)
+        written = write()
     except BackendUnavailable as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -341,24 +393,6 @@ def report_folder(args: argparse.Namespace) -> Path | None:
         if args.output is not None
         else source.with_name((source.name[:-3] if source.name.endswith(".nc") else source.name) + "-report")
     )
-
-
-def _report_writer(source: Path, name: str):
-    """The function that writes the report of ``source`` into a folder, or None after the error line."""
-    from mcsim.report.plan import is_plan_file, write_plan_report
-
-    if source.is_dir():
-        print(f"mcsim: error: {source}: is a directory; expected a result file written by mcsim", file=sys.stderr)
-        return None
-    if is_plan_file(source):
-        return functools.partial(write_plan_report, source)
-    ds = open_result_file(name)
-    if ds is None:
-        return None
-    from mcsim.report.markdown import write_report
-
-    _use_agg()
-    return lambda folder: write_report(ds, folder, source=source.name)
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:

@@ -130,6 +130,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="sort by the mean of this per-run variable, best first (default: grid order, "
         "or by cost when rows are left out)",
     )
+    summary.add_argument(
+        "--deadline",
+        type=float,
+        metavar="DAYS",
+        default=None,
+        help="add each configuration's probability of finishing within DAYS days, and the cheapest "
+        "that does so with --probability (default: no deadline)",
+    )
+    summary.add_argument(
+        "--probability",
+        type=float,
+        metavar="P",
+        default=None,
+        help="with --deadline: required probability of finishing in time, in (0, 1) (default 0.9)",
+    )
     sens = sub.add_parser(
         "sensitivity", help="rank the uncertain inputs of a result with parameter draws (Sobol indices)"
     )
@@ -140,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="VAR",
         help="per-run variable whose mean per draw is analysed (default cost)",
     )
+    _resamples_option(sens)
     fit = sub.add_parser("fit-failures", help="fit a Weibull failure law to a CSV log of unit lifetimes")
     fit.add_argument(
         "log",
@@ -191,11 +207,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="--kind cdf: per-run variable whose distribution is drawn (default wall_time); "
         "--kind sensitivity: per-run variable whose indices are drawn (default cost)",
     )
+    _resamples_option(plot, "--kind sensitivity: ")
     report = sub.add_parser("report", help="write figures and a Markdown summary of a result file (needs matplotlib)")
     report.add_argument("file", help="netCDF file written by mcsim run")
     report.add_argument(
         "-o", "--output", metavar="FOLDER", help="folder to write (default: FILE without .nc + -report)"
     )
+    report.add_argument(
+        "--deadline",
+        type=float,
+        metavar="DAYS",
+        default=None,
+        help="name the cheapest configuration finishing within DAYS days with --probability "
+        "(default: none; the report invents no deadline)",
+    )
+    report.add_argument(
+        "--probability",
+        type=float,
+        metavar="P",
+        default=0.9,
+        help="required probability of finishing within --deadline, in (0, 1) (default 0.9)",
+    )
+    _resamples_option(report, "with parameter draws: ")
     plan = sub.add_parser(
         "plan", help="search cluster configurations: screen every candidate, select the best by simulation"
     )
@@ -255,6 +288,20 @@ def _add_scenarios(sub) -> None:
         metavar="DEST",
         nargs="?",
         help="the file to write, or an existing folder to write NAME.toml in (default: NAME.toml here)",
+    )
+
+
+def _resamples_option(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    from mcsim.analysis.sensitivity import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES
+
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        metavar="B",
+        default=None,
+        help=f"{prefix}bootstrap resamples of the sensitivity indices' 95 %% intervals, {MIN_RESAMPLES} to "
+        f"{MAX_RESAMPLES:,}; the time is proportional to B, the half-widths are known to about "
+        f"1/sqrt(2B) (default {RESAMPLES}: 7 %%)",
     )
 
 

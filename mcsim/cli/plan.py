@@ -17,7 +17,8 @@ EXIT_USAGE = 2
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Run ``mcsim plan``; returns the exit status (ScenarioError propagates to the caller's handler)."""
+    """Run ``mcsim plan`` (:func:`mcsim.plan`, with a resume store, the output's lock and its file);
+    returns the exit status (ScenarioError propagates to the caller's handler)."""
     from mcsim.cli.output import lock_output, output_problem, write_and_clear, write_failed
     from mcsim.engine.backends import BackendUnavailable
     from mcsim.engine.resume import PieceStore, PieceWriteError
@@ -25,7 +26,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mcsim.io.atomic import file_identity
     from mcsim.io.netcdf import is_result_file
     from mcsim.planning.plan import load_plan
-    from mcsim.planning.planner import NoCandidate, plan_dataset, run_plan
+    from mcsim.planning.planner import NoCandidate
+    from mcsim.planning.planner import plan as plan_result
     from mcsim.report.plan import plan_table
 
     plan = load_plan(args.plan, args.overrides)
@@ -52,7 +54,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return status
         previous = file_identity(output)  # the output is claimed: only this file may be replaced
         try:
-            result = run_plan(
+            ds = plan_result(
                 plan,
                 workers=args.workers,
                 scheduler=args.scheduler,
@@ -71,7 +73,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         except PieceWriteError as err:
             return write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
-        ds = plan_dataset(result)
         if (status := write_and_clear(ds, output, store, notify, previous)) is not None:
             return status
     if not args.quiet:

@@ -69,7 +69,11 @@ def _coordinate_attrs(axis) -> dict[str, str]:
 
 
 def provenance_attrs(scenario: Scenario) -> dict[str, object]:
-    """Global attributes: version, scenario TOML, seed, runs, mode, creation time, history.
+    """Global attributes: version, scenario TOML, overrides, seed, runs, mode, creation time, history.
+
+    ``scenario_toml`` is the scenario with its overrides applied; ``scenario_overrides``
+    lists those overrides (``--set``, ``--runs``, ...), one ``KEY = VALUE`` per line
+    (empty when none), so that a report can say what differs from the scenario file.
 
     ``Conventions``, ``title`` and ``history`` are the CF-1.10 §2.6.2
     attributes; ``history`` records when and by which mcsim version the file
@@ -84,6 +88,7 @@ def provenance_attrs(scenario: Scenario) -> dict[str, object]:
         "scenario_name": scenario.name,
         "scenario_source": scenario.source,
         "scenario_toml": scenario.to_toml(),
+        "scenario_overrides": "\n".join(scenario.overrides),
         "seed": run.seed,
         "runs": run.runs,
         "mode": run.mode,

@@ -10,6 +10,8 @@ reported tasks' rows by configuration and run.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,49 @@ if TYPE_CHECKING:
     from mcsim.engine.prepare import RowSimulator, TaskKey
 
 OnRows = Callable[[Task, np.ndarray], None]
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (IPython imported and running as ``IPKernelApp``)."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if callable(get_ipython) else None
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+def bar_class() -> type:
+    """The tqdm class for progress: ``tqdm.auto`` (widgets in a notebook) when ipywidgets is
+    importable, else plain ``tqdm.std``.
+
+    ``tqdm.auto`` in a notebook without ipywidgets warns (``TqdmWarning: IProgress not
+    found``) and falls back to text; choosing the text bar first gives the same bar
+    without the warning.
+    """
+    if importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
+    return tqdm
+
+
+def progress_bar(progress: bool | None = None, **options: Any) -> Any:
+    """A tqdm progress bar, shown as ``progress`` says.
+
+    Parameters
+    ----------
+    progress : bool, optional
+        True: shown; False: hidden; None: shown when standard error is a terminal or
+        this is a Jupyter kernel (where standard error is no terminal, yet a bar works:
+        a widget with ipywidgets, text without).
+    **options
+        tqdm's options (``total``, ``unit``, ``desc``, ``delay``, ...).
+    """
+    if progress is None:
+        try:
+            progress = sys.stderr.isatty() or in_notebook()
+        except (AttributeError, ValueError):  # no stderr, or a closed one
+            progress = False
+    return bar_class()(disable=not progress, **options)
 
 
 class Execution:

@@ -25,13 +25,12 @@ from collections.abc import Callable
 
 import numpy as np
 import xarray as xr
-from tqdm.auto import tqdm
 
 from mcsim.engine.backends import make_backend
 from mcsim.engine.dataset import provenance_attrs, sweep_dataset
 from mcsim.engine.draws import DrawPlan
 from mcsim.engine.estimate import time_estimate
-from mcsim.engine.execution import Execution, collect_rows
+from mcsim.engine.execution import Execution, collect_rows, progress_bar
 from mcsim.engine.optimize import COARSE_POINTS, FINE_POINTS, OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.outputs import output_arrays
 from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, prepare, prepare_tables
@@ -115,19 +114,23 @@ def simulate(
                 f"{f', {len(to_optimize)} interval optimisations' if to_optimize else ''}) on "
                 f"{backend.description}; {estimate.describe()}"
             )
+            if kernel.compiled(draws.tabled) is False:
+                notify(f"compiling kernels (first run only, about {kernel.COMPILE_SECONDS:.0f} s)")
             if estimate.longest_run_s > 2.0:
                 notify(
                     f"one run takes about {format_duration(estimate.longest_run_s)}: progress and Ctrl-C "
                     "act between runs"
                 )
-        with tqdm(
+        with progress_bar(
+            progress,
             total=len(feasible) * run.runs,
-            disable=None if progress is None else not progress,
             unit="run",
             desc=scenario.name,
             leave=False,
             dynamic_ncols=True,
         ) as bar:
+            if notify is None and not bar.disable and kernel.compiled(draws.tabled) is False:
+                bar.set_postfix_str(f"compiling kernels (first run only, about {kernel.COMPILE_SECONDS:.0f} s)")
             execution = Execution(backend, prepared.rows, run.seed, store, bar, notify)
             optima = (
                 optimize_intervals(execution, prepared, to_optimize, run.runs, chunk, run.seed) if to_optimize else {}

@@ -218,14 +218,33 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
     -------
     xarray.Dataset
         Booleans (``completed``, ``feasible``) as bool, text as fixed-width Unicode.
+
+    Raises
+    ------
+    OSError
+        The file cannot be read, or is not netCDF.
+    ValueError
+        A netCDF file that mcsim did not write (no ``mcsim_version`` global attribute),
+        in one line naming the file.
     """
     if chunks is not None:
         lazy = xr.open_dataset(path, engine="netcdf4", chunks=chunks)
+        if "mcsim_version" not in lazy.attrs:
+            lazy.close()
+            raise ValueError(
+                f"{path}: not an mcsim result file (no 'mcsim_version' attribute: it was not written by "
+                "mcsim run, mcsim plan or mcsim.write_results of a simulated result)"
+            )
         for name in ("completed", "feasible"):
             if name in lazy and lazy[name].dtype != np.bool_:
                 lazy[name] = lazy[name].astype(bool)
         return _text_as_unicode(lazy)
     with xr.open_dataset(path, engine="netcdf4") as ds:
+        if "mcsim_version" not in ds.attrs:
+            raise ValueError(
+                f"{path}: not an mcsim result file (no 'mcsim_version' attribute: it was not written by "
+                "mcsim run, mcsim plan or mcsim.write_results of a simulated result)"
+            )
         loaded = ds.load()
     for name in ("completed", "feasible"):
         if name in loaded and loaded[name].dtype != np.bool_:

@@ -200,6 +200,29 @@ def _with_cache(dispatcher):
     return dispatcher
 
 
+# Compiling the run kernel (first call, empty cache): 16.0-16.6 s wall, 15.1-15.5 s CPU for a
+# whole first `mcsim run` on a quiet 2-core machine, of which ~14 s compiling (README, "Speed",
+# measured by benchmarks/bench_startup.py). On the same 2 cores shared with other work (load
+# ~13), a cold first simulate() took 128 s CPU and 453 s wall (measured once for issue 22).
+COMPILE_SECONDS = 15.0
+
+
+def cached(dispatcher: Any) -> bool | None:
+    """Whether Numba's cache holds machine code of ``dispatcher`` for the current sources.
+
+    True: the first call loads it (a fraction of a second); False: the first call
+    compiles (about :data:`COMPILE_SECONDS`); None: unknown (no cache, or a Numba whose
+    private cache classes changed). Reads the cache index only; compiles nothing.
+    """
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if cache_file is None:
+        return None
+    try:
+        return bool(cache_file._load_index())
+    except Exception:  # noqa: BLE001 (a private API: any failure means "unknown")
+        return None
+
+
 def jit(func):
     """Compile a serial kernel helper with mcsim's settings."""
     return _with_cache(numba.jit(**_COMMON)(func))

@@ -11,11 +11,13 @@ why the kernels live inside the package):
 * the compiled entry points :func:`simulate_runs` (runs of one parameter set) and
   :func:`simulate_runs_table` (one run per row of a parameter table), from
   :mod:`mcsim.kernels.montecarlo`. Importing them compiles nothing: Numba compiles (or
-  loads from its cache) at the first call.
+  loads from its cache) at the first call; :func:`compiled` says which it will be, and
+  :data:`COMPILE_SECONDS` how long compiling takes.
 """
 
 from __future__ import annotations
 
+from .accelerate import COMPILE_SECONDS, cached
 from .declarations import (  # the declarations, re-exported whole
     N_OUT,
     OUT_BUSY_S,
@@ -52,6 +54,20 @@ from .declarations import (  # the declarations, re-exported whole
 )
 from .montecarlo import simulate_runs, simulate_runs_table
 from .renewal import START_AGED, START_NEW, START_STATIONARY
+
+
+def compiled(table: bool = False) -> bool | None:
+    """Whether the entry point a simulation calls is in the kernel cache (None: unknown).
+
+    ``table``: the draw-table entry point :func:`simulate_runs_table` rather than
+    :func:`simulate_runs`. False means the first call compiles, for about
+    :data:`COMPILE_SECONDS` seconds.
+    """
+    dispatcher = simulate_runs_table if table else simulate_runs
+    if dispatcher.signatures:  # compiled (or loaded) in this process already
+        return True
+    return cached(dispatcher)
+
 
 __all__ = [
     "OUTPUT_COLUMNS",
@@ -91,4 +107,6 @@ __all__ = [
     "START_STATIONARY",
     "simulate_runs",
     "simulate_runs_table",
+    "COMPILE_SECONDS",
+    "compiled",
 ]

@@ -28,12 +28,15 @@ from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.variables import Variable
 from mcsim.model.workload import RECOMPUTE_CODES
-from mcsim.planning.plan import Candidates, Plan, enumerate_candidates
+from mcsim.planning.plan import Candidates, Plan, enumerate_candidates, load_plan
 from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, candidate_config, screen
 from mcsim.planning.uncertain import QUANTILES, uncertain_objectives
 from mcsim.scenario.config import Config
 
 if TYPE_CHECKING:  # only for annotations (select_best is imported when a plan runs)
+    from pathlib import Path
+
+    from mcsim.engine.resume import PieceStore
     from mcsim.planning.selection import SelectionResult
 
 PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
@@ -125,6 +128,55 @@ def run_plan(
     if notify and error > plan.margin:
         notify(f"warning: {screen_error_text(error, plan.margin)}")
     return PlanResult(plan, cand, scr, scr.finalists, outputs, result, np.array(active), dropped, best, error)
+
+
+def plan(
+    plan_file: str | Path | Plan,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    store: PieceStore | None = None,
+    progress: bool | None = None,
+    notify: Callable[[str], None] | None = None,
+) -> xr.Dataset:
+    """Search the cluster configurations of a plan file: screen all, select the best by simulation.
+
+    The Python form of ``mcsim plan`` (docs/planning.md, docs/model.md §9).
+
+    Parameters
+    ----------
+    plan_file : str, Path or Plan
+        A plan file (a scenario plus ``[search]``, ``[constraints]``, ``[plan]``), or one
+        read already (:func:`mcsim.planning.plan.load_plan`).
+    workers, scheduler : optional
+        Run the simulations on a local dask cluster of ``workers`` processes, or on the
+        dask scheduler at ``scheduler`` (default: threads of this process).
+    store : PieceStore, optional
+        Resume store (finished simulation tasks kept and reused).
+    progress : bool, optional
+        A progress bar over the simulated runs; by default when standard error is a
+        terminal or in a Jupyter kernel.
+    notify : callable, optional
+        Called with one-line messages (stages, backend).
+
+    Returns
+    -------
+    xarray.Dataset
+        The plan result (:func:`plan_dataset`): the recommendation, finalists, screen;
+        write it with :func:`mcsim.write_results`, explain it with :func:`mcsim.report`.
+
+    Raises
+    ------
+    ScenarioError
+        An invalid plan file (file, key and what was expected).
+    NoCandidate
+        No candidate meets the constraints (the message says which binds, and how close
+        the closest candidate comes).
+    """
+    loaded = plan_file if isinstance(plan_file, Plan) else load_plan(plan_file)
+    return plan_dataset(
+        run_plan(loaded, workers=workers, scheduler=scheduler, store=store, progress=progress, notify=notify)
+    )
 
 
 def screen_error(plan: Plan, scr: Screen, outputs: list[dict[str, np.ndarray] | None]) -> float:

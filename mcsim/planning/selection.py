@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from mcsim.analysis.decisions import mean_interval
 from mcsim.engine.backends import make_backend
-from mcsim.engine.execution import Execution
+from mcsim.engine.execution import Execution, progress_bar
 from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.prepare import prepare
@@ -284,9 +283,9 @@ def select_best(
     try:
         if notify is not None:
             notify(f"selecting the best of {len(configs)} candidates by simulation on {backend.description}")
-        with tqdm(
+        with progress_bar(
+            progress,
             total=0,
-            disable=None if progress is None else not progress,
             unit="run",
             desc="select",
             leave=False,

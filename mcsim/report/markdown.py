@@ -6,9 +6,14 @@
 The picks come from :mod:`mcsim.analysis`: :func:`~mcsim.analysis.best` of cost,
 energy and wall time (a pick that differs from an earlier one is compared with it by
 :func:`~mcsim.analysis.paired_difference`, and called equivalent when the CI of the
-difference contains 0), :func:`~mcsim.analysis.pareto_front` of (wall time, cost) and
-:func:`~mcsim.analysis.cheapest_within` a deadline. Configurations with runs censored
-at ``max_wall_days`` are listed with their completed share and never picked.
+difference contains 0), :func:`~mcsim.analysis.pareto_front` of (wall time, cost) and, when a deadline is given
+(``mcsim report --deadline DAYS [--probability P]``; none is invented),
+:func:`~mcsim.analysis.cheapest_within` it, or the configuration that came closest.
+Configurations with runs censored at ``max_wall_days`` are listed with their completed
+share and never picked. "What was simulated" lists the overrides the result was made
+with (``--set``, ``--runs``, ...; the file's ``scenario_overrides``) and the layout the
+scenario fixes (GPU count, parallelism, checkpoint interval: not searched, see ``mcsim
+plan``); the scenario's description is left out when an override may have made it stale.
 
 A result with parameter draws (``run.draws``) is summarised over draws and runs
 together (the predictive distribution; CIs of means from the spread of the draw
@@ -31,13 +36,14 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis import compare as analysis
+from mcsim.errors import NoneQualifies
 from mcsim.io.atomic import write_atomic
 from mcsim.io.format import format_coordinate, format_money, format_significant
 from mcsim.io.variables import sweep_dims
 from mcsim.report import plots
+from mcsim.report.tables import layout_assumptions
 
-PROBABILITY = 0.9  # cheapest_within: required share of runs finishing in time
-DEADLINE_FACTOR = 2.0  # deadline = this x the median wall time of the fastest configuration
+PROBABILITY = 0.9  # cheapest_within: default required share of runs finishing in time
 
 # variable, row title, factor from the stored unit
 _QUANTITIES = (
@@ -217,11 +223,36 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
             + ")",
         )
     )
+    overrides = [line for line in str(attrs.get("scenario_overrides", "")).splitlines() if line.strip()]
+    if overrides:
+        rows.insert(1, ("overrides", "; ".join(f"`{_code_text(o)}`" for o in overrides)))
+    layout = layout_assumptions(ds)
+    if layout is not None:
+        fixed, swept = layout
+        rows.append(
+            (
+                "layout (fixed by the scenario)",
+                ", ".join(f"{label} {markdown_text(value)}" for label, value in fixed)
+                + (f" ({', '.join(swept)}: swept)" if swept else ""),
+            )
+        )
     lines = ["## What was simulated", ""]
     description = _description(attrs)
-    if description:
+    if description and not _stale(overrides):
         lines += [markdown_text(description, limit=2000), ""]
+    elif description:
+        lines += [
+            "(The scenario file's description is not repeated: the overrides below change what it describes.)",
+            "",
+        ]
     lines += ["| | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows]
+    if layout is not None:
+        lines += [
+            "",
+            "These results answer for the layout above, as the scenario fixes it; nothing here searched "
+            "for a better one. `mcsim plan` searches GPU counts, parallelism and checkpoint intervals under a "
+            "deadline or a budget (docs/planning.md of mcsim's documentation).",
+        ]
     if n_feasible < n_configs:
         reasons = sorted({markdown_text(r) for r in np.asarray(ds["infeasible_reason"].values).ravel() if str(r)})
         lines += [
@@ -242,6 +273,28 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
             f"Share of runs completed: {shown}" + (" …" if len(censored) > 8 else "") + ".",
         ]
     return lines
+
+
+def _code_text(text: str, limit: int = 200) -> str:
+    """``text`` for an inline code span: one line, no backtick, at most ``limit`` characters."""
+    plain = "".join(" " if (ord(c) < 32 or 127 <= ord(c) < 160 or c == "`") else c for c in text)
+    return plain[:limit] + ("…" if len(plain) > limit else "")
+
+
+# overrides that leave a scenario's description true: the Monte Carlo settings and the text itself
+_DESCRIPTION_SAFE = ("run.", "name ", "name=", "description ", "description=")
+
+
+def _stale(overrides: list[str]) -> bool:
+    """Whether an override may have made the scenario file's description stale.
+
+    Every override but those of ``[run]`` (runs, seed, mode, draws: how it is simulated,
+    not what) and of ``name`` may change what the description says; one of
+    ``description`` replaces it, so it is fresh again.
+    """
+    if any(o.startswith(("description ", "description=")) for o in overrides):
+        return False
+    return any(not o.startswith(_DESCRIPTION_SAFE) for o in overrides)
 
 
 def _description(attrs: dict) -> str:
@@ -294,21 +347,18 @@ def _pareto_table(ds: xr.Dataset) -> list[str]:
     ] + lines
 
 
-def _deadline_days(ds: xr.Dataset, fastest: dict) -> tuple[float, float]:
-    """The report's deadline in days, and the fastest configuration's median wall time it comes from."""
-    median_days = float(np.median(_select(ds, fastest["configuration"])["wall_time"].values)) / 24
-    return float(f"{DEADLINE_FACTOR * median_days:.3g}"), median_days
-
-
-def _deadline(ds: xr.Dataset, fastest: dict) -> list[str]:
-    days, median_days = _deadline_days(ds, fastest)
-    lines = [
-        "## Cheapest configuration within a deadline",
-        "",
-        f"Deadline D = {days:g} days: {DEADLINE_FACTOR:g} × the median wall time of the fastest configuration "
-        f"({_config_text(fastest['configuration'])}, median {median_days:.3g} days), rounded to three "
-        f"significant digits. A configuration qualifies when at least {100 * PROBABILITY:g} % of its runs "
-        "complete within D (runs stopped at the wall-time limit count as late)"
+def _deadline(ds: xr.Dataset, days: float | None, probability: float) -> list[str]:
+    """The section "Cheapest configuration within a deadline" (a pointer to ``--deadline`` without one)."""
+    lines = ["## Cheapest configuration within a deadline", ""]
+    if days is None:
+        return lines + [
+            "No deadline given: `mcsim report FILE --deadline DAYS [--probability P]` (or "
+            "`mcsim.report(..., deadline=DAYS)`) adds the cheapest configuration that finishes within DAYS "
+            f"with probability at least P (default {PROBABILITY:g}).",
+        ]
+    lines += [
+        f"Deadline D = {days:g} days (given). A configuration qualifies when at least {100 * probability:g} % of "
+        "its runs complete within D (runs stopped at the wall-time limit count as late)"
         + (
             ", counting the runs of all parameter draws together (the predictive probability)"
             if "draw" in ds.dims
@@ -317,9 +367,17 @@ def _deadline(ds: xr.Dataset, fastest: dict) -> list[str]:
         + ".",
         "",
     ]
-    pick = analysis.cheapest_within(ds, days, PROBABILITY)
-    if pick is None:
-        lines.append(f"**No configuration finishes within {days:g} days with probability ≥ {PROBABILITY:g}.**")
+    try:
+        pick = analysis.cheapest_within(ds, days, probability)
+    except NoneQualifies as err:
+        lines.append(f"**No configuration finishes within {days:g} days with probability ≥ {probability:g}.**")
+        if err.closest is not None:
+            low, high = err.closest["p_within_ci95"]
+            lines += [
+                "",
+                f"The closest is {_config_text(err.closest['configuration'])}: it finishes in time with probability "
+                f"{100 * err.closest['p_within']:.1f} % (95 % interval {100 * low:.1f} – {100 * high:.1f} %).",
+            ]
         return lines
     low, high = pick["p_within_ci95"]
     runs = ds.sizes["run"] * ds.sizes.get("draw", 1)
@@ -334,10 +392,10 @@ def _deadline(ds: xr.Dataset, fastest: dict) -> list[str]:
         share += (
             f", over the {ds.sizes['draw']:,} parameter draws and their runs; in "
             f"{100 * pick['draws_meeting']:.1f} % of the draws ({100 * meet_low:.1f} – {100 * meet_high:.1f} %) "
-            f"its own probability reaches {PROBABILITY:g}"
+            f"its own probability reaches {probability:g}"
         )
     lines += [
-        f"The cheapest configuration that finishes within {days:g} days with probability ≥ {PROBABILITY:g}: "
+        f"The cheapest configuration that finishes within {days:g} days with probability ≥ {probability:g}: "
         f"**{_config_text(pick['configuration'])}**; it finishes in time in {share}.",
         "",
     ]
@@ -401,10 +459,13 @@ def _p_text(p: float, ci: tuple[float, float]) -> str:
     return f"{100 * p:.0f} % ({100 * ci[0]:.0f} – {100 * ci[1]:.0f} %)"
 
 
-def decision_section(ds: xr.Dataset, days: float, objective: str = "cost") -> list[str]:
+def decision_section(
+    ds: xr.Dataset, days: float | None, objective: str = "cost", probability: float = PROBABILITY
+) -> list[str]:
     """ "Decision under uncertainty": the robust choice on ``objective``, its P(best) and expected
     regret, the leading configurations, the pooled probability of finishing within ``days``
-    and the input that would change the choice (:func:`mcsim.robustness.robustness`)."""
+    (when a deadline is given) and the input that would change the choice
+    (:func:`mcsim.robustness.robustness`)."""
     from mcsim.analysis.robustness import robustness
 
     found = robustness(ds, objective)
@@ -433,19 +494,22 @@ def decision_section(ds: xr.Dataset, days: float, objective: str = "cost") -> li
             f"{100 * low:.1f} – {100 * high:.1f} % | {100 * leader['p_best_clear']:.1f} % | "
             f"{format_money(leader['expected_regret'], units)} |"
         )
-    within = analysis.prob_within(ds, days, PROBABILITY)
-    one = within.sel(choice["configuration"]) if choice["configuration"] else within
     lines += [
         "",
         '("won beyond the runs\' noise": draws won by more than 1.96 standard errors of the paired '
         "difference to the runner-up; the rest of P(best) was decided within the Monte Carlo noise.)",
         "",
-        f"The robust choice finishes within {days:g} days with probability "
-        f"{_p_text(float(one['p_within']), (float(one['p_within_ci95_low']), float(one['p_within_ci95_high'])))}"
-        f", pooled over draws and runs; in {100 * float(one['draws_meeting']):.0f} % of the draws its own "
-        f"probability reaches {PROBABILITY:g}.",
-        "",
     ]
+    if days is not None:
+        within = analysis.prob_within(ds, days, probability)
+        one = within.sel(choice["configuration"]) if choice["configuration"] else within
+        interval = (float(one["p_within_ci95_low"]), float(one["p_within_ci95_high"]))
+        lines += [
+            f"The robust choice finishes within {days:g} days with probability "
+            f"{_p_text(float(one['p_within']), interval)}, pooled over draws and runs; in "
+            f"{100 * float(one['draws_meeting']):.0f} % of the draws its own probability reaches {probability:g}.",
+            "",
+        ]
     lines += [_changing_text(found)]
     return lines
 
@@ -528,12 +592,14 @@ def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, fi
     return lines + [""]
 
 
-def _point_sensitivity(ds: xr.Dataset) -> tuple[dict, xr.Dataset] | str:
+def _point_sensitivity(
+    ds: xr.Dataset, resamples: int | None = None, progress: bool | None = None
+) -> tuple[dict, xr.Dataset] | str:
     """The indices of cost at the chosen configuration, or why there are none."""
     from mcsim.report.tornado import point_sensitivity
 
     try:
-        return point_sensitivity(ds, "cost")
+        return point_sensitivity(ds, "cost", resamples=resamples, progress=progress)
     except ValueError as err:
         return str(err)
 
@@ -543,12 +609,19 @@ def report_markdown(
     figures: list[str],
     source: str | None = None,
     sensitivity: tuple[dict, xr.Dataset] | str | None = None,
+    deadline: float | None = None,
+    probability: float = PROBABILITY,
 ) -> str:
     """The report's Markdown; ``figures`` are the names (without .png) of the figures beside it.
 
     With parameter draws, ``sensitivity`` is :func:`mcsim.tornado.point_sensitivity` of cost
-    (computed when not given) for the section "Which input matters most".
+    (computed when not given) for the section "Which input matters most". ``deadline``
+    [days] and ``probability`` (in (0, 1)) are the question of the section "Cheapest
+    configuration within a deadline"; without a deadline it says how to ask it.
     """
+    if deadline is not None:
+        deadline = analysis.check_days(deadline)
+    probability = analysis.check_probability(probability)
     name = ds.attrs.get("scenario_name", "mcsim results")
     runs = ds.sizes["run"]
     if "draw" in ds.dims:
@@ -577,9 +650,9 @@ def report_markdown(
     if records is not None:
         lines += _picks(ds, records)
         lines += _pareto_table(ds) + [""]
-        lines += _deadline(ds, records["wall_time"]) + [""]
+        lines += _deadline(ds, deadline, probability) + [""]
         if "draw" in ds.dims:
-            lines += decision_section(ds, _deadline_days(ds, records["wall_time"])[0]) + [""]
+            lines += decision_section(ds, deadline, probability=probability) + [""]
     if "draw" in ds.dims:
         lines += sensitivity_section(ds, _point_sensitivity(ds) if sensitivity is None else sensitivity, figures)
     lines += ["## Figures", ""]
@@ -591,12 +664,27 @@ def report_markdown(
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) -> list[Path]:
+def write_report(
+    ds: xr.Dataset,
+    folder: str | Path,
+    source: str | None = None,
+    *,
+    deadline: float | None = None,
+    probability: float = PROBABILITY,
+    resamples: int | None = None,
+    progress: bool | None = None,
+) -> list[Path]:
     """Write ``README.md`` and the figures into ``folder`` (created if needed); returns the paths.
 
     Every figure and the text are made before anything is written, so an error
-    (matplotlib missing, no feasible configuration) leaves the folder untouched.
+    (matplotlib missing, no feasible configuration, a deadline out of range) leaves the
+    folder untouched. ``deadline`` [days] and ``probability``: see :func:`report_markdown`;
+    ``resamples`` and ``progress``: those of the sensitivity indices
+    (:func:`mcsim.analysis.sensitivity.sensitivity`), with parameter draws.
     """
+    if deadline is not None:
+        deadline = analysis.check_days(deadline)
+    probability = analysis.check_probability(probability)
     made = {}
     shown = pooled_over_draws(ds)  # figures: each configuration's draws and runs together
     try:
@@ -609,12 +697,12 @@ def write_report(ds: xr.Dataset, folder: str | Path, source: str | None = None) 
         made["cdf"] = plots.plot_cdf(shown, "wall_time")
         made["pareto"] = plots.plot_pareto(shown, "wall_time", "cost")
         made["breakdown"] = plots.plot_breakdown(shown)
-        found = _point_sensitivity(ds) if "draw" in ds.dims else None
+        found = _point_sensitivity(ds, resamples, progress) if "draw" in ds.dims else None
         if isinstance(found, tuple):
             from mcsim.report.tornado import plot_sensitivity
 
             made["sensitivity"] = plot_sensitivity(ds, "cost", *found)
-        text = report_markdown(ds, list(made), source, found)
+        text = report_markdown(ds, list(made), source, found, deadline, probability)
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         written = [plots.save_figure(fig, folder / f"{key}.png") for key, fig in made.items()]

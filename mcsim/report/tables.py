@@ -36,7 +36,13 @@ def _sort_direction(name: str) -> float:
     return -1.0 if VARIABLES[name].direction == "higher" else 1.0
 
 
-def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = None) -> str:
+def summary_table(
+    ds: xr.Dataset,
+    show_all: bool = False,
+    sort: str | None = None,
+    deadline: float | None = None,
+    probability: float = 0.9,
+) -> str:
     """Mean and 95 % confidence interval per configuration, as aligned text.
 
     Parameters
@@ -51,11 +57,17 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
         direction. Configurations with censored runs (values truncated at
         ``max_wall_days``) follow the completed ones, by completed share; infeasible
         ones come last.
+    deadline : float, optional
+        A deadline [days]: adds each configuration's probability of finishing within
+        it (:func:`mcsim.analysis.prob_within`) and a line naming the cheapest
+        configuration that does so with ``probability`` (or the closest one).
+    probability : float
+        Required probability of finishing within ``deadline``, in (0, 1).
 
     Raises
     ------
     ValueError
-        ``sort`` is not a per-run variable.
+        ``sort`` is not a per-run variable, or ``deadline`` / ``probability`` out of range.
     """
     from mcsim.analysis.summary import summarize
     from mcsim.io import variables
@@ -73,6 +85,10 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
     if draws:
         stats, decision_columns = _with_decisions(ds, stats, key_name)
         uncertain_columns += decision_columns
+    deadline_lines: list[str] = []
+    if deadline is not None:
+        stats, deadline_column, deadline_lines = _with_deadline(ds, stats, deadline, probability)
+        uncertain_columns += deadline_column
     header = ["configuration"] + [c[0] for c in _COLUMNS] + [c[0] for c in uncertain_columns] + ["completed"]
     entries = []  # (group, key, row): group 0 completed, 1 censored, 2 infeasible
     for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
@@ -148,11 +164,120 @@ def summary_table(ds: xr.Dataset, show_all: bool = False, sort: str | None = Non
             "* runs censored at max_wall_days: time, energy and cost are truncated (lower bounds), "
             "so the configuration is never ranked (best, Pareto front, report)"
         )
+    lines += deadline_lines
     lines += _breakdown_lines(stats, sweep_dims)
+    if layout := layout_note(ds):
+        lines.append(layout)
     return "\n".join(lines)
 
 
+def _with_deadline(
+    ds: xr.Dataset, stats: xr.Dataset, days: float, probability: float
+) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]], list[str]]:
+    """``stats`` with the probability of finishing within ``days``, its column, and the line of the pick."""
+    from mcsim.analysis.compare import cheapest_within, check_probability, prob_within
+    from mcsim.errors import NoneQualifies
+    from mcsim.io.format import format_coordinate
+
+    probability = check_probability(probability)
+    table = prob_within(ds, days)
+    stats = stats.assign(p_within=table["p_within"])
+
+    def p_within(sel: xr.Dataset) -> str:
+        value = float(sel["p_within"])
+        return f"{value:.1%}" if math.isfinite(value) else "-"
+
+    try:
+        pick = cheapest_within(ds, days, probability)
+    except NoneQualifies as err:
+        line = f"deadline {days:g} days: {err}"
+    else:
+        low, high = pick["p_within_ci95"]
+        where = " ".join(f"{d}={format_coordinate(v)}" for d, v in pick["configuration"].items())
+        line = (
+            f"deadline {days:g} days: the cheapest configuration finishing in time with probability >= "
+            f"{probability:g} is {where or 'the single configuration'} (probability {pick['p_within']:.3g}, "
+            f"95 % interval {low:.3g} - {high:.3g}; mean cost {format_compact(pick['mean'] / 1e6, 4)} MUSD)"
+        )
+    return stats, [(f"P(<= {days:g} d)", p_within)], [line]
+
+
 MAX_TABLE_ROWS = 16
+
+# (table, key, label) of the choices a scenario fixes and `mcsim plan` searches
+_LAYOUT_KEYS = (
+    ("hardware", "gpu", "GPU"),
+    ("parallelism", "gpus", "GPUs"),
+    ("parallelism", "tp", "tp"),
+    ("parallelism", "pp", "pp"),
+    ("checkpoint", "strategy", "checkpoint strategy"),
+    ("checkpoint", "interval", "checkpoint interval"),
+)
+
+
+def _layout_text(key: str, value: object) -> str:
+    from mcsim.scenario.schema import Interval
+
+    if key == "interval":
+        try:
+            return Interval.from_toml(value, {}, "", key).label
+        except ValueError:
+            return str(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def layout_assumptions(ds: xr.Dataset) -> tuple[list[tuple[str, str]], list[str]] | None:
+    """The layout a result answers for: ``([(label, value), ...] fixed, [labels swept])``.
+
+    Read from the scenario the file records (``scenario_toml``, overrides applied): the
+    GPU type, GPU count, tensor and pipeline degrees, checkpoint strategy and interval.
+    A key the scenario leaves out has the schema's default. None when the file records
+    no scenario.
+    """
+    import dataclasses
+    import tomllib
+
+    from mcsim.scenario.schema import SECTIONS
+
+    try:
+        raw = tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
+    except tomllib.TOMLDecodeError:
+        return None
+    if not raw:
+        return None
+    swept_keys = raw.get("sweep", {}) if isinstance(raw.get("sweep"), dict) else {}
+    fixed, swept = [], []
+    for table, key, label in _LAYOUT_KEYS:
+        if f"{table}.{key}" in swept_keys:
+            swept.append(label)
+            continue
+        value = raw.get(table, {}).get(key) if isinstance(raw.get(table), dict) else None
+        if value is None:
+            default = next((f.default for f in dataclasses.fields(SECTIONS[table]) if f.name == key), None)
+            value = getattr(default, "label", default)
+        if value is not None and value is not dataclasses.MISSING:
+            fixed.append((label, _layout_text(key, value)))
+    return fixed, swept
+
+
+def layout_note(ds: xr.Dataset) -> str:
+    """One line: the layout the result answers for (fixed by its scenario, not searched), and `mcsim plan`.
+
+    Empty when the file records no scenario.
+    """
+    found = layout_assumptions(ds)
+    if found is None:
+        return ""
+    fixed, swept = found
+    text = "answers for the layout the scenario fixes: " + ", ".join(f"{label} {value}" for label, value in fixed)
+    if swept:
+        text += f" ({', '.join(swept)}: swept)"
+    return (
+        text + "; not searched: `mcsim plan` searches GPU counts, parallelism and checkpoint intervals "
+        "under a deadline or budget (docs/planning.md)"
+    )
 
 
 def _infeasible_text(sel: xr.Dataset) -> str:
@@ -241,8 +366,18 @@ def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
     return lines
 
 
-def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
+def sensitivity_table(
+    ds: xr.Dataset | None = None,
+    output: str = "cost",
+    *,
+    result: xr.Dataset | None = None,
+    resamples: int | None = None,
+    progress: bool | None = None,
+) -> str:
     """The inputs of a result with parameter draws, ranked by their Sobol indices, as text.
+
+    ``result``: the indices (:func:`mcsim.analysis.sensitivity.sensitivity`) when already
+    computed, else they are computed from ``ds`` with ``resamples`` and ``progress``.
 
     Raises
     ------
@@ -252,7 +387,11 @@ def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
     from mcsim.analysis.sensitivity import sensitivity
     from mcsim.io.format import format_coordinate
 
-    result = sensitivity(ds, output)
+    if result is None:
+        if ds is None:
+            raise ValueError("give the dataset or its indices (result=)")
+        result = sensitivity(ds, output, resamples=resamples, progress=progress)
+    output = str(result.attrs["output"])
     sweep_dims = [d for d in result["rank"].dims if d != "input"]
     method = result.attrs["method"]
     names = ("S1", "ST") if method == "sobol" else ("S1", "delta")
@@ -262,7 +401,7 @@ def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
         label = " ".join(
             f"{d}={format_coordinate(result[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False)
         )
-        lines.append(f"{label or ds.attrs.get('scenario_name', 'scenario')}:")
+        lines.append(f"{label or result.attrs.get('scenario_name', 'scenario')}:")
         order = np.argsort(point["rank"].values)
         width = max(len(str(k)) for k in point["input"].values)
         for i in order:
@@ -281,7 +420,7 @@ def sensitivity_table(ds: xr.Dataset, output: str = "cost") -> str:
     )
     lines.append(
         f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
-        "[95 % bootstrap interval]; 1 = most influential"
+        f"[95 % bootstrap interval, {result.attrs.get('resamples', '?')} resamples]; 1 = most influential"
     )
     if result.attrs.get("correlated_inputs"):
         lines.append(

@@ -46,14 +46,22 @@ def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
         raise ValueError("no feasible configuration in the dataset") from None
 
 
-def point_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = None) -> tuple[dict, xr.Dataset]:
+def point_sensitivity(
+    ds: xr.Dataset,
+    output: str = "cost",
+    point: dict | None = None,
+    *,
+    resamples: int | None = None,
+    progress: bool | None = None,
+) -> tuple[dict, xr.Dataset]:
     """The configuration shown (default :func:`chosen_configuration`) and its indices.
 
     :func:`mcsim.sensitivity.sensitivity` of that one configuration only (the bootstrap
-    intervals of the delta method take seconds per configuration).
+    intervals of the delta method take seconds per configuration), with its ``resamples``
+    and ``progress``.
     """
     point = chosen_configuration(ds, output) if point is None else point
-    return point, sensitivity(ds.sel(point) if point else ds, output)
+    return point, sensitivity(ds.sel(point) if point else ds, output, resamples=resamples, progress=progress)
 
 
 def _indices(result: xr.Dataset) -> tuple[str, str]:
@@ -93,7 +101,15 @@ def _input_label(row: dict) -> str:
     return f"{row['input']}{unit}\ndrawn 5–95 %: {low} – {high}"
 
 
-def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = None, result: xr.Dataset | None = None):
+def plot_sensitivity(
+    ds: xr.Dataset,
+    output: str = "cost",
+    point: dict | None = None,
+    result: xr.Dataset | None = None,
+    *,
+    resamples: int | None = None,
+    progress: bool | None = None,
+):
     """Tornado figure of the sensitivity indices of ``output`` at one configuration.
 
     Parameters
@@ -106,6 +122,9 @@ def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = 
         The configuration (sweep coordinates); default :func:`chosen_configuration`.
     result : xarray.Dataset, optional
         The indices of ``output`` at ``point`` (:func:`point_sensitivity`), when already computed.
+    resamples, progress : optional
+        Bootstrap resamples and progress bar of the indices, when they are computed here
+        (:func:`mcsim.analysis.sensitivity.sensitivity`).
 
     Returns
     -------
@@ -119,7 +138,7 @@ def plot_sensitivity(ds: xr.Dataset, output: str = "cost", point: dict | None = 
         Without matplotlib.
     """
     if result is None:
-        point, result = point_sensitivity(ds, output, point)
+        point, result = point_sensitivity(ds, output, point, resamples=resamples, progress=progress)
     elif point is None:  # indices given for every configuration: show the default one
         point = chosen_configuration(ds, output)
     plt = _pyplot()

@@ -59,7 +59,7 @@ from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped
     resolve_scenario,
     shipped_scenarios_folder,
 )
-from mcsim.scenario.toml import MAX_DEPTH, dumps_toml
+from mcsim.scenario.toml import MAX_DEPTH, dumps_toml, toml_value
 from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
 
 
@@ -113,6 +113,23 @@ class Scenario:
     axes: tuple[SweepAxis, ...]
     configs: tuple[Config, ...]
     uncertain: tuple[UncertainInput, ...] = ()  # the [uncertain] table (mcsim.uncertain)
+    overrides: tuple[str, ...] = ()  # "KEY = VALUE" (TOML) of each override load_scenario applied, in order
+
+    def __repr__(self) -> str:
+        """One line: name, file, sweep, runs, seed, mode, uncertain inputs and overrides (not every Config)."""
+        run = self.run
+        sweep = " x ".join(f"{axis.dim} {len(axis.values)}" for axis in self.axes)
+        configurations = len(self.configs)
+        parts = [
+            f"{configurations} configuration{'s' if configurations != 1 else ''}" + (f" ({sweep})" if sweep else ""),
+            f"{run.runs:,} runs"
+            + (f" x {run.draws:,} draws of {len(self.uncertain)} uncertain inputs" if run.draws else ""),
+            f"seed {run.seed}",
+            f"{run.mode} mode",
+        ]
+        if self.overrides:
+            parts.append(f"overrides: {'; '.join(self.overrides)}")
+        return f"<Scenario {self.name!r} from {self.source}: {', '.join(parts)}>"
 
     @property
     def name(self) -> str:
@@ -251,9 +268,11 @@ def load_scenario(
     path = resolve_scenario(path) if path is not None else reference_scenario_path()
     source = str(path)
     raw = read_toml(path)
+    applied = []
     for key, value in override_items(overrides):
         check_depth({key: value}, "--set")
         apply_override(raw, key, value, source)
+        applied.append(f"{key} = {toml_value(value)}")
     for key, value in run_overrides.items():
         if value is not None:
             option = f"load_scenario({key}=...)"
@@ -263,7 +282,8 @@ def load_scenario(
             if not isinstance(raw["run"], dict):
                 raise ScenarioError(source, "run", "expected a table")
             raw["run"][key] = run_option(key, plain_value(value), option)
-    return scenario_from_dict(raw, source)
+            applied.append(f"run.{key} = {toml_value(raw['run'][key])}")
+    return dataclasses.replace(scenario_from_dict(raw, source), overrides=tuple(applied))
 
 
 def check_depth(raw: Any, source: str) -> None:

@@ -71,3 +71,8 @@ def dumps_toml(raw: dict) -> str:
             lines += ["", f"[[{_toml_key(key)}]]"]
             lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
+
+
+def toml_value(value: Any) -> str:
+    """One value (number, string, boolean, list or table) as TOML text."""
+    return _toml_value(value)

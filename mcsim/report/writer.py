@@ -1,0 +1,156 @@
+"""``mcsim.report``: a report folder of a result file, a plan file or a dataset.
+
+The function behind ``mcsim report`` (the command adds only the checks of its ``-o``
+and the printed line): a result of ``mcsim run`` gets the figures that apply and a
+``README.md`` (:func:`mcsim.report.markdown.write_report`); a plan file of ``mcsim plan``
+gets the explanation of its recommendation (:func:`mcsim.report.plan.write_plan_report`).
+Figures need matplotlib (the ``plot`` extra).
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from pathlib import Path
+
+import xarray as xr
+
+from mcsim.report.markdown import PROBABILITY, write_report
+
+
+def default_folder(source: str | Path) -> Path:
+    """The report folder of a file: its name without ``.nc``, plus ``-report``, beside it."""
+    source = Path(source)
+    stem = source.name[:-3] if source.name.endswith(".nc") else source.name
+    return source.with_name(stem + "-report")
+
+
+def use_agg() -> None:
+    """Files only, never a window: the Agg backend, when matplotlib is there at all."""
+    try:
+        import matplotlib
+    except ImportError:
+        return  # the figures raise BackendUnavailable with the install hint
+    matplotlib.use("Agg")
+
+
+def report(
+    source: str | Path | xr.Dataset,
+    folder: str | Path | None = None,
+    *,
+    deadline: float | None = None,
+    probability: float = PROBABILITY,
+    resamples: int | None = None,
+    progress: bool | None = None,
+    name: str | None = None,
+) -> list[Path]:
+    """Write the report of a result (figures and ``README.md``) into ``folder``; returns the files written.
+
+    Parameters
+    ----------
+    source : str, Path or xarray.Dataset
+        A result file of ``mcsim run`` or :func:`mcsim.write_results`, a plan file of
+        ``mcsim plan``, or a result dataset (:func:`mcsim.simulate`, :func:`mcsim.open_results`).
+    folder : str or Path, optional
+        Where to write (created if needed); default: the file's name without ``.nc``
+        plus ``-report``, beside it. Required for a dataset.
+    deadline : float, optional
+        A deadline [days] (finite, > 0): the report then names the cheapest configuration
+        finishing within it with ``probability``, or the closest one. Without it the report
+        invents none and says how to ask.
+    probability : float
+        Required probability of finishing within ``deadline``, in (0, 1) (default 0.9).
+    resamples : int, optional
+        Bootstrap resamples of the sensitivity indices (results with parameter draws;
+        default :data:`mcsim.analysis.sensitivity.RESAMPLES`).
+    progress : bool, optional
+        A progress bar while the sensitivity indices are computed (they take seconds);
+        by default when standard error is a terminal or in a Jupyter kernel.
+    name : str, optional
+        The result file's name shown in the report (default: that of ``source``; none for
+        a dataset).
+
+    Returns
+    -------
+    list of Path
+        The figures and the ``README.md`` written.
+
+    Raises
+    ------
+    ValueError
+        A file that is not an mcsim result or plan, a result with nothing to report, or
+        an argument out of range (one line naming it).
+    mcsim.errors.BackendUnavailable
+        Without matplotlib (for a result's figures).
+    FileExistsError
+        ``folder`` holds files mcsim did not write (a report goes into a new folder, an empty
+        one, or one an earlier report wrote); nothing is written.
+    OSError
+        The folder or a file in it cannot be written; nothing is left behind.
+    """
+    from mcsim.analysis.compare import check_days, check_probability
+    from mcsim.report.plan import is_plan_file, write_plan_report
+
+    if deadline is not None:
+        check_days(deadline)
+    check_probability(probability)
+    if isinstance(source, xr.Dataset):
+        if folder is None:
+            raise ValueError("folder: give the folder to write the report of a dataset into")
+        return _result_report(source, Path(folder), name, deadline, probability, resamples, progress)
+    path = Path(source)
+    target = default_folder(path) if folder is None else Path(folder)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; expected a result file written by mcsim")
+    if is_plan_file(path):
+        if deadline is not None:
+            raise ValueError(f"deadline: applies to a result of mcsim run; {path} is a plan file")
+        return _staged(target, lambda staging: write_plan_report(path, staging))
+    from mcsim.analysis.summary import check_results
+    from mcsim.io.netcdf import open_results
+
+    ds = open_results(path)
+    try:
+        check_results(ds)
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from None
+    return _result_report(ds, target, name or path.name, deadline, probability, resamples, progress)
+
+
+def _staged(folder: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
+    """Run ``write`` on a staging folder that becomes the report in ``folder`` when it succeeds.
+
+    ``folder`` must be new, empty, or hold only an earlier report's unchanged files
+    (:func:`mcsim.io.atomic.folder_problem`); a failure leaves it as it was
+    (:func:`mcsim.io.atomic.staged_folder`).
+
+    Raises
+    ------
+    FileExistsError
+        ``folder`` holds files mcsim did not write (before or while the report is made).
+    """
+    from mcsim.io.atomic import folder_problem, staged_folder
+
+    if problem := folder_problem(folder):
+        raise FileExistsError(errno.EEXIST, problem, str(folder))
+    with staged_folder(folder) as staging:
+        written = write(staging)
+    return [folder / p.name for p in written]
+
+
+def _result_report(
+    ds: xr.Dataset,
+    folder: Path,
+    source: str | None,
+    deadline: float | None,
+    probability: float,
+    resamples: int | None,
+    progress: bool | None,
+) -> list[Path]:
+    use_agg()
+    return _staged(
+        folder,
+        lambda staging: write_report(
+            ds, staging, source, deadline=deadline, probability=probability, resamples=resamples, progress=progress
+        ),
+    )
