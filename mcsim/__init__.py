@@ -10,6 +10,8 @@ Every command has its function, which the command line calls:
 
 =====================  ===========================================================
 ``mcsim run``          ``mcsim.simulate(mcsim.load_scenario(path, overrides))``
+``mcsim run --shard``  ``mcsim.simulate(scenario, shard=mcsim.Shard(i, n))``
+``mcsim combine``      ``mcsim.combine([part_0, ..., part_n_1])`` -> the whole result
 ``mcsim summary``      ``mcsim.summarize(ds)``, ``ds.mcsim.cheapest_within(days, p)``
 ``mcsim sensitivity``  ``mcsim.sensitivity(ds, output, resamples=...)``
 ``mcsim plan``         ``mcsim.plan(path)`` -> the plan's dataset
@@ -42,6 +44,7 @@ from mcsim._version import __version__
 from mcsim.accessor import McsimAccessor  # noqa: F401  (registers ds.mcsim)
 from mcsim.analysis.sensitivity import sensitivity
 from mcsim.analysis.summary import summarize
+from mcsim.engine.shards import Shard, combine
 from mcsim.engine.simulate import simulate
 from mcsim.errors import NoCandidate, NoneQualifies, ScenarioError
 from mcsim.io.netcdf import open_results, write_results
@@ -70,6 +73,8 @@ __all__ = [
     "NoneQualifies",
     "ScenarioError",
     "Scenario",
+    "Shard",
+    "combine",
     "fit_failures",
     "load_scenario",
     "open_results",

@@ -23,6 +23,7 @@ import mcsim
 from mcsim.cli.main import main
 from mcsim.io import atomic
 from mcsim.io.netcdf import open_results, write_results
+from mcsim.scenario.config import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,7 +103,7 @@ def _umask() -> int:
 
 
 def test_report_onto_a_full_disk_leaves_nothing_behind(result_file, tmp_path, capsys, monkeypatch):
-    from mcsim.report import style
+    from mcsim.report import plots, style
 
     real = style.save_figure
     calls = []
@@ -114,6 +115,7 @@ def test_report_onto_a_full_disk_leaves_nothing_behind(result_file, tmp_path, ca
         return real(fig, path)
 
     monkeypatch.setattr(style, "save_figure", full)
+    monkeypatch.setattr(plots, "save_figure", full)  # the report saves through mcsim.report.plots
     folder = tmp_path / "deep" / "rep"
     assert main(["report", str(result_file), "-o", str(folder)]) == 1
     assert "No space left" in _one_error_line(capsys.readouterr().err)
@@ -171,12 +173,13 @@ def test_a_piece_path_that_is_a_directory_is_refused_not_a_changed_result(tmp_pa
 def test_resume_key_covers_library_versions_and_every_result_module(monkeypatch):
     # The key (engine/resume.py) hashes the libraries that draw or compute and every module of the
     # subpackages that can change a row, backends.py (which places the rows) among them.
+    from mcsim import _version
     from mcsim.engine import resume
 
     assert {"numpy", "scipy", "numba", "salib"} <= set(resume.RESULT_LIBRARIES)
     assert "engine" in resume.RESULT_PACKAGES
     before = resume.model_source_hash.__wrapped__()
-    monkeypatch.setattr(resume, "library_versions", lambda: "scipy 0.0")
+    monkeypatch.setattr(_version, "library_versions", lambda: "scipy 0.0")
     assert resume.model_source_hash.__wrapped__() != before
 
 
@@ -368,3 +371,26 @@ def test_open_results_with_chunks_stays_lazy(result_file):
             np.testing.assert_array_equal(lazy[name].values, eager[name].values)
     finally:
         lazy.close()
+
+
+def test_a_sweep_dimension_named_draw_is_refused_not_pooled(tmp_path, capsys):
+    # A file whose sweep dimension was renamed 'draw' was summarised with that dimension pooled like
+    # parameter draws: a silently different answer. 'draw' is reserved for parameter draws.
+    ds = mcsim.simulate(
+        scenario_from_dict({**copy.deepcopy(SMALL_SCENARIO), "sweep": {"parallelism.gpus": [512, 1024]}})
+    )
+    path = tmp_path / "renamed.nc"
+    ds.rename({"gpus": "draw"}).to_netcdf(path)
+    assert main(["summary", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dimension named 'draw' but no uncertain inputs" in err[0], err
+
+
+def test_an_absurdly_small_efficiency_prints_no_numpy_warning(recwarn):
+    # efficiency = 1e-300 is legal (> 0): the MFU's denominator overflowed with a RuntimeWarning.
+    from mcsim.model.workload import workload
+
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["compute"] = {**raw.get("compute", {}), "efficiency": 1e-300}
+    wl = workload(scenario_from_dict(raw).configs[0])
+    assert wl.mfu_ideal == 0.0 and not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

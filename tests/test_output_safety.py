@@ -22,6 +22,7 @@ from conftest import SMALL_SCENARIO
 from tests_helpers import write_toml
 
 import mcsim
+from mcsim import _version
 from mcsim.cli.main import main
 from mcsim.engine import resume
 from mcsim.engine.resume import PieceStore
@@ -283,15 +284,15 @@ def test_model_hash_covers_the_subpackages_that_change_results(tmp_path):
 def test_model_hash_covers_the_versions_of_the_libraries_that_draw(tmp_path, monkeypatch):
     """Pieces drawn under another SciPy (other Sobol points) or NumPy are refused: the key holds their versions."""
     base = resume.model_source_hash.__wrapped__()
-    real = resume.importlib.metadata.version
+    real = _version.importlib.metadata.version
     for library in ("scipy", "numpy", "numba", "salib"):
         monkeypatch.setattr(
-            resume.importlib.metadata,
+            _version.importlib.metadata,
             "version",
             lambda name, library=library: "0.0.1" if name.lower() == library else real(name),
         )
         assert resume.model_source_hash.__wrapped__() != base, library
-    monkeypatch.setattr(resume.importlib.metadata, "version", real)
+    monkeypatch.setattr(_version.importlib.metadata, "version", real)
     assert resume.model_source_hash.__wrapped__() == base
 
 

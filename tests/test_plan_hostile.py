@@ -384,3 +384,42 @@ def test_a_plan_files_own_layout_outside_the_search_is_said(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "parallelism: the plan file's own layout is not among the searched candidates" in err, err
     assert open_results(tmp_path / "p.nc").attrs["reference_candidate"] == -1
+
+
+def test_a_search_whose_screen_would_not_fit_in_memory_is_refused_before_it_is_allocated(tmp_path, capsys):
+    # A plan of 19.5 M candidates was killed for memory. The screen needs SCREEN_BYTES_PER_CANDIDATE per
+    # candidate (twice the 568 bytes measured); the limit here is set just below what this small plan needs.
+    from mcsim.planning.plan import SCREEN_BYTES_PER_CANDIDATE, enumerate_candidates, load_plan
+    from mcsim.scenario.limits import limits
+
+    path = _write(_plan(), tmp_path / "p.toml")
+    candidates = len(enumerate_candidates(load_plan(path)))
+    with limits(max_memory_bytes=candidates * SCREEN_BYTES_PER_CANDIDATE - 1):
+        assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"search: {candidates:,} candidates need about" in err[0], err
+    assert not (tmp_path / "p.nc").exists()
+    with limits(max_memory_bytes=candidates * SCREEN_BYTES_PER_CANDIDATE):
+        assert len(enumerate_candidates(load_plan(path))) == candidates
+
+
+def test_a_selection_budget_estimated_beyond_the_time_limit_is_refused_before_any_run(tmp_path, capsys):
+    # max_runs = 1e7 ran for minutes: the most runs the budget allows are now estimated and checked
+    # against the time limit (24 h by default) before the first run.
+    from mcsim.scenario.limits import limits
+
+    path = _write(_plan(plan={"max_runs": 10_000_000}), tmp_path / "p.toml")
+    with limits(max_hours=1e-9):
+        assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "plan.max_runs: estimated" in err[0] and "more than the limit" in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_a_plan_whose_every_clock_is_out_of_range_names_the_clock_not_memory(tmp_path, capsys):
+    # Every candidate was rejected for its clock, and the message blamed GPU memory.
+    path = _write(_plan(search={"freq_mhz": [100.0]}), tmp_path / "p.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "search.freq_mhz: no searched clock is within the GPU's range" in err[0], err
+    assert "H100-SXM 210..1980 MHz" in err[0] and "memory" not in err[0]

@@ -145,6 +145,16 @@ def check_results(ds: xr.Dataset) -> None:
     """
     if "stat" in ds.dims:
         raise ValueError("has a dimension named 'stat' (a summary from mcsim.summarize, not a result of mcsim run)")
+    if "draw" in ds.dims and not str(ds.attrs.get("uncertain_inputs", "")).strip():
+        raise ValueError(
+            "has a dimension named 'draw' but no uncertain inputs (attribute uncertain_inputs): 'draw' is "
+            "reserved for parameter draws, which every statistic pools; rename that dimension"
+        )
+    if "shard" in ds.attrs:
+        raise ValueError(
+            f"part {ds.attrs['shard']} of a sharded run (mcsim run --shard): it holds only that part's "
+            "configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, or mcsim.combine)"
+        )
     missing = [name for name in VARIABLES if name not in ds.variables]
     if missing:
         shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")

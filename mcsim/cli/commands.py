@@ -217,8 +217,12 @@ def _write_fit_outputs(source: str, table: str, output: Path | None, figure, fig
     return 0
 
 
-def open_result_file(name: str) -> xr.Dataset | None:
-    """The dataset of an mcsim result file, or None after printing the one-line error."""
+def open_result_file(name: str, complete: bool = True) -> xr.Dataset | None:
+    """The dataset of an mcsim result file, or None after printing the one-line error.
+
+    ``complete``: also refuse a file that is not a complete result
+    (:func:`mcsim.analysis.summary.check_results`); False for the parts of a sharded run.
+    """
     from mcsim.io.netcdf import open_results
 
     path = Path(name)
@@ -237,6 +241,8 @@ def open_result_file(name: str) -> xr.Dataset | None:
     except OSError as err:
         print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
         return None
+    if not complete:
+        return ds
     from mcsim.analysis.summary import check_results
 
     try:

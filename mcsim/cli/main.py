@@ -45,7 +45,7 @@ from mcsim.cli.commands import (
     cmd_validate,
 )
 from mcsim.cli.parser import EXIT_USAGE, build_parser
-from mcsim.cli.run import cmd_run_within_limits
+from mcsim.cli.run import cmd_combine, cmd_run_within_limits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,6 +124,8 @@ def _main(argv: list[str] | None) -> int:
             return cmd_sensitivity(args)
         if args.command == "scenarios":
             return cmd_scenarios(args)
+        if args.command == "combine":
+            return cmd_combine(args)
         if args.command == "plan":
             from mcsim.cli.plan import cmd_plan
 

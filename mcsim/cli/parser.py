@@ -112,6 +112,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not record finished tasks beside the output, nor reuse recorded ones (default: record and reuse)",
     )
+    run.add_argument(
+        "--shard",
+        metavar="I/N",
+        default=None,
+        help="simulate part I (from 0) of N of the sweep: the configurations whose flat index is I modulo N "
+        "(a Slurm array: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT with --array=0-(N-1)); "
+        "default output results/NAME.partIofN.nc; mcsim combine merges the N parts",
+    )
+    combine = sub.add_parser(
+        "combine",
+        help="merge the part files of a sharded run (mcsim run --shard I/N) into the whole result",
+        description="Merge the N part files of mcsim run --shard I/N into one result file, identical to the "
+        "unsharded run's; it keeps each part's provenance (attribute shard_parts).",
+    )
+    combine.add_argument("parts", nargs="+", metavar="PART.nc", help="every part file, once each, in any order")
+    combine.add_argument("-o", "--output", required=True, metavar="OUT.nc", help="the combined result file")
+    combine.add_argument("--quiet", action="store_true", help="print only errors")
     validate = sub.add_parser("validate", help="compare the reference scenarios with published runs")
     validate.add_argument("--runs", type=int, default=1000, help="runs per reference scenario (default 1000)")
     validate.add_argument("--seed", type=int, default=0)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from mcsim.engine.resume import PieceStore
+    from mcsim.engine.shards import Shard
     from mcsim.scenario.config import Scenario
 
 
@@ -53,7 +54,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             run_option(name, getattr(args, name), f"--{name}")
     scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
-    output = Path(args.output) if args.output is not None else Path("results") / f"{scenario.file_stem}.nc"
+    shard = None
+    if args.shard is not None:
+        shard = run_shard(args.shard, len(scenario.configs))
+        if shard is None:
+            return EXIT_USAGE
+    stem = scenario.file_stem if shard is None else f"{scenario.file_stem}.part{shard.index}of{shard.count}"
+    output = Path(args.output) if args.output is not None else Path("results") / f"{stem}.nc"
     inputs = [scenario.source] if args.scenario else []  # a shipped scenario's name resolved to its file
     problem = output_problem(args.output if args.output is not None else output, inputs, is_result_file)
     if problem:
@@ -80,7 +87,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if (status := lock_output(held, output)) is not None:
             return status
         previous = file_identity(output)  # the output is claimed: only this file may be replaced
-        ds = simulate_reporting_errors(args, scenario, chunk, store, notify)
+        ds = simulate_reporting_errors(args, scenario, chunk, store, notify, shard)
         if isinstance(ds, int):
             return ds
         if problem := output_problem(output, inputs, is_result_file):  # something put there meanwhile
@@ -121,6 +128,7 @@ def simulate_reporting_errors(
     chunk: int,
     store: PieceStore | None,
     notify: Callable[[str], None],
+    shard: Shard | None = None,
 ) -> xr.Dataset | int:
     """The result of simulating ``scenario``, or the exit status of a failure reported on stderr.
 
@@ -141,6 +149,7 @@ def simulate_reporting_errors(
             scheduler=args.scheduler,
             store=store,
             notify=notify,
+            shard=shard,
         )
     except BackendUnavailable as err:
         print(f"mcsim: error: {err}", file=sys.stderr)
@@ -176,3 +185,53 @@ def check_feasible(scenario: Scenario) -> None:
             "sweep",
             f"no configuration of the sweep is feasible; first reason: {results[0].infeasible_reason}",
         )
+
+
+def run_shard(text: str, configurations: int) -> Shard | None:
+    """The :class:`~mcsim.engine.shards.Shard` of ``--shard`` for a sweep of ``configurations``, or None
+    after the error line."""
+    from mcsim.engine.shards import parse_shard
+
+    try:
+        shard = parse_shard(text)
+        shard.check_sweep(configurations)
+    except ValueError as err:
+        print(f"mcsim: error: --{err}", file=sys.stderr)
+        return None
+    return shard
+
+
+def cmd_combine(args: argparse.Namespace) -> int:
+    """``mcsim combine PART.nc... -o OUT.nc``: the whole result of a sharded run (:func:`mcsim.combine`)."""
+    from mcsim.cli.commands import open_result_file
+    from mcsim.engine.shards import combine_parts
+    from mcsim.io.atomic import file_identity
+    from mcsim.io.netcdf import is_result_file
+
+    output = Path(args.output)
+    if problem := output_problem(args.output, list(args.parts), is_result_file):
+        print(
+            f"mcsim: error: -o: {output}: {problem}" if args.output else f"mcsim: error: -o: {problem}", file=sys.stderr
+        )
+        return EXIT_USAGE
+    parts = []
+    for name in args.parts:
+        ds = open_result_file(name, complete=False)
+        if ds is None:
+            return EXIT_USAGE
+        parts.append(ds)
+    try:
+        combined = combine_parts(parts, [Path(name).name for name in args.parts])
+    except ValueError as err:
+        print(f"mcsim: error: combine: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    with contextlib.ExitStack() as held:
+        if (status := lock_output(held, output)) is not None:
+            return status
+        previous = file_identity(output)
+        if (status := write_and_clear(combined, output, None, lambda message: None, previous)) is not None:
+            return status
+    if not args.quiet:
+        print(summary_table(combined))
+        print(f"wrote {output}")
+    return 0

@@ -15,7 +15,7 @@ import numba
 import numpy as np
 import xarray as xr
 
-from mcsim._version import __version__
+from mcsim._version import __version__, model_source_hash
 from mcsim.engine.draws import DrawPlan
 from mcsim.io.variables import build_dataset, coordinate_attrs
 from mcsim.scenario.config import Scenario
@@ -71,6 +71,10 @@ def _coordinate_attrs(axis) -> dict[str, str]:
 def provenance_attrs(scenario: Scenario) -> dict[str, object]:
     """Global attributes: version, scenario TOML, overrides, seed, runs, mode, creation time, history.
 
+    ``mcsim_model_hash`` is the SHA-256 of the sources and library versions that determine
+    the numbers (:func:`mcsim._version.model_source_hash`): two files with the same
+    hash were computed by the same model code.
+
     ``scenario_toml`` is the scenario with its overrides applied; ``scenario_overrides``
     lists those overrides (``--set``, ``--runs``, ...), one ``KEY = VALUE`` per line
     (empty when none), so that a report can say what differs from the scenario file.
@@ -85,6 +89,7 @@ def provenance_attrs(scenario: Scenario) -> dict[str, object]:
         "title": f"mcsim Monte Carlo results: {scenario.name}",
         "mcsim_version": __version__,
         "numba_version": numba.__version__,
+        "mcsim_model_hash": model_source_hash(),
         "scenario_name": scenario.name,
         "scenario_source": scenario.source,
         "scenario_toml": scenario.to_toml(),

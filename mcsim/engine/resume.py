@@ -23,9 +23,7 @@ with one line through ``notify`` saying which and why.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import importlib.metadata
 import json
 import re
 import shutil
@@ -34,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mcsim._version import RESULT_LIBRARIES, RESULT_PACKAGES, library_versions, model_source_hash  # noqa: F401
 from mcsim.engine.tasks import Task
 from mcsim.errors import PieceWriteError  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.atomic import atomic_open, sidecar
@@ -41,42 +40,8 @@ from mcsim.kernels.types import N_OUT
 from mcsim.scenario.config import Scenario
 
 PIECE_FORMAT = "mcsim-piece-1"
-_PACKAGE = Path(__file__).resolve().parent.parent  # the mcsim package
-# The subpackages whose sources can change a piece's rows (an allow-list: a module added to
-# any of them is covered without a word here; presentation, analysis and planning are not).
-RESULT_PACKAGES = ("scenario", "model", "kernels", "engine")
-# The libraries that draw or compute the rows (numba compiles the kernels; scipy's Sobol points
-# and SALib's designs draw the uncertain inputs; numpy computes the kernel inputs).
-RESULT_LIBRARIES = ("numpy", "scipy", "numba", "salib")
 # Rejection messages printed before the rest are only counted (a wholly foreign folder).
 _MAX_NOTICES = 10
-
-
-def library_versions() -> str:
-    """``name version`` of each of :data:`RESULT_LIBRARIES`, from their installed metadata."""
-    versions = []
-    for name in RESULT_LIBRARIES:
-        try:
-            versions.append(f"{name} {importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(f"{name} absent")
-    return ", ".join(versions)
-
-
-@functools.cache
-def model_source_hash(package: Path = _PACKAGE) -> str:
-    """SHA-256 of the sources and library versions that determine a piece's rows.
-
-    Every ``.py`` file of the subpackages in :data:`RESULT_PACKAGES` (input, physics,
-    kernels, execution), sorted by path, with the versions of :data:`RESULT_LIBRARIES`.
-    Independent of ``mcsim.__version__``: a kernel edited under the same version changes
-    it; a figure or report module does not.
-    """
-    digest = hashlib.sha256(f"{PIECE_FORMAT}\0{library_versions()}\0".encode())
-    files = [path for name in RESULT_PACKAGES for path in (package / name).rglob("*.py")]
-    for path in sorted(files):
-        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 def _sha256(text: str) -> str:

@@ -35,6 +35,7 @@ from mcsim.engine.optimize import COARSE_POINTS, FINE_POINTS, OPTIMIZE_RUNS, opt
 from mcsim.engine.outputs import output_arrays
 from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, prepare, prepare_tables
 from mcsim.engine.resume import PieceStore
+from mcsim.engine.shards import Shard
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, placements, plan_sweep_tasks, plan_tasks
 from mcsim.engine.threads import run_kernel
 from mcsim.kernels import types as kernel
@@ -55,8 +56,9 @@ def simulate(
     scheduler: str | None = None,
     store: PieceStore | None = None,
     notify: Callable[[str], None] | None = None,
+    shard: Shard | None = None,
 ) -> xr.Dataset:
-    """Simulate every configuration of a scenario.
+    """Simulate every configuration of a scenario (or one part of them: ``shard``).
 
     Parameters
     ----------
@@ -77,6 +79,10 @@ def simulate(
         optimiser's too.
     notify : callable, optional
         Called with one-line messages (backend in use, time estimate, tasks resumed).
+    shard : Shard, optional
+        Simulate only the sweep configurations of this part (:mod:`mcsim.engine.shards`);
+        the others' per-run variables are NaN, and the ``shard`` attribute names the part.
+        :func:`mcsim.engine.shards.combine_parts` of every part is the unsharded result.
 
     Returns
     -------
@@ -97,9 +103,13 @@ def simulate(
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
     if chunk < 1:  # before anything starts
         raise ValueError(f"chunk_runs must be >= 1, got {chunk}")
+    if shard is not None:
+        shard.check_sweep(len(scenario.configs))
     draws = DrawPlan(scenario)
     prepared = _prepare(scenario, draws, store)
     feasible = prepared.feasible
+    if shard is not None:  # simulated configuration c is (sweep configuration c // draws, draw c % draws)
+        feasible = [c for c in feasible if shard.holds(c // max(draws.count, 1))]
     to_optimize = [i for i in feasible if prepared.configs[i].checkpoint.interval.kind == "optimize"]
     tasks = plan_sweep_tasks(draws, feasible, chunk)
     where = placements(draws, tasks)
@@ -141,9 +151,12 @@ def simulate(
     finally:
         backend.close()
     shape = scenario.shape + ((draws.count,) if draws.count else ())
-    return sweep_dataset(
+    ds = sweep_dataset(
         scenario, draws, output_arrays(prepared, outs, {i: o.ci95_s for i, o in optima.items()}, shape, run.runs)
     )
+    if shard is not None:
+        ds.attrs["shard"] = shard.label
+    return ds
 
 
 def _prepare(scenario: Scenario, draws: DrawPlan, store: PieceStore | None) -> Prepared:

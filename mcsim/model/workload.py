@@ -307,7 +307,8 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     memory_gb = (state_bytes + per_layer * peak_stage_microbatch_layers(L, p, m)) / 1e9
 
     iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
-    mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
+    with np.errstate(over="ignore"):  # an absurdly long iteration (efficiency near 0): the MFU is 0, no warning
+        mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
     max_wall_s = cfg.run.max_wall_days * 86400.0
     # Below this, adding an iteration to the clock late in a run would not move it.
     flag(iteration_time < max_wall_s * TIME_RESOLUTION, TIME_RESOLUTION_CODE)

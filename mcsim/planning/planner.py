@@ -27,9 +27,17 @@ from mcsim.analysis.pareto import nondominated
 from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.variables import Variable
-from mcsim.model.workload import RECOMPUTE_CODES
-from mcsim.planning.plan import Candidates, Plan, enumerate_candidates, load_plan
-from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, REJECTIONS, Screen, candidate_config, screen
+from mcsim.model.workload import FREQUENCY, MEMORY, RECOMPUTE_CODES
+from mcsim.planning.plan import Candidates, Plan, enumerate_candidates, gpu_specs, load_plan
+from mcsim.planning.screen import (
+    CONSTRAINT_CODES,
+    KEPT,
+    REJECTIONS,
+    WORKLOAD_REJECTION,
+    Screen,
+    candidate_config,
+    screen,
+)
 from mcsim.planning.uncertain import QUANTILES, uncertain_objectives
 from mcsim.scenario.config import Config
 
@@ -110,6 +118,7 @@ def run_plan(
             store=pieces,
             progress=progress,
             notify=notify,
+            source=plan.source,
         )
         simulated = getattr(result, "configs", None) or [configs[k] for k in active]
         for j, k in enumerate(active):
@@ -323,10 +332,7 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
     """One line: why no candidate passed the screen, and how close the closest came."""
     fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
     if not fits.any():
-        return (
-            f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
-            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
-        )
+        return _structural_message(plan, scr)
     c = plan.constraints
     codes = scr.rejection[fits]
     name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
@@ -360,6 +366,27 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
         )
     return (
         f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = {c.min_gpus}..{c.max_gpus}"
+    )
+
+
+def _structural_message(plan: Plan, scr: Screen) -> str:
+    """One line when no candidate passes the structural checks: the most common reason, named."""
+    codes, counts = np.unique(scr.rejection, return_counts=True)
+    code = int(codes[np.argmax(counts)])
+    if code == WORKLOAD_REJECTION[MEMORY]:
+        return (
+            f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
+            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
+        )
+    if code == WORKLOAD_REJECTION[FREQUENCY]:
+        ranges = ", ".join(
+            f"{name} {spec.freq_min_mhz:g}..{spec.freq_max_mhz:g} MHz"
+            for name, spec in zip(plan.search.gpu_types, gpu_specs(plan), strict=True)
+        )
+        return f"{plan.source}: search.freq_mhz: no searched clock is within the GPU's range ({ranges})"
+    return (
+        f"{plan.source}: search: no candidate passes the screen; {int(counts.max()):,} of "
+        f"{int(counts.sum()):,} are rejected for: {REJECTIONS[code]}"
     )
 
 

@@ -78,7 +78,7 @@ REJECTIONS = {
     13: "equivalent to a finalist: the same screen estimates (e.g. microbatch without a pipeline)",
     14: "run.max_wall_days: screen estimate beyond the simulation's horizon by more than the margin",
 }
-_WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
+WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
 CONSTRAINT_CODES = {"max_wall_days": 14, "gpus": 7, "power": 8, "deadline": 9, "budget": 10}
 DOMINATED, BEYOND_CAP, EQUIVALENT = 11, 12, 13
 
@@ -178,7 +178,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     wl = workload_arrays(base, layouts(plan, cand))
     rejection = np.zeros(len(cand), dtype=np.int8)
     rejection[np.isin(wl.code, STRUCTURAL)] = 1
-    for code, reason in _WORKLOAD_REJECTION.items():
+    for code, reason in WORKLOAD_REJECTION.items():
         rejection[(rejection == KEPT) & (wl.code == code)] = reason
     _configuration_problems(plan, cand, rejection)
 

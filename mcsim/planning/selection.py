@@ -27,6 +27,7 @@ import numpy as np
 
 from mcsim.analysis.decisions import mean_interval
 from mcsim.engine.backends import make_backend
+from mcsim.engine.estimate import RunInputs, estimate_run
 from mcsim.engine.execution import Execution, progress_bar
 from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.outputs import config_outputs_per_run
@@ -37,6 +38,7 @@ from mcsim.kernels import types as kernel
 from mcsim.model.workload import workload
 from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
 from mcsim.scenario.config import Config
+from mcsim.scenario.limits import TimeEstimate, check_time
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 MODES = ("fast", "exact")
@@ -210,6 +212,7 @@ def select_best(
     progress: bool | None = None,
     notify: Callable[[str], None] | None = None,
     chunk_runs: int | None = None,
+    source: str = "<selection>",
 ) -> SelectionResult:
     """Select the configuration with the lowest mean objective, with a stated probability.
 
@@ -251,6 +254,8 @@ def select_best(
         Called with one line per stage (survivors, runs spent) and the backend's messages.
     chunk_runs : int, optional
         Runs per task (default 250); does not change the result.
+    source : str
+        The plan file, for the message of a refusal.
 
     Returns
     -------
@@ -263,6 +268,9 @@ def select_best(
         another seed or mode.
     BackendUnavailable
         No dask extra, or no dask scheduler answering at ``scheduler``.
+    ScenarioError
+        When the largest number of runs the arguments allow is estimated to take longer
+        than the limit of :func:`mcsim.scenario.limits.limits` (24 h by default), before any run.
     """
     weights = _check_objective(objective)
     _check_arguments(configs, seed, mode, alpha, indifference, first_runs, max_runs, max_total_runs, chunk_runs)
@@ -292,6 +300,13 @@ def select_best(
             dynamic_ncols=True,
         ) as bar:
             prepared = prepare(configs, mode)  # the same list: an optimised interval replaces its candidate
+            estimate = worst_case_estimate(prepared.inputs, max_runs, max_total_runs, backend.parallelism)
+            check_time(estimate, source, "plan.max_runs")
+            if notify is not None:
+                notify(
+                    f"at most {min(len(configs) * max_runs, max_total_runs or math.inf):,} runs: "
+                    f"{estimate.describe()} at worst"
+                )
             execution = Execution(backend, prepared.rows, seed, store, bar, notify)
             to_optimize = [i for i, c in enumerate(configs) if c.checkpoint.interval.kind == "optimize"]
             runs = min(max_runs, OPTIMIZE_RUNS)
@@ -313,6 +328,22 @@ def select_best(
     finally:
         backend.close()
     return _result(outcome, simulation, alpha)
+
+
+def worst_case_estimate(
+    inputs: Sequence[RunInputs | None], max_runs: int, max_total_runs: int | None, parallelism: int
+) -> TimeEstimate:
+    """The estimated duration of the most runs a selection may simulate (before the first one).
+
+    Every candidate run ``max_runs`` times, or, when ``max_total_runs`` is smaller, that many
+    runs of the most expensive candidate (:func:`mcsim.engine.estimate.estimate_run`).
+    """
+    run_s = [estimate_run(i).seconds for i in inputs if i is not None]
+    longest = max(run_s, default=0.0)
+    cpu_s = sum(run_s) * max_runs
+    if max_total_runs is not None:
+        cpu_s = min(cpu_s, max_total_runs * longest)
+    return TimeEstimate(cpu_s, parallelism, longest)
 
 
 class _Simulation:

@@ -183,14 +183,14 @@ class TimeEstimate:
         return f"estimated {format_duration(self.cpu_s)} on one thread (no workers yet to divide it)"
 
 
-def check_time(estimate: TimeEstimate, source: str) -> None:
-    """Refuse a simulation estimated to take longer than the limit of :func:`limits`."""
+def check_time(estimate: TimeEstimate, source: str, key: str = "run") -> None:
+    """Refuse a simulation estimated to take longer than the limit of :func:`limits` (blaming ``key``)."""
     max_hours = current_limits().max_hours
     if estimate.parallelism <= 0 or estimate.wall_s <= max_hours * 3600.0:
         return  # an unknown parallelism (a scheduler whose workers are still starting) is not refused
     raise ScenarioError(
         source,
-        "run",
+        key,
         f"estimated {format_duration(estimate.wall_s)} on {estimate.parallelism} "
         f"threads (one run about {format_duration(estimate.longest_run_s)}), "
         f"more than the limit of {max_hours:g} h; use fewer runs, configurations "

@@ -1,0 +1,229 @@
+"""Sharded sweeps: one part of a sweep per job (``mcsim run --shard i/n``), and their combination.
+
+A batch system runs a large sweep as ``n`` independent jobs (a Slurm job array, say): job
+``i`` simulates the sweep configurations whose flat index (C order over the sweep dims) is
+``i`` modulo ``n``, every run and every parameter draw of each. Dealt round-robin, the
+parts take a similar share of the cheap and the expensive configurations whatever the
+order of the sweep axes.
+
+Run ``r`` of a configuration draws from the streams of ``(seed, r)`` whichever job runs it
+(:mod:`mcsim.engine.simulate`), so :func:`combine_parts` of the ``n`` part files is
+bit-identical, variable by variable, to the unsharded run: only the provenance differs
+(the combined file records every part's).
+
+A part file has the full sweep shape: the per-run variables of configurations it does not
+hold are NaN (``completed`` False), and its ``shard`` attribute (``"i/n"``) says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+# The provenance of each part that the combined file keeps (in ``shard_parts``, JSON).
+PART_PROVENANCE = ("created", "history", "scenario_source", "scenario_overrides", "mcsim_version", "numba_version")
+# Attributes every part must share: the same scenario, simulated the same way by the same code.
+MUST_MATCH = (
+    "scenario_toml",
+    "seed",
+    "runs",
+    "mode",
+    "sweep_dims",
+    "draws",
+    "design",
+    "mcsim_version",
+    "numba_version",
+    "mcsim_model_hash",
+)
+MAX_SHARDS = 100_000
+_SHARD_TEXT = re.compile(r"^\s*(\d{1,6})\s*/\s*(\d{1,6})\s*$")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Part ``index`` of ``count`` (0 <= index < count) of a sweep."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.count, int) and 1 <= self.count <= MAX_SHARDS):
+            raise ValueError(f"shard: expected a number of parts from 1 to {MAX_SHARDS:,}, got {self.count!r}")
+        if not (isinstance(self.index, int) and 0 <= self.index < self.count):
+            raise ValueError(
+                f"shard: expected a part index from 0 to {self.count - 1} for {self.count} parts, got {self.index!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        """``"i/n"``, as ``--shard`` takes it and the part file records it."""
+        return f"{self.index}/{self.count}"
+
+    def holds(self, flat: int) -> bool:
+        """Whether the sweep configuration of flat index ``flat`` belongs to this part."""
+        return flat % self.count == self.index
+
+    def check_sweep(self, configurations: int) -> None:
+        """ValueError when this part would hold none of a sweep's ``configurations``."""
+        if self.index >= configurations:
+            raise ValueError(
+                f"shard: part {self.label} holds no configuration: the sweep has {configurations} "
+                f"(use at most {configurations} parts)"
+            )
+
+
+def parse_shard(text: str) -> Shard:
+    """The :class:`Shard` of ``"i/n"`` (``i`` from 0 to ``n - 1``); one-line ValueError otherwise."""
+    match = _SHARD_TEXT.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"shard: expected I/N, part I (from 0) of N, such as 0/4, got {text!r}")
+    return Shard(int(match.group(1)), int(match.group(2)))
+
+
+def part_shard(ds: xr.Dataset, name: str) -> Shard:
+    """The shard a part file records; ValueError naming ``name`` when it is not a part file."""
+    text = ds.attrs.get("shard")
+    if text is None:
+        raise ValueError(f"{name}: not a part of a sharded run (no 'shard' attribute; made by mcsim run --shard I/N)")
+    try:
+        return parse_shard(str(text))
+    except ValueError as err:
+        raise ValueError(f"{name}: attribute {err}") from None
+
+
+def combine(paths: list[str | Path]) -> xr.Dataset:
+    """The whole result of a sharded run from its part files (``mcsim combine``).
+
+    Parameters
+    ----------
+    paths : list of str or Path
+        Every part file of ``mcsim run --shard i/n`` (or of :func:`mcsim.simulate` with
+        ``shard=``), once each, in any order.
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`combine_parts`: variable by variable the unsharded run's result.
+
+    Raises
+    ------
+    ValueError
+        A file that is not an mcsim result, or parts that do not make one run (one line).
+    OSError
+        A file cannot be read.
+    """
+    from mcsim.io.netcdf import open_results
+
+    if isinstance(paths, (str, Path)):
+        raise TypeError("paths: expected a list of part files, got one path")
+    files = [Path(path) for path in paths]
+    if not files:
+        raise ValueError("paths: expected the part files of a sharded run, got none")
+    return combine_parts([open_results(path) for path in files], [path.name for path in files])
+
+
+def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
+    """The result of the whole sweep from the ``n`` part files of ``mcsim run --shard i/n``.
+
+    Parameters
+    ----------
+    parts : list of xarray.Dataset
+        Every part, once each, in any order (from :func:`mcsim.open_results`).
+    names : list of str
+        Their file names, for the messages and the provenance.
+
+    Returns
+    -------
+    xarray.Dataset
+        Each configuration's variables from the part that holds it; the attributes of the
+        parts (which must agree) without ``shard``, with ``shard_parts`` (JSON: each part's
+        file name, shard and provenance) and a ``history`` line of the combination.
+
+    Raises
+    ------
+    ValueError
+        One line: a file that is not a part, parts of different runs (scenario, seed, runs,
+        mode, code), a part missing or given twice, or parts whose shapes differ.
+    """
+    shards = [part_shard(ds, name) for ds, name in zip(parts, names, strict=True)]
+    count = _check_complete(shards, names)
+    first = parts[0]
+    for ds, name in zip(parts[1:], names[1:], strict=True):
+        _check_same_run(first, ds, names[0], name)
+    sweep = [d for d in str(first.attrs.get("sweep_dims", "")).split() if d]
+    shape = tuple(first.sizes[d] for d in sweep)
+    owner = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape) % count
+    by_index = {shard.index: ds for shard, ds in zip(shards, parts, strict=True)}
+    combined = first.copy(deep=True)
+    for var in first.data_vars:
+        if tuple(first[var].dims[: len(sweep)]) != tuple(sweep) or not sweep:
+            for ds, name in zip(parts[1:], names[1:], strict=True):
+                if not first[var].equals(ds[var]):
+                    raise ValueError(f"{name}: {var} differs from {names[0]}'s: the parts are not of one run")
+            continue
+        values = combined[var].values
+        for index, ds in by_index.items():
+            mine = owner == index
+            values[mine] = ds[var].values[mine]
+        combined[var].values = values
+    return _combined_attrs(combined, shards, parts, names)
+
+
+def _check_complete(shards: list[Shard], names: list[str]) -> int:
+    """The number of parts, when ``shards`` are each part of one count exactly once."""
+    counts = {shard.count for shard in shards}
+    if len(counts) != 1:
+        raise ValueError(
+            "parts of different splits: "
+            + ", ".join(f"{name} is {shard.label}" for name, shard in zip(names, shards, strict=True))
+        )
+    count = counts.pop()
+    seen: dict[int, str] = {}
+    for name, shard in zip(names, shards, strict=True):
+        if shard.index in seen:
+            raise ValueError(f"{name}: part {shard.label} is also {seen[shard.index]}; give each part once")
+        seen[shard.index] = name
+    missing = [f"{i}/{count}" for i in range(count) if i not in seen]
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10 else "")
+        raise ValueError(f"missing part{'s' if len(missing) > 1 else ''} {shown} of {count}")
+    return count
+
+
+def _check_same_run(first: xr.Dataset, other: xr.Dataset, first_name: str, name: str) -> None:
+    """ValueError when ``other`` is not a part of the same run as ``first``."""
+    for key in MUST_MATCH:
+        if first.attrs.get(key) != other.attrs.get(key):
+            raise ValueError(
+                f"{name}: attribute {key} differs from {first_name}'s: the parts are not of one run "
+                "(the same scenario, seed, runs and mode, simulated by the same code and libraries)"
+            )
+    if dict(first.sizes) != dict(other.sizes) or set(first.data_vars) != set(other.data_vars):
+        raise ValueError(f"{name}: its variables or dimensions differ from {first_name}'s")
+    for dim in first.dims:
+        if dim in first.coords and not first[dim].equals(other[dim]):
+            raise ValueError(f"{name}: coordinate {dim} differs from {first_name}'s")
+
+
+def _combined_attrs(combined: xr.Dataset, shards: list[Shard], parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
+    """``combined`` with the provenance of the combination and of every part."""
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    record = [
+        {"file": name, "shard": shard.label, **{key: str(ds.attrs.get(key, "")) for key in PART_PROVENANCE}}
+        for shard, ds, name in sorted(zip(shards, parts, names, strict=True), key=lambda item: item[0].index)
+    ]
+    attrs = {key: value for key, value in combined.attrs.items() if key != "shard"}
+    attrs["shard_parts"] = json.dumps(record, indent=1)
+    attrs["created"] = created
+    attrs["history"] = (
+        f"{created}: mcsim combined {len(parts)} parts of a sharded run ({', '.join(r['file'] for r in record)})\n"
+        + "\n".join(r["history"] for r in record)
+    )
+    combined.attrs = attrs
+    return combined
