@@ -394,3 +394,30 @@ def test_an_absurdly_small_efficiency_prints_no_numpy_warning(recwarn):
     raw["compute"] = {**raw.get("compute", {}), "efficiency": 1e-300}
     wl = workload(scenario_from_dict(raw).configs[0])
     assert wl.mfu_ideal == 0.0 and not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_many_draws_are_estimated_and_checked_before_their_preparation(monkeypatch):
+    # 100,000 draws spent minutes preparing before any estimate was printed, and --max-hours did not
+    # apply: the preparation is now estimated (PREPARE_SECONDS_PER_DRAW per configuration and draw)
+    # and checked first, before the draws are made or prepared.
+    from mcsim.engine import simulate as simulate_module
+    from mcsim.scenario.limits import limits
+    from mcsim.scenario.schema import ScenarioError
+
+    def never(*args, **kwargs):
+        raise AssertionError("the draws were made or prepared before the time check")
+
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["run"].update(draws=100_000, runs=2)
+    raw["uncertain"] = {"stragglers.sigma": {"dist": "uniform", "low": 0.0, "high": 0.1}}
+    scenario = scenario_from_dict(raw)
+    hours = 100_000 * simulate_module.PREPARE_SECONDS_PER_DRAW / 3600.0  # one configuration
+    monkeypatch.setattr(simulate_module, "DrawPlan", never)
+    monkeypatch.setattr(simulate_module, "_prepare", never)
+    messages: list[str] = []
+    with limits(max_hours=hours * 0.99), pytest.raises(ScenarioError, match=r"run\.draws: estimated"):
+        mcsim.simulate(scenario, progress=False, notify=messages.append)
+    assert messages == []  # refused before anything is announced
+    with limits(max_hours=hours * 1.01), pytest.raises(AssertionError, match="before the time check"):
+        mcsim.simulate(scenario, progress=False, notify=messages.append)  # within the limit: goes on
+    assert messages == ["preparing 100,000 (configuration, draw) pairs: estimated 20 min at most"]
