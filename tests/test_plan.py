@@ -176,7 +176,7 @@ def test_deadline_no_candidate_can_meet(tmp_path, capsys):
     assert status == 1 and len(err) == 1
     assert err[0].startswith(
         f"mcsim: no recommendation: {path}: constraints.deadline_days: no candidate can finish "
-        "within 0.001 days (the fastest screen estimate is"
+        "within 0.001 days with probability 0.9 (the smallest screen estimate of that quantile of the wall time is"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 

@@ -42,10 +42,11 @@ def _plan(**tables) -> dict:
 
 
 def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, capsys):
-    # 1.5 h with probability 0.999999: the screen keeps the 64-GPU finalists (estimates ~1.49 h, within the
-    # 5 % margin) but their simulated runs miss it, so every finalist is dropped: exit 1, and nothing may
-    # be left beside the output (the selection finished; its pieces are of no further use).
-    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}), tmp_path / "p.toml")
+    # 1.43 h with probability 0.9: the screen keeps the 64-GPU candidates (their 90 % quantiles, ~1.5 h, are
+    # within the 5 % margin) but their simulated runs miss it, so every one simulated is dropped (the pool
+    # brings in the next ones until it is full): exit 1, and nothing may be left beside the output (the
+    # selection finished; its pieces are of no further use).
+    path = _write(_plan(constraints={"deadline_days": 1.43 / 24}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "every finalist misses a constraint when simulated (deadline)" in err[0], err
@@ -58,7 +59,7 @@ def test_exit_1_after_simulation_removes_stale_pieces_too(tmp_path):
     stale = tmp_path / ".p.nc.parts-0123456789abcdef"
     stale.mkdir()
     (stale / "c0-r0-20.npz").write_bytes(b"old")
-    path = _write(_plan(constraints={"deadline_days": 1.5 / 24, "deadline_probability": 0.999999}), tmp_path / "p.toml")
+    path = _write(_plan(constraints={"deadline_days": 1.43 / 24}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 
@@ -144,10 +145,10 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
     # another config_hash", simulated every run again and overwrote the pieces (an interrupted plan then
     # recomputed the first selection as well). Each (finalist, run) must be simulated once.
     import mcsim.engine.backends
-    import mcsim.planning.planner
+    import mcsim.planning.pool
 
     calls = iter(["deadline"])  # the first recommendation "misses the deadline", every later one meets it
-    monkeypatch.setattr(mcsim.planning.planner, "simulated_constraint", lambda plan, out: next(calls, ""))
+    monkeypatch.setattr(mcsim.planning.pool, "simulated_constraint", lambda plan, out: next(calls, ""))
     simulated = []
     kernel = mcsim.engine.backends.run_kernel
     monkeypatch.setattr(

@@ -74,3 +74,69 @@ def expected_run_wall_s(
     return (intervals - 1) * expected_segment_s(every * iteration_s + stall_s, restart_s, mtbf_s) + expected_segment_s(
         last_s, restart_s, mtbf_s
     )
+
+
+def segment_variance_s2(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> np.ndarray:
+    """Variance of the wall time to get ``segment_s`` of work done under Poisson failures, s².
+
+    The segment is tried until a try of ``segment_s`` seconds meets no failure: the number of
+    failures ``K`` is geometric, ``E[K] = e^(x/M) - 1`` and ``Var[K] = e^(x/M) (e^(x/M) - 1)``, and
+    each failure loses the work done since the try began, ``Y`` (exponential with mean ``M``
+    truncated at ``x``), plus the restart ``R``. With ``K`` independent of the ``Y``'s (a compound
+    geometric sum), ``Var = E[K] Var[Y] + Var[K] (E[Y] + R)²``. **First order:** the restart is
+    taken as fixed and failures during it are left out (Daly's mean, :func:`expected_segment_s`,
+    keeps them; the variance is used for a quantile, :func:`run_wall_quantile_s`). 0 without
+    failures (``M`` infinite or not positive); inf where the exponentials overflow.
+    """
+    seg, restart, m = (np.asarray(x, dtype=np.float64) for x in (segment_s, restart_s, mtbf_s))
+    finite = np.isfinite(m) & (m > 0)
+    safe = np.where(finite, m, 1.0)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x = seg / safe
+        grown = np.expm1(x)  # e^x - 1 = E[K]
+        failures_var = (grown + 1.0) * grown
+        survive = np.exp(-x)
+        lost_mean = safe - seg / grown  # E[Y] of the truncated exponential
+        lost_square = (2.0 * safe**2 - survive * (seg**2 + 2.0 * seg * safe + 2.0 * safe**2)) / -np.expm1(-x)
+        lost_var = np.maximum(lost_square - lost_mean**2, 0.0)
+        value = grown * lost_var + failures_var * (lost_mean + restart) ** 2
+    return np.where(finite & (seg > 0), value, 0.0)
+
+
+def run_wall_variance_s2(
+    iterations: ArrayLike,
+    every: ArrayLike,
+    iteration_s: ArrayLike,
+    stall_s: ArrayLike,
+    restart_s: ArrayLike,
+    mtbf_s: ArrayLike,
+) -> np.ndarray:
+    """Variance of a run's wall time from its failures, s²: the segments' variances summed
+    (:func:`segment_variance_s2`; segments are independent under Poisson failures). Arguments as
+    :func:`expected_run_wall_s`."""
+    iterations, every, iteration_s = np.asarray(iterations), np.asarray(every), np.asarray(iteration_s)
+    intervals = -(-iterations // every)
+    last_s = (iterations - (intervals - 1) * every) * iteration_s
+    full = segment_variance_s2(every * iteration_s + stall_s, restart_s, mtbf_s)
+    return (intervals - 1) * full + segment_variance_s2(last_s, restart_s, mtbf_s)
+
+
+def wall_quantile_s(floor_s: ArrayLike, mean_s: ArrayLike, variance_s2: ArrayLike, probability: float) -> np.ndarray:
+    """The ``probability``-quantile of a wall time that is ``floor_s`` plus a positive excess, s.
+
+    The excess (time lost to failures, restarts, slower job factors) is taken as gamma-distributed
+    with the mean ``mean_s - floor_s`` and the variance ``variance_s2`` (two moments matched: the
+    sum of a random number of positive losses is right-skewed, and a normal law would understate
+    its upper quantiles when there are few failures). The mean where there is no excess or no
+    variance; inf where the mean is.
+    """
+    from scipy import special
+
+    floor, mean, var = (np.asarray(x, dtype=np.float64) for x in (floor_s, mean_s, variance_s2))
+    excess = mean - floor
+    usable = np.isfinite(mean) & np.isfinite(var) & (excess > 0) & (var > 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        shape = np.where(usable, excess**2 / np.where(usable, var, 1.0), 1.0)
+        scale = np.where(usable, var / np.where(usable, excess, 1.0), 0.0)
+        quantile = floor + special.gammaincinv(shape, probability) * scale
+    return np.where(usable, quantile, np.where(np.isfinite(var), mean, np.inf))

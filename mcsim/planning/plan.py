@@ -12,7 +12,7 @@ A plan file is a scenario (every table of ``mcsim run``'s files except
   ``budget_usd``, ``power_mw`` (facility cap), ``min_gpus``, ``max_gpus``.
 * ``[plan]``: ``objective`` (``cost``, ``energy``, ``wall_time``, ``co2`` or a
   table of weights), ``indifference`` (relative, 0.005), ``alpha`` (0.05),
-  ``first_runs``, ``max_runs``, ``max_total_runs``, ``finalists``, ``margin``.
+  ``first_runs``, ``max_runs``, ``max_total_runs``, ``finalists``, ``pool``, ``margin``.
 
 :func:`enumerate_candidates` expands the search into candidate arrays, keeping
 only layouts the workload model can run (without a Python loop per candidate).
@@ -194,7 +194,14 @@ class PlanOptions:
     first_runs: int = param(100, kind=int, ge=10, le=1_000_000, doc="runs of each finalist in the first stage")
     max_runs: int = param(5000, kind=int, ge=10, le=10_000_000, doc="runs of one finalist at most")
     max_total_runs: int | None = param(None, kind=int, ge=10, le=1e9, doc="runs of all finalists at most")
-    finalists: int = param(10, kind=int, ge=2, le=1000, doc="candidates the screen passes to the simulation")
+    finalists: int = param(10, kind=int, ge=2, le=1000, doc="candidates simulated first, and brought in at a time")
+    pool: int | None = param(
+        None,
+        kind=int,
+        ge=2,
+        le=100_000,
+        doc="candidates simulated in all at most (unset: 50, or 5 x finalists if more)",
+    )
     margin: float = param(DEFAULT_MARGIN, ge=0, le=10, doc="relative screen margin")
 
 
@@ -219,8 +226,14 @@ class Plan:
     max_runs: int = _OPTIONS.max_runs
     max_total_runs: int | None = _OPTIONS.max_total_runs
     finalists: int = _OPTIONS.finalists
+    pool: int | None = _OPTIONS.pool
     margin: float = _OPTIONS.margin
     has_reference: bool = False  # the file's [parallelism] names a layout (tp or pp): simulated alongside
+
+    @property
+    def pool_size(self) -> int:
+        """The most candidates the plan simulates in all (``pool``; unset: 50, or 5 x ``finalists`` if more)."""
+        return self.pool if self.pool is not None else max(50, 5 * self.finalists)
 
     @property
     def objective_label(self) -> str:
@@ -378,6 +391,8 @@ def _parse_options(table: dict, source: str) -> dict[str, Any]:
     options = build_section(PlanOptions, table, source, "plan")
     if options.first_runs > options.max_runs:
         raise ScenarioError(source, "plan.first_runs", f"expected <= max_runs = {options.max_runs}")
+    if options.pool is not None and options.pool < options.finalists:
+        raise ScenarioError(source, "plan.pool", f"expected >= finalists = {options.finalists}, got {options.pool}")
     if options.max_total_runs is not None:
         # The first stage alone simulates first_runs of every finalist and of the plan's own layout.
         first_stage = (options.finalists + 1) * options.first_runs

@@ -14,7 +14,6 @@ recommendation with its probability of correct selection.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,30 +23,34 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis.pareto import nondominated
-from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.variables import Variable
 from mcsim.model.workload import FREQUENCY, MEMORY, RECOMPUTE_CODES
 from mcsim.planning.plan import Candidates, Plan, enumerate_candidates, gpu_specs, load_plan
+from mcsim.planning.pool import (  # noqa: F401  (per_run_outputs, simulated_constraint, missed_text: public here too)
+    PER_RUN_KEPT,
+    PoolOutcome,
+    missed_text,
+    objective_values,
+    per_run_outputs,
+    simulate_pool,
+    simulated_constraint,
+)
 from mcsim.planning.screen import (
     CONSTRAINT_CODES,
     KEPT,
     REJECTIONS,
     WORKLOAD_REJECTION,
     Screen,
-    candidate_config,
     screen,
 )
 from mcsim.planning.uncertain import QUANTILES, uncertain_objectives
-from mcsim.scenario.config import Config
 
 if TYPE_CHECKING:  # only for annotations (select_best is imported when a plan runs)
     from pathlib import Path
 
     from mcsim.engine.resume import PieceStore
     from mcsim.planning.selection import SelectionResult
-
-PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class PlanResult:
     dropped: dict[int, str]  # finalist position -> constraint it missed when simulated
     recommended: int  # finalist position
     screen_error: float = np.nan  # largest |simulated mean / screen estimate - 1| of the objective
+    pool: PoolOutcome | None = None  # the screen's part of the claim (docs/model.md §9, "Pool")
 
 
 def run_plan(
@@ -96,47 +100,26 @@ def run_plan(
         )
     if scr.finalists.size == 0:
         raise NoCandidate(no_candidate_message(plan, cand, scr))
-    configs = [candidate_config(plan, cand, int(i)) for i in scr.finalists]
-    active = list(range(len(configs)))
-    dropped: dict[int, str] = {}
-    outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
-    pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
-    while True:
-        pieces.active = list(active)
-        result = select(
-            [configs[k] for k in active],
-            plan.objective,
-            seed=plan.scenario.run.seed,
-            mode=plan.scenario.run.mode,
-            alpha=plan.alpha,
-            indifference=plan.indifference,
-            first_runs=plan.first_runs,
-            max_runs=plan.max_runs,
-            max_total_runs=plan.max_total_runs,
-            workers=workers,
-            scheduler=scheduler,
-            store=pieces,
-            progress=progress,
-            notify=notify,
-            source=plan.source,
-        )
-        simulated = getattr(result, "configs", None) or [configs[k] for k in active]
-        for j, k in enumerate(active):
-            outputs[k] = per_run_outputs(simulated[j], result.rows[j])
-        best = active[result.best]
-        missed = simulated_constraint(plan, outputs[best])
-        if not missed:
-            break
-        dropped[best] = missed
-        if notify:
-            notify(f"finalist {best} {missed_text(missed)} when simulated; selecting again without it")
-        active.remove(best)
-        if not active:
-            raise NoCandidate(_all_dropped_message(plan, dropped))
-    error = screen_error(plan, scr, outputs)
-    if notify and error > plan.margin:
-        notify(f"warning: {screen_error_text(error, plan.margin)}")
-    return PlanResult(plan, cand, scr, scr.finalists, outputs, result, np.array(active), dropped, best, error)
+    pool = simulate_pool(
+        plan, cand, scr, select, store, notify, workers=workers, scheduler=scheduler, progress=progress
+    )
+    error = pool.errors["objective"]
+    if notify and pool.margin > plan.margin:
+        largest = max(e for e in pool.errors.values() if np.isfinite(e))
+        notify(f"warning: {screen_error_text(largest, plan.margin)}")
+    return PlanResult(
+        plan,
+        cand,
+        scr,
+        pool.finalists,
+        pool.outputs,
+        pool.selection,
+        pool.selected,
+        pool.dropped,
+        pool.recommended,
+        error,
+        pool,
+    )
 
 
 def plan(
@@ -188,87 +171,14 @@ def plan(
     )
 
 
-def screen_error(plan: Plan, scr: Screen, outputs: list[dict[str, np.ndarray] | None]) -> float:
-    """The largest relative error of the screen's objective against the simulated mean, over the finalists.
-
-    The margin is meant to cover it (docs/model.md §9); when it does not, candidates the margin ruled out
-    may be better than the recommendation.
-    """
-    errors = [
-        _relative_error(float(np.mean(_objective_values(plan, out))), float(scr.objective[i]))
-        for i, out in zip(scr.finalists, outputs, strict=False)
-        if out is not None
-    ]
-    return max(errors) if errors else np.nan
-
-
-def _relative_error(simulated: float, estimate: float) -> float:
-    if estimate == 0:  # an objective of 0 (co2 on a zero-carbon grid)
-        return 0.0 if simulated == 0 else np.inf
-    return abs(simulated / estimate - 1.0)
-
-
 def screen_error_text(error: float, margin: float) -> str:
-    """One line: the screen's error is beyond the margin, and what to do."""
+    """One line: the screen's error is beyond the margin, and what the plan did about it."""
     return (
-        f"the screen's objective is off by up to {100 * error:.1f} % against the finalists' simulated means, "
+        f"the screen's estimates are off by up to {100 * error:.1f} % against the simulated candidates, "
         f"beyond the {100 * margin:g} % margin (effects it leaves out: Weibull shapes, spares, slow-node episodes, "
-        f"docs/model.md §9): candidates the margin ruled out may be better; raise plan.margin"
+        f"docs/model.md §9): the plan widened its margin to the measured error and brought in the candidates "
+        f"that could then be better; raise plan.margin to screen with it from the start"
     )
-
-
-class FinalistPieces:
-    """The selection's store of finished tasks, named by finalist position, not by position among the
-    finalists of the current selection (which shifts when one is dropped and the selection runs again).
-
-    Tasks the plan already ran are served from memory (with or without a resume store: a selection run
-    again after a drop simulates no run twice); the others go to ``store`` (a :class:`PieceStore` or None)
-    under the finalist's own position, so an interrupted plan resumes every selection it had begun.
-    ``select_best`` sees the interface of a :class:`PieceStore` (``header``, ``configs``, ``load``, ``save``,
-    ``folder``).
-    """
-
-    def __init__(self, store, configs: list[Config], seed: int, mode: str) -> None:
-        self.store, self.seed, self.mode = store, seed, mode
-        self.finalist_configs = list(configs)
-        self.active: list[int] = list(range(len(configs)))
-        self.rows: dict = {}
-        if store is not None:
-            store.configs = self.finalist_configs
-
-    @property
-    def folder(self):
-        """Where reused tasks come from (for the 'resuming' line)."""
-        return self.store.folder if self.store is not None else "runs of the plan's earlier selection"
-
-    @property
-    def configs(self) -> list[Config]:
-        return [self.finalist_configs[k] for k in self.active]
-
-    @configs.setter
-    def configs(self, configs: list[Config]) -> None:  # as simulated (select_best resolves "optimize")
-        for j, cfg in enumerate(configs):
-            self.finalist_configs[self.active[j]] = cfg
-
-    def _own(self, task):
-        return dataclasses.replace(task, config=self.active[task.config])
-
-    def header(self, task) -> dict[str, object]:
-        if self.store is not None:
-            return self.store.header(self._own(task))
-        return {"seed": self.seed, "mode": self.mode}
-
-    def load(self, task) -> np.ndarray | None:
-        own = self._own(task)
-        if own in self.rows:
-            return self.rows[own]
-        return self.store.load(own) if self.store is not None else None
-
-    def save(self, task, rows: np.ndarray) -> None:
-        own = self._own(task)
-        self.rows[own] = rows
-        if self.store is not None:
-            self.store.save(own, rows)
 
 
 def finalist_front(per_run: dict[str, np.ndarray], n_runs: np.ndarray, eligible: np.ndarray) -> np.ndarray:
@@ -292,42 +202,6 @@ def finalist_front(per_run: dict[str, np.ndarray], n_runs: np.ndarray, eligible:
     return front
 
 
-def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
-    out = config_outputs_per_run(cfg, rows)
-    return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
-
-
-def missed_text(missed: str) -> str:
-    """``misses the deadline``, or ``has runs cut off at run.max_wall_days``."""
-    return "has runs cut off at run.max_wall_days" if missed == "max_wall_days" else f"misses the {missed}"
-
-
-def _all_dropped_message(plan: Plan, dropped: dict[int, str]) -> str:
-    missed = sorted(set(dropped.values()))
-    if missed == ["max_wall_days"]:
-        return (
-            f"{plan.source}: run.max_wall_days: every finalist has runs cut off at "
-            f"{plan.scenario.base.run.max_wall_days:g} days when simulated; raise run.max_wall_days"
-        )
-    return f"{plan.source}: constraints: every finalist misses a constraint when simulated ({', '.join(missed)})"
-
-
-def simulated_constraint(plan: Plan, out: dict[str, np.ndarray]) -> str:
-    """What a finalist's simulated runs miss: "max_wall_days" (a run cut off at the simulation's horizon:
-    its objective is only a lower bound), "deadline" or "budget"; or ""."""
-    c = plan.constraints
-    if not np.all(out["completed"]):
-        return "max_wall_days"
-    if c.deadline_days is not None:
-        met = np.mean(out["completed"] & (out["wall_time"] <= c.deadline_days * 24.0))
-        if met < c.deadline_probability:
-            return "deadline"
-    if c.budget_usd is not None and np.mean(out["cost"]) > c.budget_usd:
-        return "budget"
-    return ""
-
-
 def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
     """One line: why no candidate passed the screen, and how close the closest came."""
     fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
@@ -344,11 +218,11 @@ def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
             f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days"
         )
     if name == "deadline":
-        closest = float(np.min(scr.wall_s[fits])) / 86400.0
+        closest = float(np.min(scr.wall_quantile_s[fits])) / 86400.0
         return (
             f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
-            f"(the fastest screen estimate is {closest:.1f} days, beyond the deadline by more than the "
-            f"{plan.margin:.0%} margin)"
+            f"with probability {c.deadline_probability:g} (the smallest screen estimate of that quantile of the "
+            f"wall time is {closest:.3g} days, beyond the deadline by more than the {plan.margin:.0%} margin)"
         )
     if name == "budget":
         assert c.budget_usd is not None  # the screen rejects for the budget only when there is one
@@ -442,7 +316,14 @@ _PLAN_VARIABLES = [
     ),
     Variable("recommended", False, "1", "candidate index of the recommendation", "int64"),
     Variable("pcs", False, "1", "probability of correct selection (a guaranteed bound when decided)"),
-    Variable("decided", False, "1", "whether the selection stopped by its rule (else its run budget ran out)", "bool"),
+    Variable(
+        "decided",
+        False,
+        "1",
+        "whether the selection stopped by its rule and no candidate left out could be better by its screen estimate "
+        "and the measured error (else its run budget or the pool ran out)",
+        "bool",
+    ),
 ]
 PLAN_VARIABLES = {v.name: v for v in _PLAN_VARIABLES}
 
@@ -488,11 +369,11 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         n_runs[k] = len(out["wall_time"])
         for name in PER_RUN_KEPT:
             per_run[name][k, : n_runs[k]] = out[name]
-        per_run["objective"][k, : n_runs[k]] = _objective_values(plan, out)
+        per_run["objective"][k, : n_runs[k]] = objective_values(plan, out)
         if plan.constraints.deadline_days is not None:
             deadline[k] = np.mean(out["completed"] & (out["wall_time"] <= plan.constraints.deadline_days * 24.0))
         if k not in res.selected:  # dropped earlier: its mean from its own runs
-            objective[k] = float(np.mean(_objective_values(plan, out)))
+            objective[k] = float(np.mean(objective_values(plan, out)))
     keys, values, uncertain, uncertain_rejection = uncertain_objectives(plan, cand, res.finalists)
     coords["uncertain_input"] = np.array(keys, dtype=object)
     coords["quantile"] = np.array(QUANTILES)
@@ -525,7 +406,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         "uncertain_rejection": uncertain_rejection,
         "recommended": np.int64(res.finalists[res.recommended]),
         "pcs": float(res.selection.pcs),
-        "decided": bool(res.selection.decided),
+        "decided": bool(res.selection.decided) and (res.pool is None or res.pool.closed),
     }
     variables = {}
     for name, var in PLAN_VARIABLES.items():
@@ -603,11 +484,23 @@ def _flag_word(code: int) -> str:
     return words[code]
 
 
-def _objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
-    """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
-    from mcsim.planning.selection import weighted_objective
-
-    return weighted_objective(out, {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective)
+def _pool_attrs(res: PlanResult) -> dict[str, object]:
+    """The screen's part of the claim (docs/model.md §9, "Pool"): what was never simulated and why that holds."""
+    pool = res.pool
+    if pool is None:
+        return {}
+    return {
+        "screen_error_deadline": float(pool.errors.get("deadline", np.nan)),
+        "screen_error_budget": float(pool.errors.get("budget", np.nan)),
+        "screen_margin_used": float(pool.margin),
+        "selection_decided": int(bool(res.selection.decided)),
+        "pool_closed": int(pool.closed),
+        "pool_size": int(res.plan.pool_size),
+        "candidates_simulated": int(pool.finalists.size),
+        "candidates_never_simulated": int(pool.never_simulated),
+        "candidates_left_out": int(pool.left_out.size),
+        "closest_never_simulated_gap": float(pool.closest_gap),
+    }
 
 
 def _attrs(res: PlanResult) -> dict[str, object]:
@@ -634,6 +527,7 @@ def _attrs(res: PlanResult) -> dict[str, object]:
         "alpha": plan.alpha,
         "margin": plan.margin,
         "screen_error": float(res.screen_error),
+        **_pool_attrs(res),
         "seed": plan.scenario.run.seed,
         "mode": plan.scenario.run.mode,
         "candidates_enumerated": res.candidates.enumerated,

@@ -17,11 +17,13 @@ intervals (a few dozen groups at most).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import cast
 
 import numpy as np
+from scipy import special
 
 from mcsim.model.checkpointing import (
     checkpoint_every,
@@ -40,7 +42,7 @@ from mcsim.model.energy import (
     phase_powers_w,
     rank_factor_mean,
 )
-from mcsim.model.reliability import expected_run_wall_s
+from mcsim.model.reliability import expected_run_wall_s, run_wall_variance_s2, wall_quantile_s
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import (
@@ -58,8 +60,9 @@ from mcsim.planning.plan import Candidates, Plan, gpu_specs
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
 
-# Rejection codes (the first one found is kept), in the order they are assigned but for 14, the simulation's
-# horizon, checked first among the constraints (a code added later keeps the earlier ones' numbers).
+# Rejection codes (the first one found is kept), in the order they are assigned but for the constraints: those
+# known exactly (7, 8) first, then those estimated: 14 (the simulation's horizon), 9, 10 (a code added later
+# keeps the earlier ones' numbers).
 KEPT = 0
 REJECTIONS = {
     KEPT: "",
@@ -71,11 +74,11 @@ REJECTIONS = {
     6: "checkpoint strategy or failure domain does not fit the size",
     7: "constraint: GPU count limits",
     8: "constraint: facility power cap",
-    9: "constraint: deadline (screen estimate beyond it by more than the margin)",
+    9: "constraint: deadline (screen estimate of the wall time's quantile beyond it by more than the margin)",
     10: "constraint: budget (screen estimate above it by more than the margin)",
     11: "dominated: objective beyond the margin of the best screen estimate",
-    12: "within the margin, but beyond the cap on finalists",
-    13: "equivalent to a finalist: the same screen estimates (e.g. microbatch without a pipeline)",
+    12: "within the margin, but never simulated: the plan's pool of simulated candidates was full",
+    13: "equivalent to another candidate: the same screen estimates (e.g. microbatch without a pipeline)",
     14: "run.max_wall_days: screen estimate beyond the simulation's horizon by more than the margin",
 }
 WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
@@ -94,6 +97,7 @@ class Screen:
     system_mtbf_s: np.ndarray
     power_mw: np.ndarray  # facility power while computing (all GPUs busy), MW
     wall_s: np.ndarray  # expected wall time (Daly)
+    wall_quantile_s: np.ndarray  # its deadline_probability-quantile (gamma on the renewal variance)
     energy_j: np.ndarray  # facility
     cost_usd: np.ndarray
     co2_t: np.ndarray
@@ -102,6 +106,11 @@ class Screen:
     gap: np.ndarray  # objective / best - 1 (NaN where rejected before the ranking)
     finalists: np.ndarray  # candidate indices, best screen objective first (then the reference)
     reference: int = -1  # candidate index of the plan file's own [parallelism] layout (-1: none)
+    # The pool (docs/model.md §9): candidates not ruled out exactly (structure, memory, GPU count, power)
+    # and not equivalent to another, best screen objective first; and each candidate's largest relative
+    # excess of its estimates over the estimated constraints (<= 0: meets them all by its estimates).
+    ranking: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    excess: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
 
 def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
@@ -205,6 +214,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     mean_iteration_s, power = _iteration_power(plan, cand, wl)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
         wall = _expected_wall_s(base, cand, wl.iterations, mean_iteration_s, every, stall, load, mtbf)
+        quantile = _wall_quantile_s(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf)
         energy, power_mw = _energy_j(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf, power)
     # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
     hours = wall / 3600.0
@@ -222,8 +232,12 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         if isinstance(plan.objective, str)
         else sum(w * estimates[k] for k, w in plan.objective.items())
     )
-    _constraints(plan, cand, rejection, power_mw, wall, cost)
-    gap, finalists = _finalists(plan, objective, rejection, (wall, energy, wl.memory_per_gpu_gb))
+    exact = _constraints(plan, cand, rejection, power_mw)
+    excess = constraint_excess(plan, wall, quantile, cost)
+    _estimated_constraints(plan, rejection, wall, quantile, cost)
+    gap, finalists, ranking = _finalists(
+        plan, objective, rejection, exact, excess, (wall, energy, wl.memory_per_gpu_gb)
+    )
     reference = reference_candidate(plan, cand)
     if (
         reference >= 0
@@ -240,6 +254,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         mtbf,
         power_mw,
         wall,
+        quantile,
         energy,
         cost,
         co2_total,
@@ -248,6 +263,8 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         gap,
         finalists,
         reference,
+        ranking,
+        excess,
     )
 
 
@@ -366,17 +383,61 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     return energy, power_mw
 
 
-def _constraints(plan: Plan, cand: Candidates, rejection, power_mw, wall_s, cost) -> None:
-    c, margin = plan.constraints, plan.margin
-    horizon_s = plan.scenario.base.run.max_wall_days * 86400.0  # the simulation cuts runs off there
-    checks = [
-        ("max_wall_days", wall_s > horizon_s * (1.0 + margin)),
-        ("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus)),
-    ]
+def _wall_quantile_s(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, load, mtbf) -> np.ndarray:
+    """The ``deadline_probability``-quantile of the wall time, s (docs/model.md §9).
+
+    The wall time is its floor (every iteration at the job factor's least, 1, no failure) plus a
+    gamma-distributed excess whose mean is Daly's expected wall time less the floor and whose variance
+    is the failures' renewal variance (:func:`mcsim.model.reliability.run_wall_variance_s2`) plus the job
+    factor's, drawn at the start and after every restart (so over ``1 + failures`` pieces of the run).
+    """
+    base = plan.scenario.base
+    st = base.stragglers
+    restart = _restart_s(base, cand, load)
+    failures_var = run_wall_variance_s2(wl.iterations, every, iteration_s, stall, restart, mtbf)
+    job_mean = job_factor_mean(st.job_sigma)
+    job_square = 0.5 + math.exp(2.0 * st.job_sigma**2) * float(special.ndtr(2.0 * st.job_sigma))
+    phase_s = (iteration_s - wl.comm_time_s) / job_mean  # the compute phase at job factor 1
+    pieces = 1.0 + np.where(np.isfinite(mtbf) & (mtbf > 0), wall / np.where(mtbf > 0, mtbf, 1.0), 0.0)
+    job_var = (wl.iterations * phase_s) ** 2 * max(job_square - job_mean**2, 0.0) / pieces
+    checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
+    floor = wl.iterations * (phase_s + wl.comm_time_s) + checkpoints * stall
+    return wall_quantile_s(floor, wall, failures_var + job_var, plan.constraints.deadline_probability)
+
+
+def _constraints(plan: Plan, cand: Candidates, rejection, power_mw) -> np.ndarray:
+    """Rule out the candidates that fail a constraint known exactly (GPU count, power cap); returns the
+    mask of those that pass them and every structural check (the pool's candidates)."""
+    c = plan.constraints
+    checks = [("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus))]
     if c.power_mw is not None:
         checks.append(("power", power_mw > c.power_mw))
+    for name, failed in checks:
+        rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
+    return rejection == KEPT
+
+
+def constraint_excess(plan: Plan, wall_s: np.ndarray, quantile_s: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Each candidate's largest relative excess of its screen estimates over the constraints the screen
+    estimates: the simulation's horizon (mean wall time against ``run.max_wall_days``), the deadline (the
+    wall time's ``deadline_probability``-quantile against ``deadline_days``) and the budget (mean cost against
+    ``budget_usd``). <= 0: meets them all by its estimates; inf where an estimate is not finite."""
+    c = plan.constraints
+    excess = wall_s / (plan.scenario.base.run.max_wall_days * 86400.0) - 1.0
     if c.deadline_days is not None:
-        checks.append(("deadline", wall_s / 86400.0 > c.deadline_days * (1.0 + margin)))
+        excess = np.maximum(excess, quantile_s / (c.deadline_days * 86400.0) - 1.0)
+    if c.budget_usd is not None:
+        excess = np.maximum(excess, cost / c.budget_usd - 1.0)
+    return np.where(np.isnan(excess), np.inf, excess)
+
+
+def _estimated_constraints(plan: Plan, rejection: np.ndarray, wall_s, quantile_s, cost) -> None:
+    """Rule out the candidates whose estimates exceed a constraint by more than the margin, naming the
+    first: the simulation's horizon, the deadline (on the wall time's quantile), the budget."""
+    c, margin = plan.constraints, plan.margin
+    checks = [("max_wall_days", wall_s > plan.scenario.base.run.max_wall_days * 86400.0 * (1.0 + margin))]
+    if c.deadline_days is not None:
+        checks.append(("deadline", quantile_s > c.deadline_days * 86400.0 * (1.0 + margin)))
     if c.budget_usd is not None:
         checks.append(("budget", cost > c.budget_usd * (1.0 + margin)))
     for name, failed in checks:
@@ -384,33 +445,47 @@ def _constraints(plan: Plan, cand: Candidates, rejection, power_mw, wall_s, cost
 
 
 def _finalists(
-    plan: Plan, objective: np.ndarray, rejection: np.ndarray, tie_keys: tuple[np.ndarray, np.ndarray, np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Finalists: within ``margin`` of the best objective, one of each set of equal estimates (the one
-    with the least memory per GPU), at most ``plan.finalists``, best first."""
-    kept = np.flatnonzero(rejection == KEPT)
+    plan: Plan,
+    objective: np.ndarray,
+    rejection: np.ndarray,
+    exact: np.ndarray,
+    excess: np.ndarray,
+    tie_keys: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gaps, the first finalists and the pool's ranking (docs/model.md §9).
+
+    The ranking: every candidate that passes the exact checks, one of each set of equal estimates
+    (the one with the least memory per GPU), best screen objective first. The gap of a candidate that may
+    meet the constraints (excess within the margin) is measured against the best of those that meet them
+    by their estimates (so a candidate just beyond a constraint, likely to be dropped when simulated,
+    rules no other out); the finalists are those within the margin of it, at most ``plan.finalists``.
+    """
     gap = np.full(objective.shape, np.nan)
-    if kept.size == 0:
-        return gap, kept
-    best = objective[kept].min()
-    if best > 0:
-        gap[kept] = objective[kept] / best - 1.0
-    else:  # an objective of 0 (co2 on a zero-carbon grid): the others are infinitely far, the ties at 0
-        gap[kept] = np.where(objective[kept] == best, 0.0, np.inf)
-    rejection[kept[gap[kept] > plan.margin]] = DOMINATED
-    within = kept[gap[kept] <= plan.margin]
-    wall, energy, memory = (key[within] for key in tie_keys)
-    order = within[np.lexsort((memory, energy, wall, objective[within]))]
+    eligible = np.flatnonzero(exact)
+    wall, energy, memory = (key[eligible] for key in tie_keys)
+    order = eligible[np.lexsort((memory, energy, wall, objective[eligible]))]
     same = np.zeros(order.size, dtype=bool)
     same[1:] = (
         (objective[order][1:] == objective[order][:-1])
         & (tie_keys[0][order][1:] == tie_keys[0][order][:-1])
         & (tie_keys[1][order][1:] == tie_keys[1][order][:-1])
     )
-    rejection[order[same]] = EQUIVALENT
-    order = order[~same]
-    rejection[order[plan.finalists :]] = BEYOND_CAP
-    return gap, order[: plan.finalists]
+    duplicates = order[same]
+    rejection[duplicates[rejection[duplicates] == KEPT]] = EQUIVALENT
+    ranking = order[~same]
+    kept = ranking[rejection[ranking] == KEPT]
+    if kept.size == 0:
+        return gap, kept, ranking
+    meets = kept[excess[kept] <= 0]
+    best = objective[meets if meets.size else kept].min()
+    if best > 0:
+        gap[kept] = objective[kept] / best - 1.0
+    else:  # an objective of 0 (co2 on a zero-carbon grid): the others are infinitely far, the ties at 0
+        gap[kept] = np.where(objective[kept] == best, 0.0, np.inf)
+    rejection[kept[gap[kept] > plan.margin]] = DOMINATED
+    within = kept[gap[kept] <= plan.margin]
+    rejection[within[plan.finalists :]] = BEYOND_CAP
+    return gap, within[: plan.finalists], ranking
 
 
 def binding_constraint(rejection: np.ndarray) -> str:

@@ -238,6 +238,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     best_f = _recommended_finalist(ds)
     best = _means(ds, best_f)
     decided = bool(ds["decided"])
+    selection_decided = bool(ds.attrs.get("selection_decided", decided))
     lines = [
         f"# Plan {ds.attrs.get('scenario_name', '')}: {source}",
         "",
@@ -248,10 +249,11 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
         f"- wall time {best['wall_time'] / 24:.2f} days, energy {best['energy']:,.0f} MWh, "
         f"cost {format_usd(best['cost'])}, "
         f"CO2 {best['co2']:,.0f} t",
-        f"- probability of correct selection {'>= ' if decided else '~ '}{float(ds['pcs']):.3f} within an "
-        f"indifference zone of {100 * ds.attrs['indifference']:g} % "
-        f"({'decided by the stopping rule' if decided else 'NOT decided: the run budget ran out'}); "
+        f"- probability of correct selection {'>= ' if selection_decided else '~ '}{float(ds['pcs']):.3f} within "
+        f"an indifference zone of {100 * ds.attrs['indifference']:g} % "
+        f"({_decided_text(decided, selection_decided)}); "
         f"{ds.attrs['selection_reason']}",
+        *([f"- {screen_claim(ds)}"] if screen_claim(ds) else []),
         "",
     ]
     lines += _runner_up(ds, ranked, best_f)
@@ -261,6 +263,14 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     lines += _finalist_table(ds, ranked)
     lines += _uncertain(ds, best_f)
     return "\n".join(lines)
+
+
+def _decided_text(decided: bool, selection_decided: bool) -> str:
+    if decided:
+        return "decided by the stopping rule, among the candidates simulated"
+    if selection_decided:
+        return "NOT decided: candidates never simulated could be better (below)"
+    return "NOT decided: the run budget ran out"
 
 
 def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
@@ -429,7 +439,8 @@ def _screen_counts(ds: xr.Dataset) -> list[str]:
         "",
     ]
     lines += [f"- {counts[k]:,}: {reasons[k] or 'finalist'}" for k in range(len(reasons)) if counts[k]]
-    error = float(ds.attrs.get("screen_error", np.nan))
+    keys = ("screen_error", "screen_error_deadline", "screen_error_budget")
+    error = max((e for e in (float(ds.attrs.get(key, np.nan)) for key in keys) if np.isfinite(e)), default=np.nan)
     if error > ds.attrs["margin"]:
         lines += ["", f"**Warning:** {screen_error_text(error, ds.attrs['margin'])}."]
     return lines + [""]
@@ -453,6 +464,47 @@ def _finalist_table(ds: xr.Dataset, ranked: np.ndarray) -> list[str]:
     return lines
 
 
+def screen_claim(ds: xr.Dataset) -> str:
+    """One line: the screen's part of the claim (what was never simulated, the closest, the error the margin
+    covered; docs/model.md §9, "Pool"); "" for files written before the pool."""
+    if "pool_closed" not in ds.attrs:
+        return ""
+    a = ds.attrs
+    errors = ", ".join(
+        f"{name} {100 * float(a[key]):.2g} %"
+        for name, key in (
+            ("objective", "screen_error"),
+            ("deadline", "screen_error_deadline"),
+            ("budget", "screen_error_budget"),
+        )
+        if np.isfinite(float(a.get(key, np.nan)))
+    )
+    gap = float(a["closest_never_simulated_gap"])
+    closest = (
+        f" (the closest screen estimate {100 * gap:+.2g} % against the recommendation's simulated mean)"
+        if np.isfinite(gap)
+        else ""
+    )
+    margin, used = float(a["margin"]), float(a["screen_margin_used"])
+    covered = (
+        f"the {100 * margin:g} % margin covered the measured screen error ({errors or 'none measured'})"
+        if used <= margin
+        else f"the measured screen error ({errors}) exceeded the {100 * margin:g} % margin: the plan widened it to "
+        f"{100 * used:.3g} % and simulated the candidates that could then be better"
+    )
+    line = (
+        f"screen's part: {int(a['candidates_simulated'])} candidates simulated, "
+        f"{int(a['candidates_never_simulated']):,} never simulated{closest}; {covered}"
+    )
+    if not int(a["pool_closed"]):
+        line += (
+            f"; NOT decided: the pool of {int(a['pool_size'])} simulated candidates was full while "
+            f"{int(a['candidates_left_out'])} never simulated could be better by their screen estimates "
+            "(rejection code 12): raise plan.pool"
+        )
+    return line
+
+
 def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     """The recommendation, then the other finalists by their paired objective against it, as text."""
     ranked = ranked_finalists(ds)
@@ -465,6 +517,9 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     ]
     order = [*ranked, *rest][:rows]  # the dropped ones (missed a constraint when simulated) last
     reference = int(ds.attrs.get("reference_candidate", -1))
+    own_row = np.flatnonzero(ds["finalist_candidate"].values == reference)
+    if own_row.size and int(own_row[0]) not in order:  # the plan file's own layout is always shown
+        order.append(int(own_row[0]))
     own = (
         ""
         if reference < 0 or reference not in ds["finalist_candidate"].values
@@ -490,10 +545,15 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
         "  * on the Pareto front of wall time, cost and energy among the finalists"
         + ("; + the plan file's own layout" if own else "")
     )
-    decided = "decided" if bool(ds["decided"]) else "NOT decided within the run budget"
+    selection_decided = bool(ds.attrs.get("selection_decided", bool(ds["decided"])))
+    decided = (
+        "decided" if bool(ds["decided"]) else "NOT decided" + ("" if selection_decided else " within the run budget")
+    )
+    simulated = f" among the {int(ds.attrs['candidates_simulated'])} simulated" if "pool_closed" in ds.attrs else ""
     lines.append(
         f"recommended: {layout_label(ds, int(ds['recommended']))}; P(correct selection) "
-        f"{'>= ' if bool(ds['decided']) else '~ '}{float(ds['pcs']):.3f} ({decided}); "
+        f"{'>= ' if selection_decided else '~ '}{float(ds['pcs']):.3f} ({decided}){simulated}; "
         f"{ds.attrs['selection_reason']}"
     )
-    return "\n".join(lines)
+    claim = screen_claim(ds)
+    return "\n".join([*lines, claim] if claim else lines)

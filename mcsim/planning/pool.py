@@ -1,0 +1,360 @@
+"""The plan's pool: simulate from the top of the screen's ranking until no candidate left out could be better.
+
+:func:`simulate_pool` runs the Kim–Nelson selection (:func:`mcsim.planning.selection.select_best`)
+over the first finalists of the screen (:mod:`mcsim.planning.screen`), drops every simulated
+candidate whose runs miss a constraint, measures the screen's error on the candidates simulated,
+and brings in the next candidates of the screen's ranking whenever a candidate left out could,
+by its screen estimate and the measured error, meet the constraints and be better than the
+current best; it stops when none could (the pool is closed) or when ``plan.pool`` candidates
+have been simulated (the recommendation is then not decided). docs/model.md §9, "Pool".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mcsim.engine.outputs import config_outputs_per_run
+from mcsim.errors import NoCandidate
+from mcsim.planning.plan import Candidates, Plan
+from mcsim.planning.screen import BEYOND_CAP, KEPT, Screen, candidate_config
+from mcsim.scenario.config import Config
+
+PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
+
+
+@dataclass(frozen=True)
+class PoolOutcome:
+    """What the pool simulated, and what the screen's part of the claim is (docs/model.md §9)."""
+
+    finalists: np.ndarray  # candidate indices, in the order they were brought in
+    outputs: list[dict[str, np.ndarray] | None]  # per finalist: per-run outputs of its simulated runs
+    selection: Any  # the last SelectionResult (over `selected`)
+    selected: np.ndarray  # finalist positions the last selection ran over
+    dropped: dict[int, str]  # finalist position -> constraint it missed when simulated
+    recommended: int  # finalist position
+    errors: dict[str, float]  # measured screen error: objective, and the deadline quantile / cost when constrained
+    margin: float  # the margin the pool closed with: max(plan.margin, e / (1 - e)), e the largest error
+    closed: bool  # no candidate left out could be better (else the pool ran out first)
+    never_simulated: int  # candidates of the ranking never simulated
+    closest_gap: float  # smallest screen objective / recommendation's mean - 1 of those that may meet the constraints
+    left_out: np.ndarray  # candidates that could be better but were never simulated (the pool ran out)
+
+
+def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
+    out = config_outputs_per_run(cfg, rows)
+    return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
+
+
+def objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
+    """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
+    from mcsim.planning.selection import weighted_objective
+
+    return weighted_objective(out, {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective)
+
+
+def simulated_constraint(plan: Plan, out: dict[str, np.ndarray]) -> str:
+    """What a candidate's simulated runs miss: "max_wall_days" (a run cut off at the simulation's horizon:
+    its objective is only a lower bound), "deadline" or "budget"; or ""."""
+    c = plan.constraints
+    if not np.all(out["completed"]):
+        return "max_wall_days"
+    if c.deadline_days is not None:
+        met = np.mean(out["completed"] & (out["wall_time"] <= c.deadline_days * 24.0))
+        if met < c.deadline_probability:
+            return "deadline"
+    if c.budget_usd is not None and np.mean(out["cost"]) > c.budget_usd:
+        return "budget"
+    return ""
+
+
+def missed_text(missed: str) -> str:
+    """``misses the deadline``, or ``has runs cut off at run.max_wall_days``."""
+    return "has runs cut off at run.max_wall_days" if missed == "max_wall_days" else f"misses the {missed}"
+
+
+def relative_error(simulated: float, estimate: float) -> float:
+    """|simulated / estimate - 1|; 0 for 0 against 0, inf for anything else against 0."""
+    if estimate == 0:  # an objective of 0 (co2 on a zero-carbon grid)
+        return 0.0 if simulated == 0 else np.inf
+    return abs(simulated / estimate - 1.0)
+
+
+def measured_errors(
+    plan: Plan, scr: Screen, finalists: np.ndarray, outputs: list[dict[str, np.ndarray] | None]
+) -> dict[str, float]:
+    """The screen's largest relative error against the simulated candidates whose runs all completed.
+
+    ``objective``: |simulated mean / screen estimate - 1| of the objective; with a deadline,
+    ``deadline``: the same of the wall time's ``deadline_probability``-quantile (the simulated runs'
+    empirical quantile: its sampling error is included, which errs on the safe side); with a budget,
+    ``budget``: the same of the mean cost. NaN where nothing was simulated to completion.
+    """
+    c = plan.constraints
+    errors: dict[str, list[float]] = {"objective": []}
+    if c.deadline_days is not None:
+        errors["deadline"] = []
+    if c.budget_usd is not None:
+        errors["budget"] = []
+    for i, out in zip(finalists, outputs, strict=True):
+        if out is None or not np.all(out["completed"]):
+            continue
+        errors["objective"].append(relative_error(float(np.mean(objective_values(plan, out))), float(scr.objective[i])))
+        if "deadline" in errors:
+            quantile_h = float(np.quantile(out["wall_time"], c.deadline_probability))
+            errors["deadline"].append(relative_error(quantile_h, float(scr.wall_quantile_s[i]) / 3600.0))
+        if "budget" in errors:
+            errors["budget"].append(relative_error(float(np.mean(out["cost"])), float(scr.cost_usd[i])))
+    return {name: max(values) if values else np.nan for name, values in errors.items()}
+
+
+def widened_margin(plan: Plan, errors: dict[str, float]) -> float:
+    """``max(plan.margin, e / (1 - e))``, ``e`` the largest measured error: a candidate whose screen estimate
+    is ``x`` has a true value of at least ``x (1 - e)``, which is below a bar ``b`` only if ``x < b / (1 - e)``."""
+    largest = max((e for e in errors.values() if np.isfinite(e)), default=0.0)
+    if max(errors.values(), default=0.0) == np.inf or largest >= 1.0:
+        return np.inf
+    return max(plan.margin, largest / (1.0 - largest))
+
+
+class FinalistPieces:
+    """The selection's store of finished tasks, named by finalist position, not by position among the
+    candidates of the current selection (which shifts when one is dropped or brought in).
+
+    Tasks the plan already ran are served from memory (with or without a resume store: a selection run
+    again simulates no run twice); the others go to ``store`` (a :class:`PieceStore` or None) under the
+    finalist's own position, so an interrupted plan resumes every selection it had begun. Finalists
+    brought in later are appended (positions never change). ``select_best`` sees the interface of a
+    :class:`PieceStore` (``header``, ``configs``, ``load``, ``save``, ``folder``).
+    """
+
+    def __init__(self, store, configs: list[Config], seed: int, mode: str) -> None:
+        self.store, self.seed, self.mode = store, seed, mode
+        self.finalist_configs = list(configs)
+        self.active: list[int] = list(range(len(configs)))
+        self.rows: dict = {}
+        if store is not None:
+            store.configs = self.finalist_configs
+
+    @property
+    def folder(self):
+        """Where reused tasks come from (for the 'resuming' line)."""
+        return self.store.folder if self.store is not None else "runs of the plan's earlier selection"
+
+    @property
+    def configs(self) -> list[Config]:
+        return [self.finalist_configs[k] for k in self.active]
+
+    @configs.setter
+    def configs(self, configs: list[Config]) -> None:  # as simulated (select_best resolves "optimize")
+        for j, cfg in enumerate(configs):
+            self.finalist_configs[self.active[j]] = cfg
+
+    def _own(self, task):
+        return dataclasses.replace(task, config=self.active[task.config])
+
+    def header(self, task) -> dict[str, object]:
+        if self.store is not None:
+            return self.store.header(self._own(task))
+        return {"seed": self.seed, "mode": self.mode}
+
+    def load(self, task) -> np.ndarray | None:
+        own = self._own(task)
+        if own in self.rows:
+            return self.rows[own]
+        return self.store.load(own) if self.store is not None else None
+
+    def save(self, task, rows: np.ndarray) -> None:
+        own = self._own(task)
+        self.rows[own] = rows
+        if self.store is not None:
+            self.store.save(own, rows)
+
+
+def _could_be_better(scr: Screen, simulated: set[int], margin: float, best_mean: float | None) -> np.ndarray:
+    """Candidates of the ranking not simulated yet that could, by their screen estimates and ``margin``, meet
+    the constraints and (with a current best) have a mean below ``best_mean``; best screen objective first."""
+    ranking = scr.ranking
+    left = ranking[~np.isin(ranking, list(simulated)) & (scr.excess[ranking] <= margin)]
+    if best_mean is None:
+        return left
+    return left[scr.objective[left] <= best_mean * (1.0 + margin)]
+
+
+class _Pool:
+    """The growing list of simulated candidates and their state (positions never change)."""
+
+    def __init__(self, plan: Plan, cand: Candidates, scr: Screen, store) -> None:
+        self.plan, self.cand, self.scr = plan, cand, scr
+        self.finalists = [int(i) for i in scr.finalists]
+        configs = [candidate_config(plan, cand, i) for i in self.finalists]
+        self.pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
+        self.outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
+        self.dropped: dict[int, str] = {}
+
+    def active(self) -> list[int]:
+        return [k for k in range(len(self.finalists)) if k not in self.dropped]
+
+    def bring_in(self, candidates: np.ndarray) -> None:
+        for i in candidates:
+            self.finalists.append(int(i))
+            self.pieces.finalist_configs.append(candidate_config(self.plan, self.cand, int(i)))
+            self.outputs.append(None)
+            self.scr.rejection[int(i)] = KEPT  # a finalist now
+
+    def errors(self) -> dict[str, float]:
+        return measured_errors(self.plan, self.scr, np.array(self.finalists), self.outputs)
+
+
+def simulate_pool(
+    plan: Plan,
+    cand: Candidates,
+    scr: Screen,
+    select: Callable[..., Any],
+    store=None,
+    notify: Callable[[str], None] | None = None,
+    **backend: Any,
+) -> PoolOutcome:
+    """Select by simulation over a pool brought in from the screen's ranking (the module docstring).
+
+    Raises
+    ------
+    NoCandidate
+        When every simulated candidate missed a constraint and no other could meet the constraints by
+        its screen estimate within the measured error.
+    """
+    pool = _Pool(plan, cand, scr, store)
+    while True:
+        active = pool.active()
+        if not active:
+            errors = pool.errors()
+            margin = widened_margin(plan, errors)
+            possible = _could_be_better(scr, set(pool.finalists), margin, None)
+            batch = possible[: _room(plan, pool)]
+            if batch.size == 0:
+                raise NoCandidate(_all_dropped_message(plan, pool.dropped, margin, errors, possible.size))
+            _say(
+                notify,
+                f"bringing in {batch.size} candidates from the screen's ranking (every one simulated "
+                f"missed a constraint; margin {100 * margin:.3g} %)",
+            )
+            pool.bring_in(batch)
+            continue
+        result = _select(plan, pool, active, select, notify, backend)
+        best = active[result.best]
+        misses = {k: simulated_constraint(plan, pool.outputs[k]) for k in dict.fromkeys((best, *active))}
+        for k, missed in misses.items():
+            if missed and k not in pool.dropped:
+                pool.dropped[k] = missed
+                if k == best:
+                    _say(notify, f"finalist {best} {missed_text(missed)} when simulated; selecting again without it")
+        if best in pool.dropped:
+            continue
+        errors = pool.errors()
+        margin = widened_margin(plan, errors)
+        wanted = _could_be_better(scr, set(pool.finalists), margin, float(result.means[result.best]))
+        room = _room(plan, pool)
+        if wanted.size == 0 or room == 0:
+            break
+        batch = wanted[:room]
+        _say(
+            notify,
+            f"bringing in {batch.size} candidates from the screen's ranking: by their screen estimates and "
+            f"the measured error ({100 * max(errors.values()):.2g} %) they could be better than finalist {best}",
+        )
+        pool.bring_in(batch)
+    return _outcome(plan, scr, pool, result, active, best, errors, margin, wanted)
+
+
+def _room(plan: Plan, pool: _Pool) -> int:
+    return max(0, min(plan.finalists, plan.pool_size - len(pool.finalists)))
+
+
+def _say(notify: Callable[[str], None] | None, line: str) -> None:
+    if notify is not None:
+        notify(line)
+
+
+def _select(plan: Plan, pool: _Pool, active: list[int], select, notify, backend: dict[str, Any]):
+    """One Kim–Nelson selection over the finalists ``active`` (runs already simulated are reused)."""
+    pool.pieces.active = list(active)
+    configs = [pool.pieces.finalist_configs[k] for k in active]
+    total = plan.max_total_runs
+    if total is not None:  # each selection may simulate first_runs of every candidate in it
+        total = max(total, len(active) * plan.first_runs)
+    result = select(
+        configs,
+        plan.objective,
+        seed=plan.scenario.run.seed,
+        mode=plan.scenario.run.mode,
+        alpha=plan.alpha,
+        indifference=plan.indifference,
+        first_runs=plan.first_runs,
+        max_runs=plan.max_runs,
+        max_total_runs=total,
+        store=pool.pieces,
+        notify=notify,
+        source=plan.source,
+        **backend,
+    )
+    simulated = getattr(result, "configs", None) or configs
+    for j, k in enumerate(active):
+        pool.outputs[k] = per_run_outputs(simulated[j], result.rows[j])
+    return result
+
+
+def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, errors, margin, wanted) -> PoolOutcome:
+    """The pool's outcome: the candidates that could be better but were left out are marked (code 12)."""
+    finalists = np.array(pool.finalists, dtype=np.int64)
+    closed = wanted.size == 0
+    scr.rejection[wanted] = BEYOND_CAP
+    never = scr.ranking[~np.isin(scr.ranking, finalists)]
+    possible = never[scr.excess[never] <= margin]
+    best_mean = float(result.means[result.best])
+    if possible.size and best_mean > 0:
+        closest = float(np.min(scr.objective[possible]) / best_mean - 1.0)
+    else:
+        closest = np.inf if not possible.size else (0.0 if np.min(scr.objective[possible]) == 0 else np.inf)
+    return PoolOutcome(
+        finalists,
+        pool.outputs,
+        result,
+        np.array(active),
+        pool.dropped,
+        best,
+        errors,
+        margin,
+        closed,
+        int(never.size),
+        closest,
+        wanted,
+    )
+
+
+def _all_dropped_message(
+    plan: Plan, dropped: dict[int, str], margin: float, errors: dict[str, float], left: int
+) -> str:
+    missed = sorted(set(dropped.values()))
+    tail = (
+        f"; no other candidate could meet the constraints by its screen estimate within the margin of "
+        f"{100 * margin:.3g} % (the screen's measured error: {_errors_text(errors)})"
+        if not left
+        else f"; the pool of {plan.pool_size} simulated candidates is full and {left} never simulated could meet "
+        "them by their screen estimates: raise plan.pool"
+    )
+    if missed == ["max_wall_days"]:
+        return (
+            f"{plan.source}: run.max_wall_days: every finalist has runs cut off at "
+            f"{plan.scenario.base.run.max_wall_days:g} days when simulated{tail}; raise run.max_wall_days"
+        )
+    return f"{plan.source}: constraints: every finalist misses a constraint when simulated ({', '.join(missed)}){tail}"
+
+
+def _errors_text(errors: dict[str, float]) -> str:
+    shown = [f"{name} {100 * value:.2g} %" for name, value in errors.items() if np.isfinite(value)]
+    return ", ".join(shown) if shown else "none measured"
