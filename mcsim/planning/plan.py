@@ -200,7 +200,7 @@ class PlanOptions:
         kind=int,
         ge=2,
         le=100_000,
-        doc="candidates simulated in all at most (unset: 50, or 5 x finalists if more)",
+        doc="candidates simulated in all at most (unset: 100, or 5 x finalists if more)",
     )
     margin: float = param(DEFAULT_MARGIN, ge=0, le=10, doc="relative screen margin")
 
@@ -232,8 +232,8 @@ class Plan:
 
     @property
     def pool_size(self) -> int:
-        """The most candidates the plan simulates in all (``pool``; unset: 50, or 5 x ``finalists`` if more)."""
-        return self.pool if self.pool is not None else max(50, 5 * self.finalists)
+        """The most candidates the plan simulates in all (``pool``; unset: 100, or 5 x ``finalists`` if more)."""
+        return self.pool if self.pool is not None else max(100, 5 * self.finalists)
 
     @property
     def objective_label(self) -> str:
