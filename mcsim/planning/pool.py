@@ -21,7 +21,7 @@ import numpy as np
 from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate
 from mcsim.planning.plan import Candidates, Plan
-from mcsim.planning.screen import BEYOND_CAP, KEPT, Screen, candidate_config
+from mcsim.planning.screen import BEYOND_CAP, DOMINATED, KEPT, Screen, candidate_config
 from mcsim.scenario.config import Config
 
 PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
@@ -312,6 +312,9 @@ def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, errors,
     """The pool's outcome: the candidates that could be better but were left out are marked (code 12)."""
     finalists = np.array(pool.finalists, dtype=np.int64)
     closed = wanted.size == 0
+    # Code 12 only for those never simulated that could still be better; the first screen's others are dominated
+    # by the recommendation's simulated mean.
+    scr.rejection[(scr.rejection == BEYOND_CAP) & ~np.isin(np.arange(scr.rejection.size), finalists)] = DOMINATED
     scr.rejection[wanted] = BEYOND_CAP
     never = scr.ranking[~np.isin(scr.ranking, finalists)]
     possible = never[scr.excess[never] <= margin]

@@ -76,7 +76,7 @@ REJECTIONS = {
     8: "constraint: facility power cap",
     9: "constraint: deadline (screen estimate of the wall time's quantile beyond it by more than the margin)",
     10: "constraint: budget (screen estimate above it by more than the margin)",
-    11: "dominated: objective beyond the margin of the best screen estimate",
+    11: "dominated: objective beyond the margin of the best (screen estimate, or the recommendation's simulated mean)",
     12: "within the margin, but never simulated: the plan's pool of simulated candidates was full",
     13: "equivalent to another candidate: the same screen estimates (e.g. microbatch without a pipeline)",
     14: "run.max_wall_days: screen estimate beyond the simulation's horizon by more than the margin",
