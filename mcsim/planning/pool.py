@@ -183,7 +183,7 @@ def _could_be_better(scr: Screen, simulated: set[int], margin: float, best_mean:
     left = ranking[~np.isin(ranking, list(simulated)) & (scr.excess[ranking] <= margin)]
     if best_mean is None:
         return left
-    return left[scr.objective[left] <= best_mean * (1.0 + margin)]
+    return left[scr.objective[left] < best_mean * (1.0 + margin)]
 
 
 class _Pool:
