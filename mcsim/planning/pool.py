@@ -248,11 +248,14 @@ def simulate_pool(
         result = _select(plan, pool, active, select, notify, backend)
         best = active[result.best]
         misses = {k: simulated_constraint(plan, pool.outputs[k]) for k in dict.fromkeys((best, *active))}
-        for k, missed in misses.items():
-            if missed and k not in pool.dropped:
-                pool.dropped[k] = missed
-                if k == best:
-                    _say(notify, f"finalist {best} {missed_text(missed)} when simulated; selecting again without it")
+        newly = [k for k, missed in misses.items() if missed and k not in pool.dropped]
+        pool.dropped.update({k: misses[k] for k in newly})
+        if best in newly:
+            others = f" ({len(newly) - 1} other candidates simulated miss a constraint too)" if len(newly) > 1 else ""
+            _say(
+                notify,
+                f"finalist {best} {missed_text(misses[best])} when simulated{others}; selecting again without it",
+            )
         if best in pool.dropped:
             continue
         errors = pool.errors()

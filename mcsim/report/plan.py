@@ -435,7 +435,8 @@ def _screen_counts(ds: xr.Dataset) -> list[str]:
         "## Screen",
         "",
         f"{ds.sizes['candidate']:,} valid candidates of {ds.attrs['candidates_enumerated']:,} "
-        f"combinations; finalists within {100 * ds.attrs['margin']:g} % of the best screen estimate:",
+        f"combinations; finalists: those within {100 * ds.attrs['margin']:g} % of the best screen estimate that meets "
+        "the constraints, then those brought in while a candidate left out could be better (docs/model.md §9, Pool):",
         "",
     ]
     lines += [f"- {counts[k]:,}: {reasons[k] or 'finalist'}" for k in range(len(reasons)) if counts[k]]
