@@ -172,3 +172,22 @@ def test_screen_quantile_of_the_wall_time_against_simulation(probability):
     se = math.sqrt(probability * (1 - probability) / wall_h.size) * width / 0.04
     estimate = scr.wall_quantile_s[i] / 3600.0
     assert abs(estimate - q) < 4 * se and abs(estimate / q - 1) < 0.01, (estimate, q, se)
+
+
+def test_segment_variance_against_a_direct_simulation_of_the_tries():
+    # Independent reference: 200,000 segments of x = 1 h under Poisson failures of mean M = 2 h, each failure
+    # losing the work since the segment began (exponential truncated at x, drawn by inverting its CDF) plus a
+    # fixed restart R = 10 min, tried until a try meets no failure (numpy's geometric law). Tolerance: 4
+    # standard errors of the sample variance, sqrt((m4 - s^4) / n).
+    from mcsim.model.reliability import segment_variance_s2
+
+    rng = np.random.default_rng(23)
+    x, m, r, n = 3600.0, 7200.0, 600.0, 200_000
+    failures = rng.geometric(math.exp(-x / m), n) - 1
+    total = np.full(n, x)
+    lost = -m * np.log1p(-rng.random(int(failures.sum())) * -math.expm1(-x / m))
+    np.add.at(total, np.repeat(np.arange(n), failures), lost + r)
+    centred = total - total.mean()
+    var, m4 = float(np.mean(centred**2)), float(np.mean(centred**4))
+    se = math.sqrt((m4 - var**2) / n)
+    assert abs(float(segment_variance_s2(x, r, m)) - var) < 4 * se, (float(segment_variance_s2(x, r, m)), var, se)

@@ -501,9 +501,22 @@ def screen_claim(ds: xr.Dataset) -> str:
         line += (
             f"; NOT decided: the pool of {int(a['pool_size'])} simulated candidates was full while "
             f"{int(a['candidates_left_out'])} never simulated could be better by their screen estimates "
-            "(rejection code 12): raise plan.pool"
+            f"(rejection code 12; the closest: {_closest_left_out(ds)}): raise plan.pool"
         )
     return line
+
+
+def _closest_left_out(ds: xr.Dataset, shown: int = 3) -> str:
+    """The ``shown`` candidates of code 12 of least screen objective, each with its gap to the recommendation's
+    simulated mean."""
+    left = np.flatnonzero(ds["rejection"].values == 12)
+    objective = ds["screen_objective"].values
+    best = float(ds["finalist_objective"][_recommended_finalist(ds)])
+    closest = left[np.argsort(objective[left], kind="stable")][:shown]
+    return "; ".join(
+        f"{layout_label(ds, int(i))} ({100 * (objective[i] / best - 1):+.2g} %)" if best else layout_label(ds, int(i))
+        for i in closest
+    )
 
 
 def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
