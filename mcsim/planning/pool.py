@@ -240,7 +240,7 @@ def simulate_pool(
                 raise NoCandidate(_all_dropped_message(plan, pool.dropped, margin, errors, possible.size))
             _say(
                 notify,
-                f"bringing in {batch.size} candidates from the screen's ranking (every one simulated "
+                f"bringing in {_count(batch.size)} from the screen's ranking (every one simulated "
                 f"missed a constraint; margin {100 * margin:.3g} %)",
             )
             pool.bring_in(batch)
@@ -267,11 +267,15 @@ def simulate_pool(
         batch = wanted[:room]
         _say(
             notify,
-            f"bringing in {batch.size} candidates from the screen's ranking: by their screen estimates and "
+            f"bringing in {_count(batch.size)} from the screen's ranking: by their screen estimates and "
             f"the measured error ({100 * max(errors.values()):.2g} %) they could be better than finalist {best}",
         )
         pool.bring_in(batch)
     return _outcome(plan, scr, pool, result, active, best, errors, margin, wanted)
+
+
+def _count(n: int) -> str:
+    return f"{n} candidate" + ("" if n == 1 else "s")
 
 
 def _room(plan: Plan, pool: _Pool) -> int:
