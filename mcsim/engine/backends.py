@@ -264,6 +264,8 @@ def _interrupts_recorded() -> Iterator[dict[str, bool]]:
 
     def record(signum: int, frame: types.FrameType | None) -> None:
         state["interrupted"] = True
+        if _where_exceptions_are_ignored(frame):
+            return  # raising here would only print "Exception ignored in ...": the caller raises it
         if callable(previous):
             previous(signum, frame)
         elif previous != signal.SIG_IGN:
@@ -274,6 +276,20 @@ def _interrupts_recorded() -> Iterator[dict[str, bool]]:
         yield state
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# Functions whose exceptions Python ignores (printing "Exception ignored in"): finalizers and the
+# garbage-collector callback of distributed (distributed/gc.py, GCDiagnosis._gc_callback).
+_IGNORING_FUNCTIONS = ("__del__", "_gc_callback")
+
+
+def _where_exceptions_are_ignored(frame: types.FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a function whose exceptions Python ignores."""
+    while frame is not None:
+        if frame.f_code.co_name in _IGNORING_FUNCTIONS:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def until_interrupted(items: Iterable[T], state: Mapping[str, bool]) -> Iterator[T]:
