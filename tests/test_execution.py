@@ -411,3 +411,40 @@ def test_optimize_does_not_import_simulate():
     tree = ast.parse(Path(mcsim.engine.optimize.__file__).read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "simulate" not in imported and "mcsim.engine.simulate" not in imported
+
+
+def test_an_interrupt_that_python_ignored_is_raised_again_between_tasks():
+    # CI: a Ctrl-C arrived inside a garbage-collector callback of distributed, where Python prints
+    # "Exception ignored in ... KeyboardInterrupt" and goes on; the run finished with status 0. The
+    # dask backend records every SIGINT and raises it again before the next finished task.
+    import signal
+
+    from mcsim.engine.backends import _interrupts_recorded, until_interrupted
+
+    with _interrupts_recorded() as state:
+        handler = signal.getsignal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGINT, None)  # still raises at once...
+        assert state["interrupted"]  # ...and is recorded
+        state["interrupted"] = False
+
+        def _gc_callback():  # distributed's name: Python would print the exception and go on
+            handler(signal.SIGINT, sys._getframe())
+
+        _gc_callback()  # recorded, not raised there (no "Exception ignored in ... Traceback")
+        assert state["interrupted"]
+    assert signal.getsignal(signal.SIGINT) is not handler  # the previous handler is back
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        for item in until_interrupted(iter(range(5)), state):
+            seen.append(item)
+    assert seen == []  # recorded before the first item: raised before it
+    state = {"interrupted": False}
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        for item in until_interrupted(iter(range(5)), state):
+            seen.append(item)
+            if item == 2:
+                state["interrupted"] = True  # swallowed while item 2 was handled
+    assert seen == [0, 1, 2]
+    assert list(until_interrupted(iter(range(3)), {"interrupted": False})) == [0, 1, 2]

@@ -353,9 +353,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     if problem := folder_problem(folder) or output_problem(folder / "README.md"):
         print(f"mcsim: error: -o: {folder}: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    if source.is_dir():
-        print(f"mcsim: error: {source}: is a directory; expected a result file written by mcsim", file=sys.stderr)
-        return EXIT_USAGE
     options = {"deadline": args.deadline, "probability": args.probability, "resamples": args.resamples}
     if is_plan_file(source):
         if args.deadline is not None or args.resamples is not None:

@@ -30,8 +30,9 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numba
 import numpy as np
@@ -54,6 +55,7 @@ DEFAULT_SCHEDULER_TIMEOUT_S = 10.0
 _ADDRESS = re.compile(r"^(?:(?P<protocol>tcp|tls)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
 
 OnRuns = Callable[[int], None]
+T = TypeVar("T")
 
 
 def usable_cpus() -> int:
@@ -246,6 +248,60 @@ def _sigint_ignored() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def _interrupts_recorded() -> Iterator[dict[str, bool]]:
+    """Record every SIGINT while it still raises KeyboardInterrupt as before.
+
+    Python ignores an exception raised where it cannot propagate (a garbage-collector
+    callback of distributed printed "Exception ignored in ... KeyboardInterrupt", and the
+    run went on to the end with status 0): the record lets the caller raise it again.
+    """
+    state = {"interrupted": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def record(signum: int, frame: types.FrameType | None) -> None:
+        state["interrupted"] = True
+        if _where_exceptions_are_ignored(frame):
+            return  # raising here would only print "Exception ignored in ...": the caller raises it
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, record)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+# Functions whose exceptions Python ignores (printing "Exception ignored in"): finalizers and the
+# garbage-collector callback of distributed (distributed/gc.py, GCDiagnosis._gc_callback).
+_IGNORING_FUNCTIONS = ("__del__", "_gc_callback")
+
+
+def _where_exceptions_are_ignored(frame: types.FrameType | None) -> bool:
+    """Whether ``frame`` runs inside a function whose exceptions Python ignores."""
+    while frame is not None:
+        if frame.f_code.co_name in _IGNORING_FUNCTIONS:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def until_interrupted(items: Iterable[T], state: Mapping[str, bool]) -> Iterator[T]:
+    """``items``, raising KeyboardInterrupt before the next one (and at the end) once ``state`` records one."""
+    for item in items:
+        if state["interrupted"]:
+            raise KeyboardInterrupt
+        yield item
+    if state["interrupted"]:
+        raise KeyboardInterrupt
+
+
 class DaskBackend:
     """Run tasks on a dask.distributed cluster, started locally or reached by address."""
 
@@ -303,8 +359,9 @@ class DaskBackend:
             future = self.client.submit(simulate_task, task, scattered[key], seed, 1, pure=False)
             futures[future] = task
         self._futures = list(futures) + list(scattered.values())
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+        with _interrupts_recorded() as state:
+            for future in until_interrupted(as_completed(futures), state):
+                yield futures[future], future.result()
 
     def close(self) -> None:
         """Cancel what is left, close the client and any cluster this backend started, quietly."""

@@ -46,7 +46,7 @@ class RunInputs(Protocol):
 #
 # Exact mode (iterations drawn one at a time) was right; fast mode was 4-5x too pessimistic:
 # a fast-mode block and the checkpoint that ends it cost ~25 ns together, not 130 ns.
-# tests/test_estimate.py checks a measured run against the estimate within 10x both ways.
+# tests/test_api.py checks a measured run against the estimate within 10x both ways.
 SECONDS_PER_ITERATION_STEP = 350e-9  # one iteration drawn on its own
 SECONDS_PER_BLOCK = 15e-9  # one fast-mode block of iterations (100e-9 before issue 22)
 SECONDS_PER_CHECKPOINT = 10e-9  # (30e-9 before issue 22)
