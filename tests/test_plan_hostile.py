@@ -138,6 +138,41 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
     assert "-0 USD" not in runner_up
 
 
+def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_path):
+    # Issue 23 item 7: every simulated candidate within the indifference zone of the recommendation is
+    # listed as equivalent, with its paired difference. Reference: the paired mean difference computed
+    # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
+    # hand between two of them, so exactly the finalists below it must be listed.
+    from mcsim.planning.planner import layout_label
+    from mcsim.report.plan import explain_plan, plan_table
+
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out).load()
+    assert np.isfinite(ds.attrs["indifference_zone"]) and ds.attrs["indifference_zone"] > 0
+    best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    objective = ds["objective"].values
+    diffs = {}
+    for k in range(ds.sizes["finalist"]):
+        both = np.isfinite(objective[k]) & np.isfinite(objective[best])
+        if k != best and not str(ds["finalist_dropped"].values[k]) and both.any():
+            diffs[k] = float(np.mean(objective[k, both] - objective[best, both]))
+    assert len(diffs) >= 2, diffs
+    low, high = sorted(diffs.values())[:2]
+    assert low < high
+    ds.attrs["indifference_zone"] = (low + high) / 2  # the closest finalist inside, the next outside
+    (inside,) = [k for k, d in diffs.items() if d == low]
+    section = explain_plan(ds).split("## Equivalent to the recommendation")[1].split("##")[0]
+    listed = [line for line in section.splitlines() if line.startswith("- ")]
+    label = layout_label(ds, int(ds["finalist_candidate"][inside]))
+    assert len(listed) == 1 and listed[0].startswith(f"- {label}: {low:+.4g} ± "), listed
+    assert f"equivalent within the indifference zone ({(low + high) / 2:.4g}): {label} ({low:+.4g})" in plan_table(ds)
+    assert low > 0  # this seed's recommendation is the best over the runs both simulated
+    ds.attrs["indifference_zone"] = low / 2  # below both: none listed
+    assert "No other simulated candidate is within the indifference zone" in explain_plan(ds)
+    assert "equivalent within" not in plan_table(ds)
+
+
 def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path, capsys, monkeypatch):
     # When the recommendation misses a constraint when simulated, the selection runs again over the rest
     # "with the same seed, so the same runs" (docs/model.md §9). The resume store named pieces by the

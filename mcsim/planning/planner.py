@@ -527,6 +527,7 @@ def _attrs(res: PlanResult) -> dict[str, object]:
         "alpha": plan.alpha,
         "margin": plan.margin,
         "screen_error": float(res.screen_error),
+        "indifference_zone": float(res.selection.delta),  # objective units (NaN: the selection never set it)
         **_pool_attrs(res),
         "seed": plan.scenario.run.seed,
         "mode": plan.scenario.run.mode,

@@ -1,7 +1,8 @@
 """``mcsim report PLAN.nc`` for a plan file: why this configuration (docs/model.md §9).
 
 The Markdown explains the recommendation: its probability of correct selection,
-what the runner-up would cost more (or less), which constraint binds and how much
+what the runner-up would cost more (or less), which finalists are equivalent to it
+(within the indifference zone), which constraint binds and how much
 slack the recommendation has against each, how many candidates the screen ruled out
 and why, and the Pareto front of wall time, cost and energy among the finalists.
 """
@@ -215,6 +216,61 @@ def paired_difference(ds: xr.Dataset, k: int, name: str = "objective") -> tuple[
     return float(np.mean(other[both] - best[both])), float(np.mean(best[both])), int(both.sum())
 
 
+def paired_half_width(ds: xr.Dataset, k: int) -> float:
+    """Half-width of the normal 95 % interval of :func:`paired_difference` (objective units; NaN
+    without per-run objectives or with fewer than two shared runs)."""
+    name = "objective" if "objective" in ds else str(ds.attrs["objective"])
+    if name not in ds:
+        return np.nan
+    other, best = ds[name].values[k], ds[name].values[_recommended_finalist(ds)]
+    both = np.isfinite(other) & np.isfinite(best)
+    if both.sum() < 2:
+        return np.nan
+    return float(1.959964 * np.std(other[both] - best[both], ddof=1) / np.sqrt(both.sum()))
+
+
+def indifference_zone(ds: xr.Dataset) -> float:
+    """The selection's indifference zone δ in objective units: as the selection set it, or (a file
+    written before it was kept, or a selection that never set it) indifference × |the recommendation's mean|."""
+    delta = float(ds.attrs.get("indifference_zone", np.nan))
+    if np.isfinite(delta) and delta > 0:
+        return delta
+    return float(ds.attrs["indifference"]) * abs(float(ds["finalist_objective"][_recommended_finalist(ds)]))
+
+
+def equivalent_finalists(ds: xr.Dataset) -> list[tuple[int, float, float]]:
+    """The other simulated finalists that met the constraints and whose paired objective difference to
+    the recommendation is within the indifference zone (:func:`indifference_zone`): ``(finalist,
+    difference, half-width)``, closest first. The selection cannot tell these from the recommendation
+    and does not try to: any of them is as good a choice within δ (issue 23, item 7)."""
+    delta = indifference_zone(ds)
+    near = []
+    for k in ranked_finalists(ds)[1:]:
+        diff = paired_difference(ds, int(k))[0]
+        if np.isfinite(diff) and diff <= delta:
+            near.append((int(k), diff, paired_half_width(ds, int(k))))
+    return near
+
+
+def _equivalent(ds: xr.Dataset) -> list[str]:
+    near = equivalent_finalists(ds)
+    delta = indifference_zone(ds)
+    lines = ["## Equivalent to the recommendation", ""]
+    if not near:
+        return lines + [f"No other simulated candidate is within the indifference zone ({delta:.4g}).", ""]
+    lines.append(
+        f"Within the indifference zone ({delta:.4g}, objective units) of the recommendation: as good a choice "
+        "to the precision the selection was asked for. Paired objective difference to the recommendation "
+        "(the same random streams), with the half-width of its 95 % interval:"
+    )
+    lines.append("")
+    base = abs(float(ds["finalist_objective"][_recommended_finalist(ds)]))
+    for k, diff, half in near:
+        label = layout_label(ds, int(ds["finalist_candidate"][k]))
+        lines.append(f"- {label}: {diff:+.4g} ± {half:.3g} ({100 * diff / base:+.2f} %)")
+    return lines + [""]
+
+
 def ranked_finalists(ds: xr.Dataset) -> np.ndarray:
     """The recommendation, then the other finalists that met the constraints, by their paired objective
     difference to it (:func:`paired_difference`)."""
@@ -257,6 +313,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
         "",
     ]
     lines += _runner_up(ds, ranked, best_f)
+    lines += _equivalent(ds)
     lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)
@@ -569,5 +626,14 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
         f"{'>= ' if selection_decided else '~ '}{float(ds['pcs']):.3f} ({decided}){simulated}; "
         f"{ds.attrs['selection_reason']}"
     )
+    near = equivalent_finalists(ds)
+    if near:
+        lines.append(
+            f"equivalent within the indifference zone ({indifference_zone(ds):.4g}): "
+            + "; ".join(
+                f"{layout_label(ds, int(ds['finalist_candidate'][k]))} ({diff:+.4g})" for k, diff, _ in near[:3]
+            )
+            + (f"; and {len(near) - 3} more (mcsim report)" if len(near) > 3 else "")
+        )
     claim = screen_claim(ds)
     return "\n".join([*lines, claim] if claim else lines)
