@@ -17,6 +17,8 @@ throughout.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -140,3 +142,74 @@ def wall_quantile_s(floor_s: ArrayLike, mean_s: ArrayLike, variance_s2: ArrayLik
         scale = np.where(usable, var / np.where(usable, excess, 1.0), 0.0)
         quantile = floor + special.gammaincinv(shape, probability) * scale
     return np.where(usable, quantile, np.where(np.isfinite(var), mean, np.inf))
+
+
+# Grid of the renewal equation over [0, RENEWAL_SPAN_MEANS mean lifetimes]; beyond it the renewal
+# function grows as its asymptote t / μ + (CV² − 1) / 2 does (Cox 1962, "Renewal Theory", §4.5).
+RENEWAL_SPAN_MEANS = 20.0
+_FINE_SPAN_MEANS = 0.5  # a finer grid for runs shorter than half a lifetime (the early renewals' curvature)
+_RENEWAL_POINTS = 2001
+
+
+def expected_renewals(t_s: ArrayLike, shape: float, mtbf_s: float, initial_age: str | float) -> np.ndarray:
+    """Expected failures of one unit in ``[0, t]`` whose lifetimes are Weibull (``shape``, mean ``mtbf_s``).
+
+    ``initial_age``: ``"stationary"`` (the unit has run for long: ``t / mtbf_s`` exactly), ``"new"`` (an
+    ordinary renewal process) or an age in hours (a delayed one: the first lifetime is the residual life
+    at that age). Failed units are replaced by new ones. The renewal function is solved from the renewal
+    equation ``M(t) = G(t) + ∫ M(t − x) dF(x)`` on a uniform grid (trapezoidal Riemann–Stieltjes sums,
+    Xie 1989, "On the solution of renewal-type integral equations", Commun. Stat. Simul. 18(1)), up to
+    :data:`RENEWAL_SPAN_MEANS` mean lifetimes and by the asymptote beyond. Used by the planner's screen
+    for the mean failure rate of a run on a young or aged cluster (docs/model.md §9).
+    """
+    import math
+
+    t = np.asarray(t_s, dtype=np.float64)
+    if initial_age == "stationary" or shape == 1.0:
+        return t / mtbf_s
+    scale = mtbf_s / math.gamma(1.0 + 1.0 / shape)
+    age = 0.0 if initial_age == "new" else float(initial_age) * 3600.0
+    out = np.empty_like(t)
+    coarse = t > _FINE_SPAN_MEANS * mtbf_s
+    for span, where in ((_FINE_SPAN_MEANS, ~coarse), (RENEWAL_SPAN_MEANS, coarse)):
+        if where.any():
+            grid, solved = _renewal_on_grid(span * mtbf_s, shape, scale, age)
+            beyond = solved[-1] + (t[where] - grid[-1]) / mtbf_s  # past the span: the asymptote's slope
+            out[where] = np.where(t[where] <= grid[-1], np.interp(t[where], grid, solved), beyond)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _renewal_on_grid(span_s: float, shape: float, scale_s: float, age_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """The (delayed) renewal function on a uniform grid over ``[0, span_s]``: the grid and its values
+    (cached: the screen asks for the same class's function many times; treat as read-only)."""
+    grid = np.linspace(0.0, span_s, _RENEWAL_POINTS)
+    lifetime = -np.expm1(-((grid / scale_s) ** shape))  # F
+    ordinary = _renewal_solution(lifetime, lifetime)
+    if age_s == 0.0:
+        return grid, ordinary
+    first = -np.expm1((age_s / scale_s) ** shape - ((grid + age_s) / scale_s) ** shape)  # G: residual life
+    return grid, _convolved(first, ordinary)
+
+
+def _renewal_solution(first: np.ndarray, lifetime: np.ndarray) -> np.ndarray:
+    """``M`` on the grid with ``M(t) = first(t) + ∫ M(t − x) dF(x)``, ``M(0) = 0``.
+
+    ``M_i = first_i + Σ_{j=1..i} ΔF_j (M_{i−j+1} + M_{i−j}) / 2``; the ``j = 1`` term holds ``M_i``
+    itself, which is solved for.
+    """
+    d_f = np.diff(lifetime)
+    m = np.zeros_like(first)
+    for i in range(1, m.size):
+        known = np.sum(d_f[:i] * (m[i:0:-1] + m[i - 1 :: -1]))  # m[i] is still 0 here
+        m[i] = (first[i] + 0.5 * known) / (1.0 - 0.5 * d_f[0])
+    return m
+
+
+def _convolved(first: np.ndarray, ordinary: np.ndarray) -> np.ndarray:
+    """The delayed renewal function ``M_d(t) = G(t) + ∫ M(t − x) dG(x)`` on the grid (``first`` = G)."""
+    d_g = np.diff(first)
+    out = np.array(first, dtype=np.float64)
+    for i in range(1, out.size):
+        out[i] += 0.5 * np.sum(d_g[:i] * (ordinary[i:0:-1] + ordinary[i - 1 :: -1]))
+    return out

@@ -23,6 +23,8 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import ArrayLike
 from scipy import integrate, special
 
 # W1 distance of a block's duration from its exact law, as a share of its mean.
@@ -132,3 +134,23 @@ def max_lognormal_moments(n_ranks: float, sigma: float) -> tuple[float, float]:
     """Mean and variance of ``M = max_i exp(sigma Z_i)`` over ``n_ranks`` ranks."""
     law = factor_law(n_ranks, sigma)
     return law.mean, law.std**2
+
+
+def episode_active_share(rate_per_s: ArrayLike, mean_s: float, mtbf_s: ArrayLike) -> np.ndarray:
+    """Expected share of the running time during which a slow-node episode is active (first order).
+
+    Episodes arrive as a Poisson process of ``rate_per_s`` (ρ) and last Exp(``mean_s``) (D); one is
+    active while any is under way (an M/M/∞ queue is busy), and a restart ends every episode. ``t``
+    after a restart the number under way is Poisson of mean ``ρD (1 − e^{−t/D})``, so the queue is busy
+    with probability ``1 − exp(−ρD (1 − e^{−t/D}))``. The running time between restarts is taken as
+    exponential of mean ``mtbf_s`` (M, the job's MTBF); averaged over it (``u = e^{−t/D}`` is then
+    Beta(D/M, 1)) the share is ``1 − e^{−ρD} ₁F₁(D/M; D/M + 1; ρD)`` (Kummer's function), and without
+    failures (M inf) the stationary ``1 − e^{−ρD}``. Used by the planner's screen (docs/model.md §9).
+    """
+    rho_d = np.asarray(rate_per_s, dtype=np.float64) * mean_s
+    m = np.asarray(mtbf_s, dtype=np.float64)
+    finite = np.isfinite(m) & (m > 0)
+    c = mean_s / np.where(finite, m, np.inf)
+    with np.errstate(over="ignore", invalid="ignore"):
+        idle = np.exp(-rho_d) * special.hyp1f1(c, c + 1.0, rho_d)
+    return np.where(np.isfinite(idle), 1.0 - idle, 0.0)

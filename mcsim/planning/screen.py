@@ -42,8 +42,12 @@ from mcsim.model.energy import (
     phase_powers_w,
     rank_factor_mean,
 )
-from mcsim.model.reliability import expected_run_wall_s, run_wall_variance_s2, wall_quantile_s
-from mcsim.model.stragglers import factor_law
+from mcsim.model.reliability import (
+    expected_run_wall_s,
+    run_wall_variance_s2,
+    wall_quantile_s,
+)
+from mcsim.model.stragglers import episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import (
     FREQUENCY,
@@ -56,6 +60,7 @@ from mcsim.model.workload import (
     configuration_problem,
     workload_arrays,
 )
+from mcsim.planning.effects import RUN_MTBF_PASSES, ages_matter, run_mtbf_s, with_spares, write_window
 from mcsim.planning.plan import Candidates, Plan, gpu_specs
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
@@ -194,6 +199,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     iteration_s = wl.iteration_time_s
     n = len(cand)
     stall, load, every = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64)
+    background = np.zeros(n)  # what the next checkpoint waits for after a stall: write (async) or replica
     mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node)
     mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
     d2h = _gpu_field(plan, cand, "d2h_gbps")
@@ -205,17 +211,30 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         tr = type(transfers)(*(np.asarray(x)[idx] for x in transfers))
         timing = strategy.timings(base, iteration_s[idx], tr)
         stall[idx] = timing.stall_s
+        background[idx] = {"sync": 0.0, "async": timing.write_s, "in_memory": timing.replicate_s}[strategy.kernel_hook]
         load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
     for i_index, idx in _by_group(cand.interval):
         every[idx] = checkpoint_every(
             plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
         )
 
-    mean_iteration_s, power = _iteration_power(plan, cand, wl)
+    mean_iteration_s, power = _iteration_power(plan, cand, wl, mtbf)
+    restart = _restart_s(base, cand, load)
+    cycle_stall, rollback = write_window(every, mean_iteration_s, stall, background)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
-        wall = _expected_wall_s(base, cand, wl.iterations, mean_iteration_s, every, stall, load, mtbf)
-        quantile = _wall_quantile_s(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf)
-        energy, power_mw = _energy_j(plan, cand, wl, wall, mean_iteration_s, every, stall, load, mtbf, power)
+        run_mtbf = mtbf
+        for _ in range(RUN_MTBF_PASSES if ages_matter(base) else 1):
+            present = np.asarray(
+                expected_run_wall_s(wl.iterations, every, mean_iteration_s, cycle_stall, restart + rollback, run_mtbf)
+            )
+            run_mtbf = run_mtbf_s(base, cand, present, mtbf)
+        quantile = _wall_quantile_s(
+            plan, wl, present, mean_iteration_s, every, cycle_stall, restart + rollback, run_mtbf
+        )
+        wall, quantile = with_spares(base, cand, present), with_spares(base, cand, quantile)
+        energy, power_mw = _energy_j(
+            plan, cand, wl, present, mean_iteration_s, every, cycle_stall, restart, run_mtbf, power, wall - present
+        )
     # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
     hours = wall / 3600.0
     nodes = cand.gpus // base.hardware.gpus_per_node
@@ -312,13 +331,22 @@ def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray)
             rejection[idx[rejection[idx] == KEPT]] = 6
 
 
-def _iteration_power(plan: Plan, cand: Candidates, wl) -> tuple[np.ndarray, SimpleNamespace]:
-    """Mean executed iteration time (stragglers' expected factors) and mean per-GPU power over it."""
+def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tuple[np.ndarray, SimpleNamespace]:
+    """Mean executed iteration time (stragglers' expected factors, slow-node episodes) and mean per-GPU
+    power over it.
+
+    During an episode the slowest rank's factor is ``max(M, slowdown)``; episodes are active a share
+    ``a`` of the running time (:func:`mcsim.model.stragglers.episode_active_share`), so the mean
+    iteration time is the time-weighted ``1 / ((1 − a) / t + a / t_episode)`` (fewer iterations run
+    in an episode). The power stays that of the iteration outside episodes (first order).
+    """
     base = plan.scenario.base
     st = base.stragglers
-    law_mean = np.ones(len(cand))
+    law_mean, episode_mean = np.ones(len(cand)), np.ones(len(cand))
     for gpus, idx in _by_group(cand.gpus):  # one quadrature per size
         law_mean[idx] = factor_law(float(gpus), st.sigma).mean
+        if st.episode_rate_per_node_day > 0:
+            episode_mean[idx] = factor_law(float(gpus), st.sigma, floor=st.episode_slowdown).mean
     busy, wait = phase_powers_w(
         _gpu_field(plan, cand, "tdp_w"),
         _gpu_field(plan, cand, "idle_w"),
@@ -330,9 +358,14 @@ def _iteration_power(plan: Plan, cand: Candidates, wl) -> tuple[np.ndarray, Simp
         busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
         phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * law_mean
         power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
-    return phase + wl.comm_time_s, SimpleNamespace(
-        busy=busy, wait=wait, iteration=power, idle=_gpu_field(plan, cand, "idle_w")
-    )
+    iteration_s = phase + wl.comm_time_s
+    if st.episode_rate_per_node_day > 0:
+        rate = st.episode_rate_per_node_day * (cand.gpus // base.hardware.gpus_per_node) / 86400.0
+        active = episode_active_share(rate, st.episode_hours * 3600.0, mtbf)
+        in_episode = wl.compute_time_s * job_factor_mean(st.job_sigma) * episode_mean + wl.comm_time_s
+        with np.errstate(invalid="ignore", divide="ignore"):
+            iteration_s = 1.0 / ((1.0 - active) / iteration_s + active / in_episode)
+    return iteration_s, SimpleNamespace(busy=busy, wait=wait, iteration=power, idle=_gpu_field(plan, cand, "idle_w"))
 
 
 def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
@@ -346,16 +379,13 @@ def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
         return np.where(total > 0, recovery / np.where(total > 0, total, 1.0), 0.0) + load
 
 
-def _expected_wall_s(base: Config, cand: Candidates, iterations, iteration_s, every, stall, load, mtbf):
-    """Expected wall time: every interval of ``every`` iterations and its checkpoint as a Daly segment."""
-    restart = _restart_s(base, cand, load)
-    # Not cut at run.max_wall_days: a truncated estimate would rank a run that never finishes as cheap
-    # (the screen rules such candidates out instead, _constraints).
-    return expected_run_wall_s(iterations, every, iteration_s, stall, restart, mtbf)
+def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, restart, mtbf, power, waiting):
+    """Facility energy of the expected run, J, and the facility power while computing, MW.
 
-
-def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, load, mtbf, power):
-    """Facility energy of the expected run, J, and the facility power while computing, MW."""
+    ``wall``: the expected wall time with every node present; ``stall``: checkpoint time per cycle,
+    waits included (GPUs idle); ``restart``: recovery and load per failure (idle); the rest of ``wall``
+    beyond the useful iterations is lost work done again (computing); ``waiting``: the time waiting for
+    repaired spare nodes on top (idle)."""
     base = plan.scenario.base
     en, net = base.energy, base.network
     gpus = cand.gpus
@@ -363,10 +393,10 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
     stalled = checkpoints * stall
     failures = np.where(np.isfinite(mtbf), wall / mtbf, 0.0)
-    recovering = failures * _restart_s(base, cand, load)
+    recovering = failures * restart
     useful = wl.iterations * iteration_s
     lost = np.maximum(wall - useful - stalled - recovering, 0.0)
-    gpu_j = gpus * (power.iteration * (useful + lost) + power.idle * (stalled + recovering))
+    gpu_j = gpus * (power.iteration * (useful + lost) + power.idle * (stalled + recovering + waiting))
     bits_j = (
         (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
         * BITS_PER_BYTE
@@ -377,13 +407,13 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     )
     size = base.model.params * base.checkpoint.bytes_per_param
     storage_j = checkpoints * size * BITS_PER_BYTE * en.storage_pj_per_bit * 1e-12
-    node_j = nodes * en.node_overhead_w * wall
+    node_j = nodes * en.node_overhead_w * (wall + waiting)
     energy = en.pue * (gpu_j + bits_j + storage_j + node_j)
     power_mw = en.pue * (gpus * power.busy + nodes * en.node_overhead_w) / 1e6
     return energy, power_mw
 
 
-def _wall_quantile_s(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, load, mtbf) -> np.ndarray:
+def _wall_quantile_s(plan: Plan, wl, wall, iteration_s, every, stall, restart, mtbf) -> np.ndarray:
     """The ``deadline_probability``-quantile of the wall time, s (docs/model.md §9).
 
     The wall time is its floor (every iteration at the job factor's least, 1, no failure) plus a
@@ -393,7 +423,6 @@ def _wall_quantile_s(plan: Plan, cand: Candidates, wl, wall, iteration_s, every,
     """
     base = plan.scenario.base
     st = base.stragglers
-    restart = _restart_s(base, cand, load)
     failures_var = run_wall_variance_s2(wl.iterations, every, iteration_s, stall, restart, mtbf)
     job_mean = job_factor_mean(st.job_sigma)
     job_square = 0.5 + math.exp(2.0 * st.job_sigma**2) * float(special.ndtr(2.0 * st.job_sigma))

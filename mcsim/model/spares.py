@@ -1,0 +1,71 @@
+"""A spare-node pool's first-order effect on the wall time: the job runs only while enough nodes are there.
+
+With ``hardware.spare_nodes = S`` the job holds its nodes and ``S`` spares. Every failure that takes
+nodes (a GPU failure its node, a node or domain event its ``domain_nodes`` nodes) sends them to repair
+for the class's ``repair_hours``; the job runs while the nodes under repair number at most ``S``, and
+otherwise waits for them (docs/model.md §4). Failures go on while it waits, so the nodes under repair
+at time ``t`` are the compound-Poisson count ``K(t) = Σ_c d_c N_c``, ``N_c`` Poisson of mean
+``λ_c min(t, R_c)`` (events of class ``c`` at rate ``λ_c``, ``d_c`` nodes each, repaired after
+``R_c``: an M/D/∞ queue per class, empty at the start). The job progresses at the rate
+``A(t) = P(K(t) <= S)``, so a run that needs ``W`` seconds with every node present takes the ``T``
+with ``∫_0^T A(t) dt = W``. Used by the planner's screen (:mod:`mcsim.planning.screen`), which
+gives ``W`` by Daly's estimate; seconds throughout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats
+
+# Points of the grid over [0, the longest repair] on which A(t) is integrated (the trapezoid rule).
+_GRID_POINTS = 257
+# Above this many spares P(K <= S) is taken from the normal law of K (continuity-corrected).
+_EXACT_SPARES = 256
+
+
+def nodes_available(t_s: np.ndarray, classes: Sequence[tuple[float, int, float]], spares: int) -> np.ndarray:
+    """``P(K(t) <= spares)`` at the times ``t_s``.
+
+    ``classes``: ``(events per s, nodes per event, repair s)`` of every class that takes nodes.
+    """
+    t = np.asarray(t_s, dtype=np.float64)
+    means = [(rate * np.minimum(t, repair_s), nodes) for rate, nodes, repair_s in classes]
+    if spares > _EXACT_SPARES:
+        mean = sum(m * d for m, d in means)
+        sd = np.sqrt(sum(m * d * d for m, d in means))
+        return np.where(sd > 0, stats.norm.cdf((spares + 0.5 - mean) / np.where(sd > 0, sd, 1.0)), 1.0)
+    pmf = np.zeros((t.size, spares + 1))
+    pmf[:, 0] = 1.0
+    counts = np.arange(spares + 1)
+    for m, d in means:
+        single = np.zeros_like(pmf)
+        reach = counts[: spares // d + 1]
+        single[:, reach * d] = stats.poisson.pmf(reach[None, :], m[:, None])
+        pmf = np.stack([np.convolve(a, b)[: spares + 1] for a, b in zip(pmf, single, strict=True)])
+    return np.minimum(pmf.sum(axis=1), 1.0)
+
+
+def wall_with_spares_s(
+    wall_s: ArrayLike, classes: Sequence[tuple[float, int, float]], spares: int | None
+) -> np.ndarray:
+    """The wall time ``T`` of runs that need ``wall_s`` with every node present (see the module docstring).
+
+    ``spares`` None (unlimited, the default) or no class taking nodes: ``wall_s`` itself. inf where the
+    pool is never enough once repairs have reached their stationary state (``A = 0``).
+    """
+    wall = np.asarray(wall_s, dtype=np.float64)
+    classes = [c for c in classes if c[0] > 0 and c[1] > 0]
+    if spares is None or not classes:
+        return wall
+    longest = max(repair_s for _, _, repair_s in classes)
+    grid = np.linspace(0.0, longest, _GRID_POINTS)
+    available = nodes_available(grid, classes, spares)
+    done = np.concatenate([[0.0], np.cumsum(0.5 * (available[1:] + available[:-1]) * np.diff(grid))])
+    stationary = float(available[-1])
+    within = np.interp(wall, done, grid) if done[-1] > 0 else np.zeros_like(wall)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beyond = longest + (wall - done[-1]) / stationary if stationary > 0 else np.full_like(wall, np.inf)
+    return np.where(wall <= done[-1], within, beyond)
