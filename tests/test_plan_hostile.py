@@ -256,16 +256,24 @@ def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path)
     assert "the recommendation is ruled out" in line and REJECTIONS[5] in line and "no finalist remains" in line
 
 
-def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys):
-    # The margin "covers the screen's model error" (docs/model.md §9), but the screen leaves slow-node
-    # episodes out: here the simulated mean wall time is ~20 % above the screen's estimate, four times the
-    # 5 % margin, and nothing told the user that candidates the margin ruled out might be better.
-    # The pool then widens its margin to the error and brings in the candidates it can no longer rule out; with
-    # at most 10 simulated it is full before it closes, so the recommendation is not "decided" (issue 23).
-    raw = _plan(
-        stragglers={"episode_rate_per_node_day": 2.0, "episode_hours": 4.0, "episode_slowdown": 3.0},
-        plan={"pool": 10},
-    )
+def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatch):
+    # The margin "covers the screen's model error" (docs/model.md §9), but a screen can miss an effect: the
+    # screen left slow-node episodes out until issue 23, and the simulated mean wall time was then ~20 %
+    # above its estimate, four times the 5 % margin, and nothing told the user that candidates the margin
+    # ruled out might be better. The same miss is made here on purpose (the screen's iteration time 20 %
+    # short), so the test stays about the plan's reaction, whatever the screen models. The pool widens its
+    # margin to the error and brings in the candidates it can no longer rule out; with at most 10
+    # simulated it is full before it closes, so the recommendation is not "decided" (issue 23).
+    import mcsim.planning.screen as screen_module
+
+    iteration_power = screen_module._iteration_power
+
+    def short(*args):
+        iteration_s, power = iteration_power(*args)
+        return 0.8 * iteration_s, power
+
+    monkeypatch.setattr(screen_module, "_iteration_power", short)
+    raw = _plan(plan={"pool": 10})
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out)]) == 0
     captured = capsys.readouterr()
@@ -282,7 +290,8 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys):
     assert "beyond the 5 % margin" in err and "raise plan.margin" in err, err
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     assert "beyond the 5 % margin" in (tmp_path / "rep" / "README.md").read_text()
-    # Without the episodes the screen is within the margin: no warning.
+    # Without the miss the screen is within the margin: no warning.
+    monkeypatch.setattr(screen_module, "_iteration_power", iteration_power)
     out2 = tmp_path / "q.nc"
     assert main(["plan", str(_write(_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
     assert "margin" not in capsys.readouterr().err and open_results(out2).attrs["screen_error"] < 0.05

@@ -175,9 +175,10 @@ def screen_error_text(error: float, margin: float) -> str:
     """One line: the screen's error is beyond the margin, and what the plan did about it."""
     return (
         f"the screen's estimates are off by up to {100 * error:.1f} % against the simulated candidates, "
-        f"beyond the {100 * margin:g} % margin (effects it leaves out: Weibull shapes, spares, slow-node episodes, "
-        f"docs/model.md §9): the plan widened its margin to the measured error and brought in the candidates "
-        f"that could then be better; raise plan.margin to screen with it from the start"
+        f"beyond the {100 * margin:g} % margin (effects it models only to first order: a young cluster's "
+        f"failures, spare-node waits; docs/planning.md): the plan widened its margin to the measured error "
+        f"and brought in the candidates that could then be better; raise plan.margin to screen with it from "
+        f"the start"
     )
 
 
