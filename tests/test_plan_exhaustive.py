@@ -71,12 +71,10 @@ BUDGET_SPACE = {
 }
 
 
-@pytest.fixture(scope="module")
-def exhaustive() -> dict[int, dict[str, np.ndarray]]:
-    """Per-run outputs of every candidate of the space (the same for DEADLINE_SPACE and BUDGET_SPACE, which
-    differ only in their constraints and objective): ``EXHAUSTIVE_RUNS`` runs on the same streams (common
-    random numbers), every candidate that fits in memory."""
-    plan = plan_from_dict(DEADLINE_SPACE)
+def simulate_every_candidate(raw: dict) -> dict[int, dict[str, np.ndarray]]:
+    """Per-run outputs of every candidate of ``raw`` that fits in memory: ``EXHAUSTIVE_RUNS`` runs on the
+    same streams (common random numbers)."""
+    plan = plan_from_dict(raw)
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
     outputs = {}
@@ -84,6 +82,13 @@ def exhaustive() -> dict[int, dict[str, np.ndarray]]:
         cfg = candidate_config(plan, cand, int(i))
         outputs[int(i)] = config_outputs_per_run(cfg, run_task(cfg, EXHAUSTIVE_SEED, "fast", 0, EXHAUSTIVE_RUNS))
     return outputs
+
+
+@pytest.fixture(scope="module")
+def exhaustive() -> dict[int, dict[str, np.ndarray]]:
+    """:func:`simulate_every_candidate` of DEADLINE_SPACE, which is also BUDGET_SPACE's (they differ only in
+    their constraints and objective)."""
+    return simulate_every_candidate(DEADLINE_SPACE)
 
 
 def true_indifference_zone(raw: dict, outputs: dict[int, dict[str, np.ndarray]]) -> tuple[set[int], dict]:
@@ -216,11 +221,7 @@ WRITE_SPACE = {
 def test_write_bound_space_recommends_sync_on_every_seed(tmp_path):
     plan = plan_from_dict(WRITE_SPACE)
     cand = enumerate_candidates(plan)
-    scr = screen(plan, cand)
-    outputs = {}
-    for i in np.flatnonzero(scr.rejection != 5):
-        cfg = candidate_config(plan, cand, int(i))
-        outputs[int(i)] = config_outputs_per_run(cfg, run_task(cfg, EXHAUSTIVE_SEED, "fast", 0, EXHAUSTIVE_RUNS))
+    outputs = simulate_every_candidate(WRITE_SPACE)
     zone, facts = true_indifference_zone(WRITE_SPACE, outputs)
     strategies = plan.search.strategy
     assert {strategies[int(cand.strategy[i])] for i in zone} == {"sync"}, facts
