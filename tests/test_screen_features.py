@@ -58,6 +58,22 @@ def test_renewal_counts_match_a_direct_simulation(initial_age):
     assert np.all(np.abs(z) < 4), (expected, counts.mean(axis=1), z)
 
 
+def test_a_cluster_too_young_to_finish_is_screened_as_endless():
+    # Weibull shape 0.05 on a new cluster: about 10 failures per GPU in the first hour (the renewal
+    # function), so no run of 128-512 GPUs with 20-minute recoveries ends. Passes of the fixed point
+    # wall <- rate oscillated here and ended on the stationary rate (the screen said 18-55 h, as if the
+    # shape were 1); the bisection finds no finite wall time within the horizon for most candidates,
+    # and for the others one far beyond the stationary estimate.
+    raw = _spaces()["weibull_new"]
+    young = {**raw, "failures": [{**raw["failures"][0], "shape": 0.05}]}
+    stationary = screen(plan_from_dict(raw), enumerate_candidates(plan_from_dict(raw))).wall_s
+    plan = plan_from_dict(young)
+    wall = screen(plan, enumerate_candidates(plan)).wall_s
+    fits = np.isfinite(stationary)
+    assert fits.sum() == 18
+    assert np.all(wall[fits] > 100 * stationary[fits]), wall / 3600
+
+
 def test_renewals_are_t_over_mtbf_when_stationary_or_exponential():
     t = np.array([1.0, 1e3, 1e6])
     assert np.array_equal(expected_renewals(t, 0.6, 50.0, "stationary"), t / 50.0)
@@ -96,15 +112,20 @@ def test_episode_share_is_the_busy_probability_averaged_over_the_time_since_a_re
             share = float(episode_active_share(np.array([rho_d / d]), d, np.array([m]))[0])
             assert share == pytest.approx(reference, rel=1e-7)
     assert float(episode_active_share(np.array([1 / d]), d, np.array([np.inf]))[0]) == pytest.approx(1 - math.exp(-1))
+    # Episodes always under way (rho D = 1e6): the share is 1 - D / (M rho D) to first order (Kummer's
+    # asymptote), not 0 (e^{-rho D} 1F1(...) overflowed to NaN, and the screen then left the episodes out).
+    share = float(episode_active_share(np.array([1e6 / d]), d, np.array([3600.0]))[0])
+    assert share == pytest.approx(1 - 2e-6, abs=1e-9)
 
 
 # (space, candidates, largest |screen / simulated - 1| allowed): the measured largest errors over every
-# candidate of the space at 200 runs (docs/planning.md) rounded up; before issue 23 the same candidates
-# were off by 45-80 % (write-bound), 13 % (episodes), 51 % (young Weibull) and 91-99.7 % (spares).
+# candidate of the space at 200 runs (docs/planning.md: 0.36 %, 0.33 %, 8.3 %, 13 %) rounded up; before
+# issue 23 the same candidates were off by 45-80 % (write-bound), 13 % (episodes), 51 % (young Weibull)
+# and 91-99.7 % (spares).
 CASES = [
     ("write_bound", (7, 8), 0.02),
     ("episodes", (6,), 0.02),
-    ("weibull_new", (6, 12), 0.05),
+    ("weibull_new", (6, 12), 0.10),
     ("spares", (6,), 0.25),
 ]
 

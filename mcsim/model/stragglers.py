@@ -144,13 +144,13 @@ def episode_active_share(rate_per_s: ArrayLike, mean_s: float, mtbf_s: ArrayLike
     after a restart the number under way is Poisson of mean ``ρD (1 − e^{−t/D})``, so the queue is busy
     with probability ``1 − exp(−ρD (1 − e^{−t/D}))``. The running time between restarts is taken as
     exponential of mean ``mtbf_s`` (M, the job's MTBF); averaged over it (``u = e^{−t/D}`` is then
-    Beta(D/M, 1)) the share is ``1 − e^{−ρD} ₁F₁(D/M; D/M + 1; ρD)`` (Kummer's function), and without
-    failures (M inf) the stationary ``1 − e^{−ρD}``. Used by the planner's screen (docs/model.md §9).
+    Beta(D/M, 1)) the share is ``1 − e^{−ρD} ₁F₁(D/M; D/M + 1; ρD) = 1 − ₁F₁(1; D/M + 1; −ρD)``
+    (Kummer's function and his transformation, which keeps it finite for any ρD), and without failures
+    (M inf) the stationary ``1 − e^{−ρD}``. Used by the planner's screen (docs/model.md §9).
     """
     rho_d = np.asarray(rate_per_s, dtype=np.float64) * mean_s
     m = np.asarray(mtbf_s, dtype=np.float64)
     finite = np.isfinite(m) & (m > 0)
     c = mean_s / np.where(finite, m, np.inf)
-    with np.errstate(over="ignore", invalid="ignore"):
-        idle = np.exp(-rho_d) * special.hyp1f1(c, c + 1.0, rho_d)
-    return np.where(np.isfinite(idle), 1.0 - idle, 0.0)
+    idle = special.hyp1f1(1.0, c + 1.0, -rho_d)
+    return np.clip(1.0 - idle, 0.0, 1.0)

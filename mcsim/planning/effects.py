@@ -16,6 +16,8 @@ errors against simulation are in docs/planning.md ("The screen's error per featu
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from mcsim.model.checkpointing import class_units
@@ -24,14 +26,14 @@ from mcsim.model.spares import wall_with_spares_s
 from mcsim.planning.plan import Candidates
 from mcsim.scenario.config import Config
 
-# Passes of the fixed point run MTBF <- expected failures over the expected wall time <- run MTBF (a
-# young cluster's mean rate depends on the run's length); on the Weibull space of
-# benchmarks/bench_screen_features.py the third pass moves the wall time by < 0.1 %.
 # Choice: one mean rate over the whole run. Daly segments at the rate of each piece of the run
-# (16 pieces in order) were 20-27 % pessimistic there (the early failures of a young cluster come in
-# bursts that mostly restart recoveries, which Poisson segments at the piece's rate overcount);
-# the mean rate is within 4.5 %.
-RUN_MTBF_PASSES = 3
+# (16 pieces in order) were 20-27 % pessimistic on the young-cluster space of
+# benchmarks/bench_screen_features.py (the early failures of a young cluster come in bursts that
+# mostly restart recoveries, which Poisson segments at the piece's rate overcount); the mean rate is
+# 8.3 % pessimistic at worst there. The wall time T then solves T = Daly(T / failures in [0, T]): by bisection on log T
+# (BISECTIONS halvings), since passes of that fixed point oscillate where the rate falls steeply
+# (Weibull shape 0.05: a finite T gives a rate at which no run ends, an endless one the stationary rate).
+BISECTIONS = 60
 
 
 def ages_matter(base: Config) -> bool:
@@ -51,13 +53,42 @@ def expected_failures(base: Config, cand: Candidates, t_s: np.ndarray) -> np.nda
 def run_mtbf_s(base: Config, cand: Candidates, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
     """The job's mean time between failures over a run of ``wall_s``: ``wall / Σ units × expected
     failures of a unit in [0, wall]`` (:func:`mcsim.model.reliability.expected_renewals`); ``mtbf_s``
-    (the stationary one) when every class is stationary or exponential."""
+    (the stationary one) when every class is stationary or exponential, or no failure is expected."""
     if not ages_matter(base):
         return mtbf_s
     horizon = np.where(np.isfinite(wall_s) & (wall_s > 0), wall_s, 0.0)
     failures = expected_failures(base, cand, horizon)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((horizon > 0) & (failures > 0), horizon / np.where(failures > 0, failures, 1.0), mtbf_s)
+
+
+def young_cluster_wall_s(
+    base: Config, cand: Candidates, daly: Callable[[np.ndarray], np.ndarray], mtbf_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The expected wall time ``T`` with ``T = daly(run_mtbf_s(T))``, and that MTBF (s).
+
+    ``daly(mtbf)``: Daly's expected wall time at a job MTBF. Bisection on ``log T`` between the run
+    without failures and twice the simulation's horizon (``run.max_wall_days``); inf where even that
+    is too short. ``T − daly(run_mtbf(T))`` falls as T grows when the rate falls with age (shape < 1)
+    and rises slower than T otherwise, so the root is unique.
+    """
+    if not ages_matter(base):
+        return daly(mtbf_s), mtbf_s
+    low = np.log(daly(np.full(len(cand), np.inf)))
+    high = np.full(len(cand), np.log(2.0 * base.run.max_wall_days * 86400.0))
+    endless = _excess(base, cand, daly, np.exp(high), mtbf_s) > 0
+    for _ in range(BISECTIONS):
+        middle = 0.5 * (low + high)
+        above = _excess(base, cand, daly, np.exp(middle), mtbf_s) > 0  # the root is above the middle
+        low, high = np.where(above, middle, low), np.where(above, high, middle)
+    wall = np.where(endless, np.inf, np.exp(high))
+    return wall, run_mtbf_s(base, cand, wall, mtbf_s)
+
+
+def _excess(base: Config, cand: Candidates, daly, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
+    """``daly(run_mtbf(T)) − T``: positive where the wall time ``T`` is too short to hold its failures."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.nan_to_num(daly(run_mtbf_s(base, cand, wall_s, mtbf_s)) - wall_s, nan=np.inf)
 
 
 def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarray:

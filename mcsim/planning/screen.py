@@ -60,7 +60,7 @@ from mcsim.model.workload import (
     configuration_problem,
     workload_arrays,
 )
-from mcsim.planning.effects import RUN_MTBF_PASSES, ages_matter, run_mtbf_s, with_spares, write_window
+from mcsim.planning.effects import with_spares, write_window, young_cluster_wall_s
 from mcsim.planning.plan import Candidates, Plan, gpu_specs
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
@@ -222,12 +222,14 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     restart = _restart_s(base, cand, load)
     cycle_stall, rollback = write_window(every, mean_iteration_s, stall, background)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
-        run_mtbf = mtbf
-        for _ in range(RUN_MTBF_PASSES if ages_matter(base) else 1):
-            present = np.asarray(
-                expected_run_wall_s(wl.iterations, every, mean_iteration_s, cycle_stall, restart + rollback, run_mtbf)
-            )
-            run_mtbf = run_mtbf_s(base, cand, present, mtbf)
+        present, run_mtbf = young_cluster_wall_s(
+            base,
+            cand,
+            lambda m: np.asarray(
+                expected_run_wall_s(wl.iterations, every, mean_iteration_s, cycle_stall, restart + rollback, m)
+            ),
+            mtbf,
+        )
         quantile = _wall_quantile_s(
             plan, wl, present, mean_iteration_s, every, cycle_stall, restart + rollback, run_mtbf
         )
