@@ -135,8 +135,16 @@ def _main(argv: list[str] | None) -> int:
         print(f"mcsim: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        _silence_shutdown_logs()
         print("mcsim: interrupted; no output written", file=sys.stderr)
         return 130
+
+
+def _silence_shutdown_logs() -> None:
+    """:func:`mcsim.engine.backends.silence_shutdown_logs`, if the engine was imported at all."""
+    backends = sys.modules.get("mcsim.engine.backends")
+    if backends is not None:
+        backends.silence_shutdown_logs()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -162,6 +162,9 @@ def simulate_reporting_errors(
         print(f"mcsim: error: --scheduler: {args.scheduler}: lost the scheduler ({err})", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # the backend (and any dask cluster) is closed by now
+        from mcsim.engine.backends import silence_shutdown_logs
+
+        silence_shutdown_logs()
         kept = (
             f"; finished tasks are kept in {store.folder}: rerun the same command to resume"
             if store is not None and store.folder.is_dir()

@@ -365,9 +365,13 @@ class DaskBackend:
 
     def close(self) -> None:
         """Cancel what is left, close the client and any cluster this backend started, quietly."""
-        quiet = logging.getLogger("distributed")
-        level = quiet.level
-        quiet.setLevel(logging.CRITICAL + 1)  # an interrupted cluster logs lost futures and closed comms
+        # An interrupted cluster logs lost futures and closed comms ("distributed"), and asyncio logs the
+        # scheduler's handlers that failed on a worker already gone ("Task exception was never retrieved",
+        # a KeyError in Scheduler.update_data during a scatter: clean-clone CI, test_ctrl_c_with_workers).
+        loggers = [logging.getLogger(name) for name in ("distributed", "asyncio")]
+        levels = [logger.level for logger in loggers]
+        for logger in loggers:
+            logger.setLevel(logging.CRITICAL + 1)
         try:
             if self._futures:
                 self.client.cancel(self._futures, force=True)
@@ -375,7 +379,16 @@ class DaskBackend:
                 self._cluster.close()
             self.client.close()
         finally:
-            quiet.setLevel(level)
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
+
+
+def silence_shutdown_logs() -> None:
+    """Silence what an interrupted dask cluster may still log while the process ends (the command is
+    about to exit 130 with its one line): distributed's loggers and asyncio's unretrieved-task reports,
+    which a task collected at exit can print after :meth:`DaskBackend.close` has returned."""
+    for name in ("distributed", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def make_backend(workers: int | None = None, scheduler: str | None = None) -> LocalBackend | DaskBackend:
