@@ -128,6 +128,12 @@ def failure_units(cfg: Config, fclass: FailureClass) -> int:
     return int(class_units(fclass, cfg.parallelism.gpus, cfg.hardware.gpus_per_node))
 
 
+def nodes_taken(fclass: FailureClass) -> int:
+    """Nodes one failure of the class takes out (to repair, when a spare pool is modelled): a GPU failure
+    its node, a node or domain event its ``domain_nodes`` nodes, a cluster event none."""
+    return {"gpu": 1, "node": fclass.domain_nodes, "cluster": 0}[fclass.scope]
+
+
 def failure_classes(cfg: Config) -> FailureClasses:
     """Kernel arrays of the failure classes of one configuration.
 
@@ -141,13 +147,12 @@ def failure_classes(cfg: Config) -> FailureClasses:
     failures = cfg.failures
     shape = np.array([f.shape for f in failures], dtype=np.float64)
     mtbf_s = np.array([f.mtbf_hours * 3600.0 for f in failures], dtype=np.float64)
-    nodes_taken = {"gpu": lambda f: 1, "node": lambda f: f.domain_nodes, "cluster": lambda f: 0}
     return FailureClasses(
         units=np.array([failure_units(cfg, f) for f in failures], dtype=np.int64),
         shape=shape,
         scale_s=mtbf_s / np.array([math.gamma(1.0 + 1.0 / k) for k in shape], dtype=np.float64),
         recovery_s=np.array([f.recovery_minutes * 60.0 for f in failures], dtype=np.float64),
-        nodes_taken=np.array([nodes_taken[f.scope](f) for f in failures], dtype=np.int64),
+        nodes_taken=np.array([nodes_taken(f) for f in failures], dtype=np.int64),
         memory_ok=np.array([0 if f.scope == "node" and f.domain_nodes > 1 else 1 for f in failures], dtype=np.int64),
         repair_s=np.array([f.repair_hours * 3600.0 for f in failures], dtype=np.float64),
         start=np.array([start_state(f.initial_age) for f in failures], dtype=np.int64),

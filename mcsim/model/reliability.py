@@ -70,12 +70,20 @@ def expected_run_wall_s(
         ``(intervals - 1) E[every * iteration_s + stall_s] + E[last interval]``, s; not capped
         at any wall-time limit.
     """
-    iterations, every, iteration_s = np.asarray(iterations), np.asarray(every), np.asarray(iteration_s)
-    intervals = -(-iterations // every)  # the last one may be shorter
-    last_s = (iterations - (intervals - 1) * every) * iteration_s
-    return (intervals - 1) * expected_segment_s(every * iteration_s + stall_s, restart_s, mtbf_s) + expected_segment_s(
+    intervals, full_s, last_s = _intervals(iterations, every, iteration_s)
+    return (intervals - 1) * expected_segment_s(full_s + stall_s, restart_s, mtbf_s) + expected_segment_s(
         last_s, restart_s, mtbf_s
     )
+
+
+def _intervals(
+    iterations: ArrayLike, every: ArrayLike, iteration_s: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Checkpoint intervals of a run (the last one may be shorter), a full interval's compute and the
+    last one's, s."""
+    iterations, every, iteration_s = np.asarray(iterations), np.asarray(every), np.asarray(iteration_s)
+    intervals = -(-iterations // every)
+    return intervals, every * iteration_s, (iterations - (intervals - 1) * every) * iteration_s
 
 
 def segment_variance_s2(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> np.ndarray:
@@ -116,10 +124,8 @@ def run_wall_variance_s2(
     """Variance of a run's wall time from its failures, s²: the segments' variances summed
     (:func:`segment_variance_s2`; segments are independent under Poisson failures). Arguments as
     :func:`expected_run_wall_s`."""
-    iterations, every, iteration_s = np.asarray(iterations), np.asarray(every), np.asarray(iteration_s)
-    intervals = -(-iterations // every)
-    last_s = (iterations - (intervals - 1) * every) * iteration_s
-    full = segment_variance_s2(every * iteration_s + stall_s, restart_s, mtbf_s)
+    intervals, full_s, last_s = _intervals(iterations, every, iteration_s)
+    full = segment_variance_s2(full_s + stall_s, restart_s, mtbf_s)
     return (intervals - 1) * full + segment_variance_s2(last_s, restart_s, mtbf_s)
 
 

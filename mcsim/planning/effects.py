@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mcsim.model.checkpointing import class_units
+from mcsim.model.checkpointing import class_units, nodes_taken
 from mcsim.model.reliability import expected_renewals
 from mcsim.model.spares import wall_with_spares_s
 from mcsim.planning.plan import Candidates
@@ -97,14 +97,13 @@ def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarra
     spares = base.hardware.spare_nodes
     if spares is None:
         return wall_s
-    nodes_per_event = {"gpu": lambda f: 1, "node": lambda f: f.domain_nodes, "cluster": lambda f: 0}
     out = np.array(wall_s, dtype=np.float64)
     for gpus in np.unique(cand.gpus):
         idx = np.flatnonzero(cand.gpus == gpus)
         classes = [
             (
                 float(class_units(f, int(gpus), base.hardware.gpus_per_node)) / (f.mtbf_hours * 3600.0),
-                nodes_per_event[f.scope](f),
+                nodes_taken(f),
                 f.repair_hours * 3600.0,
             )
             for f in base.failures
