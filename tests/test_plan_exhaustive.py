@@ -226,3 +226,29 @@ def test_write_bound_space_recommends_sync_on_every_seed(tmp_path):
     strategies = plan.search.strategy
     assert {strategies[int(cand.strategy[i])] for i in zone} == {"sync"}, facts
     assert _plans_in_zone(WRITE_SPACE, zone, tmp_path) >= 2, sorted(zone)
+
+
+def _feature_spaces() -> dict:
+    """The stress spaces of benchmarks/bench_screen_features.py (objective wall time, 18 candidates each)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_screen_features.py"
+    spec = importlib.util.spec_from_file_location("bench_screen_features", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SPACES
+
+
+# Spaces where a first-order screen is wrong (issue 23 item 6): slow-node episodes (the screen without them was
+# 15 % optimistic), Weibull shape 0.6 on a new cluster (51 % before, 8.3 % pessimistic at 512 GPUs now) and one
+# spare node with 12-hour repairs (99.7 % before, 5-13 % optimistic now); docs/planning.md. Each plan, on three
+# seeds, must recommend a member of the true indifference zone (every candidate simulated 500 times).
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["episodes", "weibull_new", "spares"])
+def test_feature_spaces_recommend_the_true_best(tmp_path, name):
+    raw = {**_feature_spaces()[name], "name": name}
+    zone, facts = true_indifference_zone(raw, simulate_every_candidate(raw))
+    assert len(zone) < facts["fits"], facts  # the zone does not hold every candidate: a choice to get wrong
+    assert _plans_in_zone(raw, zone, tmp_path) >= 2, (sorted(zone), facts)

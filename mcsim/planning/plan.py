@@ -12,7 +12,8 @@ A plan file is a scenario (every table of ``mcsim run``'s files except
   ``budget_usd``, ``power_mw`` (facility cap), ``min_gpus``, ``max_gpus``.
 * ``[plan]``: ``objective`` (``cost``, ``energy``, ``wall_time``, ``co2`` or a
   table of weights), ``indifference`` (relative, 0.005), ``alpha`` (0.05),
-  ``first_runs``, ``max_runs``, ``max_total_runs``, ``finalists``, ``pool``, ``margin``.
+  ``first_runs``, ``max_runs``, ``max_total_runs``, ``finalists``, ``pool``, ``margin``,
+  ``pilot_runs``, ``pilot_families``.
 
 :func:`enumerate_candidates` expands the search into candidate arrays, keeping
 only layouts the workload model can run (without a Python loop per candidate).
@@ -57,6 +58,12 @@ OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 # wall-time estimates against simulated means measured on the shipped plans (docs/planning.md,
 # benchmarks/bench_screen.py --error), rounded up.
 DEFAULT_MARGIN = 0.05
+# The calibration pilot (docs/model.md §9, "Calibration"): tens of runs of one candidate per family, as issue 23
+# asks; 30 runs put the standard error of a mean at sd / 5.5, so a family whose wall time varies by 5 % (heavy
+# failures) is measured to about +-1 %. At most 24 families: 720 runs, about the first stage of a plan of 6-10
+# finalists (plan-llama3-70b: 6 x 50 + its own layout).
+DEFAULT_PILOT_RUNS = 30
+DEFAULT_PILOT_FAMILIES = 24
 DEFAULT_MICROBATCH = (1, 2, 4, 8)
 MAX_INTERLEAVE = 8
 MAX_CANDIDATES = 20_000_000  # the screen's arrays stay within a few GB
@@ -203,6 +210,12 @@ class PlanOptions:
         doc="candidates simulated in all at most (unset: 100, or 5 x finalists if more)",
     )
     margin: float = param(DEFAULT_MARGIN, ge=0, le=10, doc="relative screen margin")
+    pilot_runs: int = param(
+        DEFAULT_PILOT_RUNS, kind=int, ge=0, le=100_000, doc="runs of each family's candidate in the pilot (0: none)"
+    )
+    pilot_families: int = param(
+        DEFAULT_PILOT_FAMILIES, kind=int, ge=1, le=100_000, doc="families simulated in the pilot at most"
+    )
 
 
 _OPTIONS = PlanOptions()
@@ -228,6 +241,8 @@ class Plan:
     finalists: int = _OPTIONS.finalists
     pool: int | None = _OPTIONS.pool
     margin: float = _OPTIONS.margin
+    pilot_runs: int = _OPTIONS.pilot_runs
+    pilot_families: int = _OPTIONS.pilot_families
     has_reference: bool = False  # the file's [parallelism] names a layout (tp or pp): simulated alongside
 
     @property
@@ -391,6 +406,8 @@ def _parse_options(table: dict, source: str) -> dict[str, Any]:
     options = build_section(PlanOptions, table, source, "plan")
     if options.first_runs > options.max_runs:
         raise ScenarioError(source, "plan.first_runs", f"expected <= max_runs = {options.max_runs}")
+    if options.pilot_runs == 1:
+        raise ScenarioError(source, "plan.pilot_runs", "expected 0 (no pilot) or at least 2 (a standard error needs 2)")
     if options.pool is not None and options.pool < options.finalists:
         raise ScenarioError(source, "plan.pool", f"expected >= finalists = {options.finalists}, got {options.pool}")
     if options.max_total_runs is not None:

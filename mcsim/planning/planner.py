@@ -26,6 +26,7 @@ from mcsim.analysis.pareto import nondominated
 from mcsim.errors import NoCandidate  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.variables import Variable
 from mcsim.model.workload import FREQUENCY, MEMORY, RECOMPUTE_CODES
+from mcsim.planning.calibration import family_dataset_variables, run_pilot
 from mcsim.planning.plan import Candidates, Plan, enumerate_candidates, gpu_specs, load_plan
 from mcsim.planning.pool import (  # noqa: F401  (per_run_outputs, simulated_constraint, missed_text: public here too)
     PER_RUN_KEPT,
@@ -100,12 +101,13 @@ def run_plan(
         )
     if scr.finalists.size == 0:
         raise NoCandidate(no_candidate_message(plan, cand, scr))
-    pool = simulate_pool(
-        plan, cand, scr, select, store, notify, workers=workers, scheduler=scheduler, progress=progress
-    )
+    backend = {"workers": workers, "scheduler": scheduler, "progress": progress}
+    calibration = run_pilot(plan, cand, scr, notify, **backend)
+    pool = simulate_pool(plan, cand, scr, select, store, notify, calibration, **backend)
     error = pool.errors["objective"]
     if notify and pool.margin > plan.margin:
-        largest = max(e for e in pool.errors.values() if np.isfinite(e))
+        measured = np.array([*pool.errors.values(), *calibration.bound()], dtype=np.float64)
+        largest = float(np.max(measured[~np.isnan(measured)], initial=0.0))
         notify(f"warning: {screen_error_text(largest, plan.margin)}")
     return PlanResult(
         plan,
@@ -174,11 +176,11 @@ def plan(
 def screen_error_text(error: float, margin: float) -> str:
     """One line: the screen's error is beyond the margin, and what the plan did about it."""
     return (
-        f"the screen's estimates are off by up to {100 * error:.1f} % against the simulated candidates, "
-        f"beyond the {100 * margin:g} % margin (effects it models only to first order: a young cluster's "
-        f"failures, spare-node waits; docs/planning.md): the plan widened its margin to the measured error "
-        f"and brought in the candidates that could then be better; raise plan.margin to screen with it from "
-        f"the start"
+        f"the screen's estimates are off by up to {100 * error:.1f} % against the simulated candidates "
+        f"(the pilot's: |error| + 2 standard errors), beyond the {100 * margin:g} % margin (effects it models only "
+        f"to first order: a young cluster's failures, spare-node waits; docs/planning.md): the plan widened each "
+        f"family's margin to its measured error and brought in the candidates that could then be better; raise "
+        f"plan.margin to screen with it from the start"
     )
 
 
@@ -423,6 +425,8 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         np.array(list(REJECTIONS.values()), dtype=object),
         {"long_name": "text of each rejection code", "units": "1"},
     )
+    if res.pool is not None:
+        variables.update(family_dataset_variables(plan, res.pool.family_margin, res.pool.calibration))
     ds = xr.Dataset(variables, coords=coords, attrs=_attrs(res))
     for name, text in (
         ("candidate", "candidate index"),
@@ -501,6 +505,9 @@ def _pool_attrs(res: PlanResult) -> dict[str, object]:
         "candidates_never_simulated": int(pool.never_simulated),
         "candidates_left_out": int(pool.left_out.size),
         "closest_never_simulated_gap": float(pool.closest_gap),
+        "pilot_runs": int(pool.calibration.runs),
+        "pilot_families": int(np.sum(pool.calibration.pilot >= 0)),
+        "pilot_total_runs": int(pool.calibration.runs * np.sum(pool.calibration.pilot >= 0)),
     }
 
 

@@ -2,11 +2,12 @@
 
 :func:`simulate_pool` runs the Kim–Nelson selection (:func:`mcsim.planning.selection.select_best`)
 over the first finalists of the screen (:mod:`mcsim.planning.screen`), drops every simulated
-candidate whose runs miss a constraint, measures the screen's error on the candidates simulated,
-and brings in the next candidates of the screen's ranking whenever a candidate left out could,
-by its screen estimate and the measured error, meet the constraints and be better than the
-current best; it stops when none could (the pool is closed) or when ``plan.pool`` candidates
-have been simulated (the recommendation is then not decided). docs/model.md §9, "Pool".
+candidate whose runs miss a constraint, measures the screen's error per family on the candidates
+simulated and in the calibration pilot (:mod:`mcsim.planning.calibration`), and brings in the next
+candidates of the screen's ranking whenever a candidate left out could, by its screen estimate and
+its family's margin, meet the constraints and be better than the current best; it stops when none
+could (the pool is closed) or when ``plan.pool`` candidates have been simulated (the recommendation
+is then not decided). docs/model.md §9, "Pool".
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate
+from mcsim.planning.calibration import Calibration, Families, family_margins, no_pilot
 from mcsim.planning.plan import Candidates, Plan
 from mcsim.planning.screen import BEYOND_CAP, DOMINATED, KEPT, Screen, candidate_config
 from mcsim.scenario.config import Config
@@ -38,11 +40,13 @@ class PoolOutcome:
     dropped: dict[int, str]  # finalist position -> constraint it missed when simulated
     recommended: int  # finalist position
     errors: dict[str, float]  # measured screen error: objective, and the deadline quantile / cost when constrained
-    margin: float  # the margin the pool closed with: max(plan.margin, e / (1 - e)), e the largest error
+    margin: float  # the largest margin the pool closed with (of the families of the ranked candidates)
     closed: bool  # no candidate left out could be better (else the pool ran out first)
     never_simulated: int  # candidates of the ranking never simulated
     closest_gap: float  # smallest screen objective / recommendation's mean - 1 of those that may meet the constraints
     left_out: np.ndarray  # candidates that could be better but were never simulated (the pool ran out)
+    calibration: Calibration  # the pilot: the screen's error per family before the selection
+    family_margin: np.ndarray  # per family: the margin the pool closed with (calibration.family_margins)
 
 
 def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -85,16 +89,32 @@ def relative_error(simulated: float, estimate: float) -> float:
     return abs(simulated / estimate - 1.0)
 
 
-def measured_errors(
-    plan: Plan, scr: Screen, finalists: np.ndarray, outputs: list[dict[str, np.ndarray] | None]
-) -> dict[str, float]:
-    """The screen's largest relative error against the simulated candidates whose runs all completed.
+def finalist_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarray] | None) -> dict[str, float]:
+    """The screen's relative errors against one simulated candidate whose runs all completed ({} otherwise).
 
     ``objective``: |simulated mean / screen estimate - 1| of the objective; with a deadline,
     ``deadline``: the same of the wall time's ``deadline_probability``-quantile (the simulated runs'
     empirical quantile: its sampling error is included, which errs on the safe side); with a budget,
-    ``budget``: the same of the mean cost. NaN where nothing was simulated to completion.
+    ``budget``: the same of the mean cost.
     """
+    if out is None or not np.all(out["completed"]):
+        return {}
+    c = plan.constraints
+    errors = {"objective": relative_error(float(np.mean(objective_values(plan, out))), float(scr.objective[index]))}
+    if c.deadline_days is not None:
+        quantile_h = float(np.quantile(out["wall_time"], c.deadline_probability))
+        errors["deadline"] = relative_error(quantile_h, float(scr.wall_quantile_s[index]) / 3600.0)
+    if c.budget_usd is not None:
+        errors["budget"] = relative_error(float(np.mean(out["cost"])), float(scr.cost_usd[index]))
+    return errors
+
+
+def measured_errors(
+    plan: Plan, scr: Screen, finalists: np.ndarray, outputs: list[dict[str, np.ndarray] | None]
+) -> dict[str, float]:
+    """The screen's largest relative error (:func:`finalist_errors`) against the simulated candidates whose
+    runs all completed: ``objective``, and ``deadline`` / ``budget`` under those constraints; NaN where nothing
+    was simulated to completion."""
     c = plan.constraints
     errors: dict[str, list[float]] = {"objective": []}
     if c.deadline_days is not None:
@@ -102,24 +122,22 @@ def measured_errors(
     if c.budget_usd is not None:
         errors["budget"] = []
     for i, out in zip(finalists, outputs, strict=True):
-        if out is None or not np.all(out["completed"]):
-            continue
-        errors["objective"].append(relative_error(float(np.mean(objective_values(plan, out))), float(scr.objective[i])))
-        if "deadline" in errors:
-            quantile_h = float(np.quantile(out["wall_time"], c.deadline_probability))
-            errors["deadline"].append(relative_error(quantile_h, float(scr.wall_quantile_s[i]) / 3600.0))
-        if "budget" in errors:
-            errors["budget"].append(relative_error(float(np.mean(out["cost"])), float(scr.cost_usd[i])))
+        for name, value in finalist_errors(plan, scr, int(i), out).items():
+            errors[name].append(value)
     return {name: max(values) if values else np.nan for name, values in errors.items()}
 
 
-def widened_margin(plan: Plan, errors: dict[str, float]) -> float:
-    """``max(plan.margin, e / (1 - e))``, ``e`` the largest measured error: a candidate whose screen estimate
-    is ``x`` has a true value of at least ``x (1 - e)``, which is below a bar ``b`` only if ``x < b / (1 - e)``."""
-    largest = max((e for e in errors.values() if np.isfinite(e)), default=0.0)
-    if max(errors.values(), default=0.0) == np.inf or largest >= 1.0:
-        return np.inf
-    return max(plan.margin, largest / (1.0 - largest))
+def family_error_bounds(
+    plan: Plan, scr: Screen, fam: Families, finalists: np.ndarray, outputs: list[dict[str, np.ndarray] | None]
+) -> np.ndarray:
+    """Per family: the largest error of :func:`finalist_errors` over its simulated candidates (NaN: none)."""
+    bound = np.full(len(fam), np.nan)
+    for i, out in zip(finalists, outputs, strict=True):
+        errors = finalist_errors(plan, scr, int(i), out)
+        if errors:
+            f = fam.of_candidate[int(i)]
+            bound[f] = np.fmax(bound[f], max(errors.values()))
+    return bound
 
 
 class FinalistPieces:
@@ -127,7 +145,9 @@ class FinalistPieces:
     candidates of the current selection (which shifts when one is dropped or brought in).
 
     Tasks the plan already ran are served from memory (with or without a resume store: a selection run
-    again simulates no run twice); the others go to ``store`` (a :class:`PieceStore` or None) under the
+    again simulates no run twice), as are runs the calibration pilot simulated (``known``: finalist
+    position -> kernel rows of its runs 0 .. n - 1; run r draws from the streams of (seed, r) whatever the
+    task, so a slice of them is the task's rows); the others go to ``store`` (a :class:`PieceStore` or None) under the
     finalist's own position, so an interrupted plan resumes every selection it had begun. Finalists
     brought in later are appended (positions never change). ``select_best`` sees the interface of a
     :class:`PieceStore` (``header``, ``configs``, ``load``, ``save``, ``folder``).
@@ -138,13 +158,14 @@ class FinalistPieces:
         self.finalist_configs = list(configs)
         self.active: list[int] = list(range(len(configs)))
         self.rows: dict = {}
+        self.known: dict[int, np.ndarray] = {}
         if store is not None:
             store.configs = self.finalist_configs
 
     @property
     def folder(self):
         """Where reused tasks come from (for the 'resuming' line)."""
-        return self.store.folder if self.store is not None else "runs of the plan's earlier selection"
+        return self.store.folder if self.store is not None else "runs of the plan's pilot or earlier selection"
 
     @property
     def configs(self) -> list[Config]:
@@ -167,6 +188,9 @@ class FinalistPieces:
         own = self._own(task)
         if own in self.rows:
             return self.rows[own]
+        known = self.known.get(own.config)
+        if known is not None and own.optimize_every is None and own.stop <= len(known):
+            return known[own.start : own.stop]
         return self.store.load(own) if self.store is not None else None
 
     def save(self, task, rows: np.ndarray) -> None:
@@ -176,26 +200,35 @@ class FinalistPieces:
             self.store.save(own, rows)
 
 
-def _could_be_better(scr: Screen, simulated: set[int], margin: float, best_mean: float | None) -> np.ndarray:
-    """Candidates of the ranking not simulated yet that could, by their screen estimates and ``margin``, meet
-    the constraints and (with a current best) have a mean below ``best_mean``; best screen objective first."""
+def _could_be_better(scr: Screen, simulated: set[int], margins: np.ndarray, best_mean: float | None) -> np.ndarray:
+    """Candidates of the ranking not simulated yet that could, by their screen estimates and their margins
+    (``margins``, per candidate), meet the constraints and (with a current best) have a mean below
+    ``best_mean``; best screen objective first."""
     ranking = scr.ranking
-    left = ranking[~np.isin(ranking, list(simulated)) & (scr.excess[ranking] <= margin)]
+    left = ranking[~np.isin(ranking, list(simulated)) & (scr.excess[ranking] <= margins[ranking])]
     if best_mean is None:
         return left
-    return left[scr.objective[left] < best_mean * (1.0 + margin)]
+    return left[scr.objective[left] < best_mean * (1.0 + margins[left])]
 
 
 class _Pool:
     """The growing list of simulated candidates and their state (positions never change)."""
 
-    def __init__(self, plan: Plan, cand: Candidates, scr: Screen, store) -> None:
-        self.plan, self.cand, self.scr = plan, cand, scr
+    def __init__(self, plan: Plan, cand: Candidates, scr: Screen, store, calibration: Calibration) -> None:
+        self.plan, self.cand, self.scr, self.calibration = plan, cand, scr, calibration
         self.finalists = [int(i) for i in scr.finalists]
         configs = [candidate_config(plan, cand, i) for i in self.finalists]
         self.pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
         self.outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
         self.dropped: dict[int, str] = {}
+        self._know(range(len(self.finalists)))
+
+    def _know(self, positions) -> None:
+        """Give the pieces the pilot's runs of the finalists at ``positions`` (those it simulated)."""
+        for k in positions:
+            rows = self.calibration.rows.get(self.finalists[k])
+            if rows is not None:
+                self.pieces.known[k] = rows
 
     def active(self) -> list[int]:
         return [k for k in range(len(self.finalists)) if k not in self.dropped]
@@ -206,9 +239,20 @@ class _Pool:
             self.pieces.finalist_configs.append(candidate_config(self.plan, self.cand, int(i)))
             self.outputs.append(None)
             self.scr.rejection[int(i)] = KEPT  # a finalist now
+        self._know(range(len(self.finalists) - len(candidates), len(self.finalists)))
 
     def errors(self) -> dict[str, float]:
         return measured_errors(self.plan, self.scr, np.array(self.finalists), self.outputs)
+
+    def family_margins(self) -> np.ndarray:
+        """Each family's margin: from its pilot and its simulated candidates (:func:`family_margins`)."""
+        fam = self.calibration.families
+        bounds = family_error_bounds(self.plan, self.scr, fam, np.array(self.finalists), self.outputs)
+        return family_margins(self.plan, self.calibration, bounds)
+
+    def margins(self) -> np.ndarray:
+        """Each candidate's margin: its family's."""
+        return self.family_margins()[self.calibration.families.of_candidate]
 
 
 def simulate_pool(
@@ -218,9 +262,13 @@ def simulate_pool(
     select: Callable[..., Any],
     store=None,
     notify: Callable[[str], None] | None = None,
+    calibration: Calibration | None = None,
     **backend: Any,
 ) -> PoolOutcome:
     """Select by simulation over a pool brought in from the screen's ranking (the module docstring).
+
+    ``calibration``: the pilot's errors per family (:func:`mcsim.planning.calibration.run_pilot`; None: no
+    pilot), which set each family's margin with the errors measured on the simulated candidates.
 
     Raises
     ------
@@ -228,20 +276,21 @@ def simulate_pool(
         When every simulated candidate missed a constraint and no other could meet the constraints by
         its screen estimate within the measured error.
     """
-    pool = _Pool(plan, cand, scr, store)
+    pool = _Pool(plan, cand, scr, store, calibration if calibration is not None else no_pilot(cand))
     while True:
         active = pool.active()
+        margins = pool.margins()
         if not active:
-            errors = pool.errors()
-            margin = widened_margin(plan, errors)
-            possible = _could_be_better(scr, set(pool.finalists), margin, None)
+            possible = _could_be_better(scr, set(pool.finalists), margins, None)
             batch = possible[: _room(plan, pool)]
             if batch.size == 0:
-                raise NoCandidate(_all_dropped_message(plan, pool.dropped, margin, errors, possible.size))
+                raise NoCandidate(
+                    _all_dropped_message(plan, pool.dropped, _largest(scr, margins), pool.errors(), possible.size)
+                )
             _say(
                 notify,
                 f"bringing in {_count(batch.size)} from the screen's ranking (every one simulated "
-                f"missed a constraint; margin {100 * margin:.3g} %)",
+                f"missed a constraint; margin up to {100 * _largest(scr, margins):.3g} %)",
             )
             pool.bring_in(batch)
             continue
@@ -258,9 +307,8 @@ def simulate_pool(
             )
         if best in pool.dropped:
             continue
-        errors = pool.errors()
-        margin = widened_margin(plan, errors)
-        wanted = _could_be_better(scr, set(pool.finalists), margin, float(result.means[result.best]))
+        margins = pool.margins()
+        wanted = _could_be_better(scr, set(pool.finalists), margins, float(result.means[result.best]))
         room = _room(plan, pool)
         if wanted.size == 0 or room == 0:
             break
@@ -268,10 +316,16 @@ def simulate_pool(
         _say(
             notify,
             f"bringing in {_count(batch.size)} from the screen's ranking: by their screen estimates and "
-            f"the measured error ({100 * max(errors.values()):.2g} %) they could be better than finalist {best}",
+            f"the measured error (margins up to {100 * _largest(scr, margins):.2g} %) they could be better than "
+            f"finalist {best}",
         )
         pool.bring_in(batch)
-    return _outcome(plan, scr, pool, result, active, best, errors, margin, wanted)
+    return _outcome(plan, scr, pool, result, active, best, margins, wanted)
+
+
+def _largest(scr: Screen, margins: np.ndarray) -> float:
+    """The largest margin of a candidate of the ranking (the margin the claim covers)."""
+    return float(np.max(margins[scr.ranking])) if scr.ranking.size else float(np.max(margins, initial=0.0))
 
 
 def _count(n: int) -> str:
@@ -315,7 +369,7 @@ def _select(plan: Plan, pool: _Pool, active: list[int], select, notify, backend:
     return result
 
 
-def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, errors, margin, wanted) -> PoolOutcome:
+def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, margins, wanted) -> PoolOutcome:
     """The pool's outcome: the candidates that could be better but were left out are marked (code 12)."""
     finalists = np.array(pool.finalists, dtype=np.int64)
     closed = wanted.size == 0
@@ -324,7 +378,7 @@ def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, errors,
     scr.rejection[(scr.rejection == BEYOND_CAP) & ~np.isin(np.arange(scr.rejection.size), finalists)] = DOMINATED
     scr.rejection[wanted] = BEYOND_CAP
     never = scr.ranking[~np.isin(scr.ranking, finalists)]
-    possible = never[scr.excess[never] <= margin]
+    possible = never[scr.excess[never] <= margins[never]]
     best_mean = float(result.means[result.best])
     if possible.size and best_mean > 0:
         closest = float(np.min(scr.objective[possible]) / best_mean - 1.0)
@@ -337,12 +391,14 @@ def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, errors,
         np.array(active),
         pool.dropped,
         best,
-        errors,
-        margin,
+        pool.errors(),
+        _largest(scr, margins),
         closed,
         int(never.size),
         closest,
         wanted,
+        pool.calibration,
+        pool.family_margins(),
     )
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -284,50 +285,111 @@ def select_best(
             )
         store.configs = configs  # pieces are checked against the candidate they ran
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    try:
-        backend = make_backend(workers, scheduler)
-    except ValueError as err:
-        raise ValueError(f"workers: {err}") from None
-    try:
-        if notify is not None:
-            notify(f"selecting the best of {len(configs)} candidates by simulation on {backend.description}")
-        with progress_bar(
-            progress,
-            total=0,
-            unit="run",
-            desc="select",
-            leave=False,
-            dynamic_ncols=True,
-        ) as bar:
-            prepared = prepare(configs, mode)  # the same list: an optimised interval replaces its candidate
-            estimate = worst_case_estimate(prepared.inputs, max_runs, max_total_runs, backend.parallelism)
-            check_time(estimate, source, "plan.max_runs")
-            if notify is not None:
-                notify(
-                    f"at most {min(len(configs) * max_runs, max_total_runs or math.inf):,} runs: "
-                    f"{estimate.describe()} at worst"
-                )
-            execution = Execution(backend, prepared.rows, seed, store, bar, notify)
-            to_optimize = [i for i, c in enumerate(configs) if c.checkpoint.interval.kind == "optimize"]
-            runs = min(max_runs, OPTIMIZE_RUNS)
-            optima = optimize_intervals(execution, prepared, to_optimize, runs, chunk, seed) if to_optimize else {}
-            for i, optimum in optima.items():
-                prepared.fix_interval(i, optimum.interval_iterations)
-            simulation = _Simulation(execution, configs, weights, chunk)
-            outcome = kim_nelson(
-                len(configs),
-                simulation.draw,
-                alpha=alpha,
-                indifference=indifference,
-                first_runs=first_runs,
-                max_runs=max_runs,
-                max_total_runs=max_total_runs,
-                excluded=simulation.cut_off,
-                notify=notify,
-            )
-    finally:
-        backend.close()
+    runner = _Runner(workers, scheduler, progress, notify, source)
+    first_line = f"selecting the best of {len(configs)} candidates by simulation"
+    with runner.executing(configs, seed, mode, store, (max_runs, max_total_runs), "select", first_line) as (
+        execution,
+        prepared,
+    ):
+        to_optimize = [i for i, c in enumerate(configs) if c.checkpoint.interval.kind == "optimize"]
+        runs = min(max_runs, OPTIMIZE_RUNS)
+        optima = optimize_intervals(execution, prepared, to_optimize, runs, chunk, seed) if to_optimize else {}
+        for i, optimum in optima.items():
+            prepared.fix_interval(i, optimum.interval_iterations)
+        simulation = _Simulation(execution, configs, weights, chunk)
+        outcome = kim_nelson(
+            len(configs),
+            simulation.draw,
+            alpha=alpha,
+            indifference=indifference,
+            first_runs=first_runs,
+            max_runs=max_runs,
+            max_total_runs=max_total_runs,
+            excluded=simulation.cut_off,
+            notify=notify,
+        )
     return _result(outcome, simulation, alpha)
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """Where and how a simulation runs: the backend (``workers``, ``scheduler``), the progress bar, the
+    messages and the plan file named in a refusal."""
+
+    workers: int | None
+    scheduler: str | None
+    progress: bool | None
+    notify: Callable[[str], None] | None
+    source: str
+
+    @contextmanager
+    def executing(
+        self,
+        configs: list[Config],
+        seed: int,
+        mode: str,
+        store: PieceStore | None,
+        most_runs: tuple[int, int | None],
+        desc: str,
+        first_line: str,
+    ) -> Iterator[tuple[Execution, Any]]:
+        """The execution and prepared candidates of a simulation of at most ``most_runs = (max_runs,
+        max_total_runs)`` runs (refused before any run when that is estimated to take longer than the limit);
+        the backend is closed after."""
+        max_runs, max_total_runs = most_runs
+        notify = self.notify
+        try:
+            backend = make_backend(self.workers, self.scheduler)
+        except ValueError as err:
+            raise ValueError(f"workers: {err}") from None
+        try:
+            if notify is not None:
+                notify(f"{first_line} on {backend.description}")
+            with progress_bar(self.progress, total=0, unit="run", desc=desc, leave=False, dynamic_ncols=True) as bar:
+                prepared = prepare(configs, mode)  # the same list: an optimised interval replaces its candidate
+                estimate = worst_case_estimate(prepared.inputs, max_runs, max_total_runs, backend.parallelism)
+                check_time(estimate, self.source, "plan.max_runs")
+                if notify is not None:
+                    notify(
+                        f"at most {min(len(configs) * max_runs, max_total_runs or math.inf):,} runs: "
+                        f"{estimate.describe()} at worst"
+                    )
+                yield Execution(backend, prepared.rows, seed, store, bar, notify), prepared
+        finally:
+            backend.close()
+
+
+def simulate_runs(
+    configs: Sequence[Config],
+    runs: int,
+    *,
+    seed: int,
+    mode: str = "fast",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: bool | None = None,
+    notify: Callable[[str], None] | None = None,
+    chunk_runs: int | None = None,
+    source: str = "<pilot>",
+    what: str = "simulating",
+) -> list[np.ndarray]:
+    """Kernel output rows ``(runs, N_OUT)`` of runs ``0 .. runs - 1`` of every configuration.
+
+    Run r of every configuration draws from the streams of (seed, r), as in :func:`select_best` (the
+    plan's calibration pilot, :mod:`mcsim.planning.calibration`, simulates with it). The configurations
+    have fixed intervals (``"optimize"`` is refused: a plan does not search it).
+    """
+    configs = list(configs)
+    if any(c.checkpoint.interval.kind == "optimize" for c in configs):
+        raise ValueError('simulate_runs: interval "optimize" is not supported; give fixed intervals')
+    _check_arguments(configs, seed, mode, 0.05, 0.005, max(2, runs), max(2, runs), None, chunk_runs)
+    chunk = chunk_runs or DEFAULT_CHUNK_RUNS
+    runner = _Runner(workers, scheduler, progress, notify, source)
+    first_line = f"{what} {runs} runs of {len(configs)} candidates"
+    with runner.executing(configs, int(seed), mode, None, (runs, None), "pilot", first_line) as (execution, _):
+        simulation = _Simulation(execution, configs, {"cost": 1.0}, chunk)
+        simulation.draw(list(range(len(configs))), 0, runs)
+    return simulation.rows
 
 
 def worst_case_estimate(

@@ -18,6 +18,7 @@ import xarray as xr
 from mcsim.io.format import format_compact, format_usd
 from mcsim.planning.planner import PLAN_VARIABLES, layout_label, missed_text, screen_error_text
 from mcsim.planning.screen import KEPT
+from mcsim.report.plan_calibration import calibration_section, check_calibration
 from mcsim.report.plan_finalists import (
     equivalent_finalists,
     indifference_zone,
@@ -176,6 +177,7 @@ def check_plan_dataset(ds: xr.Dataset) -> None:
     if missing:
         raise ValueError(f"not a complete plan file: no attribute {', '.join(missing)}")
     _check_indices(ds)
+    check_calibration(ds)
 
 
 def _check_indices(ds: xr.Dataset) -> None:
@@ -252,6 +254,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)
+    lines += calibration_section(ds)
     lines += _finalist_table(ds, ranked)
     lines += _uncertain(ds, best_f)
     return "\n".join(lines)

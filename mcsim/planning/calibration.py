@@ -1,0 +1,279 @@
+"""The plan's calibration pilot: the screen's error measured per family before the selection.
+
+A *family* is the candidates that share GPU type, checkpoint strategy, recomputation and size band
+(the octave of the GPU count, ``2**k <= G < 2**(k + 1)``): the screen's first-order terms (failures
+per run, write waits, spare pools, slow-node episodes) err alike within one and differently across
+(docs/planning.md, "The screen's error per feature"). Before the selection, :func:`run_pilot`
+simulates ``plan.pilot_runs`` runs of one candidate per family (the family's best-ranked candidate
+that may meet the constraints by its estimates, else its best-ranked one), at most
+``plan.pilot_families`` families (those whose candidate ranks best first), and measures per family
+the screen's signed relative error ``simulated / screen - 1`` of the objective's mean and, under
+constraints, of the deadline's quantile of the wall time and of the mean cost, with its standard
+error. :func:`family_margins` turns them, with the errors the pool measures on its finalists, into
+each candidate's screening margin (:mod:`mcsim.planning.pool`; docs/model.md §9, "Calibration").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mcsim.engine.outputs import config_outputs_per_run
+from mcsim.model.workload import RECOMPUTE_CODES
+from mcsim.planning.plan import Candidates, Plan
+from mcsim.planning.screen import Screen, candidate_config
+from mcsim.planning.selection import simulate_runs, weighted_objective
+
+ERROR_KINDS = ("objective", "deadline", "budget")
+# The pilot's error bound: |error| + 2 standard errors of the simulated estimate (one-sided 97.7 % under
+# normality), so that a pilot of tens of runs widens a margin for its noise rather than narrowing it.
+BOUND_STANDARD_ERRORS = 2.0
+# Standard normal density at the quantile z_p: the empirical p-quantile of n runs has a standard error of about
+# sd * sqrt(p (1 - p) / n) / phi(z_p) for a normal wall time (Kendall & Stuart, the asymptotic variance of a
+# sample quantile, p (1 - p) / (n f(q_p)^2)).
+_SQRT_2PI = np.sqrt(2.0 * np.pi)
+
+
+@dataclass(frozen=True)
+class Families:
+    """The families of a plan's candidates (the module docstring); arrays per family but ``of_candidate``."""
+
+    of_candidate: np.ndarray  # family index of each candidate
+    gpu_type: np.ndarray  # index into search.gpu_types
+    strategy: np.ndarray  # index into search.strategy
+    recompute: np.ndarray  # RECOMPUTE_CODES
+    gpus_low: np.ndarray  # the smallest and largest searched GPU count of the family's size band
+    gpus_high: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.gpu_type.size)
+
+
+def size_band(gpus: np.ndarray) -> np.ndarray:
+    """The octave of each GPU count: ``k`` with ``2**k <= gpus < 2**(k + 1)`` (exact for every integer)."""
+    return np.frexp(np.asarray(gpus, dtype=np.float64))[1].astype(np.int64) - 1
+
+
+def families(cand: Candidates) -> Families:
+    """Group the candidates into families (GPU type x strategy x recompute x size band), in sorted key order."""
+    keys = np.stack([cand.gpu_type, cand.strategy, cand.recompute, size_band(cand.gpus)], axis=1)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    low = np.full(len(unique), np.iinfo(np.int64).max, dtype=np.int64)
+    high = np.zeros(len(unique), dtype=np.int64)
+    np.minimum.at(low, inverse, cand.gpus)
+    np.maximum.at(high, inverse, cand.gpus)
+    return Families(inverse.astype(np.int64), unique[:, 0], unique[:, 1], unique[:, 2], low, high)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The pilot's outcome: per family, the candidate simulated and the screen's measured error."""
+
+    families: Families
+    runs: int  # pilot runs per piloted family (0: no pilot)
+    pilot: np.ndarray  # per family: candidate index simulated (-1: none)
+    error: np.ndarray  # (family, ERROR_KINDS): simulated / screen - 1 (NaN: not measured)
+    error_se: np.ndarray  # its standard error (same shape)
+    rows: dict[int, np.ndarray] = field(default_factory=dict)  # candidate index -> kernel rows of runs 0 .. runs - 1
+
+    def bound(self) -> np.ndarray:
+        """Per family: the largest ``|error| + 2 se`` over the error kinds (NaN where none was measured)."""
+        bounds = np.abs(self.error) + BOUND_STANDARD_ERRORS * self.error_se
+        measured = np.isfinite(bounds).any(axis=1)
+        out = np.full(len(self.families), np.nan)
+        out[measured] = np.nanmax(np.where(np.isnan(bounds[measured]), -np.inf, bounds[measured]), axis=1)
+        return out
+
+
+def no_pilot(cand: Candidates) -> Calibration:
+    """A calibration without a pilot (``plan.pilot_runs = 0``): every family unmeasured."""
+    fam = families(cand)
+    shape = (len(fam), len(ERROR_KINDS))
+    return Calibration(fam, 0, np.full(len(fam), -1, dtype=np.int64), np.full(shape, np.nan), np.full(shape, np.nan))
+
+
+def pilot_candidates(plan: Plan, scr: Screen, fam: Families) -> np.ndarray:
+    """Per family, the candidate the pilot simulates (-1: none), at most ``plan.pilot_families`` of them.
+
+    A family's candidate is its best-ranked one that may meet the constraints by its estimates (excess
+    within the margin), else its best-ranked one; candidates ruled out exactly (memory, layout, GPU count,
+    power) are not in the ranking. When more families have one than ``plan.pilot_families``, those whose
+    candidate ranks best are kept.
+    """
+    ranking = scr.ranking
+    chosen = np.full(len(fam), -1, dtype=np.int64)
+    position = np.full(len(fam), np.iinfo(np.int64).max, dtype=np.int64)
+    may_meet = scr.excess[ranking] <= plan.margin
+    for subset in (ranking[~may_meet], ranking[may_meet]):  # the second pass overrides: preferred
+        found = fam.of_candidate[subset]
+        first = np.unique(found, return_index=True)  # the best-ranked candidate of each family in subset
+        chosen[first[0]] = subset[first[1]]
+    rank_of = np.empty(scr.objective.size, dtype=np.int64)
+    rank_of[ranking] = np.arange(ranking.size)
+    has = chosen >= 0
+    position[has] = rank_of[chosen[has]]
+    keep = np.argsort(position, kind="stable")[: plan.pilot_families]
+    out = np.full(len(fam), -1, dtype=np.int64)
+    out[keep] = chosen[keep]
+    return out
+
+
+def pilot_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The screen's signed relative errors (ERROR_KINDS order) of candidate ``index`` against its simulated
+    per-run outputs ``out``, with their standard errors; NaN where not measured (a run cut off at the
+    simulation's horizon, no such constraint, or a screen estimate of 0)."""
+    error = np.full(len(ERROR_KINDS), np.nan)
+    se = np.full(len(ERROR_KINDS), np.nan)
+    if not np.all(out["completed"]) or out["wall_time"].size < 2:
+        return error, se
+    c = plan.constraints
+    weights = {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective
+    error[0], se[0] = _mean_error(weighted_objective(out, weights), float(scr.objective[index]))
+    if c.deadline_days is not None:
+        error[1], se[1] = _quantile_error(
+            out["wall_time"], float(scr.wall_quantile_s[index]) / 3600.0, c.deadline_probability
+        )
+    if c.budget_usd is not None:
+        error[2], se[2] = _mean_error(out["cost"], float(scr.cost_usd[index]))
+    return error, se
+
+
+def _mean_error(values: np.ndarray, estimate: float) -> tuple[float, float]:
+    """``mean / estimate - 1`` and its standard error (NaN for an estimate of 0)."""
+    if not estimate > 0:
+        return np.nan, np.nan
+    return float(np.mean(values)) / estimate - 1.0, float(np.std(values, ddof=1)) / np.sqrt(values.size) / estimate
+
+
+def _quantile_error(values: np.ndarray, estimate: float, probability: float) -> tuple[float, float]:
+    """``empirical p-quantile / estimate - 1`` and its standard error under normality (NaN for an estimate of 0)."""
+    if not estimate > 0:
+        return np.nan, np.nan
+    z = _normal_quantile(probability)
+    spread = np.std(values, ddof=1) * np.sqrt(probability * (1.0 - probability) / values.size)
+    return (
+        float(np.quantile(values, probability)) / estimate - 1.0,
+        float(spread * _SQRT_2PI * np.exp(0.5 * z * z)) / estimate,
+    )
+
+
+def _normal_quantile(probability: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(probability))
+
+
+def run_pilot(
+    plan: Plan,
+    cand: Candidates,
+    scr: Screen,
+    notify: Callable[[str], None] | None = None,
+    **backend: Any,
+) -> Calibration:
+    """Simulate the pilot (the module docstring) and measure the screen's error per family.
+
+    ``backend``: the ``workers``, ``scheduler`` and ``progress`` of
+    :func:`mcsim.planning.selection.simulate_runs`. Runs 0 .. ``plan.pilot_runs`` - 1 of every piloted
+    candidate use the plan's seed (common random numbers, as the selection's first runs).
+    """
+    fam = families(cand)
+    if plan.pilot_runs == 0:
+        return no_pilot(cand)
+    pilot = pilot_candidates(plan, scr, fam)
+    piloted = np.flatnonzero(pilot >= 0)
+    shape = (len(fam), len(ERROR_KINDS))
+    error, se = np.full(shape, np.nan), np.full(shape, np.nan)
+    if piloted.size:
+        configs = [candidate_config(plan, cand, int(pilot[f])) for f in piloted]
+        rows = simulate_runs(
+            configs,
+            plan.pilot_runs,
+            seed=plan.scenario.run.seed,
+            mode=plan.scenario.run.mode,
+            notify=notify,
+            source=plan.source,
+            what=f"calibration pilot ({len(fam)} families):",
+            **backend,
+        )
+        for f, cfg, got in zip(piloted, configs, rows, strict=True):
+            out = config_outputs_per_run(cfg, got)
+            error[f], se[f] = pilot_errors(plan, scr, int(pilot[f]), out)
+        kept = {int(pilot[f]): got for f, got in zip(piloted, rows, strict=True)}
+    else:
+        kept = {}
+    return Calibration(fam, plan.pilot_runs, pilot, error, se, kept)
+
+
+def widened(plan: Plan, error: np.ndarray) -> np.ndarray:
+    """``max(plan.margin, e / (1 - e))`` of each error bound ``e`` (inf from ``e >= 1``; ``plan.margin`` for NaN).
+
+    A candidate whose screen estimate is ``x`` has a true value of at least ``x (1 - e)``, which is below a
+    bar ``b`` only if ``x < b / (1 - e)``.
+    """
+    error = np.asarray(error, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = np.where(error >= 1.0, np.inf, error / (1.0 - error))
+    return np.where(np.isnan(margin), plan.margin, np.maximum(plan.margin, margin))
+
+
+def family_margins(plan: Plan, cal: Calibration, finalist_bound: np.ndarray) -> np.ndarray:
+    """Each family's screening margin: :func:`widened` of the larger of its pilot's bound and the largest error
+    measured on its simulated finalists (``finalist_bound``, per family, NaN: none); a family measured by
+    neither takes the largest error measured anywhere (``plan.margin`` when none is)."""
+    bound = np.fmax(cal.bound(), finalist_bound)
+    if np.isnan(bound).all():
+        return np.full(bound.shape, plan.margin)
+    return widened(plan, np.where(np.isnan(bound), np.nanmax(bound), bound))
+
+
+# Variables of a plan dataset about the pilot (registered once, as the planner's PLAN_VARIABLES): name ->
+# (dims, units, long_name).
+FAMILY_VARIABLES = {
+    "candidate_family": (("candidate",), "1", "family of the candidate (GPU type, strategy, recompute, size band)"),
+    "family_gpu_type": (("family",), "", "GPU type of the family (catalog name)"),
+    "family_strategy": (("family",), "", "checkpoint strategy of the family"),
+    "family_recompute": (("family",), "", "activation recomputation policy of the family"),
+    "family_gpus_low": (("family",), "1", "smallest searched GPU count of the family's size band"),
+    "family_gpus_high": (("family",), "1", "largest searched GPU count of the family's size band"),
+    "family_pilot_candidate": (("family",), "1", "candidate simulated in the calibration pilot (-1: none)"),
+    "family_pilot_error": (
+        ("family", "error_kind"),
+        "1",
+        "pilot's simulated / screen estimate - 1 (objective mean, deadline quantile, mean cost; NaN: not measured)",
+    ),
+    "family_pilot_error_se": (("family", "error_kind"), "1", "standard error of family_pilot_error"),
+    "family_margin": (("family",), "1", "screening margin the pool closed with for the family's candidates"),
+}
+
+
+def family_dataset_variables(plan: Plan, pool_margin: np.ndarray, cal: Calibration) -> dict[str, Any]:
+    """The pilot's variables and coordinates of the plan dataset (``family``, ``error_kind`` dims)."""
+    import xarray as xr
+
+    fam = cal.families
+    recompute_names = {code: name for name, code in RECOMPUTE_CODES.items()}
+    values = {
+        "candidate_family": fam.of_candidate,
+        "family_gpu_type": np.array([plan.search.gpu_types[int(k)] for k in fam.gpu_type], dtype=object),
+        "family_strategy": np.array([plan.search.strategy[int(k)] for k in fam.strategy], dtype=object),
+        "family_recompute": np.array([recompute_names[int(k)] for k in fam.recompute], dtype=object),
+        "family_gpus_low": fam.gpus_low,
+        "family_gpus_high": fam.gpus_high,
+        "family_pilot_candidate": cal.pilot,
+        "family_pilot_error": cal.error,
+        "family_pilot_error_se": cal.error_se,
+        "family_margin": pool_margin,
+    }
+    out: dict[str, Any] = {}
+    for name, (dims, units, long_name) in FAMILY_VARIABLES.items():
+        attrs = {"long_name": long_name, **({"units": units} if units else {})}
+        out[name] = xr.Variable(dims, values[name], attrs)
+    out["family"] = xr.Variable(("family",), np.arange(len(fam)), {"long_name": "family index", "units": "1"})
+    out["error_kind"] = xr.Variable(
+        ("error_kind",), np.array(ERROR_KINDS, dtype=object), {"long_name": "estimate whose error is measured"}
+    )
+    return out

@@ -1,0 +1,102 @@
+"""The plan report's calibration section: the screen's error per family, measured by the pilot.
+
+The plan's pilot (:mod:`mcsim.planning.calibration`; docs/model.md §9, "Calibration") simulates tens of
+runs of one candidate per family (GPU type, checkpoint strategy, recomputation, size band) before the
+selection; :func:`calibration_section` lists, per family, the screen's signed error against them with its
+standard error, and the margin the plan screened the family's candidates with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+ERROR_NAMES = {"objective": "objective", "deadline": "deadline quantile", "budget": "mean cost"}
+
+
+_FAMILY_DIMS = {
+    "family_gpu_type": ("family",),
+    "family_strategy": ("family",),
+    "family_recompute": ("family",),
+    "family_gpus_low": ("family",),
+    "family_gpus_high": ("family",),
+    "family_pilot_candidate": ("family",),
+    "family_pilot_error": ("family", "error_kind"),
+    "family_pilot_error_se": ("family", "error_kind"),
+    "family_margin": ("family",),
+}
+
+
+def check_calibration(ds: xr.Dataset) -> None:
+    """Raise ValueError (one line) when a plan file has some of the pilot's variables but not all, or with
+    other dimensions than the planner writes (a damaged or edited file)."""
+    present = [name for name in _FAMILY_DIMS if name in ds.variables]
+    if not present:
+        return
+    for name, dims in _FAMILY_DIMS.items():
+        if name not in ds.variables or ds[name].dims != dims:
+            raise ValueError(
+                f"{name}: expected a variable of dimensions {dims} (the calibration pilot's); the file is damaged "
+                "or was edited"
+            )
+    if "error_kind" not in ds.variables or set(map(str, ds["error_kind"].values)) - set(ERROR_NAMES):
+        raise ValueError(
+            f"error_kind: expected names among {', '.join(ERROR_NAMES)}; the file is damaged or was edited"
+        )
+
+
+def family_text(ds: xr.Dataset, f: int) -> str:
+    """``H100-SXM, async, selective, 512 GPUs`` (``256-384 GPUs`` for a size band of several sizes)."""
+    low, high = int(ds["family_gpus_low"][f]), int(ds["family_gpus_high"][f])
+    size = f"{low} GPUs" if low == high else f"{low}-{high} GPUs"
+    return (
+        f"{ds['family_gpu_type'].values[f]}, {ds['family_strategy'].values[f]}, "
+        f"{ds['family_recompute'].values[f]}, {size}"
+    )
+
+
+def _error_cell(error: float, se: float) -> str:
+    return f"{100 * error:+.2f} ± {100 * se:.2f} %" if np.isfinite(error) else ""
+
+
+def calibration_section(ds: xr.Dataset, rows: int = 12) -> list[str]:
+    """The section as Markdown lines; none for a plan file written before the pilot.
+
+    At most ``rows`` families are listed, those with the largest error bound (|error| + 2 se) first.
+    """
+    if "family_pilot_error" not in ds.variables:
+        return []
+    runs = int(ds.attrs.get("pilot_runs", 0))
+    lines = ["## Calibration pilot: the screen's error per family", ""]
+    if runs == 0:
+        return lines + [
+            "No pilot (plan.pilot_runs = 0): every family was screened with the margin measured on the "
+            "simulated candidates.",
+            "",
+        ]
+    kinds = [str(k) for k in ds["error_kind"].values]
+    error, se = ds["family_pilot_error"].values, ds["family_pilot_error_se"].values
+    shown_kinds = [j for j in range(len(kinds)) if np.isfinite(error[:, j]).any()]
+    piloted = np.flatnonzero(ds["family_pilot_candidate"].values >= 0)
+    bound = np.abs(error) + 2.0 * se
+    largest = np.array([np.nanmax(bound[f]) if np.isfinite(bound[f]).any() else -1.0 for f in piloted])
+    order = piloted[np.argsort(-largest, kind="stable")]
+    families = ds.sizes["family"]
+    lines += [
+        f"{runs} runs of one candidate of each of {piloted.size} of {families} families, before the selection "
+        "(the family's best-ranked candidate; simulated / screen estimate - 1, with its standard error). A family's "
+        "margin is the plan's margin widened to its largest error bound (|error| + 2 se) or to the largest error "
+        "measured on its simulated candidates; a family without a measurement takes the largest measured anywhere.",
+        "",
+        "| family | " + " | ".join(ERROR_NAMES[kinds[j]] for j in shown_kinds) + " | margin |",
+        "|---|" + "---|" * len(shown_kinds) + "---|",
+    ]
+    for f in order[:rows]:
+        cells = [_error_cell(float(error[f, j]), float(se[f, j])) for j in shown_kinds]
+        lines.append(
+            f"| {family_text(ds, int(f))} | {' | '.join(cells)} | {100 * float(ds['family_margin'][f]):.3g} % |"
+        )
+    if order.size > rows:
+        lines.append("")
+        lines.append(f"{order.size - rows} more piloted families, with smaller errors (variable family_pilot_error).")
+    return lines + [""]
