@@ -201,4 +201,12 @@ def test_pilot_finds_the_best_in_a_family_the_screen_is_pessimistic_about(tmp_pa
             cfg = candidate_config(plan, cand, int(ds["finalist_candidate"][k]))
             direct = config_outputs_per_run(cfg, run_task(cfg, 0, "fast", 0, n))["wall_time"]
             assert np.array_equal(ds["wall_time"].values[k, :n], direct)
+            # The report lists the family first (the largest error bound), with its error and margin.
+            assert main(["report", str(out), "-o", str(tmp_path / "report")]) == 0
+            text = (tmp_path / "report" / "README.md").read_text()
+            row = next(line for line in text.splitlines() if line.startswith("| H100-SXM, sync, selective, 512 GPUs"))
+            assert f"{100 * error[f]:+.2f} ±" in row and text.index(row) < min(
+                text.index(line) for line in text.splitlines() if line.startswith("| H100-SXM, async")
+            )
+            assert "the calibration pilot: 6 families, 30 runs each, largest error bound" in text
     assert strategies == {0: ("async", 512), 30: ("sync", 512)}

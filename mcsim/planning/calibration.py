@@ -82,11 +82,16 @@ class Calibration:
 
     def bound(self) -> np.ndarray:
         """Per family: the largest ``|error| + 2 se`` over the error kinds (NaN where none was measured)."""
-        bounds = np.abs(self.error) + BOUND_STANDARD_ERRORS * self.error_se
-        measured = np.isfinite(bounds).any(axis=1)
-        out = np.full(len(self.families), np.nan)
-        out[measured] = np.nanmax(np.where(np.isnan(bounds[measured]), -np.inf, bounds[measured]), axis=1)
-        return out
+        return error_bounds(self.error, self.error_se)
+
+
+def error_bounds(error: np.ndarray, error_se: np.ndarray) -> np.ndarray:
+    """Per family (rows): the largest ``|error| + 2 se`` over the error kinds (columns); NaN where none is finite."""
+    bounds = np.abs(error) + BOUND_STANDARD_ERRORS * error_se
+    measured = np.isfinite(bounds).any(axis=1)
+    out = np.full(bounds.shape[0], np.nan)
+    out[measured] = np.max(np.where(np.isfinite(bounds[measured]), bounds[measured], -np.inf), axis=1)
+    return out
 
 
 def no_pilot(cand: Candidates) -> Calibration:

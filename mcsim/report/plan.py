@@ -18,7 +18,7 @@ import xarray as xr
 from mcsim.io.format import format_compact, format_usd
 from mcsim.planning.planner import PLAN_VARIABLES, layout_label, missed_text, screen_error_text
 from mcsim.planning.screen import KEPT
-from mcsim.report.plan_calibration import calibration_section, check_calibration
+from mcsim.report.plan_calibration import calibration_section, check_calibration, pilot_claim
 from mcsim.report.plan_finalists import (
     equivalent_finalists,
     indifference_zone,
@@ -490,7 +490,7 @@ def screen_claim(ds: xr.Dataset) -> str:
     )
     line = (
         f"screen's part: {int(a['candidates_simulated'])} candidates simulated, "
-        f"{int(a['candidates_never_simulated']):,} never simulated{closest}; {covered}"
+        f"{int(a['candidates_never_simulated']):,} never simulated{closest}; {covered}{pilot_claim(ds)}"
     )
     if not int(a["pool_closed"]):
         line += (
