@@ -135,12 +135,15 @@ def test_family_margins_widen_to_each_familys_bound():
     cal = Calibration(fam, 30, np.arange(len(fam)), error, se)
     finalist_bound = np.array([nan, 0.08, nan, nan, nan, nan])
     margins = family_margins(plan, cal, finalist_bound)
-    # e = |error| + 2 se, or the finalists' larger error; margin max(0.05, e / (1 - e)); inf from e >= 1;
-    # a family measured by neither takes the largest measured (1.2: inf).
-    expected = [0.12 / 0.88, 0.08 / 0.92, math.inf, 1.0, math.inf, 0.05]
+    # e = |error| + k se (k: Student's t at Phi(2) with 29 degrees of freedom), or the finalists' larger error;
+    # margin max(0.05, e / (1 - e)); inf from e >= 1; a family measured by neither takes the largest measured (1.2:
+    # inf).
+    k = stats.t.ppf(stats.norm.cdf(2.0), 29)
+    first = 0.1 + k * 0.01
+    expected = [first / (1 - first), 0.08 / 0.92, math.inf, 1.0, math.inf, 0.05]
     assert margins.tolist() == pytest.approx(expected, rel=1e-12)
     cal = Calibration(fam, 30, np.arange(len(fam)), error[[0, 1, 2, 5, 5, 5]], se[[0, 1, 2, 5, 5, 5]])
-    assert family_margins(plan, cal, np.full(6, nan))[2] == pytest.approx(0.12 / 0.88, rel=1e-12)
+    assert family_margins(plan, cal, np.full(6, nan))[2] == pytest.approx(first / (1 - first), rel=1e-12)
     empty = Calibration(fam, 0, np.full(6, -1), np.full((6, 3), nan), np.full((6, 3), nan))
     assert family_margins(plan, empty, np.full(6, nan)).tolist() == [0.05] * 6
 
@@ -210,3 +213,110 @@ def test_pilot_finds_the_best_in_a_family_the_screen_is_pessimistic_about(tmp_pa
             )
             assert "the calibration pilot: 6 families, 30 runs each, largest error bound" in text
     assert strategies == {0: ("async", 512), 30: ("sync", 512)}
+
+
+@pytest.fixture(scope="module")
+def plan_file(tmp_path_factory):
+    """A plan file of SPACE (with the pilot), written once for the tests that damage or read it."""
+    folder = tmp_path_factory.mktemp("calibration")
+    out = folder / "p.nc"
+    assert main(["plan", str(write_toml(SPACE, folder / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    return out
+
+
+def _damage(ds, name: str, how: str):
+    if how == "text":
+        ds[name] = ds[name].astype(str)
+    elif how == "out_of_range":
+        ds[name].values[0] = ds.sizes["candidate"]
+    elif how == "negative":
+        ds[name].values[0, 0] = -0.01
+    elif how == "infinite":
+        ds[name].values[0, 0] = np.inf
+    elif how == "runs_negative":
+        ds.attrs["pilot_runs"] = -5
+    elif how == "runs_zero":
+        ds.attrs["pilot_runs"] = 0
+    elif how == "runs_text":
+        ds.attrs["pilot_runs"] = "abc"
+    return ds
+
+
+@pytest.mark.parametrize(
+    ("name", "how", "blamed"),
+    [
+        ("family_pilot_candidate", "text", "family_pilot_candidate"),
+        ("family_pilot_candidate", "out_of_range", "family_pilot_candidate"),
+        ("family_pilot_error", "text", "family_pilot_error"),
+        ("family_pilot_error", "infinite", "family_pilot_error"),
+        ("family_pilot_error_se", "negative", "family_pilot_error_se"),
+        ("pilot_runs", "runs_negative", "pilot_runs"),
+        ("pilot_runs", "runs_zero", "pilot_runs"),
+        ("pilot_runs", "runs_text", "pilot_runs"),
+    ],
+)
+def test_report_on_damaged_pilot_variables_is_one_line(tmp_path, capsys, plan_file, name, how, blamed):
+    # Hostile findings on the pilot's variables: a string candidate or error gave a numpy traceback; an index
+    # out of range, an infinite error, a negative standard error or an odd pilot_runs gave a report.
+    from mcsim.io.netcdf import write_results
+
+    broken = tmp_path / "broken.nc"
+    write_results(_damage(open_results(plan_file).load(), name, how), broken)
+    capsys.readouterr()
+    assert main(["report", str(broken), "-o", str(tmp_path / "rep")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mcsim: error: {broken}: {blamed}: expected "), err
+    assert "damaged or was edited" in err[0] and not (tmp_path / "rep").exists()
+
+
+def test_pilot_with_every_run_cut_off_reports_no_error_measured(tmp_path, capsys):
+    # One family piloted, its runs cut off at a horizon of 4.56 days: nothing measured. The report's table had
+    # a header of three cells over a separator of two.
+    # Objective cost: the best-ranked family is the cheapest, 128 GPUs (4.5-5 days a run).
+    raw = {**SPACE, "run": {**SPACE["run"], "max_wall_days": 4.56}}
+    raw["plan"] = {**SPACE["plan"], "pilot_families": 1, "objective": "cost"}
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(write_toml(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    ds = open_results(out)
+    assert ds.attrs["pilot_families"] == 1 and np.isnan(ds["family_pilot_error"].values).all()
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "README.md").read_text()
+    assert "No error was measured: every piloted candidate had runs cut off" in text
+    assert "the calibration pilot: 1 families, 30 runs each, no error measured" in text
+
+
+def test_a_pilot_too_long_is_refused_under_its_own_key(tmp_path, capsys):
+    # 10 hours of pilot against a 1-hour limit: refused under plan.pilot_runs (it named plan.max_runs and advised
+    # --max-hours, which mcsim plan does not have), before any run, with no output.
+    from mcsim.scenario.limits import limits
+
+    raw = {**SPACE, "plan": {**SPACE["plan"], "pilot_runs": 100_000}}
+    path = write_toml(raw, tmp_path / "p.toml")
+    with limits(max_hours=1e-4):
+        assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1 and f"{path}: plan.pilot_runs: estimated " in err[0] and err[0].endswith("lower plan.pilot_runs")
+    ), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_report_of_a_zero_objective_has_a_runner_up(tmp_path, plan_file):
+    # co2 on a zero-carbon grid without embodied emissions: every objective is 0, and the report's runner-up line
+    # divided by the recommendation's 0 (ZeroDivisionError traceback).
+    raw = {**SPACE, "carbon": {"grid_g_per_kwh": 0.0, "embodied_kg_per_gpu": 0.0}}
+    raw["plan"] = {**SPACE["plan"], "objective": "co2"}
+    out = tmp_path / "p.nc"
+    assert main(["plan", str(write_toml(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    assert "## Runner-up" in (tmp_path / "rep" / "README.md").read_text()
+
+
+def test_bound_multiplier_is_students_t():
+    from mcsim.planning.calibration import bound_multiplier
+
+    # One-sided 97.725 % points (Phi(2)) of Student's t: scipy's t against its normal limit and a tabulated value.
+    assert bound_multiplier(30) == pytest.approx(stats.t.ppf(stats.norm.cdf(2.0), 29), rel=1e-9)
+    assert bound_multiplier(30) == pytest.approx(2.09, abs=0.01)
+    assert bound_multiplier(10**7) == pytest.approx(2.0, abs=1e-5)
+    assert math.isnan(bound_multiplier(1))

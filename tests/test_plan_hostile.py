@@ -472,7 +472,8 @@ def test_a_selection_budget_estimated_beyond_the_time_limit_is_refused_before_an
     # against the time limit (24 h by default) before the first run.
     from mcsim.scenario.limits import limits
 
-    path = _write(_plan(plan={"max_runs": 10_000_000}), tmp_path / "p.toml")
+    # No pilot: its 30 runs a family would be refused first, under plan.pilot_runs (tests/test_calibration.py).
+    path = _write(_plan(plan={"max_runs": 10_000_000, "pilot_runs": 0}), tmp_path / "p.toml")
     with limits(max_hours=1e-9):
         assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -177,8 +177,8 @@ def screen_error_text(error: float, margin: float) -> str:
     """One line: the screen's error is beyond the margin, and what the plan did about it."""
     return (
         f"the screen's estimates are off by up to {100 * error:.1f} % against the simulated candidates "
-        f"(the pilot's: |error| + 2 standard errors), beyond the {100 * margin:g} % margin (effects it models only "
-        f"to first order: a young cluster's failures, spare-node waits; docs/planning.md): the plan widened each "
+        f"(the pilot's: |error| + ~2 standard errors), beyond the {100 * margin:g} % margin (effects it models "
+        f"only to first order: a young cluster's failures, spare-node waits; docs/planning.md): the plan widened each "
         f"family's margin to its measured error and brought in the candidates that could then be better; raise "
         f"plan.margin to screen with it from the start"
     )

@@ -159,13 +159,20 @@ class FinalistPieces:
         self.active: list[int] = list(range(len(configs)))
         self.rows: dict = {}
         self.known: dict[int, np.ndarray] = {}
+        self.served: set[str] = set()  # where the tasks loaded since `folder` was last read came from
         if store is not None:
             store.configs = self.finalist_configs
 
     @property
-    def folder(self):
-        """Where reused tasks come from (for the 'resuming' line)."""
-        return self.store.folder if self.store is not None else "runs of the plan's pilot or earlier selection"
+    def folder(self) -> str:
+        """Where the reused tasks of the last execution came from (for its 'resuming' line); read once per
+        execution (:meth:`mcsim.engine.execution.Execution.execute`), it starts the next one's count."""
+        names = {"pilot": "the calibration pilot's runs", "memory": "the plan's earlier selection"}
+        if self.store is not None:
+            names["store"] = str(self.store.folder)
+        text = " and ".join(names[source] for source in sorted(self.served, key=list(names).index))
+        self.served = set()
+        return text or "nowhere"
 
     @property
     def configs(self) -> list[Config]:
@@ -187,11 +194,16 @@ class FinalistPieces:
     def load(self, task) -> np.ndarray | None:
         own = self._own(task)
         if own in self.rows:
+            self.served.add("memory")
             return self.rows[own]
         known = self.known.get(own.config)
         if known is not None and own.optimize_every is None and own.stop <= len(known):
+            self.served.add("pilot")
             return known[own.start : own.stop]
-        return self.store.load(own) if self.store is not None else None
+        rows = self.store.load(own) if self.store is not None else None
+        if rows is not None:
+            self.served.add("store")
+        return rows
 
     def save(self, task, rows: np.ndarray) -> None:
         own = self._own(task)

@@ -321,6 +321,8 @@ class _Runner:
     progress: bool | None
     notify: Callable[[str], None] | None
     source: str
+    # The key a refusal for time blames, and its remedy.
+    limit_key: tuple[str, str] = ("plan.max_runs", "lower plan.max_runs or plan.max_total_runs")
 
     @contextmanager
     def executing(
@@ -348,7 +350,7 @@ class _Runner:
             with progress_bar(self.progress, total=0, unit="run", desc=desc, leave=False, dynamic_ncols=True) as bar:
                 prepared = prepare(configs, mode)  # the same list: an optimised interval replaces its candidate
                 estimate = worst_case_estimate(prepared.inputs, max_runs, max_total_runs, backend.parallelism)
-                check_time(estimate, self.source, "plan.max_runs")
+                check_time(estimate, self.source, *self.limit_key)
                 if notify is not None:
                     notify(
                         f"at most {min(len(configs) * max_runs, max_total_runs or math.inf):,} runs: "
@@ -384,8 +386,8 @@ def simulate_runs(
         raise ValueError('simulate_runs: interval "optimize" is not supported; give fixed intervals')
     _check_arguments(configs, seed, mode, 0.05, 0.005, max(2, runs), max(2, runs), None, chunk_runs)
     chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    runner = _Runner(workers, scheduler, progress, notify, source)
-    first_line = f"{what} {runs} runs of {len(configs)} candidates"
+    runner = _Runner(workers, scheduler, progress, notify, source, ("plan.pilot_runs", "lower plan.pilot_runs"))
+    first_line = f"{what} {runs} runs of {len(configs)} candidate{'' if len(configs) == 1 else 's'}"
     with runner.executing(configs, int(seed), mode, None, (runs, None), "pilot", first_line) as (execution, _):
         simulation = _Simulation(execution, configs, {"cost": 1.0}, chunk)
         simulation.draw(list(range(len(configs))), 0, runs)

@@ -18,7 +18,7 @@ import xarray as xr
 from mcsim.io.format import format_compact, format_usd
 from mcsim.planning.planner import PLAN_VARIABLES, layout_label, missed_text, screen_error_text
 from mcsim.planning.screen import KEPT
-from mcsim.report.plan_calibration import calibration_section, check_calibration, pilot_claim
+from mcsim.report.plan_calibration import calibration_section, check_calibration, pilot_bound, pilot_claim
 from mcsim.report.plan_finalists import (
     equivalent_finalists,
     indifference_zone,
@@ -216,7 +216,8 @@ def _equivalent(ds: xr.Dataset) -> list[str]:
     base = abs(float(ds["finalist_objective"][recommended_finalist(ds)]))
     for k, diff, half in near:
         label = layout_label(ds, int(ds["finalist_candidate"][k]))
-        lines.append(f"- {label}: {diff:+.4g} ± {half:.3g} ({100 * diff / base:+.2f} %)")
+        share = f" ({100 * diff / base:+.2f} %)" if base else ""
+        lines.append(f"- {label}: {diff:+.4g} ± {half:.3g}{share}")
     return lines + [""]
 
 
@@ -323,7 +324,7 @@ def _runner_up(ds: xr.Dataset, ranked: np.ndarray, best_f: int) -> list[str]:
         "## Runner-up",
         "",
         f"{layout_label(ds, int(ds['finalist_candidate'][k]))}",
-        f"- objective {diff:+.4g} ({100 * diff / base:+.2f} %) against the recommendation "
+        f"- objective {diff:+.4g}{f' ({100 * diff / base:+.2f} %)' if base else ''} against the recommendation "
         + (
             f"over the {runs} runs both simulated (paired: the same random streams)"
             if runs
@@ -481,6 +482,9 @@ def screen_claim(ds: xr.Dataset) -> str:
         if np.isfinite(gap)
         else ""
     )
+    pilot = pilot_bound(ds)
+    if np.isfinite(pilot):
+        errors += f"{', ' if errors else ''}the pilot's error bound {100 * pilot:.2g} %"
     margin, used = float(a["margin"]), float(a["screen_margin_used"])
     covered = (
         f"the {100 * margin:g} % margin covered the measured screen error ({errors or 'none measured'})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from mcsim.planning.calibration import error_bounds
+from mcsim.planning.calibration import bound_multiplier, error_bounds
 
 ERROR_NAMES = {"objective": "objective", "deadline": "deadline quantile", "budget": "mean cost"}
 
@@ -30,21 +30,34 @@ _FAMILY_DIMS = {
 
 
 def check_calibration(ds: xr.Dataset) -> None:
-    """Raise ValueError (one line) when a plan file has some of the pilot's variables but not all, or with
-    other dimensions than the planner writes (a damaged or edited file)."""
-    present = [name for name in _FAMILY_DIMS if name in ds.variables]
-    if not present:
+    """Raise ValueError (one line) when a plan file's pilot variables are not as the planner writes them
+    (a damaged or edited file): all or none of them, their dimensions, the error kinds, whole-number pilot
+    candidates (-1 or a candidate index), real errors (finite or NaN) with non-negative standard errors, and
+    a whole number of pilot runs (0 only when no family was piloted)."""
+    if not any(name in ds.variables for name in _FAMILY_DIMS):
         return
     for name, dims in _FAMILY_DIMS.items():
         if name not in ds.variables or ds[name].dims != dims:
-            raise ValueError(
-                f"{name}: expected a variable of dimensions {dims} (the calibration pilot's); the file is damaged "
-                "or was edited"
-            )
+            _damaged(name, f"a variable of dimensions {dims} (the calibration pilot's)")
     if "error_kind" not in ds.variables or set(map(str, ds["error_kind"].values)) - set(ERROR_NAMES):
-        raise ValueError(
-            f"error_kind: expected names among {', '.join(ERROR_NAMES)}; the file is damaged or was edited"
-        )
+        _damaged("error_kind", f"names among {', '.join(ERROR_NAMES)}")
+    pilot = ds["family_pilot_candidate"].values
+    n = ds.sizes.get("candidate", 0)
+    if pilot.dtype.kind not in "iu" or not np.all((pilot == -1) | ((pilot >= 0) & (pilot < n))):
+        _damaged("family_pilot_candidate", f"whole numbers: -1 or a candidate index in [0, {n})")
+    for name in ("family_pilot_error", "family_pilot_error_se", "family_margin"):
+        values = ds[name].values
+        if values.dtype.kind != "f" or (np.isinf(values).any() and name != "family_margin"):  # a margin may be inf
+            _damaged(name, "real numbers (finite, or NaN where not measured)")
+    if np.any(ds["family_pilot_error_se"].values < 0) or np.any(ds["family_margin"].values < 0):
+        _damaged("family_pilot_error_se", "standard errors and margins >= 0")
+    runs = ds.attrs.get("pilot_runs")
+    if not isinstance(runs, (int, np.integer)) or runs < 0 or (runs == 0) != bool(np.all(pilot == -1)):
+        _damaged("pilot_runs", "a whole number of runs >= 0 (attribute), 0 exactly when no family was piloted")
+
+
+def _damaged(name: str, expected: str) -> None:
+    raise ValueError(f"{name}: expected {expected}; the file is damaged or was edited")
 
 
 def family_text(ds: xr.Dataset, f: int) -> str:
@@ -57,17 +70,32 @@ def family_text(ds: xr.Dataset, f: int) -> str:
     )
 
 
+def _pilot_bounds(ds: xr.Dataset) -> np.ndarray:
+    """Per family, the pilot's error bound (NaN: not measured; all NaN without a pilot or before it)."""
+    if "family_pilot_error" not in ds.variables or int(ds.attrs.get("pilot_runs", 0)) == 0:
+        return np.full(ds.sizes.get("family", 0), np.nan)
+    error, se = ds["family_pilot_error"].values, ds["family_pilot_error_se"].values
+    return error_bounds(error, se, int(ds.attrs["pilot_runs"]))
+
+
+def pilot_bound(ds: xr.Dataset) -> float:
+    """The pilot's largest error bound over the families (NaN: none measured)."""
+    bounds = _pilot_bounds(ds)
+    return float(np.nanmax(bounds)) if np.isfinite(bounds).any() else np.nan
+
+
 def pilot_claim(ds: xr.Dataset) -> str:
-    """``; the pilot: 6 families, 30 runs each, largest error bound 1.2 % (family)``, or "" without a pilot."""
+    """``; the calibration pilot: 6 families, 30 runs each, largest error bound 1.2 % (family)``, or "" without
+    a pilot."""
     if "family_pilot_error" not in ds.variables or int(ds.attrs.get("pilot_runs", 0)) == 0:
         return ""
-    per_family = error_bounds(ds["family_pilot_error"].values, ds["family_pilot_error_se"].values)
+    bounds = _pilot_bounds(ds)
     piloted = int(np.sum(ds["family_pilot_candidate"].values >= 0))
     text = f"; the calibration pilot: {piloted} families, {int(ds.attrs['pilot_runs'])} runs each"
-    if not np.isfinite(per_family).any():
+    if not np.isfinite(bounds).any():
         return text + ", no error measured"
-    f = int(np.nanargmax(per_family))
-    return text + f", largest error bound {100 * per_family[f]:.2g} % ({family_text(ds, f)})"
+    f = int(np.nanargmax(bounds))
+    return text + f", largest error bound {100 * bounds[f]:.2g} % ({family_text(ds, f)})"
 
 
 def _error_cell(error: float, se: float) -> str:
@@ -77,7 +105,7 @@ def _error_cell(error: float, se: float) -> str:
 def calibration_section(ds: xr.Dataset, rows: int = 12) -> list[str]:
     """The section as Markdown lines; none for a plan file written before the pilot.
 
-    At most ``rows`` families are listed, those with the largest error bound (|error| + 2 se) first.
+    At most ``rows`` families are listed, those with the largest error bound first.
     """
     if "family_pilot_error" not in ds.variables:
         return []
@@ -93,15 +121,23 @@ def calibration_section(ds: xr.Dataset, rows: int = 12) -> list[str]:
     error, se = ds["family_pilot_error"].values, ds["family_pilot_error_se"].values
     shown_kinds = [j for j in range(len(kinds)) if np.isfinite(error[:, j]).any()]
     piloted = np.flatnonzero(ds["family_pilot_candidate"].values >= 0)
-    largest = np.nan_to_num(error_bounds(error, se)[piloted], nan=-1.0)
+    largest = np.nan_to_num(error_bounds(error, se, runs)[piloted], nan=-1.0)
     order = piloted[np.argsort(-largest, kind="stable")]
-    families = ds.sizes["family"]
     lines += [
-        f"{runs} runs of one candidate of each of {piloted.size} of {families} families, before the selection "
-        "(the family's best-ranked candidate; simulated / screen estimate - 1, with its standard error). A family's "
-        "margin is the plan's margin widened to its largest error bound (|error| + 2 se) or to the largest error "
-        "measured on its simulated candidates; a family without a measurement takes the largest measured anywhere.",
+        f"{runs} runs of one candidate of each of {piloted.size} of {ds.sizes['family']} families, before the "
+        "selection (the family's best-ranked candidate; simulated / screen estimate - 1, with its standard error). "
+        f"A family's margin is the plan's margin widened to its error bound, |error| + {bound_multiplier(runs):.3g} "
+        "se (Student's t, one-sided 97.7 %), or to the largest error measured on its simulated candidates; a "
+        "family without a measurement takes the largest measured anywhere.",
         "",
+    ]
+    if not shown_kinds:
+        return lines + [
+            "No error was measured: every piloted candidate had runs cut off at run.max_wall_days (or screen "
+            "estimates of 0); the families' margins come from the simulated candidates.",
+            "",
+        ]
+    lines += [
         "| family | " + " | ".join(ERROR_NAMES[kinds[j]] for j in shown_kinds) + " | margin |",
         "|---|" + "---|" * len(shown_kinds) + "---|",
     ]

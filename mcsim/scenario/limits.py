@@ -183,8 +183,9 @@ class TimeEstimate:
         return f"estimated {format_duration(self.cpu_s)} on one thread (no workers yet to divide it)"
 
 
-def check_time(estimate: TimeEstimate, source: str, key: str = "run") -> None:
-    """Refuse a simulation estimated to take longer than the limit of :func:`limits` (blaming ``key``)."""
+def check_time(estimate: TimeEstimate, source: str, key: str = "run", advice: str | None = None) -> None:
+    """Refuse a simulation estimated to take longer than the limit of :func:`limits` (blaming ``key``; ``advice``
+    replaces the default remedy, which names ``mcsim run``'s options)."""
     max_hours = current_limits().max_hours
     if estimate.parallelism <= 0 or estimate.wall_s <= max_hours * 3600.0:
         return  # an unknown parallelism (a scheduler whose workers are still starting) is not refused
@@ -193,8 +194,10 @@ def check_time(estimate: TimeEstimate, source: str, key: str = "run") -> None:
         key,
         f"estimated {format_duration(estimate.wall_s)} on {estimate.parallelism} "
         f"threads (one run about {format_duration(estimate.longest_run_s)}), "
-        f"more than the limit of {max_hours:g} h; use fewer runs, configurations "
-        "or iterations, a longer checkpoint interval, or raise --max-hours",
+        f"more than the limit of {max_hours:g} h; "
+        + (
+            advice or "use fewer runs, configurations or iterations, a longer checkpoint interval, or raise --max-hours"
+        ),
     )
 
 
