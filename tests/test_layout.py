@@ -87,3 +87,22 @@ def test_new_code_imports_no_old_path():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "capacity-planning", "--runs", "10", "-o", "r.nc", "--quiet"],
+        ["plan", "plan-llama3-405b", "-o", "p.nc", "--quiet"],
+    ],
+)
+def test_run_and_plan_do_not_import_scipy_stats(tmp_path, command):
+    # Importing scipy.stats costs ~0.5 s of a warm `mcsim plan` (issue 26 item 5): a shipped plan (its pilot, a
+    # decided selection, no spares) and a run without draws need none of it.
+    code = (
+        "import sys; from mcsim.cli.main import main; "
+        f"status = main({command!r}); print(status, 'scipy.stats' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-2:] == ["0", "False"], proc.stdout

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
 # Points of the grid over [0, the longest repair] on which A(t) is integrated (the trapezoid rule).
 _GRID_POINTS = 257
@@ -31,6 +30,8 @@ def nodes_available(t_s: np.ndarray, classes: Sequence[tuple[float, int, float]]
 
     ``classes``: ``(events per s, nodes per event, repair s)`` of every class that takes nodes.
     """
+    from scipy import stats  # here: importing scipy.stats costs ~0.5 s, and most plans have no spares
+
     t = np.asarray(t_s, dtype=np.float64)
     means = [(rate * np.minimum(t, repair_s), nodes) for rate, nodes, repair_s in classes]
     if spares > _EXACT_SPARES:
