@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import copy
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -26,32 +28,16 @@ from mcsim.engine.simulate import run_task
 from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
 
-# A 6.7B model on 128-512 H100 (as tests/test_plan_exhaustive.py), every strategy, objective wall time.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from test_plan_exhaustive import DEADLINE_SPACE  # noqa: E402
+
+# The 6.7B model on 128-512 H100 of tests/test_plan_exhaustive.py (its one home), 250B tokens, tp 1 or 2, every
+# strategy, no constraints, objective wall time.
 BASE = {
     "name": "screen-features",
-    "model": {
-        "params": 6.7e9,
-        "layers": 32,
-        "hidden": 4096,
-        "heads": 32,
-        "seq_len": 2048,
-        "tokens": 2.5e11,
-        "global_batch": 1024,
-    },
-    "hardware": {"gpus_per_node": 8},
-    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 768.0, "recovery_minutes": 20.0}],
-    "stragglers": {"sigma": 0.02},
-    "run": {"seed": 0, "mode": "fast"},
-    "search": {
-        "gpu_types": ["H100-SXM"],
-        "gpus": [128, 256, 512],
-        "tp": [1, 2],
-        "pp": [1],
-        "microbatch": [1],
-        "interleave": [1],
-        "recompute": ["selective"],
-        "strategy": ["sync", "async", "gockpt"],
-    },
+    **{key: DEADLINE_SPACE[key] for key in ("hardware", "failures", "stragglers", "run")},
+    "model": {**DEADLINE_SPACE["model"], "tokens": 2.5e11},
+    "search": {**DEADLINE_SPACE["search"], "pp": [1], "microbatch": [1], "strategy": ["sync", "async", "gockpt"]},
     "plan": {"objective": "wall_time"},
 }
 
