@@ -301,15 +301,19 @@ def test_a_pilot_too_long_is_refused_under_its_own_key(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_report_of_a_zero_objective_has_a_runner_up(tmp_path, plan_file):
     # co2 on a zero-carbon grid without embodied emissions: every objective is 0, and the report's runner-up line
-    # divided by the recommendation's 0 (ZeroDivisionError traceback).
+    # divided by the recommendation's 0 (ZeroDivisionError traceback); with an uncertain input, its verdict
+    # divided 0 by 0 (a RuntimeWarning and "nan %").
     raw = {**SPACE, "carbon": {"grid_g_per_kwh": 0.0, "embodied_kg_per_gpu": 0.0}}
+    raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
     raw["plan"] = {**SPACE["plan"], "objective": "co2"}
     out = tmp_path / "p.nc"
     assert main(["plan", str(write_toml(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
-    assert "## Runner-up" in (tmp_path / "rep" / "README.md").read_text()
+    text = (tmp_path / "rep" / "README.md").read_text()
+    assert "## Runner-up" in text and "the recommendation's objective 0 (0 as given)" in text and "nan" not in text
 
 
 def test_bound_multiplier_is_students_t():

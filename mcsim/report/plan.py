@@ -297,6 +297,8 @@ def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, be
             else "memory or a constraint"
         )  # files written before it was kept
         head = f"the recommendation is ruled out ({reason})"
+    elif base == 0:  # an objective of 0 (co2 on a zero-carbon grid): no relative change to state
+        head = f"the recommendation's objective {float(objective[best_f]):.4g} (0 as given)"
     else:
         head = f"the recommendation's objective {100 * (objective[best_f] / base - 1):+.1f} %"
     if np.all(np.isnan(objective)):
