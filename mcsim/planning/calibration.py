@@ -138,6 +138,11 @@ def pilot_candidates(plan: Plan, scr: Screen, fam: Families) -> np.ndarray:
     return out
 
 
+def objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
+    """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
+    return weighted_objective(out, {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective)
+
+
 def pilot_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The screen's signed relative errors (ERROR_KINDS order) of candidate ``index`` against its simulated
     per-run outputs ``out``, with their standard errors; NaN where not measured (a run cut off at the
@@ -147,8 +152,7 @@ def pilot_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarray]
     if not np.all(out["completed"]) or out["wall_time"].size < 2:
         return error, se
     c = plan.constraints
-    weights = {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective
-    error[0], se[0] = _mean_error(weighted_objective(out, weights), float(scr.objective[index]))
+    error[0], se[0] = _mean_error(objective_values(plan, out), float(scr.objective[index]))
     if c.deadline_days is not None:
         error[1], se[1] = _quantile_error(
             out["wall_time"], float(scr.wall_quantile_s[index]) / 3600.0, c.deadline_probability

@@ -21,7 +21,7 @@ import numpy as np
 
 from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate
-from mcsim.planning.calibration import Calibration, Families, family_margins, no_pilot
+from mcsim.planning.calibration import Calibration, Families, family_margins, no_pilot, objective_values
 from mcsim.planning.plan import Candidates, Plan
 from mcsim.planning.screen import BEYOND_CAP, DOMINATED, KEPT, Screen, candidate_config
 from mcsim.scenario.config import Config
@@ -53,13 +53,6 @@ def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
     """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
     out = config_outputs_per_run(cfg, rows)
     return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
-
-
-def objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
-    """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
-    from mcsim.planning.selection import weighted_objective
-
-    return weighted_objective(out, {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective)
 
 
 def simulated_constraint(plan: Plan, out: dict[str, np.ndarray]) -> str:
