@@ -5,7 +5,9 @@ Speed: enumerates and screens every candidate of a plan file (default the shippe
 a user would write without the vectorised model: a Python loop calling
 :func:`mcsim.model.workload.workload` (iteration time and memory only, less than the screen
 computes) on ``--sample`` candidates. Both in this process, one after the other, so the
-ratio holds under the machine's load even when the absolute rates do not.
+ratio holds under the machine's load even when the absolute rates do not. ``--step-model``
+chooses the iteration-time model (default: both, the aggregate one first, so their rates are
+measured one after the other in the same process).
 
 Error (``--error``): the screen's estimates of wall time, energy and cost against the
 mean of ``--runs`` simulated runs for ``--configs`` candidates of each plan (the
@@ -32,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PLANS = ("plan-llama3-70b.toml", "plan-llama3-405b.toml", "plan-bloom-176b.toml", "plan-gpt3-175b.toml")
 
 
-def speed(path: Path, repeat: int, sample: int) -> None:
-    plan = load_plan(path)
+def speed(path: Path, repeat: int, sample: int, step_model: str) -> None:
+    plan = load_plan(path, overrides={"compute.step_model": step_model})
     best = np.inf
     for _ in range(repeat):
         start = time.perf_counter()
@@ -49,7 +51,7 @@ def speed(path: Path, repeat: int, sample: int) -> None:
     loop = time.perf_counter() - start
     screen_rate, loop_rate = len(cand) / best, len(picked) / loop
     print(
-        f"{path.name}: {len(cand):,} candidates ({cand.enumerated:,} combinations): screen {best:.3f} s "
+        f"{path.name} [{step_model}]: {len(cand):,} candidates ({cand.enumerated:,} combinations): screen {best:.3f} s "
         f"= {screen_rate:,.0f} candidates/s (enumeration included, best of {repeat}); "
         f"Python loop over workload(): {loop_rate:,.0f} candidates/s on {len(picked):,}; "
         f"ratio {screen_rate / loop_rate:,.0f}x"
@@ -89,6 +91,12 @@ def main() -> None:
     parser.add_argument("plans", nargs="*", help="plan files (default: the shipped plans)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sample", type=int, default=2000, help="candidates in the Python-loop baseline")
+    parser.add_argument(
+        "--step-model",
+        choices=("aggregate", "operators", "both"),
+        default="both",
+        help="compute.step_model of the screen (docs/model.md §2, §2b); both: one after the other",
+    )
     parser.add_argument("--error", action="store_true", help="also measure the screen's error against simulation")
     parser.add_argument("--configs", type=int, default=8, help="--error: candidates per plan")
     parser.add_argument("--runs", type=int, default=200, help="--error: simulated runs per candidate")
@@ -96,8 +104,10 @@ def main() -> None:
     paths = [Path(p) for p in args.plans] or [
         ROOT / "scenarios" / name for name in DEFAULT_PLANS if (ROOT / "scenarios" / name).is_file()
     ]
+    models = ("aggregate", "operators") if args.step_model == "both" else (args.step_model,)
     for path in paths:
-        speed(path, args.repeat, args.sample)
+        for model in models:
+            speed(path, args.repeat, args.sample, model)
     if args.error:
         worst = max(error(path, args.configs, args.runs) for path in paths)
         print(f"largest relative error over all plans: {worst:.4f}")

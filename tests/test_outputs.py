@@ -40,6 +40,7 @@ REQUIRED_PER_CONFIG = {
     "checkpoint_stall": "s",
     "memory_per_gpu": "Gbyte",
     "mfu_ideal": "1",
+    "hfu_ideal": "1",
     "feasible": "1",
     "infeasible_reason": "1",
 }

@@ -28,6 +28,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.runs < 2:
         print(f"mcsim: error: --runs: expected a whole number >= 2, got {args.runs}", file=sys.stderr)
         return EXIT_USAGE
+    if args.step_time:
+        from mcsim.analysis.steptime_validation import leave_one_out, step_time_table, step_times_pass
+
+        results = leave_one_out()
+        print(step_time_table(results))
+        return 0 if step_times_pass(results) else 1
     rows = validate(runs=args.runs, seed=args.seed)
     print(validation_table(rows))
     return 0 if all(row.within for row in rows) else 1

@@ -132,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="compare the reference scenarios with published runs")
     validate.add_argument("--runs", type=int, default=1000, help="runs per reference scenario (default 1000)")
     validate.add_argument("--seed", type=int, default=0)
+    validate.add_argument(
+        "--step-time",
+        action="store_true",
+        help="instead: the operator step-time model against published iteration times (no simulation)",
+    )
     summary = sub.add_parser("summary", help="print the summary table of a result file")
     summary.add_argument("file", help="netCDF file written by mcsim run")
     summary.add_argument(

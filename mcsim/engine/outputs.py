@@ -118,6 +118,7 @@ def per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) -
         "checkpoint_stall": plan.stall_s if plan else nan,
         "memory_per_gpu": wl.memory_per_gpu_gb,
         "mfu_ideal": wl.mfu_ideal,
+        "hfu_ideal": wl.hfu_ideal,
         "feasible": wl.feasible,
         "infeasible_reason": wl.infeasible_reason,
         "ideal_time": wl.ideal_time_s / 3600.0,

@@ -108,6 +108,7 @@ _VARIABLES = [
     Variable("checkpoint_stall", False, "s", "training stall per checkpoint"),
     Variable("memory_per_gpu", False, "Gbyte", "memory per GPU: model state and activations"),
     Variable("mfu_ideal", False, "1", "model FLOPs utilisation without failures or stragglers"),
+    Variable("hfu_ideal", False, "1", "hardware FLOPs utilisation (recomputation counted), as mfu_ideal"),
     Variable("feasible", False, "1", "whether the configuration can run", "bool"),
     Variable("infeasible_reason", False, "1", "why the configuration cannot run (empty if feasible)", "str"),
     # per configuration: further detail

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from mcsim.model import steptime
 from mcsim.model.strategies import STRATEGIES
 from mcsim.scenario.config import Config
 
@@ -84,6 +85,11 @@ class Workload:
         return self.compute_time_s + self.comm_time_s
 
     @property
+    def hfu_ideal(self) -> float:
+        """Hardware FLOPs utilisation (recomputation counted): the MFU times hardware over model FLOPs."""
+        return self.mfu_ideal * self.hardware_flops / self.model_flops
+
+    @property
     def ideal_time_s(self) -> float:
         """Ideal training time, iterations x ideal iteration time."""
         return self.iterations * self.iteration_time_s
@@ -108,6 +114,9 @@ class Layouts:
     memory_gb: np.ndarray
     freq_min_mhz: np.ndarray
     freq_max_mhz: np.ndarray
+    hbm_gbps: np.ndarray
+    sequence_parallel: np.ndarray  # bool
+    zero_stage: np.ndarray  # 0..3
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,21 @@ WORKLOAD_FLOATS = (
 )
 
 
+def model_state_bytes_per_param(zero_stage: int | np.ndarray, dp: np.ndarray) -> np.ndarray:
+    """Bytes of model state per parameter a GPU holds: BF16 weights and gradients, FP32 Adam state (12).
+
+    Rajbhandari et al., ZeRO (SC'20, arXiv 1910.02054), §5: stage 1 shards the optimizer
+    state over the d data-parallel ranks, stage 2 the gradients too, stage 3 (FSDP) the
+    weights too. Stage 1 is Megatron's distributed optimizer, mcsim's default.
+    """
+    d = np.asarray(dp, dtype=np.float64)
+    stage = np.asarray(zero_stage)
+    weights = np.where(stage >= 3, 2.0 / d, 2.0)
+    gradients = np.where(stage >= 2, 2.0 / d, 2.0)
+    optimizer = np.where(stage >= 1, 12.0 / d, 12.0)
+    return weights + gradients + optimizer
+
+
 def ring_allreduce_s(ranks: ArrayLike, nbytes: ArrayLike, bandwidth_gbps: ArrayLike, latency_s: float) -> np.ndarray:
     """Ring all-reduce time: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one rank); arrays."""
     ranks = np.asarray(ranks)
@@ -179,11 +203,14 @@ def activation_bytes_per_layer(cfg: Config) -> float:
             np.array([cfg.parallelism.microbatch]),
             np.array([cfg.parallelism.tp]),
             np.array([RECOMPUTE_CODES[cfg.model.recompute]]),
+            cfg.parallelism.sequence_parallel,
         )[0]
     )
 
 
-def _activation_per_layer(mdl, b: np.ndarray, t: np.ndarray, recompute: np.ndarray) -> np.ndarray:
+def _activation_per_layer(
+    mdl, b: np.ndarray, t: np.ndarray, recompute: np.ndarray, sequence_parallel: bool | np.ndarray = True
+) -> np.ndarray:
     """Activation memory of one layer and one microbatch on one GPU, bytes (arrays).
 
     Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
@@ -193,34 +220,27 @@ def _activation_per_layer(mdl, b: np.ndarray, t: np.ndarray, recompute: np.ndarr
     Without dropout the two sbh-byte dropout masks and the as^2b-byte
     attention mask and 2as^2b-byte attention dropout output of their §4.1
     derivation are not stored: ``32 + 2as/h`` and ``32``.
+    Without sequence parallelism (Table 2, "tensor parallel (baseline)") the
+    ``10 sbh`` of the norms' inputs, the two matrix inputs after them and the two
+    dropout masks (``8 sbh`` without dropout) are held whole on every GPU of the
+    group: ``sbh(10 + 24/t + 5as/(ht))``, ``sbh(10 + 24/t)``, and ``2 sbh`` with full.
     """
     s, h = mdl.seq_len, mdl.hidden
     heads = mdl.heads or max(1, h // 128)
     base, attention = (34.0, 5.0) if mdl.dropout else (32.0, 2.0)
-    per = np.array([base + attention * heads * s / h, base, 2.0])[recompute]
-    return s * np.asarray(b, dtype=np.float64) * h * per / t
-
-
-def stage_layers(layers: int, stages: int) -> list[int]:
-    """Layers on each pipeline stage.
-
-    When ``stages`` does not divide ``layers`` the stages that get one layer
-    fewer are the outermost ones, first and last alternately (the first stage
-    also holds the embedding, the last the output layer), as Llama 3 did
-    (arXiv 2407.21783, §3.3.2).
-    """
-    per, extra = divmod(layers, stages)
-    if extra == 0:
-        return [per] * stages
-    counts = [per + 1] * stages
-    order = [i // 2 if i % 2 == 0 else stages - 1 - i // 2 for i in range(stages)]
-    for stage in order[: stages - extra]:
-        counts[stage] = per
-    return counts
+    t = np.asarray(t, dtype=np.float64)
+    sbh = s * np.asarray(b, dtype=np.float64) * h
+    with_sp = sbh * np.array([base + attention * heads * s / h, base, 2.0])[recompute] / t
+    replicated = 10.0 if mdl.dropout else 8.0
+    split = base - replicated
+    scores = attention * heads * s / h
+    per_split = np.array([split + scores, split, 0.0])[recompute]
+    per_whole = np.array([replicated, replicated, 2.0])[recompute]
+    return np.where(sequence_parallel, with_sp, sbh * (per_whole + per_split / t))
 
 
 def peak_stage_microbatch_layers(layers: int, stages: ArrayLike, microbatches: ArrayLike) -> np.ndarray:
-    """``max_i layers(i) * min(p - i, m)`` over the stages of :func:`stage_layers` (arrays).
+    """``max_i layers(i) * min(p - i, m)`` over the stages of :func:`mcsim.model.steptime.stage_layers` (arrays).
 
     Stage i (0-based) of p holds the activations of min(p - i, m) in-flight
     microbatches (1F1B). The in-flight count falls with i, so the maximum is at
@@ -302,13 +322,41 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     intra_bytes = np.where(t <= gpn, tp_bytes, 0.0)
     inter_bytes = pp_bytes + dp_bytes + np.where(t > gpn, tp_bytes, 0.0)
 
-    state_bytes = N / (t * p) * (2 + 2 + 12 / d)
-    per_layer = _activation_per_layer(mdl, b, t, lay.recompute)
+    if cfg.compute.step_model == "operators":
+        step = steptime.operator_step(
+            cfg,
+            steptime.Layout(
+                gpn,
+                t,
+                p,
+                d,
+                b,
+                m,
+                v,
+                lay.recompute,
+                lay.sequence_parallel,
+                lay.zero_stage,
+                peak_flops,
+                lay.hbm_gbps * 1e9,
+                slowdown,
+            ),  # fmt: skip
+        )
+        model_flops, hardware_flops = step.model_flops, step.hardware_flops
+        t_comp, bubble = step.t_comp_s, step.bubble_s
+        tp_comm, pp_comm, dp_comm = step.tp_comm_s, step.pp_comm_s, step.dp_comm_s
+        intra_bytes = np.where(t <= gpn, step.tp_bytes, 0.0) + np.where(t * p <= gpn, step.pp_bytes, 0.0)
+        inter_bytes = step.dp_bytes + np.where(t > gpn, step.tp_bytes, 0.0) + np.where(t * p > gpn, step.pp_bytes, 0.0)
+
+    state_bytes = N / (t * p) * model_state_bytes_per_param(lay.zero_stage, d)
+    per_layer = _activation_per_layer(mdl, b, t, lay.recompute, lay.sequence_parallel)
     memory_gb = (state_bytes + per_layer * peak_stage_microbatch_layers(L, p, m)) / 1e9
 
     iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
     with np.errstate(over="ignore"):  # an absurdly long iteration (efficiency near 0): the MFU is 0, no warning
-        mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
+        if cfg.compute.step_model == "operators":  # model FLOPs with attention and the output layer
+            mfu = model_flops / (G * peak_flops * iteration_time)
+        else:
+            mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
     max_wall_s = cfg.run.max_wall_days * 86400.0
     # Below this, adding an iteration to the clock late in a run would not move it.
     flag(iteration_time < max_wall_s * TIME_RESOLUTION, TIME_RESOLUTION_CODE)
@@ -350,6 +398,9 @@ def layouts_of(cfgs: list[Config]) -> Layouts:
         column(lambda c: c.gpu.memory_gb, np.float64),
         column(lambda c: c.gpu.freq_min_mhz, np.float64),
         column(lambda c: c.gpu.freq_max_mhz, np.float64),
+        column(lambda c: c.gpu.hbm_gbps, np.float64),
+        column(lambda c: c.parallelism.sequence_parallel, np.bool_),
+        column(lambda c: c.parallelism.zero_stage, np.int64),
     )
 
 

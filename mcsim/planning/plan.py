@@ -168,6 +168,12 @@ class Search:
     recompute: tuple[str, ...] = param(
         tuple(RECOMPUTE_CODES), kind=str, many=True, choices=tuple(RECOMPUTE_CODES), doc="recomputation policies"
     )
+    sequence_parallel: tuple[bool, ...] | None = param(
+        None, kind=bool, many=True, doc="with and/or without sequence parallelism; default: the scenario's"
+    )
+    zero_stage: tuple[int, ...] | None = param(
+        None, kind=int, many=True, ge=0, le=3, doc="ZeRO stages (0-3); default: the scenario's"
+    )
     strategy: tuple[str, ...] = param(
         tuple(STRATEGIES), kind=str, many=True, choices=tuple(STRATEGIES), doc="checkpoint strategies"
     )
@@ -467,6 +473,8 @@ class Candidates:
     microbatch: np.ndarray
     interleave: np.ndarray
     recompute: np.ndarray  # RECOMPUTE_CODES
+    sequence_parallel: np.ndarray  # bool
+    zero_stage: np.ndarray  # 0..3
     strategy: np.ndarray  # index into search.strategy
     interval: np.ndarray  # index into search.interval
     freq_mhz: np.ndarray
@@ -548,7 +556,18 @@ def enumerate_candidates(plan: Plan) -> Candidates:
         )
     freqs = search.freq_mhz
     n_freq = len(freqs) if freqs else 1
-    extra = (len(search.gpu_types), len(search.recompute), len(search.strategy), len(search.interval), n_freq)
+    par = plan.scenario.base.parallelism
+    sp_values = np.array(search.sequence_parallel or (par.sequence_parallel,), dtype=np.bool_)
+    zero_values = np.array(search.zero_stage or (par.zero_stage,), dtype=np.int64)
+    extra = (
+        len(search.gpu_types),
+        len(search.recompute),
+        sp_values.size,
+        zero_values.size,
+        len(search.strategy),
+        len(search.interval),
+        n_freq,
+    )
     total = G.size * int(np.prod(extra))
     if total > MAX_CANDIDATES:
         raise ScenarioError(
@@ -557,7 +576,7 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     _check_screen_memory(plan, total)
     layout = np.arange(G.size)
     grids = np.meshgrid(np.arange(extra[0]), layout, *(np.arange(n) for n in extra[1:]), indexing="ij")
-    gtype, lay, rec, strat, interval, fidx = (g.ravel() for g in grids)
+    gtype, lay, rec, sp, zero, strat, interval, fidx = (g.ravel() for g in grids)
     recompute_codes = np.array([RECOMPUTE_CODES[r] for r in search.recompute], dtype=np.int64)
     if freqs:
         freq = np.array(freqs, dtype=np.float64)[fidx]
@@ -565,5 +584,6 @@ def enumerate_candidates(plan: Plan) -> Candidates:
         freq = np.array([spec.freq_max_mhz for spec in gpu_specs(plan)], dtype=np.float64)[gtype]
     enumerated = enumerated_layouts * int(np.prod(extra))
     return Candidates(
-        gtype, G[lay], t[lay], p[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], strat, interval, freq, enumerated
-    )
+        gtype, G[lay], t[lay], p[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], sp_values[sp], zero_values[zero],
+        strat, interval, freq, enumerated,
+    )  # fmt: skip

@@ -349,6 +349,8 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         "microbatch": ("candidate", cand.microbatch),
         "interleave": ("candidate", cand.interleave),
         "recompute": ("candidate", _categorical(cand.recompute, [recompute_names[k] for k in range(3)])),
+        "sequence_parallel": ("candidate", cand.sequence_parallel.astype(np.int8)),
+        "zero_stage": ("candidate", cand.zero_stage),
         "strategy": ("candidate", _categorical(cand.strategy, plan.search.strategy)),
         "interval": ("candidate", _categorical(cand.interval, [i.label for i in plan.search.interval])),
         "freq_mhz": ("candidate", cand.freq_mhz),
@@ -446,6 +448,8 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         ("microbatch", "microbatch size, sequences", "1"),
         ("interleave", "virtual pipeline stages per GPU", "1"),
         ("recompute", "activation recomputation policy", None),
+        ("sequence_parallel", "sequence parallelism (1) or not (0)", "1"),
+        ("zero_stage", "ZeRO stage (0: none, 1: optimizer states, 2: + gradients, 3: + weights)", "1"),
         ("strategy", "checkpoint strategy", None),
         ("interval", "checkpoint interval rule", None),
         ("freq_mhz", "GPU core frequency", "MHz"),
@@ -552,11 +556,22 @@ def _attrs(res: PlanResult) -> dict[str, object]:
     }
 
 
+def _software_label(c: xr.Dataset) -> str:
+    """``, no SP, ZeRO 3`` where a plan file records a candidate's software choices (older files do not)."""
+    parts = []
+    if "sequence_parallel" in c.variables and not int(c["sequence_parallel"]):
+        parts.append("no SP")
+    if "zero_stage" in c.variables:
+        parts.append(f"ZeRO {int(c['zero_stage'])}")
+    return "".join(f", {part}" for part in parts)
+
+
 def layout_label(ds: xr.Dataset, index: int) -> str:
     """``H100-SXM x 4096, tp 8 pp 4 dp 128, mb 1, v 5, selective, async, young_daly`` of candidate ``index``."""
     c = ds.isel(candidate=int(index))
     return (
         f"{c['gpu_type'].item()} x {int(c['gpus'])}, tp {int(c['tp'])} pp {int(c['pp'])} dp {int(c['dp'])}, "
-        f"mb {int(c['microbatch'])}, v {int(c['interleave'])}, {c['recompute'].item()}, {c['strategy'].item()}, "
+        f"mb {int(c['microbatch'])}, v {int(c['interleave'])}, {c['recompute'].item()}{_software_label(c)}, "
+        f"{c['strategy'].item()}, "
         f"{c['interval'].item()}, {float(c['freq_mhz']):g} MHz"
     )

@@ -57,6 +57,7 @@ from mcsim.model.workload import (
     TIME_RESOLUTION_CODE,
     TOO_MANY_ITERATIONS,
     Layouts,
+    WorkloadArrays,
     configuration_problem,
     workload_arrays,
 )
@@ -134,6 +135,8 @@ def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
             pp=int(cand.pp[index]),
             microbatch=int(cand.microbatch[index]),
             interleave=int(cand.interleave[index]),
+            sequence_parallel=bool(cand.sequence_parallel[index]),
+            zero_stage=int(cand.zero_stage[index]),
         ),
         model=dataclasses.replace(base.model, recompute=recompute),
         compute=dataclasses.replace(base.compute, freq_mhz=float(cand.freq_mhz[index])),
@@ -174,6 +177,9 @@ def layouts(plan: Plan, cand: Candidates) -> Layouts:
         field("memory_gb"),
         field("freq_min_mhz"),
         field("freq_max_mhz"),
+        field("hbm_gbps"),
+        cand.sequence_parallel,
+        cand.zero_stage,
     )
 
 
@@ -186,10 +192,49 @@ def _by_group(keys: np.ndarray):
         yield value, order[bounds[k] : bounds[k + 1]]
 
 
+def _layout_representatives(plan: Plan, cand: Candidates) -> np.ndarray | None:
+    """Per candidate, the index of the candidate with its layout, strategy 0 and interval 0; None if not enumerated.
+
+    The workload model does not read the checkpoint strategy or interval, and
+    :func:`mcsim.planning.plan.enumerate_candidates` varies them (then the clock) fastest,
+    so the candidate ``i - strategy * I * F - interval * F`` has the same layout, GPU type,
+    recomputation, software and clock. A subset of candidates (the uncertain inputs'
+    finalists) does not have that order: None.
+    """
+    n_freq = len(plan.search.freq_mhz) if plan.search.freq_mhz else 1
+    per_strategy = len(plan.search.interval) * n_freq
+    rep = np.arange(len(cand)) - cand.strategy * per_strategy - cand.interval * n_freq
+    if rep.size == 0 or rep.min() < 0:
+        return None
+    same = (cand.strategy[rep] == 0) & (cand.interval[rep] == 0)
+    for name in ("gpu_type", "gpus", "tp", "pp", "microbatch", "interleave", "recompute", "zero_stage", "freq_mhz"):
+        same &= getattr(cand, name)[rep] == getattr(cand, name)
+    same &= cand.sequence_parallel[rep] == cand.sequence_parallel
+    return rep if bool(same.all()) else None
+
+
+def layout_workload(plan: Plan, cand: Candidates) -> WorkloadArrays:
+    """:func:`~mcsim.model.workload.workload_arrays` of every candidate, computed once per layout.
+
+    Identical, element by element, to evaluating every candidate; the strategies and
+    intervals of a plan multiply its candidates but not this work (docs/planning.md).
+    """
+    base = plan.scenario.base
+    rep = _layout_representatives(plan, cand)
+    if rep is None:
+        return workload_arrays(base, layouts(plan, cand))
+    unique = np.flatnonzero(rep == np.arange(len(cand)))
+    lay = layouts(plan, cand)
+    subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
+    once = workload_arrays(base, subset)
+    position = np.searchsorted(unique, rep)
+    return type(once)(*(getattr(once, f.name)[position] for f in dataclasses.fields(once)))
+
+
 def screen(plan: Plan, cand: Candidates) -> Screen:
     """Evaluate every candidate and choose the finalists (see the module docstring)."""
     base = plan.scenario.base
-    wl = workload_arrays(base, layouts(plan, cand))
+    wl = layout_workload(plan, cand)
     rejection = np.zeros(len(cand), dtype=np.int8)
     rejection[np.isin(wl.code, STRUCTURAL)] = 1
     for code, reason in WORKLOAD_REJECTION.items():
@@ -310,6 +355,8 @@ def reference_candidate(plan: Plan, cand: Candidates) -> int:
         & (cand.microbatch == par.microbatch)
         & (cand.interleave == par.interleave)
         & (cand.recompute == RECOMPUTE_CODES[base.model.recompute])
+        & (cand.sequence_parallel == par.sequence_parallel)
+        & (cand.zero_stage == par.zero_stage)
         & (cand.strategy == strategy)
         & (cand.interval == interval)
         & (cand.freq_mhz == base.freq_mhz)

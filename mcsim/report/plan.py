@@ -26,6 +26,7 @@ from mcsim.report.plan_finalists import (
     ranked_finalists,
     recommended_finalist,
 )
+from mcsim.report.plan_steptime import step_time_section
 
 
 def is_plan_file(path: str | Path) -> bool:
@@ -112,6 +113,9 @@ def recommended_scenario(ds: xr.Dataset) -> dict:
         "compute": {"freq_mhz": float(c["freq_mhz"])},
         "checkpoint": {"strategy": str(c["strategy"].item()), "interval": _interval_value(str(c["interval"].item()))},
     }
+    if "sequence_parallel" in c.variables:  # plan files before issue 24 have neither
+        updates["parallelism"]["sequence_parallel"] = bool(int(c["sequence_parallel"]))
+        updates["parallelism"]["zero_stage"] = int(c["zero_stage"])
     for table, values in updates.items():
         raw[table] = {**raw.get(table, {}), **values}
     return raw
@@ -252,6 +256,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     ]
     lines += _runner_up(ds, ranked, best_f)
     lines += _equivalent(ds)
+    lines += step_time_section(ds)
     lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)

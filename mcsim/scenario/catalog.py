@@ -77,6 +77,9 @@ class GpuSpec:
     d2h_gbps : float
         Effective (not theoretical) device-to-host copy bandwidth per GPU,
         GB/s, over the host link (PCIe or NVLink-C2C).
+    hbm_gbps : float
+        HBM bandwidth, GB/s, datasheet peak (the operator step-time model's
+        memory-bound operators run at a size-dependent fraction of it).
     sources : str
         Short text naming the source of each number above.
     """
@@ -88,6 +91,7 @@ class GpuSpec:
     freq_max_mhz: float
     freq_min_mhz: float
     d2h_gbps: float
+    hbm_gbps: float
     sources: str
 
 
@@ -118,6 +122,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_max_mhz=1410.0,
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN4_EFF_GBPS,
+        hbm_gbps=1555.0,  # HBM 1,555 GB/s: A100 datasheet (2021), 40GB SXM
         sources="memory 40 GB HBM2; " + _A100_SOURCES,
     ),
     # NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM4:
@@ -130,6 +135,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_max_mhz=1410.0,
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN4_EFF_GBPS,
+        hbm_gbps=2039.0,  # HBM 2,039 GB/s: A100 datasheet (2021), 80GB SXM
         sources="memory 80 GB HBM2e; " + _A100_SOURCES,
     ),
     # NVIDIA H100 Tensor Core GPU datasheet (2022/2023), H100 SXM5 80GB:
@@ -142,6 +148,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_max_mhz=1980.0,
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN5_EFF_GBPS,
+        hbm_gbps=3350.0,  # HBM 3.35 TB/s: H100 datasheet (2023), SXM5
         sources=(
             "peak (1979 sparse / 2)/memory/TDP: NVIDIA H100 Tensor Core GPU "
             "datasheet (2023), SXM5; max clock: NVIDIA H100 spec (1980 MHz); "
@@ -159,6 +166,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_max_mhz=1980.0,
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN5_EFF_GBPS,
+        hbm_gbps=4800.0,  # HBM 4.8 TB/s: H200 datasheet (2024)
         sources=(
             "peak (1979 sparse / 2)/memory/TDP: NVIDIA H200 Tensor Core GPU "
             "datasheet (2024), SXM; clocks: as H100 SXM (same GH100 die); "
@@ -177,6 +185,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_max_mhz=1980.0,
         freq_min_mhz=210.0,
         d2h_gbps=_NVLINK_C2C_PER_DIR_GBPS,
+        hbm_gbps=4000.0,  # HBM 4 TB/s (96 GB HBM3): GH200 datasheet (2023)
         sources=(
             "peak/memory (96 GB HBM3)/C2C 900 GB/s: NVIDIA GH200 Grace Hopper "
             "Superchip datasheet (2023); tdp: assumption, 700 W GPU share of "
@@ -198,6 +207,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_max_mhz=1965.0,
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN5_EFF_GBPS,
+        hbm_gbps=8000.0,  # HBM 8 TB/s: HGX B200 datasheet (2024)
         sources=(
             "peak (4.5 PF sparse / 2)/TDP: NVIDIA HGX B200 datasheet (2024); "
             "memory: DGX B200 datasheet (1,440 GB / 8 GPUs = 180 GB usable of "

@@ -142,6 +142,15 @@ class ModelSection:
         "selective", kind=str, choices=("none", "selective", "full"), doc="activation recomputation policy"
     )
     dropout: bool = param(True, kind=bool, doc="trained with dropout (its masks take activation memory)")
+    vocab: int = param(
+        0, kind=int, ge=0, le=100_000_000, unit="tokens", doc="V, vocabulary; 0: no embedding or output layer modelled"
+    )
+    ffn_hidden: int = param(0, kind=int, ge=0, le=100_000_000, doc="MLP width; 0 means 4 x hidden")
+    kv_heads: int = param(0, kind=int, ge=0, le=1_000_000, doc="key/value heads (grouped-query attention); 0: heads")
+    gated_mlp: bool = param(False, kind=bool, doc="gated MLP (SwiGLU): the first MLP matrix has two outputs")
+    tied_embeddings: bool = param(
+        False, kind=bool, doc="input embedding and output layer share weights (their gradients meet across stages)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +167,7 @@ class HardwareSection:
     freq_max_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="override")
     freq_min_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="override")
     d2h_gbps: float | None = param(None, gt=0, le=1e6, unit="GB/s", doc="override")
+    hbm_gbps: float | None = param(None, gt=0, le=1e6, unit="GB/s", doc="override")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,12 +179,28 @@ class ParallelismSection:
     interleave: int = param(1, kind=int, ge=1, le=1024, doc="v, virtual stages per GPU")
     overlap_dp: float = param(0.8, ge=0, le=1, doc="hidden share of the DP exchange")
     overlap_tp: float = param(0.0, ge=0, le=1, doc="hidden share of the TP exchange")
+    overlap_pp: float = param(0.0, ge=0, le=1, doc="hidden share of the pipeline transfers (operators model)")
+    zero_stage: int = param(
+        1, kind=int, ge=0, le=3, doc="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)"
+    )
+    sequence_parallel: bool = param(
+        True, kind=bool, doc="sequence parallelism (Korthikanti et al. 2022): activations and norms split t ways"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class ComputeSection:
     efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
     freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="GPU core frequency; default: the GPU's maximum")
+    step_model: str = param(
+        "aggregate",
+        kind=str,
+        choices=("aggregate", "operators"),
+        doc="iteration time: one efficiency for all FLOPs, or per operator (docs/model.md §2b)",
+    )
+    fused_attention: bool = param(
+        False, kind=bool, doc="fused (flash) attention: no s^2 scores in memory, QK^T recomputed in backward"
+    )
     freq_scaling_share: float = param(
         1.0, ge=0, le=1, doc="share of compute time that scales as 1/f (the rest is memory-bound)"
     )
@@ -187,6 +213,16 @@ class NetworkSection:
     intra_pj_per_bit: float = param(1.3, ge=0, le=1e6, unit="pJ/bit")
     inter_pj_per_bit: float = param(20.0, ge=0, le=1e6, unit="pJ/bit")
     latency_us: float = param(5.0, ge=0, le=1e6, unit="us", doc="per message hop")
+    intra_bus_efficiency: float = param(
+        0.325,
+        gt=0,
+        le=1,
+        doc="collective bus bandwidth / intra_gbps (operators model; Calculon's 0.65 of one direction)",
+        # intra_gbps counts both directions
+    )
+    inter_bus_efficiency: float = param(
+        0.9, gt=0, le=1, doc="collective bus bandwidth / inter_gbps (operators model; Calculon)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

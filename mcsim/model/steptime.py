@@ -1,0 +1,390 @@
+"""The operator-level step-time model (``compute.step_model = "operators"``, docs/model.md §2b).
+
+Per candidate layout, in array form: each operator of :mod:`mcsim.model.operators` at
+an efficiency that rises with its size, the collectives the frameworks run at their
+bus bandwidth, and a pipeline whose stages are the layers, the embedding and the output
+layer as they are placed, paced by the slowest stage.
+
+- Matrix operators: ``flops / (peak x efficiency x curve(flops))``; the curve is
+  Calculon's matrix-efficiency table (Isaev et al., SC'23; its A100 and H100 system
+  files give the same knots), interpolated in ``log(1 + GFLOP)``; ``compute.efficiency``
+  scales it, the one knob a user who measured their throughput turns.
+- Memory-bound operators: ``bytes / (HBM bandwidth x curve(bytes))``, Calculon's
+  memory-efficiency table, evaluated per fused kernel (six per layer).
+- Tensor parallelism: per layer and microbatch, 2 all-reduces forward and 2 backward
+  (Megatron's f and g operators; Shoeybi et al. 2019, arXiv 1909.08053, §3), or with
+  sequence parallelism 2 all-gathers and 2 reduce-scatters forward and backward plus
+  the 2 all-gathers the backward repeats to form weight gradients (Korthikanti et al.
+  2022, §4.2.2); full recomputation repeats the forward ones. A ring step of a
+  reduce-scatter or all-gather moves ``(t-1)/t`` of the message.
+- Pipeline: each microbatch crosses every virtual-stage boundary forward and backward
+  with ``b s h / t`` elements (Narayanan et al. 2021, §4.1, scatter/gather);
+  ``parallelism.overlap_pp`` hides a share of it.
+- Data parallelism: the gradient all-reduce over ``d`` ranks; the hidden share
+  ``parallelism.overlap_dp`` can hide it behind at most the backward pass of the last
+  microbatch (gradients are reduced once per iteration, after accumulation).
+- Pipeline schedule: with per-GPU microbatch times ``t_i`` (forward, backward,
+  recomputation and exposed communication of the GPU's layers), the iteration's
+  pipeline part is ``m max(t_i) + (sum(t_i) - max(t_i)) / v``; with equal stages this is
+  Megatron's 1F1B bubble ``(p-1)/(v m)`` (Narayanan et al. 2021, §2.2), with unequal ones
+  the slowest stage sets the pace and every other stage adds its fill and drain once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mcsim.model import operators as ops
+
+# Calculon's matrix efficiency by operator size (GFLOP -> fraction of peak) and memory
+# efficiency by bytes moved (MB -> fraction of HBM bandwidth): systems/a100_80g.json and
+# h100_80g_nvl8.json of github.com/calculon-ai/calculon (Isaev et al., "Calculon: a
+# methodology and tool for high-level co-design of systems and large language models",
+# SC'23). Calculon steps between the knots; mcsim interpolates in log(1 + size).
+MATRIX_KNOTS_GFLOP = np.array([0.0, 1.0, 16.0, 128.0])
+MATRIX_EFFICIENCY = np.array([0.1, 0.6, 0.9, 0.95])
+MEMORY_KNOTS_MB = np.array([0.0, 1.0, 10.0, 100.0])
+MEMORY_EFFICIENCY = np.array([0.3, 0.6, 0.75, 0.9])
+MEMORY_KERNELS_PER_LAYER = 6  # two norms, two residual additions, the activation, softmax (+ dropout)
+
+RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
+
+# The step-time models' typical error against published iteration times: layouts whose ideal
+# iteration times are closer than this are ties as far as the model can tell (mcsim report).
+# operators: the median |error| of the leave-one-out validation over its 27 cases, 5.4 %
+# (docs/validation.md, "Step time"; tests/test_steptime.py keeps it at least that); aggregate:
+# the median error of §2's model on published cases, 8 % (issue 24's assessment).
+STEP_TIME_ERROR = {"aggregate": 0.08, "operators": 0.055}
+
+
+def matrix_efficiency(gflop: np.ndarray) -> np.ndarray:
+    """Fraction of peak a matrix operator of ``gflop`` GFLOP reaches (before ``compute.efficiency``)."""
+    return np.interp(np.log1p(gflop), np.log1p(MATRIX_KNOTS_GFLOP), MATRIX_EFFICIENCY)
+
+
+def memory_efficiency(megabytes: np.ndarray) -> np.ndarray:
+    """Fraction of HBM bandwidth a memory-bound kernel moving ``megabytes`` MB reaches."""
+    return np.interp(np.log1p(megabytes), np.log1p(MEMORY_KNOTS_MB), MEMORY_EFFICIENCY)
+
+
+def gemm_seconds(flops: np.ndarray, peak_flops: np.ndarray, efficiency: np.ndarray) -> np.ndarray:
+    """Time of one matrix operator, s."""
+    return flops / (peak_flops * efficiency * matrix_efficiency(flops / 1e9))
+
+
+def memory_seconds(nbytes: np.ndarray, hbm_bytes_per_s: np.ndarray, kernels: float = 1.0) -> np.ndarray:
+    """Time of ``kernels`` memory-bound kernels moving ``nbytes`` in all, s."""
+    return nbytes / (hbm_bytes_per_s * memory_efficiency(nbytes / kernels / 1e6))
+
+
+@dataclass(frozen=True)
+class Link:
+    """A collective's link: bus bandwidth (bytes/s, after the collective efficiency) and per-hop latency (s)."""
+
+    bus_bytes_per_s: np.ndarray
+    latency_s: float
+
+
+def ring_step_seconds(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> np.ndarray:
+    """One reduce-scatter or all-gather over a ring of ``ranks``: ``(n-1)/n bytes/bw + (n-1) latency`` (0 for 1)."""
+    n = np.maximum(ranks, 1).astype(np.float64)
+    seconds = (n - 1.0) / n * nbytes / link.bus_bytes_per_s + (n - 1.0) * link.latency_s
+    return np.where(ranks <= 1, 0.0, seconds)
+
+
+def tp_ring_steps(recompute: np.ndarray, sequence_parallel: bool | np.ndarray) -> np.ndarray:
+    """Reduce-scatter or all-gather steps per layer and microbatch (an all-reduce is two).
+
+    Forward 4 (two all-reduces, or two all-gathers and two reduce-scatters); backward 4
+    without sequence parallelism, 6 with it (the input all-gathers repeated for the
+    weight gradients); full recomputation repeats the forward 4.
+    """
+    backward = np.where(sequence_parallel, 6.0, 4.0)
+    return 4.0 + backward + np.where(recompute == RECOMPUTE_FULL, 4.0, 0.0)
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """One layer's times for one microbatch on one GPU, s (arrays over candidates)."""
+
+    compute_s: np.ndarray  # forward + backward + recomputation
+    forward_s: np.ndarray  # the forward part (the window that can hide a parameter all-gather)
+    backward_s: np.ndarray  # the backward part (the window that can hide the DP reduction)
+    tp_comm_s: np.ndarray  # exposed tensor-parallel communication
+    tp_bytes: np.ndarray  # bytes this GPU sends for it
+
+
+def layer_times(
+    shape: ops.Shape,
+    b: np.ndarray,
+    t: np.ndarray,
+    recompute: np.ndarray,
+    sequence_parallel: bool | np.ndarray,
+    peak_flops: np.ndarray,
+    efficiency: np.ndarray,
+    hbm: np.ndarray,
+    tp_link: Link,
+    overlap_tp: float | np.ndarray,
+    fused_attention: bool = False,
+) -> LayerTimes:
+    """Forward, backward and recomputation of one layer, and its tensor-parallel exchange."""
+    work = ops.layer_ops(shape, b, t, sequence_parallel)
+    gemm = [gemm_seconds(f, peak_flops, efficiency) for f in work.gemm_flops]
+    attention_core = gemm[ops.SCORE_GEMMS[0]] + gemm[ops.SCORE_GEMMS[1]]
+    if fused_attention:  # no s^2 tensor in memory; backward recomputes QK^T: 5 products, not 4
+        memory = memory_seconds(work.memory_bytes - work.score_bytes, hbm, MEMORY_KERNELS_PER_LAYER - 1)
+        forward = sum(gemm) + memory
+        backward = 2.0 * forward + 0.5 * attention_core
+        scores = np.zeros_like(forward)  # already recomputed by the kernel
+    else:
+        forward = sum(gemm) + memory_seconds(work.memory_bytes, hbm, MEMORY_KERNELS_PER_LAYER)
+        backward = 2.0 * forward
+        scores = attention_core + memory_seconds(work.score_bytes, hbm, 2.0)
+    recomputed = np.select([recompute == RECOMPUTE_FULL, recompute == RECOMPUTE_SELECTIVE], [forward, scores], 0.0)
+    message = np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * ops.ELEMENT_BYTES
+    steps = tp_ring_steps(recompute, sequence_parallel)
+    tp_comm = steps * ring_step_seconds(t, message, tp_link) * (1.0 - overlap_tp)
+    tp_bytes = steps * np.where(t > 1, (t - 1.0) / t * message, 0.0)
+    return LayerTimes(forward + backward + recomputed, forward, backward, tp_comm, tp_bytes)
+
+
+@dataclass(frozen=True)
+class StageLayers:
+    """Layers on the first GPU, the last GPU and the fullest other GPU of a pipeline (arrays)."""
+
+    first: np.ndarray
+    last: np.ndarray
+    middle: np.ndarray  # 0 when p <= 2
+
+
+def stage_layers(layers: int, stages: int) -> list[int]:
+    """Layers on each pipeline stage.
+
+    When ``stages`` does not divide ``layers`` the stages that get one layer
+    fewer are the outermost ones, first and last alternately (the first stage
+    also holds the embedding, the last the output layer), as Llama 3 did
+    (arXiv 2407.21783, §3.3.2).
+    """
+    per, extra = divmod(layers, stages)
+    if extra == 0:
+        return [per] * stages
+    counts = [per + 1] * stages
+    order = [i // 2 if i % 2 == 0 else stages - 1 - i // 2 for i in range(stages)]
+    for stage in order[: stages - extra]:
+        counts[stage] = per
+    return counts
+
+
+def gpu_layer_counts(layers: int, stages: int, interleave: int) -> list[int]:
+    """Layers each of ``stages`` GPUs holds when the model is cut into ``stages x interleave`` chunks.
+
+    Chunk k sits on GPU ``k mod stages`` (Megatron's interleaved placement); the
+    chunks' sizes follow :func:`stage_layers` (outermost chunks
+    one layer fewer when the division is uneven).
+    """
+    chunks = stage_layers(layers, stages * interleave)
+    counts = [0] * stages
+    for k, n in enumerate(chunks):
+        counts[k % stages] += n
+    return counts
+
+
+def stage_layers_of(layers: int, pp: np.ndarray, interleave: np.ndarray) -> StageLayers:
+    """:class:`StageLayers` per candidate (computed once per distinct ``(p, v)``)."""
+    first = np.zeros(pp.shape, dtype=np.float64)
+    last = np.zeros(pp.shape, dtype=np.float64)
+    middle = np.zeros(pp.shape, dtype=np.float64)
+    keys, inverse = np.unique(np.asarray(pp, dtype=np.int64) * 4096 + interleave, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    for k, key in enumerate(keys):
+        p, v = divmod(int(key), 4096)  # interleave <= 1024 (the schema's bound)
+        counts = gpu_layer_counts(layers, max(min(p, layers), 1), max(min(v, layers), 1))
+        chosen = inverse == k
+        first[chosen] = counts[0]
+        last[chosen] = counts[-1]
+        middle[chosen] = max(counts[1:-1], default=0)
+    return StageLayers(first, last, middle)
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """The operator model's iteration, split as :class:`mcsim.model.workload.WorkloadArrays` splits it (s, bytes)."""
+
+    t_comp_s: np.ndarray  # m x the slowest GPU's compute per microbatch, plus the optimizer step
+    bubble_s: np.ndarray  # the other stages' fill and drain, (sum - max) / v
+    tp_comm_s: np.ndarray  # m x the slowest GPU's exposed tensor-parallel time
+    pp_comm_s: np.ndarray  # m x the slowest GPU's exposed pipeline transfers
+    dp_comm_s: np.ndarray  # exposed gradient reduction
+    model_flops: np.ndarray  # per iteration, forward and backward, no recomputation
+    hardware_flops: np.ndarray  # per iteration, with recomputation
+    tp_bytes: np.ndarray  # per GPU per iteration
+    pp_bytes: np.ndarray
+    dp_bytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A candidate's parallel layout and GPU as arrays (the operator model's inputs)."""
+
+    gpus_per_node: int
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    microbatch: np.ndarray
+    microbatches: np.ndarray
+    interleave: np.ndarray
+    recompute: np.ndarray
+    sequence_parallel: np.ndarray  # bool
+    zero_stage: np.ndarray  # 0..3
+    peak_flops: np.ndarray  # FLOP/s
+    hbm_bytes_per_s: np.ndarray
+    slowdown: np.ndarray  # DVFS: compute time multiplier at the chosen clock
+
+
+def shape_of(mdl) -> ops.Shape:
+    """The :class:`~mcsim.model.operators.Shape` of a scenario's ``[model]`` table."""
+    heads = mdl.heads or max(1, mdl.hidden // 128)
+    return ops.Shape(
+        hidden=float(mdl.hidden),
+        heads=float(heads),
+        kv_heads=float(mdl.kv_heads or heads),
+        ffn_hidden=float(mdl.ffn_hidden or 4 * mdl.hidden),
+        vocab=float(mdl.vocab),
+        seq_len=float(mdl.seq_len),
+        gated_mlp=bool(mdl.gated_mlp),
+        dropout=bool(mdl.dropout),
+    )
+
+
+def _links(cfg, lay: Layout) -> tuple[Link, Link, Link]:
+    """Tensor-, pipeline- and data-parallel links: intra-node while the group fits in a node."""
+    net = cfg.network
+    latency_s = net.latency_us * 1e-6
+    intra = net.intra_gbps * 1e9 * net.intra_bus_efficiency
+    inter = net.inter_gbps * 1e9 * net.inter_bus_efficiency
+    t, p = lay.tp, lay.pp
+    tp_link = Link(np.where(t <= lay.gpus_per_node, intra, inter), latency_s)
+    pp_link = Link(np.where(t * p <= lay.gpus_per_node, intra, inter), latency_s)
+    return tp_link, pp_link, Link(np.broadcast_to(np.asarray(inter, dtype=np.float64), t.shape), latency_s)
+
+
+def operator_step(cfg, lay: Layout) -> StepTimes:
+    """The operator model's iteration for every candidate of ``lay`` (scenario constants from ``cfg``)."""
+    mdl, par = cfg.model, cfg.parallelism
+    shape = shape_of(mdl)
+    sp = lay.sequence_parallel
+    t, p, b, v, m = lay.tp, lay.pp, lay.microbatch, lay.interleave, lay.microbatches
+    tp_link, pp_link, dp_link = _links(cfg, lay)
+    eff = cfg.compute.efficiency
+    fused = bool(cfg.compute.fused_attention)
+    hbm = lay.hbm_bytes_per_s
+    layer = layer_times(shape, b, t, lay.recompute, sp, lay.peak_flops, eff, hbm, tp_link, par.overlap_tp, fused)
+    slow = lay.slowdown
+    # Embedding on the first GPU; final norm, output layer and loss on the last (3x: forward, backward).
+    embedding = np.where(shape.vocab > 0, 3.0 * memory_seconds(ops.embedding_bytes(shape, b), lay.hbm_bytes_per_s), 0.0)
+    embedding = embedding * slow
+    logits_fwd = gemm_seconds(ops.logits_flops(shape, b, t), lay.peak_flops, eff)
+    logits_fwd = logits_fwd + memory_seconds(ops.logits_bytes(shape, b, t), lay.hbm_bytes_per_s, 2.0)
+    logits = np.where(shape.vocab > 0, 3.0 * logits_fwd, 0.0) * slow
+    transfer = np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * ops.ELEMENT_BYTES / t
+    hop = transfer / pp_link.bus_bytes_per_s + pp_link.latency_s
+    pp_per_mb = np.where(p > 1, 2.0 * v * hop * (1.0 - par.overlap_pp), 0.0)
+    per_layer = layer.compute_s * slow + layer.tp_comm_s
+    stages = stage_layers_of(mdl.layers, p, v)
+    one_stage = p == 1
+    first = stages.first * per_layer + embedding + np.where(one_stage, logits, 0.0)
+    last = stages.last * per_layer + np.where(one_stage, 0.0, logits)
+    middle = stages.middle * per_layer
+    per_gpu = np.stack([first, last, middle]) + pp_per_mb
+    slowest = np.argmax(per_gpu, axis=0)
+    t_max = np.take_along_axis(per_gpu, slowest[None], axis=0)[0]
+    n_slowest = np.choose(slowest, [stages.first, stages.last, stages.middle])
+    extra_compute = np.choose(
+        slowest, [embedding + np.where(one_stage, logits, 0.0), np.where(one_stage, 0.0, logits), 0.0]
+    )
+    total = mdl.layers * per_layer + embedding + logits + p * pp_per_mb
+    pipeline_fill = (total - t_max) / v
+    compute_mb = n_slowest * layer.compute_s * slow + extra_compute
+    params_per_gpu = mdl.params / (t * p)
+    d = lay.dp
+    zero = lay.zero_stage
+    updated = params_per_gpu / np.where(zero >= 1, d, 1)  # each rank updates its shard
+    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, lay.hbm_bytes_per_s) * slow
+    grad_bytes = ops.ELEMENT_BYTES * params_per_gpu
+    windows = (n_slowest * layer.forward_s * slow, n_slowest * layer.backward_s * slow)
+    dp_step = ring_step_seconds(d, grad_bytes, dp_link)
+    dp_exposed = data_parallel_exposed(zero, dp_step, m, windows, par.overlap_dp)
+    # Tied embeddings on a pipeline: the first and last stage all-reduce the shared matrix's
+    # gradient (V h / t parameters) after the backward pass (Shoeybi et al. 2019; Megatron's
+    # embedding group), exposed.
+    tied = bool(mdl.tied_embeddings) and shape.vocab > 0
+    embedding_grad = ops.ELEMENT_BYTES * shape.vocab * shape.hidden / t
+    dp_exposed = dp_exposed + np.where(
+        tied & (p > 1), 2.0 * ring_step_seconds(np.full(t.shape, 2), embedding_grad, dp_link), 0.0
+    )
+    dp_steps = np.array([2.0, 2.0, 1.0, 0.0])[zero] + np.array([0.0, 0.0, 1.0, 3.0])[zero] * m
+    flops_per_sequence = ops.model_flops_per_sequence(shape, mdl.layers)
+    recompute_per_sequence = _recompute_flops_per_sequence(shape, mdl.layers, lay.recompute)
+    model_flops = np.full(t.shape, mdl.global_batch * flops_per_sequence)
+    return StepTimes(
+        t_comp_s=m * compute_mb + optimizer,
+        bubble_s=pipeline_fill,
+        tp_comm_s=m * n_slowest * layer.tp_comm_s,
+        pp_comm_s=m * pp_per_mb,
+        dp_comm_s=dp_exposed,
+        model_flops=model_flops,
+        hardware_flops=model_flops + mdl.global_batch * recompute_per_sequence,
+        tp_bytes=(mdl.layers / p) * m * layer.tp_bytes,
+        pp_bytes=np.where(p > 1, 2.0 * m * v * transfer, 0.0),
+        dp_bytes=np.where(d > 1, dp_steps * (d - 1.0) / d * grad_bytes, 0.0),
+    )
+
+
+def _hidden(seconds: np.ndarray, window: np.ndarray, overlap: float | np.ndarray) -> np.ndarray:
+    """What stays exposed of ``seconds`` of traffic when ``overlap`` of it may hide behind ``window`` of compute."""
+    return seconds - np.minimum(overlap * seconds, window)
+
+
+def data_parallel_exposed(
+    zero_stage: np.ndarray,
+    ring_step_s: np.ndarray,
+    microbatches: np.ndarray,
+    windows: tuple[np.ndarray, np.ndarray],
+    overlap: float | np.ndarray,
+) -> np.ndarray:
+    """Exposed data-parallel traffic per iteration, s.
+
+    ``ring_step_s`` is one reduce-scatter or all-gather of the GPU's gradients (or
+    weights); ``windows`` the slowest stage's (forward, backward) time of one microbatch.
+
+    - Stage 0: one all-reduce after accumulation, behind the last microbatch's backward.
+    - Stage 1 (Megatron's distributed optimizer): a reduce-scatter behind the last
+      backward, the updated weights' all-gather behind the next iteration's first forward.
+    - Stage 2: a reduce-scatter per microbatch (gradients are not kept whole), each
+      behind its backward, then the all-gather.
+    - Stage 3 (FSDP): per microbatch, the weights gathered for the forward and again for
+      the backward, and the gradients reduce-scattered: one step behind the forward, two
+      behind the backward (Rajbhandari et al. 2020, §5; Zhao et al., PyTorch FSDP, VLDB
+      2023, arXiv 2304.11277).
+    """
+    forward, backward = windows
+    gather = _hidden(ring_step_s, forward, overlap)
+    scatter = _hidden(ring_step_s, backward, overlap)
+    by_stage = (
+        _hidden(2.0 * ring_step_s, backward, overlap),
+        scatter + gather,
+        microbatches * scatter + gather,
+        microbatches * (gather + _hidden(2.0 * ring_step_s, backward, overlap)),
+    )
+    return np.choose(np.asarray(zero_stage), by_stage)
+
+
+def _recompute_flops_per_sequence(shape: ops.Shape, layers: int, recompute: np.ndarray) -> np.ndarray:
+    """Matrix FLOPs recomputation adds per sequence: a layer forward (full) or QK^T and AV (selective)."""
+    one = np.ones(1)
+    work = ops.layer_ops(shape, one, one, True)
+    forward = layers * sum(float(g[0]) for g in work.gemm_flops)
+    scores = layers * sum(float(work.gemm_flops[k][0]) for k in ops.SCORE_GEMMS)
+    return np.select([recompute == RECOMPUTE_FULL, recompute == RECOMPUTE_SELECTIVE], [forward, scores], 0.0)

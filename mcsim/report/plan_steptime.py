@@ -1,0 +1,80 @@
+"""Layouts the step-time model cannot tell apart from the recommendation's (``mcsim report`` on a plan).
+
+The ideal iteration time of every layout comes from a model whose error against
+published measurements is known (:data:`mcsim.model.steptime.STEP_TIME_ERROR`,
+docs/validation.md "Step time"). Layouts of the recommendation's GPU type and count,
+with its checkpoint strategy, interval and clock, that fit in memory and whose ideal
+iteration time is within that error of the recommendation's are *near-ties*: the
+screen and the simulation rank them by a difference the model cannot resolve, so a
+user should measure them before committing (issue 24 item 6).
+"""
+
+from __future__ import annotations
+
+import tomllib
+
+import numpy as np
+import xarray as xr
+
+from mcsim.model.steptime import STEP_TIME_ERROR
+from mcsim.planning.planner import layout_label
+from mcsim.planning.screen import REJECTIONS
+
+# Rejections that say the layout cannot run as asked (structure, clock, iterations, time
+# resolution, memory, strategy or failure domain), by their REJECTIONS codes.
+_UNRUNNABLE = (1, 2, 3, 4, 5, 6)
+assert all(code in REJECTIONS for code in _UNRUNNABLE)
+_SAME = ("gpu_type", "gpus", "strategy", "interval", "freq_mhz")
+
+
+def step_model(ds: xr.Dataset) -> str:
+    """The plan's ``compute.step_model`` (from the scenario it stores; ``aggregate`` when unset or unreadable)."""
+    try:
+        raw = tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
+    except tomllib.TOMLDecodeError:
+        return "aggregate"
+    model = raw.get("compute", {}).get("step_model", "aggregate") if isinstance(raw.get("compute"), dict) else ""
+    return model if model in STEP_TIME_ERROR else "aggregate"
+
+
+def step_time_ties(ds: xr.Dataset) -> tuple[float, list[tuple[int, float]]]:
+    """(the model's error, [(candidate, iteration time / recommended's - 1)]) of the near-ties, closest first."""
+    error = STEP_TIME_ERROR[step_model(ds)]
+    best = int(ds["recommended"])
+    iteration = ds["screen_iteration_time"].values.astype(np.float64)
+    same = np.ones(ds.sizes["candidate"], dtype=bool)
+    for name in _SAME:
+        same &= ds[name].values == ds[name].values[best]
+    runnable = ~np.isin(ds["rejection"].values, _UNRUNNABLE)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = iteration / iteration[best] - 1.0
+    near = same & runnable & (np.abs(ratio) <= error) & (np.arange(same.size) != best)
+    order = np.flatnonzero(near)[np.argsort(np.abs(ratio[near]), kind="stable")]
+    return error, [(int(k), float(ratio[k])) for k in order]
+
+
+def step_time_section(ds: xr.Dataset, shown: int = 8) -> list[str]:
+    """The report's "Near-ties of the step-time model" section."""
+    if "screen_iteration_time" not in ds.variables or not 0 <= int(ds["recommended"]) < ds.sizes["candidate"]:
+        return []
+    error, ties = step_time_ties(ds)
+    lines = ["## Near-ties of the step-time model", ""]
+    model = step_model(ds)
+    if not ties:
+        return lines + [
+            f"No other layout of this GPU type and count is within the {model} step-time model's error "
+            f"(±{100 * error:g} %) of the recommendation's ideal iteration time.",
+            "",
+        ]
+    lines.append(
+        f"{len(ties)} other layout(s) of this GPU type and count have an ideal iteration time within the "
+        f"{model} step-time model's error (±{100 * error:g} %, docs/validation.md) of the recommendation's: "
+        "the model cannot order them; measure the closest before committing. Iteration time relative to the "
+        "recommendation's:"
+    )
+    lines.append("")
+    for k, ratio in ties[:shown]:
+        lines.append(f"- {layout_label(ds, k)}: {100 * ratio:+.2f} %")
+    if len(ties) > shown:
+        lines.append(f"- and {len(ties) - shown} more")
+    return lines + [""]

@@ -1,0 +1,382 @@
+"""The operator step-time model (docs/model.md §2b) against closed forms from its sources.
+
+Expected values come from the papers' own equations, written here independently of
+``mcsim/model/operators.py`` and ``steptime.py``: Narayanan et al. 2021 eq. 3,
+Megatron-LM's ``num_floating_point_operations``, Korthikanti et al. 2022 Table 2, and
+Megatron's 1F1B bubble ``(p-1)/(v m)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mcsim.analysis import steptime_validation as sv
+from mcsim.model import steptime
+from mcsim.model.workload import activation_bytes_per_layer, layouts_of, workload, workload_arrays
+from mcsim.scenario.catalog import GPU_CATALOG
+from mcsim.scenario.config import load_scenario
+
+BASE = {
+    "compute.step_model": "operators",
+    "hardware.gpu": "A100-80GB",
+    "hardware.memory_gb": 1e6,
+    "model.params": 1.0,  # no optimizer step or gradient to speak of unless a test sets it
+    "model.layers": 48,
+    "model.hidden": 6144,
+    "model.heads": 64,
+    "model.vocab": 0,
+    "model.seq_len": 2048,
+    "model.global_batch": 64,
+    "model.tokens": 64.0 * 2048,
+    "parallelism.gpus": 8,
+    "parallelism.tp": 8,
+    "parallelism.pp": 1,
+    "parallelism.microbatch": 1,
+}
+
+
+def config(**changes):
+    overrides = dict(BASE)
+    overrides.update({k.replace("__", "."): v for k, v in changes.items()})
+    return load_scenario(overrides=overrides).base
+
+
+def narayanan_eq3(batch, seq, layers, hidden, vocab):
+    """Narayanan et al. 2021, eq. 3: FLOPs per iteration with full recomputation."""
+    return 96.0 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+def megatron_model_flops(batch, seq, layers, hidden, heads, groups, ffn, vocab, swiglu):
+    """Megatron-LM ``num_floating_point_operations`` (megatron/training/training.py, 2024), kv_channels = h/heads."""
+    gated = 1.5 if swiglu else 1.0
+    return (
+        12.0
+        * batch
+        * seq
+        * layers
+        * hidden**2
+        * ((1 + groups / heads + seq / hidden) + ffn / hidden * gated + vocab / (2 * layers * hidden))
+    )
+
+
+def test_full_recomputation_flops_are_narayanan_eq3():
+    cfg = config(model__recompute="full", model__vocab=51200)
+    wl = workload(cfg)
+    expected = narayanan_eq3(64, 2048, 48, 6144, 51200)
+    assert wl.hardware_flops == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kv_heads", "ffn", "gated", "vocab"), [(0, 0, False, 51200), (8, 28672, True, 128256), (16, 5000, False, 0)]
+)
+def test_model_flops_are_megatrons_count(kv_heads, ffn, gated, vocab):
+    cfg = config(
+        model__kv_heads=kv_heads,
+        model__ffn_hidden=ffn,
+        model__gated_mlp=gated,
+        model__vocab=vocab,
+        model__recompute="none",
+    )
+    wl = workload(cfg)
+    expected = megatron_model_flops(64, 2048, 48, 6144, 64, kv_heads or 64, ffn or 4 * 6144, vocab, gated)
+    assert wl.model_flops == pytest.approx(expected, rel=1e-12)
+    assert wl.hardware_flops == wl.model_flops  # no recomputation
+
+
+def test_selective_recomputation_adds_the_attention_products():
+    none = workload(config(model__recompute="none"))
+    selective = workload(config(model__recompute="selective"))
+    # QK^T and AV: 2 s^2 h FLOPs each per sequence and layer (Korthikanti et al. §5).
+    assert selective.hardware_flops - none.hardware_flops == pytest.approx(64 * 48 * 4 * 2048**2 * 6144, rel=1e-12)
+
+
+@pytest.mark.parametrize(("pp", "interleave", "microbatch"), [(2, 1, 1), (4, 1, 2), (4, 3, 1), (8, 2, 2)])
+def test_equal_stages_give_megatrons_bubble(pp, interleave, microbatch):
+    """Without embedding and output layer every stage is equal: bubble = (p-1)/(v m) x the steady part."""
+    cfg = config(
+        parallelism__gpus=8 * pp,
+        parallelism__pp=pp,
+        parallelism__interleave=interleave,
+        parallelism__microbatch=microbatch,
+    )
+    wl = workload(cfg)
+    m = 64 // microbatch
+    steady = wl.t_comp_s + wl.tp_comm_s + wl.pp_comm_s
+    assert wl.microbatches == m
+    assert wl.bubble_s == pytest.approx(steady * (pp - 1) / (interleave * m), rel=1e-9)
+
+
+def test_the_slowest_stage_sets_the_pace():
+    """A large vocabulary puts the output layer on the last stage: the pipeline runs at that stage's pace."""
+    flat = workload(config(parallelism__gpus=16, parallelism__pp=2))
+    heavy = workload(config(parallelism__gpus=16, parallelism__pp=2, model__vocab=256000))
+    single = workload(config(model__vocab=256000))
+    single_flat = workload(config())
+    logits_per_iteration = single.iteration_time_s - single_flat.iteration_time_s  # one stage: no pacing effect
+    # Balanced, the output layer's work would add about half of it per GPU (two stages share
+    # the steady state); paced by the last stage, the whole of it is added to every microbatch.
+    assert heavy.iteration_time_s - flat.iteration_time_s > 0.9 * logits_per_iteration
+
+
+def test_sequence_parallel_memory_is_korthikanti_table2():
+    s, b, h, a, t = 2048, 2, 6144, 64, 8
+    common = dict(
+        model__dropout=True,
+        model__seq_len=s,
+        parallelism__microbatch=b,
+        model__hidden=h,
+        model__heads=a,
+        parallelism__tp=t,
+        model__global_batch=64,
+    )
+    sbh = s * b * h
+    for recompute, with_sp, without_sp in (
+        ("none", sbh * (34 + 5 * a * s / h) / t, sbh * (10 + 24 / t + 5 * a * s / (h * t))),
+        ("selective", sbh * 34 / t, sbh * (10 + 24 / t)),
+        ("full", 2 * sbh / t, 2 * sbh),
+    ):
+        sp = activation_bytes_per_layer(config(model__recompute=recompute, **common))
+        no_sp = activation_bytes_per_layer(
+            config(model__recompute=recompute, parallelism__sequence_parallel=False, **common)
+        )
+        assert sp == pytest.approx(with_sp, rel=1e-12)
+        assert no_sp == pytest.approx(without_sp, rel=1e-12)
+
+
+def test_screen_and_run_compute_the_same_iteration_bit_for_bit():
+    cfgs = [
+        config(
+            parallelism__gpus=8 * pp * dp,
+            parallelism__pp=pp,
+            parallelism__tp=tp,
+            parallelism__microbatch=mb,
+            parallelism__interleave=v,
+            model__vocab=51200,
+            model__params=2e10,
+            model__global_batch=64,
+        )
+        for pp, dp, tp, mb, v in [(1, 1, 8, 1, 1), (2, 2, 4, 2, 1), (4, 1, 8, 1, 2), (8, 4, 2, 2, 3), (3, 2, 8, 1, 1)]
+    ]
+    cfgs = [
+        dataclasses.replace(c, parallelism=dataclasses.replace(c.parallelism, gpus=c.parallelism.gpus)) for c in cfgs
+    ]
+    lay = layouts_of(cfgs)
+    arrays = workload_arrays(cfgs[0], lay)
+    for k, cfg in enumerate(cfgs):
+        assert workload(cfg).iteration_time_s == arrays.iteration_time_s[k]
+
+
+def test_the_efficiency_curve_passes_its_knots_and_rises():
+    assert np.array_equal(steptime.matrix_efficiency(steptime.MATRIX_KNOTS_GFLOP), steptime.MATRIX_EFFICIENCY)
+    sizes = np.geomspace(1e-3, 1e4, 200)
+    assert np.all(np.diff(steptime.matrix_efficiency(sizes)) >= 0)
+    assert np.all(np.diff(steptime.memory_efficiency(sizes)) >= 0)
+
+
+def test_every_gpu_has_an_hbm_bandwidth():
+    assert all(spec.hbm_gbps > 0 for spec in GPU_CATALOG.values())
+
+
+def test_the_aggregate_model_ignores_the_operator_keys():
+    plain = workload(config(compute__step_model="aggregate"))
+    shaped = workload(config(compute__step_model="aggregate", model__vocab=51200, model__gated_mlp=True))
+    assert plain.iteration_time_s == shaped.iteration_time_s
+
+
+# Validation against published iteration times (docs/validation.md, "Step time").
+
+
+@pytest.fixture(scope="module")
+def results():
+    return sv.leave_one_out()
+
+
+def test_korthikanti_cases_within_ten_percent_and_ordered(results):
+    korthikanti = [r for r in results if r.case.source == "korthikanti2022"]
+    assert len(korthikanti) == 8
+    assert max(abs(r.ratio - 1) for r in korthikanti) <= sv.TOLERANCE
+    assert sv.ordered_pairs(results) == (4, 4)
+
+
+@pytest.mark.parametrize(("source", "median"), [("narayanan2021", 0.06), ("megatron_core_2024", 0.08)])
+def test_other_sources_median_error(results, source, median):
+    errors = [abs(r.ratio - 1) for r in results if r.case.source == source]
+    assert np.median(errors) <= median
+
+
+def test_a_case_never_predicts_itself():
+    cases = sv.STEP_CASES[10:18]
+    moved = (dataclasses.replace(cases[0], measured_s=cases[0].measured_s * 3.0),) + cases[1:]
+    before, after = sv.leave_one_out(cases), sv.leave_one_out(moved)
+    assert after[0].predicted_s == before[0].predicted_s
+    assert after[1].efficiency != before[1].efficiency  # the others do see it
+
+
+def test_validate_step_time_cli():
+    done = subprocess.run(
+        [sys.executable, "-m", "mcsim", "validate", "--step-time"], capture_output=True, text=True, timeout=300
+    )
+    assert "korthikanti2022: 8 cases" in done.stdout
+    assert done.returncode == (0 if sv.step_times_pass(sv.leave_one_out()) else 1)
+
+
+def test_an_unknown_step_model_is_refused(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcsim",
+            "run",
+            "--set",
+            "compute.step_model=fancy",
+            "--runs",
+            "2",
+            "-o",
+            str(tmp_path / "o.nc"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2
+    assert "compute.step_model" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "o.nc").exists()
+
+
+# The planner searches the software choices (issue 24 item 6).
+
+PLAN = {
+    "name": "operators-plan",
+    "model": {
+        "params": 1.3e9,
+        "layers": 24,
+        "hidden": 2048,
+        "heads": 16,
+        "vocab": 51200,
+        "seq_len": 2048,
+        "tokens": 2e10,
+        "global_batch": 512,
+    },
+    "compute": {"step_model": "operators"},
+    "hardware": {"gpus_per_node": 8},
+    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
+    "run": {"seed": 3, "mode": "fast"},
+    "search": {
+        "gpu_types": ["A100-80GB", "H100-SXM"],
+        "gpus": [16, 64],
+        "strategy": ["async"],
+        "sequence_parallel": [True, False],
+        "zero_stage": [0, 1, 3],
+    },
+    "plan": {"objective": "wall_time", "first_runs": 20, "max_runs": 60, "finalists": 3},
+}
+
+
+def test_the_screen_searches_sequence_parallelism_and_zero_and_equals_mcsim_run():
+    from mcsim.planning.plan import enumerate_candidates, plan_from_dict
+    from mcsim.planning.screen import candidate_config, screen
+
+    plan = plan_from_dict(PLAN)
+    cand = enumerate_candidates(plan)
+    fixed = plan_from_dict(
+        {**PLAN, "search": {k: v for k, v in PLAN["search"].items() if k not in ("sequence_parallel", "zero_stage")}}
+    )
+    assert len(cand) == 6 * len(enumerate_candidates(fixed))  # 2 x 3 software choices per layout
+    scr = screen(plan, cand)
+    rng = np.random.default_rng(1)
+    seen = set()
+    for i in rng.choice(len(cand), 200, replace=False):
+        cfg = candidate_config(plan, cand, int(i))
+        wl = workload(cfg)
+        assert scr.iteration_time_s[i] == wl.iteration_time_s  # bit for bit
+        assert scr.memory_per_gpu_gb[i] == wl.memory_per_gpu_gb
+        seen.add((cfg.parallelism.sequence_parallel, cfg.parallelism.zero_stage))
+    assert len(seen) == 6
+
+
+def test_zero_stages_trade_memory_for_traffic():
+    """ZeRO (Rajbhandari et al. 2020, §5): state bytes per parameter 16, 4 + 12/d, 2 + 14/d, 16/d."""
+    d = 8
+    common = dict(parallelism__gpus=64, model__params=2e10, model__global_batch=64, model__vocab=51200)
+    wls = [workload(config(parallelism__zero_stage=z, **common)) for z in range(4)]
+    activations = wls[0].memory_per_gpu_gb * 1e9 - 2e10 / 8 * 16
+    for z, expected in enumerate((16, 4 + 12 / d, 2 + 14 / d, 16 / d)):
+        assert wls[z].memory_per_gpu_gb * 1e9 == pytest.approx(activations + 2e10 / 8 * expected, rel=1e-12)
+    # Stage 3 gathers the weights twice and scatters the gradients once per microbatch: 3m ring steps
+    # against stage 0's 2 (an all-reduce), so it moves 3m/2 times the bytes.
+    m = wls[0].microbatches
+    assert wls[3].inter_bytes_per_gpu == pytest.approx(wls[0].inter_bytes_per_gpu * 3 * m / 2, rel=1e-12)
+    assert wls[3].dp_comm_s > wls[0].dp_comm_s
+
+
+def test_a_plan_over_software_choices_recommends_a_scenario_that_runs(tmp_path):
+    from tests_helpers import write_toml
+
+    from mcsim.cli.main import main
+    from mcsim.io.netcdf import open_results
+    from mcsim.report.plan import recommended_toml
+
+    path = write_toml(PLAN, tmp_path / "plan.toml")
+    assert main(["plan", str(path), "-o", str(tmp_path / "plan.nc"), "--quiet"]) == 0
+    ds = open_results(tmp_path / "plan.nc")
+    assert set(np.unique(ds["zero_stage"].values)) == {0, 1, 3}
+    assert set(np.unique(ds["sequence_parallel"].values)) == {0, 1}
+    text = recommended_toml(ds)
+    best = int(ds["recommended"])
+    assert f"zero_stage = {int(ds['zero_stage'][best])}" in text
+    # Near-ties: brute force over the file's candidates against mcsim.report.plan_steptime.
+    from mcsim.model.steptime import STEP_TIME_ERROR
+    from mcsim.report.plan_steptime import step_time_section, step_time_ties
+
+    error, ties = step_time_ties(ds)
+    assert error == STEP_TIME_ERROR["operators"]
+    expected = []
+    for k in range(ds.sizes["candidate"]):
+        same = all(
+            ds[n].values[k] == ds[n].values[best] for n in ("gpu_type", "gpus", "strategy", "interval", "freq_mhz")
+        )
+        ratio = float(ds["screen_iteration_time"][k]) / float(ds["screen_iteration_time"][best]) - 1
+        if k != best and same and int(ds["rejection"][k]) not in (1, 2, 3, 4, 5, 6) and abs(ratio) <= error:
+            expected.append(k)
+    assert sorted(k for k, _ in ties) == expected and expected  # this space has near-ties
+    assert step_time_section(ds)[0] == "## Near-ties of the step-time model"
+    scenario = tmp_path / "best.toml"
+    scenario.write_text(text)
+    assert main(["run", str(scenario), "--runs", "2", "-o", str(tmp_path / "best.nc"), "--quiet"]) == 0
+    assert float(open_results(tmp_path / "best.nc")["iteration_time"]) == float(ds["screen_iteration_time"][best])
+
+
+def test_the_documented_step_time_error_is_the_validations_median(results):
+    from mcsim.model.steptime import STEP_TIME_ERROR
+
+    median = float(np.median([abs(r.ratio - 1) for r in results]))
+    assert median <= STEP_TIME_ERROR["operators"] < median + 0.01
+
+
+def test_hardware_flops_utilisation_counts_the_recomputation():
+    """Full recomputation: hardware FLOPs are eq. 3's, so HFU / MFU = eq. 3 / Megatron's model FLOPs."""
+    wl = workload(config(model__recompute="full", model__vocab=51200))
+    ratio = narayanan_eq3(64, 2048, 48, 6144, 51200) / megatron_model_flops(
+        64, 2048, 48, 6144, 64, 64, 4 * 6144, 51200, False
+    )
+    assert wl.hfu_ideal / wl.mfu_ideal == pytest.approx(ratio, rel=1e-12)
+
+
+def test_tied_embeddings_add_the_stage_to_stage_gradient_all_reduce():
+    """Two ranks, V h / t BF16 gradients, inter-node link at its bus efficiency: 2 x (1/2 bytes / bw + latency)."""
+    common = dict(parallelism__gpus=16, parallelism__pp=2, model__vocab=51200)
+    untied, tied = workload(config(**common)), workload(config(model__tied_embeddings=True, **common))
+    cfg = config(**common)
+    nbytes = 2.0 * 51200 * 6144 / 8
+    bus = cfg.network.inter_gbps * 1e9 * cfg.network.inter_bus_efficiency
+    expected = 2.0 * (0.5 * nbytes / bus + cfg.network.latency_us * 1e-6)
+    assert tied.dp_comm_s - untied.dp_comm_s == pytest.approx(expected, rel=1e-9)
+    assert (
+        workload(config(model__tied_embeddings=True, model__vocab=51200)).dp_comm_s
+        == workload(config(model__vocab=51200)).dp_comm_s
+    )  # one stage: nothing to exchange
