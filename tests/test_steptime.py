@@ -380,3 +380,45 @@ def test_tied_embeddings_add_the_stage_to_stage_gradient_all_reduce():
         workload(config(model__tied_embeddings=True, model__vocab=51200)).dp_comm_s
         == workload(config(model__vocab=51200)).dp_comm_s
     )  # one stage: nothing to exchange
+
+
+def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
+    """At twice the peak, the linear layers' matrix time halves; QK^T and AV keep the BF16 peak."""
+    from mcsim.model import operators as ops
+
+    cfg = config()
+    shape = steptime.shape_of(cfg.model)
+    one, eight = np.ones(1), np.full(1, 8.0)
+    link = steptime.Link(np.full(1, 1e11), 0.0)
+    peak = np.full(1, 312e12)
+    args = (shape, one, eight, np.zeros(1, dtype=np.int64), True)
+    bf16 = steptime.layer_times(*args, (peak, peak), 0.7, np.full(1, 2e12), link, 0.0)
+    fp8 = steptime.layer_times(*args, (2 * peak, peak), 0.7, np.full(1, 2e12), link, 0.0)
+    work = ops.layer_ops(shape, one, eight, True)
+    linear = sum(
+        float(steptime.gemm_seconds(f, peak, 0.7)[0]) for k, f in enumerate(work.gemm_flops) if k not in ops.SCORE_GEMMS
+    )
+    assert float(bf16.forward_s[0] - fp8.forward_s[0]) == pytest.approx(linear / 2, rel=1e-12)
+
+
+def test_fp8_where_the_gpu_has_it():
+    h100 = dict(hardware__gpu="H100-SXM", model__vocab=51200, model__params=2e10)
+    a100 = dict(hardware__gpu="A100-80GB", model__vocab=51200, model__params=2e10)
+    assert workload(config(compute__fp8=True, **h100)).iteration_time_s < workload(config(**h100)).iteration_time_s
+    # The weights' FP8 copies: one byte per parameter held.
+    extra = workload(config(compute__fp8=True, **h100)).memory_per_gpu_gb - workload(config(**h100)).memory_per_gpu_gb
+    assert extra * 1e9 == pytest.approx(2e10 / 8, rel=1e-9)
+    # The A100 has no FP8 (fp8_tflops = 0): the same run as without it.
+    assert workload(config(compute__fp8=True, **a100)) == workload(config(**a100))
+
+
+def test_fp8_is_refused_under_the_aggregate_model(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "mcsim", "run", "--set", "compute.fp8=true", "--runs", "2",
+            "-o", str(tmp_path / "o.nc"),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "compute.fp8" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.nc").exists()

@@ -122,16 +122,24 @@ def layer_times(
     t: np.ndarray,
     recompute: np.ndarray,
     sequence_parallel: bool | np.ndarray,
-    peak_flops: np.ndarray,
+    peak_flops: tuple[np.ndarray, np.ndarray],
     efficiency: np.ndarray,
     hbm: np.ndarray,
     tp_link: Link,
     overlap_tp: float | np.ndarray,
     fused_attention: bool = False,
 ) -> LayerTimes:
-    """Forward, backward and recomputation of one layer, and its tensor-parallel exchange."""
+    """Forward, backward and recomputation of one layer, and its tensor-parallel exchange.
+
+    ``peak_flops`` is (the linear layers' peak, the attention products' peak): FP8, where
+    asked, runs the linear layers only (as Transformer Engine does); QK^T and AV stay BF16.
+    """
     work = ops.layer_ops(shape, b, t, sequence_parallel)
-    gemm = [gemm_seconds(f, peak_flops, efficiency) for f in work.gemm_flops]
+    linear_peak, attention_peak = peak_flops
+    gemm = [
+        gemm_seconds(f, attention_peak if k in ops.SCORE_GEMMS else linear_peak, efficiency)
+        for k, f in enumerate(work.gemm_flops)
+    ]
     attention_core = gemm[ops.SCORE_GEMMS[0]] + gemm[ops.SCORE_GEMMS[1]]
     if fused_attention:  # no s^2 tensor in memory; backward recomputes QK^T: 5 products, not 4
         memory = memory_seconds(work.memory_bytes - work.score_bytes, hbm, MEMORY_KERNELS_PER_LAYER - 1)
@@ -239,6 +247,7 @@ class Layout:
     sequence_parallel: np.ndarray  # bool
     zero_stage: np.ndarray  # 0..3
     peak_flops: np.ndarray  # FLOP/s
+    linear_peak_flops: np.ndarray  # of QKV, projection and MLP: FP8's under compute.fp8
     hbm_bytes_per_s: np.ndarray
     slowdown: np.ndarray  # DVFS: compute time multiplier at the chosen clock
 
@@ -280,7 +289,8 @@ def operator_step(cfg, lay: Layout) -> StepTimes:
     eff = cfg.compute.efficiency
     fused = bool(cfg.compute.fused_attention)
     hbm = lay.hbm_bytes_per_s
-    layer = layer_times(shape, b, t, lay.recompute, sp, lay.peak_flops, eff, hbm, tp_link, par.overlap_tp, fused)
+    peaks = (lay.linear_peak_flops, lay.peak_flops)
+    layer = layer_times(shape, b, t, lay.recompute, sp, peaks, eff, hbm, tp_link, par.overlap_tp, fused)
     slow = lay.slowdown
     # Embedding on the first GPU; final norm, output layer and loss on the last (3x: forward, backward).
     embedding = np.where(shape.vocab > 0, 3.0 * memory_seconds(ops.embedding_bytes(shape, b), lay.hbm_bytes_per_s), 0.0)

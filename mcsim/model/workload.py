@@ -115,6 +115,7 @@ class Layouts:
     freq_min_mhz: np.ndarray
     freq_max_mhz: np.ndarray
     hbm_gbps: np.ndarray
+    fp8_tflops: np.ndarray  # 0: the GPU has no FP8
     sequence_parallel: np.ndarray  # bool
     zero_stage: np.ndarray  # 0..3
 
@@ -265,6 +266,13 @@ def peak_activation_bytes(cfg: Config, microbatches: int) -> float:
     )
 
 
+def _linear_peak_flops(cfg: Config, lay: Layouts, peak_flops: np.ndarray) -> np.ndarray:
+    """Peak of the linear layers' matrix operators, FLOP/s: FP8's where asked and the GPU has it (§2b)."""
+    if not cfg.compute.fp8:
+        return peak_flops
+    return np.where(lay.fp8_tflops > 0, lay.fp8_tflops * 1e12, peak_flops)
+
+
 def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     """The workload model over candidate layouts; scenario constants from ``cfg``.
 
@@ -326,20 +334,21 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         step = steptime.operator_step(
             cfg,
             steptime.Layout(
-                gpn,
-                t,
-                p,
-                d,
-                b,
-                m,
-                v,
-                lay.recompute,
-                lay.sequence_parallel,
-                lay.zero_stage,
-                peak_flops,
-                lay.hbm_gbps * 1e9,
-                slowdown,
-            ),  # fmt: skip
+                gpus_per_node=gpn,
+                tp=t,
+                pp=p,
+                dp=d,
+                microbatch=b,
+                microbatches=m,
+                interleave=v,
+                recompute=lay.recompute,
+                sequence_parallel=lay.sequence_parallel,
+                zero_stage=lay.zero_stage,
+                peak_flops=peak_flops,
+                linear_peak_flops=_linear_peak_flops(cfg, lay, peak_flops),
+                hbm_bytes_per_s=lay.hbm_gbps * 1e9,
+                slowdown=slowdown,
+            ),
         )
         model_flops, hardware_flops = step.model_flops, step.hardware_flops
         t_comp, bubble = step.t_comp_s, step.bubble_s
@@ -348,6 +357,9 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         inter_bytes = step.dp_bytes + np.where(t > gpn, step.tp_bytes, 0.0) + np.where(t * p > gpn, step.pp_bytes, 0.0)
 
     state_bytes = N / (t * p) * model_state_bytes_per_param(lay.zero_stage, d)
+    if cfg.compute.fp8:  # FP8 copies of the weights, 1 byte each, where the GPU computes in FP8
+        held = N / (t * p) / np.where(lay.zero_stage >= 3, d, 1)
+        state_bytes = state_bytes + np.where(lay.fp8_tflops > 0, held, 0.0)
     per_layer = _activation_per_layer(mdl, b, t, lay.recompute, lay.sequence_parallel)
     memory_gb = (state_bytes + per_layer * peak_stage_microbatch_layers(L, p, m)) / 1e9
 
@@ -399,6 +411,7 @@ def layouts_of(cfgs: list[Config]) -> Layouts:
         column(lambda c: c.gpu.freq_min_mhz, np.float64),
         column(lambda c: c.gpu.freq_max_mhz, np.float64),
         column(lambda c: c.gpu.hbm_gbps, np.float64),
+        column(lambda c: c.gpu.fp8_tflops, np.float64),
         column(lambda c: c.parallelism.sequence_parallel, np.bool_),
         column(lambda c: c.parallelism.zero_stage, np.int64),
     )

@@ -178,6 +178,7 @@ def layouts(plan: Plan, cand: Candidates) -> Layouts:
         field("freq_min_mhz"),
         field("freq_max_mhz"),
         field("hbm_gbps"),
+        field("fp8_tflops"),
         cand.sequence_parallel,
         cand.zero_stage,
     )

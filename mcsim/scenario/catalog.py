@@ -80,6 +80,9 @@ class GpuSpec:
     hbm_gbps : float
         HBM bandwidth, GB/s, datasheet peak (the operator step-time model's
         memory-bound operators run at a size-dependent fraction of it).
+    fp8_tflops : float
+        Dense FP8 tensor-core peak, TFLOP/s; 0 where the GPU has none
+        (``compute.fp8`` is then refused).
     sources : str
         Short text naming the source of each number above.
     """
@@ -92,6 +95,7 @@ class GpuSpec:
     freq_min_mhz: float
     d2h_gbps: float
     hbm_gbps: float
+    fp8_tflops: float
     sources: str
 
 
@@ -123,6 +127,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN4_EFF_GBPS,
         hbm_gbps=1555.0,  # HBM 1,555 GB/s: A100 datasheet (2021), 40GB SXM
+        fp8_tflops=0.0,  # no FP8 tensor cores (A100 datasheet: FP16/BF16, TF32, INT8)
         sources="memory 40 GB HBM2; " + _A100_SOURCES,
     ),
     # NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM4:
@@ -136,6 +141,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN4_EFF_GBPS,
         hbm_gbps=2039.0,  # HBM 2,039 GB/s: A100 datasheet (2021), 80GB SXM
+        fp8_tflops=0.0,  # no FP8 tensor cores (A100 datasheet)
         sources="memory 80 GB HBM2e; " + _A100_SOURCES,
     ),
     # NVIDIA H100 Tensor Core GPU datasheet (2022/2023), H100 SXM5 80GB:
@@ -149,6 +155,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN5_EFF_GBPS,
         hbm_gbps=3350.0,  # HBM 3.35 TB/s: H100 datasheet (2023), SXM5
+        fp8_tflops=1979.0,  # FP8 3,958 TFLOP/s sparse / 2: H100 datasheet (2023), SXM5
         sources=(
             "peak (1979 sparse / 2)/memory/TDP: NVIDIA H100 Tensor Core GPU "
             "datasheet (2023), SXM5; max clock: NVIDIA H100 spec (1980 MHz); "
@@ -167,6 +174,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN5_EFF_GBPS,
         hbm_gbps=4800.0,  # HBM 4.8 TB/s: H200 datasheet (2024)
+        fp8_tflops=1979.0,  # FP8 3,958 TFLOP/s sparse / 2: H200 datasheet (2024)
         sources=(
             "peak (1979 sparse / 2)/memory/TDP: NVIDIA H200 Tensor Core GPU "
             "datasheet (2024), SXM; clocks: as H100 SXM (same GH100 die); "
@@ -186,6 +194,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_min_mhz=210.0,
         d2h_gbps=_NVLINK_C2C_PER_DIR_GBPS,
         hbm_gbps=4000.0,  # HBM 4 TB/s (96 GB HBM3): GH200 datasheet (2023)
+        fp8_tflops=1979.0,  # FP8 3,958 TFLOP/s sparse / 2: GH200 datasheet (2023)
         sources=(
             "peak/memory (96 GB HBM3)/C2C 900 GB/s: NVIDIA GH200 Grace Hopper "
             "Superchip datasheet (2023); tdp: assumption, 700 W GPU share of "
@@ -208,6 +217,7 @@ GPU_CATALOG: dict[str, GpuSpec] = {
         freq_min_mhz=210.0,
         d2h_gbps=_PCIE_GEN5_EFF_GBPS,
         hbm_gbps=8000.0,  # HBM 8 TB/s: HGX B200 datasheet (2024)
+        fp8_tflops=4500.0,  # FP8 9 PFLOP/s sparse / 2: HGX B200 datasheet (2024)
         sources=(
             "peak (4.5 PF sparse / 2)/TDP: NVIDIA HGX B200 datasheet (2024); "
             "memory: DGX B200 datasheet (1,440 GB / 8 GPUs = 180 GB usable of "

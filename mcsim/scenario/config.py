@@ -483,6 +483,11 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
             "hardware.freq_min_mhz",
             f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, got {format_number(gpu.freq_min_mhz)}",
         )
+    compute = sections["compute"]
+    if compute.fp8 and compute.step_model != "operators":
+        raise ScenarioError(
+            where, "compute.fp8", 'expected false unless compute.step_model = "operators" (FP8 is modelled there only)'
+        )
     if gpu.idle_w > gpu.tdp_w:
         raise ScenarioError(
             where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"

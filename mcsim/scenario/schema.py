@@ -168,6 +168,7 @@ class HardwareSection:
     freq_min_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="override")
     d2h_gbps: float | None = param(None, gt=0, le=1e6, unit="GB/s", doc="override")
     hbm_gbps: float | None = param(None, gt=0, le=1e6, unit="GB/s", doc="override")
+    fp8_tflops: float | None = param(None, ge=0, le=1e6, unit="TFLOP/s", doc="override (0: no FP8)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,6 +199,7 @@ class ComputeSection:
         choices=("aggregate", "operators"),
         doc="iteration time: one efficiency for all FLOPs, or per operator (docs/model.md §2b)",
     )
+    fp8: bool = param(False, kind=bool, doc="FP8 matrix operators at the GPU's FP8 peak (operators model)")
     fused_attention: bool = param(
         False, kind=bool, doc="fused (flash) attention: no s^2 scores in memory, QK^T recomputed in backward"
     )
