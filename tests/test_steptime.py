@@ -422,3 +422,56 @@ def test_fp8_is_refused_under_the_aggregate_model(tmp_path):
     )  # fmt: skip
     assert done.returncode == 2 and "compute.fp8" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.nc").exists()
+
+
+# Context parallelism (issue 24 item 3).
+
+
+def test_context_parallel_activations_hold_s_over_cp_tokens():
+    """Korthikanti et al. Table 2 with s/cp tokens a GPU; the scores of its queries still span all s keys."""
+    s, b, h, a, t, cp = 4096, 1, 6144, 64, 8, 4
+    common = dict(model__dropout=True, model__seq_len=s, model__hidden=h, model__heads=a, parallelism__tp=t)
+    got = activation_bytes_per_layer(
+        config(model__recompute="none", parallelism__gpus=32, parallelism__cp=cp, **common)
+    )
+    assert got == pytest.approx((s / cp) * b * h * (34 + 5 * a * s / h) / t, rel=1e-12)
+
+
+def test_context_parallel_structure_is_checked(tmp_path):
+    assert workload(config(parallelism__gpus=24, parallelism__cp=3)).infeasible_key == "parallelism.cp"  # 2048 % 3
+    wl = workload(config(parallelism__gpus=8, parallelism__cp=2))
+    assert wl.infeasible_key == "parallelism.tp" and "tp*pp*cp" in wl.infeasible_reason
+
+
+def test_context_parallel_ring_moves_the_keys_and_values():
+    """Bytes: forward one pass, backward two, each (cp-1)/cp of 2 b s h_kv / t BF16 values, per layer and microbatch."""
+    common = dict(model__global_batch=8, model__kv_heads=8, model__recompute="selective")
+    base = workload(config(**common, parallelism__gpus=8))
+    with_cp = workload(config(**common, parallelism__gpus=16, parallelism__cp=2))
+    cfg = config(**common, parallelism__gpus=16, parallelism__cp=2)
+    kv_width = 6144 * 8 / 64
+    per_layer = 3 * 0.5 * 2 * 1 * 2048 * kv_width * 2 / 8  # b = 1, t = 8, cp = 2
+    tp_bytes_halved = base.intra_bytes_per_gpu / 2  # the TP messages carry s/cp tokens
+    assert with_cp.microbatches == base.microbatches == 8
+    gradients = 2 * (1 / 2) * 2 * 1 / 8  # model.params = 1: the DP x CP ring of 2 reduces 2 bytes / t
+    assert with_cp.inter_bytes_per_gpu == pytest.approx(48 * 8 * per_layer + gradients, rel=1e-12)  # t*cp > 8
+    assert with_cp.intra_bytes_per_gpu == pytest.approx(tp_bytes_halved, rel=1e-12)
+    assert cfg.parallelism.cp == 2
+
+
+def test_the_screen_searches_context_parallelism_and_equals_mcsim_run():
+    from mcsim.planning.plan import enumerate_candidates, plan_from_dict
+    from mcsim.planning.screen import candidate_config, screen
+
+    raw = {**PLAN, "search": {**PLAN["search"], "cp": [1, 2, 4], "sequence_parallel": [True], "zero_stage": [1]}}
+    plan = plan_from_dict(raw)
+    cand = enumerate_candidates(plan)
+    assert set(np.unique(cand.cp)) == {1, 2, 4}
+    assert np.all(cand.gpus % (cand.tp * cand.pp * cand.cp) == 0)
+    assert np.all(cand.dp == cand.gpus // (cand.tp * cand.pp * cand.cp))
+    scr = screen(plan, cand)
+    rng = np.random.default_rng(2)
+    for i in rng.choice(len(cand), 150, replace=False):
+        wl = workload(candidate_config(plan, cand, int(i)))
+        assert scr.iteration_time_s[i] == wl.iteration_time_s
+        assert scr.memory_per_gpu_gb[i] == wl.memory_per_gpu_gb

@@ -114,6 +114,7 @@ class LayerTimes:
     backward_s: np.ndarray  # the backward part (the window that can hide the DP reduction)
     tp_comm_s: np.ndarray  # exposed tensor-parallel communication
     tp_bytes: np.ndarray  # bytes this GPU sends for it
+    attention_s: np.ndarray  # the forward attention core (QK^T, AV and, unfused, softmax and dropout)
 
 
 def layer_times(
@@ -155,7 +156,8 @@ def layer_times(
     steps = tp_ring_steps(recompute, sequence_parallel)
     tp_comm = steps * ring_step_seconds(t, message, tp_link) * (1.0 - overlap_tp)
     tp_bytes = steps * np.where(t > 1, (t - 1.0) / t * message, 0.0)
-    return LayerTimes(forward + backward + recomputed, forward, backward, tp_comm, tp_bytes)
+    attention = attention_core if fused_attention else attention_core + memory_seconds(work.score_bytes, hbm, 2.0)
+    return LayerTimes(forward + backward + recomputed, forward, backward, tp_comm, tp_bytes, attention)
 
 
 @dataclass(frozen=True)
@@ -228,6 +230,7 @@ class StepTimes:
     model_flops: np.ndarray  # per iteration, forward and backward, no recomputation
     hardware_flops: np.ndarray  # per iteration, with recomputation
     tp_bytes: np.ndarray  # per GPU per iteration
+    cp_bytes: np.ndarray
     pp_bytes: np.ndarray
     dp_bytes: np.ndarray
 
@@ -246,6 +249,7 @@ class Layout:
     recompute: np.ndarray
     sequence_parallel: np.ndarray  # bool
     zero_stage: np.ndarray  # 0..3
+    cp: np.ndarray  # context-parallel degree
     peak_flops: np.ndarray  # FLOP/s
     linear_peak_flops: np.ndarray  # of QKV, projection and MLP: FP8's under compute.fp8
     hbm_bytes_per_s: np.ndarray
@@ -267,16 +271,39 @@ def shape_of(mdl) -> ops.Shape:
     )
 
 
-def _links(cfg, lay: Layout) -> tuple[Link, Link, Link]:
-    """Tensor-, pipeline- and data-parallel links: intra-node while the group fits in a node."""
+def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
+    """Tensor-, context-, pipeline- and data-parallel links: intra-node while the group fits in a node."""
     net = cfg.network
     latency_s = net.latency_us * 1e-6
     intra = net.intra_gbps * 1e9 * net.intra_bus_efficiency
     inter = net.inter_gbps * 1e9 * net.inter_bus_efficiency
-    t, p = lay.tp, lay.pp
+    t, p, c = lay.tp, lay.pp, lay.cp
     tp_link = Link(np.where(t <= lay.gpus_per_node, intra, inter), latency_s)
-    pp_link = Link(np.where(t * p <= lay.gpus_per_node, intra, inter), latency_s)
-    return tp_link, pp_link, Link(np.broadcast_to(np.asarray(inter, dtype=np.float64), t.shape), latency_s)
+    cp_link = Link(np.where(t * c <= lay.gpus_per_node, intra, inter), latency_s)  # Megatron's order: tp, cp, dp, pp
+    pp_link = Link(np.where(t * c * p <= lay.gpus_per_node, intra, inter), latency_s)
+    dp_link = Link(np.broadcast_to(np.asarray(inter, dtype=np.float64), t.shape), latency_s)
+    return tp_link, cp_link, pp_link, dp_link
+
+
+def context_parallel_exposed(
+    shape: ops.Shape, b: np.ndarray, t: np.ndarray, cp: np.ndarray, layer: LayerTimes, recompute: np.ndarray, link: Link
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exposed ring attention of one layer and microbatch, s, and the bytes this GPU sends.
+
+    Context parallelism (Megatron-Core; Liu et al., Ring Attention, arXiv 2310.01889):
+    each GPU holds s/cp queries and passes its keys and values around the ring, 2 b s
+    (h kv/a)/t elements of the whole sequence in (cp-1)/cp shares, overlapped with the
+    attention blocks: forward one pass behind the forward attention core, backward the
+    keys and values again and their gradients behind twice that; full recomputation
+    repeats the forward pass.
+    """
+    kv_bytes = 2.0 * np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * shape.kv_heads / shape.heads
+    step = ring_step_seconds(cp, kv_bytes * ops.ELEMENT_BYTES / t, link)
+    forward = np.maximum(step - layer.attention_s, 0.0)
+    backward = np.maximum(2.0 * step - 2.0 * layer.attention_s, 0.0)
+    passes = np.where(recompute == RECOMPUTE_FULL, 2.0, 1.0)
+    sent = np.where(cp > 1, (passes + 2.0) * (cp - 1.0) / cp * kv_bytes * ops.ELEMENT_BYTES / t, 0.0)
+    return passes * forward + backward, sent
 
 
 def operator_step(cfg, lay: Layout) -> StepTimes:
@@ -284,8 +311,11 @@ def operator_step(cfg, lay: Layout) -> StepTimes:
     mdl, par = cfg.model, cfg.parallelism
     shape = shape_of(mdl)
     sp = lay.sequence_parallel
-    t, p, b, v, m = lay.tp, lay.pp, lay.microbatch, lay.interleave, lay.microbatches
-    tp_link, pp_link, dp_link = _links(cfg, lay)
+    t, p, v, m = lay.tp, lay.pp, lay.interleave, lay.microbatches
+    # With context parallelism a GPU holds b s / cp tokens of its microbatch: the operators
+    # count tokens as b s, so b / cp stands for them (exactly b when cp = 1).
+    b = lay.microbatch / lay.cp
+    tp_link, cp_link, pp_link, dp_link = _links(cfg, lay)
     eff = cfg.compute.efficiency
     fused = bool(cfg.compute.fused_attention)
     hbm = lay.hbm_bytes_per_s
@@ -301,7 +331,9 @@ def operator_step(cfg, lay: Layout) -> StepTimes:
     transfer = np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * ops.ELEMENT_BYTES / t
     hop = transfer / pp_link.bus_bytes_per_s + pp_link.latency_s
     pp_per_mb = np.where(p > 1, 2.0 * v * hop * (1.0 - par.overlap_pp), 0.0)
-    per_layer = layer.compute_s * slow + layer.tp_comm_s
+    cp_comm, cp_bytes = context_parallel_exposed(shape, lay.microbatch, t, lay.cp, layer, lay.recompute, cp_link)
+    layer_comm = layer.tp_comm_s + cp_comm
+    per_layer = layer.compute_s * slow + layer_comm
     stages = stage_layers_of(mdl.layers, p, v)
     one_stage = p == 1
     first = stages.first * per_layer + embedding + np.where(one_stage, logits, 0.0)
@@ -318,7 +350,7 @@ def operator_step(cfg, lay: Layout) -> StepTimes:
     pipeline_fill = (total - t_max) / v
     compute_mb = n_slowest * layer.compute_s * slow + extra_compute
     params_per_gpu = mdl.params / (t * p)
-    d = lay.dp
+    d = lay.dp * lay.cp  # context-parallel ranks hold the same weights: they reduce and shard with the DP ones
     zero = lay.zero_stage
     updated = params_per_gpu / np.where(zero >= 1, d, 1)  # each rank updates its shard
     optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, lay.hbm_bytes_per_s) * slow
@@ -341,12 +373,13 @@ def operator_step(cfg, lay: Layout) -> StepTimes:
     return StepTimes(
         t_comp_s=m * compute_mb + optimizer,
         bubble_s=pipeline_fill,
-        tp_comm_s=m * n_slowest * layer.tp_comm_s,
+        tp_comm_s=m * n_slowest * layer_comm,
         pp_comm_s=m * pp_per_mb,
         dp_comm_s=dp_exposed,
         model_flops=model_flops,
         hardware_flops=model_flops + mdl.global_batch * recompute_per_sequence,
         tp_bytes=(mdl.layers / p) * m * layer.tp_bytes,
+        cp_bytes=(mdl.layers / p) * m * cp_bytes,
         pp_bytes=np.where(p > 1, 2.0 * m * v * transfer, 0.0),
         dp_bytes=np.where(d > 1, dp_steps * (d - 1.0) / d * grad_bytes, 0.0),
     )

@@ -44,7 +44,8 @@ FREQUENCY = 5  # compute.freq_mhz outside the GPU's range
 TOO_MANY_ITERATIONS = 6  # model.tokens
 TIME_RESOLUTION_CODE = 7  # model.global_batch: iteration below the time resolution
 MEMORY = 8  # parallelism: memory per GPU exceeds the GPU's
-STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, BATCH_DIVIDE, PP_LAYERS)
+CP_SEQUENCE = 9  # parallelism.cp: cp does not divide seq_len (checked after TP_PP_DIVIDE)
+STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, CP_SEQUENCE, BATCH_DIVIDE, PP_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class Layouts:
     fp8_tflops: np.ndarray  # 0: the GPU has no FP8
     sequence_parallel: np.ndarray  # bool
     zero_stage: np.ndarray  # 0..3
+    cp: np.ndarray  # context-parallel degree
 
 
 @dataclass(frozen=True)
@@ -205,12 +207,18 @@ def activation_bytes_per_layer(cfg: Config) -> float:
             np.array([cfg.parallelism.tp]),
             np.array([RECOMPUTE_CODES[cfg.model.recompute]]),
             cfg.parallelism.sequence_parallel,
+            cfg.parallelism.cp,
         )[0]
     )
 
 
 def _activation_per_layer(
-    mdl, b: np.ndarray, t: np.ndarray, recompute: np.ndarray, sequence_parallel: bool | np.ndarray = True
+    mdl,
+    b: np.ndarray,
+    t: np.ndarray,
+    recompute: np.ndarray,
+    sequence_parallel: bool | np.ndarray = True,
+    cp: int | np.ndarray = 1,
 ) -> np.ndarray:
     """Activation memory of one layer and one microbatch on one GPU, bytes (arrays).
 
@@ -225,12 +233,14 @@ def _activation_per_layer(
     ``10 sbh`` of the norms' inputs, the two matrix inputs after them and the two
     dropout masks (``8 sbh`` without dropout) are held whole on every GPU of the
     group: ``sbh(10 + 24/t + 5as/(ht))``, ``sbh(10 + 24/t)``, and ``2 sbh`` with full.
+    With context parallelism a GPU holds its s/cp tokens' activations; the attention
+    scores of those queries still span all s keys (the ``as/h`` terms keep s).
     """
     s, h = mdl.seq_len, mdl.hidden
     heads = mdl.heads or max(1, h // 128)
     base, attention = (34.0, 5.0) if mdl.dropout else (32.0, 2.0)
     t = np.asarray(t, dtype=np.float64)
-    sbh = s * np.asarray(b, dtype=np.float64) * h
+    sbh = s / np.asarray(cp) * np.asarray(b, dtype=np.float64) * h
     with_sp = sbh * np.array([base + attention * heads * s / h, base, 2.0])[recompute] / t
     replicated = 10.0 if mdl.dropout else 8.0
     split = base - replicated
@@ -290,8 +300,10 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         code[(code == FEASIBLE) & failed] = which
 
     flag(G % gpn != 0, NODE_MULTIPLE)
-    flag(G % (t * p) != 0, TP_PP_DIVIDE)
-    d = np.maximum(G // (t * p), 1)
+    c = np.asarray(lay.cp, dtype=np.int64)
+    flag(G % (t * p * c) != 0, TP_PP_DIVIDE)
+    flag(s % c != 0, CP_SEQUENCE)
+    d = np.maximum(G // (t * p * c), 1)
     flag(B % (d * b) != 0, BATCH_DIVIDE)
     flag(p > L, PP_LAYERS)
     m = np.maximum(B // (d * b), 1)
@@ -316,17 +328,18 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     bubble = t_comp * (p - 1) / (v * m)
 
     latency_s = net.latency_us * 1e-6
-    act_bytes = b.astype(np.float64) * s * h * BF16_BYTES
+    act_bytes = b.astype(np.float64) * (s / c) * h * BF16_BYTES  # this GPU's s/cp tokens
     # TP spans nodes when tp > gpus_per_node: it then runs on the inter-node link.
     tp_bw = np.where(t <= gpn, net.intra_gbps, net.inter_gbps)
     tp_comm = (L / p) * m * 4 * ring_allreduce_s(t, act_bytes, tp_bw, latency_s) * (1 - cfg.parallelism.overlap_tp)
     pp_comm = np.where(p > 1, 2.0 * m * v * (act_bytes / (net.inter_gbps * 1e9) + latency_s), 0.0)
     grad_bytes = BF16_BYTES * N / (t * p)
-    dp_comm = ring_allreduce_s(d, grad_bytes, net.inter_gbps, latency_s) * (1 - cfg.parallelism.overlap_dp)
+    # Gradients are reduced over the data- and context-parallel ranks (both hold the same weights).
+    dp_comm = ring_allreduce_s(d * c, grad_bytes, net.inter_gbps, latency_s) * (1 - cfg.parallelism.overlap_dp)
     # Bytes each GPU sends per iteration (a ring all-reduce sends 2(n-1)/n of the buffer).
     tp_bytes = (L / p) * m * 4 * np.where(t > 1, 2.0 * (t - 1) / t * act_bytes, 0.0)
     pp_bytes = np.where(p > 1, 2.0 * m * v * act_bytes, 0.0)
-    dp_bytes = np.where(d > 1, 2.0 * (d - 1) / d * grad_bytes, 0.0)
+    dp_bytes = np.where(d * c > 1, 2.0 * (d * c - 1) / (d * c) * grad_bytes, 0.0)
     intra_bytes = np.where(t <= gpn, tp_bytes, 0.0)
     inter_bytes = pp_bytes + dp_bytes + np.where(t > gpn, tp_bytes, 0.0)
 
@@ -344,6 +357,7 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
                 recompute=lay.recompute,
                 sequence_parallel=lay.sequence_parallel,
                 zero_stage=lay.zero_stage,
+                cp=c,
                 peak_flops=peak_flops,
                 linear_peak_flops=_linear_peak_flops(cfg, lay, peak_flops),
                 hbm_bytes_per_s=lay.hbm_gbps * 1e9,
@@ -353,14 +367,19 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         model_flops, hardware_flops = step.model_flops, step.hardware_flops
         t_comp, bubble = step.t_comp_s, step.bubble_s
         tp_comm, pp_comm, dp_comm = step.tp_comm_s, step.pp_comm_s, step.dp_comm_s
-        intra_bytes = np.where(t <= gpn, step.tp_bytes, 0.0) + np.where(t * p <= gpn, step.pp_bytes, 0.0)
-        inter_bytes = step.dp_bytes + np.where(t > gpn, step.tp_bytes, 0.0) + np.where(t * p > gpn, step.pp_bytes, 0.0)
+        inside = (t <= gpn, t * c <= gpn, t * c * p <= gpn)  # each group within a node
+        parts = (step.tp_bytes, step.cp_bytes, step.pp_bytes)
+        intra_bytes = np.zeros(t.shape)
+        inter_bytes = step.dp_bytes
+        for within, part in zip(inside, parts, strict=True):
+            intra_bytes = intra_bytes + np.where(within, part, 0.0)
+            inter_bytes = inter_bytes + np.where(within, 0.0, part)
 
-    state_bytes = N / (t * p) * model_state_bytes_per_param(lay.zero_stage, d)
+    state_bytes = N / (t * p) * model_state_bytes_per_param(lay.zero_stage, d * c)
     if cfg.compute.fp8:  # FP8 copies of the weights, 1 byte each, where the GPU computes in FP8
-        held = N / (t * p) / np.where(lay.zero_stage >= 3, d, 1)
+        held = N / (t * p) / np.where(lay.zero_stage >= 3, d * c, 1)
         state_bytes = state_bytes + np.where(lay.fp8_tflops > 0, held, 0.0)
-    per_layer = _activation_per_layer(mdl, b, t, lay.recompute, lay.sequence_parallel)
+    per_layer = _activation_per_layer(mdl, b, t, lay.recompute, lay.sequence_parallel, c)
     memory_gb = (state_bytes + per_layer * peak_stage_microbatch_layers(L, p, m)) / 1e9
 
     iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
@@ -414,6 +433,7 @@ def layouts_of(cfgs: list[Config]) -> Layouts:
         column(lambda c: c.gpu.fp8_tflops, np.float64),
         column(lambda c: c.parallelism.sequence_parallel, np.bool_),
         column(lambda c: c.parallelism.zero_stage, np.int64),
+        column(lambda c: c.parallelism.cp, np.int64),
     )
 
 
@@ -427,10 +447,15 @@ def _structural_reason(cfg: Config, code: int) -> tuple[str, str]:
     G, t, p, b = par.gpus, par.tp, par.pp, par.microbatch
     if code == NODE_MULTIPLE:
         return "parallelism.gpus", f"gpus = {G} is not a multiple of hardware.gpus_per_node = {gpn}"
+    cp = par.cp
     if code == TP_PP_DIVIDE:
+        if cp > 1:
+            return "parallelism.tp", f"tp*pp*cp = {t}*{p}*{cp} = {t * p * cp} does not divide gpus = {G}"
         return "parallelism.tp", f"tp*pp = {t}*{p} = {t * p} does not divide gpus = {G}"
+    if code == CP_SEQUENCE:
+        return "parallelism.cp", f"cp = {cp} does not divide model.seq_len = {cfg.model.seq_len}"
     if code == BATCH_DIVIDE:
-        d = G // (t * p)
+        d = G // (t * p * cp)
         return "model.global_batch", (
             f"global_batch = {cfg.model.global_batch} is not divisible by dp*microbatch = {d}*{b} = {d * b}"
         )

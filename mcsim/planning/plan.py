@@ -174,6 +174,9 @@ class Search:
     zero_stage: tuple[int, ...] | None = param(
         None, kind=int, many=True, ge=0, le=3, doc="ZeRO stages (0-3); default: the scenario's"
     )
+    cp: tuple[int, ...] | None = param(
+        None, kind=int, many=True, ge=1, le=1_000_000, doc="context-parallel degrees; default: the scenario's"
+    )
     strategy: tuple[str, ...] = param(
         tuple(STRATEGIES), kind=str, many=True, choices=tuple(STRATEGIES), doc="checkpoint strategies"
     )
@@ -469,6 +472,7 @@ class Candidates:
     gpus: np.ndarray
     tp: np.ndarray
     pp: np.ndarray
+    cp: np.ndarray
     dp: np.ndarray
     microbatch: np.ndarray
     interleave: np.ndarray
@@ -519,7 +523,7 @@ def _cross(plan: Plan, columns: tuple[np.ndarray, ...], values: np.ndarray, name
 def enumerate_candidates(plan: Plan) -> Candidates:
     """Every valid combination of the search (vectorised; no Python loop per candidate).
 
-    Kept: ``tp * pp`` divides G; ``global_batch`` divisible by ``dp * microbatch``;
+    Kept: ``tp * pp * cp`` divides G and ``cp`` the sequence; ``global_batch`` divisible by ``dp * microbatch``;
     ``pp <= layers``; ``interleave`` 1, or ``pp > 1`` and at least one layer per virtual
     stage (``interleave <= layers // pp``; uneven splits as for the stages); G within
     ``min_gpus..max_gpus`` is a constraint
@@ -532,26 +536,30 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     mb = np.array(search.microbatch, dtype=np.int64)
     v = np.array(search.interleave or defaults["interleave"], dtype=np.int64)
     gpus = np.array(search.gpus, dtype=np.int64)
-    enumerated_layouts = gpus.size * tp.size * pp.size * mb.size * v.size
+    cp = np.array(search.cp or (plan.scenario.base.parallelism.cp,), dtype=np.int64)
+    enumerated_layouts = gpus.size * tp.size * pp.size * cp.size * mb.size * v.size
     # Axis by axis, each product filtered before the next axis joins (the full product of a legal search
     # can be billions of elements); the order is that of the full product (gpus, tp, pp, microbatch, v).
     _check_grid(plan, gpus.size * tp.size * pp.size, "gpus x tp x pp")
     G, t, p = (g.ravel() for g in np.meshgrid(gpus, tp, pp, indexing="ij"))
     ok = (G % (t * p) == 0) & (p <= model.layers)
     G, t, p = G[ok], t[ok], p[ok]
-    G, t, p, b = _cross(plan, (G, t, p), mb, "microbatch")
-    d = G // (t * p)
+    G, t, p, c = _cross(plan, (G, t, p), cp, "cp")
+    ok = (G % (t * p * c) == 0) & (model.seq_len % c == 0)
+    G, t, p, c = G[ok], t[ok], p[ok], c[ok]
+    G, t, p, c, b = _cross(plan, (G, t, p, c), mb, "microbatch")
+    d = G // (t * p * c)
     ok = model.global_batch % (d * b) == 0
-    G, t, p, b, d = G[ok], t[ok], p[ok], b[ok], d[ok]
-    G, t, p, b, d, iv = _cross(plan, (G, t, p, b, d), v, "interleave")
+    G, t, p, c, b, d = G[ok], t[ok], p[ok], c[ok], b[ok], d[ok]
+    G, t, p, c, b, d, iv = _cross(plan, (G, t, p, c, b, d), v, "interleave")
     ok = (iv == 1) | ((p > 1) & (iv <= model.layers // p))
-    G, t, p, b, iv, d = G[ok], t[ok], p[ok], b[ok], iv[ok], d[ok]
+    G, t, p, c, b, iv, d = G[ok], t[ok], p[ok], c[ok], b[ok], iv[ok], d[ok]
     if G.size == 0:
         raise ScenarioError(
             plan.source,
             "search",
             "no combination of the searched values is a valid layout "
-            "(tp*pp dividing gpus, dp*microbatch dividing global_batch, "
+            "(tp*pp*cp dividing gpus, cp dividing seq_len, dp*microbatch dividing global_batch, "
             "pp <= layers, interleave <= layers // pp)",
         )
     freqs = search.freq_mhz
@@ -584,6 +592,7 @@ def enumerate_candidates(plan: Plan) -> Candidates:
         freq = np.array([spec.freq_max_mhz for spec in gpu_specs(plan)], dtype=np.float64)[gtype]
     enumerated = enumerated_layouts * int(np.prod(extra))
     return Candidates(
-        gtype, G[lay], t[lay], p[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], sp_values[sp], zero_values[zero],
+        gtype, G[lay], t[lay], p[lay], c[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], sp_values[sp],
+        zero_values[zero],
         strat, interval, freq, enumerated,
     )  # fmt: skip

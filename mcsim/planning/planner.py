@@ -345,6 +345,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         "gpus": ("candidate", cand.gpus),
         "tp": ("candidate", cand.tp),
         "pp": ("candidate", cand.pp),
+        "cp": ("candidate", cand.cp),
         "dp": ("candidate", cand.dp),
         "microbatch": ("candidate", cand.microbatch),
         "interleave": ("candidate", cand.interleave),
@@ -444,6 +445,7 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
         ("gpus", "GPUs in the job", "1"),
         ("tp", "tensor-parallel degree", "1"),
         ("pp", "pipeline-parallel degree", "1"),
+        ("cp", "context-parallel degree", "1"),
         ("dp", "data-parallel degree", "1"),
         ("microbatch", "microbatch size, sequences", "1"),
         ("interleave", "virtual pipeline stages per GPU", "1"),
@@ -563,6 +565,8 @@ def _software_label(c: xr.Dataset) -> str:
         parts.append("no SP")
     if "zero_stage" in c.variables:
         parts.append(f"ZeRO {int(c['zero_stage'])}")
+    if "cp" in c.variables and int(c["cp"]) > 1:
+        parts.append(f"cp {int(c['cp'])}")
     return "".join(f", {part}" for part in parts)
 
 

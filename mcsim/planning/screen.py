@@ -136,6 +136,7 @@ def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
             microbatch=int(cand.microbatch[index]),
             interleave=int(cand.interleave[index]),
             sequence_parallel=bool(cand.sequence_parallel[index]),
+            cp=int(cand.cp[index]),
             zero_stage=int(cand.zero_stage[index]),
         ),
         model=dataclasses.replace(base.model, recompute=recompute),
@@ -181,6 +182,7 @@ def layouts(plan: Plan, cand: Candidates) -> Layouts:
         field("fp8_tflops"),
         cand.sequence_parallel,
         cand.zero_stage,
+        cand.cp,
     )
 
 
@@ -208,7 +210,18 @@ def _layout_representatives(plan: Plan, cand: Candidates) -> np.ndarray | None:
     if rep.size == 0 or rep.min() < 0:
         return None
     same = (cand.strategy[rep] == 0) & (cand.interval[rep] == 0)
-    for name in ("gpu_type", "gpus", "tp", "pp", "microbatch", "interleave", "recompute", "zero_stage", "freq_mhz"):
+    for name in (
+        "gpu_type",
+        "gpus",
+        "tp",
+        "pp",
+        "cp",
+        "microbatch",
+        "interleave",
+        "recompute",
+        "zero_stage",
+        "freq_mhz",
+    ):
         same &= getattr(cand, name)[rep] == getattr(cand, name)
     same &= cand.sequence_parallel[rep] == cand.sequence_parallel
     return rep if bool(same.all()) else None
@@ -358,6 +371,7 @@ def reference_candidate(plan: Plan, cand: Candidates) -> int:
         & (cand.recompute == RECOMPUTE_CODES[base.model.recompute])
         & (cand.sequence_parallel == par.sequence_parallel)
         & (cand.zero_stage == par.zero_stage)
+        & (cand.cp == par.cp)
         & (cand.strategy == strategy)
         & (cand.interval == interval)
         & (cand.freq_mhz == base.freq_mhz)

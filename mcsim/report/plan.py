@@ -116,6 +116,8 @@ def recommended_scenario(ds: xr.Dataset) -> dict:
     if "sequence_parallel" in c.variables:  # plan files before issue 24 have neither
         updates["parallelism"]["sequence_parallel"] = bool(int(c["sequence_parallel"]))
         updates["parallelism"]["zero_stage"] = int(c["zero_stage"])
+    if "cp" in c.variables:
+        updates["parallelism"]["cp"] = int(c["cp"])
     for table, values in updates.items():
         raw[table] = {**raw.get(table, {}), **values}
     return raw

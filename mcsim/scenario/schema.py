@@ -181,6 +181,7 @@ class ParallelismSection:
     overlap_dp: float = param(0.8, ge=0, le=1, doc="hidden share of the DP exchange")
     overlap_tp: float = param(0.0, ge=0, le=1, doc="hidden share of the TP exchange")
     overlap_pp: float = param(0.0, ge=0, le=1, doc="hidden share of the pipeline transfers (operators model)")
+    cp: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="context-parallel degree: each sequence split over cp GPUs")
     zero_stage: int = param(
         1, kind=int, ge=0, le=3, doc="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)"
     )
