@@ -18,7 +18,6 @@ import pytest
 from mcsim.analysis import steptime_validation as sv
 from mcsim.model import steptime
 from mcsim.model.workload import activation_bytes_per_layer, layouts_of, workload, workload_arrays
-from mcsim.scenario.catalog import GPU_CATALOG
 from mcsim.scenario.config import load_scenario
 
 BASE = {
@@ -37,6 +36,7 @@ BASE = {
     "parallelism.tp": 8,
     "parallelism.pp": 1,
     "parallelism.microbatch": 1,
+    "parallelism.interleave": 1,
 }
 
 
@@ -171,15 +171,13 @@ def test_screen_and_run_compute_the_same_iteration_bit_for_bit():
         assert workload(cfg).iteration_time_s == arrays.iteration_time_s[k]
 
 
-def test_the_efficiency_curve_passes_its_knots_and_rises():
-    assert np.array_equal(steptime.matrix_efficiency(steptime.MATRIX_KNOTS_GFLOP), steptime.MATRIX_EFFICIENCY)
+def test_the_efficiency_curves_rise_with_size():
     sizes = np.geomspace(1e-3, 1e4, 200)
     assert np.all(np.diff(steptime.matrix_efficiency(sizes)) >= 0)
     assert np.all(np.diff(steptime.memory_efficiency(sizes)) >= 0)
-
-
-def test_every_gpu_has_an_hbm_bandwidth():
-    assert all(spec.hbm_gbps > 0 for spec in GPU_CATALOG.values())
+    # Calculon's tables (systems/a100_80g.json): 0.6 at 1 GFLOP, 0.95 from 128; 0.9 of HBM from 100 MB.
+    assert steptime.matrix_efficiency(np.array([1.0, 500.0])).tolist() == [0.6, 0.95]
+    assert float(steptime.memory_efficiency(np.array([1000.0]))[0]) == 0.9
 
 
 def test_the_aggregate_model_ignores_the_operator_keys():
@@ -221,8 +219,9 @@ def test_validate_step_time_cli():
     done = subprocess.run(
         [sys.executable, "-m", "mcsim", "validate", "--step-time"], capture_output=True, text=True, timeout=300
     )
-    assert "korthikanti2022: 8 cases" in done.stdout
-    assert done.returncode == (0 if sv.step_times_pass(sv.leave_one_out()) else 1)
+    assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == 1 + 27 + 3 + 1
+    # Exit 1: three Narayanan cases are outside +-10 % today (docs/validation.md, "Misses").
+    assert done.returncode == 1
 
 
 def test_an_unknown_step_model_is_refused(tmp_path):
@@ -286,7 +285,10 @@ def test_the_screen_searches_sequence_parallelism_and_zero_and_equals_mcsim_run(
     fixed = plan_from_dict(
         {**PLAN, "search": {k: v for k, v in PLAN["search"].items() if k not in ("sequence_parallel", "zero_stage")}}
     )
-    assert len(cand) == 6 * len(enumerate_candidates(fixed))  # 2 x 3 software choices per layout
+    base = enumerate_candidates(fixed)
+    # 2 x 3 software choices per layout, but no copies: SP only with tp > 1, ZeRO only with dp x cp > 1.
+    expected = int(np.sum(np.where(base.tp > 1, 2, 1) * np.where(base.dp * base.cp > 1, 3, 1)))
+    assert len(cand) == expected < 6 * len(base)
     scr = screen(plan, cand)
     rng = np.random.default_rng(1)
     seen = set()
@@ -355,7 +357,7 @@ def test_the_documented_step_time_error_is_the_validations_median(results):
     from mcsim.model.steptime import STEP_TIME_ERROR
 
     median = float(np.median([abs(r.ratio - 1) for r in results]))
-    assert median <= STEP_TIME_ERROR["operators"] < median + 0.01
+    assert median <= STEP_TIME_ERROR["operators"] < median + 0.001  # rounded up to 0.1 %
 
 
 def test_hardware_flops_utilisation_counts_the_recomputation():
@@ -475,3 +477,92 @@ def test_the_screen_searches_context_parallelism_and_equals_mcsim_run():
         wl = workload(candidate_config(plan, cand, int(i)))
         assert scr.iteration_time_s[i] == wl.iteration_time_s
         assert scr.memory_per_gpu_gb[i] == wl.memory_per_gpu_gb
+
+
+# What the review of the first version found untested (each of these failed on a mutant).
+
+
+def _layer(**kwargs):
+    cfg = config()
+    shape = steptime.shape_of(cfg.model)
+    one, eight = np.ones(1), np.full(1, 8.0)
+    peak = np.full(1, kwargs.pop("peak", 312e12))
+    link = steptime.Link(np.full(1, 1e11), 0.0)
+    return steptime.layer_times(
+        shape, one, eight, np.zeros(1, dtype=np.int64), True, (peak, peak), 0.7, np.full(1, 2e12), link, 0.0, **kwargs
+    )
+
+
+def test_fused_attention_backward_recomputes_qk():
+    """FlashAttention-2's backward: five products for the forward's two, so QK^T once more (Dao 2023)."""
+    fused = _layer(fused_attention=True)
+    assert float((fused.backward_s - 2 * fused.forward_s)[0]) == pytest.approx(
+        0.5 * float(fused.attention_s[0]), rel=1e-12
+    )
+    plain = _layer(fused_attention=False)
+    assert float((plain.backward_s - 2 * plain.forward_s)[0]) == 0.0
+
+
+def test_dvfs_slows_the_matrix_operators_only():
+    memory_only = _layer(peak=1e300)  # matrix time ~0: what is left is memory-bound
+    at_max, at_half = _layer(), _layer(clock_ratio=2.0)
+    matrix = at_max.compute_s - memory_only.compute_s
+    assert float(at_half.compute_s[0]) == pytest.approx(float((memory_only.compute_s + 2 * matrix)[0]), rel=1e-12)
+
+
+def test_interleaved_chunks_go_round_robin():
+    """Megatron places chunk k on GPU k mod p: 8 layers, 3 GPUs x 2 chunks of [1, 1, 2, 2, 1, 1] layers."""
+    assert steptime.stage_layers(8, 6) == [1, 1, 2, 2, 1, 1]
+    assert steptime.gpu_layer_counts(8, 3, 2) == [3, 2, 3]  # a contiguous placement would give [2, 4, 2]
+
+
+def test_pipeline_transfers_closed_form_and_overlap():
+    """2 v transfers of b s h / t BF16 values per microbatch: on the inter-node link once the job spans nodes."""
+    common = dict(parallelism__gpus=32, parallelism__pp=2, parallelism__tp=4, model__global_batch=64)
+    cfg = config(**common)
+    wl = workload(cfg)
+    bus = cfg.network.inter_gbps * 1e9 * cfg.network.inter_bus_efficiency
+    hop = 2048 * 6144 * 2 / 4 / bus + cfg.network.latency_us * 1e-6
+    assert wl.pp_comm_s == pytest.approx(wl.microbatches * 2 * hop, rel=1e-12)  # t*p = 8 fits a node, d = 4 does not
+    assert workload(config(parallelism__overlap_pp=0.25, **common)).pp_comm_s == pytest.approx(0.75 * wl.pp_comm_s)
+    one_node = config(parallelism__gpus=8, parallelism__pp=2, parallelism__tp=4, model__global_batch=64)
+    intra = one_node.network.intra_gbps * 1e9 * one_node.network.intra_bus_efficiency
+    hop = 2048 * 6144 * 2 / 4 / intra + one_node.network.latency_us * 1e-6
+    assert workload(one_node).pp_comm_s == pytest.approx(workload(one_node).microbatches * 2 * hop, rel=1e-12)
+
+
+def test_fused_attention_hardware_flops_follow_the_kernel():
+    common = dict(compute__fused_attention=True, model__vocab=51200)
+    none, selective = (workload(config(model__recompute=r, **common)) for r in ("none", "selective"))
+    assert selective.hardware_flops == none.hardware_flops  # the kernel recomputes; selective adds nothing
+    assert none.hardware_flops - none.model_flops == pytest.approx(64 * 48 * 2 * 2048**2 * 6144, rel=1e-12)  # QK^T
+    assert selective.t_comp_s == none.t_comp_s
+
+
+def test_absurd_efficiency_gives_an_infinite_not_a_nan_iteration():
+    with np.errstate(over="ignore"):
+        wl = workload(config(compute__efficiency=1e-320, parallelism__gpus=16, parallelism__pp=2))
+    assert wl.iteration_time_s == np.inf and wl.mfu_ideal == 0.0  # as the aggregate model gives
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("model.kv_heads", "48", "model.kv_heads"),  # not a divisor of 64 heads
+        ("model.kv_heads", "128", "model.kv_heads"),
+        ("parallelism.interleave", "200", "parallelism.interleave"),  # 126 layers, pp 16: 3,200 virtual stages
+        ("network.intra_bus_efficiency", "0.001", "network.intra_bus_efficiency"),
+    ],
+)
+def test_impossible_shapes_and_layouts_are_refused(tmp_path, key, value, expected):
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "mcsim", "run", "llama3-405b", "--set", "compute.step_model=operators",
+            "--set", "model.heads=64" if key == "model.kv_heads" else "model.dropout=false",
+            "--set", f"{key}={value}", "--runs", "2", "-o", str(tmp_path / "o.nc"),
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.nc").exists()

@@ -3,7 +3,7 @@
 ``mcsim validate --step-time`` (and the tests) evaluate the operator step-time model
 (docs/model.md §2b) on every published case below, with ``compute.efficiency`` fitted
 leave-one-out: a case's prediction uses the efficiency that best fits the other cases
-on the same GPU type (least squares in log time), never itself. Layout comparisons
+from the same source (least squares in log time), never itself. Layout comparisons
 (several layouts of one model on one machine) are scored by the share of their pairs
 the model orders as measured. ``docs/validation.md`` ("Step time") reports the errors.
 
@@ -198,7 +198,7 @@ class CaseResult:
     """A case's leave-one-out prediction."""
 
     case: StepCase
-    efficiency: float  # fitted on the other cases of the same GPU type
+    efficiency: float  # fitted on the other cases of the same source
     predicted_s: float
 
     @property
@@ -208,7 +208,7 @@ class CaseResult:
 
 
 def leave_one_out(cases: tuple[StepCase, ...] = STEP_CASES) -> list[CaseResult]:
-    """Each case predicted with the efficiency fitted to the other cases on its GPU type."""
+    """Each case predicted with the efficiency fitted to the other cases of its source (a software generation on its machine)."""
     curves = np.array([iteration_times(c) for c in cases])
     log_error = np.log(curves / np.array([c.measured_s for c in cases])[:, None])
     gpu = np.array([c.source for c in cases])

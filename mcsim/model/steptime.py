@@ -32,6 +32,7 @@ layer as they are placed, paced by the slowest stage.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,10 +54,10 @@ RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 
 # The step-time models' typical error against published iteration times: layouts whose ideal
 # iteration times are closer than this are ties as far as the model can tell (mcsim report).
-# operators: the median |error| of the leave-one-out validation over its 27 cases, 5.4 %
+# operators: the median |error| of the leave-one-out validation over its 27 cases, 5.3 %
 # (docs/validation.md, "Step time"; tests/test_steptime.py keeps it at least that); aggregate:
 # the median error of §2's model on published cases, 8 % (issue 24's assessment).
-STEP_TIME_ERROR = {"aggregate": 0.08, "operators": 0.055}
+STEP_TIME_ERROR = {"aggregate": 0.08, "operators": 0.053}
 
 
 def matrix_efficiency(gflop: np.ndarray) -> np.ndarray:
@@ -129,6 +130,7 @@ def layer_times(
     tp_link: Link,
     overlap_tp: float | np.ndarray,
     fused_attention: bool = False,
+    clock_ratio: float | np.ndarray = 1.0,
 ) -> LayerTimes:
     """Forward, backward and recomputation of one layer, and its tensor-parallel exchange.
 
@@ -137,8 +139,9 @@ def layer_times(
     """
     work = ops.layer_ops(shape, b, t, sequence_parallel)
     linear_peak, attention_peak = peak_flops
+    # DVFS: matrix operators are compute-bound and slow down as f_max / f; memory-bound ones do not.
     gemm = [
-        gemm_seconds(f, attention_peak if k in ops.SCORE_GEMMS else linear_peak, efficiency)
+        gemm_seconds(f, attention_peak if k in ops.SCORE_GEMMS else linear_peak, efficiency) * clock_ratio
         for k, f in enumerate(work.gemm_flops)
     ]
     attention_core = gemm[ops.SCORE_GEMMS[0]] + gemm[ops.SCORE_GEMMS[1]]
@@ -253,7 +256,7 @@ class Layout:
     peak_flops: np.ndarray  # FLOP/s
     linear_peak_flops: np.ndarray  # of QKV, projection and MLP: FP8's under compute.fp8
     hbm_bytes_per_s: np.ndarray
-    slowdown: np.ndarray  # DVFS: compute time multiplier at the chosen clock
+    clock_ratio: np.ndarray  # DVFS: f_max / f, the matrix operators' time multiplier at the chosen clock
 
 
 def shape_of(mdl) -> ops.Shape:
@@ -272,16 +275,19 @@ def shape_of(mdl) -> ops.Shape:
 
 
 def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
-    """Tensor-, context-, pipeline- and data-parallel links: intra-node while the group fits in a node."""
+    """Tensor-, context-, pipeline- and data-parallel links (bus bandwidth after the collective efficiency)."""
     net = cfg.network
     latency_s = net.latency_us * 1e-6
     intra = net.intra_gbps * 1e9 * net.intra_bus_efficiency
     inter = net.inter_gbps * 1e9 * net.inter_bus_efficiency
-    t, p, c = lay.tp, lay.pp, lay.cp
-    tp_link = Link(np.where(t <= lay.gpus_per_node, intra, inter), latency_s)
-    cp_link = Link(np.where(t * c <= lay.gpus_per_node, intra, inter), latency_s)  # Megatron's order: tp, cp, dp, pp
-    pp_link = Link(np.where(t * c * p <= lay.gpus_per_node, intra, inter), latency_s)
-    dp_link = Link(np.broadcast_to(np.asarray(inter, dtype=np.float64), t.shape), latency_s)
+    # Megatron's rank order (tp, cp, dp, pp): a group sits within a node while the ranks it
+    # spans fit in one; pipeline neighbours are t cp d ranks apart, so only a job of one node
+    # keeps its pipeline inside.
+    t, c, d, gpn = lay.tp, lay.cp, lay.dp, lay.gpus_per_node
+    tp_link = Link(np.where(t <= gpn, intra, inter), latency_s)
+    cp_link = Link(np.where(t * c <= gpn, intra, inter), latency_s)
+    dp_link = Link(np.where(t * c * d <= gpn, intra, inter), latency_s)
+    pp_link = Link(np.where(t * c * d * lay.pp <= gpn, intra, inter), latency_s)
     return tp_link, cp_link, pp_link, dp_link
 
 
@@ -307,7 +313,20 @@ def context_parallel_exposed(
 
 
 def operator_step(cfg, lay: Layout) -> StepTimes:
-    """The operator model's iteration for every candidate of ``lay`` (scenario constants from ``cfg``)."""
+    """The operator model's iteration for every candidate of ``lay`` (scenario constants from ``cfg``).
+
+    An absurd input (an efficiency near 0) makes times infinite; where that gives inf - inf
+    or 0 x inf the time is infinite too (as in the aggregate model), never NaN.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        step = _operator_step(cfg, lay)
+    times = ("t_comp_s", "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s")
+    return dataclasses.replace(
+        step, **{name: np.where(np.isnan(getattr(step, name)), np.inf, getattr(step, name)) for name in times}
+    )
+
+
+def _operator_step(cfg, lay: Layout) -> StepTimes:
     mdl, par = cfg.model, cfg.parallelism
     shape = shape_of(mdl)
     sp = lay.sequence_parallel
@@ -320,20 +339,19 @@ def operator_step(cfg, lay: Layout) -> StepTimes:
     fused = bool(cfg.compute.fused_attention)
     hbm = lay.hbm_bytes_per_s
     peaks = (lay.linear_peak_flops, lay.peak_flops)
-    layer = layer_times(shape, b, t, lay.recompute, sp, peaks, eff, hbm, tp_link, par.overlap_tp, fused)
-    slow = lay.slowdown
+    ratio = lay.clock_ratio
+    layer = layer_times(shape, b, t, lay.recompute, sp, peaks, eff, hbm, tp_link, par.overlap_tp, fused, ratio)
     # Embedding on the first GPU; final norm, output layer and loss on the last (3x: forward, backward).
     embedding = np.where(shape.vocab > 0, 3.0 * memory_seconds(ops.embedding_bytes(shape, b), lay.hbm_bytes_per_s), 0.0)
-    embedding = embedding * slow
-    logits_fwd = gemm_seconds(ops.logits_flops(shape, b, t), lay.peak_flops, eff)
+    logits_fwd = gemm_seconds(ops.logits_flops(shape, b, t), lay.peak_flops, eff) * ratio
     logits_fwd = logits_fwd + memory_seconds(ops.logits_bytes(shape, b, t), lay.hbm_bytes_per_s, 2.0)
-    logits = np.where(shape.vocab > 0, 3.0 * logits_fwd, 0.0) * slow
+    logits = np.where(shape.vocab > 0, 3.0 * logits_fwd, 0.0)
     transfer = np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * ops.ELEMENT_BYTES / t
     hop = transfer / pp_link.bus_bytes_per_s + pp_link.latency_s
     pp_per_mb = np.where(p > 1, 2.0 * v * hop * (1.0 - par.overlap_pp), 0.0)
     cp_comm, cp_bytes = context_parallel_exposed(shape, lay.microbatch, t, lay.cp, layer, lay.recompute, cp_link)
     layer_comm = layer.tp_comm_s + cp_comm
-    per_layer = layer.compute_s * slow + layer_comm
+    per_layer = layer.compute_s + layer_comm
     stages = stage_layers_of(mdl.layers, p, v)
     one_stage = p == 1
     first = stages.first * per_layer + embedding + np.where(one_stage, logits, 0.0)
@@ -348,27 +366,27 @@ def operator_step(cfg, lay: Layout) -> StepTimes:
     )
     total = mdl.layers * per_layer + embedding + logits + p * pp_per_mb
     pipeline_fill = (total - t_max) / v
-    compute_mb = n_slowest * layer.compute_s * slow + extra_compute
+    compute_mb = n_slowest * layer.compute_s + extra_compute
     params_per_gpu = mdl.params / (t * p)
     d = lay.dp * lay.cp  # context-parallel ranks hold the same weights: they reduce and shard with the DP ones
     zero = lay.zero_stage
     updated = params_per_gpu / np.where(zero >= 1, d, 1)  # each rank updates its shard
-    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, lay.hbm_bytes_per_s) * slow
+    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, lay.hbm_bytes_per_s)
     grad_bytes = ops.ELEMENT_BYTES * params_per_gpu
-    windows = (n_slowest * layer.forward_s * slow, n_slowest * layer.backward_s * slow)
+    windows = (n_slowest * layer.forward_s, n_slowest * layer.backward_s)
     dp_step = ring_step_seconds(d, grad_bytes, dp_link)
     dp_exposed = data_parallel_exposed(zero, dp_step, m, windows, par.overlap_dp)
     # Tied embeddings on a pipeline: the first and last stage all-reduce the shared matrix's
     # gradient (V h / t parameters) after the backward pass (Shoeybi et al. 2019; Megatron's
-    # embedding group), exposed.
+    # embedding group), exposed, on the pipeline link between them.
     tied = bool(mdl.tied_embeddings) and shape.vocab > 0
     embedding_grad = ops.ELEMENT_BYTES * shape.vocab * shape.hidden / t
     dp_exposed = dp_exposed + np.where(
-        tied & (p > 1), 2.0 * ring_step_seconds(np.full(t.shape, 2), embedding_grad, dp_link), 0.0
+        tied & (p > 1), 2.0 * ring_step_seconds(np.full(t.shape, 2), embedding_grad, pp_link), 0.0
     )
     dp_steps = np.array([2.0, 2.0, 1.0, 0.0])[zero] + np.array([0.0, 0.0, 1.0, 3.0])[zero] * m
     flops_per_sequence = ops.model_flops_per_sequence(shape, mdl.layers)
-    recompute_per_sequence = _recompute_flops_per_sequence(shape, mdl.layers, lay.recompute)
+    recompute_per_sequence = _recompute_flops_per_sequence(shape, mdl.layers, lay.recompute, fused)
     model_flops = np.full(t.shape, mdl.global_batch * flops_per_sequence)
     return StepTimes(
         t_comp_s=m * compute_mb + optimizer,
@@ -424,10 +442,19 @@ def data_parallel_exposed(
     return np.choose(np.asarray(zero_stage), by_stage)
 
 
-def _recompute_flops_per_sequence(shape: ops.Shape, layers: int, recompute: np.ndarray) -> np.ndarray:
-    """Matrix FLOPs recomputation adds per sequence: a layer forward (full) or QK^T and AV (selective)."""
+def _recompute_flops_per_sequence(
+    shape: ops.Shape, layers: int, recompute: np.ndarray, fused_attention: bool = False
+) -> np.ndarray:
+    """Matrix FLOPs recomputation adds per sequence.
+
+    A layer forward (full) or QK^T and AV (selective); with fused attention the kernel's
+    backward recomputes QK^T whatever the policy, and selective recomputation adds nothing.
+    """
     one = np.ones(1)
     work = ops.layer_ops(shape, one, one, True)
     forward = layers * sum(float(g[0]) for g in work.gemm_flops)
     scores = layers * sum(float(work.gemm_flops[k][0]) for k in ops.SCORE_GEMMS)
+    if fused_attention:
+        in_kernel = layers * float(work.gemm_flops[ops.SCORE_GEMMS[0]][0])
+        return in_kernel + np.where(recompute == RECOMPUTE_FULL, forward, 0.0)
     return np.select([recompute == RECOMPUTE_FULL, recompute == RECOMPUTE_SELECTIVE], [forward, scores], 0.0)

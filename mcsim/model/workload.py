@@ -45,7 +45,8 @@ TOO_MANY_ITERATIONS = 6  # model.tokens
 TIME_RESOLUTION_CODE = 7  # model.global_batch: iteration below the time resolution
 MEMORY = 8  # parallelism: memory per GPU exceeds the GPU's
 CP_SEQUENCE = 9  # parallelism.cp: cp does not divide seq_len (checked after TP_PP_DIVIDE)
-STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, CP_SEQUENCE, BATCH_DIVIDE, PP_LAYERS)
+INTERLEAVE_LAYERS = 10  # parallelism.interleave: p v > L, a virtual stage without a layer (after PP_LAYERS)
+STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, CP_SEQUENCE, BATCH_DIVIDE, PP_LAYERS, INTERLEAVE_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -306,6 +307,7 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     d = np.maximum(G // (t * p * c), 1)
     flag(B % (d * b) != 0, BATCH_DIVIDE)
     flag(p > L, PP_LAYERS)
+    flag(p * v > L, INTERLEAVE_LAYERS)
     m = np.maximum(B // (d * b), 1)
     flag(~((lay.freq_min_mhz <= lay.freq_mhz) & (lay.freq_mhz <= lay.freq_max_mhz)), FREQUENCY)
     if iterations > MAX_ITERATIONS:
@@ -361,16 +363,16 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
                 peak_flops=peak_flops,
                 linear_peak_flops=_linear_peak_flops(cfg, lay, peak_flops),
                 hbm_bytes_per_s=lay.hbm_gbps * 1e9,
-                slowdown=slowdown,
+                clock_ratio=lay.freq_max_mhz / lay.freq_mhz,
             ),
         )
         model_flops, hardware_flops = step.model_flops, step.hardware_flops
         t_comp, bubble = step.t_comp_s, step.bubble_s
         tp_comm, pp_comm, dp_comm = step.tp_comm_s, step.pp_comm_s, step.dp_comm_s
-        inside = (t <= gpn, t * c <= gpn, t * c * p <= gpn)  # each group within a node
-        parts = (step.tp_bytes, step.cp_bytes, step.pp_bytes)
+        inside = (t <= gpn, t * c <= gpn, t * c * d <= gpn, G <= gpn)  # each group within a node (steptime._links)
+        parts = (step.tp_bytes, step.cp_bytes, step.dp_bytes, step.pp_bytes)
         intra_bytes = np.zeros(t.shape)
-        inter_bytes = step.dp_bytes
+        inter_bytes = np.zeros(t.shape)
         for within, part in zip(inside, parts, strict=True):
             intra_bytes = intra_bytes + np.where(within, part, 0.0)
             inter_bytes = inter_bytes + np.where(within, 0.0, part)
@@ -458,6 +460,11 @@ def _structural_reason(cfg: Config, code: int) -> tuple[str, str]:
         d = G // (t * p * cp)
         return "model.global_batch", (
             f"global_batch = {cfg.model.global_batch} is not divisible by dp*microbatch = {d}*{b} = {d * b}"
+        )
+    if code == INTERLEAVE_LAYERS:
+        v = par.interleave
+        return "parallelism.interleave", (
+            f"pp*interleave = {p}*{v} = {p * v} virtual stages exceed layers = {cfg.model.layers}"
         )
     return "parallelism.pp", f"pp = {p} exceeds layers = {cfg.model.layers}"
 

@@ -585,6 +585,14 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     layout = np.arange(G.size)
     grids = np.meshgrid(np.arange(extra[0]), layout, *(np.arange(n) for n in extra[1:]), indexing="ij")
     gtype, lay, rec, sp, zero, strat, interval, fidx = (g.ravel() for g in grids)
+    # Choices without effect make copies: sequence parallelism without tensor parallelism, a
+    # ZeRO stage without data- or context-parallel ranks. Only the first listed value is kept
+    # there (whole blocks of strategies, intervals and clocks go, so the order stays).
+    void = ((t[lay] == 1) & (sp > 0)) | ((d[lay] * c[lay] == 1) & (zero > 0))
+    if void.any():
+        gtype, lay, rec, sp, zero, strat, interval, fidx = (
+            g[~void] for g in (gtype, lay, rec, sp, zero, strat, interval, fidx)
+        )
     recompute_codes = np.array([RECOMPUTE_CODES[r] for r in search.recompute], dtype=np.int64)
     if freqs:
         freq = np.array(freqs, dtype=np.float64)[fidx]

@@ -483,6 +483,14 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
             "hardware.freq_min_mhz",
             f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, got {format_number(gpu.freq_min_mhz)}",
         )
+    model = sections["model"]
+    heads = model.heads or max(1, model.hidden // 128)
+    if model.kv_heads and (model.kv_heads > heads or heads % model.kv_heads):
+        raise ScenarioError(
+            where,
+            "model.kv_heads",
+            f"expected a divisor of the {heads} attention heads (0: heads), got {model.kv_heads}",
+        )
     compute = sections["compute"]
     if compute.fp8 and compute.step_model != "operators":
         raise ScenarioError(

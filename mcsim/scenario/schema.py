@@ -167,7 +167,7 @@ class HardwareSection:
     freq_max_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="override")
     freq_min_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="override")
     d2h_gbps: float | None = param(None, gt=0, le=1e6, unit="GB/s", doc="override")
-    hbm_gbps: float | None = param(None, gt=0, le=1e6, unit="GB/s", doc="override")
+    hbm_gbps: float | None = param(None, ge=1, le=1e6, unit="GB/s", doc="override")
     fp8_tflops: float | None = param(None, ge=0, le=1e6, unit="TFLOP/s", doc="override (0: no FP8)")
 
 
@@ -218,13 +218,13 @@ class NetworkSection:
     latency_us: float = param(5.0, ge=0, le=1e6, unit="us", doc="per message hop")
     intra_bus_efficiency: float = param(
         0.325,
-        gt=0,
+        ge=0.01,
         le=1,
         doc="collective bus bandwidth / intra_gbps (operators model; Calculon's 0.65 of one direction)",
         # intra_gbps counts both directions
     )
     inter_bus_efficiency: float = param(
-        0.9, gt=0, le=1, doc="collective bus bandwidth / inter_gbps (operators model; Calculon)"
+        0.9, ge=0.01, le=1, doc="collective bus bandwidth / inter_gbps (operators model; Calculon)"
     )
 
 
