@@ -208,7 +208,7 @@ class CaseResult:
 
 
 def leave_one_out(cases: tuple[StepCase, ...] = STEP_CASES) -> list[CaseResult]:
-    """Each case predicted with the efficiency fitted to the other cases of its source (a software generation on its machine)."""
+    """Each case predicted with the efficiency fitted to the other cases of its source (software and machine)."""
     curves = np.array([iteration_times(c) for c in cases])
     log_error = np.log(curves / np.array([c.measured_s for c in cases])[:, None])
     gpu = np.array([c.source for c in cases])
