@@ -82,10 +82,12 @@ def memory_seconds(nbytes: np.ndarray, hbm_bytes_per_s: np.ndarray, kernels: flo
 
 @dataclass(frozen=True)
 class Link:
-    """A collective's link: bus bandwidth (bytes/s, after the collective efficiency) and per-hop latency (s)."""
+    """A collective's link: bus bandwidth (bytes/s, after the collective efficiency), per-hop latency (s),
+    and whether the group stays inside a node (its bytes count as intra-node traffic)."""
 
     bus_bytes_per_s: np.ndarray
     latency_s: float
+    inside: bool | np.ndarray = True
 
 
 def ring_step_seconds(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> np.ndarray:
@@ -149,17 +151,18 @@ def layer_times(
         memory = memory_seconds(work.memory_bytes - work.score_bytes, hbm, MEMORY_KERNELS_PER_LAYER - 1)
         forward = sum(gemm) + memory
         backward = 2.0 * forward + 0.5 * attention_core
+        attention = attention_core
         scores = np.zeros_like(forward)  # already recomputed by the kernel
     else:
         forward = sum(gemm) + memory_seconds(work.memory_bytes, hbm, MEMORY_KERNELS_PER_LAYER)
         backward = 2.0 * forward
-        scores = attention_core + memory_seconds(work.score_bytes, hbm, 2.0)
+        attention = attention_core + memory_seconds(work.score_bytes, hbm, 2.0)
+        scores = attention  # what selective recomputation repeats: the attention core
     recomputed = np.select([recompute == RECOMPUTE_FULL, recompute == RECOMPUTE_SELECTIVE], [forward, scores], 0.0)
     message = np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * ops.ELEMENT_BYTES
     steps = tp_ring_steps(recompute, sequence_parallel)
     tp_comm = steps * ring_step_seconds(t, message, tp_link) * (1.0 - overlap_tp)
     tp_bytes = steps * np.where(t > 1, (t - 1.0) / t * message, 0.0)
-    attention = attention_core if fused_attention else attention_core + memory_seconds(work.score_bytes, hbm, 2.0)
     return LayerTimes(forward + backward + recomputed, forward, backward, tp_comm, tp_bytes, attention)
 
 
@@ -232,10 +235,8 @@ class StepTimes:
     dp_comm_s: np.ndarray  # exposed gradient reduction
     model_flops: np.ndarray  # per iteration, forward and backward, no recomputation
     hardware_flops: np.ndarray  # per iteration, with recomputation
-    tp_bytes: np.ndarray  # per GPU per iteration
-    cp_bytes: np.ndarray
-    pp_bytes: np.ndarray
-    dp_bytes: np.ndarray
+    intra_bytes_per_gpu: np.ndarray  # sent per iteration by one GPU within its node
+    inter_bytes_per_gpu: np.ndarray  # ... across nodes
 
 
 @dataclass(frozen=True)
@@ -284,10 +285,10 @@ def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
     # spans fit in one; pipeline neighbours are t cp d ranks apart, so only a job of one node
     # keeps its pipeline inside.
     t, c, d, gpn = lay.tp, lay.cp, lay.dp, lay.gpus_per_node
-    tp_link = Link(np.where(t <= gpn, intra, inter), latency_s)
-    cp_link = Link(np.where(t * c <= gpn, intra, inter), latency_s)
-    dp_link = Link(np.where(t * c * d <= gpn, intra, inter), latency_s)
-    pp_link = Link(np.where(t * c * d * lay.pp <= gpn, intra, inter), latency_s)
+    spans = (t, t * c, t * c * lay.pp * d, t * c * d)  # ranks the tp, cp, pp and dp groups span
+    tp_link, cp_link, pp_link, dp_link = (
+        Link(np.where(span <= gpn, intra, inter), latency_s, span <= gpn) for span in spans
+    )
     return tp_link, cp_link, pp_link, dp_link
 
 
@@ -342,9 +343,9 @@ def _operator_step(cfg, lay: Layout) -> StepTimes:
     ratio = lay.clock_ratio
     layer = layer_times(shape, b, t, lay.recompute, sp, peaks, eff, hbm, tp_link, par.overlap_tp, fused, ratio)
     # Embedding on the first GPU; final norm, output layer and loss on the last (3x: forward, backward).
-    embedding = np.where(shape.vocab > 0, 3.0 * memory_seconds(ops.embedding_bytes(shape, b), lay.hbm_bytes_per_s), 0.0)
+    embedding = np.where(shape.vocab > 0, 3.0 * memory_seconds(ops.embedding_bytes(shape, b), hbm), 0.0)
     logits_fwd = gemm_seconds(ops.logits_flops(shape, b, t), lay.peak_flops, eff) * ratio
-    logits_fwd = logits_fwd + memory_seconds(ops.logits_bytes(shape, b, t), lay.hbm_bytes_per_s, 2.0)
+    logits_fwd = logits_fwd + memory_seconds(ops.logits_bytes(shape, b, t), hbm, 2.0)
     logits = np.where(shape.vocab > 0, 3.0 * logits_fwd, 0.0)
     transfer = np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * ops.ELEMENT_BYTES / t
     hop = transfer / pp_link.bus_bytes_per_s + pp_link.latency_s
@@ -371,7 +372,7 @@ def _operator_step(cfg, lay: Layout) -> StepTimes:
     d = lay.dp * lay.cp  # context-parallel ranks hold the same weights: they reduce and shard with the DP ones
     zero = lay.zero_stage
     updated = params_per_gpu / np.where(zero >= 1, d, 1)  # each rank updates its shard
-    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, lay.hbm_bytes_per_s)
+    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, hbm)
     grad_bytes = ops.ELEMENT_BYTES * params_per_gpu
     windows = (n_slowest * layer.forward_s, n_slowest * layer.backward_s)
     dp_step = ring_step_seconds(d, grad_bytes, dp_link)
@@ -388,6 +389,16 @@ def _operator_step(cfg, lay: Layout) -> StepTimes:
     flops_per_sequence = ops.model_flops_per_sequence(shape, mdl.layers)
     recompute_per_sequence = _recompute_flops_per_sequence(shape, mdl.layers, lay.recompute, fused)
     model_flops = np.full(t.shape, mdl.global_batch * flops_per_sequence)
+    sent = (
+        (tp_link, (mdl.layers / p) * m * layer.tp_bytes),
+        (cp_link, (mdl.layers / p) * m * cp_bytes),
+        (dp_link, np.where(d > 1, dp_steps * (d - 1.0) / d * grad_bytes, 0.0)),
+        (pp_link, np.where(p > 1, 2.0 * m * v * transfer, 0.0)),
+    )
+    intra_bytes, inter_bytes = np.zeros(t.shape), np.zeros(t.shape)
+    for link, nbytes in sent:
+        intra_bytes = intra_bytes + np.where(link.inside, nbytes, 0.0)
+        inter_bytes = inter_bytes + np.where(link.inside, 0.0, nbytes)
     return StepTimes(
         t_comp_s=m * compute_mb + optimizer,
         bubble_s=pipeline_fill,
@@ -396,10 +407,8 @@ def _operator_step(cfg, lay: Layout) -> StepTimes:
         dp_comm_s=dp_exposed,
         model_flops=model_flops,
         hardware_flops=model_flops + mdl.global_batch * recompute_per_sequence,
-        tp_bytes=(mdl.layers / p) * m * layer.tp_bytes,
-        cp_bytes=(mdl.layers / p) * m * cp_bytes,
-        pp_bytes=np.where(p > 1, 2.0 * m * v * transfer, 0.0),
-        dp_bytes=np.where(d > 1, dp_steps * (d - 1.0) / d * grad_bytes, 0.0),
+        intra_bytes_per_gpu=intra_bytes,
+        inter_bytes_per_gpu=inter_bytes,
     )
 
 

@@ -284,35 +284,23 @@ def _linear_peak_flops(cfg: Config, lay: Layouts, peak_flops: np.ndarray) -> np.
     return np.where(lay.fp8_tflops > 0, lay.fp8_tflops * 1e12, peak_flops)
 
 
-def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
-    """The workload model over candidate layouts; scenario constants from ``cfg``.
-
-    ``cfg`` supplies the model, network, overlaps, compute efficiency,
-    ``gpus_per_node`` and ``max_wall_days``; ``lay`` everything a candidate varies.
-    """
+def _aggregate_step(
+    cfg: Config,
+    lay: Layouts,
+    G: np.ndarray,
+    t: np.ndarray,
+    p: np.ndarray,
+    b: np.ndarray,
+    v: np.ndarray,
+    c: np.ndarray,
+    d: np.ndarray,
+    m: np.ndarray,
+    peak_flops: np.ndarray,
+) -> steptime.StepTimes:
+    """§2's iteration (one efficiency for every FLOP) over candidates, split as the operator model splits it."""
     mdl, net = cfg.model, cfg.network
-    N, L, h, s, B, D = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch, mdl.tokens
-    G, t, p, b, v = (np.asarray(x, dtype=np.int64) for x in (lay.gpus, lay.tp, lay.pp, lay.microbatch, lay.interleave))
+    N, L, h, s, B = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch
     gpn = cfg.hardware.gpus_per_node
-    iterations = math.ceil(D / (B * s))
-    code = np.zeros(G.shape, dtype=np.int64)
-
-    def flag(failed, which):
-        code[(code == FEASIBLE) & failed] = which
-
-    flag(G % gpn != 0, NODE_MULTIPLE)
-    c = np.asarray(lay.cp, dtype=np.int64)
-    flag(G % (t * p * c) != 0, TP_PP_DIVIDE)
-    flag(s % c != 0, CP_SEQUENCE)
-    d = np.maximum(G // (t * p * c), 1)
-    flag(B % (d * b) != 0, BATCH_DIVIDE)
-    flag(p > L, PP_LAYERS)
-    flag(p * v > L, INTERLEAVE_LAYERS)
-    m = np.maximum(B // (d * b), 1)
-    flag(~((lay.freq_min_mhz <= lay.freq_mhz) & (lay.freq_mhz <= lay.freq_max_mhz)), FREQUENCY)
-    if iterations > MAX_ITERATIONS:
-        flag(np.ones(G.shape, dtype=bool), TOO_MANY_ITERATIONS)
-
     model_flops = np.full(G.shape, 6.0 * N * B * s)
     hardware_flops = np.select(
         [lay.recompute == 2, lay.recompute == 1],
@@ -321,7 +309,6 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         [model_flops * 4.0 / 3.0, model_flops + 4.0 * B * s * s * h * L],
         model_flops,
     )
-    peak_flops = lay.peak_tflops * 1e12
     # DVFS: the compute-bound share of the compute time scales as f_max / f, the rest
     # (memory-bound kernels) does not.
     share = cfg.compute.freq_scaling_share
@@ -344,7 +331,49 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     dp_bytes = np.where(d * c > 1, 2.0 * (d * c - 1) / (d * c) * grad_bytes, 0.0)
     intra_bytes = np.where(t <= gpn, tp_bytes, 0.0)
     inter_bytes = pp_bytes + dp_bytes + np.where(t > gpn, tp_bytes, 0.0)
+    return steptime.StepTimes(
+        t_comp_s=t_comp,
+        bubble_s=bubble,
+        tp_comm_s=tp_comm,
+        pp_comm_s=pp_comm,
+        dp_comm_s=dp_comm,
+        model_flops=model_flops,
+        hardware_flops=hardware_flops,
+        intra_bytes_per_gpu=intra_bytes,
+        inter_bytes_per_gpu=inter_bytes,
+    )
 
+
+def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
+    """The workload model over candidate layouts; scenario constants from ``cfg``.
+
+    ``cfg`` supplies the model, network, overlaps, compute efficiency,
+    ``gpus_per_node`` and ``max_wall_days``; ``lay`` everything a candidate varies.
+    """
+    mdl = cfg.model
+    N, L, s, B, D = mdl.params, mdl.layers, mdl.seq_len, mdl.global_batch, mdl.tokens
+    G, t, p, b, v = (np.asarray(x, dtype=np.int64) for x in (lay.gpus, lay.tp, lay.pp, lay.microbatch, lay.interleave))
+    gpn = cfg.hardware.gpus_per_node
+    iterations = math.ceil(D / (B * s))
+    code = np.zeros(G.shape, dtype=np.int64)
+
+    def flag(failed, which):
+        code[(code == FEASIBLE) & failed] = which
+
+    flag(G % gpn != 0, NODE_MULTIPLE)
+    c = np.asarray(lay.cp, dtype=np.int64)
+    flag(G % (t * p * c) != 0, TP_PP_DIVIDE)
+    flag(s % c != 0, CP_SEQUENCE)
+    d = np.maximum(G // (t * p * c), 1)
+    flag(B % (d * b) != 0, BATCH_DIVIDE)
+    flag(p > L, PP_LAYERS)
+    flag(p * v > L, INTERLEAVE_LAYERS)
+    m = np.maximum(B // (d * b), 1)
+    flag(~((lay.freq_min_mhz <= lay.freq_mhz) & (lay.freq_mhz <= lay.freq_max_mhz)), FREQUENCY)
+    if iterations > MAX_ITERATIONS:
+        flag(np.ones(G.shape, dtype=bool), TOO_MANY_ITERATIONS)
+
+    peak_flops = lay.peak_tflops * 1e12
     if cfg.compute.step_model == "operators":
         step = steptime.operator_step(
             cfg,
@@ -366,16 +395,12 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
                 clock_ratio=lay.freq_max_mhz / lay.freq_mhz,
             ),
         )
-        model_flops, hardware_flops = step.model_flops, step.hardware_flops
-        t_comp, bubble = step.t_comp_s, step.bubble_s
-        tp_comm, pp_comm, dp_comm = step.tp_comm_s, step.pp_comm_s, step.dp_comm_s
-        inside = (t <= gpn, t * c <= gpn, t * c * d <= gpn, G <= gpn)  # each group within a node (steptime._links)
-        parts = (step.tp_bytes, step.cp_bytes, step.dp_bytes, step.pp_bytes)
-        intra_bytes = np.zeros(t.shape)
-        inter_bytes = np.zeros(t.shape)
-        for within, part in zip(inside, parts, strict=True):
-            intra_bytes = intra_bytes + np.where(within, part, 0.0)
-            inter_bytes = inter_bytes + np.where(within, 0.0, part)
+    else:
+        step = _aggregate_step(cfg, lay, G, t, p, b, v, c, d, m, peak_flops)
+    model_flops, hardware_flops = step.model_flops, step.hardware_flops
+    t_comp, bubble = step.t_comp_s, step.bubble_s
+    tp_comm, pp_comm, dp_comm = step.tp_comm_s, step.pp_comm_s, step.dp_comm_s
+    intra_bytes, inter_bytes = step.intra_bytes_per_gpu, step.inter_bytes_per_gpu
 
     state_bytes = N / (t * p) * model_state_bytes_per_param(lay.zero_stage, d * c)
     if cfg.compute.fp8:  # FP8 copies of the weights, 1 byte each, where the GPU computes in FP8

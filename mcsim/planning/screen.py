@@ -219,11 +219,11 @@ def _layout_representatives(plan: Plan, cand: Candidates) -> np.ndarray | None:
         "microbatch",
         "interleave",
         "recompute",
+        "sequence_parallel",
         "zero_stage",
         "freq_mhz",
     ):
         same &= getattr(cand, name)[rep] == getattr(cand, name)
-    same &= cand.sequence_parallel[rep] == cand.sequence_parallel
     return rep if bool(same.all()) else None
 
 
