@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -198,7 +199,43 @@ def test_korthikanti_cases_within_ten_percent_and_ordered(results):
     korthikanti = [r for r in results if r.case.source == "korthikanti2022"]
     assert len(korthikanti) == 8
     assert max(abs(r.ratio - 1) for r in korthikanti) <= sv.TOLERANCE
-    assert sv.ordered_pairs(results) == (4, 4)
+    assert sv.ordered_pairs(korthikanti) == (4, 4)
+
+
+def _result(name, batch, measured_s, predicted_s):
+    case = dataclasses.replace(sv.STEP_CASES[-1], name=name, global_batch=batch, measured_s=measured_s)
+    return sv.CaseResult(case, 0.64, predicted_s)
+
+
+def test_layouts_are_compared_per_sequence_and_unresolved_pairs_set_apart():
+    # Per iteration, b (2,016 sequences in 113 s) is faster than a (2,048 in 114 s); per
+    # sequence it is slower (56.05 against 55.66 ms). A model that says so orders the pair.
+    a, b = _result("a", 2048, 114.0, 100.0), _result("b", 2016, 113.0, 101.0)
+    assert sv.ordered_pairs([a, b]) == (1, 1)
+    # 0.7 % apart: below the benchmark's repeatability, so not a resolved pair.
+    assert sv.ordered_pairs([a, b], resolved_only=True) == (0, 0)
+    c = _result("c", 2048, 114.0 * (1 + 2 * sv.REPEATABILITY), 90.0)  # resolved, and ordered wrong
+    assert sv.ordered_pairs([a, b, c], resolved_only=True) == (0, 2)
+    assert sv.ordered_pairs([a, b, c]) == (1, 3)
+
+
+def test_bigscience_benchmark_is_the_published_table():
+    """The 17 rows of 2022-02-25 at the training batch, the repeated layout as one case (their mean)."""
+    cases = [c for c in sv.STEP_CASES if c.source == "bigscience2022"]
+    assert len(cases) == 16 and len({(c.tp, c.pp, c.microbatch) for c in cases}) == 16
+    assert all(c.tp * c.pp * (c.gpus // (c.tp * c.pp)) == 384 == c.gpus for c in cases)
+    assert all(c.global_batch % (c.microbatch * (c.gpus // (c.tp * c.pp))) == 0 for c in cases)
+    repeated = next(c for c in cases if (c.tp, c.pp, c.microbatch) == (4, 12, 2))
+    assert repeated.measured_s == pytest.approx(112.01)
+    assert sv.REPEATABILITY == pytest.approx(113.54 / 110.48 - 1, abs=5e-4)
+
+
+def test_documented_layout_comparisons_are_the_commands(results):
+    """docs/validation.md quotes the command's comparison lines; they must stay what it prints."""
+    docs = (Path(__file__).parents[1] / "docs" / "validation.md").read_text()
+    for line in sv.step_time_table(results).splitlines():
+        if "layout comparisons" in line or "cases, median" in line:
+            assert line in docs
 
 
 @pytest.mark.parametrize(("source", "median"), [("narayanan2021", 0.06), ("megatron_core_2024", 0.08)])
@@ -219,8 +256,8 @@ def test_validate_step_time_cli():
     done = subprocess.run(
         [sys.executable, "-m", "mcsim", "validate", "--step-time"], capture_output=True, text=True, timeout=300
     )
-    assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == 1 + 27 + 3 + 1
-    # Exit 1: three Narayanan cases are outside +-10 % today (docs/validation.md, "Misses").
+    assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == 1 + 43 + 4 + 2
+    # Exit 1: cases outside +-10 % and the BigScience comparison (docs/validation.md, "Misses").
     assert done.returncode == 1
 
 

@@ -25,9 +25,25 @@ Every case's shape, layout and measured figure comes from its source alone:
   gather``); **assumed** (not stated): microbatch 1, no recomputation, no interleaving,
   sequence parallelism, fused attention.
 
+- ``bigscience2022``: the BigScience BLOOM team's layout benchmark before training
+  (bigscience-workshop/bigscience, ``train/tr11-176B-ml/chronicles-prequel.md``, tables of
+  2022-02-25): one 181B model (72 layers, hidden 14,336, 64 heads, vocabulary 250,880,
+  sequence 2,048) on 48 nodes of Jean Zay, 16 layouts (TP, PP, DP, microbatch) measured
+  the same day, seconds per iteration of the second iteration. Every case is one **layout
+  comparison**. Software: Megatron-DeepSpeed with DeepSpeed's pipeline engine, BF16,
+  ZeRO stage 1, full recomputation (the BLOOM training script); **assumed**: no sequence
+  parallelism, no fused attention (neither existed in that software), DeepSpeed's
+  blocking pipeline transfers and gradient reduction after the pipeline (nothing
+  overlapped). The layout TP 4, PP 12, DP 8, microbatch 2 was measured twice (110.48 s and
+  113.54 s); the case is their mean, and their 2.8 % spread is the benchmark's
+  repeatability. The batch is 2,048 or 2,016 (a multiple of DP); the layouts are compared
+  by time per sequence.
+
 Machines: Selene, DGX A100 80GB (NVLink3 600 GB/s per GPU, both directions; 8 HDR
 InfiniBand links of 25 GB/s per node, one per GPU); the H100 runs on DGX H100 (NVLink4
-900 GB/s; 8 NDR links of 50 GB/s per node).
+900 GB/s; 8 NDR links of 50 GB/s per node). Jean Zay: 8 A100 80GB per node with
+NVLink3 (600 GB/s) and 4 Omni-Path links of 100 Gb/s per node, 6.25 GB/s per GPU (the BLOOM
+training README).
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ from mcsim.scenario.config import Config, load_scenario
 EFFICIENCY_GRID = np.round(np.arange(0.30, 1.0005, 0.001), 3)
 
 SELENE = {"hardware.gpu": "A100-80GB", "network.intra_gbps": 600.0, "network.inter_gbps": 25.0}
+JEAN_ZAY = {"hardware.gpu": "A100-80GB", "network.intra_gbps": 600.0, "network.inter_gbps": 6.25}
 DGX_H100 = {"hardware.gpu": "H100-SXM", "network.intra_gbps": 900.0, "network.inter_gbps": 50.0}
 
 
@@ -113,6 +130,13 @@ def _megatron_core(name, heads, hidden, layers, tp, pp, batch, tflops):
     )  # fmt: skip
 
 
+def _bigscience(tp, pp, dp, micro, batch, seconds):
+    return StepCase(
+        "bigscience2022", f"TP{tp} PP{pp} DP{dp} mb{micro}", JEAN_ZAY, 72, 14336, 64, 250880, 2048, batch, 384, tp, pp,
+        micro, 1, "full", False, 0.0, 0.0, 0.0, False, 1, seconds, comparison="bigscience2022 181B",
+    )  # fmt: skip
+
+
 STEP_CASES: tuple[StepCase, ...] = (
     # Narayanan et al. 2021, Table 1 (TFLOP/s per GPU) and run_table_1.sh (microbatch, interleaving, DDP).
     _narayanan("1.7B", 24, 2304, 24, 1, 1, 32, 512, 16, 1, True, 137),
@@ -144,7 +168,28 @@ STEP_CASES: tuple[StepCase, ...] = (
     _megatron_core("177B", 96, 12288, 96, 8, 6, 1152, 432.8),
     _megatron_core("314B", 128, 16384, 96, 8, 8, 1536, 474.4),
     _megatron_core("462B", 144, 18432, 112, 8, 16, 3072, 459.9),
+    # BigScience, chronicles-prequel.md, 2022-02-25: TP, PP, DP, microbatch, batch, seconds per iteration.
+    _bigscience(8, 6, 8, 4, 2048, 114.11),
+    _bigscience(8, 6, 8, 6, 2016, 123.57),
+    _bigscience(8, 12, 4, 4, 2048, 117.07),
+    _bigscience(8, 12, 4, 2, 2048, 128.82),
+    _bigscience(8, 8, 6, 4, 2016, 113.16),
+    _bigscience(8, 4, 12, 2, 2016, 125.52),
+    _bigscience(8, 4, 12, 4, 2016, 114.81),
+    _bigscience(8, 2, 24, 1, 2016, 145.45),
+    _bigscience(8, 2, 24, 2, 2016, 136.13),
+    _bigscience(4, 12, 8, 4, 2048, 111.89),
+    _bigscience(4, 12, 8, 2, 2048, (110.48 + 113.54) / 2.0),  # measured twice: their mean
+    _bigscience(4, 6, 16, 4, 2048, 117.11),
+    _bigscience(4, 6, 16, 2, 2048, 111.71),
+    _bigscience(2, 12, 16, 2, 2048, 112.50),
+    _bigscience(2, 24, 8, 1, 2048, 119.53),
+    _bigscience(2, 24, 8, 2, 2048, 122.75),
 )
+
+# The one layout BigScience measured twice differs by this much (113.54 s / 110.48 s - 1):
+# pairs of layouts closer than this were not resolved by the measurement.
+REPEATABILITY = 0.028
 
 
 def case_config(case: StepCase) -> Config:
@@ -220,8 +265,17 @@ def leave_one_out(cases: tuple[StepCase, ...] = STEP_CASES) -> list[CaseResult]:
     return results
 
 
-def ordered_pairs(results: list[CaseResult]) -> tuple[int, int]:
-    """(pairs ordered as measured, pairs) over every comparison's pairs of layouts."""
+def _per_sequence(measured: bool, r: CaseResult) -> float:
+    """Seconds per sequence, measured or predicted: layouts of one comparison may differ in batch."""
+    return (r.case.measured_s if measured else r.predicted_s) / r.case.global_batch
+
+
+def ordered_pairs(results: list[CaseResult], resolved_only: bool = False) -> tuple[int, int]:
+    """(pairs ordered as measured, pairs) over every comparison's pairs of layouts, by time per sequence.
+
+    With ``resolved_only``, only the pairs whose measured times differ by more than
+    :data:`REPEATABILITY` (the ones the measurement itself orders).
+    """
     right = total = 0
     groups: dict[str, list[CaseResult]] = {}
     for r in results:
@@ -230,18 +284,21 @@ def ordered_pairs(results: list[CaseResult]) -> tuple[int, int]:
     for members in groups.values():
         for i, a in enumerate(members):
             for b in members[i + 1 :]:
+                measured_a, measured_b = _per_sequence(True, a), _per_sequence(True, b)
+                if resolved_only and abs(measured_a / measured_b - 1.0) <= REPEATABILITY:
+                    continue
                 total += 1
-                right += (a.predicted_s < b.predicted_s) == (a.case.measured_s < b.case.measured_s)
+                right += (_per_sequence(False, a) < _per_sequence(False, b)) == (measured_a < measured_b)
     return right, total
 
 
 TOLERANCE = 0.10  # every case within +-10 % (issue 24)
-ORDERED_SHARE = 0.90  # and at least 90 % of the comparisons' pairs ordered as measured
+ORDERED_SHARE = 0.90  # and at least 90 % of the comparisons' resolved pairs ordered as measured
 
 
 def step_times_pass(results: list[CaseResult]) -> bool:
     """Whether every case is within :data:`TOLERANCE` and the pairs are ordered as :data:`ORDERED_SHARE` asks."""
-    right, total = ordered_pairs(results)
+    right, total = ordered_pairs(results, resolved_only=True)
     within = all(abs(r.ratio - 1.0) <= TOLERANCE for r in results)
     return within and (total == 0 or right >= ORDERED_SHARE * total)
 
@@ -257,6 +314,11 @@ def step_time_table(results: list[CaseResult]) -> str:
     for source in dict.fromkeys(r.case.source for r in results):
         errors = np.array([abs(r.ratio - 1.0) for r in results if r.case.source == source])
         lines.append(f"{source}: {errors.size} cases, median |error| {np.median(errors):.1%}, worst {errors.max():.1%}")
-    right, total = ordered_pairs(results)
-    lines.append(f"layout comparisons: {right} of {total} pairs ordered as measured")
+    for source in dict.fromkeys(r.case.source for r in results if r.case.comparison):
+        mine = [r for r in results if r.case.source == source]
+        (right, total), (resolved_right, resolved) = ordered_pairs(mine), ordered_pairs(mine, resolved_only=True)
+        lines.append(
+            f"{source} layout comparisons: {right} of {total} pairs ordered as measured "
+            f"({resolved_right} of {resolved} pairs measured more than {REPEATABILITY:.1%} apart)"
+        )
     return "\n".join(lines)
