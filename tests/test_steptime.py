@@ -256,7 +256,7 @@ def test_validate_step_time_cli():
     done = subprocess.run(
         [sys.executable, "-m", "mcsim", "validate", "--step-time"], capture_output=True, text=True, timeout=300
     )
-    assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == 1 + 43 + 4 + 2
+    assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == 1 + 43 + 4 + 2 + 1 + 18 + 1
     # Exit 1: cases outside +-10 % and the BigScience comparison (docs/validation.md, "Misses").
     assert done.returncode == 1
 
@@ -603,3 +603,103 @@ def test_impossible_shapes_and_layouts_are_refused(tmp_path, key, value, expecte
     assert done.returncode == 2, done.stderr
     assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o.nc").exists()
+
+
+# Hierarchical collectives (docs/model.md §2b, "Hierarchical collectives").
+
+
+def test_hierarchical_ring_step_closed_form():
+    """16 ranks, 8 per node: 7/8 of 1 GB inside at 100 GB/s, then 1/2 of 1/8 GB across at 10 GB/s."""
+    link = steptime.Link(np.full(1, 1e10), 1e-6, False, np.full(1, 8), np.full(1, 1e11))
+    seconds = steptime.ring_step_seconds(np.full(1, 16), np.full(1, 1e9), link)
+    assert float(seconds[0]) == pytest.approx(7 / 8 * 1e9 / 1e11 + 1 / 2 * 1e9 / 8 / 1e10 + (7 + 1) * 1e-6, rel=1e-12)
+    intra, inter = steptime.ring_step_bytes(np.full(1, 16), np.full(1, 1e9), link)
+    assert (float(intra[0]), float(inter[0])) == pytest.approx((7 / 8 * 1e9, 1 / 2 * 1e9 / 8), rel=1e-12)
+
+
+@pytest.mark.parametrize("local", [1, 16, 64])
+def test_hierarchical_ring_limits_are_the_flat_rings(local):
+    """One member per node: the flat ring across nodes; all in one node: the flat ring inside it."""
+    ranks, nbytes = np.full(1, 16), np.full(1, 1e9)
+    link = steptime.Link(np.full(1, 1e10), 1e-6, False, np.full(1, local), np.full(1, 1e11))
+    bandwidth = 1e10 if local == 1 else 1e11
+    flat = steptime.Link(np.full(1, bandwidth), 1e-6, local > 1)
+    assert steptime.ring_step_seconds(ranks, nbytes, link) == pytest.approx(
+        steptime.ring_step_seconds(ranks, nbytes, flat), rel=1e-12
+    )
+    intra, inter = steptime.ring_step_bytes(ranks, nbytes, link)
+    flat_intra, flat_inter = steptime.ring_step_bytes(ranks, nbytes, flat)
+    assert np.concatenate([intra, inter]) == pytest.approx(np.concatenate([flat_intra, flat_inter]), rel=1e-12)
+
+
+def test_data_parallel_group_with_members_in_each_node_reduces_hierarchically():
+    """t = 2 on 8-GPU nodes, d = 8 over two nodes: 4 DP members per node (k = 4, N = 2).
+
+    1,000 more parameters are 1,000 more gradient bytes per GPU (2 bytes over t = 2); ZeRO 0's
+    all-reduce is two ring steps: 2 x 3/4 of them inside the node, 2 x 1/2 x 1/4 across.
+    """
+    common = dict(model__recompute="selective", model__global_batch=64, parallelism__gpus=16, parallelism__pp=1)
+    common.update(parallelism__tp=2, parallelism__zero_stage=0)
+    small, large = workload(config(**common)), workload(config(**common, model__params=1001.0))
+    assert large.intra_bytes_per_gpu - small.intra_bytes_per_gpu == pytest.approx(2 * 3 / 4 * 1000, rel=1e-9)
+    assert large.inter_bytes_per_gpu - small.inter_bytes_per_gpu == pytest.approx(2 * 1 / 2 * 1000 / 4, rel=1e-9)
+
+
+def test_end_stages_hold_the_embedding_and_output_layer():
+    """Params of the fullest GPU: its layers' share of N - E plus the V h table (E = V h tied, 2 V h untied)."""
+    h, vocab, layers = 14336, 250880, 72
+    layer_params, table = 12.0 * h * h, float(vocab * h)
+    tied = load_scenario(
+        overrides={"model.hidden": h, "model.vocab": vocab, "model.layers": layers, "model.tied_embeddings": True}
+    ).base.model
+    tied = dataclasses.replace(tied, params=layers * layer_params + table)
+    held = steptime.params_held_per_gpu(tied, np.array([4, 4]), np.array([12, 1]), np.array([1, 1]))
+    assert held[0] == pytest.approx((6 * layer_params + table) / 4, rel=1e-12)  # first (and last) of 12 stages
+    assert held[1] == pytest.approx((layers * layer_params + table) / 4, rel=1e-12)  # one stage: the table once
+    untied = dataclasses.replace(tied, tied_embeddings=False, params=layers * layer_params + 2 * table)
+    one = steptime.params_held_per_gpu(untied, np.array([1]), np.array([1]), np.array([1]))
+    assert one[0] == pytest.approx(untied.params, rel=1e-12)  # everything on one GPU
+    spread = dataclasses.replace(tied, vocab=0)
+    assert steptime.params_held_per_gpu(spread, np.array([4]), np.array([12]), np.array([1]))[0] == tied.params / 48
+
+
+def test_memory_counts_the_end_stage_tables_under_operators():
+    """Under operators the first GPU's model state grows by the table's share the even split left out."""
+    common = dict(compute__step_model="operators", model__params=2e10, model__vocab=51200, parallelism__gpus=64)
+    common.update(parallelism__pp=8, model__recompute="full", parallelism__zero_stage=0)
+    with_table, aggregate = (
+        workload(config(**common)),
+        workload(config(**{**common, "compute__step_model": "aggregate"})),
+    )
+    cfg = config(**common)
+    extra = steptime.params_held_per_gpu(cfg.model, np.array([8]), np.array([8]), np.array([1]))[0] - 2e10 / 64
+    assert extra > 0
+    assert with_table.memory_per_gpu_gb - aggregate.memory_per_gpu_gb == pytest.approx(16 * extra / 1e9, rel=1e-9)
+
+
+def test_memory_range_is_the_validations():
+    """MEMORY_MEASURED_OVER_MODEL spans measured / model of the BigScience memory column (rounded outward)."""
+    rows = sv.memory_results()
+    over = [measured / model for _, measured, model in rows if measured is not None]
+    low, high = steptime.MEMORY_MEASURED_OVER_MODEL
+    assert low <= min(over) < low + 0.01 and high - 0.01 < max(over) <= high
+    assert len(over) == 15 and sum(measured is None for _, measured, _ in rows) == 3
+
+
+def test_report_widens_the_recommendations_memory():
+    import xarray as xr
+
+    from mcsim.report.plan_steptime import memory_lines
+
+    def plan(gb, toml=""):
+        return xr.Dataset(
+            {"screen_memory_per_gpu": ("candidate", [10.0, gb]), "gpu_type": ("candidate", ["A100-80GB"] * 2)},
+            attrs={"scenario_toml": toml},
+        ).assign(recommended=1)
+
+    low, high = steptime.MEMORY_MEASURED_OVER_MODEL
+    tight, roomy = memory_lines(plan(60.0))[0], memory_lines(plan(40.0))[0]
+    assert f"{60 * low:.0f} to {60 * high:.0f} GB" in tight and "more than the GPU's 80 GB" in tight
+    assert f"{40 * low:.0f} to {40 * high:.0f} GB." in roomy and "more than" not in roomy
+    assert "more than the GPU's 200 GB" not in memory_lines(plan(60.0, "[hardware]\nmemory_gb = 200\n"))[0]
+    assert "more than the GPU's 50 GB" in memory_lines(plan(40.0, "[hardware]\nmemory_gb = 50\n"))[0]

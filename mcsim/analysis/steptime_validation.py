@@ -322,3 +322,56 @@ def step_time_table(results: list[CaseResult]) -> str:
             f"({resolved_right} of {resolved} pairs measured more than {REPEATABILITY:.1%} apart)"
         )
     return "\n".join(lines)
+
+
+# BigScience's memory column (chronicles-prequel.md, 2022-02-25): the most memory a GPU of
+# the layout used, GB, or None where the layout ran out of memory on the 80 GB A100. One
+# value per layout; the layout measured twice reported 44 and 38 GB (their mean here).
+# TP, PP, DP, microbatch, batch, GB.
+MEMORY_CASES: tuple[tuple[int, int, int, int, int, float | None], ...] = (
+    (8, 6, 8, 4, 2048, 55.0),
+    (8, 6, 8, 6, 2016, 66.0),
+    (8, 12, 4, 4, 2048, 49.0),
+    (8, 8, 6, 4, 2016, 52.0),
+    (8, 4, 12, 2, 2016, 53.0),
+    (8, 4, 12, 4, 2016, 59.0),
+    (8, 2, 24, 1, 2016, 65.0),
+    (8, 2, 24, 2, 2016, 76.0),
+    (4, 12, 8, 4, 2048, 60.0),
+    (4, 12, 8, 2, 2048, 41.0),
+    (4, 6, 16, 4, 2048, 75.0),
+    (4, 6, 16, 2, 2048, 57.0),
+    (2, 12, 16, 2, 2048, 63.0),
+    (2, 24, 8, 1, 2048, 44.0),
+    (2, 24, 8, 2, 2048, 53.0),
+    (8, 1, 48, 1, 2016, None),
+    (2, 6, 32, 2, 2048, None),
+    (2, 6, 32, 1, 2048, None),
+)
+GPU_MEMORY_GB = 80.0  # A100 80GB
+
+
+def memory_results() -> list[tuple[StepCase, float | None, float]]:
+    """(case, measured GB or None for out of memory, the model's memory per GPU in GB) of each BigScience layout."""
+    rows = []
+    for tp, pp, dp, micro, batch, measured in MEMORY_CASES:
+        case = _bigscience(tp, pp, dp, micro, batch, 1.0)
+        cfg = case_config(case)
+        rows.append((case, measured, float(workload_arrays(cfg, layouts_of([cfg])).memory_per_gpu_gb[0])))
+    return rows
+
+
+def memory_table(rows: list[tuple[StepCase, float | None, float]]) -> str:
+    """The memory comparison as text: one layout a line, then the range of model / measured."""
+    lines = [f"{'memory (bigscience2022)':<43} {'measured GB':>11} {'model GB':>9}"]
+    for case, measured, model in rows:
+        shown = "OOM" if measured is None else f"{measured:.0f}"
+        lines.append(f"{'':<20} {case.name:<22} {shown:>11} {model:>9.1f}")
+    ratios = [model / measured for _, measured, model in rows if measured is not None]
+    out = [model for _, measured, model in rows if measured is None]
+    lines.append(
+        f"memory: model / measured {min(ratios):.2f} to {max(ratios):.2f}; "
+        f"{sum(m > GPU_MEMORY_GB for m in out)} of {len(out)} layouts that ran out of memory exceed "
+        f"{GPU_MEMORY_GB:.0f} GB in the model"
+    )
+    return "\n".join(lines)

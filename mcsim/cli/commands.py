@@ -29,10 +29,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"mcsim: error: --runs: expected a whole number >= 2, got {args.runs}", file=sys.stderr)
         return EXIT_USAGE
     if args.step_time:
-        from mcsim.analysis.steptime_validation import leave_one_out, step_time_table, step_times_pass
+        from mcsim.analysis.steptime_validation import (
+            leave_one_out,
+            memory_results,
+            memory_table,
+            step_time_table,
+            step_times_pass,
+        )
 
         results = leave_one_out()
         print(step_time_table(results))
+        print(memory_table(memory_results()))
         return 0 if step_times_pass(results) else 1
     rows = validate(runs=args.runs, seed=args.seed)
     print(validation_table(rows))

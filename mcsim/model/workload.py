@@ -402,9 +402,12 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     tp_comm, pp_comm, dp_comm = step.tp_comm_s, step.pp_comm_s, step.dp_comm_s
     intra_bytes, inter_bytes = step.intra_bytes_per_gpu, step.inter_bytes_per_gpu
 
-    state_bytes = N / (t * p) * model_state_bytes_per_param(lay.zero_stage, d * c)
+    # The operators model places the embedding and the output layer on the end stages.
+    operators = cfg.compute.step_model == "operators"
+    params_held = steptime.params_held_per_gpu(mdl, t, p, v) if operators else N / (t * p)
+    state_bytes = params_held * model_state_bytes_per_param(lay.zero_stage, d * c)
     if cfg.compute.fp8:  # FP8 copies of the weights, 1 byte each, where the GPU computes in FP8
-        held = N / (t * p) / np.where(lay.zero_stage >= 3, d * c, 1)
+        held = params_held / np.where(lay.zero_stage >= 3, d * c, 1)
         state_bytes = state_bytes + np.where(lay.fp8_tflops > 0, held, 0.0)
     per_layer = _activation_per_layer(mdl, b, t, lay.recompute, lay.sequence_parallel, c)
     memory_gb = (state_bytes + per_layer * peak_stage_microbatch_layers(L, p, m)) / 1e9

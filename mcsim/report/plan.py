@@ -26,7 +26,7 @@ from mcsim.report.plan_finalists import (
     ranked_finalists,
     recommended_finalist,
 )
-from mcsim.report.plan_steptime import step_time_section
+from mcsim.report.plan_steptime import memory_lines, step_time_section
 
 
 def is_plan_file(path: str | Path) -> bool:
@@ -258,7 +258,7 @@ def explain_plan(ds: xr.Dataset, source: str = "plan.nc") -> str:
     ]
     lines += _runner_up(ds, ranked, best_f)
     lines += _equivalent(ds)
-    lines += step_time_section(ds)
+    lines += step_time_section(ds) + memory_lines(ds)
     lines += _reference(ds, best_f)
     lines += _constraints(ds, best_f)
     lines += _screen_counts(ds)

@@ -16,9 +16,10 @@ import tomllib
 import numpy as np
 import xarray as xr
 
-from mcsim.model.steptime import STEP_TIME_ERROR
+from mcsim.model.steptime import MEMORY_MEASURED_OVER_MODEL, STEP_TIME_ERROR
 from mcsim.planning.planner import layout_label
 from mcsim.planning.screen import REJECTIONS
+from mcsim.scenario.catalog import GPU_CATALOG
 
 # Rejections that say the layout cannot run as asked (structure, clock, iterations, time
 # resolution, memory, strategy or failure domain), by their REJECTIONS codes.
@@ -78,3 +79,36 @@ def step_time_section(ds: xr.Dataset, shown: int = 8) -> list[str]:
     if len(ties) > shown:
         lines.append(f"- and {len(ties) - shown} more")
     return lines + [""]
+
+
+def _gpu_memory_gb(ds: xr.Dataset, best: int) -> float | None:
+    """The recommendation's GPU memory, GB: the scenario's ``hardware.memory_gb`` or the catalog's."""
+    try:
+        hardware = tomllib.loads(str(ds.attrs.get("scenario_toml", ""))).get("hardware", {})
+    except tomllib.TOMLDecodeError:
+        hardware = {}
+    override = hardware.get("memory_gb") if isinstance(hardware, dict) else None
+    if isinstance(override, int | float) and override > 0:
+        return float(override)
+    spec = GPU_CATALOG.get(str(ds["gpu_type"].values[best]))
+    return None if spec is None else spec.memory_gb
+
+
+def memory_lines(ds: xr.Dataset) -> list[str]:
+    """The recommendation's memory per GPU, widened by the memory model's measured underestimate."""
+    if "screen_memory_per_gpu" not in ds.variables or not 0 <= int(ds["recommended"]) < ds.sizes["candidate"]:
+        return []
+    best = int(ds["recommended"])
+    modelled = float(ds["screen_memory_per_gpu"].values[best])
+    capacity = _gpu_memory_gb(ds, best)
+    low, high = (modelled * k for k in MEMORY_MEASURED_OVER_MODEL)
+    text = (
+        f"Memory: the recommendation needs {modelled:.1f} GB per GPU in the model. Measured memory was "
+        f"{MEMORY_MEASURED_OVER_MODEL[0]:g} to {MEMORY_MEASURED_OVER_MODEL[1]:g} times the model's in a published "
+        f'benchmark (docs/validation.md, "Memory"): {low:.0f} to {high:.0f} GB'
+    )
+    if capacity is not None and high > capacity:
+        text += f", more than the GPU's {capacity:g} GB at the top of that range: check that it fits before committing."
+    else:
+        text += "."
+    return [text, ""]
