@@ -92,11 +92,11 @@ class Link:
     """A collective's link: bus bandwidth (bytes/s, after the collective efficiency), per-hop latency (s),
     and whether the group stays inside a node (its bytes count as intra-node traffic).
 
-    A group that spans nodes with several members in each (``local_ranks`` > 1) runs its
-    collectives hierarchically: ``bus_bytes_per_s`` is then the inter-node bandwidth per
-    GPU and ``local_bus_bytes_per_s`` the intra-node one. ``local_ranks`` None: a flat ring
-    at ``bus_bytes_per_s`` (a group inside a node, one member per node, or a point-to-point
-    ring such as the pipeline's and ring attention's, paced by its slowest hop).
+    A group that spans nodes with several members in each (``local_ranks`` > 1) runs NCCL's
+    rings through every local GPU and NIC: ``bus_bytes_per_s`` is then the inter-node
+    bandwidth per GPU and ``local_bus_bytes_per_s`` the intra-node one. ``local_ranks``
+    None: a flat ring at ``bus_bytes_per_s`` (the pipeline's point-to-point transfers and
+    ring attention, paced by their slowest hop).
     """
 
     bus_bytes_per_s: np.ndarray
@@ -106,42 +106,42 @@ class Link:
     local_bus_bytes_per_s: np.ndarray | None = None
 
 
-def _ring_parts(ranks: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(n, members per node k, nodes N = n / k, the inter-node hops' share of the bytes 1 / k) of a ring step."""
+def ring_step_bytes(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray]:
+    """(intra-node, inter-node) bytes one GPU sends in a reduce-scatter or all-gather step of ``nbytes``.
+
+    A ring over n ranks sends ``(n-1)/n`` of the bytes per GPU. With k members of the group in
+    each node and more than one node, NCCL lays k rings (channels) node by node, each leaving
+    a node through a different GPU's NIC (Jeaugey, "NCCL 2.0", GTC 2017; the nccl-tests
+    performance notes): every ring edge carries ``(n-1)/n bytes / k``, a GPU's NIC one edge
+    of them and its NVLink the other k-1. One node (k = n): every edge is inside it.
+    """
     n = np.maximum(ranks, 1).astype(np.float64)
+    flat = np.where(ranks <= 1, 0.0, (n - 1.0) / n * nbytes)
     if link.local_ranks is None:
-        return n, np.ones_like(n), n, np.ones_like(n)
+        return np.where(link.inside, flat, 0.0), np.where(link.inside, 0.0, flat)
     k = np.clip(np.asarray(link.local_ranks, dtype=np.float64), 1.0, n)
-    return n, k, n / k, 1.0 / k
+    spans = k < n
+    return np.where(spans, flat * (k - 1.0) / k, flat), np.where(spans, flat / k, 0.0)
 
 
 def ring_step_seconds(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> np.ndarray:
     """One reduce-scatter or all-gather over a ring of ``ranks``, s (0 for 1 rank).
 
-    Flat: ``(n-1)/n bytes/bw + (n-1) latency``. Hierarchical (k members in each of N
-    nodes, NCCL's rings through every local GPU and NIC; Jeaugey, NCCL 2.0, GTC 2017;
-    Sergeev and Del Balso, Horovod, arXiv 1802.05799): a step inside each node over ``k``
-    at the intra-node bandwidth, then one across the N nodes of ``bytes / k`` per GPU at
-    the inter-node bandwidth, ``(k-1)/k bytes/bw_intra + (N-1)/N (bytes/k)/bw_inter``.
+    Flat: ``(n-1)/n bytes/bw + (n-1) latency``. A group with several members in each of
+    several nodes (:func:`ring_step_bytes`): NCCL pipelines the rings, so the step takes the
+    slower of its NVLink and its NIC share, ``max(intra bytes / bw_intra, inter bytes /
+    bw_inter) + (n-1) latency``. With one member per node this is the flat ring at the
+    inter-node rate; with all in one node, the flat ring inside it.
     """
-    n, k, nodes, inter_share = _ring_parts(ranks, link)
-    across = (nodes - 1.0) / nodes * nbytes * inter_share / link.bus_bytes_per_s + (nodes - 1.0) * link.latency_s
+    n = np.maximum(ranks, 1).astype(np.float64)
+    hops = (n - 1.0) * link.latency_s
     if link.local_ranks is None:
-        return np.where(ranks <= 1, 0.0, across)
+        seconds = (n - 1.0) / n * nbytes / link.bus_bytes_per_s + hops
+        return np.where(ranks <= 1, 0.0, seconds)
+    intra, inter = ring_step_bytes(ranks, nbytes, link)
     local_bw = link.local_bus_bytes_per_s if link.local_bus_bytes_per_s is not None else link.bus_bytes_per_s
-    inside = (k - 1.0) / k * nbytes / local_bw + (k - 1.0) * link.latency_s
-    return np.where(ranks <= 1, 0.0, inside + across)
-
-
-def ring_step_bytes(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray]:
-    """(intra-node, inter-node) bytes one GPU sends in a ring step of ``nbytes`` (see :func:`ring_step_seconds`)."""
-    n, k, nodes, inter_share = _ring_parts(ranks, link)
-    if link.local_ranks is None:
-        flat = np.where(ranks <= 1, 0.0, (n - 1.0) / n * nbytes)
-        return np.where(link.inside, flat, 0.0), np.where(link.inside, 0.0, flat)
-    inside = np.where(ranks <= 1, 0.0, (k - 1.0) / k * nbytes)
-    across = np.where(ranks <= 1, 0.0, (nodes - 1.0) / nodes * nbytes * inter_share)
-    return inside, across
+    seconds = np.maximum(intra / local_bw, inter / link.bus_bytes_per_s) + hops
+    return np.where(ranks <= 1, 0.0, seconds)
 
 
 def tp_ring_steps(recompute: np.ndarray, sequence_parallel: bool | np.ndarray) -> np.ndarray:
@@ -358,11 +358,13 @@ def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
     t, c, d, gpn = lay.tp, lay.cp, lay.dp, lay.gpus_per_node
     spans = (t, t * c, t * c * lay.pp * d, t * c * d)  # ranks the tp, cp, pp and dp groups span
     cp_link, pp_link = (Link(np.where(span <= gpn, intra, inter), latency_s, span <= gpn) for span in spans[1:3])
-    # Tensor- and data-parallel collectives are NCCL's: hierarchical once the group leaves a
-    # node, with as many members in each node as fit at the group's stride (1 for TP, t cp for DP).
+    # Tensor- and data-parallel collectives are NCCL's rings through every local GPU once the
+    # group leaves a node, with as many members per node as fit at the group's stride: 1 for
+    # TP; t for the gradients' group, the d x cp ranks that hold the same weights (in the
+    # order tp, cp, dp they are t apart).
     tp_link, dp_link = (
         Link(np.where(span <= gpn, intra, inter), latency_s, span <= gpn, np.maximum(gpn // stride, 1), intra)
-        for span, stride in ((t, np.ones_like(t)), (t * c * d, t * c))
+        for span, stride in ((t, np.ones_like(t)), (t * c * d, t))
     )
     return tp_link, cp_link, pp_link, dp_link
 

@@ -88,22 +88,30 @@ def _gpu_memory_gb(ds: xr.Dataset, best: int) -> float | None:
     except tomllib.TOMLDecodeError:
         hardware = {}
     override = hardware.get("memory_gb") if isinstance(hardware, dict) else None
-    if isinstance(override, int | float) and override > 0:
+    if isinstance(override, int | float) and not isinstance(override, bool) and 0 < override < float("inf"):
         return float(override)
     spec = GPU_CATALOG.get(str(ds["gpu_type"].values[best]))
     return None if spec is None else spec.memory_gb
 
 
 def memory_lines(ds: xr.Dataset) -> list[str]:
-    """The recommendation's memory per GPU, widened by the memory model's measured underestimate."""
-    if "screen_memory_per_gpu" not in ds.variables or not 0 <= int(ds["recommended"]) < ds.sizes["candidate"]:
+    """The "Memory" section: the recommendation's memory per GPU, widened by the memory model's measured error.
+
+    The range was measured with the operators model's memory (the end stages' tables), so a
+    plan under the aggregate model, which spreads them evenly, gets no range.
+    """
+    if step_model(ds) != "operators" or "screen_memory_per_gpu" not in ds.variables:
+        return []
+    if not 0 <= int(ds["recommended"]) < ds.sizes["candidate"]:
         return []
     best = int(ds["recommended"])
     modelled = float(ds["screen_memory_per_gpu"].values[best])
+    if not np.isfinite(modelled):
+        return []
     capacity = _gpu_memory_gb(ds, best)
     low, high = (modelled * k for k in MEMORY_MEASURED_OVER_MODEL)
     text = (
-        f"Memory: the recommendation needs {modelled:.1f} GB per GPU in the model. Measured memory was "
+        f"The recommendation needs {modelled:.1f} GB per GPU in the model. Measured memory was "
         f"{MEMORY_MEASURED_OVER_MODEL[0]:g} to {MEMORY_MEASURED_OVER_MODEL[1]:g} times the model's in a published "
         f'benchmark (docs/validation.md, "Memory"): {low:.0f} to {high:.0f} GB'
     )
@@ -111,4 +119,4 @@ def memory_lines(ds: xr.Dataset) -> list[str]:
         text += f", more than the GPU's {capacity:g} GB at the top of that range: check that it fits before committing."
     else:
         text += "."
-    return [text, ""]
+    return ["## Memory", "", text, ""]

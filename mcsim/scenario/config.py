@@ -492,6 +492,14 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
             f"expected a divisor of the {heads} attention heads (0: heads), got {model.kv_heads}",
         )
     compute = sections["compute"]
+    tables = float(model.vocab) * float(model.hidden) * (1.0 if model.tied_embeddings else 2.0)
+    if compute.step_model == "operators" and model.vocab > 0 and model.params <= tables:
+        raise ScenarioError(
+            where,
+            "model.params",
+            f"expected more than the {format_number(tables)} parameters of the embedding and output tables "
+            f"(vocab x hidden, {'tied' if model.tied_embeddings else 'x 2 untied'}), got {format_number(model.params)}",
+        )
     if compute.fp8 and compute.step_model != "operators":
         raise ScenarioError(
             where, "compute.fp8", 'expected false unless compute.step_model = "operators" (FP8 is modelled there only)'
