@@ -787,3 +787,16 @@ def test_report_widens_the_recommendations_memory():
     assert "the GPU's 80 GB" in memory_lines(plan(60.0, operators + "[hardware]\nmemory_gb = true\n"))[2]
     # The range was measured on the operators model's memory: nothing under the aggregate one, or without a number.
     assert memory_lines(plan(60.0, "")) == [] and memory_lines(plan(float("nan"))) == []
+
+
+def test_end_stage_tables_follow_the_interleaved_placement():
+    """7 layers, p 3, v 2: six chunks (2, 1, 1, 1, 1, 1), GPU 0 holds chunks 0 and 3, three layers, and the
+    embedding; without interleaving the first GPU holds two (2, 3, 2)."""
+    h, vocab, layers = 1024, 50000, 7
+    table, per_layer = float(vocab * h), 12.0 * h * h
+    mdl = load_scenario(
+        overrides={"model.hidden": h, "model.vocab": vocab, "model.layers": layers, "model.tied_embeddings": True}
+    ).base.model
+    mdl = dataclasses.replace(mdl, params=layers * per_layer + table)
+    held = steptime.params_held_per_gpu(mdl, np.array([1, 1]), np.array([3, 3]), np.array([2, 1]))
+    assert held == pytest.approx([3 * per_layer + table, 2 * per_layer + table], rel=1e-12)
