@@ -28,22 +28,22 @@ Every case's shape, layout and measured figure comes from its source alone:
 - ``bigscience2022``: the BigScience BLOOM team's layout benchmark before training
   (bigscience-workshop/bigscience, ``train/tr11-176B-ml/chronicles-prequel.md``, tables of
   2022-02-25): one 181B model (72 layers, hidden 14,336, 64 heads, vocabulary 250,880,
-  sequence 2,048) on 48 nodes of Jean Zay, 17 layouts (TP, PP, DP, microbatch) measured
-  the same day (every timed row at the training batch), seconds of the second iteration. Every case is one **layout
-  comparison**. Software: Megatron-DeepSpeed with DeepSpeed's pipeline engine, BF16,
-  ZeRO stage 1, full recomputation (the BLOOM training script); **assumed**: no sequence
-  parallelism, no fused attention (neither existed in that software), DeepSpeed's
-  blocking pipeline transfers and gradient reduction after the pipeline (nothing
-  overlapped). The layout TP 4, PP 12, DP 8, microbatch 2 was measured twice (110.48 s and
-  113.54 s); the case is their mean, and their 2.8 % spread is the benchmark's
-  repeatability. The batch is 2,048 or 2,016 (a multiple of DP); the layouts are compared
-  by time per sequence.
+  tied embeddings, sequence 2,048) on 48 nodes of Jean Zay; every timed row at the
+  training batch that day, 17 layouts (TP, PP, DP, microbatch), seconds of the second
+  iteration. Every case is one **layout comparison**. Stated: Megatron-DeepSpeed with
+  DeepSpeed's pipeline engine, ZeRO stage 1, full recomputation; **assumed**: BF16 or FP16
+  (the same A100 peak), no sequence parallelism, no fused attention (neither existed in
+  that software), DeepSpeed's blocking pipeline transfers and gradient reduction after the
+  pipeline (nothing overlapped). The layout TP 4, PP 12, DP 8, microbatch 2 was measured
+  twice (110.48 s and 113.54 s); the case is their mean, and their 2.8 % spread is the
+  benchmark's repeatability. The batch is 2,048 or 2,016 (a multiple of DP); the layouts
+  are compared by time per sequence.
 
 Machines: Selene, DGX A100 80GB (NVLink3 600 GB/s per GPU, both directions; 8 HDR
 InfiniBand links of 25 GB/s per node, one per GPU); the H100 runs on DGX H100 (NVLink4
-900 GB/s; 8 NDR links of 50 GB/s per node). Jean Zay: 8 A100 80GB per node with
-NVLink3 (600 GB/s) and 4 Omni-Path links of 100 Gb/s per node, 6.25 GB/s per GPU (the BLOOM
-training README).
+900 GB/s; 8 NDR links of 50 GB/s per node). Jean Zay: 8 A100 80GB per node with NVLink3
+(600 GB/s) and 4 Omni-Path links per node (the BLOOM training README); 100 Gb/s each, 6.25
+GB/s per GPU, is an assumption (as in ``scenarios/bloom-176b.toml``).
 """
 
 from __future__ import annotations
