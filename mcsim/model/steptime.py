@@ -282,9 +282,8 @@ def params_held_per_gpu(mdl, t: np.ndarray, p: np.ndarray, v: np.ndarray) -> np.
     (``model.vocab = 0``) the parameters are spread evenly, N / (t p), as §2 has it.
     """
     t = np.asarray(t, dtype=np.float64)
-    even = mdl.params / (t * np.asarray(p, dtype=np.float64))
     if mdl.vocab <= 0:
-        return even
+        return mdl.params / (t * np.asarray(p, dtype=np.float64))
     table = float(mdl.vocab) * float(mdl.hidden)
     outside = table * (1.0 if mdl.tied_embeddings else 2.0)
     per_layer = max(mdl.params - outside, 0.0) / mdl.layers
@@ -356,16 +355,19 @@ def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
     # spans fit in one; pipeline neighbours are t cp d ranks apart, so only a job of one node
     # keeps its pipeline inside.
     t, c, d, gpn = lay.tp, lay.cp, lay.dp, lay.gpus_per_node
-    spans = (t, t * c, t * c * lay.pp * d, t * c * d)  # ranks the tp, cp, pp and dp groups span
-    cp_link, pp_link = (Link(np.where(span <= gpn, intra, inter), latency_s, span <= gpn) for span in spans[1:3])
+
+    def flat(span: np.ndarray) -> Link:
+        return Link(np.where(span <= gpn, intra, inter), latency_s, span <= gpn)
+
+    def nccl(span: np.ndarray, stride: np.ndarray) -> Link:
+        return dataclasses.replace(flat(span), local_ranks=np.maximum(gpn // stride, 1), local_bus_bytes_per_s=intra)
+
     # Tensor- and data-parallel collectives are NCCL's rings through every local GPU once the
     # group leaves a node, with as many members per node as fit at the group's stride: 1 for
     # TP; t for the gradients' group, the d x cp ranks that hold the same weights (in the
-    # order tp, cp, dp they are t apart).
-    tp_link, dp_link = (
-        Link(np.where(span <= gpn, intra, inter), latency_s, span <= gpn, np.maximum(gpn // stride, 1), intra)
-        for span, stride in ((t, np.ones_like(t)), (t * c * d, t))
-    )
+    # order tp, cp, dp they are t apart). Ring attention and pipeline transfers are flat.
+    tp_link, dp_link = nccl(t, np.ones_like(t)), nccl(t * c * d, t)
+    cp_link, pp_link = flat(t * c), flat(t * c * lay.pp * d)
     return tp_link, cp_link, pp_link, dp_link
 
 

@@ -374,7 +374,8 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         flag(np.ones(G.shape, dtype=bool), TOO_MANY_ITERATIONS)
 
     peak_flops = lay.peak_tflops * 1e12
-    if cfg.compute.step_model == "operators":
+    operators = cfg.compute.step_model == "operators"
+    if operators:
         step = steptime.operator_step(
             cfg,
             steptime.Layout(
@@ -395,16 +396,16 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
                 clock_ratio=lay.freq_max_mhz / lay.freq_mhz,
             ),
         )
+        # The operators model places the embedding and the output layer on the end stages.
+        params_held = steptime.params_held_per_gpu(mdl, t, p, v)
     else:
         step = _aggregate_step(cfg, lay, G, t, p, b, v, c, d, m, peak_flops)
+        params_held = N / (t * p)
     model_flops, hardware_flops = step.model_flops, step.hardware_flops
     t_comp, bubble = step.t_comp_s, step.bubble_s
     tp_comm, pp_comm, dp_comm = step.tp_comm_s, step.pp_comm_s, step.dp_comm_s
     intra_bytes, inter_bytes = step.intra_bytes_per_gpu, step.inter_bytes_per_gpu
 
-    # The operators model places the embedding and the output layer on the end stages.
-    operators = cfg.compute.step_model == "operators"
-    params_held = steptime.params_held_per_gpu(mdl, t, p, v) if operators else N / (t * p)
     state_bytes = params_held * model_state_bytes_per_param(lay.zero_stage, d * c)
     if cfg.compute.fp8:  # FP8 copies of the weights, 1 byte each, where the GPU computes in FP8
         held = params_held / np.where(lay.zero_stage >= 3, d * c, 1)
@@ -414,7 +415,7 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
 
     iteration_time = t_comp + bubble + tp_comm + pp_comm + dp_comm
     with np.errstate(over="ignore"):  # an absurdly long iteration (efficiency near 0): the MFU is 0, no warning
-        if cfg.compute.step_model == "operators":  # model FLOPs with attention and the output layer
+        if operators:  # model FLOPs with attention and the output layer
             mfu = model_flops / (G * peak_flops * iteration_time)
         else:
             mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)

@@ -28,14 +28,27 @@ assert all(code in REJECTIONS for code in _UNRUNNABLE)
 _SAME = ("gpu_type", "gpus", "strategy", "interval", "freq_mhz")
 
 
+def _stored_scenario(ds: xr.Dataset) -> dict:
+    """The plan's stored scenario as a TOML table ({} when it is absent or unreadable)."""
+    try:
+        return tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def _table(scenario: dict, name: str) -> dict:
+    table = scenario.get(name, {})
+    return table if isinstance(table, dict) else {}
+
+
+def _step_model_of(scenario: dict) -> str:
+    model = _table(scenario, "compute").get("step_model", "aggregate")
+    return model if model in STEP_TIME_ERROR else "aggregate"
+
+
 def step_model(ds: xr.Dataset) -> str:
     """The plan's ``compute.step_model`` (from the scenario it stores; ``aggregate`` when unset or unreadable)."""
-    try:
-        raw = tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
-    except tomllib.TOMLDecodeError:
-        return "aggregate"
-    model = raw.get("compute", {}).get("step_model", "aggregate") if isinstance(raw.get("compute"), dict) else ""
-    return model if model in STEP_TIME_ERROR else "aggregate"
+    return _step_model_of(_stored_scenario(ds))
 
 
 def step_time_ties(ds: xr.Dataset) -> tuple[float, list[tuple[int, float]]]:
@@ -81,16 +94,12 @@ def step_time_section(ds: xr.Dataset, shown: int = 8) -> list[str]:
     return lines + [""]
 
 
-def _gpu_memory_gb(ds: xr.Dataset, best: int) -> float | None:
+def _gpu_memory_gb(scenario: dict, gpu_type: str) -> float | None:
     """The recommendation's GPU memory, GB: the scenario's ``hardware.memory_gb`` or the catalog's."""
-    try:
-        hardware = tomllib.loads(str(ds.attrs.get("scenario_toml", ""))).get("hardware", {})
-    except tomllib.TOMLDecodeError:
-        hardware = {}
-    override = hardware.get("memory_gb") if isinstance(hardware, dict) else None
+    override = _table(scenario, "hardware").get("memory_gb")
     if isinstance(override, int | float) and not isinstance(override, bool) and 0 < override < float("inf"):
         return float(override)
-    spec = GPU_CATALOG.get(str(ds["gpu_type"].values[best]))
+    spec = GPU_CATALOG.get(gpu_type)
     return None if spec is None else spec.memory_gb
 
 
@@ -100,7 +109,8 @@ def memory_lines(ds: xr.Dataset) -> list[str]:
     The range was measured with the operators model's memory (the end stages' tables), so a
     plan under the aggregate model, which spreads them evenly, gets no range.
     """
-    if step_model(ds) != "operators" or "screen_memory_per_gpu" not in ds.variables:
+    scenario = _stored_scenario(ds)
+    if _step_model_of(scenario) != "operators" or "screen_memory_per_gpu" not in ds.variables:
         return []
     if not 0 <= int(ds["recommended"]) < ds.sizes["candidate"]:
         return []
@@ -108,7 +118,7 @@ def memory_lines(ds: xr.Dataset) -> list[str]:
     modelled = float(ds["screen_memory_per_gpu"].values[best])
     if not np.isfinite(modelled):
         return []
-    capacity = _gpu_memory_gb(ds, best)
+    capacity = _gpu_memory_gb(scenario, str(ds["gpu_type"].values[best]))
     low, high = (modelled * k for k in MEMORY_MEASURED_OVER_MODEL)
     text = (
         f"The recommendation needs {modelled:.1f} GB per GPU in the model. Measured memory was "
