@@ -800,3 +800,15 @@ def test_end_stage_tables_follow_the_interleaved_placement():
     mdl = dataclasses.replace(mdl, params=layers * per_layer + table)
     held = steptime.params_held_per_gpu(mdl, np.array([1, 1]), np.array([3, 3]), np.array([2, 1]))
     assert held == pytest.approx([3 * per_layer + table, 2 * per_layer + table], rel=1e-12)
+
+
+@pytest.mark.parametrize("stored", ["[compute]\nstep_model = [1]\n", "compute = 3\n", "not toml [", ""])
+def test_a_corrupted_stored_scenario_reads_as_the_aggregate_model(stored):
+    """A plan file is not trusted: an unreadable or ill-typed step model is the default, never a crash."""
+    import xarray as xr
+
+    from mcsim.report.plan_steptime import memory_lines, step_model
+
+    ds = xr.Dataset({"screen_memory_per_gpu": ("candidate", [60.0])}, attrs={"scenario_toml": stored})
+    assert step_model(ds.assign(recommended=0)) == "aggregate"
+    assert memory_lines(ds.assign(recommended=0)) == []

@@ -43,7 +43,7 @@ def _table(scenario: dict, name: str) -> dict:
 
 def _step_model_of(scenario: dict) -> str:
     model = _table(scenario, "compute").get("step_model", "aggregate")
-    return model if model in STEP_TIME_ERROR else "aggregate"
+    return model if isinstance(model, str) and model in STEP_TIME_ERROR else "aggregate"
 
 
 def step_model(ds: xr.Dataset) -> str:
