@@ -85,6 +85,46 @@ SPACES = {
             {"name": "rack", "scope": "node", "domain_nodes": 4, "mtbf_hours": 400.0, "recovery_minutes": 60.0},
         ]
     ),
+    # Every kind of interruption (issue 25): GPU failures with lognormal recoveries, a tenth needing
+    # a person for 2 h; hangs found after 10 min; instabilities rolling back two checkpoints more;
+    # a weekly 4-h maintenance window (shape 20: nearly periodic, at a random phase).
+    "interruptions": _space(
+        failures=[
+            {
+                "name": "gpu",
+                "scope": "gpu",
+                "mtbf_hours": 1536.0,
+                "recovery_minutes": 20.0,
+                "recovery_sigma": 1.0,
+                "manual_share": 0.1,
+                "manual_hours": 2.0,
+            },
+            {
+                "name": "hang",
+                "scope": "cluster",
+                "kind": "hang",
+                "mtbf_hours": 100.0,
+                "detection_minutes": 10.0,
+                "recovery_minutes": 10.0,
+            },
+            {
+                "name": "spike",
+                "scope": "cluster",
+                "kind": "instability",
+                "mtbf_hours": 150.0,
+                "rollback_checkpoints": 2,
+                "recovery_minutes": 30.0,
+            },
+            {
+                "name": "maintenance",
+                "scope": "cluster",
+                "kind": "planned",
+                "shape": 20.0,
+                "mtbf_hours": 168.0,
+                "recovery_minutes": 240.0,
+            },
+        ]
+    ),
 }
 
 

@@ -95,13 +95,22 @@ def kernel_params(**overrides) -> mc.RunParams:
     return mc.RunParams(**values)
 
 
+# The FailureClasses fields of the kinds of interruption and the recovery law, at their defaults.
+KIND_DEFAULTS = dict(
+    kind=mc.KIND_FAIL_STOP, detect_s=0.0, rollback_checkpoints=0, recovery_sigma=0.0, manual_share=0.0, manual_s=0.0
+)
+
+
 def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
     """FailureClasses from tuples (units, shape, scale_s, recovery_s[, nodes_taken, memory_ok, repair_s[, start]]).
 
     ``start`` is "new" (the default here, all units new at t = 0), "stationary", or a fixed
-    age of every unit in seconds.
+    age of every unit in seconds. A ninth item, a dict, sets the fields of the kinds of
+    interruption and the recovery law (``kind``, ``detect_s``, ``rollback_checkpoints``,
+    ``recovery_sigma``, ``manual_share``, ``manual_s``; default: fail-stop, fixed recovery).
     """
-    full = [tuple(c) + (1, 1, 0.0, "new")[len(c) - 4 :] for c in classes]
+    full = [tuple(c[:8]) + (1, 1, 0.0, "new")[min(len(c), 8) - 4 :] for c in classes]
+    extras = [dict(KIND_DEFAULTS, **(c[8] if len(c) > 8 else {})) for c in classes]
     column = lambda k, dtype: np.array([c[k] for c in full], dtype=dtype)  # noqa: E731
     starts = {"new": START_NEW, "stationary": START_STATIONARY}
     return mc.FailureClasses(
@@ -116,6 +125,7 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
             [starts.get(c[7], START_AGED) if isinstance(c[7], str) else START_AGED for c in full], dtype=np.int64
         ),
         age_s=np.array([0.0 if isinstance(c[7], str) else c[7] for c in full], dtype=float),
+        **{name: np.array([e[name] for e in extras], dtype=type(default)) for name, default in KIND_DEFAULTS.items()},
     )
 
 

@@ -73,6 +73,9 @@ STREAM_ITERATIONS = 0
 STREAM_JOB = 1
 STREAM_EPISODES = 2
 STREAM_FIRST_FAILURE_CLASS = 3
+STREAM_RECOVERY = 1 << 40  # recovery durations of the classes with a recovery law
+
+FAIL_STOP, HANG, INSTABILITY, PLANNED = 0, 1, 2, 3  # the kernel's codes of the kinds of failure class
 
 SYNC, ASYNC, IN_MEMORY = 0, 1, 2  # the kernel's strategy codes (gockpt runs as async)
 START_NEW, START_STATIONARY, START_AGED = 0, 1, 2  # the kernel's start-state codes (FailureClasses.start)
@@ -98,6 +101,13 @@ OUTPUT_NAMES = (
     "storage_loads",
     "memory_loads",
     "executed_iterations",
+    "hangs",
+    "instabilities",
+    "hang_s",
+    "hang_detection_s",
+    "instability_s",
+    "planned_stops",
+    "planned_s",
 )
 
 
@@ -220,6 +230,12 @@ class FailureClass:
     repair_s: float
     start: str = "new"  # "new", "stationary" or "aged" (every unit age_s old at t = 0)
     age_s: float = 0.0
+    kind: int = FAIL_STOP
+    detect_s: float = 0.0  # hang: the hang lasts this long before it is detected
+    rollback_checkpoints: int = 0  # instability: storage checkpoints rolled back beyond the last
+    recovery_sigma: float = 0.0  # lognormal log-sd of the recovery (mean recovery_s)
+    manual_share: float = 0.0  # share of recoveries that need a person ...
+    manual_s: float = 0.0  # ... for this long on average (same law)
 
 
 def first_failure_time(fc: FailureClass, hazard: float) -> float:
@@ -303,6 +319,15 @@ class FailureProcesses:
     def next_time(self) -> float:
         """Time of the earliest pending failure (inf when none is pending)."""
         return self._earliest()[0]
+
+    def next_kind(self) -> int:
+        """Kind of the earliest pending failure (FAIL_STOP when none is pending)."""
+        _, where, index = self._earliest()
+        if where == "pool":
+            return self.classes[index].kind
+        if where == "replaced":
+            return self.classes[self.replaced[index][1]].kind
+        return FAIL_STOP
 
     def take_next(self) -> int:
         """Remove the earliest pending failure, replace its unit, and return its class."""
@@ -441,6 +466,16 @@ class RunState:
     storage_loads: int = 0
     memory_loads: int = 0
     partial_s: float = 0.0  # the iteration (or block) a failure interrupted
+    hangs: int = 0
+    instabilities: int = 0
+    hang_s: float = 0.0  # rolled back and recovering because of hangs
+    hang_detection_s: float = 0.0
+    instability_s: float = 0.0
+    planned_stops: int = 0
+    planned_s: float = 0.0  # down for planned stops, their partial iterations included
+    kept_at_planned_stop: int = 0  # fast blocks a planned stop kept a share of (not an output)
+    dropped_in_recovery: int = 0  # hangs and instabilities that fell in a recovery (not an output)
+    manual_recoveries: int = 0  # recoveries that needed a person (not an output)
     # Not outputs: what the run went through, so that tests can check their grid covers it.
     failures_in_recovery: int = 0
     memory_fallbacks: int = 0
@@ -527,6 +562,7 @@ class Run:
         self.classes = classes
         self.iteration_stream = Stream(seed, run, STREAM_ITERATIONS)
         self.job_stream = Stream(seed, run, STREAM_JOB)
+        self.recovery_stream = Stream(seed, run, STREAM_RECOVERY)
         self.episodes = Episodes(params.episode_rate_per_s, params.episode_mean_s, Stream(seed, run, STREAM_EPISODES))
         self.spares = SparePool(params.spare_nodes) if params.spare_nodes >= 0 else None
         self.state = RunState(next_checkpoint=params.checkpoint_every)
@@ -542,6 +578,10 @@ class Run:
         return max(1.0, math.exp(self.p.job_sigma * z))
 
     # --- when the current activity must stop ----------------------------------
+
+    def planned_stop_next(self) -> bool:
+        """Whether the horizon is a planned stop (not the wall-clock limit, not another failure)."""
+        return self.failures.next_time() <= self.p.max_wall_s and self.failures.next_kind() == PLANNED
 
     def horizon(self) -> float:
         """The next failure or the wall-clock limit, whichever comes first."""
@@ -646,6 +686,21 @@ class Run:
         horizon = self.horizon()
         if s.t + duration > horizon:
             s.executed += count * (horizon - s.t) / duration
+            kept = math.floor(count * (horizon - s.t) / duration)
+            if kept > 0 and self.planned_stop_next():
+                # A planned stop saves the block's whole iterations: their share of its time and accounts.
+                share = kept / count
+                s.t += share * duration
+                s.busy_s += share * duration
+                old = s.progress
+                s.progress = Progress(
+                    iterations=old.iterations + kept,
+                    alive_s=old.alive_s + share * duration,
+                    transient_s=old.transient_s + share * transient_s,
+                    persistent_s=old.persistent_s + share * persistent_s,
+                    episode_phase_s=old.episode_phase_s + share * compute_phase if in_episode else old.episode_phase_s,
+                )
+                s.kept_at_planned_stop += 1
             s.partial_s = horizon - s.t
             s.busy_s += s.partial_s
             s.t = horizon
@@ -858,53 +913,134 @@ class Run:
     # --- failure and recovery -------------------------------------------------
 
     def fail_and_recover(self) -> None:
-        """A failure at ``t``: roll back, then recover (restarted by every failure during it)."""
+        """A failure at ``t``: roll back, then recover (restarted by every fail-stop failure during it).
+
+        A hang or an instability while recovering is dropped: nothing runs that could hang or diverge.
+        """
         p, s = self.p, self.state
         self.settle_writes()
         s.storage_write = None  # writes in flight are lost
         s.replication = None
         s.lost_s += s.partial_s
-        s.partial_s = 0.0
+        partial_s, s.partial_s = s.partial_s, 0.0
         from_memory = False
         spares_back_s = s.t
         first = True
+        cause = FAIL_STOP
+        detected_s = recovered_s = s.t
         while True:
             c = self.failures.take_next()
             fc = self.classes[c]
-            s.failures += 1
-            s.failures_in_recovery += 0 if first else 1
-            s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
-            if first:
-                from_memory = p.strategy == IN_MEMORY and fc.memory_ok and s.replica is not None
-                self.roll_back_to(self.memory_restore_point() if from_memory else s.durable)
-                if from_memory:
-                    s.memory_recoveries += 1
-                first = False
-            elif from_memory and not fc.memory_ok:
-                # This failure destroys the snapshot being restored: fall back to storage.
-                self.roll_back_to(s.durable)
-                from_memory = False
-                s.memory_recoveries -= 1
-                s.memory_fallbacks += 1
-            # A restore from memory leaves the restored snapshot replicated; one from storage leaves none.
-            s.replica = s.progress if from_memory else None
-            if self.spares is not None and fc.nodes_taken > 0:
-                spares_back_s = max(spares_back_s, self.spares.replace(s.t, fc.nodes_taken, fc.repair_s))
-            if from_memory:
-                load_s = p.load_memory_s
-                s.memory_loads += 1
+            if not first and fc.kind != FAIL_STOP:
+                s.dropped_in_recovery += 1
             else:
-                load_s = p.load_s
-                s.storage_loads += 1
-            recovered_s = max(s.t, spares_back_s) + fc.recovery_s + load_s
+                s.failures += 1
+                s.failures_in_recovery += 0 if first else 1
+                s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
+                if first:
+                    from_memory = self.interrupt(fc, partial_s)
+                    first = False
+                elif from_memory and not fc.memory_ok:
+                    # This failure destroys the snapshot being restored: fall back to storage.
+                    self.roll_back_to(s.durable)
+                    from_memory = False
+                    s.memory_recoveries -= 1
+                    s.memory_fallbacks += 1
+                # A restore from memory leaves the restored snapshot replicated; one from storage leaves none.
+                s.replica = s.progress if from_memory else None
+                if self.spares is not None and fc.nodes_taken > 0:
+                    spares_back_s = max(spares_back_s, self.spares.replace(s.t, fc.nodes_taken, fc.repair_s))
+                if from_memory:
+                    load_s = p.load_memory_s
+                    s.memory_loads += 1
+                else:
+                    load_s = p.load_s
+                    s.storage_loads += 1
+                cause = fc.kind
+                detected_s = s.t + (fc.detect_s if cause == HANG else 0.0)
+                recovered_s = max(detected_s, spares_back_s) + self.draw_recovery_s(fc) + load_s
             end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
-            s.spare_wait_s += max(0.0, min(spares_back_s, end) - s.t)
+            s.spare_wait_s += max(0.0, min(spares_back_s, end) - max(s.t, detected_s))
             s.spare_waits += 1 if spares_back_s > s.t else 0
             s.recovery_s += end - s.t
+            if cause == HANG:
+                s.hang_s += end - s.t
+                s.hang_detection_s += max(0.0, min(detected_s, end) - s.t)
+            elif cause == INSTABILITY:
+                s.instability_s += end - s.t
+            elif cause == PLANNED:
+                s.planned_s += end - s.t
             s.t = end
             if end < self.failures.next_time() or end >= p.max_wall_s or s.failures >= p.max_failures:
                 break
         self.restart()
+
+    def interrupt(self, fc: FailureClass, partial_s: float) -> bool:
+        """The restore of the event that begins a recovery; whether it is from memory.
+
+        An instability discards the last ``rollback_checkpoints`` storage checkpoints (K
+        iterations apart, K * persist_every for in_memory) and restores from storage.
+        """
+        p, s = self.p, self.state
+        if fc.kind == INSTABILITY:
+            if fc.rollback_checkpoints > 0:
+                s.durable = self.earlier_checkpoint(fc.rollback_checkpoints)
+            from_memory = False
+        elif fc.kind == PLANNED:  # saved before the stop
+            s.durable = s.progress
+            s.storage_writes += 1
+            from_memory = False
+        else:
+            from_memory = p.strategy == IN_MEMORY and fc.memory_ok and s.replica is not None
+        point = self.memory_restore_point() if from_memory else s.durable
+        lost = partial_s + (s.progress.alive_s - point.alive_s)
+        self.roll_back_to(point)
+        if from_memory:
+            s.memory_recoveries += 1
+        if fc.kind == HANG:
+            s.hangs += 1
+            s.hang_s += lost
+        elif fc.kind == INSTABILITY:
+            s.instabilities += 1
+            s.instability_s += lost
+        elif fc.kind == PLANNED:
+            s.planned_stops += 1
+            s.planned_s += lost
+        return from_memory
+
+    def earlier_checkpoint(self, checkpoints: int) -> Progress:
+        """The storage checkpoint ``checkpoints`` before the last durable one (not before the start); its
+        time accounts are the durable one's in proportion to the iterations."""
+        p, s = self.p, self.state
+        step = p.checkpoint_every * (p.persist_every if p.strategy == IN_MEMORY else 1)
+        done = s.durable.iterations
+        target = max(0, done - checkpoints * step)
+        share = target / done if done > 0 else 0.0
+        d = s.durable
+        return Progress(
+            iterations=target,
+            alive_s=d.alive_s * share,
+            transient_s=d.transient_s * share,
+            persistent_s=d.persistent_s * share,
+            episode_phase_s=d.episode_phase_s * share,
+        )
+
+    def draw_recovery_s(self, fc: FailureClass) -> float:
+        """The recovery before the load: lognormal of mean ``recovery_s`` (log-sd ``recovery_sigma``), and
+        with probability ``manual_share`` a person's time, mean ``manual_s``, the same law."""
+        stream = self.recovery_stream
+
+        def lognormal_mean_one() -> float:
+            sigma = fc.recovery_sigma
+            return math.exp(sigma * normal_quantile_acklam(stream.uniform()) - sigma * sigma / 2.0)
+
+        seconds = fc.recovery_s
+        if fc.recovery_sigma > 0.0:
+            seconds *= lognormal_mean_one()
+        if fc.manual_share > 0.0 and stream.uniform() < fc.manual_share:
+            self.state.manual_recoveries += 1
+            seconds += fc.manual_s * (lognormal_mean_one() if fc.recovery_sigma > 0.0 else 1.0)
+        return seconds
 
     def memory_restore_point(self) -> Progress:
         """The last replicated snapshot, or the durable checkpoint if that is newer."""
@@ -973,6 +1109,13 @@ class Run:
             "storage_loads": s.storage_loads,
             "memory_loads": s.memory_loads,
             "executed_iterations": s.executed,
+            "hangs": s.hangs,
+            "instabilities": s.instabilities,
+            "hang_s": s.hang_s,
+            "hang_detection_s": s.hang_detection_s,
+            "instability_s": s.instability_s,
+            "planned_stops": s.planned_stops,
+            "planned_s": s.planned_s,
         }
 
 
@@ -990,6 +1133,12 @@ def failure_class_list(classes) -> list[FailureClass]:
             repair_s=float(classes.repair_s[c]),
             start=starts[int(classes.start[c])],
             age_s=float(classes.age_s[c]),
+            kind=int(classes.kind[c]),
+            detect_s=float(classes.detect_s[c]),
+            rollback_checkpoints=int(classes.rollback_checkpoints[c]),
+            recovery_sigma=float(classes.recovery_sigma[c]),
+            manual_share=float(classes.manual_share[c]),
+            manual_s=float(classes.manual_s[c]),
         )
         for c in range(len(classes.units))
     ]

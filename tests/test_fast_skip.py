@@ -124,6 +124,18 @@ SCENARIOS = {
         ),
         [_gpu(2500.0), _gpu(8000.0, shape=3.0, start="stationary")],
     ),
+    # Every kind of interruption (docs/model.md §3): lognormal recoveries, a share needing a
+    # person; hangs; instabilities rolling back 3 checkpoints more; planned stops (fast mode keeps
+    # the whole iterations of the block a stop interrupts).
+    "sync_kinds": (
+        dict(),
+        [
+            _gpu(6000.0) + (dict(recovery_sigma=1.0, manual_share=0.2, manual_s=300.0),),
+            (1, 1.0, 5000.0, 30.0, 0, 1, 0.0, "new", dict(kind=mc.KIND_HANG, detect_s=120.0)),
+            (1, 1.0, 7000.0, 60.0, 0, 1, 0.0, "new", dict(kind=mc.KIND_INSTABILITY, rollback_checkpoints=3)),
+            (1, 1.0, 4000.0, 200.0, 0, 1, 0.0, "new", dict(kind=mc.KIND_PLANNED)),
+        ],
+    ),
 }
 
 COLUMNS = (
@@ -146,6 +158,13 @@ COLUMNS = (
     "storage_loads",
     "memory_loads",
     "executed_iterations",
+    "hangs",
+    "instabilities",
+    "hang_s",
+    "hang_detection_s",
+    "instability_s",
+    "planned_stops",
+    "planned_s",
 )
 RUNS = 1000
 

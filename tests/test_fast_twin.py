@@ -26,6 +26,7 @@ import pytest
 from conftest import failure_classes, kernel_params
 from test_twin import (
     JOB,
+    KIND_FEATURES,
     STRATEGIES,
     Case,
     assert_twin_matches,
@@ -33,6 +34,7 @@ from test_twin import (
     domain,
     features_seen,
     gpu,
+    kinds_classes,
     node,
 )
 
@@ -94,6 +96,14 @@ def _per_strategy_cases(s: str) -> list[Case]:
                 checkpoint_every=3, iterations=1500, **EPISODES, **(dict(persist_every=12) if s == "in_memory" else {})
             ),
             ("stretch", "block iterated", "stretch in episode"),
+        ),
+        # Hangs, instabilities rolling back beyond stretches' checkpoints, recovery laws.
+        Case(
+            f"{s}-kinds",
+            s,
+            kinds_classes(rate=5.0),
+            dict(spare_nodes=1, **JOB),
+            ("stretch", "kept at planned stop", *KIND_FEATURES),
         ),
     ]
 

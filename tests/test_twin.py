@@ -100,6 +100,26 @@ def cluster(shape: float, mtbf_s: float, recovery_s: float = 40.0, start: str = 
     return weibull(1, shape, mtbf_s, recovery_s, 0, 1, 0.0, start)
 
 
+def kind(failure_class: tuple, **fields) -> tuple:
+    """A failure class tuple with the fields of its kind and recovery law (conftest.KIND_DEFAULTS)."""
+    return failure_class + (fields,)
+
+
+def kinds_classes(rate: float = 1.0) -> list:
+    """Every kind of interruption and a recovery law (docs/model.md §3 "Kinds of interruption"): GPU
+    failures whose recoveries are lognormal, a third of them needing a person; hangs detected after
+    25 s; instabilities that roll back two storage checkpoints beyond the last; planned stops. ``rate`` scales the
+    mean times (longer runs use larger ones)."""
+    return [
+        kind(gpu(0.7, 300.0 * rate), recovery_sigma=0.8, manual_share=0.3, manual_s=90.0),
+        kind(cluster(1.0, 250.0 * rate, recovery_s=30.0), kind=mc.KIND_HANG, detect_s=25.0),
+        kind(cluster(1.0, 350.0 * rate, recovery_s=20.0), kind=mc.KIND_INSTABILITY, rollback_checkpoints=2),
+        kind(cluster(1.0, 300.0 * rate, recovery_s=50.0), kind=mc.KIND_PLANNED),
+    ]
+
+
+KIND_FEATURES = ("hang", "instability", "planned stop", "dropped in recovery", "failure in recovery", "manual recovery")
+
 EPISODES = dict(episode_rate_per_s=1 / 150.0, episode_mean_s=80.0, episode_slowdown=1.6)  # overlaps often
 JOB = dict(job_sigma=0.15)
 
@@ -148,6 +168,7 @@ def _cases() -> list[Case]:
                 dict(spare_nodes=2, max_wall_s=1100.0, **JOB, **EPISODES),
                 ("failure in recovery", "spare wait", "episode"),
             ),
+            Case(f"{s}-kinds", s, kinds_classes(), dict(spare_nodes=1, **JOB), KIND_FEATURES),
         ]
     cases += [
         # Stragglers at scale (the quantile's upper-tail branch) and none at all (G = 1, sigma = 0).
@@ -277,6 +298,13 @@ KERNEL_COLUMNS = {
     "storage_loads": "OUT_STORAGE_LOADS",
     "memory_loads": "OUT_MEMORY_LOADS",
     "executed_iterations": "OUT_EXECUTED_ITERATIONS",
+    "hangs": "OUT_HANGS",
+    "instabilities": "OUT_INSTABILITIES",
+    "hang_s": "OUT_HANG_S",
+    "hang_detection_s": "OUT_HANG_DETECTION_S",
+    "instability_s": "OUT_INSTABILITY_S",
+    "planned_stops": "OUT_PLANNED_STOPS",
+    "planned_s": "OUT_PLANNED_S",
 }
 
 
@@ -321,6 +349,18 @@ def features_seen(states, outputs) -> set:
             seen.add("write wait")
         if state.episode_stretches:
             seen.add("episode")
+        if state.hangs:
+            seen.add("hang")
+        if state.instabilities:
+            seen.add("instability")
+        if state.dropped_in_recovery:
+            seen.add("dropped in recovery")
+        if state.manual_recoveries:
+            seen.add("manual recovery")
+        if state.planned_stops:
+            seen.add("planned stop")
+        if state.kept_at_planned_stop:
+            seen.add("kept at planned stop")
     return seen
 
 

@@ -67,6 +67,43 @@ _VARIABLES = [
     Variable(
         "spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes", direction="lower"
     ),
+    Variable("n_hangs", True, "1", "interruptions by hangs (part of n_failures)", direction="lower"),
+    Variable(
+        "n_instabilities",
+        True,
+        "1",
+        "interruptions by training instabilities (part of n_failures)",
+        direction="lower",
+    ),
+    Variable(
+        "hang_time",
+        True,
+        "h",
+        "compute time rolled back and recovery time (detection included) caused by hangs",
+        direction="lower",
+    ),
+    Variable(
+        "hang_detection_time",
+        True,
+        "h",
+        "time hung before detection, GPUs drawing waiting power (part of recovery_time and hang_time)",
+        direction="lower",
+    ),
+    Variable(
+        "instability_time",
+        True,
+        "h",
+        "compute time rolled back and recovery time caused by training instabilities",
+        direction="lower",
+    ),
+    Variable("n_planned_stops", True, "1", "planned stops (part of n_failures)", direction="lower"),
+    Variable(
+        "planned_time",
+        True,
+        "h",
+        "time down for planned stops (windows, loads, the interrupted partial iteration)",
+        direction="lower",
+    ),
     Variable(
         "energy_compute", True, "MW h", "facility energy of GPUs computing surviving iterations", direction="lower"
     ),
@@ -115,7 +152,9 @@ _VARIABLES = [
     Variable("ideal_time", False, "h", "iterations x ideal iteration time"),
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
-    Variable("system_mtbf", False, "h", "mean time between failures of the whole job"),
+    Variable(
+        "system_mtbf", False, "h", "mean time between failures of the whole job (planned stops left out)"
+    ),
     Variable(
         "checkpoint_interval_ci_low",
         False,

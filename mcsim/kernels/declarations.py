@@ -40,6 +40,13 @@ OUTPUT_COLUMNS = (
     ("storage_loads", "loads from storage started (one per recovery attempt)"),
     ("memory_loads", "loads from a peer's memory started"),
     ("executed_iterations", "iterations run, rolled-back ones and the interrupted partial one included"),
+    ("hangs", "interruptions by hangs (of the failures)"),
+    ("instabilities", "interruptions by training instabilities (of the failures)"),
+    ("hang_s", "iteration time rolled back and recovery time (detection included) caused by hangs, s"),
+    ("hang_detection_s", "time hung before detection (part of recovery_s and hang_s), s"),
+    ("instability_s", "iteration time rolled back and recovery time caused by instabilities, s"),
+    ("planned_stops", "planned stops (of the failures)"),
+    ("planned_s", "time down for planned stops (the interrupted partial iteration included), s"),
 )
 N_OUT = len(OUTPUT_COLUMNS)
 
@@ -63,6 +70,13 @@ OUT_STORAGE_WRITES = 15
 OUT_STORAGE_LOADS = 16
 OUT_MEMORY_LOADS = 17
 OUT_EXECUTED_ITERATIONS = 18
+OUT_HANGS = 19
+OUT_INSTABILITIES = 20
+OUT_HANG_S = 21
+OUT_HANG_DETECTION_S = 22
+OUT_INSTABILITY_S = 23
+OUT_PLANNED_STOPS = 24
+OUT_PLANNED_S = 25
 
 STRATEGY_SYNC = 0
 STRATEGY_ASYNC = 1  # async and gockpt
@@ -73,6 +87,14 @@ STREAM_ITERATION = 0
 STREAM_JOB = 1
 STREAM_EPISODE = 2
 STREAM_FIRST_FAILURE_CLASS = 3
+# Recovery durations drawn from a law (docs/model.md §4): far above the classes' streams 3 + c.
+STREAM_RECOVERY = 1 << 40
+
+# Kinds of failure class: what an event does to the run (docs/model.md §3 "Kinds of interruption").
+KIND_FAIL_STOP = 0  # detected at once; restore from the last restore point
+KIND_HANG = 1  # no progress, GPUs drawing power, until detected after detect_s
+KIND_INSTABILITY = 2  # restore from storage, rollback_checkpoints storage checkpoints further back
+KIND_PLANNED = 3  # a clean stop: the progress is saved, nothing is rolled back
 
 
 class RunParams(NamedTuple):
@@ -119,6 +141,12 @@ class FailureClasses(NamedTuple):
     repair_s: np.ndarray  # time until a taken node returns to the spare pool, s
     start: np.ndarray  # int64: units at t = 0, renewal.START_NEW / START_STATIONARY / START_AGED
     age_s: np.ndarray  # START_AGED: every unit's age at t = 0, s (0 otherwise)
+    kind: np.ndarray  # int64: KIND_FAIL_STOP, KIND_HANG, KIND_INSTABILITY or KIND_PLANNED
+    detect_s: np.ndarray  # KIND_HANG: time from the hang to its detection, s
+    rollback_checkpoints: np.ndarray  # int64, KIND_INSTABILITY: storage checkpoints rolled back beyond the last
+    recovery_sigma: np.ndarray  # lognormal sigma of the recovery time (0: the mean, fixed)
+    manual_share: np.ndarray  # share of the class's recoveries that need a person
+    manual_s: np.ndarray  # mean extra time of a recovery that needs a person, s
 
 
 def _check_columns() -> None:

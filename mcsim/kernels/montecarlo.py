@@ -16,8 +16,12 @@ Semantics (the full statement is ``docs/model.md`` §4):
 * A failure loses everything after the restore point: the last memory
   snapshot for ``in_memory`` when the failure's class leaves a replica
   (``memory_ok``), else the last durable storage checkpoint. Recovery takes
-  the class's recovery time plus the load, after waiting for spare nodes when
-  a spare pool is modelled; a failure during recovery restarts it.
+  the class's recovery time (its mean, or a draw of its law) plus the load,
+  after waiting for spare nodes when a spare pool is modelled; a fail-stop
+  failure during recovery restarts it. A hang (``KIND_HANG``) adds its
+  detection time before the recovery; an instability (``KIND_INSTABILITY``)
+  restores from storage ``rollback_checkpoints`` checkpoints further back; both
+  are dropped when they fall in a recovery.
 * Slow-node episodes arrive as a Poisson process, last exponential times and
   end at every restart.
 * A run ends when all iterations are done, or is censored at ``max_wall_s``
@@ -54,6 +58,10 @@ import numpy as np
 
 from .accelerate import jit, jit_inline
 from .declarations import (
+    KIND_FAIL_STOP,
+    KIND_HANG,
+    KIND_INSTABILITY,
+    KIND_PLANNED,
     OUT_BUSY_S,
     OUT_CHECKPOINT_S,
     OUT_CHECKPOINTS,
@@ -61,10 +69,17 @@ from .declarations import (
     OUT_EPISODE_PHASE_S,
     OUT_EXECUTED_ITERATIONS,
     OUT_FAILURES,
+    OUT_HANG_DETECTION_S,
+    OUT_HANG_S,
+    OUT_HANGS,
+    OUT_INSTABILITIES,
+    OUT_INSTABILITY_S,
     OUT_ITERATIONS_DONE,
     OUT_LOST_S,
     OUT_MEMORY_LOADS,
     OUT_MEMORY_RECOVERIES,
+    OUT_PLANNED_S,
+    OUT_PLANNED_STOPS,
     OUT_RECOVERY_S,
     OUT_SPARE_WAIT_S,
     OUT_STORAGE_LOADS,
@@ -80,6 +95,7 @@ from .declarations import (
     STREAM_FIRST_FAILURE_CLASS,
     STREAM_ITERATION,
     STREAM_JOB,
+    STREAM_RECOVERY,
     FailureClasses,
     RunParams,
 )
@@ -104,7 +120,11 @@ X_CHECKPOINT = 11  # time in checkpoints (waits and stalls), s
 X_RECOVERY = 12  # time recovering, s
 X_SPARE_WAIT = 13  # time waiting for spare nodes, s
 X_BUSY = 14  # time computing, s
-N_X = 15
+X_HANG = 15  # iteration time rolled back and recovery time caused by hangs, s
+X_HANG_DETECT = 16  # time hung before detection, s
+X_INSTABILITY = 17  # iteration time rolled back and recovery time caused by instabilities, s
+X_PLANNED = 18  # time down for planned stops (their partial iterations included), s
+N_X = 19
 # Integer scalars (``k``).
 K_FAILURES = 0
 K_CHECKPOINTS = 1
@@ -122,7 +142,10 @@ K_SPARES_FREE = 12
 K_HEAP_SIZE = 13  # failure heap entries
 K_REPAIR_SIZE = 14  # nodes under repair
 K_COMPLETED = 15
-N_K = 16
+K_HANGS = 16
+K_INSTABILITIES = 17
+K_PLANNED = 18
+N_K = 19
 # Progress points (rows of ``pts``): the run's progress and its restore points, each a
 # vector of the columns below.
 PT_NOW = 0  # the run's progress
@@ -179,11 +202,13 @@ def _episodes_at(p, x, ep_stream):
 
 
 @jit_inline
-def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
+def _advance_block(p, x, k, pts, it_stream, horizon, active, transition, clean_stop):
     """Advance a block of iterations up to the next checkpoint, the end, or an episode change.
 
     Fast mode draws a block of ``K >= min_block`` iterations at once; shorter blocks and
-    exact mode draw each iteration. Returns a ``BLOCK_*`` code.
+    exact mode draw each iteration. ``clean_stop``: the horizon is a planned stop, which
+    keeps the whole iterations of a block it interrupts (their share of its time). Returns a
+    ``BLOCK_*`` code.
     """
     if active:
         f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
@@ -209,6 +234,10 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
         if t + dt > horizon:
             interrupted = True
             x[X_EXECUTED] += block * (horizon - t) / dt
+            if clean_stop:
+                kept = math.floor(block * (horizon - t) / dt)
+                if kept > 0.0:
+                    t, done = _keep_block_share(p, x, pts, t, done, kept, dt, block, total, active)
         else:
             t += dt
             done += block
@@ -265,6 +294,27 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     if done < target:
         return BLOCK_CUT
     return BLOCK_DONE
+
+
+@jit_inline
+def _keep_block_share(p, x, pts, t, done, kept, dt, block, total, active):
+    """A planned stop keeps the ``kept`` whole iterations of a fast block it interrupts: their share
+    of its time and of its accounts, as a stretch's interpolated points (docs/model.md §3). Returns
+    the new ``(t, done)``."""
+    c, job = p.compute_time_s, x[X_JOB]
+    share = kept / block
+    kept_s = share * dt
+    if active:
+        transient = c * block * (p.factor_mean - 1.0)
+        pts[PT_NOW, P_EPISODE_PHASE] += share * c * job * total
+    else:
+        transient = c * (total - block)
+    persistent = dt - block * (c + p.comm_time_s) - transient
+    pts[PT_NOW, P_ALIVE] += kept_s
+    pts[PT_NOW, P_TRANSIENT] += share * transient
+    pts[PT_NOW, P_PERSISTENT] += share * persistent
+    x[X_BUSY] += kept_s
+    return t + kept_s, done + kept
 
 
 @jit_inline
@@ -376,10 +426,85 @@ def _failure(x, k, pts):
 
 @jit_inline
 def _restore(p, x, k, pts, point):
-    """Roll the run back to restore point ``point``: its later iterations are lost."""
-    x[X_LOST] += pts[PT_NOW, P_ALIVE] - pts[point, P_ALIVE]
+    """Roll the run back to restore point ``point``: its later iterations are lost. Returns their time, s."""
+    lost = pts[PT_NOW, P_ALIVE] - pts[point, P_ALIVE]
+    x[X_LOST] += lost
     _copy_point(pts, PT_NOW, point)
     k[K_NEXT_CHECKPOINT] = int(pts[PT_NOW, P_DONE]) + p.checkpoint_every
+    return lost
+
+
+@jit_inline
+def _roll_back_durable(p, pts, checkpoints):
+    """Instability: the last durable checkpoint moves ``checkpoints`` storage checkpoints back (``K``
+    iterations apart, ``K persist_every`` for in_memory; not before the start). The time accounts of the
+    earlier point are the durable point's scaled by the share of its iterations (docs/model.md §3)."""
+    if checkpoints == 0:
+        return
+    step = float(p.checkpoint_every) * float(p.persist_every if p.strategy == STRATEGY_IN_MEMORY else 1)
+    done = pts[PT_DURABLE, P_DONE]
+    target = max(0.0, done - float(checkpoints) * step)
+    share = target / done if done > 0.0 else 0.0
+    for j in range(N_P):
+        pts[PT_DURABLE, j] *= share
+    pts[PT_DURABLE, P_DONE] = target
+
+
+@jit_inline
+def _lognormal_mean_one(stream, sigma):
+    """A lognormal factor of mean 1 and log-sd ``sigma``: ``exp(sigma Z - sigma^2 / 2)``."""
+    return math.exp(sigma * ndtri_acklam(uniform(stream)) - 0.5 * sigma * sigma)
+
+
+@jit_inline
+def _recovery_s(fc, c, rec_stream):
+    """Recovery time of one event of class ``c`` before the load, s: the class's mean, lognormal when
+    ``recovery_sigma > 0``, plus a person's time (``manual_s``, the same law) for a ``manual_share`` of
+    them. Draws from ``rec_stream`` only when the class has a law, so fixed recoveries draw nothing."""
+    sigma = fc.recovery_sigma[c]
+    seconds = fc.recovery_s[c]
+    if sigma > 0.0:
+        seconds *= _lognormal_mean_one(rec_stream, sigma)
+    share = fc.manual_share[c]
+    if share > 0.0 and uniform(rec_stream) < share:
+        manual = fc.manual_s[c]
+        if sigma > 0.0:
+            manual *= _lognormal_mean_one(rec_stream, sigma)
+        seconds += manual
+    return seconds
+
+
+@jit_inline
+def _interrupt(p, fc, c, x, k, pts):
+    """The restore of the event (class ``c``) that begins a recovery; returns whether it is from memory.
+
+    A fail-stop failure or a hang restores the last in-memory snapshot when the class leaves one
+    (``memory_ok``), else the last durable checkpoint; an instability restores from storage,
+    ``rollback_checkpoints`` further back. The time rolled back (the interrupted partial block
+    included) is charged to the event's kind."""
+    kind = fc.kind[c]
+    if kind == KIND_INSTABILITY:
+        _roll_back_durable(p, pts, fc.rollback_checkpoints[c])
+        from_memory = False
+    elif kind == KIND_PLANNED:  # saved before the stop: a durable checkpoint of the progress
+        _copy_point(pts, PT_DURABLE, PT_NOW)
+        k[K_STORAGE_WRITES] += 1
+        from_memory = False
+    else:
+        from_memory = _restores_from_memory(p) and fc.memory_ok[c] == 1 and k[K_MEMORY_VALID] == 1
+    lost = x[X_PARTIAL] + _restore(p, x, k, pts, PT_MEMORY if from_memory else PT_DURABLE)
+    if from_memory:
+        k[K_MEMORY_RECOVERIES] += 1
+    if kind == KIND_HANG:
+        k[K_HANGS] += 1
+        x[X_HANG] += lost
+    elif kind == KIND_INSTABILITY:
+        k[K_INSTABILITIES] += 1
+        x[X_INSTABILITY] += lost
+    elif kind == KIND_PLANNED:
+        k[K_PLANNED] += 1
+        x[X_PLANNED] += lost
+    return from_memory
 
 
 @jit_inline
@@ -408,18 +533,34 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
 
 @jit_inline
 def _recover(
-    p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class, repair_time, repair_tag
+    p,
+    fc,
+    x,
+    k,
+    pts,
+    streams,
+    rec_stream,
+    pool_left,
+    pool_hazard,
+    pool_next,
+    heap_time,
+    heap_class,
+    repair_time,
+    repair_tag,
 ):
-    """Recovery, restarted by every failure that strikes during it.
+    """Recovery, restarted by every fail-stop failure that strikes during it.
 
-    Returns the (possibly reallocated) failure and repair heaps.
+    A hang or an instability needs a running job: one that falls in a recovery is dropped (its
+    unit renews; it is not counted). Returns the (possibly reallocated) failure and repair heaps.
     """
     from_memory = False
     first = True
     wait_until = x[X_T]
+    kind = KIND_FAIL_STOP  # the kind of the event whose recovery is under way
+    detect_end = x[X_T]
+    recovery_end = x[X_T]
     while True:
         t = x[X_T]
-        k[K_FAILURES] += 1
         c, heap_time, heap_class, heap_size = consume_failure(
             k[K_SOURCE],
             t,
@@ -436,38 +577,57 @@ def _recover(
             streams,
         )
         k[K_HEAP_SIZE] = heap_size
-        if first:
-            from_memory = _restores_from_memory(p) and fc.memory_ok[c] == 1 and k[K_MEMORY_VALID] == 1
-            _restore(p, x, k, pts, PT_MEMORY if from_memory else PT_DURABLE)
+        if first or fc.kind[c] == KIND_FAIL_STOP:
+            k[K_FAILURES] += 1
+            if first:
+                from_memory = _interrupt(p, fc, c, x, k, pts)
+                first = False
+            elif from_memory and fc.memory_ok[c] == 0:
+                # The snapshot being restored is destroyed: fall back to storage.
+                _restore(p, x, k, pts, PT_DURABLE)
+                from_memory = False
+                k[K_MEMORY_RECOVERIES] -= 1
+            _copy_point(pts, PT_MEMORY, PT_NOW)
+            # After a restore from storage no replica of the restored state exists yet.
+            if not from_memory:
+                k[K_MEMORY_VALID] = 0
+            if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
+                repair_time, repair_tag, wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until)
+            load = p.load_memory_s if from_memory else p.load_s
             if from_memory:
-                k[K_MEMORY_RECOVERIES] += 1
-            first = False
-        elif from_memory and fc.memory_ok[c] == 0:
-            # The snapshot being restored is destroyed: fall back to storage.
-            _restore(p, x, k, pts, PT_DURABLE)
-            from_memory = False
-            k[K_MEMORY_RECOVERIES] -= 1
-        _copy_point(pts, PT_MEMORY, PT_NOW)
-        # After a restore from storage no replica of the restored state exists yet.
-        if not from_memory:
-            k[K_MEMORY_VALID] = 0
-        if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
-            repair_time, repair_tag, wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until)
-        load = p.load_memory_s if from_memory else p.load_s
-        if from_memory:
-            k[K_MEMORY_LOADS] += 1
-        else:
-            k[K_STORAGE_LOADS] += 1
-        recovery_end = max(t, wait_until) + fc.recovery_s[c] + load
+                k[K_MEMORY_LOADS] += 1
+            else:
+                k[K_STORAGE_LOADS] += 1
+            kind = fc.kind[c]
+            detect_end = t + fc.detect_s[c] if kind == KIND_HANG else t
+            recovery_end = max(detect_end, wait_until) + _recovery_s(fc, c, rec_stream) + load
         fail_t, source = next_failure(pool_next, heap_time, heap_size)
         x[X_FAIL_T] = fail_t
         k[K_SOURCE] = source
         stop = min(recovery_end, fail_t, p.max_wall_s)
-        x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - t)
+        x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
         x[X_RECOVERY] += stop - t
+        if kind == KIND_HANG:
+            x[X_HANG] += stop - t
+            x[X_HANG_DETECT] += max(0.0, min(detect_end, stop) - t)
+        elif kind == KIND_INSTABILITY:
+            x[X_INSTABILITY] += stop - t
+        elif kind == KIND_PLANNED:
+            x[X_PLANNED] += stop - t
         x[X_T] = stop
         if stop < fail_t or stop >= p.max_wall_s or k[K_FAILURES] >= p.max_failures:
             return heap_time, heap_class, repair_time, repair_tag
+
+
+@jit_inline
+def _next_kind(fc, k, heap_class):
+    """Kind of the earliest pending failure (``KIND_FAIL_STOP`` when none is pending)."""
+    source = k[K_SOURCE]
+    if source >= 0:
+        return fc.kind[source]
+    if source == -1:
+        return fc.kind[heap_class[0]]
+    return KIND_FAIL_STOP
 
 
 @jit_inline
@@ -503,6 +663,13 @@ def _write_outputs(row, x, k, pts):
     row[OUT_STORAGE_LOADS] = k[K_STORAGE_LOADS]
     row[OUT_MEMORY_LOADS] = k[K_MEMORY_LOADS]
     row[OUT_EXECUTED_ITERATIONS] = x[X_EXECUTED]
+    row[OUT_HANGS] = k[K_HANGS]
+    row[OUT_INSTABILITIES] = k[K_INSTABILITIES]
+    row[OUT_HANG_S] = x[X_HANG]
+    row[OUT_HANG_DETECTION_S] = x[X_HANG_DETECT]
+    row[OUT_INSTABILITY_S] = x[X_INSTABILITY]
+    row[OUT_PLANNED_STOPS] = k[K_PLANNED]
+    row[OUT_PLANNED_S] = x[X_PLANNED]
 
 
 # --- Fast mode: whole stretches of checkpoint cycles at once -----------------------------------
@@ -705,6 +872,8 @@ def _simulate_run(p, fc, seed, run, row):
     seed_stream(job_stream, seed, run, STREAM_JOB)
     ep_stream = np.empty(4, np.uint64)
     seed_stream(ep_stream, seed, run, STREAM_EPISODE)
+    rec_stream = np.empty(4, np.uint64)
+    seed_stream(rec_stream, seed, run, STREAM_RECOVERY)
 
     pool_left, pool_hazard, pool_next, heap_time, heap_class = init_failures(
         fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams
@@ -734,7 +903,8 @@ def _simulate_run(p, fc, seed, run, row):
         active, transition = _episodes_at(p, x, ep_stream)
         if p.fast and _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition) > 0:
             continue
-        status = _advance_block(p, x, k, pts, it_stream, horizon, active, transition)
+        clean_stop = horizon == x[X_FAIL_T] and _next_kind(fc, k, heap_class) == KIND_PLANNED
+        status = _advance_block(p, x, k, pts, it_stream, horizon, active, transition, clean_stop)
         if status == BLOCK_CUT:
             continue  # the episode state changed: re-evaluate before going on
         if status == BLOCK_DONE:
@@ -744,7 +914,20 @@ def _simulate_run(p, fc, seed, run, row):
             break  # censored at max_wall_s
         _failure(x, k, pts)
         heap_time, heap_class, repair_time, repair_tag = _recover(
-            p, fc, x, k, pts, streams, pool_left, pool_hazard, pool_next, heap_time, heap_class, repair_time, repair_tag
+            p,
+            fc,
+            x,
+            k,
+            pts,
+            streams,
+            rec_stream,
+            pool_left,
+            pool_hazard,
+            pool_next,
+            heap_time,
+            heap_class,
+            repair_time,
+            repair_tag,
         )
         _restart(p, x, job_stream, ep_stream)
     _write_outputs(row, x, k, pts)
@@ -800,6 +983,12 @@ def _row_classes(c, j):
         c.repair_s[j],
         c.start[j],
         c.age_s[j],
+        c.kind[j],
+        c.detect_s[j],
+        c.rollback_checkpoints[j],
+        c.recovery_sigma[j],
+        c.manual_share[j],
+        c.manual_s[j],
     )
 
 

@@ -5,7 +5,8 @@ why the kernels live inside the package):
 
 * the declarations of :mod:`mcsim.kernels.declarations`: :class:`RunParams`,
   :class:`FailureClasses`, the output columns ``OUT_<NAME>`` (``N_OUT`` of them,
-  :data:`OUTPUT_COLUMNS`), the ``STRATEGY_*`` hooks and ``STREAM_*`` streams,
+  :data:`OUTPUT_COLUMNS`), the ``STRATEGY_*`` hooks, ``STREAM_*`` streams and
+  ``KIND_*`` kinds of failure class,
   :func:`params_table` and :func:`classes_table`;
 * ``START_*``: the start states of the failure processes (:mod:`mcsim.kernels.renewal`);
 * the compiled entry points :func:`simulate_runs` (runs of one parameter set) and
@@ -19,6 +20,10 @@ from __future__ import annotations
 
 from .accelerate import COMPILE_SECONDS, cached
 from .declarations import (  # the declarations, re-exported whole
+    KIND_FAIL_STOP,
+    KIND_HANG,
+    KIND_INSTABILITY,
+    KIND_PLANNED,
     N_OUT,
     OUT_BUSY_S,
     OUT_CHECKPOINT_S,
@@ -27,10 +32,17 @@ from .declarations import (  # the declarations, re-exported whole
     OUT_EPISODE_PHASE_S,
     OUT_EXECUTED_ITERATIONS,
     OUT_FAILURES,
+    OUT_HANG_DETECTION_S,
+    OUT_HANG_S,
+    OUT_HANGS,
+    OUT_INSTABILITIES,
+    OUT_INSTABILITY_S,
     OUT_ITERATIONS_DONE,
     OUT_LOST_S,
     OUT_MEMORY_LOADS,
     OUT_MEMORY_RECOVERIES,
+    OUT_PLANNED_S,
+    OUT_PLANNED_STOPS,
     OUT_RECOVERY_S,
     OUT_SPARE_WAIT_S,
     OUT_STORAGE_LOADS,
@@ -47,6 +59,7 @@ from .declarations import (  # the declarations, re-exported whole
     STREAM_FIRST_FAILURE_CLASS,
     STREAM_ITERATION,
     STREAM_JOB,
+    STREAM_RECOVERY,
     FailureClasses,
     RunParams,
     classes_table,
@@ -91,6 +104,13 @@ __all__ = [
     "OUT_STORAGE_LOADS",
     "OUT_MEMORY_LOADS",
     "OUT_EXECUTED_ITERATIONS",
+    "OUT_HANGS",
+    "OUT_INSTABILITIES",
+    "OUT_HANG_S",
+    "OUT_HANG_DETECTION_S",
+    "OUT_INSTABILITY_S",
+    "OUT_PLANNED_STOPS",
+    "OUT_PLANNED_S",
     "STRATEGY_SYNC",
     "STRATEGY_ASYNC",
     "STRATEGY_IN_MEMORY",
@@ -98,6 +118,11 @@ __all__ = [
     "STREAM_JOB",
     "STREAM_EPISODE",
     "STREAM_FIRST_FAILURE_CLASS",
+    "STREAM_RECOVERY",
+    "KIND_FAIL_STOP",
+    "KIND_HANG",
+    "KIND_INSTABILITY",
+    "KIND_PLANNED",
     "RunParams",
     "FailureClasses",
     "params_table",

@@ -16,12 +16,21 @@ from typing import Any, cast
 
 import numpy as np
 
-from mcsim.kernels.types import START_AGED, START_NEW, START_STATIONARY, FailureClasses
+from mcsim.kernels.types import (
+    KIND_FAIL_STOP,
+    KIND_HANG,
+    KIND_INSTABILITY,
+    KIND_PLANNED,
+    START_AGED,
+    START_NEW,
+    START_STATIONARY,
+    FailureClasses,
+)
 from mcsim.model.reliability import expected_segment_s  # noqa: F401  (its home until 0.2; public here too)
 from mcsim.model.strategies import STRATEGIES, FloatOrArray, Transfers
 from mcsim.model.workload import Workload
 from mcsim.scenario.config import Config
-from mcsim.scenario.schema import FailureClass, Interval
+from mcsim.scenario.schema import FAILURE_KINDS, FailureClass, Interval
 
 
 @dataclass(frozen=True)
@@ -81,11 +90,16 @@ def checkpoint_every(
     return int(every) if every.ndim == 0 else every
 
 
+def losing_classes(failures: tuple[FailureClass, ...]) -> tuple[FailureClass, ...]:
+    """The failure classes whose events roll work back: all but planned stops (docs/model.md §3)."""
+    return tuple(f for f in failures if f.kind != "planned")
+
+
 def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: FloatOrArray, gpus_per_node: int) -> float | np.ndarray:
-    """Mean time between failures of the whole job, ``1 / sum(units / MTBF)``, s (scalars or arrays; inf
-    without failures)."""
+    """Mean time between the events that roll work back (planned stops left out), ``1 / sum(units / MTBF)``,
+    s (scalars or arrays; inf without such classes): Daly's M."""
     rate: Any = 0.0
-    for fclass in failures:
+    for fclass in losing_classes(failures):
         rate = rate + class_units(fclass, gpus, gpus_per_node) / (fclass.mtbf_hours * 3600.0)
     rate = np.asarray(rate, dtype=np.float64)
     with np.errstate(divide="ignore"):
@@ -121,6 +135,19 @@ def checkpoint_transfers(
     # One node's shard to its peer over the node's inter-node links.
     peer_s = size / nodes / (cfg.hardware.gpus_per_node * cfg.network.inter_gbps * 1e9)
     return write_gbps, read_gbps, Transfers(storage_write_s, copy_s, peer_s)
+
+
+# The kernel's code of each kind of failure class (``failures.*.kind``, docs/model.md §3).
+KIND_CODES = {
+    "fail_stop": KIND_FAIL_STOP,
+    "hang": KIND_HANG,
+    "instability": KIND_INSTABILITY,
+    "planned": KIND_PLANNED,
+}
+if tuple(KIND_CODES) != FAILURE_KINDS:
+    raise ImportError(
+        f"mcsim.model.checkpointing: kernel kinds {tuple(KIND_CODES)} against the schema's {FAILURE_KINDS}"
+    )
 
 
 def failure_units(cfg: Config, fclass: FailureClass) -> int:
@@ -159,6 +186,12 @@ def failure_classes(cfg: Config) -> FailureClasses:
         age_s=np.array(
             [0.0 if isinstance(f.initial_age, str) else f.initial_age * 3600.0 for f in failures], dtype=np.float64
         ),
+        kind=np.array([KIND_CODES[f.kind] for f in failures], dtype=np.int64),
+        detect_s=np.array([f.detection_minutes * 60.0 for f in failures], dtype=np.float64),
+        rollback_checkpoints=np.array([f.rollback_checkpoints for f in failures], dtype=np.int64),
+        recovery_sigma=np.array([f.recovery_sigma for f in failures], dtype=np.float64),
+        manual_share=np.array([f.manual_share for f in failures], dtype=np.float64),
+        manual_s=np.array([f.manual_hours * 3600.0 for f in failures], dtype=np.float64),
     )
 
 

@@ -6,7 +6,8 @@ Per GPU, at core frequency f (x = f / f_max, gamma = ``power_freq_exponent``):
 * waiting at a barrier (ranks that finished early, the pipeline bubble) or
   exchanging data: ``P_wait = P_idle + (P_tdp - P_idle) w x^gamma``
   (w = ``wait_power_fraction``);
-* stalled for a checkpoint or recovering (allocated, idle): ``P_idle``.
+* stalled for a checkpoint or recovering (allocated, idle): ``P_idle``;
+* hung until the hang is detected (ranks blocked in a collective): ``P_wait``.
 
 Within an iteration's compute phase (``compute_time * J * F``, the slowest rank's
 time) the ranks compute a share ``busy_share = t_comp / (t_comp + bubble) *
@@ -147,7 +148,9 @@ def run_energy_j(
     gpu_wait = gpus * pm.wait_w * (waiting + done * wl.comm_time_s)
     gpu_lost = gpus * pm.iteration_power_w * lost
     gpu_stalled = gpus * pm.idle_w * stalled
-    gpu_recovering = gpus * pm.idle_w * recovering
+    # Hung ranks sit in a collective that never completes: power as waiting at a barrier (docs/model.md §5).
+    hung = out[:, kernel.OUT_HANG_DETECTION_S]
+    gpu_recovering = gpus * pm.idle_w * (recovering - hung) + gpus * pm.wait_w * hung
 
     storage_j_per_copy = plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12
     peer_j_per_copy = plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12

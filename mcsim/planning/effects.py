@@ -7,7 +7,9 @@ Each function here is one first-order correction of the screen's expected wall t
   outlasts the compute between checkpoints, and the extra rollback of a failure while it is in flight;
 * :func:`run_mtbf_s`: the job's mean failure rate over the run on a young or aged cluster (Weibull
   classes not stationary at the start);
-* :func:`with_spares`: the waits for repaired spare nodes.
+* :func:`with_spares`: the waits for repaired spare nodes;
+* :func:`recovery_s`: a failure class's recovery as Daly's estimate sees it when it is a law
+  (lognormal, a share needing a person), not a fixed time.
 
 Slow-node episodes enter the mean iteration time (``screen._iteration_power``). Their measured
 errors against simulation are in docs/planning.md ("The screen's error per feature",
@@ -20,11 +22,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mcsim.model.checkpointing import class_units, nodes_taken
+from mcsim.model.checkpointing import class_units, losing_classes, nodes_taken
 from mcsim.model.reliability import expected_renewals
 from mcsim.model.spares import wall_with_spares_s
 from mcsim.planning.plan import Candidates
 from mcsim.scenario.config import Config
+from mcsim.scenario.schema import FailureClass
 
 # Choice: one mean rate over the whole run. Daly segments at the rate of each piece of the run
 # (16 pieces in order) were 20-27 % pessimistic on the young-cluster space of
@@ -44,7 +47,7 @@ def ages_matter(base: Config) -> bool:
 def expected_failures(base: Config, cand: Candidates, t_s: np.ndarray) -> np.ndarray:
     """Expected failures of the job in ``[0, t_s]`` (every class, its units replaced when they fail)."""
     failures = np.zeros(len(cand))
-    for f in base.failures:
+    for f in losing_classes(base.failures):
         units = class_units(f, cand.gpus, base.hardware.gpus_per_node)
         failures = failures + units * expected_renewals(t_s, f.shape, f.mtbf_hours * 3600.0, f.initial_age)
     return failures
@@ -110,6 +113,40 @@ def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarra
         ]
         out[idx] = wall_with_spares_s(out[idx], classes, spares)
     return out
+
+
+# Gauss-Hermite nodes (probabilists') for E[g(Z)], Z standard normal: the recovery laws' expectations.
+_HERMITE_Z, _HERMITE_W = np.polynomial.hermite_e.hermegauss(48)
+_HERMITE_W = _HERMITE_W / _HERMITE_W.sum()
+
+
+def _lognormal_laplace(mean_s: float, sigma: float, mtbf_s: np.ndarray) -> np.ndarray:
+    """``E[exp(-X / M)]`` for ``X = mean_s exp(sigma Z - sigma^2 / 2)`` at each job MTBF ``M`` (Gauss-Hermite)."""
+    factors = np.exp(sigma * _HERMITE_Z - 0.5 * sigma * sigma)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(np.isfinite(mtbf_s), 1.0 / mtbf_s, 0.0)
+    return np.exp(-np.multiply.outer(rate * mean_s, factors)) @ _HERMITE_W
+
+
+def recovery_s(fclass: FailureClass, mtbf_s: np.ndarray) -> np.ndarray | float:
+    """A class's recovery (before the load) as Daly's estimate sees it, s: ``recovery_minutes`` when it is
+    fixed; for a law, the fixed time with the same cost, ``-M log E[exp(-X / M)]``.
+
+    A recovery is restarted by every failure during it (job MTBF ``M``): a fixed one of R takes
+    ``M (e^{R/M} - 1)`` in all, one drawn afresh from a law X each time ``M (1 / E[e^{-X/M}] - 1)``
+    (the attempts are geometric), less than at the mean by Jensen's inequality. ``M`` infinite: the mean.
+    """
+    mean_s = fclass.recovery_minutes * 60.0
+    if fclass.recovery_sigma == 0.0 and fclass.manual_share == 0.0:
+        return mean_s
+    sigma = fclass.recovery_sigma
+    mtbf = np.asarray(mtbf_s, dtype=np.float64)
+    laplace = _lognormal_laplace(mean_s, sigma, mtbf)
+    manual = _lognormal_laplace(fclass.manual_hours * 3600.0, sigma, mtbf)
+    laplace = laplace * (1.0 - fclass.manual_share + fclass.manual_share * manual)
+    mean_all = mean_s + fclass.manual_share * fclass.manual_hours * 3600.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(np.isfinite(mtbf), -mtbf * np.log(laplace), mean_all)
 
 
 def write_window(every, iteration_s, stall, background) -> tuple[np.ndarray, np.ndarray]:

@@ -29,6 +29,7 @@ from mcsim.model.checkpointing import (
     checkpoint_every,
     checkpoint_transfers,
     class_units,
+    losing_classes,
     system_mtbf_s,
 )
 from mcsim.model.energy import (
@@ -61,7 +62,7 @@ from mcsim.model.workload import (
     configuration_problem,
     workload_arrays,
 )
-from mcsim.planning.effects import with_spares, write_window, young_cluster_wall_s
+from mcsim.planning.effects import recovery_s, with_spares, write_window, young_cluster_wall_s
 from mcsim.planning.plan import Candidates, Plan, gpu_specs
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
@@ -278,8 +279,9 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         )
 
     mean_iteration_s, power = _iteration_power(plan, cand, wl, mtbf)
-    restart = _restart_s(base, cand, load)
+    restart = _restart_s(base, cand, load, mtbf)
     cycle_stall, rollback = write_window(every, mean_iteration_s, stall, background)
+    rollback = rollback + _instability_rollback_s(plan, cand, every, mean_iteration_s)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
         present, run_mtbf = young_cluster_wall_s(
             base,
@@ -292,9 +294,13 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         quantile = _wall_quantile_s(
             plan, wl, present, mean_iteration_s, every, cycle_stall, restart + rollback, run_mtbf
         )
+        running = present  # the planned stops' windows are idle time on top, as the spare waits
+        if any(f.kind == "planned" for f in base.failures):
+            stretch = _planned_stretch(base, size / (read_gbps * 1e9))
+            present, quantile = present * stretch, quantile * stretch
         wall, quantile = with_spares(base, cand, present), with_spares(base, cand, quantile)
         energy, power_mw = _energy_j(
-            plan, cand, wl, present, mean_iteration_s, every, cycle_stall, restart, run_mtbf, power, wall - present
+            plan, cand, wl, running, mean_iteration_s, every, cycle_stall, restart, run_mtbf, power, wall - running
         )
     # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
     hours = wall / 3600.0
@@ -432,15 +438,61 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
     return iteration_s, SimpleNamespace(busy=busy, wait=wait, iteration=power, idle=_gpu_field(plan, cand, "idle_w"))
 
 
-def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
-    """Rate-weighted mean recovery of the failure classes plus the checkpoint load, s."""
-    rates = [class_units(f, cand.gpus, base.hardware.gpus_per_node) / (f.mtbf_hours * 3600.0) for f in base.failures]
+def _class_mean(base: Config, cand: Candidates, per_event, scale: float = 1.0) -> np.ndarray:
+    """Rate-weighted mean over the failure classes that roll work back (planned stops apart:
+    :func:`_planned_stretch`) of ``per_event(failure_class) * scale`` (scalar or array)."""
+    classes = losing_classes(base.failures)
+    rates = [class_units(f, cand.gpus, base.hardware.gpus_per_node) / (f.mtbf_hours * 3600.0) for f in classes]
     if not rates:
-        return load
+        return np.zeros(len(cand))
     total = sum(rates)
-    recovery = sum(r * f.recovery_minutes * 60.0 for r, f in zip(rates, base.failures, strict=False))
+    weighted = sum(r * per_event(f) * scale for r, f in zip(rates, classes, strict=False))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, recovery / np.where(total > 0, total, 1.0), 0.0) + load
+        return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), 0.0)
+
+
+def _restart_s(base: Config, cand: Candidates, load: np.ndarray, mtbf: np.ndarray) -> np.ndarray:
+    """Rate-weighted mean recovery of the failure classes plus the checkpoint load, s: a recovery (its
+    law's equivalent at the job MTBF ``mtbf``, :func:`mcsim.planning.effects.recovery_s`) and, for hangs,
+    the detection time."""
+    return (
+        _class_mean(
+            base,
+            cand,
+            lambda f: (
+                f.recovery_minutes + f.detection_minutes
+                if f.recovery_sigma == 0.0 and f.manual_share == 0.0
+                else (recovery_s(f, mtbf) / 60.0 + f.detection_minutes)
+            ),
+            60.0,
+        )
+        + load
+    )
+
+
+def _planned_stretch(base: Config, storage_load_s: np.ndarray) -> np.ndarray:
+    """Factor on the wall time for planned stops (cluster scope): each stop, arriving at its rate while
+    the job runs, adds its window and a storage load and rolls nothing back, so the time grows by
+    ``1 + sum(rate x (window + load))`` to first order (docs/model.md §9)."""
+    stretch = np.ones_like(storage_load_s)
+    for f in base.failures:
+        if f.kind == "planned":
+            stretch = stretch + (
+                f.recovery_minutes * 60.0 + f.manual_share * f.manual_hours * 3600.0 + storage_load_s
+            ) / (f.mtbf_hours * 3600.0)
+    return stretch
+
+
+def _instability_rollback_s(plan: Plan, cand: Candidates, every: np.ndarray, iteration_s: np.ndarray) -> np.ndarray:
+    """Rate-weighted mean time an event rolls back beyond the last checkpoint, s: an instability's
+    ``rollback_checkpoints`` storage checkpoints of ``every`` iterations (``every x persist_every`` for
+    in_memory), done again at the mean iteration time (first order: the start of the run is not a bound)."""
+    base = plan.scenario.base
+    in_memory = np.array([STRATEGIES[name].kernel_hook == "in_memory" for name in plan.search.strategy])
+    step = every * np.where(in_memory[cand.strategy], base.checkpoint.in_memory_persist_every, 1)
+    return _class_mean(
+        base, cand, lambda f: f.rollback_checkpoints * step * iteration_s if f.kind == "instability" else 0.0
+    )
 
 
 def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, restart, mtbf, power, waiting):

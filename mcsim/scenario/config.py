@@ -509,13 +509,40 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
             where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
         )
     for fclass in failures:
-        if fclass.domain_nodes > 1 and fclass.scope != "node":
-            raise ScenarioError(
-                where,
-                f"failures.{fclass.name}.domain_nodes",
-                f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)",
-            )
+        _check_failure_class(fclass, where)
     return Config(name=name, gpu=gpu, failures=failures, **sections)
+
+
+def _check_failure_class(fclass: FailureClass, where: str) -> None:
+    """The keys of a failure class that only some scopes or kinds use (docs/model.md §3)."""
+    prefix = f"failures.{fclass.name}"
+    if fclass.domain_nodes > 1 and fclass.scope != "node":
+        raise ScenarioError(
+            where,
+            f"{prefix}.domain_nodes",
+            f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)",
+        )
+    if fclass.kind == "planned" and fclass.scope != "cluster":
+        raise ScenarioError(
+            where, f"{prefix}.scope", "expected 'cluster' for kind 'planned' (a planned stop stops the whole job)"
+        )
+    if fclass.kind == "hang" and fclass.detection_minutes == 0:
+        raise ScenarioError(
+            where,
+            f"{prefix}.detection_minutes",
+            "expected > 0 for kind 'hang' (the watchdog timeout; Megatron-LM's --distributed-timeout-minutes "
+            "defaults to 10)",
+        )
+    if fclass.detection_minutes > 0 and fclass.kind != "hang":
+        raise ScenarioError(where, f"{prefix}.detection_minutes", f"expected 0 for kind {fclass.kind!r} (hangs only)")
+    if fclass.rollback_checkpoints > 0 and fclass.kind != "instability":
+        raise ScenarioError(
+            where, f"{prefix}.rollback_checkpoints", f"expected 0 for kind {fclass.kind!r} (instabilities only)"
+        )
+    if fclass.manual_hours > 0 and fclass.manual_share == 0:
+        raise ScenarioError(
+            where, f"{prefix}.manual_share", "expected > 0 where manual_hours is set (or manual_hours 0)"
+        )
 
 
 _FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")

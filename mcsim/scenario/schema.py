@@ -30,6 +30,8 @@ from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
 # The checkpoint strategies a scenario may name; mcsim.model.strategies holds one record for each
 # (and checks at import that its names are these).
 CHECKPOINT_STRATEGIES = ("sync", "async", "gockpt", "in_memory")
+# The kinds of failure class (docs/model.md §3 "Kinds of interruption"), in the kernel's code order.
+FAILURE_KINDS = ("fail_stop", "hang", "instability", "planned")
 
 _REQUIRED = dataclasses.MISSING
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
@@ -245,8 +247,28 @@ class FailureClass:
     scope: str = param("gpu", kind=str, choices=("gpu", "node", "cluster"))
     shape: float = param(1.0, ge=0.05, le=20, doc="Weibull shape k")
     mtbf_hours: float = param(gt=0, le=1e9, unit="h", doc="mean time between failures of one unit")
+    kind: str = param(
+        "fail_stop",
+        kind=str,
+        choices=FAILURE_KINDS,
+        doc="fail_stop (detected at once), hang (no progress until detected), instability (rolls back "
+        "further), planned (a clean stop: maintenance, nothing rolled back)",
+    )
     recovery_minutes: float = param(
-        20.0, ge=0, le=1e6, unit="min", doc="detection + replacement + restart, before the load"
+        20.0,
+        ge=0,
+        le=1e6,
+        unit="min",
+        doc="mean detection + replacement + restart (instability: decision), before the load",
+    )
+    recovery_sigma: float = param(0.0, ge=0, le=3, doc="lognormal log-sd of the recovery time (0: every one the mean)")
+    manual_share: float = param(0.0, ge=0, le=1, doc="share of recoveries that need a person")
+    manual_hours: float = param(0.0, ge=0, le=1e4, unit="h", doc="mean extra time of a recovery that needs a person")
+    detection_minutes: float = param(
+        0.0, ge=0, le=1e6, unit="min", doc="kind hang: time from the hang to its detection"
+    )
+    rollback_checkpoints: int = param(
+        0, kind=int, ge=0, le=1_000_000, doc="kind instability: storage checkpoints rolled back beyond the last"
     )
     domain_nodes: int = param(
         1, kind=int, ge=1, le=MAX_GPUS, doc="scope node: nodes one event takes out (a rack, a leaf switch)"

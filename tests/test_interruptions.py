@@ -1,0 +1,197 @@
+"""Kinds of interruption and recovery laws (docs/model.md §3 "Kinds of interruption", §4) against closed forms.
+
+The expected values come from a Markov chain written here from the model's statement, not
+from the kernel: with deterministic iterations (no stragglers), sync checkpoints every K
+iterations and one Poisson stream of events (rate r), the run's state after each restart is
+the index j of its last durable checkpoint. From j the run needs a segment of S_j = K tau + C
+(the last one K tau: no checkpoint at the end); it survives it with probability
+p_j = exp(-r S_j), else an event strikes after E[T | T < S_j] = 1/r - S_j (1 - p_j)^-1 p_j,
+the run goes back to checkpoint max(0, j - n) (n = ``rollback_checkpoints``, 0 but for an
+instability) and recovers for rho seconds. So the expected time to the end from j,
+
+    h_j = p_j (S_j + h_{j+1}) + (1 - p_j) (E[T | T < S_j] + rho + h_{max(0, j - n)}),  h_J = 0,
+
+is a linear system, and so is the expected number of events g_j (with 1 per interruption,
+plus those during recovery for fail-stop failures). A recovery of X seconds (the class's
+law plus the load) is restarted by a fail-stop failure during it (a fresh X each time), so
+rho = (1 - phi) / (r phi) with phi = E[exp(-r X)] and 1 / phi failures per interruption
+(the number of attempts is geometric); a hang or an instability during a recovery is
+dropped, so then rho = E[X] and one event per interruption. phi is integrated here by
+quadrature over the lognormal law. Each simulated mean must lie within 4 standard errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import kernel_params, run_kernel
+from scipy import integrate, stats
+
+from mcsim.kernels import types as mc
+
+TAU = 1.0  # s per iteration (0.9 compute + 0.1 communication, no stragglers)
+K = 20  # iterations per checkpoint
+SEGMENTS = 12  # the run: 240 iterations
+STALL = 4.0  # sync checkpoint stall, s
+LOAD = 5.0  # storage load, s
+RUNS = 4000
+
+
+def chain(rate: float, rollback: int, rho: float, failures_per_interruption: float) -> tuple[float, float]:
+    """Expected wall time and number of events of the run described in the module docstring."""
+    n = SEGMENTS
+    a_h, b_h = np.eye(n), np.zeros(n)
+    a_g, b_g = np.eye(n), np.zeros(n)
+    for j in range(n):
+        segment = K * TAU + (STALL if j < n - 1 else 0.0)
+        survive = math.exp(-rate * segment)
+        strike = 1.0 / rate - segment * survive / (1.0 - survive)  # E[T | T < S]
+        back = max(0, j - rollback)
+        if j + 1 < n:
+            a_h[j, j + 1] -= survive
+            a_g[j, j + 1] -= survive
+        a_h[j, back] -= 1.0 - survive
+        a_g[j, back] -= 1.0 - survive
+        b_h[j] = survive * segment + (1.0 - survive) * (strike + rho)
+        b_g[j] = (1.0 - survive) * failures_per_interruption
+    return float(np.linalg.solve(a_h, b_h)[0]), float(np.linalg.solve(a_g, b_g)[0])
+
+
+def lognormal_laplace(mean_s: float, sigma: float, rate: float) -> float:
+    """E[exp(-rate X)] for X = mean_s exp(sigma Z - sigma^2 / 2), Z standard normal (quadrature)."""
+    if sigma == 0.0:
+        return math.exp(-rate * mean_s)
+
+    def integrand(z: float) -> float:
+        return math.exp(-rate * mean_s * math.exp(sigma * z - sigma * sigma / 2.0)) * stats.norm.pdf(z)
+
+    value, _ = integrate.quad(integrand, -12.0, 12.0, epsabs=1e-13, limit=200)
+    return value
+
+
+def simulate(event: dict, mode_fast: bool = False, runs: int = RUNS, seed: int = 11) -> np.ndarray:
+    """Kernel rows of the run above with one cluster-scope event class (exponential) ``event``."""
+    params = kernel_params(
+        iterations=SEGMENTS * K, checkpoint_every=K, checkpoint_stall_s=STALL, load_s=LOAD, max_wall_s=1e9
+    )
+    if mode_fast:
+        params = params._replace(fast=True, fast_min_block=1)
+    fields = {k: v for k, v in event.items() if k not in ("mtbf_s", "recovery_s")}
+    classes = [(1, 1.0, event["mtbf_s"], event["recovery_s"], 0, 1, 0.0, "new", fields)]
+    return run_kernel(params, classes, runs, seed=seed)
+
+
+def assert_mean(values: np.ndarray, expected: float, what: str) -> None:
+    se = values.std(ddof=1) / math.sqrt(values.size)
+    z = (values.mean() - expected) / se
+    assert abs(z) < 4.0, f"{what}: simulated {values.mean():.6g} +- {se:.3g}, closed form {expected:.6g} (z = {z:.2f})"
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["exact", "fast"])
+@pytest.mark.parametrize("rollback", [0, 1, 3])
+def test_instabilities_roll_back_as_the_chain_says(rollback, fast):
+    # Rate chosen so that a run sees a few instabilities (~0.3 per segment): rollbacks matter.
+    mtbf, decision = 80.0, 30.0
+    rows = simulate(
+        dict(mtbf_s=mtbf, recovery_s=decision, kind=mc.KIND_INSTABILITY, rollback_checkpoints=rollback), fast
+    )
+    wall, events = chain(1.0 / mtbf, rollback, decision + LOAD, 1.0)
+    assert rows[:, mc.OUT_COMPLETED].all()
+    assert_mean(rows[:, mc.OUT_WALL_S], wall, "wall time")
+    assert_mean(rows[:, mc.OUT_INSTABILITIES], events, "instabilities")
+    # Every event is an instability, and all the time lost to them is charged to them.
+    np.testing.assert_array_equal(rows[:, mc.OUT_INSTABILITIES], rows[:, mc.OUT_FAILURES])
+    np.testing.assert_allclose(
+        rows[:, mc.OUT_INSTABILITY_S], rows[:, mc.OUT_LOST_S] + rows[:, mc.OUT_RECOVERY_S], rtol=1e-12
+    )
+
+
+def test_rollback_costs_more_than_the_last_checkpoint():
+    # The chain's own check that rolling back further costs time (so the tests above can tell).
+    assert chain(1 / 80.0, 3, 35.0, 1.0)[0] > chain(1 / 80.0, 1, 35.0, 1.0)[0] * 1.05
+
+
+def test_hangs_are_detected_after_the_timeout():
+    mtbf, detect, recovery = 120.0, 40.0, 15.0
+    rows = simulate(dict(mtbf_s=mtbf, recovery_s=recovery, kind=mc.KIND_HANG, detect_s=detect))
+    wall, events = chain(1.0 / mtbf, 0, detect + recovery + LOAD, 1.0)
+    assert_mean(rows[:, mc.OUT_WALL_S], wall, "wall time")
+    assert_mean(rows[:, mc.OUT_HANGS], events, "hangs")
+    # Every hang is hung for the whole timeout (nothing else interrupts it here).
+    np.testing.assert_allclose(rows[:, mc.OUT_HANG_DETECTION_S], detect * rows[:, mc.OUT_HANGS], rtol=1e-12)
+    np.testing.assert_allclose(rows[:, mc.OUT_HANG_S], rows[:, mc.OUT_LOST_S] + rows[:, mc.OUT_RECOVERY_S], rtol=1e-12)
+
+
+@pytest.mark.parametrize("sigma,share", [(1.0, 0.0), (0.0, 0.25), (0.8, 0.25)])
+def test_recovery_law_restarted_by_failures(sigma, share):
+    # Fail-stop failures restart a recovery with a fresh draw: rho and the failures per
+    # interruption follow from phi = E[exp(-r X)] (module docstring).
+    mtbf, recovery, manual = 100.0, 20.0, 60.0
+    rate = 1.0 / mtbf
+    phi = math.exp(-rate * LOAD) * lognormal_laplace(recovery, sigma, rate)
+    phi *= 1.0 - share + share * lognormal_laplace(manual, sigma, rate)
+    rows = simulate(
+        dict(mtbf_s=mtbf, recovery_s=recovery, recovery_sigma=sigma, manual_share=share, manual_s=manual),
+        seed=23,
+    )
+    wall, events = chain(rate, 0, (1.0 - phi) / (rate * phi), 1.0 / phi)
+    assert_mean(rows[:, mc.OUT_WALL_S], wall, "wall time")
+    assert_mean(rows[:, mc.OUT_FAILURES], events, "failures")
+
+
+def test_recovery_law_mean_is_the_recovery_minutes():
+    # Without failures during recoveries (a hang's are dropped), the recovery per interruption
+    # is the law's mean: recovery_s + share x manual_s (the lognormal has mean 1 by construction).
+    mtbf, recovery, manual, share = 150.0, 20.0, 60.0, 0.25
+    rows = simulate(
+        dict(
+            mtbf_s=mtbf,
+            recovery_s=recovery,
+            kind=mc.KIND_HANG,
+            detect_s=1.0,
+            recovery_sigma=1.2,
+            manual_share=share,
+            manual_s=manual,
+        ),
+        runs=8000,
+    )
+    per_event = (rows[:, mc.OUT_RECOVERY_S] - rows[:, mc.OUT_HANGS] * (1.0 + LOAD)).sum() / rows[:, mc.OUT_HANGS].sum()
+    # The ratio of sums: its standard error from the per-run residuals (delta method).
+    hangs = rows[:, mc.OUT_HANGS]
+    residual = rows[:, mc.OUT_RECOVERY_S] - hangs * (1.0 + LOAD) - per_event * hangs
+    se = residual.std(ddof=1) * math.sqrt(len(hangs)) / hangs.sum()
+    expected = recovery + share * manual
+    assert abs(per_event - expected) < 4.0 * se, f"{per_event} +- {se} against {expected}"
+
+
+def test_fixed_recoveries_draw_nothing():
+    # A class without a law draws no recovery numbers: the runs are those of before the laws
+    # (same streams), so a run is bit-identical whatever the recovery stream would give.
+    base = simulate(dict(mtbf_s=100.0, recovery_s=20.0), runs=50)
+    again = simulate(dict(mtbf_s=100.0, recovery_s=20.0, manual_share=0.0, recovery_sigma=0.0), runs=50)
+    np.testing.assert_array_equal(base, again)
+    drawn = simulate(dict(mtbf_s=100.0, recovery_s=20.0, recovery_sigma=0.5), runs=50)
+    assert not np.array_equal(base[:, mc.OUT_RECOVERY_S], drawn[:, mc.OUT_RECOVERY_S])
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["exact", "fast"])
+def test_planned_stops_keep_the_progress(fast):
+    # No checkpoints at all (the interval is the whole run): a fail-stop failure would start the
+    # run over, a planned stop keeps every whole iteration, so each stop loses less than one
+    # iteration (the one it interrupts; fast mode keeps the whole iterations of its block).
+    iterations, mtbf, window = 2000, 400.0, 60.0
+    params = kernel_params(iterations=iterations, checkpoint_every=10**9, load_s=LOAD)
+    params = params._replace(fast=True, fast_min_block=1) if fast else params
+    rows = run_kernel(params, [(1, 1.0, mtbf, window, 0, 1, 0.0, "new", dict(kind=mc.KIND_PLANNED))], RUNS, seed=5)
+    stops = rows[:, mc.OUT_PLANNED_STOPS]
+    assert rows[:, mc.OUT_COMPLETED].all() and stops.mean() > 3.0
+    assert (rows[:, mc.OUT_LOST_S] < stops * TAU + 1e-9).all()
+    # Each stop is down for the window and the load, nothing else recovers here.
+    np.testing.assert_allclose(rows[:, mc.OUT_RECOVERY_S], stops * (window + LOAD), rtol=1e-12)
+    np.testing.assert_allclose(rows[:, mc.OUT_PLANNED_S], rows[:, mc.OUT_LOST_S] + rows[:, mc.OUT_RECOVERY_S])
+    # Stops arrive while the job runs (those during a window are dropped): by the Poisson
+    # compensator, E[stops] = E[running time] / MTBF, running time = wall - recovery.
+    running = rows[:, mc.OUT_WALL_S] - rows[:, mc.OUT_RECOVERY_S]
+    assert_mean(stops - running / mtbf, 0.0, "stops less running time / MTBF")
