@@ -971,7 +971,7 @@ class Run:
             elif cause == PLANNED:
                 s.planned_s += end - s.t
             s.t = end
-            if end < self.failures.next_time() or end >= p.max_wall_s or s.failures >= p.max_failures:
+            if end < self.failures.next_time() or end >= p.max_wall_s or self.guard_reached():
                 break
         self.restart()
 
@@ -995,6 +995,8 @@ class Run:
         point = self.memory_restore_point() if from_memory else s.durable
         lost = partial_s + (s.progress.alive_s - point.alive_s)
         self.roll_back_to(point)
+        if fc.kind == PLANNED:  # the checkpoints stay on their grid of multiples of K
+            s.next_checkpoint = (point.iterations // p.checkpoint_every + 1) * p.checkpoint_every
         if from_memory:
             s.memory_recoveries += 1
         if fc.kind == HANG:
@@ -1009,12 +1011,13 @@ class Run:
         return from_memory
 
     def earlier_checkpoint(self, checkpoints: int) -> Progress:
-        """The storage checkpoint ``checkpoints`` before the last durable one (not before the start); its
-        time accounts are the durable one's in proportion to the iterations."""
+        """The storage checkpoint ``checkpoints`` before the last durable one (checkpoints sit on the
+        multiples of ``step``; a planned stop's save, off them, counts as the next one; not before the
+        start); its time accounts are the durable one's in proportion to the iterations."""
         p, s = self.p, self.state
         step = p.checkpoint_every * (p.persist_every if p.strategy == IN_MEMORY else 1)
         done = s.durable.iterations
-        target = max(0, done - checkpoints * step)
+        target = max(0, -(-done // step) * step - checkpoints * step)  # ceil(done / step) checkpoints, less n
         share = target / done if done > 0 else 0.0
         d = s.durable
         return Progress(
@@ -1042,6 +1045,11 @@ class Run:
             seconds += fc.manual_s * (lognormal_mean_one() if fc.recovery_sigma > 0.0 else 1.0)
         return seconds
 
+    def guard_reached(self) -> bool:
+        """The failure guard: failures and the events dropped in recoveries together reach ``max_failures``."""
+        s = self.state
+        return s.failures + s.dropped_in_recovery >= self.p.max_failures
+
     def memory_restore_point(self) -> Progress:
         """The last replicated snapshot, or the durable checkpoint if that is newer."""
         s = self.state
@@ -1068,7 +1076,7 @@ class Run:
             if s.progress.iterations >= p.iterations:
                 completed = True
                 break
-            if s.t >= p.max_wall_s or s.failures >= p.max_failures:
+            if s.t >= p.max_wall_s or self.guard_reached():
                 break
             if p.fast:
                 self.episodes.catch_up(s.t)

@@ -26,10 +26,15 @@ import math
 
 import numpy as np
 import pytest
+import xarray as xr
 from conftest import kernel_params, run_kernel
 from scipy import integrate, stats
 
+from mcsim.analysis.summary import check_results
+from mcsim.cli.main import main
+from mcsim.io.variables import LATER_VARIABLES
 from mcsim.kernels import types as mc
+from mcsim.scenario.toml import dumps_toml
 
 TAU = 1.0  # s per iteration (0.9 compute + 0.1 communication, no stragglers)
 K = 20  # iterations per checkpoint
@@ -195,3 +200,43 @@ def test_planned_stops_keep_the_progress(fast):
     # compensator, E[stops] = E[running time] / MTBF, running time = wall - recovery.
     running = rows[:, mc.OUT_WALL_S] - rows[:, mc.OUT_RECOVERY_S]
     assert_mean(stops - running / mtbf, 0.0, "stops less running time / MTBF")
+
+
+def test_instability_after_planned_saves_rolls_back_on_the_checkpoint_grid():
+    # Checkpoints every K = 100 iterations, planned stops about every 30 s (shape 20): the last
+    # durable point is usually a planned stop's save, off the grid. One checkpoint back is then the
+    # grid point below it, so an instability loses less than K + 1 iterations (d - K would be a
+    # point never written, K or more back). Found by review.
+    params = kernel_params(iterations=3000, checkpoint_every=100, checkpoint_stall_s=1.0, load_s=1.0)
+    classes = [
+        (1, 20.0, 30.0 / math.gamma(1.05), 2.0, 0, 1, 0.0, "stationary", dict(kind=mc.KIND_PLANNED)),
+        (1, 1.0, 400.0, 5.0, 0, 1, 0.0, "new", dict(kind=mc.KIND_INSTABILITY, rollback_checkpoints=1)),
+    ]
+    rows = run_kernel(params, classes, 300, seed=3)
+    assert rows[:, mc.OUT_PLANNED_STOPS].mean() > 50 and rows[:, mc.OUT_INSTABILITIES].sum() > 100
+    recovery = rows[:, mc.OUT_INSTABILITIES] * (5.0 + 1.0)  # decision and load, when nothing strikes during
+    lost = (rows[:, mc.OUT_INSTABILITY_S] - recovery).sum() / rows[:, mc.OUT_INSTABILITIES].sum()
+    assert lost < 101.0 * TAU, lost
+
+
+def test_events_dropped_in_recoveries_count_towards_the_failure_guard():
+    # Hangs every second, each detected after 100 s: nearly every hang falls in a recovery and is
+    # dropped. The guard (here 200 events) still ends the run, censored. Found by review.
+    params = kernel_params(iterations=10**6, max_failures=200)
+    rows = run_kernel(params, [(1, 1.0, 1.0, 10.0, 0, 1, 0.0, "new", dict(kind=mc.KIND_HANG, detect_s=100.0))], 5)
+    assert not rows[:, mc.OUT_COMPLETED].any()
+    assert (rows[:, mc.OUT_HANGS] < 200).all() and (rows[:, mc.OUT_HANGS] >= 1).all()
+
+
+def test_files_without_the_later_variables_are_still_results(tmp_path, small_raw):
+    # A result written before issue 25 (no per-cause variables) is still summarised and reported.
+    scenario = tmp_path / "s.toml"
+    small_raw["run"]["runs"] = 20
+    scenario.write_text(dumps_toml(small_raw))
+    out = tmp_path / "new.nc"
+    assert main(["run", str(scenario), "-o", str(out)]) == 0
+    with xr.open_dataset(out) as ds:
+        old = ds.drop_vars(sorted(LATER_VARIABLES)).load()
+    check_results(old)  # no exception
+    old.to_netcdf(tmp_path / "old.nc")
+    assert main(["summary", str(tmp_path / "old.nc")]) == 0

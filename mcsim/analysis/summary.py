@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim.io.format import format_coordinate  # noqa: F401  (re-exported: mcsim.analysis.summary.format_coordinate)
-from mcsim.io.variables import PER_RUN, VARIABLES
+from mcsim.io.variables import LATER_VARIABLES, PER_RUN, VARIABLES
 
 STATS = ("mean", "std", "p5", "p50", "p95", "ci95_low", "ci95_high")
 Z_95 = 1.959963984540054  # Phi^-1(0.975)
@@ -155,7 +155,7 @@ def check_results(ds: xr.Dataset) -> None:
             f"part {ds.attrs['shard']} of a sharded run (mcsim run --shard): it holds only that part's "
             "configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, or mcsim.combine)"
         )
-    missing = [name for name in VARIABLES if name not in ds.variables]
+    missing = [name for name in VARIABLES if name not in ds.variables and name not in LATER_VARIABLES]
     if missing:
         shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         raise ValueError(f"not an mcsim result file: no variable {shown}")
@@ -163,6 +163,8 @@ def check_results(ds: xr.Dataset) -> None:
         raise ValueError("not an mcsim result file: wall_time has no run dimension")
     sweep = [str(d) for d in ds["wall_time"].dims if d != "run"]
     for name, var in VARIABLES.items():
+        if name not in ds.variables:
+            continue  # one of LATER_VARIABLES, in a file written before it existed
         expected = set(sweep) | ({"run"} if var.per_run else set())
         if set(ds[name].dims) != expected:
             raise ValueError(

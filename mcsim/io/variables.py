@@ -152,9 +152,7 @@ _VARIABLES = [
     Variable("ideal_time", False, "h", "iterations x ideal iteration time"),
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
-    Variable(
-        "system_mtbf", False, "h", "mean time between failures of the whole job (planned stops left out)"
-    ),
+    Variable("system_mtbf", False, "h", "mean time between failures of the whole job (planned stops left out)"),
     Variable(
         "checkpoint_interval_ci_low",
         False,
@@ -171,6 +169,19 @@ _VARIABLES = [
     Variable("gpu_power", False, "W", "mean power per GPU over an ideal iteration"),
 ]
 VARIABLES: dict[str, Variable] = {v.name: v for v in _VARIABLES}
+# Variables added after files were first written (issue 25): a file without them is still read as a
+# result (mcsim summary, report, plot), without them.
+LATER_VARIABLES = frozenset(
+    {
+        "n_hangs",
+        "n_instabilities",
+        "n_planned_stops",
+        "hang_time",
+        "hang_detection_time",
+        "instability_time",
+        "planned_time",
+    }
+)
 PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)
 PER_CONFIG = tuple(v.name for v in _VARIABLES if not v.per_run)
 

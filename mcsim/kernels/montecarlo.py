@@ -124,7 +124,11 @@ X_HANG = 15  # iteration time rolled back and recovery time caused by hangs, s
 X_HANG_DETECT = 16  # time hung before detection, s
 X_INSTABILITY = 17  # iteration time rolled back and recovery time caused by instabilities, s
 X_PLANNED = 18  # time down for planned stops (their partial iterations included), s
-N_X = 19
+X_CUT_BLOCK = 19  # fast block a failure interrupted: its iterations (0: none, or drawn one by one)
+X_CUT_START = 20  # ... the time it began, s
+X_CUT_DT = 21  # ... its drawn duration, s
+X_CUT_TOTAL = 22  # ... its drawn factor sum
+N_X = 23
 # Integer scalars (``k``).
 K_FAILURES = 0
 K_CHECKPOINTS = 1
@@ -145,7 +149,8 @@ K_COMPLETED = 15
 K_HANGS = 16
 K_INSTABILITIES = 17
 K_PLANNED = 18
-N_K = 19
+K_DROPPED = 19  # hangs, instabilities and planned stops dropped in recoveries (for the failure guard)
+N_K = 20
 # Progress points (rows of ``pts``): the run's progress and its restore points, each a
 # vector of the columns below.
 PT_NOW = 0  # the run's progress
@@ -202,14 +207,14 @@ def _episodes_at(p, x, ep_stream):
 
 
 @jit_inline
-def _advance_block(p, x, k, pts, it_stream, horizon, active, transition, clean_stop):
+def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     """Advance a block of iterations up to the next checkpoint, the end, or an episode change.
 
     Fast mode draws a block of ``K >= min_block`` iterations at once; shorter blocks and
-    exact mode draw each iteration. ``clean_stop``: the horizon is a planned stop, which
-    keeps the whole iterations of a block it interrupts (their share of its time). Returns a
-    ``BLOCK_*`` code.
+    exact mode draw each iteration. A fast block that the horizon interrupts is noted in the
+    ``X_CUT_*`` slots (for :func:`_keep_block_share`). Returns a ``BLOCK_*`` code.
     """
+    x[X_CUT_BLOCK] = 0.0
     if active:
         f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
     else:
@@ -234,10 +239,10 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition, clean_s
         if t + dt > horizon:
             interrupted = True
             x[X_EXECUTED] += block * (horizon - t) / dt
-            if clean_stop:
-                kept = math.floor(block * (horizon - t) / dt)
-                if kept > 0.0:
-                    t, done = _keep_block_share(p, x, pts, t, done, kept, dt, block, total, active)
+            x[X_CUT_BLOCK] = block
+            x[X_CUT_START] = t
+            x[X_CUT_DT] = dt
+            x[X_CUT_TOTAL] = total
         else:
             t += dt
             done += block
@@ -296,11 +301,16 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition, clean_s
     return BLOCK_DONE
 
 
-@jit_inline
-def _keep_block_share(p, x, pts, t, done, kept, dt, block, total, active):
-    """A planned stop keeps the ``kept`` whole iterations of a fast block it interrupts: their share
-    of its time and of its accounts, as a stretch's interpolated points (docs/model.md §3). Returns
-    the new ``(t, done)``."""
+@jit
+def _keep_block_share(p, x, pts, active):
+    """A planned stop keeps the whole iterations of the fast block it interrupted (``X_CUT_*``): their
+    share of its time and of its accounts, as a stretch's interpolated points (docs/model.md §3); the
+    rest of the block is the partial work lost. Called after the block, not inside it: inlined into
+    the block's hot path it cost fast mode half its speed (issue 26's reference counting)."""
+    block, t0, dt, total = x[X_CUT_BLOCK], x[X_CUT_START], x[X_CUT_DT], x[X_CUT_TOTAL]
+    kept = math.floor(block * (x[X_T] - t0) / dt)
+    if block == 0.0 or kept <= 0.0:
+        return
     c, job = p.compute_time_s, x[X_JOB]
     share = kept / block
     kept_s = share * dt
@@ -313,8 +323,8 @@ def _keep_block_share(p, x, pts, t, done, kept, dt, block, total, active):
     pts[PT_NOW, P_ALIVE] += kept_s
     pts[PT_NOW, P_TRANSIENT] += share * transient
     pts[PT_NOW, P_PERSISTENT] += share * persistent
-    x[X_BUSY] += kept_s
-    return t + kept_s, done + kept
+    pts[PT_NOW, P_DONE] += kept
+    x[X_PARTIAL] = x[X_T] - (t0 + kept_s)
 
 
 @jit_inline
@@ -436,14 +446,15 @@ def _restore(p, x, k, pts, point):
 
 @jit_inline
 def _roll_back_durable(p, pts, checkpoints):
-    """Instability: the last durable checkpoint moves ``checkpoints`` storage checkpoints back (``K``
-    iterations apart, ``K persist_every`` for in_memory; not before the start). The time accounts of the
-    earlier point are the durable point's scaled by the share of its iterations (docs/model.md §3)."""
+    """Instability: the last durable checkpoint moves ``checkpoints`` storage checkpoints back (on the grid
+    of multiples of ``K`` iterations, ``K persist_every`` for in_memory, a planned stop's save counting as
+    the one after it; not before the start). The time accounts of the earlier point are the durable
+    point's scaled by the share of its iterations (docs/model.md §3)."""
     if checkpoints == 0:
         return
     step = float(p.checkpoint_every) * float(p.persist_every if p.strategy == STRATEGY_IN_MEMORY else 1)
     done = pts[PT_DURABLE, P_DONE]
-    target = max(0.0, done - float(checkpoints) * step)
+    target = max(0.0, math.ceil(done / step) * step - float(checkpoints) * step)
     share = target / done if done > 0.0 else 0.0
     for j in range(N_P):
         pts[PT_DURABLE, j] *= share
@@ -457,17 +468,14 @@ def _lognormal_mean_one(stream, sigma):
 
 
 @jit_inline
-def _recovery_s(fc, c, rec_stream):
-    """Recovery time of one event of class ``c`` before the load, s: the class's mean, lognormal when
-    ``recovery_sigma > 0``, plus a person's time (``manual_s``, the same law) for a ``manual_share`` of
-    them. Draws from ``rec_stream`` only when the class has a law, so fixed recoveries draw nothing."""
-    sigma = fc.recovery_sigma[c]
-    seconds = fc.recovery_s[c]
+def _recovery_s(seconds, sigma, share, manual, rec_stream):
+    """Recovery time of one event before the load, s: the class's mean ``seconds``, lognormal when
+    ``sigma > 0``, plus a person's time (mean ``manual``, the same law) for a ``share`` of them. Draws
+    from ``rec_stream`` only when the class has a law, so fixed recoveries draw nothing. (Scalars, not
+    the class table: passing the table to an inlined function costs reference counting, issue 26.)"""
     if sigma > 0.0:
         seconds *= _lognormal_mean_one(rec_stream, sigma)
-    share = fc.manual_share[c]
     if share > 0.0 and uniform(rec_stream) < share:
-        manual = fc.manual_s[c]
         if sigma > 0.0:
             manual *= _lognormal_mean_one(rec_stream, sigma)
         seconds += manual
@@ -475,24 +483,25 @@ def _recovery_s(fc, c, rec_stream):
 
 
 @jit_inline
-def _interrupt(p, fc, c, x, k, pts):
+def _interrupt(p, kind, rollback_checkpoints, memory_ok, x, k, pts):
     """The restore of the event (class ``c``) that begins a recovery; returns whether it is from memory.
 
     A fail-stop failure or a hang restores the last in-memory snapshot when the class leaves one
     (``memory_ok``), else the last durable checkpoint; an instability restores from storage,
     ``rollback_checkpoints`` further back. The time rolled back (the interrupted partial block
     included) is charged to the event's kind."""
-    kind = fc.kind[c]
     if kind == KIND_INSTABILITY:
-        _roll_back_durable(p, pts, fc.rollback_checkpoints[c])
+        _roll_back_durable(p, pts, rollback_checkpoints)
         from_memory = False
     elif kind == KIND_PLANNED:  # saved before the stop: a durable checkpoint of the progress
         _copy_point(pts, PT_DURABLE, PT_NOW)
         k[K_STORAGE_WRITES] += 1
         from_memory = False
     else:
-        from_memory = _restores_from_memory(p) and fc.memory_ok[c] == 1 and k[K_MEMORY_VALID] == 1
+        from_memory = _restores_from_memory(p) and memory_ok == 1 and k[K_MEMORY_VALID] == 1
     lost = x[X_PARTIAL] + _restore(p, x, k, pts, PT_MEMORY if from_memory else PT_DURABLE)
+    if kind == KIND_PLANNED:  # the checkpoints stay on their grid of multiples of K
+        k[K_NEXT_CHECKPOINT] = (int(pts[PT_NOW, P_DONE]) // p.checkpoint_every + 1) * p.checkpoint_every
     if from_memory:
         k[K_MEMORY_RECOVERIES] += 1
     if kind == KIND_HANG:
@@ -577,10 +586,12 @@ def _recover(
             streams,
         )
         k[K_HEAP_SIZE] = heap_size
-        if first or fc.kind[c] == KIND_FAIL_STOP:
+        if not first and fc.kind[c] != KIND_FAIL_STOP:
+            k[K_DROPPED] += 1
+        else:
             k[K_FAILURES] += 1
             if first:
-                from_memory = _interrupt(p, fc, c, x, k, pts)
+                from_memory = _interrupt(p, fc.kind[c], fc.rollback_checkpoints[c], fc.memory_ok[c], x, k, pts)
                 first = False
             elif from_memory and fc.memory_ok[c] == 0:
                 # The snapshot being restored is destroyed: fall back to storage.
@@ -600,7 +611,10 @@ def _recover(
                 k[K_STORAGE_LOADS] += 1
             kind = fc.kind[c]
             detect_end = t + fc.detect_s[c] if kind == KIND_HANG else t
-            recovery_end = max(detect_end, wait_until) + _recovery_s(fc, c, rec_stream) + load
+            recovery = _recovery_s(
+                fc.recovery_s[c], fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream
+            )
+            recovery_end = max(detect_end, wait_until) + recovery + load
         fail_t, source = next_failure(pool_next, heap_time, heap_size)
         x[X_FAIL_T] = fail_t
         k[K_SOURCE] = source
@@ -615,7 +629,7 @@ def _recover(
         elif kind == KIND_PLANNED:
             x[X_PLANNED] += stop - t
         x[X_T] = stop
-        if stop < fail_t or stop >= p.max_wall_s or k[K_FAILURES] >= p.max_failures:
+        if stop < fail_t or stop >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
             return heap_time, heap_class, repair_time, repair_tag
 
 
@@ -892,19 +906,21 @@ def _simulate_run(p, fc, seed, run, row):
         x[X_EPISODE_NEXT] = _exponential(ep_stream) / p.episode_rate_per_s
     # The earliest pending failure changes only when a failure is consumed.
     x[X_FAIL_T], k[K_SOURCE] = next_failure(pool_next, heap_time, 0)
+    has_planned = False  # read once: the loop asks the next failure's kind only when it may matter
+    for c in range(n_classes):
+        has_planned = has_planned or fc.kind[c] == KIND_PLANNED
 
     while True:
         horizon = min(x[X_FAIL_T], p.max_wall_s)
         if pts[PT_NOW, P_DONE] >= p.iterations:
             k[K_COMPLETED] = 1
             break
-        if x[X_T] >= p.max_wall_s or k[K_FAILURES] >= p.max_failures:
+        if x[X_T] >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
             break
         active, transition = _episodes_at(p, x, ep_stream)
         if p.fast and _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition) > 0:
             continue
-        clean_stop = horizon == x[X_FAIL_T] and _next_kind(fc, k, heap_class) == KIND_PLANNED
-        status = _advance_block(p, x, k, pts, it_stream, horizon, active, transition, clean_stop)
+        status = _advance_block(p, x, k, pts, it_stream, horizon, active, transition)
         if status == BLOCK_CUT:
             continue  # the episode state changed: re-evaluate before going on
         if status == BLOCK_DONE:
@@ -912,6 +928,8 @@ def _simulate_run(p, fc, seed, run, row):
                 continue
         if horizon < x[X_FAIL_T]:
             break  # censored at max_wall_s
+        if has_planned and status == BLOCK_INTERRUPTED and _next_kind(fc, k, heap_class) == KIND_PLANNED:
+            _keep_block_share(p, x, pts, active)
         _failure(x, k, pts)
         heap_time, heap_class, repair_time, repair_tag = _recover(
             p,

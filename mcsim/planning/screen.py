@@ -281,7 +281,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     mean_iteration_s, power = _iteration_power(plan, cand, wl, mtbf)
     restart = _restart_s(base, cand, load, mtbf)
     cycle_stall, rollback = write_window(every, mean_iteration_s, stall, background)
-    rollback = rollback + _instability_rollback_s(plan, cand, every, mean_iteration_s)
+    rollback = rollback + _instability_rollback_s(plan, cand, every, mean_iteration_s, wl.iterations)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
         present, run_mtbf = young_cluster_wall_s(
             base,
@@ -471,27 +471,43 @@ def _restart_s(base: Config, cand: Candidates, load: np.ndarray, mtbf: np.ndarra
 
 
 def _planned_stretch(base: Config, storage_load_s: np.ndarray) -> np.ndarray:
-    """Factor on the wall time for planned stops (cluster scope): each stop, arriving at its rate while
-    the job runs, adds its window and a storage load and rolls nothing back, so the time grows by
-    ``1 + sum(rate x (window + load))`` to first order (docs/model.md §9)."""
-    stretch = np.ones_like(storage_load_s)
+    """Factor on the wall time for planned stops (cluster scope), ``1 / (1 - down share)``.
+
+    A class's stops renew in wall time (mean gap ``M``); a stop is down ``D`` (its window and a
+    storage load) and one whose gap from the previous stop is shorter than ``D`` falls in that
+    window and is dropped, so about ``(1 - F(D)) / M`` stops a second are taken, each down ``D``
+    (``F`` the Weibull law of a gap): ``1 + D / M`` to first order for the exponential law, exactly
+    ``M / (M - D)`` for a periodic one. docs/model.md §9.
+    """
+    down = np.zeros_like(storage_load_s)
     for f in base.failures:
         if f.kind == "planned":
-            stretch = stretch + (
-                f.recovery_minutes * 60.0 + f.manual_share * f.manual_hours * 3600.0 + storage_load_s
-            ) / (f.mtbf_hours * 3600.0)
-    return stretch
+            mtbf_s = f.mtbf_hours * 3600.0
+            stop_s = f.recovery_minutes * 60.0 + f.manual_share * f.manual_hours * 3600.0 + storage_load_s
+            scale_s = mtbf_s / math.gamma(1.0 + 1.0 / f.shape)
+            down = down + stop_s * np.exp(-((stop_s / scale_s) ** f.shape)) / mtbf_s
+    with np.errstate(divide="ignore"):
+        return np.where(down < 1.0, 1.0 / (1.0 - np.minimum(down, 1.0)), np.inf)
 
 
-def _instability_rollback_s(plan: Plan, cand: Candidates, every: np.ndarray, iteration_s: np.ndarray) -> np.ndarray:
+def _instability_rollback_s(
+    plan: Plan, cand: Candidates, every: np.ndarray, iteration_s: np.ndarray, iterations: np.ndarray
+) -> np.ndarray:
     """Rate-weighted mean time an event rolls back beyond the last checkpoint, s: an instability's
     ``rollback_checkpoints`` storage checkpoints of ``every`` iterations (``every x persist_every`` for
-    in_memory), done again at the mean iteration time (first order: the start of the run is not a bound)."""
+    in_memory), done again at the mean iteration time; at most half the run's iterations (first order:
+    the progress at an event is about uniform over the run, and the start bounds every rollback)."""
     base = plan.scenario.base
     in_memory = np.array([STRATEGIES[name].kernel_hook == "in_memory" for name in plan.search.strategy])
     step = every * np.where(in_memory[cand.strategy], base.checkpoint.in_memory_persist_every, 1)
     return _class_mean(
-        base, cand, lambda f: f.rollback_checkpoints * step * iteration_s if f.kind == "instability" else 0.0
+        base,
+        cand,
+        lambda f: (
+            np.minimum(f.rollback_checkpoints * step, iterations / 2.0) * iteration_s
+            if f.kind == "instability"
+            else 0.0
+        ),
     )
 
 
