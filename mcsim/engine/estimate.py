@@ -97,15 +97,14 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     intervals = math.ceil(iterations / every)
     mtbf = inputs.system_mtbf_s
     restart_s = 0.0
+    rates = fc.units / (fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape]))  # events per s
     if math.isfinite(mtbf) and mtbf > 0:
-        rates = fc.units / (fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape]))
         restart_s = float(np.sum(rates * fc.recovery_s) / np.sum(rates)) + p.load_s
     uncapped = float(expected_run_wall_s(iterations, every, iteration_s, p.checkpoint_stall_s, restart_s, mtbf))
     wall_s = min(p.max_wall_s, uncapped)
     share = wall_s / uncapped if uncapped > 0 else 1.0
     # Every event counts (planned stops too, which mtbf leaves out), up to the failure guard.
-    event_rate = float(np.sum(fc.units / (fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape]))))
-    failures = min(float(p.max_failures), wall_s * event_rate)
+    failures = min(float(p.max_failures), wall_s * float(np.sum(rates)))
     stepped = not (p.fast and every >= p.fast_min_block)
     done = iterations * share
     rollback = failures * min(every / 2.0, mtbf / iteration_s if iteration_s > 0 else every)

@@ -305,8 +305,10 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
 def _keep_block_share(p, x, pts, active):
     """A planned stop keeps the whole iterations of the fast block it interrupted (``X_CUT_*``): their
     share of its time and of its accounts, as a stretch's interpolated points (docs/model.md §3); the
-    rest of the block is the partial work lost. Called after the block, not inside it: inlined into
-    the block's hot path it cost fast mode half its speed (issue 26's reference counting)."""
+    rest of the block is the partial work lost. Compiled on its own and called after the block, only
+    in runs with planned classes, so that the blocks' hot path does not carry it (whether inlining it
+    there costs speed was not settled: the one measurement that said so came from the first process
+    after a compile)."""
     block, t0, dt, total = x[X_CUT_BLOCK], x[X_CUT_START], x[X_CUT_DT], x[X_CUT_TOTAL]
     kept = math.floor(block * (x[X_T] - t0) / dt)
     if block == 0.0 or kept <= 0.0:
@@ -484,7 +486,7 @@ def _recovery_s(seconds, sigma, share, manual, rec_stream):
 
 @jit_inline
 def _interrupt(p, kind, rollback_checkpoints, memory_ok, x, k, pts):
-    """The restore of the event (class ``c``) that begins a recovery; returns whether it is from memory.
+    """The restore of the event (of kind ``kind``) that begins a recovery; returns whether it is from memory.
 
     A fail-stop failure or a hang restores the last in-memory snapshot when the class leaves one
     (``memory_ok``), else the last durable checkpoint; an instability restores from storage,

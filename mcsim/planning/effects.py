@@ -128,6 +128,11 @@ def _lognormal_laplace(mean_s: float, sigma: float, mtbf_s: np.ndarray) -> np.nd
     return np.exp(-np.multiply.outer(rate * mean_s, factors)) @ _HERMITE_W
 
 
+def mean_recovery_s(fclass: FailureClass) -> float:
+    """A class's mean recovery before the load, s: ``recovery_minutes`` plus a person's share of ``manual_hours``."""
+    return fclass.recovery_minutes * 60.0 + fclass.manual_share * fclass.manual_hours * 3600.0
+
+
 def recovery_s(fclass: FailureClass, mtbf_s: np.ndarray) -> np.ndarray | float:
     """A class's recovery (before the load) as Daly's estimate sees it, s: ``recovery_minutes`` when it is
     fixed; for a law, the fixed time with the same cost, ``-M log E[exp(-X / M)]``.
@@ -144,9 +149,8 @@ def recovery_s(fclass: FailureClass, mtbf_s: np.ndarray) -> np.ndarray | float:
     laplace = _lognormal_laplace(mean_s, sigma, mtbf)
     manual = _lognormal_laplace(fclass.manual_hours * 3600.0, sigma, mtbf)
     laplace = laplace * (1.0 - fclass.manual_share + fclass.manual_share * manual)
-    mean_all = mean_s + fclass.manual_share * fclass.manual_hours * 3600.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(np.isfinite(mtbf), -mtbf * np.log(laplace), mean_all)
+        return np.where(np.isfinite(mtbf), -mtbf * np.log(laplace), mean_recovery_s(fclass))
 
 
 def write_window(every, iteration_s, stall, background) -> tuple[np.ndarray, np.ndarray]:

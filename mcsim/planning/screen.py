@@ -62,7 +62,7 @@ from mcsim.model.workload import (
     configuration_problem,
     workload_arrays,
 )
-from mcsim.planning.effects import recovery_s, with_spares, write_window, young_cluster_wall_s
+from mcsim.planning.effects import mean_recovery_s, recovery_s, with_spares, write_window, young_cluster_wall_s
 from mcsim.planning.plan import Candidates, Plan, gpu_specs
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
@@ -483,7 +483,7 @@ def _planned_stretch(base: Config, storage_load_s: np.ndarray) -> np.ndarray:
     for f in base.failures:
         if f.kind == "planned":
             mtbf_s = f.mtbf_hours * 3600.0
-            stop_s = f.recovery_minutes * 60.0 + f.manual_share * f.manual_hours * 3600.0 + storage_load_s
+            stop_s = mean_recovery_s(f) + storage_load_s
             scale_s = mtbf_s / math.gamma(1.0 + 1.0 / f.shape)
             down = down + stop_s * np.exp(-((stop_s / scale_s) ** f.shape)) / mtbf_s
     with np.errstate(divide="ignore"):
