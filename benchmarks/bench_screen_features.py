@@ -86,8 +86,9 @@ SPACES = {
         ]
     ),
     # Every kind of interruption (issue 25): GPU failures with lognormal recoveries, a tenth needing
-    # a person for 2 h; hangs found after 10 min; instabilities rolling back two checkpoints more;
-    # a weekly 4-h maintenance window (shape 20: nearly periodic, at a random phase).
+    # a person for 2 h, a fifth of the replacement GPUs bad (failing again after 2 h on average);
+    # hangs found after 10 min; instabilities rolling back two checkpoints more; a weekly 4-h
+    # maintenance window (shape 20: nearly periodic, at a random phase); restarts from their parts.
     "interruptions": _space(
         failures=[
             {
@@ -98,6 +99,8 @@ SPACES = {
                 "recovery_sigma": 1.0,
                 "manual_share": 0.1,
                 "manual_hours": 2.0,
+                "bad_replacement_share": 0.2,
+                "bad_replacement_hours": 2.0,
             },
             {
                 "name": "hang",
@@ -123,7 +126,10 @@ SPACES = {
                 "mtbf_hours": 168.0,
                 "recovery_minutes": 240.0,
             },
-        ]
+        ],
+        # The restart's parts (issue 25 item 3), communicators set up at MegaScale's unoptimised 0.5 s
+        # a GPU: they grow with the candidate's GPUs.
+        restart={"from_parts": True, "communicator_ms_per_gpu": 500.0},
     ),
 }
 

@@ -88,6 +88,7 @@ def kernel_params(**overrides) -> mc.RunParams:
         fast_min_block_episode=1,
         factor_mean_episode=1.0,
         factor_std_episode=0.0,
+        restart_s=0.0,
     )
     if overrides.pop("is_async", False):
         values["strategy"] = mc.STRATEGY_ASYNC
@@ -97,7 +98,14 @@ def kernel_params(**overrides) -> mc.RunParams:
 
 # The FailureClasses fields of the kinds of interruption and the recovery law, at their defaults.
 KIND_DEFAULTS = dict(
-    kind=mc.KIND_FAIL_STOP, detect_s=0.0, rollback_checkpoints=0, recovery_sigma=0.0, manual_share=0.0, manual_s=0.0
+    kind=mc.KIND_FAIL_STOP,
+    detect_s=0.0,
+    rollback_checkpoints=0,
+    recovery_sigma=0.0,
+    manual_share=0.0,
+    manual_s=0.0,
+    bad_share=0.0,
+    bad_mean_s=3600.0,
 )
 
 

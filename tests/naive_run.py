@@ -108,6 +108,7 @@ OUTPUT_NAMES = (
     "instability_s",
     "planned_stops",
     "planned_s",
+    "restart_s",
 )
 
 
@@ -236,6 +237,8 @@ class FailureClass:
     recovery_sigma: float = 0.0  # lognormal log-sd of the recovery (mean recovery_s)
     manual_share: float = 0.0  # share of recoveries that need a person ...
     manual_s: float = 0.0  # ... for this long on average (same law)
+    bad_share: float = 0.0  # share of replacement units that are bad ...
+    bad_mean_s: float = 3600.0  # ... and fail after an exponential life of this mean
 
 
 def first_failure_time(fc: FailureClass, hazard: float) -> float:
@@ -285,6 +288,7 @@ class FailureProcesses:
         self.pool_hazard = [0.0] * len(classes)
         self.pool_next_s = [math.inf] * len(classes)
         self.replaced: list[tuple[float, int]] = []  # (next failure time, class) of replaced units
+        self.bad_replacements = 0  # replacement units that were bad (not an output)
         self._earliest_cache: tuple[float, str, int] | None = None
         for c in range(len(classes)):
             self._next_pooled_failure(c)
@@ -297,7 +301,12 @@ class FailureProcesses:
         self.pool_next_s[c] = first_failure_time(self.classes[c], self.pool_hazard[c])
 
     def _lifetime(self, c: int) -> float:
+        """The replacement's life: bad with probability ``bad_share`` (one uniform, drawn only when
+        the share is positive), then an exponential life of mean ``bad_mean_s``; else a Weibull one."""
         fc = self.classes[c]
+        if fc.bad_share > 0.0 and self.streams[c].uniform() < fc.bad_share:
+            self.bad_replacements += 1
+            return fc.bad_mean_s * self.streams[c].exponential()
         return fc.scale_s * self.streams[c].exponential() ** (1.0 / fc.shape)
 
     def _earliest(self) -> tuple[float, str, int]:
@@ -473,11 +482,14 @@ class RunState:
     instability_s: float = 0.0
     planned_stops: int = 0
     planned_s: float = 0.0  # down for planned stops, their partial iterations included
+    restart_s: float = 0.0  # in the restarts' parts (scheduling, process start, communicators, warm-up)
     kept_at_planned_stop: int = 0  # fast blocks a planned stop kept a share of (not an output)
     dropped_in_recovery: int = 0  # hangs and instabilities that fell in a recovery (not an output)
     manual_recoveries: int = 0  # recoveries that needed a person (not an output)
     # Not outputs: what the run went through, so that tests can check their grid covers it.
     failures_in_recovery: int = 0
+    failures_in_restart: int = 0  # failures during a restart's parts
+    bad_replacements: int = 0  # replacement units that were bad
     memory_fallbacks: int = 0
     spare_waits: int = 0
     episode_stretches: int = 0
@@ -927,7 +939,7 @@ class Run:
         spares_back_s = s.t
         first = True
         cause = FAIL_STOP
-        detected_s = recovered_s = s.t
+        detected_s = recovered_s = restarted_s = s.t
         while True:
             c = self.failures.take_next()
             fc = self.classes[c]
@@ -936,6 +948,7 @@ class Run:
             else:
                 s.failures += 1
                 s.failures_in_recovery += 0 if first else 1
+                s.failures_in_restart += 1 if restarted_s - p.restart_s < s.t < restarted_s else 0
                 s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
                 if first:
                     from_memory = self.interrupt(fc, partial_s)
@@ -958,11 +971,14 @@ class Run:
                     s.storage_loads += 1
                 cause = fc.kind
                 detected_s = s.t + (fc.detect_s if cause == HANG else 0.0)
-                recovered_s = max(detected_s, spares_back_s) + self.draw_recovery_s(fc) + load_s
+                # Detection, the spare wait, the class's recovery, the restart's parts, then the load.
+                restarted_s = max(detected_s, spares_back_s) + self.draw_recovery_s(fc) + p.restart_s
+                recovered_s = restarted_s + load_s
             end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
             s.spare_wait_s += max(0.0, min(spares_back_s, end) - max(s.t, detected_s))
             s.spare_waits += 1 if spares_back_s > s.t else 0
             s.recovery_s += end - s.t
+            s.restart_s += max(0.0, min(restarted_s, end) - max(s.t, restarted_s - p.restart_s))
             if cause == HANG:
                 s.hang_s += end - s.t
                 s.hang_detection_s += max(0.0, min(detected_s, end) - s.t)
@@ -1124,6 +1140,7 @@ class Run:
             "instability_s": s.instability_s,
             "planned_stops": s.planned_stops,
             "planned_s": s.planned_s,
+            "restart_s": s.restart_s,
         }
 
 
@@ -1147,6 +1164,8 @@ def failure_class_list(classes) -> list[FailureClass]:
             recovery_sigma=float(classes.recovery_sigma[c]),
             manual_share=float(classes.manual_share[c]),
             manual_s=float(classes.manual_s[c]),
+            bad_share=float(classes.bad_share[c]),
+            bad_mean_s=float(classes.bad_mean_s[c]),
         )
         for c in range(len(classes.units))
     ]
@@ -1161,4 +1180,5 @@ def simulate_run_traced(params, classes, seed: int, run: int) -> tuple[list[floa
     """:func:`simulate_run` and the run's final state (for coverage checks)."""
     sim = Run(params, failure_class_list(classes), seed, run)
     out = sim.simulate()
+    sim.state.bad_replacements = sim.failures.bad_replacements
     return [float(out[name]) for name in OUTPUT_NAMES], sim.state

@@ -79,6 +79,27 @@ def test_hand_computed_energy_tiny_deterministic():
     assert float(ds["iteration_energy"]) == pytest.approx(400.0 * wall_s / 100, rel=1e-12)
 
 
+@pytest.mark.parametrize("gpu,expected_w", [("H100-SXM", 104.8), ("A100-80GB", 73.6)])
+def test_checkpoint_stall_power_is_above_idle(gpu, expected_w):
+    # Stalled for a checkpoint a GPU draws idle + 4 % of (TDP - idle) at full clock (docs/model.md §5):
+    # H100 80 + 0.04 x 620 = 104.8 W, which Morrison et al. (ICLR 2025, arXiv 2503.05804) measured as
+    # "just over 100 W, or about 15 % of maximum"; A100 60 + 0.04 x 340 = 73.6 W. The run's checkpoint
+    # energy is that power times the stalled time, plus the storage writes (100 pJ/bit), times the PUE.
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["hardware"]["gpu"] = gpu
+    raw["failures"] = []
+    raw["energy"] = {"pue": 1.2}
+    raw["run"]["runs"] = 2
+    ds = _ds(raw)
+    stalled_s = float(ds["checkpoint_time"][0]) * 3600.0
+    writes = float(ds["iterations"]) // 50  # sync checkpoints every 50 iterations, none at the end
+    writes -= 1 if int(ds["iterations"]) % 50 == 0 else 0
+    size_bits = 1.3e9 * 14 * 8
+    expected_j = 1.2 * (64 * expected_w * stalled_s + writes * size_bits * 100e-12)
+    assert stalled_s > 0
+    assert float(ds["energy_checkpoint"][0]) * 3.6e9 == pytest.approx(expected_j, rel=1e-9)
+
+
 def test_barrier_waiting_energy_matches_expected_waiting_time():
     # 64 ranks, sigma 0.3, no exposed communication (tp = pp = 1, DP fully overlapped), no
     # failures, PUE 1. Per iteration each rank computes compute_time * X_i and waits

@@ -126,9 +126,9 @@ SCENARIOS = {
     ),
     # Every kind of interruption (docs/model.md §3): lognormal recoveries, a share needing a
     # person; hangs; instabilities rolling back 3 checkpoints more; planned stops (fast mode keeps
-    # the whole iterations of the block a stop interrupts).
+    # the whole iterations of the block a stop interrupts); a restart's parts of 40 s.
     "sync_kinds": (
-        dict(),
+        dict(restart_s=40.0),
         [
             _gpu(6000.0) + (dict(recovery_sigma=1.0, manual_share=0.2, manual_s=300.0),),
             (1, 1.0, 5000.0, 30.0, 0, 1, 0.0, "new", dict(kind=mc.KIND_HANG, detect_s=120.0)),
@@ -165,6 +165,7 @@ COLUMNS = (
     "instability_s",
     "planned_stops",
     "planned_s",
+    "restart_s",
 )
 RUNS = 1000
 

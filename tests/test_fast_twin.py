@@ -102,7 +102,7 @@ def _per_strategy_cases(s: str) -> list[Case]:
             f"{s}-kinds",
             s,
             kinds_classes(rate=5.0),
-            dict(spare_nodes=1, **JOB),
+            dict(spare_nodes=1, restart_s=12.0, **JOB),
             ("stretch", "kept at planned stop", *KIND_FEATURES),
         ),
     ]

@@ -108,17 +108,28 @@ def kind(failure_class: tuple, **fields) -> tuple:
 def kinds_classes(rate: float = 1.0) -> list:
     """Every kind of interruption and a recovery law (docs/model.md §3 "Kinds of interruption"): GPU
     failures whose recoveries are lognormal, a third of them needing a person; hangs detected after
-    25 s; instabilities that roll back two storage checkpoints beyond the last; planned stops. ``rate`` scales the
-    mean times (longer runs use larger ones)."""
+    25 s; instabilities that roll back two storage checkpoints beyond the last; planned stops; 30 % of
+    the GPUs put in after a failure are bad (fail after 40 s on average). ``rate`` scales the mean
+    times (longer runs use larger ones)."""
     return [
-        kind(gpu(0.7, 300.0 * rate), recovery_sigma=0.8, manual_share=0.3, manual_s=90.0),
+        kind(
+            gpu(0.7, 300.0 * rate), recovery_sigma=0.8, manual_share=0.3, manual_s=90.0, bad_share=0.3, bad_mean_s=40.0
+        ),
         kind(cluster(1.0, 250.0 * rate, recovery_s=30.0), kind=mc.KIND_HANG, detect_s=25.0),
         kind(cluster(1.0, 350.0 * rate, recovery_s=20.0), kind=mc.KIND_INSTABILITY, rollback_checkpoints=2),
         kind(cluster(1.0, 300.0 * rate, recovery_s=50.0), kind=mc.KIND_PLANNED),
     ]
 
 
-KIND_FEATURES = ("hang", "instability", "planned stop", "dropped in recovery", "failure in recovery", "manual recovery")
+KIND_FEATURES = (
+    "hang",
+    "instability",
+    "planned stop",
+    "dropped in recovery",
+    "failure in recovery",
+    "manual recovery",
+    "bad replacement",
+)
 
 EPISODES = dict(episode_rate_per_s=1 / 150.0, episode_mean_s=80.0, episode_slowdown=1.6)  # overlaps often
 JOB = dict(job_sigma=0.15)
@@ -168,7 +179,14 @@ def _cases() -> list[Case]:
                 dict(spare_nodes=2, max_wall_s=1100.0, **JOB, **EPISODES),
                 ("failure in recovery", "spare wait", "episode"),
             ),
-            Case(f"{s}-kinds", s, kinds_classes(), dict(spare_nodes=1, **JOB), KIND_FEATURES),
+            # With a restart's parts (restart.from_parts): 12 s on every recovery.
+            Case(
+                f"{s}-kinds",
+                s,
+                kinds_classes(),
+                dict(spare_nodes=1, restart_s=12.0, **JOB),
+                (*KIND_FEATURES, "failure in restart"),
+            ),
         ]
     cases += [
         # Stragglers at scale (the quantile's upper-tail branch) and none at all (G = 1, sigma = 0).
@@ -305,6 +323,7 @@ KERNEL_COLUMNS = {
     "instability_s": "OUT_INSTABILITY_S",
     "planned_stops": "OUT_PLANNED_STOPS",
     "planned_s": "OUT_PLANNED_S",
+    "restart_s": "OUT_RESTART_S",
 }
 
 
@@ -333,6 +352,10 @@ def features_seen(states, outputs) -> set:
             seen.add("failure")
         if state.failures_in_recovery:
             seen.add("failure in recovery")
+        if state.failures_in_restart:
+            seen.add("failure in restart")
+        if state.bad_replacements:
+            seen.add("bad replacement")
         if state.spare_waits:
             seen.add("spare wait")
         if state.memory_recoveries:

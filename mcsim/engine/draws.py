@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from mcsim.scenario.config import Config, Scenario, config_with_values
+from mcsim.scenario.config import Config, Scenario, config_with_values, in_fleet
 from mcsim.scenario.uncertain import draw_offset, draw_values
 
 # Uncertain keys a draw table evaluates: "section.field", or "failures.*.field" for every class.
@@ -114,7 +114,10 @@ def with_values(cfg: Config, values: Mapping[str, Any]) -> Config:
         parts = key.split(".")
         if parts[0] == "failures":
             i = next(i for i, f in enumerate(failures) if f.name == parts[1])
-            failures[i] = dataclasses.replace(failures[i], **{parts[2]: value})
+            if parts[2] == "mtbf_hours":  # the drawn value is the class's; the fleet's factor applies to it
+                failures[i] = in_fleet(failures[i], cfg.hardware.failure_rate_factor, value)
+            else:
+                failures[i] = dataclasses.replace(failures[i], **{parts[2]: value})
         else:
             section = sections.get(parts[0], getattr(cfg, parts[0]))
             sections[parts[0]] = dataclasses.replace(section, **{parts[1]: value})

@@ -99,7 +99,7 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     restart_s = 0.0
     rates = fc.units / (fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape]))  # events per s
     if math.isfinite(mtbf) and mtbf > 0:
-        restart_s = float(np.sum(rates * fc.recovery_s) / np.sum(rates)) + p.load_s
+        restart_s = float(np.sum(rates * fc.recovery_s) / np.sum(rates)) + p.restart_s + p.load_s
     uncapped = float(expected_run_wall_s(iterations, every, iteration_s, p.checkpoint_stall_s, restart_s, mtbf))
     wall_s = min(p.max_wall_s, uncapped)
     share = wall_s / uncapped if uncapped > 0 else 1.0

@@ -28,6 +28,7 @@ from mcsim.model.energy import (
     run_cost_usd,
     run_energy_j,
 )
+from mcsim.model.restart import restart_overhead_s
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config
 
@@ -95,6 +96,7 @@ def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out:
         "instability_time": out[:, kernel.OUT_INSTABILITY_S] / 3600.0,
         "n_planned_stops": out[:, kernel.OUT_PLANNED_STOPS],
         "planned_time": out[:, kernel.OUT_PLANNED_S] / 3600.0,
+        "restart_time": out[:, kernel.OUT_RESTART_S] / 3600.0,
         "ettr": ettr,
         "completed": completed,
         **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},
@@ -131,6 +133,7 @@ def per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) -
         "ideal_time": wl.ideal_time_s / 3600.0,
         "checkpoint_write_time": plan.size_bytes / (plan.write_gbps * 1e9) if plan else nan,
         "checkpoint_load_time": plan.load_s if plan else nan,
+        "restart_overhead": restart_overhead_s(cfg.restart, cfg.parallelism.gpus, wl.iteration_time_s) if plan else nan,
         "system_mtbf": plan.system_mtbf_s / 3600.0 if plan else nan,
         "iteration_energy": iteration_j,
         "gpu_power": iteration_j / (cfg.parallelism.gpus * wl.iteration_time_s),

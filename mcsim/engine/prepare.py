@@ -33,6 +33,7 @@ from mcsim.model.checkpointing import (
     failure_classes,
     system_mtbf_s,
 )
+from mcsim.model.restart import restart_overhead_s
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES, FloatOrArray
 from mcsim.model.workload import (
@@ -213,6 +214,7 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> ke
         fast_min_block_episode=episode_law.fast_min_block(),
         factor_mean_episode=episode_law.mean,
         factor_std_episode=episode_law.std,
+        restart_s=restart_overhead_s(cfg.restart, cfg.parallelism.gpus, wl.iteration_time_s),
     )
 
 

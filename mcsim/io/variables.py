@@ -105,6 +105,13 @@ _VARIABLES = [
         direction="lower",
     ),
     Variable(
+        "restart_time",
+        True,
+        "h",
+        "time in the restarts' parts: re-scheduling, process start, communicators, warm-up (part of recovery_time)",
+        direction="lower",
+    ),
+    Variable(
         "energy_compute", True, "MW h", "facility energy of GPUs computing surviving iterations", direction="lower"
     ),
     Variable(
@@ -152,6 +159,12 @@ _VARIABLES = [
     Variable("ideal_time", False, "h", "iterations x ideal iteration time"),
     Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
     Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
+    Variable(
+        "restart_overhead",
+        False,
+        "s",
+        "one restart's parts beyond the class's recovery and the load (0 unless restart.from_parts)",
+    ),
     Variable("system_mtbf", False, "h", "mean time between failures of the whole job (planned stops left out)"),
     Variable(
         "checkpoint_interval_ci_low",
@@ -180,6 +193,8 @@ LATER_VARIABLES = frozenset(
         "hang_detection_time",
         "instability_time",
         "planned_time",
+        "restart_time",
+        "restart_overhead",
     }
 )
 PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)

@@ -47,6 +47,10 @@ OUTPUT_COLUMNS = (
     ("instability_s", "iteration time rolled back and recovery time caused by instabilities, s"),
     ("planned_stops", "planned stops (of the failures)"),
     ("planned_s", "time down for planned stops (the interrupted partial iteration included), s"),
+    (
+        "restart_s",
+        "time in the restarts' parts: re-scheduling, process start, communicators, warm-up (of recovery_s), s",
+    ),
 )
 N_OUT = len(OUTPUT_COLUMNS)
 
@@ -77,6 +81,7 @@ OUT_HANG_DETECTION_S = 22
 OUT_INSTABILITY_S = 23
 OUT_PLANNED_STOPS = 24
 OUT_PLANNED_S = 25
+OUT_RESTART_S = 26
 
 STRATEGY_SYNC = 0
 STRATEGY_ASYNC = 1  # async and gockpt
@@ -127,6 +132,7 @@ class RunParams(NamedTuple):
     fast_min_block_episode: int
     factor_mean_episode: float  # moments of max(M, slowdown)
     factor_std_episode: float
+    restart_s: float  # a restart's parts beyond the class's recovery and the load (0 unless restart.from_parts)
 
 
 class FailureClasses(NamedTuple):
@@ -147,6 +153,8 @@ class FailureClasses(NamedTuple):
     recovery_sigma: np.ndarray  # lognormal sigma of the recovery time (0: the mean, fixed)
     manual_share: np.ndarray  # share of the class's recoveries that need a person
     manual_s: np.ndarray  # mean extra time of a recovery that needs a person, s
+    bad_share: np.ndarray  # share of replacement units that are bad (fail after an exponential life)
+    bad_mean_s: np.ndarray  # mean life of a bad replacement, s
 
 
 def _check_columns() -> None:

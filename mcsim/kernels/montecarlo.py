@@ -81,6 +81,7 @@ from .declarations import (
     OUT_PLANNED_S,
     OUT_PLANNED_STOPS,
     OUT_RECOVERY_S,
+    OUT_RESTART_S,
     OUT_SPARE_WAIT_S,
     OUT_STORAGE_LOADS,
     OUT_STORAGE_WRITES,
@@ -128,7 +129,8 @@ X_CUT_BLOCK = 19  # fast block a failure interrupted: its iterations (0: none, o
 X_CUT_START = 20  # ... the time it began, s
 X_CUT_DT = 21  # ... its drawn duration, s
 X_CUT_TOTAL = 22  # ... its drawn factor sum
-N_X = 23
+X_RESTART = 23  # time in the restart's parts (re-scheduling, process start, communicators, warm-up), s
+N_X = 24
 # Integer scalars (``k``).
 K_FAILURES = 0
 K_CHECKPOINTS = 1
@@ -570,6 +572,7 @@ def _recover(
     kind = KIND_FAIL_STOP  # the kind of the event whose recovery is under way
     detect_end = x[X_T]
     recovery_end = x[X_T]
+    restart_end = x[X_T]  # the restart's parts end here; the load follows
     while True:
         t = x[X_T]
         c, heap_time, heap_class, heap_size = consume_failure(
@@ -586,6 +589,8 @@ def _recover(
             fc.start,
             fc.age_s,
             streams,
+            fc.bad_share,
+            fc.bad_mean_s,
         )
         k[K_HEAP_SIZE] = heap_size
         if not first and fc.kind[c] != KIND_FAIL_STOP:
@@ -616,13 +621,15 @@ def _recover(
             recovery = _recovery_s(
                 fc.recovery_s[c], fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream
             )
-            recovery_end = max(detect_end, wait_until) + recovery + load
+            restart_end = max(detect_end, wait_until) + recovery + p.restart_s
+            recovery_end = restart_end + load
         fail_t, source = next_failure(pool_next, heap_time, heap_size)
         x[X_FAIL_T] = fail_t
         k[K_SOURCE] = source
         stop = min(recovery_end, fail_t, p.max_wall_s)
         x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
         x[X_RECOVERY] += stop - t
+        x[X_RESTART] += max(0.0, min(restart_end, stop) - max(t, restart_end - p.restart_s))
         if kind == KIND_HANG:
             x[X_HANG] += stop - t
             x[X_HANG_DETECT] += max(0.0, min(detect_end, stop) - t)
@@ -686,6 +693,7 @@ def _write_outputs(row, x, k, pts):
     row[OUT_INSTABILITY_S] = x[X_INSTABILITY]
     row[OUT_PLANNED_STOPS] = k[K_PLANNED]
     row[OUT_PLANNED_S] = x[X_PLANNED]
+    row[OUT_RESTART_S] = x[X_RESTART]
 
 
 # --- Fast mode: whole stretches of checkpoint cycles at once -----------------------------------
@@ -987,6 +995,7 @@ def _row_params(t, j):
         t.fast_min_block_episode[j],
         t.factor_mean_episode[j],
         t.factor_std_episode[j],
+        t.restart_s[j],
     )
 
 
@@ -1009,6 +1018,8 @@ def _row_classes(c, j):
         c.recovery_sigma[j],
         c.manual_share[j],
         c.manual_s[j],
+        c.bad_share[j],
+        c.bad_mean_s[j],
     )
 
 

@@ -62,6 +62,16 @@ def weibull_lifetime(state, shape, scale_s):
     return scale_s * (-math.log(uniform(state))) ** (1.0 / shape)
 
 
+@jit_inline
+def replacement_life_s(state, shape, scale_s, bad_share, bad_mean_s):
+    """The life of the unit put in after a failure, s: bad with probability ``bad_share`` (an exponential
+    life of mean ``bad_mean_s``), else a new unit's Weibull(shape, scale) lifetime. Draws the Bernoulli
+    only when ``bad_share > 0``, so classes without bad replacements draw what they drew before."""
+    if bad_share > 0.0 and uniform(state) < bad_share:
+        return bad_mean_s * -math.log(uniform(state))
+    return weibull_lifetime(state, shape, scale_s)
+
+
 @jit
 def first_failure_s(hazard, shape, scale_s, start, age_s):
     """Time of a pooled unit's first failure whose cumulative hazard is ``hazard`` (inverse of H).
@@ -190,8 +200,11 @@ def consume_failure(
     start,
     age_s,
     streams,
+    bad_share,
+    bad_mean_s,
 ):
-    """Remove the failure ``(time_s, source)`` and schedule the replacement unit's.
+    """Remove the failure ``(time_s, source)`` and schedule the replacement unit's (which is bad, and
+    fails early, with its class's probability ``bad_share``).
 
     Returns ``(class, heap_time, heap_class, heap_size)``; the heap arrays may
     have been reallocated.
@@ -200,12 +213,12 @@ def consume_failure(
         c = source
         pool_left[c] -= 1.0
         _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams)
-        replacement = time_s + weibull_lifetime(streams[c], shape[c], scale_s[c])
+        replacement = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share[c], bad_mean_s[c])
         heap_time, heap_class, heap_size = _heap_push(heap_time, heap_class, heap_size, replacement, c)
         return c, heap_time, heap_class, heap_size
     c = heap_class[0]
     # Replace the top in place by the renewed unit and restore the heap order.
-    heap_time[0] = time_s + weibull_lifetime(streams[c], shape[c], scale_s[c])
+    heap_time[0] = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share[c], bad_mean_s[c])
     _sift_down(heap_time, heap_class, heap_size, 0)
     return c, heap_time, heap_class, heap_size
 

@@ -95,12 +95,24 @@ def losing_classes(failures: tuple[FailureClass, ...]) -> tuple[FailureClass, ..
     return tuple(f for f in failures if f.kind != "planned")
 
 
+def class_mtbf_hours(fclass: FailureClass) -> FloatOrArray:
+    """A unit's mean time between failures with its bad replacements counted, h (scalar or array).
+
+    In the stationary renewal process a unit in service is a replacement that was bad with
+    probability ``q = bad_replacement_share`` (mean life ``m_b``), else a new one (mean ``M =
+    mtbf_hours``): mean life ``(1 - q) M + q m_b``. Exactly ``M`` without bad replacements. The
+    kernel draws the lives themselves; this is for the first-order estimates (Daly's M, the
+    planner's screen; docs/model.md §3 "Bad replacements")."""
+    q = fclass.bad_replacement_share
+    return (1.0 - q) * fclass.mtbf_hours + q * fclass.bad_replacement_hours
+
+
 def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: FloatOrArray, gpus_per_node: int) -> float | np.ndarray:
     """Mean time between the events that roll work back (planned stops left out), ``1 / sum(units / MTBF)``,
     s (scalars or arrays; inf without such classes): Daly's M."""
     rate: Any = 0.0
     for fclass in losing_classes(failures):
-        rate = rate + class_units(fclass, gpus, gpus_per_node) / (fclass.mtbf_hours * 3600.0)
+        rate = rate + class_units(fclass, gpus, gpus_per_node) / (class_mtbf_hours(fclass) * 3600.0)
     rate = np.asarray(rate, dtype=np.float64)
     with np.errstate(divide="ignore"):
         mtbf = np.where(rate > 0, 1.0 / rate, np.inf)
@@ -192,6 +204,8 @@ def failure_classes(cfg: Config) -> FailureClasses:
         recovery_sigma=np.array([f.recovery_sigma for f in failures], dtype=np.float64),
         manual_share=np.array([f.manual_share for f in failures], dtype=np.float64),
         manual_s=np.array([f.manual_hours * 3600.0 for f in failures], dtype=np.float64),
+        bad_share=np.array([f.bad_replacement_share for f in failures], dtype=np.float64),
+        bad_mean_s=np.array([f.bad_replacement_hours * 3600.0 for f in failures], dtype=np.float64),
     )
 
 

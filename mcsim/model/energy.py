@@ -6,7 +6,9 @@ Per GPU, at core frequency f (x = f / f_max, gamma = ``power_freq_exponent``):
 * waiting at a barrier (ranks that finished early, the pipeline bubble) or
   exchanging data: ``P_wait = P_idle + (P_tdp - P_idle) w x^gamma``
   (w = ``wait_power_fraction``);
-* stalled for a checkpoint or recovering (allocated, idle): ``P_idle``;
+* stalled for a checkpoint (copying the state out, computing nothing):
+  ``P_ckpt = P_idle + (P_tdp - P_idle) c x^gamma`` (c = ``checkpoint_power_fraction``);
+* recovering (allocated, idle): ``P_idle``;
 * hung until the hang is detected (ranks blocked in a collective): ``P_wait``.
 
 Within an iteration's compute phase (``compute_time * J * F``, the slowest rank's
@@ -54,6 +56,7 @@ class PowerModel:
     busy_w: float
     wait_w: float
     idle_w: float
+    checkpoint_w: float  # stalled for a checkpoint
     busy_share: float  # share of the compute phase the ranks spend computing
     busy_share_episode: float  # ... while a slow-node episode is active
     iteration_s: float  # mean duration of an executed iteration (stragglers included)
@@ -61,12 +64,14 @@ class PowerModel:
 
 
 def phase_powers_w(tdp_w, idle_w, freq_mhz, freq_max_mhz, en) -> tuple:
-    """Per-GPU power computing and waiting, W (scalars or candidate arrays; ``en`` the energy section)."""
+    """Per-GPU power computing, waiting and stalled for a checkpoint, W (scalars or candidate arrays;
+    ``en`` the energy section)."""
     scale = (freq_mhz / freq_max_mhz) ** en.power_freq_exponent
     headroom = tdp_w - idle_w
     busy = idle_w + headroom * en.busy_utilization * scale
     wait = idle_w + headroom * en.wait_power_fraction * scale
-    return busy, wait
+    checkpoint = idle_w + headroom * en.checkpoint_power_fraction * scale
+    return busy, wait, checkpoint
 
 
 def rank_factor_mean(sigma: float) -> float:
@@ -87,7 +92,7 @@ def iteration_power_w(busy_w, wait_w, busy_share, phase_s, comm_s):
 def power_model(cfg: Config, wl: Workload) -> PowerModel:
     """Phase powers and shares of one feasible configuration."""
     gpu, en = cfg.gpu, cfg.energy
-    busy, wait = phase_powers_w(gpu.tdp_w, gpu.idle_w, cfg.freq_mhz, gpu.freq_max_mhz, en)
+    busy, wait, checkpoint = phase_powers_w(gpu.tdp_w, gpu.idle_w, cfg.freq_mhz, gpu.freq_max_mhz, en)
     st = cfg.stragglers
     law = factor_law(float(cfg.parallelism.gpus), st.sigma)
     rank_mean = rank_factor_mean(st.sigma)  # one rank's lognormal factor, median 1
@@ -107,6 +112,7 @@ def power_model(cfg: Config, wl: Workload) -> PowerModel:
         busy,
         wait,
         gpu.idle_w,
+        checkpoint,
         busy_share,
         min(compute_share, busy_share_episode),
         phase + wl.comm_time_s,
@@ -147,7 +153,7 @@ def run_energy_j(
     gpu_compute = gpus * pm.busy_w * computing
     gpu_wait = gpus * pm.wait_w * (waiting + done * wl.comm_time_s)
     gpu_lost = gpus * pm.iteration_power_w * lost
-    gpu_stalled = gpus * pm.idle_w * stalled
+    gpu_stalled = gpus * pm.checkpoint_w * stalled
     # Hung ranks sit in a collective that never completes: power as waiting at a barrier (docs/model.md §5).
     hung = out[:, kernel.OUT_HANG_DETECTION_S]
     gpu_recovering = gpus * pm.idle_w * (recovering - hung) + gpus * pm.wait_w * hung

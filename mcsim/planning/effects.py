@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from mcsim.model.checkpointing import class_units, losing_classes, nodes_taken
+from mcsim.model.checkpointing import class_mtbf_hours, class_units, losing_classes, nodes_taken
 from mcsim.model.reliability import expected_renewals
 from mcsim.model.spares import wall_with_spares_s
 from mcsim.planning.plan import Candidates
@@ -49,7 +49,9 @@ def expected_failures(base: Config, cand: Candidates, t_s: np.ndarray) -> np.nda
     failures = np.zeros(len(cand))
     for f in losing_classes(base.failures):
         units = class_units(f, cand.gpus, base.hardware.gpus_per_node)
-        failures = failures + units * expected_renewals(t_s, f.shape, f.mtbf_hours * 3600.0, f.initial_age)
+        failures = failures + units * expected_renewals(
+            t_s, f.shape, float(class_mtbf_hours(f)) * 3600.0, f.initial_age
+        )
     return failures
 
 
@@ -105,7 +107,7 @@ def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarra
         idx = np.flatnonzero(cand.gpus == gpus)
         classes = [
             (
-                float(class_units(f, int(gpus), base.hardware.gpus_per_node)) / (f.mtbf_hours * 3600.0),
+                float(class_units(f, int(gpus), base.hardware.gpus_per_node)) / (float(class_mtbf_hours(f)) * 3600.0),
                 nodes_taken(f),
                 f.repair_hours * 3600.0,
             )

@@ -28,6 +28,7 @@ from scipy import special
 from mcsim.model.checkpointing import (
     checkpoint_every,
     checkpoint_transfers,
+    class_mtbf_hours,
     class_units,
     losing_classes,
     system_mtbf_s,
@@ -48,6 +49,7 @@ from mcsim.model.reliability import (
     run_wall_variance_s2,
     wall_quantile_s,
 )
+from mcsim.model.restart import restart_parts
 from mcsim.model.stragglers import episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import (
@@ -279,7 +281,8 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         )
 
     mean_iteration_s, power = _iteration_power(plan, cand, wl, mtbf)
-    restart = _restart_s(base, cand, load, mtbf)
+    restart_parts_s = np.asarray(restart_parts(base.restart, cand.gpus, iteration_s).total_s)
+    restart = _restart_s(base, cand, load, mtbf) + restart_parts_s
     cycle_stall, rollback = write_window(every, mean_iteration_s, stall, background)
     rollback = rollback + _instability_rollback_s(plan, cand, every, mean_iteration_s, wl.iterations)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
@@ -296,7 +299,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         )
         running = present  # the planned stops' windows are idle time on top, as the spare waits
         if any(f.kind == "planned" for f in base.failures):
-            stretch = _planned_stretch(base, size / (read_gbps * 1e9))
+            stretch = _planned_stretch(base, restart_parts_s + size / (read_gbps * 1e9))
             present, quantile = present * stretch, quantile * stretch
         wall, quantile = with_spares(base, cand, present), with_spares(base, cand, quantile)
         energy, power_mw = _energy_j(
@@ -417,7 +420,7 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
         law_mean[idx] = factor_law(float(gpus), st.sigma).mean
         if st.episode_rate_per_node_day > 0:
             episode_mean[idx] = factor_law(float(gpus), st.sigma, floor=st.episode_slowdown).mean
-    busy, wait = phase_powers_w(
+    busy, wait, checkpoint = phase_powers_w(
         _gpu_field(plan, cand, "tdp_w"),
         _gpu_field(plan, cand, "idle_w"),
         cand.freq_mhz,
@@ -435,14 +438,16 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
         in_episode = wl.compute_time_s * job_factor_mean(st.job_sigma) * episode_mean + wl.comm_time_s
         with np.errstate(invalid="ignore", divide="ignore"):
             iteration_s = 1.0 / ((1.0 - active) / iteration_s + active / in_episode)
-    return iteration_s, SimpleNamespace(busy=busy, wait=wait, iteration=power, idle=_gpu_field(plan, cand, "idle_w"))
+    return iteration_s, SimpleNamespace(
+        busy=busy, wait=wait, iteration=power, idle=_gpu_field(plan, cand, "idle_w"), checkpoint=checkpoint
+    )
 
 
 def _class_mean(base: Config, cand: Candidates, per_event, scale: float = 1.0) -> np.ndarray:
     """Rate-weighted mean over the failure classes that roll work back (planned stops apart:
     :func:`_planned_stretch`) of ``per_event(failure_class) * scale`` (scalar or array)."""
     classes = losing_classes(base.failures)
-    rates = [class_units(f, cand.gpus, base.hardware.gpus_per_node) / (f.mtbf_hours * 3600.0) for f in classes]
+    rates = [class_units(f, cand.gpus, base.hardware.gpus_per_node) / (class_mtbf_hours(f) * 3600.0) for f in classes]
     if not rates:
         return np.zeros(len(cand))
     total = sum(rates)
@@ -470,20 +475,20 @@ def _restart_s(base: Config, cand: Candidates, load: np.ndarray, mtbf: np.ndarra
     )
 
 
-def _planned_stretch(base: Config, storage_load_s: np.ndarray) -> np.ndarray:
+def _planned_stretch(base: Config, restart_load_s: np.ndarray) -> np.ndarray:
     """Factor on the wall time for planned stops (cluster scope), ``1 / (1 - down share)``.
 
-    A class's stops renew in wall time (mean gap ``M``); a stop is down ``D`` (its window and a
-    storage load) and one whose gap from the previous stop is shorter than ``D`` falls in that
-    window and is dropped, so about ``(1 - F(D)) / M`` stops a second are taken, each down ``D``
-    (``F`` the Weibull law of a gap): ``1 + D / M`` to first order for the exponential law, exactly
-    ``M / (M - D)`` for a periodic one. docs/model.md §9.
+    A class's stops renew in wall time (mean gap ``M``); a stop is down ``D`` (its window, the
+    restart's parts and a storage load: ``restart_load_s``), and one whose gap from the previous
+    stop is shorter than ``D`` falls in that window and is dropped, so about ``(1 - F(D)) / M``
+    stops a second are taken, each down ``D`` (``F`` the Weibull law of a gap): ``1 + D / M`` to
+    first order for the exponential law, exactly ``M / (M - D)`` for a periodic one. docs/model.md §9.
     """
-    down = np.zeros_like(storage_load_s)
+    down = np.zeros_like(restart_load_s)
     for f in base.failures:
         if f.kind == "planned":
             mtbf_s = f.mtbf_hours * 3600.0
-            stop_s = mean_recovery_s(f) + storage_load_s
+            stop_s = mean_recovery_s(f) + restart_load_s
             scale_s = mtbf_s / math.gamma(1.0 + 1.0 / f.shape)
             down = down + stop_s * np.exp(-((stop_s / scale_s) ** f.shape)) / mtbf_s
     with np.errstate(divide="ignore"):
@@ -515,7 +520,7 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     """Facility energy of the expected run, J, and the facility power while computing, MW.
 
     ``wall``: the expected wall time with every node present; ``stall``: checkpoint time per cycle,
-    waits included (GPUs idle); ``restart``: recovery and load per failure (idle); the rest of ``wall``
+    waits included (checkpoint power); ``restart``: recovery and load per failure (idle); the rest of ``wall``
     beyond the useful iterations is lost work done again (computing); ``waiting``: the time waiting for
     repaired spare nodes on top (idle)."""
     base = plan.scenario.base
@@ -528,7 +533,9 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     recovering = failures * restart
     useful = wl.iterations * iteration_s
     lost = np.maximum(wall - useful - stalled - recovering, 0.0)
-    gpu_j = gpus * (power.iteration * (useful + lost) + power.idle * (stalled + recovering + waiting))
+    gpu_j = gpus * (
+        power.iteration * (useful + lost) + power.checkpoint * stalled + power.idle * (recovering + waiting)
+    )
     bits_j = (
         (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
         * BITS_PER_BYTE

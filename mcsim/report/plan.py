@@ -291,7 +291,35 @@ def _uncertain(ds: xr.Dataset, best_f: int) -> list[str]:
             lines.append(f"- {key} at its {100 * q:g} % ({value:.4g}): {verdict}")
     lines.append("")
     lines.append("One input at a time, the others as given; screen estimates of the finalists (docs/model.md §9).")
-    return lines + [""]
+    return lines + _spread_from_rates(ds, keys, best_f, base) + [""]
+
+
+def is_failure_rate_key(key: str) -> bool:
+    """Whether an uncertain key sets a failure rate: the fleet's factor or a class's MTBF."""
+    parts = key.split(".")
+    return key == "hardware.failure_rate_factor" or (parts[0] == "failures" and parts[-1] == "mtbf_hours")
+
+
+def _spread_from_rates(ds: xr.Dataset, keys: list[str], best_f: int, base: float) -> list[str]:
+    """The recommendation's objective over the inputs' 5-95 % ranges, combined in quadrature (one at a time:
+    first order, inputs independent), and the failure rates' share of it (docs/model.md §9)."""
+    objective = ds["uncertain_objective"].values[:, :, best_f]  # inputs x quantiles
+    if base == 0 or not np.all(np.isfinite(objective)):
+        return []
+    low = np.minimum(objective[:, 0], objective[:, 1]) / base - 1.0
+    high = np.maximum(objective[:, 0], objective[:, 1]) / base - 1.0
+    below, above = np.sqrt(np.sum(np.minimum(low, 0.0) ** 2)), np.sqrt(np.sum(np.maximum(high, 0.0) ** 2))
+    squares = (high - low) ** 2
+    rates = np.array([is_failure_rate_key(k) for k in keys])
+    line = (
+        f"Together (in quadrature): the recommendation's objective {-100 * below:+.1f} % to {100 * above:+.1f} % "
+        "over the inputs' 5-95 % ranges"
+    )
+    if rates.any() and squares.sum() > 0:
+        share = float(squares[rates].sum() / squares.sum())
+        named = ", ".join(k for k, r in zip(keys, rates, strict=True) if r)
+        line += f"; the failure rates ({named}) make {100 * share:.0f} % of its variance"
+    return [line + "."]
 
 
 def _uncertain_verdict(ds: xr.Dataset, objective: np.ndarray, i: int, j: int, best_f: int, base: float) -> str:

@@ -43,6 +43,7 @@ from mcsim.scenario.schema import (
     ModelSection,
     NetworkSection,
     ParallelismSection,
+    RestartSection,
     RunSection,
     ScenarioError,
     StragglerSection,
@@ -77,6 +78,7 @@ class Config:
     stragglers: StragglerSection
     failures: tuple[FailureClass, ...]
     checkpoint: CheckpointSection
+    restart: RestartSection
     energy: EnergySection
     cost: CostSection
     carbon: CarbonSection
@@ -510,7 +512,22 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
         )
     for fclass in failures:
         _check_failure_class(fclass, where)
+    failures = tuple(in_fleet(f, hardware.failure_rate_factor) for f in failures)
     return Config(name=name, gpu=gpu, failures=failures, **sections)
+
+
+# The kinds of failure class whose rate is the fleet's (hardware.failure_rate_factor scales it): hardware
+# and software faults; a training instability is the model's, a planned stop the operator's.
+FLEET_KINDS = ("fail_stop", "hang")
+
+
+def in_fleet(fclass: FailureClass, failure_rate_factor: float, mtbf_hours: Any = None) -> FailureClass:
+    """The failure class as the fleet sees it: a fail-stop or hang class's ``mtbf_hours`` (or the given
+    one, a scalar or an array over draws) divided by ``hardware.failure_rate_factor``; others as given."""
+    mtbf = fclass.mtbf_hours if mtbf_hours is None else mtbf_hours
+    if fclass.kind in FLEET_KINDS:
+        mtbf = mtbf / failure_rate_factor
+    return dataclasses.replace(fclass, mtbf_hours=mtbf)
 
 
 def _check_failure_class(fclass: FailureClass, where: str) -> None:
@@ -542,6 +559,12 @@ def _check_failure_class(fclass: FailureClass, where: str) -> None:
     if fclass.manual_hours > 0 and fclass.manual_share == 0:
         raise ScenarioError(
             where, f"{prefix}.manual_share", "expected > 0 where manual_hours is set (or manual_hours 0)"
+        )
+    if fclass.bad_replacement_share > 0 and fclass.scope == "cluster":
+        raise ScenarioError(
+            where,
+            f"{prefix}.bad_replacement_share",
+            "expected 0 for scope 'cluster' (nothing is replaced; GPUs and nodes are)",
         )
 
 

@@ -162,6 +162,13 @@ class HardwareSection:
     spare_nodes: int | None = param(
         None, kind=int, ge=0, le=MAX_GPUS, doc="hot spare nodes; unset: unlimited (recovery as given)"
     )
+    failure_rate_factor: float = param(
+        1.0,
+        gt=0,
+        le=1000,
+        doc="this fleet's rate of fail-stop failures and hangs against the classes' (their mtbf_hours divided "
+        "by it); fleets of the same hardware differ about 3x (docs/model.md §3)",
+    )
     peak_tflops: float | None = param(None, gt=0, le=1e6, unit="TFLOP/s", doc="override")
     memory_gb: float | None = param(None, gt=0, le=1e6, unit="GB", doc="override")
     tdp_w: float | None = param(None, gt=0, le=1e5, unit="W", doc="override")
@@ -242,6 +249,39 @@ class StragglerSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RestartSection:
+    from_parts: bool = param(
+        False,
+        kind=bool,
+        doc="add the restart's parts below to every recovery (recovery_minutes is then detection and "
+        "replacement, or the decision, alone); false: recovery_minutes is the whole restart, as measured",
+    )
+    # Defaults: ByteRobust (Wan et al., SOSP'25, arXiv 2509.16293) Table 7, restart times of jobs of
+    # 2,048-16,384 GPUs, fitted linearly in the GPUs: a requeue (rescheduled) 441 s + 20.7 ms per GPU, an
+    # in-place hot update 44 s + 1.26 ms per GPU; re-scheduling is their difference (docs/model.md §8).
+    reschedule_s: float = param(
+        397.0, ge=0, le=1e6, unit="s", doc="the job's nodes allocated again by the scheduler: fixed part"
+    )
+    reschedule_ms_per_gpu: float = param(19.5, ge=0, le=1e6, unit="ms", doc="... and this much per GPU in the job")
+    process_start_s: float = param(
+        44.0, ge=0, le=1e6, unit="s", doc="training processes started in place on the nodes (framework, state)"
+    )
+    communicator_ms_per_gpu: float = param(
+        1.26,
+        ge=0,
+        le=1e6,
+        unit="ms",
+        doc="collective communicators set up again: this much per GPU in the job",
+    )
+    warmup_iterations: int = param(
+        0, kind=int, ge=0, le=1_000_000_000, doc="iterations after a restart at reduced throughput (none published)"
+    )
+    warmup_throughput: float = param(
+        0.5, gt=0, le=1, doc="throughput of the warm-up iterations, a share of the steady one"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class FailureClass:
     name: str = param(kind=str, doc="unique name, used in sweep keys")
     scope: str = param("gpu", kind=str, choices=("gpu", "node", "cluster"))
@@ -274,6 +314,14 @@ class FailureClass:
         1, kind=int, ge=1, le=MAX_GPUS, doc="scope node: nodes one event takes out (a rack, a leaf switch)"
     )
     repair_hours: float = param(24.0, ge=0, le=1e6, unit="h", doc="time until a failed node returns to the spare pool")
+    bad_replacement_share: float = param(
+        0.0,
+        ge=0,
+        lt=1,
+        doc="share of the units put in after a failure that are bad: they fail again after an exponential "
+        "life of mean bad_replacement_hours (infant mortality of replacements)",
+    )
+    bad_replacement_hours: float = param(1.0, gt=0, le=1e6, unit="h", doc="mean life of a bad replacement")
     initial_age: str | float = param(
         "stationary",
         kind=StateOrNumber,
@@ -324,6 +372,12 @@ class EnergySection:
     )
     wait_power_fraction: float = param(
         0.6, ge=0, le=1, doc="share of (TDP - idle) drawn waiting at a barrier or exchanging"
+    )
+    checkpoint_power_fraction: float = param(
+        0.04,
+        ge=0,
+        le=1,
+        doc="share of (TDP - idle) drawn stalled for a checkpoint (an H100 draws ~105 W then: Morrison et al. 2025)",
     )
     power_freq_exponent: float = param(2.5, ge=1, le=4, doc="gamma: busy power above idle goes as (f/f_max)^gamma")
     storage_pj_per_bit: float = param(100.0, ge=0, le=1e6, unit="pJ/bit", doc="storage energy per bit written or read")
@@ -407,6 +461,7 @@ SECTIONS: dict[str, type] = {
     "network": NetworkSection,
     "stragglers": StragglerSection,
     "checkpoint": CheckpointSection,
+    "restart": RestartSection,
     "energy": EnergySection,
     "cost": CostSection,
     "carbon": CarbonSection,

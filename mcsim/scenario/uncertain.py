@@ -8,7 +8,8 @@ distribution::
     "failures.gpu.mtbf_hours" = { dist = "lognormal", median = 79230, p95 = 200000 }
     "compute.efficiency" = { dist = "triangular", low = 0.5, mode = 0.6, high = 0.65 }
 
-Each distribution is a frozen :mod:`scipy.stats` distribution, truncated to
+Each distribution is a frozen :mod:`scipy.stats` distribution (normal and
+lognormal: the same functions of :mod:`scipy.special`, :class:`_NormalLaw`), truncated to
 the key's schema bounds (a distribution with no mass inside them is an
 error). Several keys can be drawn jointly: a table with ``dist = "mvlognormal"``
 names its ``keys``, their ``median`` and log-scale ``sigma`` and a
@@ -155,7 +156,8 @@ class UncertainInput:
 
     @property
     def frozen(self) -> Any:
-        """The untruncated :mod:`scipy.stats` frozen distribution."""
+        """The untruncated distribution: its ``cdf`` and ``ppf`` (a frozen :mod:`scipy.stats` law, or
+        :class:`_NormalLaw` for the normal and lognormal ones)."""
         return _frozen(self.dist, dict(self.params))
 
     @property
@@ -181,14 +183,39 @@ class UncertainInput:
         return float(above - below)
 
 
-def _frozen(dist: str, p: Mapping[str, float]) -> Any:
-    from scipy import stats  # here: importing scipy.stats costs ~0.5 s, and most runs have no draws
+class _NormalLaw:
+    """The cdf and ppf of a normal law (``log_scale`` False) or of a lognormal one (the law of
+    ``exp(X)``, median ``scale``), as :mod:`scipy.stats` ``norm`` and ``lognorm`` compute them (the same
+    :mod:`scipy.special` functions, so the same values), without importing :mod:`scipy.stats`: that
+    import costs ~0.5 s, and every shipped plan has a lognormal ``[uncertain]`` input (issue 26 item 5)."""
 
+    def __init__(self, loc: float, scale: float, sigma: float, log_scale: bool) -> None:
+        self.loc, self.scale, self.sigma, self.log_scale = loc, scale, sigma, log_scale
+
+    def cdf(self, x: Any) -> Any:
+        from scipy.special import ndtr
+
+        z = (np.asarray(x, dtype=float) - self.loc) / self.scale
+        if not self.log_scale:
+            return ndtr(z)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(z > 0, ndtr(np.log(np.where(z > 0, z, 1.0)) / self.sigma), 0.0)
+
+    def ppf(self, q: Any) -> Any:
+        from scipy.special import ndtri
+
+        z = ndtri(np.asarray(q, dtype=float))
+        return (np.exp(self.sigma * z) if self.log_scale else z) * self.scale + self.loc
+
+
+def _frozen(dist: str, p: Mapping[str, float]) -> Any:
     if dist == "normal":
-        return stats.norm(loc=p["mean"], scale=p["sd"])
+        return _NormalLaw(p["mean"], p["sd"], 1.0, log_scale=False)
     if dist == "lognormal":
         sigma = p["sigma"] if "sigma" in p else math.log(p["p95"] / p["median"]) / Z_95
-        return stats.lognorm(s=sigma, scale=p["median"])
+        return _NormalLaw(0.0, p["median"], sigma, log_scale=True)
+    from scipy import stats  # here: importing scipy.stats costs ~0.5 s, and most runs have no draws
+
     if dist == "uniform":
         return stats.uniform(loc=p["low"], scale=p["high"] - p["low"])
     if dist == "loguniform":
