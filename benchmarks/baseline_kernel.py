@@ -363,6 +363,8 @@ def _simulate_run(p, fc, seed, run, row):
                 fc.start,
                 fc.age_s,
                 streams,
+                0.0,  # today's renewal code takes the failing class's bad-replacement share (issue 25); none here
+                1.0,
             )
             if first:
                 from_memory = p.strategy == STRATEGY_IN_MEMORY and fc.memory_ok[c] == 1 and memory_valid

@@ -133,6 +133,8 @@ def test_report_says_the_rates_share_of_the_spread(tmp_path):
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     text = (tmp_path / "rep" / "README.md").read_text()
     assert f"make {100 * share:.0f} % of its variance" in text, text[text.find("Together") :][:300]
+    # recommended.toml draws the inputs (4 draws here), so its runs do not repeat the plan's.
+    assert "drawn 4 times" in text and "without the [uncertain] table run r draws" in text
 
 
 @pytest.mark.parametrize(
@@ -162,3 +164,27 @@ def test_normal_laws_are_scipy_stats_bit_for_bit(spec):
     q = np.concatenate([[0.0, 1e-12], np.linspace(0.001, 0.999, 99), [1 - 1e-12, 1.0]])
     np.testing.assert_array_equal(law.ppf(q), reference.ppf(q))
     np.testing.assert_array_equal(law.cdf(x), reference.cdf(x))
+
+
+def test_spread_line_by_hand():
+    # Two inputs, the recommendation (finalist 0) at 100 as given: the efficiency moves it to 90 and
+    # 104, the fleet's factor to 97 and 112. Below: sqrt(0.10^2 + 0.03^2) = 10.44 %; above:
+    # sqrt(0.04^2 + 0.12^2) = 12.65 %; the rates' squared 5-95 % move 0.15^2 = 0.0225 of
+    # 0.14^2 + 0.15^2 = 0.0421: 53 %.
+    import xarray as xr
+
+    from mcsim.report.plan import _spread_from_rates
+
+    objective = np.array([[[90.0, 50.0], [104.0, 60.0]], [[97.0, 55.0], [112.0, 58.0]]])
+    ds = xr.Dataset({"uncertain_objective": (("uncertain_input", "quantile", "finalist"), objective)})
+    keys = ["compute.efficiency", "hardware.failure_rate_factor"]
+    (line,) = _spread_from_rates(ds, keys, 0, 100.0)
+    assert "-10.4 % to +12.6 %" in line, line
+    assert "(hardware.failure_rate_factor) make 53 % of its variance" in line, line
+    # A re-screen that rules the recommendation out (NaN) leaves the line out rather than guess.
+    objective[0, 1, 0] = np.nan
+    ds["uncertain_objective"].values[:] = objective
+    assert _spread_from_rates(ds, keys, 0, 100.0) == []
+    # No rate input: the spread without a share.
+    (line,) = _spread_from_rates(ds.isel(uncertain_input=[1]).assign(), ["compute.efficiency"], 0, 100.0)
+    assert "failure rates" not in line and "-3.0 % to +12.0 %" in line, line

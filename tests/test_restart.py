@@ -129,3 +129,42 @@ def test_defaults_reproduce_the_published_restart_times():
     for gpus, measured in ((2048, 454.0), (4096, 545.0), (8192, 635.0), (16384, 768.0)):
         assert abs(restart_overhead_s(defaults, gpus, 1.0) - measured) < 30.0, gpus
     assert RestartSection().warmup_iterations == 0  # no published per-iteration warm-up figure
+
+
+@pytest.mark.parametrize(
+    "overrides,key",
+    [
+        (["failures.faulty_gpu.bad_replacement_share=0.2"], "failures.faulty_gpu.bad_replacement_hours"),
+        (["failures.faulty_gpu.bad_replacement_hours=2"], "failures.faulty_gpu.bad_replacement_share"),
+        (["failures.faulty_gpu.bad_replacement_share=1", "failures.faulty_gpu.bad_replacement_hours=2"], "share"),
+        (["restart.warmup_throughput=1e-300"], "restart.warmup_throughput"),
+        (["hardware.failure_rate_factor=0"], "hardware.failure_rate_factor"),
+    ],
+)
+def test_bad_new_keys_are_one_line(tmp_path, capsys, overrides, key):
+    # Bad replacements need both keys (a share below 1 and a life); a warm-up at 1e-300 of the
+    # throughput would make every restart endless; a fleet with no failures is factor 0, refused.
+    out = tmp_path / "out.nc"
+    args = ["run", "llama3-405b", "-o", str(out), "--runs", "5"]
+    for item in overrides:
+        args += ["--set", item]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0], err
+    assert not out.exists()
+
+
+def test_bad_replacements_only_where_hardware_is_replaced(tmp_path, capsys):
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"].append(
+        {
+            "name": "spike",
+            "scope": "gpu",
+            "kind": "instability",
+            "mtbf_hours": 1e5,
+            "bad_replacement_share": 0.1,
+            "bad_replacement_hours": 1.0,
+        }
+    )
+    with pytest.raises(mcsim.ScenarioError, match="failures.spike.bad_replacement_share.*kind 'instability'"):
+        scenario_from_dict(raw, "t.toml")

@@ -126,7 +126,7 @@ def test_episode_share_is_the_busy_probability_averaged_over_the_time_since_a_re
 # and 91-99.7 % (spares).
 CASES = [
     # issue 25: every kind of interruption, recovery laws, bad replacements and restarts from their parts,
-    # 3.3 % at worst, pessimistic (5.9 % with the laws' means in Daly's estimate instead of recovery_s's
+    # 2.6 % at worst, pessimistic (5.9 % with the laws' means in Daly's estimate instead of recovery_s's
     # equivalent; 2.0 % without the bad replacements).
     ("interruptions", (12, 13), 0.04),
     ("write_bound", (7, 8), 0.02),

@@ -97,7 +97,10 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     intervals = math.ceil(iterations / every)
     mtbf = inputs.system_mtbf_s
     restart_s = 0.0
-    rates = fc.units / (fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape]))  # events per s
+    mean_life_s = fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape])
+    # Bad replacements (docs/model.md §3): the stationary mean life, (1 - q) M + q m_b.
+    mean_life_s = (1.0 - fc.bad_share) * mean_life_s + fc.bad_share * fc.bad_mean_s
+    rates = fc.units / mean_life_s  # events per s
     if math.isfinite(mtbf) and mtbf > 0:
         restart_s = float(np.sum(rates * fc.recovery_s) / np.sum(rates)) + p.restart_s + p.load_s
     uncapped = float(expected_run_wall_s(iterations, every, iteration_s, p.checkpoint_stall_s, restart_s, mtbf))

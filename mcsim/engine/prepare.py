@@ -333,7 +333,8 @@ def _checkpoint_plans(arrays: Config, configs: list[Config], wa, count: int) -> 
     stall, background, replicate, load_memory = (_column(x, count) for x in timings)
     with np.errstate(divide="ignore", invalid="ignore"):
         load = size / (read_gbps * 1e9)
-        mtbf = _column(system_mtbf_s(arrays.failures, gpus, arrays.hardware.gpus_per_node), count)
+        horizon = wa.iterations * wa.iteration_time_s
+        mtbf = _column(system_mtbf_s(arrays.failures, gpus, arrays.hardware.gpus_per_node, horizon), count)
         every = _column(checkpoint_every(ck.interval, stall, mtbf, wa.iteration_time_s, wa.iterations), count)
     size, write_gbps, read_gbps, load = (_column(x, count) for x in (size, write_gbps, read_gbps, load))
     return [

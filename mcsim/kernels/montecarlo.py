@@ -575,6 +575,8 @@ def _recover(
     restart_end = x[X_T]  # the restart's parts end here; the load follows
     while True:
         t = x[X_T]
+        # The failing unit's class, for its replacement (scalars: arrays passed on cost reference counts).
+        failing = k[K_SOURCE] if k[K_SOURCE] >= 0 else heap_class[0]
         c, heap_time, heap_class, heap_size = consume_failure(
             k[K_SOURCE],
             t,
@@ -589,8 +591,8 @@ def _recover(
             fc.start,
             fc.age_s,
             streams,
-            fc.bad_share,
-            fc.bad_mean_s,
+            fc.bad_share[failing],
+            fc.bad_mean_s[failing],
         )
         k[K_HEAP_SIZE] = heap_size
         if not first and fc.kind[c] != KIND_FAIL_STOP:
@@ -629,7 +631,8 @@ def _recover(
         stop = min(recovery_end, fail_t, p.max_wall_s)
         x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
         x[X_RECOVERY] += stop - t
-        x[X_RESTART] += max(0.0, min(restart_end, stop) - max(t, restart_end - p.restart_s))
+        if p.restart_s > 0.0:
+            x[X_RESTART] += max(0.0, min(restart_end, stop) - max(t, restart_end - p.restart_s))
         if kind == KIND_HANG:
             x[X_HANG] += stop - t
             x[X_HANG_DETECT] += max(0.0, min(detect_end, stop) - t)

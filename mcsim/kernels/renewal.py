@@ -204,7 +204,7 @@ def consume_failure(
     bad_mean_s,
 ):
     """Remove the failure ``(time_s, source)`` and schedule the replacement unit's (which is bad, and
-    fails early, with its class's probability ``bad_share``).
+    fails early, with probability ``bad_share``: the failing unit's class's, a scalar).
 
     Returns ``(class, heap_time, heap_class, heap_size)``; the heap arrays may
     have been reallocated.
@@ -213,12 +213,12 @@ def consume_failure(
         c = source
         pool_left[c] -= 1.0
         _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams)
-        replacement = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share[c], bad_mean_s[c])
+        replacement = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share, bad_mean_s)
         heap_time, heap_class, heap_size = _heap_push(heap_time, heap_class, heap_size, replacement, c)
         return c, heap_time, heap_class, heap_size
     c = heap_class[0]
     # Replace the top in place by the renewed unit and restore the heap order.
-    heap_time[0] = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share[c], bad_mean_s[c])
+    heap_time[0] = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share, bad_mean_s)
     _sift_down(heap_time, heap_class, heap_size, 0)
     return c, heap_time, heap_class, heap_size
 

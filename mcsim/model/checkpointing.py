@@ -95,24 +95,39 @@ def losing_classes(failures: tuple[FailureClass, ...]) -> tuple[FailureClass, ..
     return tuple(f for f in failures if f.kind != "planned")
 
 
-def class_mtbf_hours(fclass: FailureClass) -> FloatOrArray:
+def class_mtbf_hours(fclass: FailureClass, horizon_s: Any = None) -> Any:
     """A unit's mean time between failures with its bad replacements counted, h (scalar or array).
 
-    In the stationary renewal process a unit in service is a replacement that was bad with
-    probability ``q = bad_replacement_share`` (mean life ``m_b``), else a new one (mean ``M =
-    mtbf_hours``): mean life ``(1 - q) M + q m_b``. Exactly ``M`` without bad replacements. The
-    kernel draws the lives themselves; this is for the first-order estimates (Daly's M, the
-    planner's screen; docs/model.md §3 "Bad replacements")."""
+    A failure brings a bad replacement with probability ``q = bad_replacement_share``, which fails
+    after an exponential life of mean ``m_b``; over a job of ``T`` seconds (``horizon_s``) a
+    failure at a uniform time finds the job still running when its bad replacement fails with
+    probability ``h = 1 - (m_b / T)(1 - e^{-T / m_b})``, so the mean life is ``(1 - q h) M + q h
+    m_b`` (``M = mtbf_hours``): ``(1 - q) M + q m_b`` when the job is much longer than a bad
+    life (the stationary renewal process; ``horizon_s`` None), about ``M`` when much shorter.
+    Exactly ``M`` without bad replacements. The kernel draws the lives themselves; this is for
+    the first-order estimates (Daly's M, the planner's screen; docs/model.md §3 "Bad
+    replacements")."""
     q = fclass.bad_replacement_share
-    return (1.0 - q) * fclass.mtbf_hours + q * fclass.bad_replacement_hours
+    if q == 0.0:
+        return fclass.mtbf_hours
+    bad_h = fclass.bad_replacement_hours
+    fails: Any = 1.0
+    if horizon_s is not None:
+        ratio = np.asarray(horizon_s, dtype=np.float64) / 3600.0 / bad_h
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fails = np.where(ratio > 0, 1.0 + np.expm1(-ratio) / np.where(ratio > 0, ratio, 1.0), 0.0)
+    return (1.0 - q * fails) * fclass.mtbf_hours + q * fails * bad_h
 
 
-def system_mtbf_s(failures: tuple[FailureClass, ...], gpus: FloatOrArray, gpus_per_node: int) -> float | np.ndarray:
+def system_mtbf_s(
+    failures: tuple[FailureClass, ...], gpus: FloatOrArray, gpus_per_node: int, horizon_s: Any = None
+) -> float | np.ndarray:
     """Mean time between the events that roll work back (planned stops left out), ``1 / sum(units / MTBF)``,
-    s (scalars or arrays; inf without such classes): Daly's M."""
+    s (scalars or arrays; inf without such classes): Daly's M. ``horizon_s``: the job's length, for the
+    bad replacements' first-order rate (:func:`class_mtbf_hours`; None: the stationary one)."""
     rate: Any = 0.0
     for fclass in losing_classes(failures):
-        rate = rate + class_units(fclass, gpus, gpus_per_node) / (class_mtbf_hours(fclass) * 3600.0)
+        rate = rate + class_units(fclass, gpus, gpus_per_node) / (class_mtbf_hours(fclass, horizon_s) * 3600.0)
     rate = np.asarray(rate, dtype=np.float64)
     with np.errstate(divide="ignore"):
         mtbf = np.where(rate > 0, 1.0 / rate, np.inf)
@@ -227,7 +242,7 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     stall, background, replicate, load_memory = STRATEGIES[ck.strategy].timings(cfg, wl.iteration_time_s, transfers)
     load = size / (read_gbps * 1e9)
     classes = failure_classes(cfg)
-    system_mtbf = system_mtbf_s(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
+    system_mtbf = system_mtbf_s(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node, wl.ideal_time_s)
     every = checkpoint_every(ck.interval, stall, system_mtbf, wl.iteration_time_s, wl.iterations)
     # One configuration's scalars in, scalars out (the equations return arrays only for array inputs).
     return CheckpointPlan(

@@ -262,7 +262,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     n = len(cand)
     stall, load, every = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64)
     background = np.zeros(n)  # what the next checkpoint waits for after a stall: write (async) or replica
-    mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node)
+    mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node, wl.iterations * iteration_s)
     mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
     d2h = _gpu_field(plan, cand, "d2h_gbps")
     write_gbps, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, d2h)

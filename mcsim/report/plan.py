@@ -9,6 +9,7 @@ and why, and the Pareto front of wall time, cost and energy among the finalists.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +65,28 @@ def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
     check_plan_dataset(ds)
     name = Path(source).name
     scenario = recommended_toml(ds, name)
-    text = explain_plan(ds, name) + (
-        f"\n\nThe recommendation as a scenario: [`{RECOMMENDED_FILE}`]({RECOMMENDED_FILE}), the plan's scenario "
-        f"with the recommended configuration; from this folder, `mcsim run {RECOMMENDED_FILE}` simulates it "
-        "(run r draws from the same streams as run r of the plan's simulation, so its first runs repeat "
-        "the recommendation's).\n"
-    )
+    text = explain_plan(ds, name) + _rerun_text(tomllib.loads(scenario).get("run", {}).get("draws", 0))
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return [write_atomic(folder / "README.md", text), write_atomic(folder / RECOMMENDED_FILE, scenario)]
+
+
+def _rerun_text(draws: int) -> str:
+    """How the recommendation's scenario file runs, and whether its runs repeat the plan's."""
+    head = (
+        f"\n\nThe recommendation as a scenario: [`{RECOMMENDED_FILE}`]({RECOMMENDED_FILE}), the plan's scenario "
+        f"with the recommended configuration; from this folder, `mcsim run {RECOMMENDED_FILE}` simulates it"
+    )
+    if not draws:
+        return head + (
+            " (run r draws from the same streams as run r of the plan's simulation, so its first runs repeat "
+            "the recommendation's).\n"
+        )
+    return head + (
+        f" with its [uncertain] inputs drawn {draws} times ({draws} x run.runs runs), so its spread includes "
+        "them (the plan simulated the inputs' given values); without the [uncertain] table run r draws from "
+        "the same streams as run r of the plan's simulation, so its first runs repeat the recommendation's.\n"
+    )
 
 
 def _interval_value(label: str) -> str | dict[str, float | int]:

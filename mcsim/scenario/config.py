@@ -560,11 +560,24 @@ def _check_failure_class(fclass: FailureClass, where: str) -> None:
         raise ScenarioError(
             where, f"{prefix}.manual_share", "expected > 0 where manual_hours is set (or manual_hours 0)"
         )
-    if fclass.bad_replacement_share > 0 and fclass.scope == "cluster":
+    _check_bad_replacements(fclass, where, prefix)
+
+
+def _check_bad_replacements(fclass: FailureClass, where: str, prefix: str) -> None:
+    """Bad replacements: GPUs and nodes replaced after a hardware failure (fail-stop or hang), with a life."""
+    share, hours = fclass.bad_replacement_share, fclass.bad_replacement_hours
+    if share > 0 and (fclass.scope == "cluster" or fclass.kind not in FLEET_KINDS):
         raise ScenarioError(
             where,
             f"{prefix}.bad_replacement_share",
-            "expected 0 for scope 'cluster' (nothing is replaced; GPUs and nodes are)",
+            f"expected 0 for scope {fclass.scope!r}, kind {fclass.kind!r} (GPUs and nodes are replaced after "
+            "fail-stop failures and hangs)",
+        )
+    if share > 0 and hours == 0:
+        raise ScenarioError(where, f"{prefix}.bad_replacement_hours", "expected > 0 where bad_replacement_share is")
+    if hours > 0 and share == 0:
+        raise ScenarioError(
+            where, f"{prefix}.bad_replacement_share", "expected > 0 where bad_replacement_hours is set (or hours 0)"
         )
 
 

@@ -277,7 +277,7 @@ class RestartSection:
         0, kind=int, ge=0, le=1_000_000_000, doc="iterations after a restart at reduced throughput (none published)"
     )
     warmup_throughput: float = param(
-        0.5, gt=0, le=1, doc="throughput of the warm-up iterations, a share of the steady one"
+        0.5, ge=0.01, le=1, doc="throughput of the warm-up iterations, a share of the steady one"
     )
 
 
@@ -321,7 +321,9 @@ class FailureClass:
         doc="share of the units put in after a failure that are bad: they fail again after an exponential "
         "life of mean bad_replacement_hours (infant mortality of replacements)",
     )
-    bad_replacement_hours: float = param(1.0, gt=0, le=1e6, unit="h", doc="mean life of a bad replacement")
+    bad_replacement_hours: float = param(
+        0.0, ge=0, le=1e6, unit="h", doc="mean life of a bad replacement (> 0 where bad_replacement_share is)"
+    )
     initial_age: str | float = param(
         "stationary",
         kind=StateOrNumber,
