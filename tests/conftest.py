@@ -106,6 +106,7 @@ KIND_DEFAULTS = dict(
     manual_s=0.0,
     bad_share=0.0,
     bad_mean_s=3600.0,
+    repair_sigma=0.0,
 )
 
 

@@ -239,6 +239,7 @@ class FailureClass:
     manual_s: float = 0.0  # ... for this long on average (same law)
     bad_share: float = 0.0  # share of replacement units that are bad ...
     bad_mean_s: float = 3600.0  # ... and fail after an exponential life of this mean
+    repair_sigma: float = 0.0  # lognormal log-sd of a node's repair (mean repair_s)
 
 
 def first_failure_time(fc: FailureClass, hazard: float) -> float:
@@ -405,12 +406,14 @@ class SparePool:
         self.free = spares
         self.back_at_s: list[float] = []  # return times of nodes under repair, not yet claimed
 
-    def replace(self, t: float, need: int, repair_s: float) -> float:
-        """Send ``need`` nodes to repair at ``t``, take ``need`` replacements; when they are all there."""
+    def replace(self, t: float, repairs_s: list[float]) -> float:
+        """Send nodes to repair at ``t`` (one repair time each), take as many replacements; when they are
+        all there."""
+        need = len(repairs_s)
         returned = [x for x in self.back_at_s if x <= t]
         self.back_at_s = [x for x in self.back_at_s if x > t]
         self.free += len(returned)
-        self.back_at_s += [t + repair_s] * need
+        self.back_at_s += [t + r for r in repairs_s]
         if self.free >= need:
             self.free -= need
             return t
@@ -962,7 +965,8 @@ class Run:
                 # A restore from memory leaves the restored snapshot replicated; one from storage leaves none.
                 s.replica = s.progress if from_memory else None
                 if self.spares is not None and fc.nodes_taken > 0:
-                    spares_back_s = max(spares_back_s, self.spares.replace(s.t, fc.nodes_taken, fc.repair_s))
+                    repairs = [self.draw_repair_s(fc) for _ in range(fc.nodes_taken)]
+                    spares_back_s = max(spares_back_s, self.spares.replace(s.t, repairs))
                 if from_memory:
                     load_s = p.load_memory_s
                     s.memory_loads += 1
@@ -1042,6 +1046,16 @@ class Run:
             transient_s=d.transient_s * share,
             persistent_s=d.persistent_s * share,
             episode_phase_s=d.episode_phase_s * share,
+        )
+
+    def draw_repair_s(self, fc: FailureClass) -> float:
+        """One node's repair: ``repair_s``, or lognormal of that mean (log-sd ``repair_sigma``) drawn from
+        the recovery stream, before the recovery's own draws."""
+        if fc.repair_sigma == 0.0:
+            return fc.repair_s
+        sigma = fc.repair_sigma
+        return fc.repair_s * math.exp(
+            sigma * normal_quantile_acklam(self.recovery_stream.uniform()) - sigma * sigma / 2.0
         )
 
     def draw_recovery_s(self, fc: FailureClass) -> float:
@@ -1166,6 +1180,7 @@ def failure_class_list(classes) -> list[FailureClass]:
             manual_s=float(classes.manual_s[c]),
             bad_share=float(classes.bad_share[c]),
             bad_mean_s=float(classes.bad_mean_s[c]),
+            repair_sigma=float(classes.repair_sigma[c]),
         )
         for c in range(len(classes.units))
     ]

@@ -85,7 +85,7 @@ def test_renewals_are_t_over_mtbf_when_stationary_or_exponential():
 def test_spare_availability_is_the_poisson_law_and_its_integral():
     # One class: λ = 0.1667 node events per hour, repairs of 12 h, 1 spare. Stationary: P(Poisson(2) <= 1).
     rate, repair, spares = 0.1667 / 3600.0, 12 * 3600.0, 1
-    classes = [(rate, 1, repair)]
+    classes = [(rate, 1, repair, 0.0)]
     t = np.array([0.0, repair / 2, repair, 3 * repair])
     assert np.allclose(nodes_available(t, classes, spares), stats.poisson.cdf(spares, rate * np.minimum(t, repair)))
     # A run needing W with every node present: T = R + (W - ∫_0^R A) / A(R), with the identity above.
@@ -95,7 +95,9 @@ def test_spare_availability_is_the_poisson_law_and_its_integral():
     expected = repair + (need - within_repair) / stationary
     assert wall_with_spares_s(np.array([need]), classes, spares)[0] == pytest.approx(expected, rel=1e-4)
     # Domains of 4 nodes: the count under repair is 4 x Poisson, so 3 spares are as good as none for them.
-    assert nodes_available(np.array([repair]), [(rate, 4, repair)], 3)[0] == pytest.approx(math.exp(-rate * repair))
+    assert nodes_available(np.array([repair]), [(rate, 4, repair, 0.0)], 3)[0] == pytest.approx(
+        math.exp(-rate * repair)
+    )
     assert wall_with_spares_s(np.array([need]), classes, None)[0] == need  # unlimited pool
 
 
@@ -171,3 +173,21 @@ def test_recovery_law_equivalent_is_the_geometric_attempts_closed_form(sigma, sh
         assert value == pytest.approx(-m * math.log(phi), rel=1e-6)  # 48 Gauss-Hermite nodes: ~3e-9 measured
     assert got[-1] == pytest.approx(1200.0 + share * 7200.0, rel=1e-12)  # M infinite: the mean
     assert np.all(got[:-1] < 1200.0 + share * 7200.0)  # Jensen: below the mean
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.5, 1.5])
+def test_in_repair_is_the_integral_of_the_repair_survival(sigma):
+    # E[min(t, R)] = int_0^t P(R > u) du (an M/G/inf queue empty at 0), R lognormal of mean 12 h and
+    # log-sd sigma (fixed at 12 h for sigma 0), by quadrature of scipy.stats' survival function.
+    from scipy import integrate
+
+    from mcsim.model.spares import in_repair_s
+
+    mean = 12 * 3600.0
+    law = stats.lognorm(s=sigma, scale=mean * math.exp(-0.5 * sigma * sigma)) if sigma else None
+    for t in (0.0, 3600.0, mean, 5 * mean, 40 * mean):
+        if law is None:
+            expected = min(t, mean)
+        else:
+            expected = integrate.quad(law.sf, 0.0, t, limit=400, points=[mean])[0] if t > 0 else 0.0
+        assert in_repair_s(np.array([t]), mean, sigma)[0] == pytest.approx(expected, rel=1e-7, abs=1e-6), t

@@ -109,11 +109,17 @@ def kinds_classes(rate: float = 1.0) -> list:
     """Every kind of interruption and a recovery law (docs/model.md §3 "Kinds of interruption"): GPU
     failures whose recoveries are lognormal, a third of them needing a person; hangs detected after
     25 s; instabilities that roll back two storage checkpoints beyond the last; planned stops; 30 % of
-    the GPUs put in after a failure are bad (fail after 40 s on average). ``rate`` scales the mean
-    times (longer runs use larger ones)."""
+    the GPUs put in after a failure are bad (fail after 40 s on average); GPU nodes' repairs are
+    lognormal. ``rate`` scales the mean times (longer runs use larger ones)."""
     return [
         kind(
-            gpu(0.7, 300.0 * rate), recovery_sigma=0.8, manual_share=0.3, manual_s=90.0, bad_share=0.3, bad_mean_s=40.0
+            gpu(0.7, 300.0 * rate),
+            recovery_sigma=0.8,
+            manual_share=0.3,
+            manual_s=90.0,
+            bad_share=0.3,
+            bad_mean_s=40.0,
+            repair_sigma=0.6,
         ),
         kind(cluster(1.0, 250.0 * rate, recovery_s=30.0), kind=mc.KIND_HANG, detect_s=25.0),
         kind(cluster(1.0, 350.0 * rate, recovery_s=20.0), kind=mc.KIND_INSTABILITY, rollback_checkpoints=2),

@@ -155,6 +155,7 @@ class FailureClasses(NamedTuple):
     manual_s: np.ndarray  # mean extra time of a recovery that needs a person, s
     bad_share: np.ndarray  # share of replacement units that are bad (fail after an exponential life)
     bad_mean_s: np.ndarray  # mean life of a bad replacement, s
+    repair_sigma: np.ndarray  # lognormal sigma of the repair time (0: repair_s, fixed)
 
 
 def _check_columns() -> None:

@@ -521,8 +521,9 @@ def _interrupt(p, kind, rollback_checkpoints, memory_ok, x, k, pts):
 
 
 @jit_inline
-def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
-    """Failure of class ``c`` takes its nodes to repair; returns when the spares it needs are there."""
+def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream):
+    """Failure of class ``c`` takes its nodes to repair (each for the class's repair time, or a draw of its
+    lognormal law from ``rec_stream``); returns when the spares it needs are there."""
     t = x[X_T]
     repair_size = k[K_REPAIR_SIZE]
     spares_free = k[K_SPARES_FREE]
@@ -530,8 +531,10 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until):
         _, _, repair_size = heap_pop(repair_time, repair_tag, repair_size)
         spares_free += 1
     need = fc.nodes_taken[c]
+    sigma = fc.repair_sigma[c]
     for _ in range(need):
-        repair_time, repair_tag, repair_size = heap_push(repair_time, repair_tag, repair_size, t + fc.repair_s[c], c)
+        repair_s = fc.repair_s[c] * (_lognormal_mean_one(rec_stream, sigma) if sigma > 0.0 else 1.0)
+        repair_time, repair_tag, repair_size = heap_push(repair_time, repair_tag, repair_size, t + repair_s, c)
     if spares_free >= need:
         spares_free -= need
     else:
@@ -612,7 +615,9 @@ def _recover(
             if not from_memory:
                 k[K_MEMORY_VALID] = 0
             if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
-                repair_time, repair_tag, wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until)
+                repair_time, repair_tag, wait_until = _take_spares(
+                    p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream
+                )
             load = p.load_memory_s if from_memory else p.load_s
             if from_memory:
                 k[K_MEMORY_LOADS] += 1
@@ -1023,6 +1028,7 @@ def _row_classes(c, j):
         c.manual_s[j],
         c.bad_share[j],
         c.bad_mean_s[j],
+        c.repair_sigma[j],
     )
 
 

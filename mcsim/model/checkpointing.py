@@ -221,6 +221,7 @@ def failure_classes(cfg: Config) -> FailureClasses:
         manual_s=np.array([f.manual_hours * 3600.0 for f in failures], dtype=np.float64),
         bad_share=np.array([f.bad_replacement_share for f in failures], dtype=np.float64),
         bad_mean_s=np.array([f.bad_replacement_hours * 3600.0 for f in failures], dtype=np.float64),
+        repair_sigma=np.array([f.repair_sigma for f in failures], dtype=np.float64),
     )
 
 

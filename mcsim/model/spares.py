@@ -5,8 +5,9 @@ nodes (a GPU failure its node, a node or domain event its ``domain_nodes`` nodes
 for the class's ``repair_hours``; the job runs while the nodes under repair number at most ``S``, and
 otherwise waits for them (docs/model.md §4). Failures go on while it waits, so the nodes under repair
 at time ``t`` are the compound-Poisson count ``K(t) = Σ_c d_c N_c``, ``N_c`` Poisson of mean
-``λ_c min(t, R_c)`` (events of class ``c`` at rate ``λ_c``, ``d_c`` nodes each, repaired after
-``R_c``: an M/D/∞ queue per class, empty at the start). The job progresses at the rate
+``λ_c E[min(t, R_c)]`` (events of class ``c`` at rate ``λ_c``, ``d_c`` nodes each, repaired after
+``R_c``, fixed or lognormal with ``repair_sigma``: an M/G/∞ queue per class, empty at the start;
+:func:`in_repair_s`). The job progresses at the rate
 ``A(t) = P(K(t) <= S)``, so a run that needs ``W`` seconds with every node present takes the ``T``
 with ``∫_0^T A(t) dt = W``. Used by the planner's screen (:mod:`mcsim.planning.screen`), which
 gives ``W`` by Daly's estimate; seconds throughout.
@@ -25,15 +26,42 @@ _GRID_POINTS = 257
 _EXACT_SPARES = 256
 
 
-def nodes_available(t_s: np.ndarray, classes: Sequence[tuple[float, int, float]], spares: int) -> np.ndarray:
+# A lognormal repair law is integrated up to this many log-sds above its median's log (its 99.9 %
+# quantile); beyond, the count under repair is taken as stationary.
+_REPAIR_Z = 3.09
+
+
+def in_repair_s(t_s: np.ndarray, repair_s: float, sigma: float) -> np.ndarray:
+    """``E[min(t, R)]``, s: the expected number under repair at ``t`` per event a second (an M/G/inf queue,
+    empty at 0). ``R`` is ``repair_s``, or lognormal of that mean and log-sd ``sigma``:
+    ``E[R; R < t] + t P(R >= t) = m Phi(z - sigma) + t (1 - Phi(z))``, ``z = (ln t - mu) / sigma``,
+    ``mu = ln m - sigma^2 / 2``."""
+    from scipy.special import ndtr
+
+    t = np.asarray(t_s, dtype=np.float64)
+    if sigma == 0.0 or repair_s == 0.0:
+        return np.minimum(t, repair_s)
+    mu = np.log(repair_s) - 0.5 * sigma * sigma
+    with np.errstate(divide="ignore"):
+        z = (np.log(t) - mu) / sigma
+    return repair_s * ndtr(z - sigma) + t * (1.0 - ndtr(z))
+
+
+def _longest_s(repair_s: float, sigma: float) -> float:
+    """How long until the count under repair is (about) stationary: the repair, or its law's 99.9 % quantile."""
+    return repair_s * float(np.exp(_REPAIR_Z * sigma - 0.5 * sigma * sigma)) if sigma > 0 else repair_s
+
+
+def nodes_available(t_s: np.ndarray, classes: Sequence[tuple[float, int, float, float]], spares: int) -> np.ndarray:
     """``P(K(t) <= spares)`` at the times ``t_s``.
 
-    ``classes``: ``(events per s, nodes per event, repair s)`` of every class that takes nodes.
+    ``classes``: ``(events per s, nodes per event, mean repair s, repair log-sd)`` of every class that
+    takes nodes.
     """
     from scipy import stats  # here: importing scipy.stats costs ~0.5 s, and most plans have no spares
 
     t = np.asarray(t_s, dtype=np.float64)
-    means = [(rate * np.minimum(t, repair_s), nodes) for rate, nodes, repair_s in classes]
+    means = [(rate * in_repair_s(t, repair_s, sigma), nodes) for rate, nodes, repair_s, sigma in classes]
     if spares > _EXACT_SPARES:
         mean = sum(m * d for m, d in means)
         sd = np.sqrt(sum(m * d * d for m, d in means))
@@ -50,7 +78,7 @@ def nodes_available(t_s: np.ndarray, classes: Sequence[tuple[float, int, float]]
 
 
 def wall_with_spares_s(
-    wall_s: ArrayLike, classes: Sequence[tuple[float, int, float]], spares: int | None
+    wall_s: ArrayLike, classes: Sequence[tuple[float, int, float, float]], spares: int | None
 ) -> np.ndarray:
     """The wall time ``T`` of runs that need ``wall_s`` with every node present (see the module docstring).
 
@@ -61,7 +89,7 @@ def wall_with_spares_s(
     classes = [c for c in classes if c[0] > 0 and c[1] > 0]
     if spares is None or not classes:
         return wall
-    longest = max(repair_s for _, _, repair_s in classes)
+    longest = max(_longest_s(repair_s, sigma) for _, _, repair_s, sigma in classes)
     grid = np.linspace(0.0, longest, _GRID_POINTS)
     available = nodes_available(grid, classes, spares)
     done = np.concatenate([[0.0], np.cumsum(0.5 * (available[1:] + available[:-1]) * np.diff(grid))])

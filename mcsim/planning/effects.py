@@ -110,6 +110,7 @@ def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarra
                 float(class_units(f, int(gpus), base.hardware.gpus_per_node)) / (float(class_mtbf_hours(f)) * 3600.0),
                 nodes_taken(f),
                 f.repair_hours * 3600.0,
+                f.repair_sigma,
             )
             for f in base.failures
         ]

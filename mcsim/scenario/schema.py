@@ -313,7 +313,10 @@ class FailureClass:
     domain_nodes: int = param(
         1, kind=int, ge=1, le=MAX_GPUS, doc="scope node: nodes one event takes out (a rack, a leaf switch)"
     )
-    repair_hours: float = param(24.0, ge=0, le=1e6, unit="h", doc="time until a failed node returns to the spare pool")
+    repair_hours: float = param(
+        24.0, ge=0, le=1e6, unit="h", doc="mean time until a failed node returns to the spare pool"
+    )
+    repair_sigma: float = param(0.0, ge=0, le=3, doc="lognormal log-sd of the repair time (0: every one repair_hours)")
     bad_replacement_share: float = param(
         0.0,
         ge=0,
