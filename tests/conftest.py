@@ -116,10 +116,14 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
     ``start`` is "new" (the default here, all units new at t = 0), "stationary", or a fixed
     age of every unit in seconds. A ninth item, a dict, sets the fields of the kinds of
     interruption and the recovery law (``kind``, ``detect_s``, ``rollback_checkpoints``,
-    ``recovery_sigma``, ``manual_share``, ``manual_s``; default: fail-stop, fixed recovery).
+    ``recovery_sigma``, ``manual_share``, ``manual_s``, ``bad_share``, ``bad_mean_s``,
+    ``repair_sigma``; default: fail-stop, fixed recovery) and ``durations_s``, a list of
+    measured recoveries in seconds (default none).
     """
     full = [tuple(c[:8]) + (1, 1, 0.0, "new")[min(len(c), 8) - 4 :] for c in classes]
     extras = [dict(KIND_DEFAULTS, **(c[8] if len(c) > 8 else {})) for c in classes]
+    measured = [list(e.pop("durations_s", ())) for e in extras]
+    width = max([1] + [len(m) for m in measured])
     column = lambda k, dtype: np.array([c[k] for c in full], dtype=dtype)  # noqa: E731
     starts = {"new": START_NEW, "stationary": START_STATIONARY}
     return mc.FailureClasses(
@@ -135,6 +139,8 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
         ),
         age_s=np.array([0.0 if isinstance(c[7], str) else c[7] for c in full], dtype=float),
         **{name: np.array([e[name] for e in extras], dtype=type(default)) for name, default in KIND_DEFAULTS.items()},
+        durations_s=np.array([m + [0.0] * (width - len(m)) for m in measured], dtype=float).reshape(-1, width),
+        durations_count=np.array([len(m) for m in measured], dtype=np.int64),
     )
 
 

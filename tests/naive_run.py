@@ -240,6 +240,7 @@ class FailureClass:
     bad_share: float = 0.0  # share of replacement units that are bad ...
     bad_mean_s: float = 3600.0  # ... and fail after an exponential life of this mean
     repair_sigma: float = 0.0  # lognormal log-sd of a node's repair (mean repair_s)
+    durations_s: tuple = ()  # measured recoveries: each recovery is one of them at random
 
 
 def first_failure_time(fc: FailureClass, hazard: float) -> float:
@@ -1068,6 +1069,8 @@ class Run:
             return math.exp(sigma * normal_quantile_acklam(stream.uniform()) - sigma * sigma / 2.0)
 
         seconds = fc.recovery_s
+        if fc.durations_s:  # one measured recovery, picked by one uniform
+            seconds = fc.durations_s[min(int(stream.uniform() * len(fc.durations_s)), len(fc.durations_s) - 1)]
         if fc.recovery_sigma > 0.0:
             seconds *= lognormal_mean_one()
         if fc.manual_share > 0.0 and stream.uniform() < fc.manual_share:
@@ -1181,6 +1184,7 @@ def failure_class_list(classes) -> list[FailureClass]:
             bad_share=float(classes.bad_share[c]),
             bad_mean_s=float(classes.bad_mean_s[c]),
             repair_sigma=float(classes.repair_sigma[c]),
+            durations_s=tuple(float(d) for d in classes.durations_s[c, : int(classes.durations_count[c])]),
         )
         for c in range(len(classes.units))
     ]

@@ -308,3 +308,43 @@ def test_bad_replacements_fail_as_the_markov_chain_says(fast):
     assert_mean(rows[:, mc.OUT_FAILURES], expected, "failures")
     # The chain can tell: without bad replacements a Poisson stream gives T / M = 6.
     assert expected > 1.3 * horizon / mtbf
+
+
+MEASURED_S = [5.0, 12.0, 30.0, 140.0]  # measured recoveries, s (a long tail: one in four takes 140 s)
+
+
+def test_measured_recoveries_restarted_by_failures():
+    # Each recovery is one of the measured ones at random (docs/model.md §3 "Recovery as a law"), so
+    # phi = E[exp(-r X)] = mean(exp(-r x_i)) x exp(-r LOAD), and the chain as for a law.
+    mtbf = 100.0
+    rate = 1.0 / mtbf
+    phi = math.exp(-rate * LOAD) * float(np.mean(np.exp(-rate * np.array(MEASURED_S))))
+    rows = simulate(dict(mtbf_s=mtbf, recovery_s=float(np.mean(MEASURED_S)), durations_s=MEASURED_S), seed=29)
+    wall, events = chain(rate, 0, (1.0 - phi) / (rate * phi), 1.0 / phi)
+    assert_mean(rows[:, mc.OUT_WALL_S], wall, "wall time")
+    assert_mean(rows[:, mc.OUT_FAILURES], events, "failures")
+    # The chain can tell the list from its mean (46.75 s every time): 2 % more wall time here.
+    fixed = math.exp(-rate * (LOAD + np.mean(MEASURED_S)))
+    assert abs(chain(rate, 0, (1.0 - fixed) / (rate * fixed), 1.0 / fixed)[0] / wall - 1) > 0.01
+
+
+def test_measured_recoveries_are_picked_uniformly():
+    # Hangs are never restarted (one in a recovery is dropped), so each recovery is exactly one pick:
+    # recovery - detection - load per hang is one of the list, each a quarter of the time.
+    rows = simulate(
+        dict(
+            mtbf_s=150.0, recovery_s=float(np.mean(MEASURED_S)), kind=mc.KIND_HANG, detect_s=1.0, durations_s=MEASURED_S
+        ),
+        runs=8000,
+    )
+    hangs = rows[:, mc.OUT_HANGS]
+    picked = rows[:, mc.OUT_RECOVERY_S] - hangs * (1.0 + LOAD)
+    per_event = picked.sum() / hangs.sum()
+    residual = picked - per_event * hangs
+    se = residual.std(ddof=1) * math.sqrt(len(hangs)) / hangs.sum()
+    assert abs(per_event - np.mean(MEASURED_S)) < 4.0 * se, (per_event, se)
+    # Runs with one hang took exactly one of the list.
+    one = hangs == 1
+    assert one.sum() > 100
+    assert set(np.round(picked[one], 9)) <= set(MEASURED_S)
+    assert len(set(np.round(picked[one], 9))) == len(MEASURED_S)

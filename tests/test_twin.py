@@ -108,9 +108,10 @@ def kind(failure_class: tuple, **fields) -> tuple:
 def kinds_classes(rate: float = 1.0) -> list:
     """Every kind of interruption and a recovery law (docs/model.md §3 "Kinds of interruption"): GPU
     failures whose recoveries are lognormal, a third of them needing a person; hangs detected after
-    25 s; instabilities that roll back two storage checkpoints beyond the last; planned stops; 30 % of
-    the GPUs put in after a failure are bad (fail after 40 s on average); GPU nodes' repairs are
-    lognormal. ``rate`` scales the mean times (longer runs use larger ones)."""
+    25 s, their recoveries one of three measured ones; instabilities that roll back two storage
+    checkpoints beyond the last; planned stops; 30 % of the GPUs put in after a failure are bad (fail
+    after 40 s on average); GPU nodes' repairs are lognormal. ``rate`` scales the mean times (longer
+    runs use larger ones)."""
     return [
         kind(
             gpu(0.7, 300.0 * rate),
@@ -121,7 +122,12 @@ def kinds_classes(rate: float = 1.0) -> list:
             bad_mean_s=40.0,
             repair_sigma=0.6,
         ),
-        kind(cluster(1.0, 250.0 * rate, recovery_s=30.0), kind=mc.KIND_HANG, detect_s=25.0),
+        kind(
+            cluster(1.0, 250.0 * rate, recovery_s=30.0),
+            kind=mc.KIND_HANG,
+            detect_s=25.0,
+            durations_s=[10.0, 25.0, 90.0],
+        ),
         kind(cluster(1.0, 350.0 * rate, recovery_s=20.0), kind=mc.KIND_INSTABILITY, rollback_checkpoints=2),
         kind(cluster(1.0, 300.0 * rate, recovery_s=50.0), kind=mc.KIND_PLANNED),
     ]

@@ -156,6 +156,8 @@ class FailureClasses(NamedTuple):
     bad_share: np.ndarray  # share of replacement units that are bad (fail after an exponential life)
     bad_mean_s: np.ndarray  # mean life of a bad replacement, s
     repair_sigma: np.ndarray  # lognormal sigma of the repair time (0: repair_s, fixed)
+    durations_s: np.ndarray  # 2-D (class x width): measured recoveries, s, the first durations_count[c] of row c
+    durations_count: np.ndarray  # int64: measured recoveries of the class (0: recovery_s or its law)
 
 
 def _check_columns() -> None:

@@ -625,9 +625,11 @@ def _recover(
                 k[K_STORAGE_LOADS] += 1
             kind = fc.kind[c]
             detect_end = t + fc.detect_s[c] if kind == KIND_HANG else t
-            recovery = _recovery_s(
-                fc.recovery_s[c], fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream
-            )
+            measured = fc.durations_count[c]
+            base_s = fc.recovery_s[c]
+            if measured > 0:  # one of the measured recoveries, at random
+                base_s = fc.durations_s[c, min(int(uniform(rec_stream) * measured), measured - 1)]
+            recovery = _recovery_s(base_s, fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream)
             restart_end = max(detect_end, wait_until) + recovery + p.restart_s
             recovery_end = restart_end + load
         fail_t, source = next_failure(pool_next, heap_time, heap_size)
@@ -1029,6 +1031,8 @@ def _row_classes(c, j):
         c.bad_share[j],
         c.bad_mean_s[j],
         c.repair_sigma[j],
+        c.durations_s[j],
+        c.durations_count[j],
     )
 
 

@@ -222,7 +222,18 @@ def failure_classes(cfg: Config) -> FailureClasses:
         bad_share=np.array([f.bad_replacement_share for f in failures], dtype=np.float64),
         bad_mean_s=np.array([f.bad_replacement_hours * 3600.0 for f in failures], dtype=np.float64),
         repair_sigma=np.array([f.repair_sigma for f in failures], dtype=np.float64),
+        **_durations(failures),
     )
+
+
+def _durations(failures: tuple[FailureClass, ...]) -> dict[str, np.ndarray]:
+    """The classes' measured recoveries as one padded 2-D array (s) and their counts."""
+    width = max([1] + [len(f.recovery_durations_minutes) for f in failures])
+    durations = np.zeros((len(failures), width))
+    for c, f in enumerate(failures):
+        durations[c, : len(f.recovery_durations_minutes)] = np.array(f.recovery_durations_minutes) * 60.0
+    counts = np.array([len(f.recovery_durations_minutes) for f in failures], dtype=np.int64)
+    return {"durations_s": durations, "durations_count": counts}
 
 
 def start_state(initial_age: str | float) -> int:

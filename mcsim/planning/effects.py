@@ -136,6 +136,11 @@ def mean_recovery_s(fclass: FailureClass) -> float:
     return fclass.recovery_minutes * 60.0 + fclass.manual_share * fclass.manual_hours * 3600.0
 
 
+def fixed_recovery(fclass: FailureClass) -> bool:
+    """Whether every recovery of the class is ``recovery_minutes`` (no law, no list, no person)."""
+    return fclass.recovery_sigma == 0.0 and fclass.manual_share == 0.0 and not fclass.recovery_durations_minutes
+
+
 def recovery_s(fclass: FailureClass, mtbf_s: np.ndarray) -> np.ndarray | float:
     """A class's recovery (before the load) as Daly's estimate sees it, s: ``recovery_minutes`` when it is
     fixed; for a law, the fixed time with the same cost, ``-M log E[exp(-X / M)]``.
@@ -145,11 +150,16 @@ def recovery_s(fclass: FailureClass, mtbf_s: np.ndarray) -> np.ndarray | float:
     (the attempts are geometric), less than at the mean by Jensen's inequality. ``M`` infinite: the mean.
     """
     mean_s = fclass.recovery_minutes * 60.0
-    if fclass.recovery_sigma == 0.0 and fclass.manual_share == 0.0:
+    if fixed_recovery(fclass):
         return mean_s
     sigma = fclass.recovery_sigma
     mtbf = np.asarray(mtbf_s, dtype=np.float64)
-    laplace = _lognormal_laplace(mean_s, sigma, mtbf)
+    if fclass.recovery_durations_minutes:  # measured recoveries: E[exp(-X/M)] is their mean
+        measured = np.asarray(fclass.recovery_durations_minutes, dtype=np.float64) * 60.0
+        with np.errstate(divide="ignore"):
+            laplace = np.mean(np.exp(-measured[:, None] / np.atleast_1d(mtbf)[None, :]), axis=0).reshape(mtbf.shape)
+    else:
+        laplace = _lognormal_laplace(mean_s, sigma, mtbf)
     manual = _lognormal_laplace(fclass.manual_hours * 3600.0, sigma, mtbf)
     laplace = laplace * (1.0 - fclass.manual_share + fclass.manual_share * manual)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -64,7 +64,14 @@ from mcsim.model.workload import (
     configuration_problem,
     workload_arrays,
 )
-from mcsim.planning.effects import mean_recovery_s, recovery_s, with_spares, write_window, young_cluster_wall_s
+from mcsim.planning.effects import (
+    fixed_recovery,
+    mean_recovery_s,
+    recovery_s,
+    with_spares,
+    write_window,
+    young_cluster_wall_s,
+)
 from mcsim.planning.plan import Candidates, Plan, gpu_specs
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
@@ -466,7 +473,7 @@ def _restart_s(base: Config, cand: Candidates, load: np.ndarray, mtbf: np.ndarra
             cand,
             lambda f: (
                 f.recovery_minutes + f.detection_minutes
-                if f.recovery_sigma == 0.0 and f.manual_share == 0.0
+                if fixed_recovery(f)
                 else (recovery_s(f, mtbf) / 60.0 + f.detection_minutes)
             ),
             60.0,

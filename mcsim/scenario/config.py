@@ -464,7 +464,8 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
     if not isinstance(failures_raw, list):
         raise ScenarioError(source, "failures", "expected an array of tables [[failures]]")
     failures = tuple(
-        build_section(FailureClass, table, where, _failure_prefix(table, i)) for i, table in enumerate(failures_raw)
+        _with_durations(build_section(FailureClass, table, where, _failure_prefix(table, i)), table, where)
+        for i, table in enumerate(failures_raw)
     )
     names = [f.name for f in failures]
     for i, fname in enumerate(names):
@@ -528,6 +529,24 @@ def in_fleet(fclass: FailureClass, failure_rate_factor: float, mtbf_hours: Any =
     if fclass.kind in FLEET_KINDS:
         mtbf = mtbf / failure_rate_factor
     return dataclasses.replace(fclass, mtbf_hours=mtbf)
+
+
+def _with_durations(fclass: FailureClass, table: dict, where: str) -> FailureClass:
+    """A class with measured recoveries (``recovery_durations_minutes``): its ``recovery_minutes`` is their
+    mean (the first-order estimates use it); giving both, or a lognormal law too, is refused."""
+    durations = fclass.recovery_durations_minutes
+    if not durations:
+        return fclass
+    prefix = f"failures.{fclass.name}"
+    if "recovery_minutes" in table:
+        raise ScenarioError(
+            where, f"{prefix}.recovery_minutes", "expected one of recovery_minutes and recovery_durations_minutes"
+        )
+    if fclass.recovery_sigma > 0:
+        raise ScenarioError(
+            where, f"{prefix}.recovery_sigma", "expected 0 with recovery_durations_minutes (the list is the law)"
+        )
+    return dataclasses.replace(fclass, recovery_minutes=sum(durations) / len(durations))
 
 
 def _check_failure_class(fclass: FailureClass, where: str) -> None:

@@ -129,6 +129,33 @@ class PricesByType:
         return tuple(pairs)
 
 
+class Durations:
+    """Field kind: a list of durations within the field's bounds, e.g. ``[4, 9, 15, 120]``.
+
+    Typed as a tuple of floats (hashable, in the file's order; at most :data:`MAX_ENTRIES`). It
+    cannot be swept (:data:`SWEEPABLE`).
+    """
+
+    SWEEPABLE = False
+    MAX_ENTRIES = 100_000
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[float, ...]:
+        """The durations a TOML array lists (a tuple passes through)."""
+        if isinstance(value, tuple):
+            return value
+        if not isinstance(value, list) or len(value) > cls.MAX_ENTRIES:
+            raise ScenarioError(
+                source,
+                key,
+                f"expected a list of at most {cls.MAX_ENTRIES:,} durations, e.g. [4, 9, 15, 120], got "
+                + (f"{len(value):,} of them" if isinstance(value, list) else _type_name(value)),
+            )
+        return tuple(
+            float(_coerce_number(meta, number, source, f"{key}[{i}]", integer=False)) for i, number in enumerate(value)
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSection:
     params: float = param(gt=0, le=1e15, unit="parameters", doc="N, model parameters")
@@ -302,6 +329,15 @@ class FailureClass:
         doc="mean detection + replacement + restart (instability: decision), before the load",
     )
     recovery_sigma: float = param(0.0, ge=0, le=3, doc="lognormal log-sd of the recovery time (0: every one the mean)")
+    recovery_durations_minutes: tuple[float, ...] = param(
+        (),
+        kind=Durations,
+        ge=0,
+        le=1e6,
+        unit="min",
+        doc="measured recoveries (detection + replacement + restart): each recovery is one of them at random, "
+        "instead of recovery_minutes",
+    )
     manual_share: float = param(0.0, ge=0, le=1, doc="share of recoveries that need a person")
     manual_hours: float = param(0.0, ge=0, le=1e4, unit="h", doc="mean extra time of a recovery that needs a person")
     detection_minutes: float = param(

@@ -269,6 +269,11 @@ def _key_meta(raw: dict, key: str, swept: set[str], source: str, where: str = ""
         if parts[1] not in names:
             listed = ", ".join(str(n) for n in names)
             raise ScenarioError(source, where, f"no failure class named {parts[1]!r} (classes: {listed or 'none'})")
+        table = next(c for c in classes if isinstance(c, dict) and c.get("name") == parts[1])
+        if name in ("recovery_minutes", "recovery_sigma") and table.get("recovery_durations_minutes"):
+            raise ScenarioError(
+                source, where, f"class {parts[1]!r} has recovery_durations_minutes: its recoveries are that list"
+            )
     return meta
 
 

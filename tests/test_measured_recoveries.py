@@ -1,0 +1,78 @@
+"""Measured recoveries as a class's law (``failures.*.recovery_durations_minutes``; issue 25 item 2;
+docs/model.md §3 "Kinds of interruption and recovery laws"): how a scenario gives them, what is refused,
+and the planner's first-order equivalent. The kernel's draws are checked against closed forms in
+test_interruptions.py and run by run against the slow twin (the ``*-kinds`` cases)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+from conftest import SMALL_SCENARIO
+
+import mcsim
+from mcsim.cli.main import main
+from mcsim.planning.effects import fixed_recovery, recovery_s
+from mcsim.scenario.config import scenario_from_dict
+
+MEASURED = [4.0, 9.0, 15.0, 120.0]  # minutes
+
+
+def _raw(**fields) -> dict:
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"] = [{"name": "gpu", "scope": "gpu", "mtbf_hours": 400.0, **fields}]
+    return raw
+
+
+def test_the_list_mean_is_the_recovery_minutes():
+    fclass = scenario_from_dict(_raw(recovery_durations_minutes=MEASURED), "m.toml").base.failures[0]
+    assert fclass.recovery_durations_minutes == tuple(MEASURED)
+    assert fclass.recovery_minutes == pytest.approx(37.0, rel=1e-15)  # (4 + 9 + 15 + 120) / 4
+    assert not fixed_recovery(fclass)
+
+
+@pytest.mark.parametrize(
+    "fields,key",
+    [
+        (dict(recovery_durations_minutes=MEASURED, recovery_minutes=20.0), "failures.gpu.recovery_minutes"),
+        (dict(recovery_durations_minutes=MEASURED, recovery_sigma=0.5), "failures.gpu.recovery_sigma"),
+        (dict(recovery_durations_minutes=[4.0, -1.0]), "failures.gpu.recovery_durations_minutes[1]"),
+        (dict(recovery_durations_minutes=[4.0, "x"]), "failures.gpu.recovery_durations_minutes[1]"),
+        (dict(recovery_durations_minutes=12.0), "failures.gpu.recovery_durations_minutes"),
+        (dict(recovery_durations_minutes=[1.0] * 100_001), "failures.gpu.recovery_durations_minutes"),
+    ],
+)
+def test_refused_with_one_line(fields, key):
+    with pytest.raises(mcsim.ScenarioError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        scenario_from_dict(_raw(**fields), "m.toml")
+
+
+def test_uncertain_recovery_of_a_measured_class_is_refused():
+    raw = _raw(recovery_durations_minutes=MEASURED)
+    raw["uncertain"] = {"failures.gpu.recovery_minutes": {"dist": "uniform", "low": 5, "high": 50}}
+    raw["run"]["draws"] = 4
+    with pytest.raises(mcsim.ScenarioError, match="its recoveries are that list"):
+        scenario_from_dict(raw, "m.toml")
+
+
+def test_cli_refuses_a_swept_list(tmp_path, capsys):
+    path = tmp_path / "m.toml"
+    text = mcsim.reference_scenario_path().read_text()
+    path.write_text(text + '\n[sweep]\n"failures.faulty_gpu.recovery_durations_minutes" = [[1, 2], [3, 4]]\n')
+    assert main(["run", str(path), "-o", str(tmp_path / "o.nc"), "--runs", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "recovery_durations_minutes" in err[0], err
+    assert not (tmp_path / "o.nc").exists()
+
+
+def test_screen_equivalent_is_the_mean_of_the_exponentials():
+    # Daly's estimate sees a recovery drawn afresh at every attempt as -M log E[exp(-X/M)]; for measured
+    # recoveries E[exp(-X/M)] is their mean (by hand here), below the list's mean by Jensen.
+    fclass = scenario_from_dict(_raw(recovery_durations_minutes=MEASURED), "m.toml").base.failures[0]
+    mtbf = np.array([600.0, 3600.0, 36000.0, np.inf])
+    expected = [-m * math.log(np.mean([math.exp(-60.0 * x / m) for x in MEASURED])) for m in mtbf[:3]]
+    got = recovery_s(fclass, mtbf)
+    np.testing.assert_allclose(got[:3], expected, rtol=1e-12)
+    assert got[3] == pytest.approx(37.0 * 60.0) and (got[:3] < 37.0 * 60.0).all()
