@@ -14,6 +14,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from mcsim.kernels.types import FailureClasses, RunParams
+from mcsim.model.checkpointing import mean_life_with_bad
 from mcsim.model.reliability import expected_run_wall_s
 from mcsim.scenario.limits import TimeEstimate
 
@@ -98,8 +99,7 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     mtbf = inputs.system_mtbf_s
     restart_s = 0.0
     mean_life_s = fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape])
-    # Bad replacements (docs/model.md §3): the stationary mean life, (1 - q) M + q m_b.
-    mean_life_s = (1.0 - fc.bad_share) * mean_life_s + fc.bad_share * fc.bad_mean_s
+    mean_life_s = mean_life_with_bad(mean_life_s, fc.bad_share, fc.bad_mean_s)  # stationary: every replacement
     rates = fc.units / mean_life_s  # events per s
     if math.isfinite(mtbf) and mtbf > 0:
         restart_s = float(np.sum(rates * fc.recovery_s) / np.sum(rates)) + p.restart_s + p.load_s

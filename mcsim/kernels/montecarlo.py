@@ -101,7 +101,7 @@ from .declarations import (
     RunParams,
 )
 from .normal import max_lognormal_factor, ndtri_acklam
-from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure
+from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure, pending_class
 from .rng import seed_stream, uniform
 
 # --- Run state: named slots of three arrays owned by one run ---------------------------------
@@ -579,7 +579,7 @@ def _recover(
     while True:
         t = x[X_T]
         # The failing unit's class, for its replacement (scalars: arrays passed on cost reference counts).
-        failing = k[K_SOURCE] if k[K_SOURCE] >= 0 else heap_class[0]
+        failing = pending_class(k[K_SOURCE], heap_class)
         c, heap_time, heap_class, heap_size = consume_failure(
             k[K_SOURCE],
             t,
@@ -655,12 +655,8 @@ def _recover(
 @jit_inline
 def _next_kind(fc, k, heap_class):
     """Kind of the earliest pending failure (``KIND_FAIL_STOP`` when none is pending)."""
-    source = k[K_SOURCE]
-    if source >= 0:
-        return fc.kind[source]
-    if source == -1:
-        return fc.kind[heap_class[0]]
-    return KIND_FAIL_STOP
+    c = pending_class(k[K_SOURCE], heap_class)
+    return fc.kind[c] if c >= 0 else KIND_FAIL_STOP
 
 
 @jit_inline

@@ -223,6 +223,17 @@ def consume_failure(
     return c, heap_time, heap_class, heap_size
 
 
+@jit_inline
+def pending_class(source, heap_class):
+    """Class of the earliest pending failure from its ``source`` (:func:`next_failure`): the pool's class,
+    the heap top's, or -1 when none is pending."""
+    if source >= 0:
+        return source
+    if source == -1:
+        return heap_class[0]
+    return -1
+
+
 @jit
 def heap_push(heap_time, heap_class, size, time_s, c):
     """Push ``(time_s, c)``; returns ``(heap_time, heap_class, size)`` (arrays may grow)."""

@@ -95,6 +95,13 @@ def losing_classes(failures: tuple[FailureClass, ...]) -> tuple[FailureClass, ..
     return tuple(f for f in failures if f.kind != "planned")
 
 
+def mean_life_with_bad(mean_life: Any, bad_share: Any, bad_mean_life: Any) -> Any:
+    """Mean life of a unit that is a bad replacement (mean ``bad_mean_life``) with probability ``bad_share``,
+    else a new one (mean ``mean_life``): ``(1 - bad_share) mean_life + bad_share bad_mean_life``, in the
+    units given (scalars or arrays; docs/model.md §3 "Bad replacements")."""
+    return (1.0 - bad_share) * mean_life + bad_share * bad_mean_life
+
+
 def class_mtbf_hours(fclass: FailureClass, horizon_s: Any = None) -> Any:
     """A unit's mean time between failures with its bad replacements counted, h (scalar or array).
 
@@ -116,7 +123,7 @@ def class_mtbf_hours(fclass: FailureClass, horizon_s: Any = None) -> Any:
         ratio = np.asarray(horizon_s, dtype=np.float64) / 3600.0 / bad_h
         with np.errstate(divide="ignore", invalid="ignore"):
             fails = np.where(ratio > 0, 1.0 + np.expm1(-ratio) / np.where(ratio > 0, ratio, 1.0), 0.0)
-    return (1.0 - q * fails) * fclass.mtbf_hours + q * fails * bad_h
+    return mean_life_with_bad(fclass.mtbf_hours, q * fails, bad_h)
 
 
 def system_mtbf_s(
