@@ -63,14 +63,14 @@ def _rate(kernel, params, classes, runs: int, threads: int = 1, clock=time.proce
     the old one is a ``prange`` kernel.
     """
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    kernel.simulate_runs(params, classes, 1, 0, np.empty((2, mc.N_OUT)))  # compile / warm up
+    kernel.simulate_runs(params, classes, mc.no_phases(), 1, 0, np.empty((2, mc.N_OUT)))  # compile / warm up
     out = np.empty((runs, mc.N_OUT))
     start = clock()
     if kernel is mc:
         inputs = KernelInputs(params, None, SimpleNamespace(classes=classes))
         out = run_kernel(inputs, 1, 0, runs)
     else:
-        kernel.simulate_runs(params, classes, 1, 0, out)
+        kernel.simulate_runs(params, classes, mc.no_phases(), 1, 0, out)
     return runs / (clock() - start), out
 
 

@@ -89,6 +89,9 @@ def kernel_params(**overrides) -> mc.RunParams:
         factor_mean_episode=1.0,
         factor_std_episode=0.0,
         restart_s=0.0,
+        degradation_per_s=0.0,
+        degradation_step_s=3600.0,
+        degradation_max=1.0,
     )
     if overrides.pop("is_async", False):
         values["strategy"] = mc.STRATEGY_ASYNC
@@ -144,8 +147,13 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
     )
 
 
-def run_kernel(params: mc.RunParams, classes: list[tuple], runs: int, seed: int = 0, first_run: int = 0) -> np.ndarray:
-    """Kernel output for failure classes given as tuples (see :func:`failure_classes`)."""
+def run_kernel(
+    params: mc.RunParams, classes: list[tuple], runs: int, seed: int = 0, first_run: int = 0, phases=None
+) -> np.ndarray:
+    """Kernel output for failure classes given as tuples (see :func:`failure_classes`).
+
+    ``phases``: rows ``(first iteration, compute s, comm s)`` of the training phases (None: one phase)."""
     out = np.zeros((runs, mc.N_OUT))
-    mc.simulate_runs(params, failure_classes(classes), seed, first_run, out)
+    table = mc.no_phases() if phases is None else np.asarray(phases, dtype=float).reshape(-1, mc.N_PH)
+    mc.simulate_runs(params, failure_classes(classes), table, seed, first_run, out)
     return out

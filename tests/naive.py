@@ -138,16 +138,17 @@ def daly_interval_ref(c: float, m: float) -> float:
     return math.sqrt(2 * c * m) * (1 + (1 / 3) * math.sqrt(c / (2 * m)) + (1 / 9) * (c / (2 * m))) - c
 
 
-def simulate_run(params, classes, seed: int, run: int) -> list[float]:
+def simulate_run(params, classes, seed: int, run: int, phases=None) -> list[float]:
     """One run of docs/model.md §4 in plain Python, drawing the kernel's random streams.
 
     The slow twin of ``mcsim.kernels.montecarlo.simulate_runs`` (issue 12): ``params`` is
     a ``RunParams``, ``classes`` a ``FailureClasses``; returns the run's ``N_OUT``
-    outputs in the kernel's column order. Written out in ``tests/naive_run.py``.
+    outputs in the kernel's column order. Written out in ``tests/naive_run.py``. ``phases``:
+    the phase table (rows: start iteration, compute s, comm s; None: one phase).
     """
     import naive_run  # imported here: naive_run builds on this module's generator
 
-    return naive_run.simulate_run(params, classes, seed, run)
+    return naive_run.simulate_run(params, classes, seed, run, phases=phases)
 
 
 def pareto_front_naive(values: np.ndarray) -> np.ndarray:

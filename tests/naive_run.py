@@ -45,7 +45,7 @@ numbers and must change it here too:
 * the failure guard (``max_failures``): the recovery of the last counted
   failure runs to its end or to the next failure's instant, then the run stops;
 * fast mode: a stretch shorter than the block threshold, or cut below it at the
-  expected iterations before an episode change, is run iteration by iteration
+  expected iterations before an episode (or degradation) change, is run iteration by iteration
   and then the stretch is planned again;
 * fast mode, whole checkpoint cycles at once (docs/model.md §4 "Whole stretches of
   checkpoint cycles"; :meth:`Run.advance_cycle_stretch`): planned at a checkpoint
@@ -59,6 +59,21 @@ numbers and must change it here too:
   order decides the last bits of a time that later events compare with (the
   stretch's end, the interpolated times and points), the twin follows it and
   says so.
+
+Training phases and the throughput degradation (docs/model.md §4; the twin is written from
+their specification, issue 25 item 4):
+
+* phases: a table of rows (start iteration, compute s, comm s); the phase of the run is the
+  last row whose start is at most the iterations done, read afresh at the top of every pass
+  of the run loop (:class:`Phase`, :func:`phase_list`). No stretch of training crosses the
+  phase's end: one that reaches it off the checkpoint grid ends there with no checkpoint and
+  the loop goes round ("state changed"); fast mode's stretches of whole cycles end within the
+  phase. A rollback to an earlier phase brings its iteration times back.
+* degradation: the compute part of an iteration is stretched by ``g = 1 + min(r (j + 1/2) S, D)``
+  in step ``j`` (of ``S`` seconds) of the attempt (since the start or the last restart); the
+  factor is read at the top of each pass after the episodes, like J it multiplies compute and
+  its excess is persistent straggler time, and its changes are transitions like an episode's
+  (:class:`Degradation`).
 """
 
 from __future__ import annotations
@@ -396,6 +411,91 @@ class Episodes:
 
 
 # ---------------------------------------------------------------------------
+# Throughput degradation that a restart resets
+# ---------------------------------------------------------------------------
+
+
+class Degradation:
+    """The share of compute time an attempt has added by now, in steps of ``step_s``.
+
+    An attempt begins at t = 0 and at every restart. Its step j covers
+    ``[begun + j step, begun + (j + 1) step)`` and stretches compute by the factor
+    ``1 + min(per_s (j + 1/2) step, most)``; once the cap is reached the factor stays
+    there until the next restart. ``per_s = 0``: the factor is 1 and never changes.
+    """
+
+    def __init__(self, per_s: float, step_s: float, most: float):
+        self.per_s = per_s
+        self.step_s = step_s
+        self.most = most
+        self.capped = 0  # attempts that reached the cap (not an output)
+        self.begin(0.0)
+
+    def begin(self, t: float) -> None:
+        """A new attempt at ``t``: no degradation yet; the first read sets step 0."""
+        self.begun_s = t
+        self.factor = 1.0
+        self.next_change_s = t if self.per_s > 0.0 else math.inf
+
+    def read(self, t: float) -> None:
+        """The factor of the step the attempt is in at ``t`` (nothing to do before the next change)."""
+        if self.next_change_s > t:
+            return
+        step = self.step_s
+        j = math.floor((t - self.begun_s) / step)
+        while self.begun_s + (j + 1) * step <= t:  # the division may round down a step's end
+            j += 1
+        added = self.per_s * (j + 0.5) * step
+        if added >= self.most:
+            self.factor = 1.0 + self.most
+            self.next_change_s = math.inf
+            self.capped += 1
+        else:
+            self.factor = 1.0 + added
+            self.next_change_s = self.begun_s + (j + 1) * step
+
+
+# ---------------------------------------------------------------------------
+# Training phases
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Iterations ``start .. end - 1`` of the run, each ``compute_s`` (stretched by stragglers) + ``comm_s``."""
+
+    index: int
+    start: int
+    end: int
+    compute_s: float
+    comm_s: float
+
+
+def phase_list(params, table) -> list[Phase]:
+    """The phases of a run from its phase table (rows: start, compute s, comm s); none: one phase of
+    ``params``' iteration times. Rows that begin at or after the run's end (padding at +inf) are never
+    reached; the last phase reached ends with the run."""
+    if table is None or len(table) == 0:
+        return [Phase(0, 0, params.iterations, params.compute_time_s, params.comm_time_s)]
+    rows = [(float(r[0]), float(r[1]), float(r[2])) for r in table if float(r[0]) < params.iterations]
+    phases = []
+    for i, (start, compute_s, comm_s) in enumerate(rows):
+        end = int(rows[i + 1][0]) if i + 1 < len(rows) else params.iterations
+        phases.append(Phase(i, int(start), end, compute_s, comm_s))
+    assert phases[0].start == 0 and all(a.start < a.end for a in phases), "phase starts must increase from 0"
+    return phases
+
+
+def phase_at(phases: list[Phase], done: int) -> Phase:
+    """The phase whose iterations are being done after ``done``: the last that starts at or before it."""
+    current = phases[0]
+    for phase in phases:
+        if phase.start <= done:
+            current = phase
+    return current
+
+
+# ---------------------------------------------------------------------------
 # Spare nodes
 # ---------------------------------------------------------------------------
 
@@ -511,6 +611,13 @@ class RunState:
     stretch_persists: int = 0  # in_memory: snapshots persisted inside stretches
     stretches_dropped: int = 0  # drawn past the horizon (probability < 1e-15) and walked instead
     interpolated_restores: int = 0  # failures that restored a point inside a stretch
+    # Phases and degradation (not outputs).
+    phase_ends_off_grid: int = 0  # stretches of training that ended at a phase's end, no checkpoint there
+    phase_ends_on_grid: int = 0  # ... that ended at a phase's end with a checkpoint due there
+    rollbacks_across_phases: int = 0  # restores of a point in an earlier phase
+    degradation_capped: int = 0  # attempts whose degradation reached its cap
+    degradation_resets: int = 0  # restarts of a degraded attempt (factor > 1)
+    stretches_before_degradation_change: int = 0  # fast stretches shortened to end before a degradation step
 
 
 @dataclass(frozen=True)
@@ -523,7 +630,7 @@ class CycleStretch:
     factor_std: float
     fixed_s: float  # the deterministic part of a cycle: the stall, plus the write W when heavy
     heavy: bool  # every cycle waits for the previous write: a cycle lasts exactly W + stall
-    before_episode_change: bool  # shortened to end before the next episode change
+    before_episode_change: bool  # shortened to end before the next episode (or degradation) change
 
 
 def cycles_within(distance_s: float, mean_s: float, std_s: float) -> float:
@@ -572,8 +679,12 @@ def interpolated_progress(start: Progress, end: Progress, share: float, iteratio
 class Run:
     """One run of one configuration: ``params`` (kernel RunParams), failure classes, seed and run index."""
 
-    def __init__(self, params, classes: list[FailureClass], seed: int, run: int):
+    def __init__(self, params, classes: list[FailureClass], seed: int, run: int, phases=None):
         self.p = params
+        self.phases = phase_list(params, phases)
+        self.phase_table_given = phases is not None and len(phases) > 0
+        self.phase = self.phases[0]
+        self.degradation = Degradation(params.degradation_per_s, params.degradation_step_s, params.degradation_max)
         self.failures = FailureProcesses(classes, seed, run)
         self.classes = classes
         self.iteration_stream = Stream(seed, run, STREAM_ITERATIONS)
@@ -603,26 +714,34 @@ class Run:
         """The next failure or the wall-clock limit, whichever comes first."""
         return min(self.failures.next_time(), self.p.max_wall_s)
 
+    def transition_s(self) -> float:
+        """When the state read at ``t`` (the episodes and the degradation step) next changes."""
+        return min(self.episodes.next_change_s(self.state.t), self.degradation.next_change_s)
+
+    def slowdown(self) -> float:
+        """What multiplies the compute part of every iteration besides its rank factor: J g."""
+        return self.state.job_factor * self.degradation.factor
+
     # --- training -------------------------------------------------------------
 
     def train_stretch(self) -> str:
         """Train towards the next checkpoint (or the end); "interrupted", "state changed" or "reached".
 
-        The episode state is read at the stretch's start; the stretch stops
-        when it changes. Fast mode draws the stretch as one block when it is
-        long enough, cut at the expected number of iterations before the change.
+        The episode state and the degradation step are read at the stretch's start
+        (:meth:`simulate`); the stretch stops when either changes, and at the end of
+        the phase. Fast mode draws the stretch as one block when it is long enough,
+        cut at the expected number of iterations before the change.
         """
         p, s = self.p, self.state
-        self.episodes.catch_up(s.t)
         in_episode = self.episodes.active(s.t)
         s.episode_stretches += in_episode
-        change_s = self.episodes.next_change_s(s.t)
+        change_s = self.transition_s()
         target = min(s.next_checkpoint, p.iterations)
-        count = target - s.progress.iterations
+        count = min(s.next_checkpoint, self.phase.end) - s.progress.iterations
         if p.fast:
             mean, std, min_block = self.block_law(in_episode)
             if count >= min_block and change_s < math.inf:
-                mean_iteration_s = p.compute_time_s * s.job_factor * mean + p.comm_time_s
+                mean_iteration_s = self.phase.compute_s * self.slowdown() * mean + self.phase.comm_s
                 fit = max(1, math.ceil((change_s - s.t) / mean_iteration_s))
                 s.blocks_cut += fit < count
                 count = min(count, fit)
@@ -643,15 +762,16 @@ class Run:
         p, s = self.p, self.state
         m = slowest_rank_factor(self.iteration_stream.uniform(), p.n_ranks, p.sigma)
         factor = max(m, p.episode_slowdown) if in_episode else m
-        compute_phase = p.compute_time_s * s.job_factor * factor
-        duration = compute_phase + p.comm_time_s
+        c, g = self.phase.compute_s, self.degradation.factor
+        compute_phase = c * s.job_factor * g * factor
+        duration = compute_phase + self.phase.comm_s
         return self.finish_work(
             1,
             duration,
             compute_phase,
             in_episode,
-            transient_s=p.compute_time_s * (m - 1.0),
-            persistent_s=p.compute_time_s * (s.job_factor * factor - m),
+            transient_s=c * (m - 1.0),
+            persistent_s=c * (s.job_factor * g * factor - m),
         )
 
     def block_law(self, in_episode: bool) -> tuple[float, float, int]:
@@ -670,13 +790,14 @@ class Run:
         """Duration, compute phase, transient and persistent straggler time of ``count`` iterations
         whose factors sum to ``factor_sum`` (a block, or every block of a stretch of cycles)."""
         p, s = self.p, self.state
-        compute_phase = p.compute_time_s * s.job_factor * factor_sum
-        duration = compute_phase + count * p.comm_time_s
-        if in_episode:  # the rank noise at its expectation, the rest persistent
-            transient = p.compute_time_s * count * (p.factor_mean - 1.0)
+        c, comm = self.phase.compute_s, self.phase.comm_s
+        compute_phase = c * s.job_factor * self.degradation.factor * factor_sum
+        duration = compute_phase + count * comm
+        if in_episode:  # the rank noise at its expectation, the rest (J, g, the episode) persistent
+            transient = c * count * (p.factor_mean - 1.0)
         else:
-            transient = p.compute_time_s * (factor_sum - count)
-        persistent = duration - count * (p.compute_time_s + p.comm_time_s) - transient
+            transient = c * (factor_sum - count)
+        persistent = duration - count * (c + comm) - transient
         return duration, compute_phase, transient, persistent
 
     def train_block(self, count: int, mean: float, std: float, in_episode: bool) -> str:
@@ -804,9 +925,10 @@ class Run:
         """
         p, s = self.p, self.state
         in_episode = self.episodes.active(s.t)
-        plan = self.plan_cycle_stretch(in_episode, self.episodes.next_change_s(s.t))
+        plan = self.plan_cycle_stretch(in_episode, self.transition_s())
         if plan is None:
             return False
+        before_degradation_change = self.degradation.next_change_s < self.episodes.next_change_s(s.t)
         count = plan.cycles * p.checkpoint_every
         factor_sum = self.draw_factor_sum(count, plan.factor_mean, plan.factor_std)
         duration, compute_phase, transient, persistent = self.block_accounts(count, factor_sum, in_episode)
@@ -837,6 +959,7 @@ class Run:
         s.heavy_stretches += plan.heavy
         s.episode_cycle_stretches += in_episode
         s.stretches_before_episode_change += plan.before_episode_change
+        s.stretches_before_degradation_change += plan.before_episode_change and before_degradation_change
         return True
 
     def replay_checkpoints(self, plan: CycleStretch, start: Progress, end: Progress, blocks_s: float, t_end: float):
@@ -875,7 +998,8 @@ class Run:
         the previous write begun at ``t`` (every cycle lasts W + stall); in_memory also needs
         regular persists. ``n``: the most cycles that end that margin before the horizon, less
         a tail walked before it (so that every restore point a failure can reach is walked),
-        before the next episode change less one mean block, and before the last checkpoint.
+        before the next episode or degradation change less one mean block, and before the last
+        checkpoint of the phase.
         """
         p, s = self.p, self.state
         every = p.checkpoint_every
@@ -883,9 +1007,9 @@ class Run:
         if s.next_checkpoint - done != every:
             return None  # not at a checkpoint boundary
         f_mean, f_std, min_block = self.block_law(in_episode)
-        c = p.compute_time_s
-        block_mean = every * (c * s.job_factor * f_mean + p.comm_time_s)
-        block_std = c * s.job_factor * math.sqrt(every) * f_std
+        c, slowdown = self.phase.compute_s, self.slowdown()
+        block_mean = every * (c * slowdown * f_mean + self.phase.comm_s)
+        block_std = c * slowdown * math.sqrt(every) * f_std
         write_s = {SYNC: 0.0, ASYNC: p.checkpoint_write_s, IN_MEMORY: p.replicate_s}[p.strategy]
         previous = s.replication if p.strategy == IN_MEMORY else s.storage_write
         margin = STRETCH_MARGIN_SD
@@ -904,7 +1028,7 @@ class Run:
         before_change = cycles
         if change_s < math.inf:  # no block of the stretch may reach the change
             before_change = cycles_within(change_s - s.t - block_mean, cycle_mean, cycle_std)
-        last_checkpoint = (p.iterations - done - 1) // every  # cycles whose checkpoint comes before the end
+        last_checkpoint = (self.phase.end - done - 1) // every  # cycles whose checkpoint comes before the phase's end
         n = min(cycles, before_change, last_checkpoint)
         if n < 1 or n * every < min_block:
             return None
@@ -1041,13 +1165,22 @@ class Run:
         target = max(0, -(-done // step) * step - checkpoints * step)  # ceil(done / step) checkpoints, less n
         share = target / done if done > 0 else 0.0
         d = s.durable
+        alive_s = d.alive_s * share
+        if self.phase_table_given:
+            # With phases the iterations' ideal times differ: the earlier point keeps its own ideal time
+            # and the durable point's straggler excess in proportion to the iterations.
+            alive_s = self.ideal_time_s(target) + share * (d.alive_s - self.ideal_time_s(done))
         return Progress(
             iterations=target,
-            alive_s=d.alive_s * share,
+            alive_s=alive_s,
             transient_s=d.transient_s * share,
             persistent_s=d.persistent_s * share,
             episode_phase_s=d.episode_phase_s * share,
         )
+
+    def ideal_time_s(self, iterations: int) -> float:
+        """The ideal time of the first ``iterations`` iterations: each its phase's compute + comm, s."""
+        return sum(max(0, min(iterations, ph.end) - ph.start) * (ph.compute_s + ph.comm_s) for ph in self.phases)
 
     def draw_repair_s(self, fc: FailureClass) -> float:
         """One node's repair: ``repair_s``, or lognormal of that mean (log-sd ``repair_sigma``) drawn from
@@ -1090,14 +1223,17 @@ class Run:
 
     def roll_back_to(self, point: Progress) -> None:
         s = self.state
+        s.rollbacks_across_phases += phase_at(self.phases, point.iterations).start < self.phase.start
         s.interpolated_restores += point.interpolated
         s.lost_s += s.progress.alive_s - point.alive_s
         s.progress = point
         s.next_checkpoint = point.iterations + self.p.checkpoint_every
 
     def restart(self) -> None:
-        """Training resumes: a new job factor; every episode ends."""
+        """Training resumes: a new job factor and a new attempt (no degradation); every episode ends."""
         self.state.job_factor = self.draw_job_factor()
+        self.state.degradation_resets += self.degradation.factor > 1.0
+        self.degradation.begin(self.state.t)
         self.episodes.restart(self.state.t)
 
     # --- the whole run --------------------------------------------------------
@@ -1111,14 +1247,20 @@ class Run:
                 break
             if s.t >= p.max_wall_s or self.guard_reached():
                 break
-            if p.fast:
-                self.episodes.catch_up(s.t)
-                if self.advance_cycle_stretch():
-                    continue
+            # What the coming training runs under: the phase of the progress (a rollback may have
+            # restored an earlier one), the episodes, the degradation step.
+            self.phase = phase_at(self.phases, s.progress.iterations)
+            self.episodes.catch_up(s.t)
+            self.degradation.read(s.t)
+            if p.fast and self.advance_cycle_stretch():
+                continue
             outcome = self.train_stretch()
+            at_phase_end = s.progress.iterations == self.phase.end < p.iterations
             if outcome == "state changed":
+                s.phase_ends_off_grid += at_phase_end
                 continue
             if outcome == "reached":
+                s.phase_ends_on_grid += at_phase_end
                 if s.progress.iterations >= p.iterations or self.checkpoint():
                     continue
             # Interrupted: by the wall-clock limit (censored) or by a failure.
@@ -1190,14 +1332,18 @@ def failure_class_list(classes) -> list[FailureClass]:
     ]
 
 
-def simulate_run(params, classes, seed: int, run: int) -> list[float]:
-    """One run; the outputs in the kernel's column order (:data:`OUTPUT_NAMES`)."""
-    return simulate_run_traced(params, classes, seed, run)[0]
+def simulate_run(params, classes, seed: int, run: int, phases=None) -> list[float]:
+    """One run; the outputs in the kernel's column order (:data:`OUTPUT_NAMES`).
+
+    ``phases``: the phase table (rows: start iteration, compute s, comm s); None or no rows:
+    one phase with ``params``' iteration times."""
+    return simulate_run_traced(params, classes, seed, run, phases=phases)[0]
 
 
-def simulate_run_traced(params, classes, seed: int, run: int) -> tuple[list[float], RunState]:
+def simulate_run_traced(params, classes, seed: int, run: int, phases=None) -> tuple[list[float], RunState]:
     """:func:`simulate_run` and the run's final state (for coverage checks)."""
-    sim = Run(params, failure_class_list(classes), seed, run)
+    sim = Run(params, failure_class_list(classes), seed, run, phases)
     out = sim.simulate()
     sim.state.bad_replacements = sim.failures.bad_replacements
+    sim.state.degradation_capped = sim.degradation.capped
     return [float(out[name]) for name in OUTPUT_NAMES], sim.state

@@ -146,9 +146,17 @@ def test_kernel_rows_take_their_parameter_set_and_stream():
     row_param = np.array([1, 0, 1, 1, 0], dtype=np.int64)
     row_stream_run = np.array([3, 3, 0, 7, 11], dtype=np.int64)
     out = np.empty((5, mc.N_OUT))
-    mc.simulate_runs_table(mc.params_table(sets), mc.classes_table(classes), row_param, row_stream_run, 5, out)
+    mc.simulate_runs_table(
+        mc.params_table(sets),
+        mc.classes_table(classes),
+        mc.phases_table([mc.no_phases()] * len(sets)),
+        row_param,
+        row_stream_run,
+        5,
+        out,
+    )
     for i, (j, run) in enumerate(zip(row_param, row_stream_run, strict=False)):
         single = np.empty((1, mc.N_OUT))
-        mc.simulate_runs(sets[j], classes[j], 5, int(run), single)
+        mc.simulate_runs(sets[j], classes[j], mc.no_phases(), 5, int(run), single)
         np.testing.assert_array_equal(out[i], single[0])
     assert out[0, mc.OUT_WALL_S] != out[1, mc.OUT_WALL_S]  # same stream, other parameters

@@ -212,3 +212,32 @@ def test_episode_energy_charges_waiting_ranks_at_wait_power():
     wait = float(ds["energy_wait"].mean()) * 3.6e9
     assert compute == pytest.approx(busy_w * c * n * (64 + 8 * 0.5), rel=0.03)
     assert wait == pytest.approx(wait_w * c * n * 0.5 * (64 - 8), rel=0.05)
+
+
+def test_recovery_energy_by_state_down_restarting_hung():
+    # Power by state (issue 25 item 5, docs/model.md §5): during a recovery the GPUs are down (idle,
+    # A100 60 W) until the restart's parts and the checkpoint load, which draw the checkpoint power
+    # (A100 60 + 0.04 x 340 = 73.6 W: reading the state back, the mirror of Morrison et al.'s
+    # measured checkpoint phase); hung ranks draw the waiting power (60 + 0.6 x 340 = 264 W). Sync
+    # checkpoints: every recovery attempt (n_failures of them) starts one load from storage.
+    from mcsim.model.checkpointing import checkpoint_plan
+
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"] = [
+        {"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 60.0, "recovery_minutes": 10.0},
+        {"name": "hang", "kind": "hang", "scope": "node", "mtbf_hours": 20.0, "detection_minutes": 10.0},
+    ]
+    raw["restart"] = {"from_parts": True}
+    raw["energy"] = {"pue": 1.2}
+    raw["run"]["runs"] = 50
+    scenario = scenario_from_dict(raw, "test.toml")
+    ds = mcsim.simulate(scenario, progress=False)
+    load_s = checkpoint_plan(scenario.base, workload(scenario.base)).load_s
+    recovery = ds["recovery_time"].values * 3600.0
+    hung = ds["hang_detection_time"].values * 3600.0
+    restarting = np.minimum(ds["restart_time"].values * 3600.0 + ds["n_failures"].values * load_s, recovery - hung)
+    down = recovery - hung - restarting
+    reads_j = ds["n_failures"].values * 1.3e9 * 14 * 8 * 100e-12
+    expected_j = 1.2 * (64 * (60.0 * down + 73.6 * restarting + 264.0 * hung) + reads_j)
+    assert (restarting > 0).any() and (down > 0).any() and (hung > 0).any()
+    np.testing.assert_allclose(ds["energy_recovery"].values * 3.6e9, expected_j, rtol=1e-9)

@@ -189,7 +189,7 @@ def _params(overrides: dict, fast: bool) -> mc.RunParams:
 def _run(name: str, fast: bool, seed: int) -> np.ndarray:
     overrides, classes = SCENARIOS[name]
     out = np.zeros((RUNS, mc.N_OUT))
-    mc.simulate_runs(_params(overrides, fast), failure_classes(classes), seed, 0, out)
+    mc.simulate_runs(_params(overrides, fast), failure_classes(classes), mc.no_phases(), seed, 0, out)
     return out
 
 

@@ -25,8 +25,10 @@ import naive_run
 import pytest
 from conftest import failure_classes, kernel_params
 from test_twin import (
+    DEGRADATION_FEATURES,
     JOB,
     KIND_FEATURES,
+    PHASE_FEATURES,
     STRATEGIES,
     Case,
     assert_twin_matches,
@@ -34,8 +36,11 @@ from test_twin import (
     domain,
     features_seen,
     gpu,
+    ideal_s,
     kinds_classes,
     node,
+    phase_table,
+    set_mean_iteration_times,
 )
 
 from mcsim.kernels import types as mc
@@ -108,6 +113,56 @@ def _per_strategy_cases(s: str) -> list[Case]:
     ]
 
 
+# Training phases (docs/model.md §4): the first ends off the checkpoint grid, the second on it; a
+# checkpoint every 100 iterations, so that failures roll back across phase ends and stretches
+# end within a phase.
+FAST_PHASES = ((0.0, 0.9, 0.1), (1070.0, 1.4, 0.25), (2000.0, 0.6, 0.05))
+# Throughput degradation in steps shorter than a checkpoint interval, its cap reached 120 s into an
+# attempt (stretches only then) ...
+SHORT_STEPS = dict(degradation_per_s=0.002, degradation_step_s=15.0, degradation_max=0.25)
+# ... and in steps of several checkpoint intervals (50 iterations), capped 600 s in: stretches end
+# before a step.
+LONG_STEPS = dict(degradation_per_s=0.0005, degradation_step_s=200.0, degradation_max=0.3)
+
+
+def _phase_degradation_cases(s: str) -> list[Case]:
+    """Training phases and the throughput degradation, for every checkpoint strategy."""
+    return [
+        Case(
+            f"{s}-phases",
+            s,
+            [gpu(0.7, 1000.0), node(1.0, 2000.0), cluster(3.0, 1500.0)],
+            dict(checkpoint_every=100, **JOB),
+            ("stretch", "failure", *PHASE_FEATURES),
+            FAST_PHASES,
+        ),
+        Case(
+            f"{s}-degradation",
+            s,
+            [gpu(0.7, 1500.0), node(1.0, 3000.0)],
+            dict(**SHORT_STEPS, **JOB, **EPISODES),
+            ("stretch", "block at once", "episode", *DEGRADATION_FEATURES),
+        ),
+        # Both, with hangs, instabilities, planned stops (keeping a share of the block they cut).
+        Case(
+            f"{s}-phases-degradation-kinds",
+            s,
+            kinds_classes(rate=15.0),
+            dict(spare_nodes=1, restart_s=12.0, checkpoint_every=50, **LONG_STEPS, **JOB),
+            (
+                "stretch",
+                "stretch before degradation change",
+                "kept at planned stop",
+                "hang",
+                "planned stop",
+                *PHASE_FEATURES,
+                *DEGRADATION_FEATURES,
+            ),
+            FAST_PHASES,
+        ),
+    ]
+
+
 def _fast_cases() -> list[Case]:
     cases = [c for s in STRATEGIES for c in _per_strategy_cases(s)]
     cases += [
@@ -161,12 +216,13 @@ def _fast_cases() -> list[Case]:
             ("stretch", "restore inside a stretch"),
         ),
     ]
+    cases += [c for s in STRATEGIES for c in _phase_degradation_cases(s)]  # appended: the seeds stay
     for c in cases:
         if c.strategy == "in_memory" and "stretch" in c.features:
             c.features += ("stretch persist",)
         if c.strategy == "in_memory" and any(cl[5] == 1 for cl in c.classes):
             c.features += ("memory recovery",)
-        if c.strategy == "async" and c.name != "async-write-as-block":
+        if c.strategy == "async" and c.name in ("async-long", "async-episodes", "async-spares-domains"):
             c.features += ("heavy stretch",)  # a 25 s write: longer than a block, every cycle waits
     return cases
 
@@ -185,6 +241,7 @@ def fast_case_params(case: Case) -> mc.RunParams:
         **STRATEGIES[case.strategy],
     )
     values.update(case.overrides)
+    set_mean_iteration_times(values, case.phases)
     law = factor_law(values["n_ranks"], values["sigma"])
     episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
     values.update(
@@ -206,12 +263,12 @@ def _seed(case: Case) -> int:
 def _twin_runs(case: Case) -> list[tuple[list[float], naive_run.RunState]]:
     """The twin's output rows and final states of the case's runs."""
     params, fc = fast_case_params(case), failure_classes(case.classes)
-    return [naive_run.simulate_run_traced(params, fc, _seed(case), r) for r in range(RUNS)]
+    return [naive_run.simulate_run_traced(params, fc, _seed(case), r, phases=phase_table(case)) for r in range(RUNS)]
 
 
 @pytest.mark.parametrize("case", FAST_CASES, ids=[c.name for c in FAST_CASES])
 def test_fast_kernel_equals_twin(case):
-    assert_twin_matches(fast_case_params(case), case.classes, seed=_seed(case), runs=RUNS)
+    assert_twin_matches(fast_case_params(case), case.classes, seed=_seed(case), runs=RUNS, phases=phase_table(case))
 
 
 def fast_features_seen(states, outputs) -> set:
@@ -226,6 +283,7 @@ def fast_features_seen(states, outputs) -> set:
         "block at once": "blocks_at_once",
         "block iterated": "blocks_iterated",
         "restore inside a stretch": "interpolated_restores",
+        "stretch before degradation change": "stretches_before_degradation_change",
     }
     for feature, counter in counters.items():
         if any(getattr(state, counter) for state in states):
@@ -254,7 +312,7 @@ def test_fast_twin_time_accounts_add_up():
             if row[mc.OUT_COMPLETED] != 1.0:
                 continue
             completed += 1
-            ideal = params.iterations * (params.compute_time_s + params.comm_time_s)
+            ideal = ideal_s(params, case.phases)
             parts = (
                 ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S] + row[mc.OUT_CHECKPOINT_S] + row[mc.OUT_RECOVERY_S]
             )

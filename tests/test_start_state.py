@@ -62,7 +62,7 @@ def _failures_in_horizon(classes: mc.FailureClasses, runs: int, horizon_s: float
         fast_min_block_episode=1,
     )
     out = np.zeros((runs, mc.N_OUT))
-    mc.simulate_runs(params, classes, seed, 0, out)
+    mc.simulate_runs(params, classes, mc.no_phases(), seed, 0, out)
     assert not out[:, mc.OUT_COMPLETED].any()
     assert np.all(out[:, mc.OUT_WALL_S] == horizon_s)
     return out[:, mc.OUT_FAILURES]

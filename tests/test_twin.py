@@ -154,6 +154,7 @@ class Case:
     classes: list
     overrides: dict = field(default_factory=dict)
     features: tuple = ()  # what the runs must go through (checked by test_grid_exercises_every_feature)
+    phases: tuple = ()  # training phases: rows (start iteration, compute s, comm s); none: one phase
 
 
 def _cases() -> list[Case]:
@@ -253,9 +254,83 @@ def _cases() -> list[Case]:
     return cases
 
 
-CASES = _cases()
+# Training phases and the throughput degradation (docs/model.md §4, issue 25 item 4). Three phases of
+# other iteration times on 400 iterations: the first ends off the checkpoint grid (130), the second on it
+# (240, a multiple of the interval); checkpoints every 60 iterations (in_memory persists every 3rd),
+# long against a phase, so that failures roll back across phase ends.
+PHASES = ((0.0, 0.9, 0.1), (130.0, 1.5, 0.3), (240.0, 0.55, 0.05))
+LONG_INTERVAL = dict(checkpoint_every=60)
+# Compute stretched by 0.2 % a second of the attempt in 15 s steps (shorter than a checkpoint
+# interval), up to 25 % (reached 120 s into an attempt); restarts reset it.
+DEGRADATION = dict(degradation_per_s=0.002, degradation_step_s=15.0, degradation_max=0.25)
+PHASE_FEATURES = ("phase end off grid", "phase end on grid", "rollback across phases")
+DEGRADATION_FEATURES = ("degradation capped", "degradation reset")
+
+
+def _phase_cases() -> list[Case]:
+    cases = []
+    for s in STRATEGIES:
+        cases += [
+            Case(
+                f"{s}-phases",
+                s,
+                [gpu(0.7, 250.0), cluster(1.0, 300.0)],
+                dict(**LONG_INTERVAL, **JOB),
+                ("failure", *PHASE_FEATURES),
+                PHASES,
+            ),
+            Case(
+                f"{s}-degradation",
+                s,
+                [gpu(0.7, 300.0), node(1.0, 600.0)],
+                dict(**DEGRADATION, **JOB, **EPISODES),
+                ("failure", "episode", *DEGRADATION_FEATURES),
+            ),
+            # Both, with hangs, instabilities, planned stops and stragglers.
+            Case(
+                f"{s}-phases-degradation-kinds",
+                s,
+                kinds_classes(),
+                dict(spare_nodes=1, restart_s=12.0, **LONG_INTERVAL, **DEGRADATION, **JOB),
+                ("hang", "planned stop", "instability", *PHASE_FEATURES, *DEGRADATION_FEATURES),
+                PHASES,
+            ),
+        ]
+    return cases
+
+
+PHASE_CASES = _phase_cases()
+CASES = _cases() + PHASE_CASES  # appended: the seeds of the others stay
 RUNS = 8
 ITERATIONS = 400
+
+
+def phase_table(case: Case) -> np.ndarray | None:
+    """The case's phase table for the kernel and the twin (None: one phase)."""
+    return np.array(case.phases, dtype=float) if case.phases else None
+
+
+def phase_lengths(iterations: int, phases) -> list[float]:
+    """The iterations in each phase of a table (rows: start, compute s, comm s)."""
+    starts = [row[0] for row in phases] + [iterations]
+    return [starts[i + 1] - starts[i] for i in range(len(phases))]
+
+
+def set_mean_iteration_times(values: dict, phases) -> None:
+    """With phases, RunParams' iteration times are their means over the iterations (as the Python side
+    sets them; the kernel reads the table's rows)."""
+    if phases:
+        lengths = phase_lengths(values["iterations"], phases)
+        values["compute_time_s"] = sum(n * r[1] for n, r in zip(lengths, phases, strict=True)) / sum(lengths)
+        values["comm_time_s"] = sum(n * r[2] for n, r in zip(lengths, phases, strict=True)) / sum(lengths)
+
+
+def ideal_s(params: mc.RunParams, phases=()) -> float:
+    """The run's iterations' time without stragglers: each phase's length times its iteration time."""
+    if not phases:
+        return params.iterations * (params.compute_time_s + params.comm_time_s)
+    lengths = phase_lengths(params.iterations, phases)
+    return sum(n * (row[1] + row[2]) for n, row in zip(lengths, phases, strict=True))
 
 
 def case_params(case: Case, fast: bool) -> mc.RunParams:
@@ -268,6 +343,7 @@ def case_params(case: Case, fast: bool) -> mc.RunParams:
         **STRATEGIES[case.strategy],
     )
     values.update(case.overrides)
+    set_mean_iteration_times(values, case.phases)
     if fast:
         law = factor_law(values["n_ranks"], values["sigma"])
         episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
@@ -284,12 +360,18 @@ def case_params(case: Case, fast: bool) -> mc.RunParams:
     return kernel_params(**values)
 
 
-def assert_twin_matches(params: mc.RunParams, classes, seed: int, runs: int, first_run: int = 0) -> list:
-    """Kernel rows == twin rows for runs ``first_run ..``, column by column; returns the twin's final states."""
+def assert_twin_matches(
+    params: mc.RunParams, classes, seed: int, runs: int, first_run: int = 0, phases: np.ndarray | None = None
+) -> list:
+    """Kernel rows == twin rows for runs ``first_run ..``, column by column; returns the twin's final states.
+
+    ``phases``: the phase table (rows ``(start iteration, compute s, comm s)``; None: one phase)."""
     fc = failure_classes(classes) if isinstance(classes, list) else classes
     kernel = np.zeros((runs, mc.N_OUT))
-    mc.simulate_runs(params, fc, seed, first_run, kernel)
-    traced = [naive_run.simulate_run_traced(params, fc, seed, first_run + r) for r in range(runs)]
+    table = mc.no_phases() if phases is None else np.asarray(phases, dtype=float)
+    mc.simulate_runs(params, fc, table, seed, first_run, kernel)
+    extra = {} if phases is None else {"phases": table}
+    traced = [naive_run.simulate_run_traced(params, fc, seed, first_run + r, **extra) for r in range(runs)]
     twin = np.array([row for row, _ in traced])
     bad = []
     for name in naive_run.OUTPUT_NAMES:
@@ -353,7 +435,74 @@ def test_twin_stream_is_the_reference_generator():
 @pytest.mark.parametrize("fast", [False], ids=["exact"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_kernel_equals_twin(case, fast):
-    assert_twin_matches(case_params(case, fast), case.classes, seed=1000 + CASES.index(case), runs=RUNS)
+    assert_twin_matches(
+        case_params(case, fast), case.classes, seed=1000 + CASES.index(case), runs=RUNS, phases=phase_table(case)
+    )
+
+
+@pytest.mark.parametrize("case", PHASE_CASES, ids=[c.name for c in PHASE_CASES])
+def test_kernel_equals_twin_fast_phases_degradation(case):
+    # Fast mode (blocks at once, cut at episode and degradation changes and at phase ends; the
+    # block threshold 4) on the phase and degradation cases; their long-run stretches are in
+    # tests/test_fast_twin.py.
+    states = assert_twin_matches(
+        case_params(case, True), case.classes, seed=1000 + CASES.index(case), runs=RUNS, phases=phase_table(case)
+    )
+    assert sum(s.blocks_at_once for s in states) > 0
+    if case.overrides.get("degradation_per_s", 0.0) > 0.0:
+        assert sum(s.blocks_cut for s in states) > 0  # at the expected iterations before a step
+
+
+def test_phase_iteration_times_come_from_the_table():
+    # With a phase table the kernel ignores RunParams' iteration times (they hold the means), as the
+    # twin does: other values give the same runs.
+    case = next(c for c in PHASE_CASES if c.name == "sync-phases-degradation-kinds")
+    fc = failure_classes(case.classes)
+    for fast in (False, True):
+        params = case_params(case, fast)
+        out, other = np.zeros((RUNS, mc.N_OUT)), np.zeros((RUNS, mc.N_OUT))
+        mc.simulate_runs(params, fc, phase_table(case), 5, 0, out)
+        mc.simulate_runs(params._replace(compute_time_s=7.0, comm_time_s=3.0), fc, phase_table(case), 5, 0, other)
+        np.testing.assert_array_equal(out, other)
+
+
+def test_padded_phase_rows_are_never_reached():
+    # Tables padded as mc.phases_table pads them (rows at start +inf) run as the table itself, in both.
+    case = next(c for c in PHASE_CASES if c.name == "async-phases-degradation-kinds")
+    fc = failure_classes(case.classes)
+    padded = mc.phases_table([phase_table(case), np.zeros((len(case.phases) + 2, mc.N_PH))])[0]
+    assert len(padded) == len(case.phases) + 2 and np.isinf(padded[-1, mc.PH_START])
+    for fast in (False, True):
+        params = case_params(case, fast)
+        out, padded_out = np.zeros((RUNS, mc.N_OUT)), np.zeros((RUNS, mc.N_OUT))
+        mc.simulate_runs(params, fc, phase_table(case), 11, 0, out)
+        mc.simulate_runs(params, fc, padded, 11, 0, padded_out)
+        np.testing.assert_array_equal(out, padded_out)
+        for r in range(2):
+            np.testing.assert_allclose(
+                naive_run.simulate_run(params, fc, 11, r, phases=padded), out[r], rtol=RTOL, atol=0
+            )
+
+
+def test_one_phase_table_is_no_table():
+    # A table of one row with RunParams' iteration times is the run without a table, in both (to
+    # rounding: an instability's earlier checkpoint is then computed as ideal time + straggler share).
+    case = next(c for c in CASES if c.name == "gockpt-kinds")
+    fc = failure_classes(case.classes)
+    for fast in (False, True):
+        params = case_params(case, fast)
+        table = np.array([[0.0, params.compute_time_s, params.comm_time_s]])
+        plain, one = np.zeros((RUNS, mc.N_OUT)), np.zeros((RUNS, mc.N_OUT))
+        mc.simulate_runs(params, fc, mc.no_phases(), 9, 0, plain)
+        mc.simulate_runs(params, fc, table, 9, 0, one)
+        np.testing.assert_allclose(one, plain, rtol=1e-12, atol=1e-9)
+        for r in range(3):
+            np.testing.assert_allclose(
+                naive_run.simulate_run(params, fc, 9, r, phases=table),
+                naive_run.simulate_run(params, fc, 9, r),
+                rtol=1e-12,
+                atol=1e-9,
+            )
 
 
 def features_seen(states, outputs) -> set:
@@ -396,6 +545,16 @@ def features_seen(states, outputs) -> set:
             seen.add("planned stop")
         if state.kept_at_planned_stop:
             seen.add("kept at planned stop")
+        if state.phase_ends_off_grid:
+            seen.add("phase end off grid")
+        if state.phase_ends_on_grid:
+            seen.add("phase end on grid")
+        if state.rollbacks_across_phases:
+            seen.add("rollback across phases")
+        if state.degradation_capped:
+            seen.add("degradation capped")
+        if state.degradation_resets:
+            seen.add("degradation reset")
     return seen
 
 
@@ -405,7 +564,8 @@ def test_grid_exercises_every_feature(case):
     # through the features it stands for (exact mode, the same seeds as above).
     params = case_params(case, fast=False)
     fc = failure_classes(case.classes)
-    runs = [naive_run.simulate_run_traced(params, fc, 1000 + CASES.index(case), r) for r in range(RUNS)]
+    seed = 1000 + CASES.index(case)
+    runs = [naive_run.simulate_run_traced(params, fc, seed, r, phases=phase_table(case)) for r in range(RUNS)]
     seen = features_seen([s for _, s in runs], [row for row, _ in runs])
     assert set(case.features) <= seen, f"missing {set(case.features) - seen}"
 
@@ -479,13 +639,13 @@ def test_twin_time_accounts_add_up():
         params = case_params(case, fast=False)
         fc = failure_classes(case.classes)
         for r in range(RUNS):
-            row = naive.simulate_run(params, fc, 1000 + CASES.index(case), r)
+            row = naive.simulate_run(params, fc, 1000 + CASES.index(case), r, phases=phase_table(case))
             assert row[mc.OUT_STORAGE_LOADS] + row[mc.OUT_MEMORY_LOADS] == row[mc.OUT_FAILURES]
             assert row[mc.OUT_SPARE_WAIT_S] <= row[mc.OUT_RECOVERY_S]
             if row[mc.OUT_COMPLETED] != 1.0:
                 continue
             completed += 1
-            ideal = ITERATIONS * (params.compute_time_s + params.comm_time_s)
+            ideal = ideal_s(params, case.phases)  # degradation: persistent straggler time
             parts = (
                 ideal + row[mc.OUT_STRAGGLER_S] + row[mc.OUT_LOST_S] + row[mc.OUT_CHECKPOINT_S] + row[mc.OUT_RECOVERY_S]
             )
@@ -504,6 +664,6 @@ def test_start_state_cases_differ_from_new_units():
         seed = 1000 + CASES.index(case)
         out = np.zeros((RUNS, mc.N_OUT))
         new = np.zeros((RUNS, mc.N_OUT))
-        mc.simulate_runs(params, failure_classes(case.classes), seed, 0, out)
-        mc.simulate_runs(params, failure_classes(as_new), seed, 0, new)
+        mc.simulate_runs(params, failure_classes(case.classes), mc.no_phases(), seed, 0, out)
+        mc.simulate_runs(params, failure_classes(as_new), mc.no_phases(), seed, 0, new)
         assert not np.array_equal(out[:, mc.OUT_WALL_S], new[:, mc.OUT_WALL_S]), case.name

@@ -16,6 +16,7 @@ import numpy as np
 from mcsim.kernels.types import FailureClasses, RunParams
 from mcsim.model.checkpointing import mean_life_with_bad
 from mcsim.model.reliability import expected_run_wall_s
+from mcsim.model.stragglers import degradation_added_share
 from mcsim.scenario.limits import TimeEstimate
 
 
@@ -94,9 +95,11 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     p, fc = inputs.params, inputs.classes
     iterations = max(1, p.iterations)
     every = max(1, min(p.checkpoint_every, iterations))
-    iteration_s = p.compute_time_s * p.factor_mean + p.comm_time_s
-    intervals = math.ceil(iterations / every)
     mtbf = inputs.system_mtbf_s
+    ideal_s = iterations * (p.compute_time_s + p.comm_time_s)
+    degraded = 1.0 + float(degradation_added_share(p.degradation_per_s, p.degradation_max, mtbf, ideal_s))
+    iteration_s = p.compute_time_s * p.factor_mean * degraded + p.comm_time_s
+    intervals = math.ceil(iterations / every)
     restart_s = 0.0
     mean_life_s = fc.scale_s * np.array([math.gamma(1 + 1 / k) for k in fc.shape])
     mean_life_s = mean_life_with_bad(mean_life_s, fc.bad_share, fc.bad_mean_s)  # stationary: every replacement
@@ -112,6 +115,8 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     done = iterations * share
     rollback = failures * min(every / 2.0, mtbf / iteration_s if iteration_s > 0 else every)
     episodes = 2.0 * p.episode_rate_per_s * wall_s
+    if p.degradation_per_s > 0.0:  # the degradation's steps cut blocks as episodes do (at most this many)
+        episodes += wall_s / p.degradation_step_s
     if stepped:
         steps, blocks = done + rollback + episodes, 0.0
     else:

@@ -43,6 +43,7 @@ from mcsim.model.workload import (
     Workload,
     configuration_problem,
     layouts_of,
+    phase_rows,
     workload,
     workload_arrays,
 )
@@ -215,6 +216,9 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> ke
         factor_mean_episode=episode_law.mean,
         factor_std_episode=episode_law.std,
         restart_s=restart_overhead_s(cfg.restart, cfg.parallelism.gpus, wl.iteration_time_s),
+        degradation_per_s=st.degradation_per_day / 86400.0,
+        degradation_step_s=st.degradation_step_minutes * 60.0,
+        degradation_max=st.degradation_max,
     )
 
 
@@ -242,7 +246,12 @@ class KernelInputs(NamedTuple):
 
     def simulate_rows(self, seed: int, start: int, stop: int, out: np.ndarray) -> None:
         """Kernel output of runs ``start .. stop - 1`` into ``out`` (``out``: ``(stop - start, N_OUT)``)."""
-        kernel.simulate_runs(self.params, self.classes, seed, start, out)
+        kernel.simulate_runs(self.params, self.classes, self.phases, seed, start, out)
+
+    @property
+    def phases(self) -> np.ndarray:
+        """The kernel's phase table (no rows: one phase)."""
+        return kernel.no_phases() if self.workload is None else self.workload.phase_table
 
 
 def kernel_inputs(cfg: Config, mode: str, wl: Workload | None = None) -> KernelInputs:
@@ -316,7 +325,8 @@ def _workload_at(wa, d: int) -> Workload:
         int(wa.iterations[d]),
         int(wa.dp[d]),
         int(wa.microbatches[d]),
-        *(float(getattr(wa, name)[d]) for name in WORKLOAD_FLOATS),
+        phases=phase_rows(wa.phase_table, d),
+        **{name: float(getattr(wa, name)[d]) for name in WORKLOAD_FLOATS},
     )
 
 
@@ -366,6 +376,7 @@ class TableInputs:
 
     table: kernel.RunParams
     classes_table: kernel.FailureClasses
+    phases_table: np.ndarray
     first_run: np.ndarray
     runs: int
     params: kernel.RunParams
@@ -377,7 +388,7 @@ class TableInputs:
         rows = np.arange(start, stop, dtype=np.int64)
         draw = rows // self.runs
         kernel.simulate_runs_table(
-            self.table, self.classes_table, draw, self.first_run[draw] + rows % self.runs, seed, out
+            self.table, self.classes_table, self.phases_table, draw, self.first_run[draw] + rows % self.runs, seed, out
         )
 
 
@@ -390,6 +401,7 @@ def table_inputs(table: DrawTable, first_run: np.ndarray, runs: int) -> TableInp
     return TableInputs(
         kernel.params_table([i.params for i in inputs]),
         kernel.classes_table([i.classes for i in inputs]),
+        kernel.phases_table([i.phases for i in inputs]),
         np.asarray(first_run, dtype=np.int64),
         runs,
         longest.params,

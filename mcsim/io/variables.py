@@ -144,7 +144,12 @@ _VARIABLES = [
     Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e", direction="lower"),
     Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e", direction="lower"),
     # per configuration (docs/model.md §7)
-    Variable("iteration_time", False, "s", "ideal iteration time (compute + exposed communication)"),
+    Variable(
+        "iteration_time",
+        False,
+        "s",
+        "ideal iteration time (compute + exposed communication; with phases, the mean)",
+    ),
     Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
     Variable("comm_time", False, "s", "exposed communication time per iteration"),
     Variable("iterations", False, "1", "training iterations", "int64"),

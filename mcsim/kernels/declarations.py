@@ -102,11 +102,19 @@ KIND_INSTABILITY = 2  # restore from storage, rollback_checkpoints storage check
 KIND_PLANNED = 3  # a clean stop: the progress is saved, nothing is rolled back
 
 
+# Columns of the phase table (docs/model.md §4 "Training phases"): one row per phase, in order; an
+# empty table is one phase with RunParams.compute_time_s and comm_time_s.
+PH_START = 0  # iterations done when the phase begins (0 for the first), as a float
+PH_COMPUTE_S = 1  # the phase's compute time per iteration (the part stragglers stretch), s
+PH_COMM_S = 2  # ... and exposed communication, s
+N_PH = 3
+
+
 class RunParams(NamedTuple):
     """Scalars of one configuration, in seconds unless named otherwise."""
 
     iterations: int
-    compute_time_s: float
+    compute_time_s: float  # per iteration; with a phase table, its mean over the iterations (unused by the kernel)
     comm_time_s: float
     n_ranks: float
     sigma: float
@@ -133,6 +141,9 @@ class RunParams(NamedTuple):
     factor_mean_episode: float  # moments of max(M, slowdown)
     factor_std_episode: float
     restart_s: float  # a restart's parts beyond the class's recovery and the load (0 unless restart.from_parts)
+    degradation_per_s: float  # compute time added per second since the attempt began, a share (0: none)
+    degradation_step_s: float  # the degradation is constant over steps of this length (its value mid-step)
+    degradation_max: float  # ... and at most this share
 
 
 class FailureClasses(NamedTuple):
@@ -194,3 +205,26 @@ def classes_table(classes: typing.Sequence[FailureClasses]) -> FailureClasses:
     return FailureClasses(
         *(np.ascontiguousarray(np.stack([getattr(c, name) for c in classes])) for name in FailureClasses._fields)
     )
+
+
+def no_phases() -> np.ndarray:
+    """The phase table of a run with one phase (RunParams' iteration times): no rows."""
+    return np.zeros((0, N_PH))
+
+
+def phases_table(phases: typing.Sequence[np.ndarray]) -> np.ndarray:
+    """The phase tables of several parameter sets as one 3-D array (set x phase x column).
+
+    Tables with fewer rows are padded by repeating their last row with its start at infinity,
+    a phase no run reaches. Either every set has rows or none has.
+    """
+    width = max([0] + [len(t) for t in phases])
+    if width and min(len(t) for t in phases) == 0:
+        raise ValueError("phases_table: some parameter sets have a phase table and some have none")
+    out = np.zeros((len(phases), width, N_PH))
+    for i, table in enumerate(phases):
+        out[i, : len(table)] = table
+        if 0 < len(table) < width:
+            out[i, len(table) :] = table[-1]
+            out[i, len(table) :, PH_START] = np.inf
+    return out

@@ -62,6 +62,7 @@ from .declarations import (
     KIND_HANG,
     KIND_INSTABILITY,
     KIND_PLANNED,
+    N_PH,
     OUT_BUSY_S,
     OUT_CHECKPOINT_S,
     OUT_CHECKPOINTS,
@@ -89,6 +90,9 @@ from .declarations import (
     OUT_STRAGGLER_S,
     OUT_STRAGGLER_TRANSIENT_S,
     OUT_WALL_S,
+    PH_COMM_S,
+    PH_COMPUTE_S,
+    PH_START,
     STRATEGY_ASYNC,
     STRATEGY_IN_MEMORY,
     STRATEGY_SYNC,
@@ -130,7 +134,16 @@ X_CUT_START = 20  # ... the time it began, s
 X_CUT_DT = 21  # ... its drawn duration, s
 X_CUT_TOTAL = 22  # ... its drawn factor sum
 X_RESTART = 23  # time in the restart's parts (re-scheduling, process start, communicators, warm-up), s
-N_X = 24
+X_COMPUTE = 24  # the current phase's compute time per iteration, s
+X_COMM = 25  # ... and exposed communication, s
+X_PHASE_START = 26  # iterations done when the current phase begins
+X_DEGRADE = 27  # throughput degradation: the factor on compute time now (1: none)
+X_DEGRADE_NEXT = 28  # ... changes at this time, s (inf: never)
+X_ATTEMPT_START = 29  # the current attempt (since the start or the last restart) began at this time, s
+N_X = 30
+# After the N_X slots, x holds the run's phase table, row j at N_X + N_PH j (K_PHASES rows): read by the
+# events that need it without passing another array to them (each array argument costs reference
+# counting, issue 26).
 # Integer scalars (``k``).
 K_FAILURES = 0
 K_CHECKPOINTS = 1
@@ -152,7 +165,9 @@ K_HANGS = 16
 K_INSTABILITIES = 17
 K_PLANNED = 18
 K_DROPPED = 19  # hangs, instabilities and planned stops dropped in recoveries (for the failure guard)
-N_K = 20
+K_PHASE_END = 20  # iterations done when the current phase ends (the run's iterations in the last)
+K_PHASES = 21  # rows of the phase table (0: one phase, RunParams' iteration times)
+N_K = 22
 # Progress points (rows of ``pts``): the run's progress and its restore points, each a
 # vector of the columns below.
 PT_NOW = 0  # the run's progress
@@ -209,6 +224,75 @@ def _episodes_at(p, x, ep_stream):
 
 
 @jit_inline
+def _enter_phase(p, x, k, done):
+    """Phase change: the phase of the progress ``done`` (after a phase's last block, or a rollback)
+    sets the iteration times (``X_COMPUTE``, ``X_COMM``) and where it begins and ends
+    (``X_PHASE_START``, ``K_PHASE_END``). Only runs with a phase table call it."""
+    k[K_PHASE_END] = p.iterations
+    for j in range(k[K_PHASES]):
+        row = N_X + N_PH * j
+        if x[row + PH_START] > done:
+            if x[row + PH_START] < p.iterations:  # padded rows begin at infinity
+                k[K_PHASE_END] = int(x[row + PH_START])
+            return
+        x[X_PHASE_START] = x[row + PH_START]
+        x[X_COMPUTE] = x[row + PH_COMPUTE_S]
+        x[X_COMM] = x[row + PH_COMM_S]
+
+
+@jit_inline
+def _load_phases(p, phases, x, k):
+    """The run's phase table into the tail of ``x`` (``K_PHASES`` rows), and its first phase entered."""
+    k[K_PHASES] = phases.shape[0]
+    for j in range(phases.shape[0]):
+        for col in range(N_PH):
+            x[N_X + N_PH * j + col] = phases[j, col]
+    _enter_phase(p, x, k, 0.0)
+
+
+@jit_inline
+def _has_kind(fc, kind):
+    """Whether any failure class is of ``kind``."""
+    for c in range(fc.kind.shape[0]):
+        if fc.kind[c] == kind:
+            return True
+    return False
+
+
+@jit_inline
+def _begin_attempt(p, x, t):
+    """An attempt begins at ``t`` (the start, or a restart): the throughput degradation starts again."""
+    x[X_ATTEMPT_START] = t
+    x[X_DEGRADE] = 1.0
+    x[X_DEGRADE_NEXT] = t if p.degradation_per_s > 0.0 else np.inf
+
+
+@jit_inline
+def _degradation_at(p, x):
+    """Degradation change: the factor on compute time of the step of the attempt now; returns the time
+    it next changes (inf when it has reached its maximum, or without degradation).
+
+    Step ``j`` of an attempt that began at ``t_a`` is ``[t_a + j S, t_a + (j + 1) S)``; its factor is
+    ``1 + min(r (j + 1/2) S, D)`` (the linear degradation ``r`` at mid-step, at most ``D``).
+    """
+    t = x[X_T]
+    if x[X_DEGRADE_NEXT] > t:
+        return x[X_DEGRADE_NEXT]
+    step, t_a = p.degradation_step_s, x[X_ATTEMPT_START]
+    j = math.floor((t - t_a) / step)
+    while t_a + (j + 1.0) * step <= t:  # rounding: the step whose end is after now
+        j += 1.0
+    added = p.degradation_per_s * (j + 0.5) * step
+    if added >= p.degradation_max:
+        x[X_DEGRADE] = 1.0 + p.degradation_max
+        x[X_DEGRADE_NEXT] = np.inf
+    else:
+        x[X_DEGRADE] = 1.0 + added
+        x[X_DEGRADE_NEXT] = t_a + (j + 1.0) * step
+    return x[X_DEGRADE_NEXT]
+
+
+@jit_inline
 def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     """Advance a block of iterations up to the next checkpoint, the end, or an episode change.
 
@@ -221,23 +305,24 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
         f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
     else:
         f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
-    job = x[X_JOB]
+    job = x[X_JOB] * x[X_DEGRADE]
+    c, comm = x[X_COMPUTE], x[X_COMM]
     t = x[X_T]
     done = pts[PT_NOW, P_DONE]
-    ideal_iter = p.compute_time_s + p.comm_time_s
+    ideal_iter = c + comm
     interrupted = False
     target = float(min(k[K_NEXT_CHECKPOINT], p.iterations))
-    block = target - done
+    block = float(min(k[K_NEXT_CHECKPOINT], k[K_PHASE_END])) - done
     use_fast = p.fast and block >= min_block
     if use_fast and transition < np.inf:
-        # Iterations that start before the episode state changes, in expectation.
-        fit = math.ceil((transition - t) / (p.compute_time_s * job * f_mean + p.comm_time_s))
+        # Iterations that start before the episode or degradation state changes, in expectation.
+        fit = math.ceil((transition - t) / (c * job * f_mean + comm))
         block = min(block, float(max(1, fit)))
         use_fast = block >= min_block
     if use_fast:
         total = block * f_mean + math.sqrt(block) * f_std * ndtri_acklam(uniform(it_stream))
         total = max(total, 0.0)
-        dt = p.compute_time_s * job * total + block * p.comm_time_s
+        dt = c * job * total + block * comm
         if t + dt > horizon:
             interrupted = True
             x[X_EXECUTED] += block * (horizon - t) / dt
@@ -252,10 +337,10 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
             pts[PT_NOW, P_ALIVE] += dt
             x[X_BUSY] += dt
             if active:  # transient share at its expectation; the rest is persistent
-                transient = p.compute_time_s * block * (p.factor_mean - 1.0)
-                pts[PT_NOW, P_EPISODE_PHASE] += p.compute_time_s * job * total
+                transient = c * block * (p.factor_mean - 1.0)
+                pts[PT_NOW, P_EPISODE_PHASE] += c * job * total
             else:
-                transient = p.compute_time_s * (total - block)
+                transient = c * (total - block)
             pts[PT_NOW, P_TRANSIENT] += transient
             pts[PT_NOW, P_PERSISTENT] += dt - block * ideal_iter - transient
     else:
@@ -269,7 +354,7 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
         while done < stop and t < transition:
             m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
             factor = max(m, p.episode_slowdown) if active else m
-            dt = p.compute_time_s * job * factor + p.comm_time_s
+            dt = c * job * factor + comm
             if t + dt > horizon:
                 interrupted = True
                 executed += (horizon - t) / dt
@@ -280,9 +365,9 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
             alive_s += dt
             busy_s += dt
             if active:
-                episode_phase_s += p.compute_time_s * job * factor
-            transient_s += p.compute_time_s * (m - 1.0)
-            persistent_s += p.compute_time_s * (job * factor - m)
+                episode_phase_s += c * job * factor
+            transient_s += c * (m - 1.0)
+            persistent_s += c * (job * factor - m)
         x[X_EXECUTED] = executed
         pts[PT_NOW, P_ALIVE] = alive_s
         x[X_BUSY] = busy_s
@@ -315,7 +400,7 @@ def _keep_block_share(p, x, pts, active):
     kept = math.floor(block * (x[X_T] - t0) / dt)
     if block == 0.0 or kept <= 0.0:
         return
-    c, job = p.compute_time_s, x[X_JOB]
+    c, job = x[X_COMPUTE], x[X_JOB] * x[X_DEGRADE]
     share = kept / block
     kept_s = share * dt
     if active:
@@ -323,7 +408,7 @@ def _keep_block_share(p, x, pts, active):
         pts[PT_NOW, P_EPISODE_PHASE] += share * c * job * total
     else:
         transient = c * (total - block)
-    persistent = dt - block * (c + p.comm_time_s) - transient
+    persistent = dt - block * (c + x[X_COMM]) - transient
     pts[PT_NOW, P_ALIVE] += kept_s
     pts[PT_NOW, P_TRANSIENT] += share * transient
     pts[PT_NOW, P_PERSISTENT] += share * persistent
@@ -449,20 +534,37 @@ def _restore(p, x, k, pts, point):
 
 
 @jit_inline
-def _roll_back_durable(p, pts, checkpoints):
+def _ideal_s(p, x, k, iterations):
+    """Ideal time of the first ``iterations`` iterations of a run with a phase table, s."""
+    total = 0.0
+    for j in range(k[K_PHASES]):
+        row = N_X + N_PH * j
+        end = x[row + N_PH + PH_START] if j + 1 < k[K_PHASES] else np.inf
+        end = min(end, float(p.iterations), iterations)
+        if end > x[row + PH_START]:
+            total += (end - x[row + PH_START]) * (x[row + PH_COMPUTE_S] + x[row + PH_COMM_S])
+    return total
+
+
+@jit_inline
+def _roll_back_durable(p, x, k, pts, checkpoints):
     """Instability: the last durable checkpoint moves ``checkpoints`` storage checkpoints back (on the grid
     of multiples of ``K`` iterations, ``K persist_every`` for in_memory, a planned stop's save counting as
     the one after it; not before the start). The time accounts of the earlier point are the durable
-    point's scaled by the share of its iterations (docs/model.md §3)."""
+    point's scaled by the share of its iterations; with phases, its time is its own ideal time plus that
+    share of the durable point's straggler excess (docs/model.md §3)."""
     if checkpoints == 0:
         return
     step = float(p.checkpoint_every) * float(p.persist_every if p.strategy == STRATEGY_IN_MEMORY else 1)
     done = pts[PT_DURABLE, P_DONE]
     target = max(0.0, math.ceil(done / step) * step - float(checkpoints) * step)
     share = target / done if done > 0.0 else 0.0
+    alive = pts[PT_DURABLE, P_ALIVE]
     for j in range(N_P):
         pts[PT_DURABLE, j] *= share
     pts[PT_DURABLE, P_DONE] = target
+    if k[K_PHASES] > 0:
+        pts[PT_DURABLE, P_ALIVE] = _ideal_s(p, x, k, target) + share * (alive - _ideal_s(p, x, k, done))
 
 
 @jit_inline
@@ -495,7 +597,7 @@ def _interrupt(p, kind, rollback_checkpoints, memory_ok, x, k, pts):
     ``rollback_checkpoints`` further back. The time rolled back (the interrupted partial block
     included) is charged to the event's kind."""
     if kind == KIND_INSTABILITY:
-        _roll_back_durable(p, pts, rollback_checkpoints)
+        _roll_back_durable(p, x, k, pts, rollback_checkpoints)
         from_memory = False
     elif kind == KIND_PLANNED:  # saved before the stop: a durable checkpoint of the progress
         _copy_point(pts, PT_DURABLE, PT_NOW)
@@ -661,10 +763,11 @@ def _next_kind(fc, k, heap_class):
 
 @jit_inline
 def _restart(p, x, job_stream, ep_stream):
-    """Training resumes: a new job factor; the restart ends every episode."""
+    """Training resumes: a new job factor and attempt (no degradation); the restart ends every episode."""
     x[X_JOB] = _job_factor(job_stream, p.job_sigma)
-    # Those that began during the recovery too.
     t = x[X_T]
+    _begin_attempt(p, x, t)
+    # Those that began during the recovery too.
     x[X_EPISODE_UNTIL] = min(x[X_EPISODE_UNTIL], t)
     while x[X_EPISODE_NEXT] <= t:
         x[X_EPISODE_NEXT] += _exponential(ep_stream) / p.episode_rate_per_s
@@ -823,13 +926,13 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
         f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
     else:
         f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
-    n_max = (p.iterations - int(done) - 1) // K  # cycles that end with a checkpoint
+    n_max = (k[K_PHASE_END] - int(done) - 1) // K  # cycles that end with a checkpoint, in this phase
     if n_max < 1 or n_max * K < min_block:
         return 0
     t = x[X_T]
-    job = x[X_JOB]
-    c = p.compute_time_s
-    iter_mean = c * job * f_mean + p.comm_time_s
+    job = x[X_JOB] * x[X_DEGRADE]
+    c, comm = x[X_COMPUTE], x[X_COMM]
+    iter_mean = c * job * f_mean + comm
     block_mean = K * iter_mean
     block_std = c * job * math.sqrt(K) * f_std
     if p.strategy == STRATEGY_SYNC:
@@ -859,7 +962,7 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     iterations = float(n * K)
     total = iterations * f_mean + math.sqrt(iterations) * f_std * ndtri_acklam(uniform(it_stream))
     total = max(total, 0.0)
-    dt_sum = c * job * total + iterations * p.comm_time_s
+    dt_sum = c * job * total + iterations * comm
     extra = write + p.checkpoint_stall_s if heavy else p.checkpoint_stall_s
     t_end = t + n * extra if heavy else t + dt_sum + n * extra
     if t_end > horizon:
@@ -876,7 +979,7 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     else:
         transient = c * (total - iterations)
     pts[PT_NOW, P_TRANSIENT] += transient
-    pts[PT_NOW, P_PERSISTENT] += dt_sum - iterations * (c + p.comm_time_s) - transient
+    pts[PT_NOW, P_PERSISTENT] += dt_sum - iterations * (c + comm) - transient
     x[X_T] = t_end
     k[K_CHECKPOINTS] += n
     k[K_NEXT_CHECKPOINT] = int(done) + (n + 1) * K
@@ -891,7 +994,7 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
 # measurable, and inlining the whole run loop (with the events it inlines) into the
 # entry point made the first compile about 2.6x longer (docs/model.md §4 "Compile time").
 @jit
-def _simulate_run(p, fc, seed, run, row):
+def _simulate_run(p, fc, phases, seed, run, row):
     n_classes = fc.units.shape[0]
     streams = np.empty((n_classes, 4), np.uint64)
     for c in range(n_classes):
@@ -910,11 +1013,18 @@ def _simulate_run(p, fc, seed, run, row):
     )
     repair_time = np.empty(16)  # spare nodes under repair: return times
     repair_tag = np.empty(16, np.int64)
-    x = np.zeros(N_X)
+    x = np.zeros(N_X + phases.size)
     k = np.zeros(N_K, np.int64)
     pts = np.zeros((N_PT, N_P))
     k[K_SPARES_FREE] = p.spare_nodes
     k[K_NEXT_CHECKPOINT] = p.checkpoint_every
+    x[X_COMPUTE] = p.compute_time_s
+    x[X_COMM] = p.comm_time_s
+    k[K_PHASE_END] = p.iterations
+    has_phases = phases.shape[0] > 0
+    if has_phases:
+        _load_phases(p, phases, x, k)
+    _begin_attempt(p, x, 0.0)
     x[X_GATE] = -np.inf
     x[X_JOB] = _job_factor(job_stream, p.job_sigma)
     x[X_EPISODE_NEXT] = np.inf
@@ -922,9 +1032,7 @@ def _simulate_run(p, fc, seed, run, row):
         x[X_EPISODE_NEXT] = _exponential(ep_stream) / p.episode_rate_per_s
     # The earliest pending failure changes only when a failure is consumed.
     x[X_FAIL_T], k[K_SOURCE] = next_failure(pool_next, heap_time, 0)
-    has_planned = False  # read once: the loop asks the next failure's kind only when it may matter
-    for c in range(n_classes):
-        has_planned = has_planned or fc.kind[c] == KIND_PLANNED
+    has_planned = _has_kind(fc, KIND_PLANNED)  # read once: the loop asks the next kind only when it may matter
 
     while True:
         horizon = min(x[X_FAIL_T], p.max_wall_s)
@@ -933,7 +1041,11 @@ def _simulate_run(p, fc, seed, run, row):
             break
         if x[X_T] >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
             break
+        if has_phases and not x[X_PHASE_START] <= pts[PT_NOW, P_DONE] < k[K_PHASE_END]:
+            _enter_phase(p, x, k, pts[PT_NOW, P_DONE])
         active, transition = _episodes_at(p, x, ep_stream)
+        if p.degradation_per_s > 0.0:
+            transition = min(transition, _degradation_at(p, x))
         if p.fast and _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition) > 0:
             continue
         status = _advance_block(p, x, k, pts, it_stream, horizon, active, transition)
@@ -1002,6 +1114,9 @@ def _row_params(t, j):
         t.factor_mean_episode[j],
         t.factor_std_episode[j],
         t.restart_s[j],
+        t.degradation_per_s[j],
+        t.degradation_step_s[j],
+        t.degradation_max[j],
     )
 
 
@@ -1033,7 +1148,7 @@ def _row_classes(c, j):
 
 
 @jit
-def simulate_runs_table(table, classes, row_param, row_stream_run, seed, out):
+def simulate_runs_table(table, classes, phases, row_param, row_stream_run, seed, out):
     """Simulate one run per output row, each with its own parameter set and random streams, in this thread.
 
     Serial and ``nogil`` like :func:`simulate_runs`: :func:`mcsim.engine.tasks.run_kernel` runs
@@ -1048,6 +1163,8 @@ def simulate_runs_table(table, classes, row_param, row_stream_run, seed, out):
         (:func:`params_table`).
     classes : FailureClasses of 2-D arrays
         Per parameter set (rows) and failure class (columns) (:func:`classes_table`).
+    phases : float64[n_sets, n_phases, N_PH]
+        Per parameter set, its phase table (:func:`phases_table`; no rows: one phase).
     row_param : int64[n_rows]
         Parameter set of each output row.
     row_stream_run : int64[n_rows]
@@ -1059,11 +1176,11 @@ def simulate_runs_table(table, classes, row_param, row_stream_run, seed, out):
     """
     for i in range(out.shape[0]):
         j = row_param[i]
-        _simulate_run(_row_params(table, j), _row_classes(classes, j), seed, row_stream_run[i], out[i])
+        _simulate_run(_row_params(table, j), _row_classes(classes, j), phases[j], seed, row_stream_run[i], out[i])
 
 
 @jit
-def simulate_runs(p, fc, seed, first_run, out):
+def simulate_runs(p, fc, phases, seed, first_run, out):
     """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration, in this thread.
 
     It holds no GIL (``nogil``): :func:`mcsim.engine.tasks.run_kernel` runs slices of the runs
@@ -1076,6 +1193,9 @@ def simulate_runs(p, fc, seed, first_run, out):
         Scalars of the configuration.
     fc : FailureClasses
         Per-class arrays of the failure processes.
+    phases : float64[n_phases, N_PH]
+        The training phases, one row each (``PH_*`` columns; no rows: one phase with ``p``'s
+        iteration times; :func:`no_phases`).
     seed : int
         Scenario seed; with the run index it names every random stream.
     first_run : int
@@ -1084,4 +1204,4 @@ def simulate_runs(p, fc, seed, first_run, out):
         Filled in place; each run writes its own row only.
     """
     for i in range(out.shape[0]):
-        _simulate_run(p, fc, seed, first_run + i, out[i])
+        _simulate_run(p, fc, phases, seed, first_run + i, out[i])

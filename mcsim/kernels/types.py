@@ -7,7 +7,8 @@ why the kernels live inside the package):
   :class:`FailureClasses`, the output columns ``OUT_<NAME>`` (``N_OUT`` of them,
   :data:`OUTPUT_COLUMNS`), the ``STRATEGY_*`` hooks, ``STREAM_*`` streams and
   ``KIND_*`` kinds of failure class,
-  :func:`params_table` and :func:`classes_table`;
+  :func:`params_table` and :func:`classes_table`; the phase table's columns ``PH_*``,
+  :func:`no_phases` and :func:`phases_table`;
 * ``START_*``: the start states of the failure processes (:mod:`mcsim.kernels.renewal`);
 * the compiled entry points :func:`simulate_runs` (runs of one parameter set) and
   :func:`simulate_runs_table` (one run per row of a parameter table), from
@@ -25,6 +26,7 @@ from .declarations import (  # the declarations, re-exported whole
     KIND_INSTABILITY,
     KIND_PLANNED,
     N_OUT,
+    N_PH,
     OUT_BUSY_S,
     OUT_CHECKPOINT_S,
     OUT_CHECKPOINTS,
@@ -53,6 +55,9 @@ from .declarations import (  # the declarations, re-exported whole
     OUT_STRAGGLER_TRANSIENT_S,
     OUT_WALL_S,
     OUTPUT_COLUMNS,
+    PH_COMM_S,
+    PH_COMPUTE_S,
+    PH_START,
     STRATEGY_ASYNC,
     STRATEGY_IN_MEMORY,
     STRATEGY_SYNC,
@@ -64,7 +69,9 @@ from .declarations import (  # the declarations, re-exported whole
     FailureClasses,
     RunParams,
     classes_table,
+    no_phases,
     params_table,
+    phases_table,
 )
 from .montecarlo import simulate_runs, simulate_runs_table
 from .renewal import START_AGED, START_NEW, START_STATIONARY
@@ -129,6 +136,12 @@ __all__ = [
     "FailureClasses",
     "params_table",
     "classes_table",
+    "no_phases",
+    "phases_table",
+    "N_PH",
+    "PH_START",
+    "PH_COMPUTE_S",
+    "PH_COMM_S",
     "START_AGED",
     "START_NEW",
     "START_STATIONARY",

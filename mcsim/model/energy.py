@@ -128,6 +128,14 @@ def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float
     return cfg.parallelism.gpus * (pm.busy_w * wl.t_comp_s + pm.wait_w * (wl.bubble_s + wl.comm_time_s))
 
 
+def restart_state_s(out: np.ndarray, plan: CheckpointPlan, after_hangs_s: np.ndarray) -> np.ndarray:
+    """Time of each run restarting (a restart's parts and the loads the kernel started), s, at most
+    ``after_hangs_s`` (the recovery time but the hangs' detection): a load a failure cut short is
+    counted whole up to that bound."""
+    loads_s = out[:, kernel.OUT_STORAGE_LOADS] * plan.load_s + out[:, kernel.OUT_MEMORY_LOADS] * plan.load_memory_s
+    return np.minimum(out[:, kernel.OUT_RESTART_S] + loads_s, np.maximum(after_hangs_s, 0.0))
+
+
 def run_energy_j(
     cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel, out: np.ndarray
 ) -> dict[str, np.ndarray]:
@@ -154,9 +162,14 @@ def run_energy_j(
     gpu_wait = gpus * pm.wait_w * (waiting + done * wl.comm_time_s)
     gpu_lost = gpus * pm.iteration_power_w * lost
     gpu_stalled = gpus * pm.checkpoint_w * stalled
-    # Hung ranks sit in a collective that never completes: power as waiting at a barrier (docs/model.md §5).
+    # Hung ranks sit in a collective that never completes: power as waiting at a barrier; a restart's
+    # parts and the loads reading the state back at the checkpoint power; down the rest (idle,
+    # docs/model.md §5 "Power by state").
     hung = out[:, kernel.OUT_HANG_DETECTION_S]
-    gpu_recovering = gpus * pm.idle_w * (recovering - hung) + gpus * pm.wait_w * hung
+    restarting = restart_state_s(out, plan, recovering - hung)
+    gpu_recovering = gpus * (
+        pm.idle_w * (recovering - hung - restarting) + pm.wait_w * hung + pm.checkpoint_w * restarting
+    )
 
     storage_j_per_copy = plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12
     peer_j_per_copy = plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12

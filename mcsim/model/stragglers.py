@@ -154,3 +154,29 @@ def episode_active_share(rate_per_s: ArrayLike, mean_s: float, mtbf_s: ArrayLike
     c = mean_s / np.where(finite, m, np.inf)
     idle = special.hyp1f1(1.0, c + 1.0, -rho_d)
     return np.clip(1.0 - idle, 0.0, 1.0)
+
+
+def degradation_added_share(per_s: float, max_share: float, mtbf_s: ArrayLike, horizon_s: ArrayLike) -> np.ndarray:
+    """Mean share of compute time a throughput degradation adds over a run (first order, for estimates).
+
+    The degradation adds ``min(r a, D)`` at age ``a`` since the attempt began (``r = per_s``,
+    ``D = max_share``); restarts come as a Poisson process of mean interval ``M = mtbf_s``, so the
+    age at time ``t`` is ``min(t, X)``, ``X ~ Exp(M)``, and
+    ``E[min(r min(t, X), D)] = r M (1 - e^(-c/M))`` with ``c = min(t, D/r)``. Averaged over
+    ``t`` in ``[0, T]`` (``T = horizon_s``, the run's length) in closed form; ``M = inf``
+    (no restarts) gives the limit ``r c`` averaged. The steps of the kernel's staircase take the
+    mid-step value, so the staircase averages to the same line.
+    """
+    mtbf = np.asarray(mtbf_s, dtype=float)
+    horizon = np.maximum(np.asarray(horizon_s, dtype=float), 1e-300)
+    if per_s <= 0.0 or max_share <= 0.0:
+        return np.zeros(np.broadcast(mtbf, horizon).shape)
+    c0 = np.minimum(horizon, max_share / per_s)  # age at which the cap is reached, within the run
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        finite = np.isfinite(mtbf) & (mtbf > 0)
+        m = np.where(finite, mtbf, 1.0)
+        reached = per_s * m * -np.expm1(-c0 / m)  # E at t >= c0
+        rising = per_s * m * (c0 - m * -np.expm1(-c0 / m))  # integral over t in [0, c0]
+        restarts = (rising + (horizon - c0) * reached) / horizon
+        none = (per_s * c0**2 / 2.0 + (horizon - c0) * per_s * c0) / horizon
+    return np.where(finite, restarts, none)

@@ -14,6 +14,7 @@ with arrays of size one, so both give bit-identical numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -70,6 +71,14 @@ class Workload:
     mfu_ideal: float
     intra_bytes_per_gpu: float = math.nan  # moved per iteration on the intra-node link (all, not only exposed)
     inter_bytes_per_gpu: float = math.nan  # ... on the inter-node link
+    # Training phases (docs/model.md §2): (first iteration, compute s, comm s) of each; () for one phase.
+    # With phases, the per-iteration fields above are their means over the iterations (memory: the largest).
+    phases: tuple[tuple[float, float, float], ...] = ()
+
+    @property
+    def phase_table(self) -> np.ndarray:
+        """The kernel's phase table (``PH_*`` columns; no rows for one phase)."""
+        return np.array(self.phases, dtype=np.float64).reshape(-1, 3)
 
     @property
     def compute_time_s(self) -> float:
@@ -145,6 +154,7 @@ class WorkloadArrays:
     mfu_ideal: np.ndarray
     intra_bytes_per_gpu: np.ndarray
     inter_bytes_per_gpu: np.ndarray
+    phase_table: np.ndarray | None = None  # (candidate x phase x 3), the kernel's phase tables; None: one phase
 
     @property
     def compute_time_s(self) -> np.ndarray:
@@ -344,12 +354,80 @@ def _aggregate_step(
     )
 
 
+def phase_configs(cfg: Config) -> list[Config]:
+    """``cfg`` as one configuration per training phase: the phase's tokens, global batch and sequence
+    length in [model], no phases (``[cfg]`` itself when it has none)."""
+    ph = cfg.phases
+    if not ph.token_shares:
+        return [cfg]
+    none = dataclasses.replace(ph, token_shares=(), global_batch=(), seq_len=())
+    return [
+        dataclasses.replace(
+            cfg,
+            phases=none,
+            model=dataclasses.replace(
+                cfg.model,
+                tokens=share * cfg.model.tokens,
+                global_batch=ph.global_batch[i] if ph.global_batch else cfg.model.global_batch,
+                seq_len=ph.seq_len[i] if ph.seq_len else cfg.model.seq_len,
+            ),
+        )
+        for i, share in enumerate(ph.token_shares)
+    ]
+
+
+def _phases_combined(cfg: Config, parts: list[WorkloadArrays]) -> WorkloadArrays:
+    """The phases' workloads as one: iterations summed, per-iteration quantities averaged over the
+    iterations, memory the largest, MFU over the whole time, the first phase's failure code (in phase
+    order), microbatches of the largest phase; with the kernel's phase table."""
+    counts = np.stack([w.iterations for w in parts]).astype(np.float64)
+    iterations = counts.sum(axis=0)
+    weights = counts / iterations
+
+    def mean(name: str) -> np.ndarray:
+        return np.sum([w_i * getattr(w, name) for w_i, w in zip(weights, parts, strict=True)], axis=0)
+
+    code = parts[0].code.copy()
+    for w in parts[1:]:
+        code = np.where(code == FEASIBLE, w.code, code)
+    code = np.where((code == FEASIBLE) & (iterations > MAX_ITERATIONS), TOO_MANY_ITERATIONS, code)
+    times = [w.iteration_time_s for w in parts]
+    busy = np.sum([n * t for n, t in zip(counts, times, strict=True)], axis=0)
+    with np.errstate(invalid="ignore"):
+        mfu = np.sum([n * t * w.mfu_ideal for n, t, w in zip(counts, times, parts, strict=True)], axis=0) / busy
+    table = np.stack(
+        [np.stack([counts[:i].sum(axis=0), w.compute_time_s, w.comm_time_s], axis=-1) for i, w in enumerate(parts)],
+        axis=1,
+    )
+    largest = int(np.argmax(cfg.phases.token_shares))
+    averaged = {name: mean(name) for name in WORKLOAD_FLOATS if name not in ("memory_per_gpu_gb", "mfu_ideal")}
+    return WorkloadArrays(
+        code=code,
+        iterations=iterations.astype(np.int64),
+        dp=parts[0].dp,
+        microbatches=parts[largest].microbatches,
+        memory_per_gpu_gb=np.max([w.memory_per_gpu_gb for w in parts], axis=0),
+        mfu_ideal=mfu,
+        phase_table=table,
+        **averaged,
+    )
+
+
 def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     """The workload model over candidate layouts; scenario constants from ``cfg``.
 
     ``cfg`` supplies the model, network, overlaps, compute efficiency,
     ``gpus_per_node`` and ``max_wall_days``; ``lay`` everything a candidate varies.
+    With training phases, each phase is evaluated as its own configuration and the
+    results combined (:func:`_phases_combined`).
     """
+    if cfg.phases.token_shares:
+        return _phases_combined(cfg, [_one_phase_arrays(c, lay) for c in phase_configs(cfg)])
+    return _one_phase_arrays(cfg, lay)
+
+
+def _one_phase_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
+    """:func:`workload_arrays` of a configuration with one phase."""
     mdl = cfg.model
     N, L, s, B, D = mdl.params, mdl.layers, mdl.seq_len, mdl.global_batch, mdl.tokens
     G, t, p, b, v = (np.asarray(x, dtype=np.int64) for x in (lay.gpus, lay.tp, lay.pp, lay.microbatch, lay.interleave))
@@ -519,7 +597,7 @@ def workload(cfg: Config) -> Workload:
     code = int(arrays.code[0])
     iterations = int(arrays.iterations[0])
     if code in STRUCTURAL:
-        return _infeasible(*_structural_reason(cfg, code), iterations)
+        return _infeasible(*_phase_reason(cfg, code), iterations)
     problem = configuration_problem(cfg)
     if problem:
         return _infeasible(*problem, iterations)
@@ -550,9 +628,32 @@ def workload(cfg: Config) -> Workload:
             "or a shorter run.max_wall_days",
             iterations,
         )
-    values = [float(getattr(arrays, name)[0]) for name in WORKLOAD_FLOATS]
+    values = {name: float(getattr(arrays, name)[0]) for name in WORKLOAD_FLOATS}
     dp, m = int(arrays.dp[0]), int(arrays.microbatches[0])
+    phases = phase_rows(arrays.phase_table, 0)
     if code == MEMORY:
-        reason = f"memory per GPU {values[7]:.1f} GB exceeds the {cfg.hardware.gpu}'s {cfg.gpu.memory_gb:g} GB"
-        return Workload(False, "parallelism", reason, iterations, dp, m, *values)
-    return Workload(True, "", "", iterations, dp, m, *values)
+        memory = values["memory_per_gpu_gb"]
+        reason = f"memory per GPU {memory:.1f} GB exceeds the {cfg.hardware.gpu}'s {cfg.gpu.memory_gb:g} GB"
+        return Workload(False, "parallelism", reason, iterations, dp, m, phases=phases, **values)
+    return Workload(True, "", "", iterations, dp, m, phases=phases, **values)
+
+
+def phase_rows(table: np.ndarray | None, index: int) -> tuple[tuple[float, float, float], ...]:
+    """Candidate ``index``'s phase table as :attr:`Workload.phases` (``()`` for one phase)."""
+    if table is None:
+        return ()
+    return tuple((float(r[0]), float(r[1]), float(r[2])) for r in table[index])
+
+
+def _phase_reason(cfg: Config, code: int) -> tuple[str, str]:
+    """The structural reason of ``code`` as (key, reason), naming the first phase that has it."""
+    configs = phase_configs(cfg)
+    if len(configs) == 1:
+        return _structural_reason(cfg, code)
+    for i, phase in enumerate(configs):
+        if int(_one_phase_arrays(phase, layouts_of([phase])).code[0]) == code:
+            key, reason = _structural_reason(phase, code)
+            if key in ("model.global_batch", "model.seq_len") and getattr(cfg.phases, key.split(".")[1]):
+                key = "phases." + key.split(".")[1]
+            return key, f"training phase {i + 1}: {reason}"
+    return _structural_reason(cfg, code)

@@ -20,7 +20,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 from scipy import special
@@ -50,7 +50,7 @@ from mcsim.model.reliability import (
     wall_quantile_s,
 )
 from mcsim.model.restart import restart_parts
-from mcsim.model.stragglers import episode_active_share, factor_law
+from mcsim.model.stragglers import degradation_added_share, episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import (
     FREQUENCY,
@@ -252,7 +252,11 @@ def layout_workload(plan: Plan, cand: Candidates) -> WorkloadArrays:
     subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
     once = workload_arrays(base, subset)
     position = np.searchsorted(unique, rep)
-    return type(once)(*(getattr(once, f.name)[position] for f in dataclasses.fields(once)))
+    taken: dict[str, Any] = {}
+    for f in dataclasses.fields(once):
+        value = getattr(once, f.name)
+        taken[f.name] = None if value is None else value[position]
+    return type(once)(**taken)
 
 
 def screen(plan: Plan, cand: Candidates) -> Screen:
@@ -310,7 +314,18 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
             present, quantile = present * stretch, quantile * stretch
         wall, quantile = with_spares(base, cand, present), with_spares(base, cand, quantile)
         energy, power_mw = _energy_j(
-            plan, cand, wl, running, mean_iteration_s, every, cycle_stall, restart, run_mtbf, power, wall - running
+            plan,
+            cand,
+            wl,
+            running,
+            mean_iteration_s,
+            every,
+            cycle_stall,
+            restart,
+            load + restart_parts_s,
+            run_mtbf,
+            power,
+            wall - running,
         )
     # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
     hours = wall / 3600.0
@@ -412,7 +427,8 @@ def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray)
 
 
 def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tuple[np.ndarray, SimpleNamespace]:
-    """Mean executed iteration time (stragglers' expected factors, slow-node episodes) and mean per-GPU
+    """Mean executed iteration time (stragglers' expected factors, slow-node episodes, the throughput
+    degradation's mean, :func:`mcsim.model.stragglers.degradation_added_share`) and mean per-GPU
     power over it.
 
     During an episode the slowest rank's factor is ``max(M, slowdown)``; episodes are active a share
@@ -435,14 +451,17 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
         base.energy,
     )
     with np.errstate(invalid="ignore", divide="ignore"):
+        degraded = 1.0 + degradation_added_share(
+            st.degradation_per_day / 86400.0, st.degradation_max, mtbf, wl.iterations * wl.iteration_time_s
+        )
         busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
-        phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * law_mean
+        phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * law_mean
         power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
     iteration_s = phase + wl.comm_time_s
     if st.episode_rate_per_node_day > 0:
         rate = st.episode_rate_per_node_day * (cand.gpus // base.hardware.gpus_per_node) / 86400.0
         active = episode_active_share(rate, st.episode_hours * 3600.0, mtbf)
-        in_episode = wl.compute_time_s * job_factor_mean(st.job_sigma) * episode_mean + wl.comm_time_s
+        in_episode = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * episode_mean + wl.comm_time_s
         with np.errstate(invalid="ignore", divide="ignore"):
             iteration_s = 1.0 / ((1.0 - active) / iteration_s + active / in_episode)
     return iteration_s, SimpleNamespace(
@@ -523,11 +542,12 @@ def _instability_rollback_s(
     )
 
 
-def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, restart, mtbf, power, waiting):
+def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, restart, active, mtbf, power, waiting):
     """Facility energy of the expected run, J, and the facility power while computing, MW.
 
     ``wall``: the expected wall time with every node present; ``stall``: checkpoint time per cycle,
-    waits included (checkpoint power); ``restart``: recovery and load per failure (idle); the rest of ``wall``
+    waits included (checkpoint power); ``restart``: recovery and load per failure, of which ``active``
+    (the load and the restart's parts) at the checkpoint power and the rest idle; the rest of ``wall``
     beyond the useful iterations is lost work done again (computing); ``waiting``: the time waiting for
     repaired spare nodes on top (idle)."""
     base = plan.scenario.base
@@ -538,10 +558,13 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     stalled = checkpoints * stall
     failures = np.where(np.isfinite(mtbf), wall / mtbf, 0.0)
     recovering = failures * restart
+    loading = failures * np.minimum(active, restart)
     useful = wl.iterations * iteration_s
     lost = np.maximum(wall - useful - stalled - recovering, 0.0)
     gpu_j = gpus * (
-        power.iteration * (useful + lost) + power.checkpoint * stalled + power.idle * (recovering + waiting)
+        power.iteration * (useful + lost)
+        + power.checkpoint * (stalled + loading)
+        + power.idle * (recovering - loading + waiting)
     )
     bits_j = (
         (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,6 +44,7 @@ from mcsim.scenario.schema import (
     ModelSection,
     NetworkSection,
     ParallelismSection,
+    PhasesSection,
     RestartSection,
     RunSection,
     ScenarioError,
@@ -70,6 +72,7 @@ class Config:
 
     name: str
     model: ModelSection
+    phases: PhasesSection
     hardware: HardwareSection
     gpu: GpuSpec  # catalog entry with the [hardware] overrides applied
     parallelism: ParallelismSection
@@ -511,10 +514,30 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
         raise ScenarioError(
             where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
         )
+    _check_phases(sections["phases"], where)
     for fclass in failures:
         _check_failure_class(fclass, where)
     failures = tuple(in_fleet(f, hardware.failure_rate_factor) for f in failures)
     return Config(name=name, gpu=gpu, failures=failures, **sections)
+
+
+def _check_phases(phases: PhasesSection, where: str) -> None:
+    """The phases' lists agree: as many batches and sequence lengths (when given) as shares, summing to 1."""
+    shares = phases.token_shares
+    for key in ("global_batch", "seq_len"):
+        given = len(getattr(phases, key))
+        if given and given != len(shares):
+            raise ScenarioError(
+                where,
+                f"phases.{key}",
+                f"expected one value per phase ({len(shares)}, as phases.token_shares), got {given}",
+            )
+    if shares and abs(math.fsum(shares) - 1.0) > 1e-6:
+        raise ScenarioError(
+            where,
+            "phases.token_shares",
+            f"expected shares that sum to 1, got a sum of {format_number(math.fsum(shares))}",
+        )
 
 
 # The kinds of failure class whose rate is the fleet's (hardware.failure_rate_factor scales it): hardware

@@ -133,27 +133,44 @@ class Durations:
     """Field kind: a list of durations within the field's bounds, e.g. ``[4, 9, 15, 120]``.
 
     Typed as a tuple of floats (hashable, in the file's order; at most :data:`MAX_ENTRIES`). It
-    cannot be swept (:data:`SWEEPABLE`).
+    cannot be swept (:data:`SWEEPABLE`). Subclasses change what the list holds.
     """
 
     SWEEPABLE = False
     MAX_ENTRIES = 100_000
+    NOUN, EXAMPLE, INTEGER = "durations", "[4, 9, 15, 120]", False
 
     @classmethod
-    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[float, ...]:
-        """The durations a TOML array lists (a tuple passes through)."""
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple:
+        """The numbers a TOML array lists (a tuple passes through)."""
         if isinstance(value, tuple):
             return value
         if not isinstance(value, list) or len(value) > cls.MAX_ENTRIES:
             raise ScenarioError(
                 source,
                 key,
-                f"expected a list of at most {cls.MAX_ENTRIES:,} durations, e.g. [4, 9, 15, 120], got "
+                f"expected a list of at most {cls.MAX_ENTRIES:,} {cls.NOUN}, e.g. {cls.EXAMPLE}, got "
                 + (f"{len(value):,} of them" if isinstance(value, list) else _type_name(value)),
             )
+        kind = int if cls.INTEGER else float
         return tuple(
-            float(_coerce_number(meta, number, source, f"{key}[{i}]", integer=False)) for i, number in enumerate(value)
+            kind(_coerce_number(meta, number, source, f"{key}[{i}]", integer=cls.INTEGER))
+            for i, number in enumerate(value)
         )
+
+
+class Shares(Durations):
+    """Field kind: a list of shares, e.g. ``[0.01, 0.94, 0.05]`` (one per training phase)."""
+
+    MAX_ENTRIES = 64
+    NOUN, EXAMPLE = "shares", "[0.01, 0.94, 0.05]"
+
+
+class Counts(Durations):
+    """Field kind: a list of whole numbers, e.g. ``[512, 2048, 2048]`` (one per training phase)."""
+
+    MAX_ENTRIES = 64
+    NOUN, EXAMPLE, INTEGER = "whole numbers", "[512, 2048, 2048]", True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,6 +282,31 @@ class NetworkSection:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PhasesSection:
+    """Training phases (docs/model.md §2 "Training phases"): none given, one phase from [model]."""
+
+    token_shares: tuple[float, ...] = param(
+        (), kind=Shares, gt=0, le=1, doc="each phase's share of model.tokens, in training order (they sum to 1)"
+    )
+    global_batch: tuple[int, ...] = param(
+        (),
+        kind=Counts,
+        ge=1,
+        le=1_000_000_000,
+        unit="sequences",
+        doc="each phase's global batch (e.g. a batch ramp-up); none: model.global_batch in every phase",
+    )
+    seq_len: tuple[int, ...] = param(
+        (),
+        kind=Counts,
+        ge=1,
+        le=100_000_000,
+        unit="tokens",
+        doc="each phase's sequence length (e.g. long-context stages); none: model.seq_len in every phase",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class StragglerSection:
     sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of per-rank, per-iteration factor")
     job_sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of the per-run factor")
@@ -273,6 +315,21 @@ class StragglerSection:
     )
     episode_hours: float = param(2.0, gt=0, le=1e5, unit="h")
     episode_slowdown: float = param(1.3, ge=1, le=1e3)
+    degradation_per_day: float = param(
+        0.0,
+        ge=0,
+        le=100,
+        unit="1/day",
+        doc="compute time added per day since the last restart, a share (a restart resets it; 0: none)",
+    )
+    degradation_max: float = param(1.0, ge=0, le=100, doc="... at most this share")
+    degradation_step_minutes: float = param(
+        60.0,
+        gt=0,
+        le=1e6,
+        unit="min",
+        doc="... constant over steps this long (its value mid-step); each costs kernel work",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -496,6 +553,7 @@ class RunSection:
 # TOML table name -> section class, in file order.
 SECTIONS: dict[str, type] = {
     "model": ModelSection,
+    "phases": PhasesSection,
     "hardware": HardwareSection,
     "parallelism": ParallelismSection,
     "compute": ComputeSection,
