@@ -602,6 +602,7 @@ class RunState:
     blocks_cut: int = 0
     persists_skipped: int = 0
     failures_in_spare_wait: int = 0
+    recoveries_kept: int = 0  # failures during a recovery whose own recovery ended first (not an output)
     blocks_iterated: int = 0  # fast mode: blocks below the threshold, drawn one iteration at a time
     cycle_stretches: int = 0  # fast mode: stretches of whole checkpoint cycles advanced at once
     cycles_in_stretches: int = 0
@@ -1067,7 +1068,7 @@ class Run:
         spares_back_s = s.t
         first = True
         cause = FAIL_STOP
-        detected_s = recovered_s = restarted_s = s.t
+        detected_s = recovered_s = restarted_s = ready_s = s.t
         while True:
             c = self.failures.take_next()
             fc = self.classes[c]
@@ -1078,6 +1079,7 @@ class Run:
                 s.failures_in_recovery += 0 if first else 1
                 s.failures_in_restart += 1 if restarted_s - p.restart_s < s.t < restarted_s else 0
                 s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
+                opening = first
                 if first:
                     from_memory = self.interrupt(fc, partial_s)
                     first = False
@@ -1098,10 +1100,16 @@ class Run:
                 else:
                     load_s = p.load_s
                     s.storage_loads += 1
-                cause = fc.kind
-                detected_s = s.t + (fc.detect_s if cause == HANG else 0.0)
                 # Detection, the spare wait, the class's recovery, the restart's parts, then the load.
-                restarted_s = max(detected_s, spares_back_s) + self.draw_recovery_s(fc) + p.restart_s
+                detected_new = s.t + (fc.detect_s if fc.kind == HANG else 0.0)
+                ready_new = max(detected_new, spares_back_s) + self.draw_recovery_s(fc)
+                # A detected incident's own recovery (replacement, decision, a person's time) is not cut
+                # short by a failure during it: the later of the two sets the restart, and its cause.
+                if opening or s.t < detected_s or ready_new >= ready_s:
+                    cause, detected_s, ready_s = fc.kind, detected_new, ready_new
+                else:
+                    s.recoveries_kept += 1
+                restarted_s = ready_s + p.restart_s
                 recovered_s = restarted_s + load_s
             end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
             s.spare_wait_s += max(0.0, min(spares_back_s, end) - max(s.t, detected_s))

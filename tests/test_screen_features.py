@@ -128,9 +128,10 @@ def test_episode_share_is_the_busy_probability_averaged_over_the_time_since_a_re
 # and 91-99.7 % (spares).
 CASES = [
     # issue 25: every kind of interruption, recovery laws, bad replacements and restarts from their parts,
-    # 2.6 % at worst, pessimistic (5.9 % with the laws' means in Daly's estimate instead of recovery_s's
-    # equivalent; 2.0 % without the bad replacements).
-    ("interruptions", (12, 13), 0.04),
+    # 0.55 % at worst on these runs since a failure no longer cuts a recovery under way short (the laws'
+    # means in Daly's estimate, an M/G/inf busy period; 2.6 % with the rule of before and its
+    # equivalent); the benchmark's largest over its 18 candidates is 2.4 % (1.8 standard errors).
+    ("interruptions", (12, 13), 0.02),
     ("write_bound", (7, 8), 0.02),
     ("episodes", (6,), 0.02),
     ("weibull_new", (6, 12), 0.10),
@@ -153,26 +154,13 @@ def test_screen_wall_time_against_simulation(name, indices, bound):
 
 
 @pytest.mark.parametrize("sigma,share", [(0.0, 0.3), (1.2, 0.0), (0.7, 0.2)])
-def test_recovery_law_equivalent_is_the_geometric_attempts_closed_form(sigma, share):
-    # -M log E[exp(-X / M)] with X = R LN + B H LN' (B ~ Bernoulli(share), LN of mean 1): without a
-    # lognormal part E[exp(-X/M)] = e^{-R/M} (1 - s + s e^{-H/M}) exactly; with one, by quadrature here.
+def test_recovery_law_equivalent_is_its_mean(sigma, share):
+    # The M/G/inf busy period (tests/test_interruptions.py): Daly's estimate with the law's mean,
+    # 20 min + share x 2 h, by hand.
     fclass = FailureClass(
         name="g", mtbf_hours=100.0, recovery_minutes=20.0, recovery_sigma=sigma, manual_share=share, manual_hours=2.0
     )
-    mtbf = np.array([600.0, 3600.0, 36000.0, np.inf])
-
-    def laplace(mean_s: float, m: float) -> float:
-        if sigma == 0.0:
-            return math.exp(-mean_s / m)
-        f = lambda z: math.exp(-mean_s / m * math.exp(sigma * z - sigma**2 / 2)) * stats.norm.pdf(z)  # noqa: E731
-        return integrate.quad(f, -12.0, 12.0, epsabs=1e-14, limit=200)[0]
-
-    got = np.asarray(recovery_s(fclass, mtbf))
-    for m, value in zip(mtbf[:-1], got[:-1], strict=True):
-        phi = laplace(1200.0, m) * (1.0 - share + share * laplace(7200.0, m))
-        assert value == pytest.approx(-m * math.log(phi), rel=1e-6)  # 48 Gauss-Hermite nodes: ~3e-9 measured
-    assert got[-1] == pytest.approx(1200.0 + share * 7200.0, rel=1e-12)  # M infinite: the mean
-    assert np.all(got[:-1] < 1200.0 + share * 7200.0)  # Jensen: below the mean
+    assert recovery_s(fclass) == pytest.approx(1200.0 + share * 7200.0, rel=1e-12)
 
 
 @pytest.mark.parametrize("sigma", [0.0, 0.5, 1.5])

@@ -198,7 +198,7 @@ def _cases() -> list[Case]:
                 s,
                 kinds_classes(),
                 dict(spare_nodes=1, restart_s=12.0, **JOB),
-                (*KIND_FEATURES, "failure in restart"),
+                (*KIND_FEATURES, "failure in restart", "recovery kept"),
             ),
         ]
     cases += [
@@ -529,6 +529,8 @@ def features_seen(states, outputs) -> set:
             seen.add("persist skipped")
         if state.failures_in_spare_wait:
             seen.add("failure in spare wait")
+        if state.recoveries_kept:
+            seen.add("recovery kept")
         if state.write_waits:
             seen.add("write wait")
         if state.episode_stretches:

@@ -10,6 +10,14 @@ GPU-hours, TDP energy and CO2 are its duration times 384 GPUs, 0.4 kW, 57 g/kWh,
 1.2), so they pass or fail with it; a *bound* row checks an inequality the
 published figure implies rather than closeness to it. ``docs/validation.md``
 discusses each.
+
+Two ways of scoring a row: ``criterion = "mean"`` (the simulated mean must lie in
+``[low, high]``, the published figure's stated tolerance) and ``criterion = "interval"``
+(the published figure, ``low == high``, must lie in the simulated 90 % interval, 5th to
+95th percentile of the runs: the score of issue 25 item 7). A row the model is known to
+miss carries the reason in ``known_outside``: it is reported ``OUTSIDE (known)`` and does
+not fail ``mcsim validate``; the tests pin that it is still outside, so that a change that
+brings it within has the reason removed.
 """
 
 from __future__ import annotations
@@ -44,6 +52,22 @@ def _model_tflops(ds: xr.Dataset, cfg: Config) -> np.ndarray:
     return flops / (cfg.parallelism.gpus * seconds) / 1e12
 
 
+def _effective_share(ds: xr.Dataset, cfg: Config) -> np.ndarray:
+    """1 - (lost + checkpoint + recovery) / wall: the time not lost to rollbacks, checkpoint stalls and
+    recoveries (Llama 3's effective training time; MegaScale's iterations x iteration time / total)."""
+    return 1.0 - (ds["lost_time"] + ds["checkpoint_time"] + ds["recovery_time"]).values / ds["wall_time"].values
+
+
+def _opt_hardware_restarts_per_56_days(ds: xr.Dataset, cfg: Config) -> np.ndarray:
+    """Fail-stop interruptions (hosts and the cluster outage), scaled to the published 56-day window."""
+    fail_stop = ds["n_failures"] - ds["n_instabilities"] - ds["n_hangs"] - ds["n_planned_stops"]
+    return fail_stop.values * (56 * 24.0) / ds["wall_time"].values
+
+
+def _iteration_with_stragglers_s(ds: xr.Dataset, cfg: Config) -> np.ndarray:
+    return float(ds["iteration_time"]) + ds["straggler_time"].values * 3600.0 / float(ds["iterations"])
+
+
 @dataclass(frozen=True)
 class Published:
     """A published figure and how the simulation is compared with it."""
@@ -57,6 +81,8 @@ class Published:
     kind: str  # "prediction", "consistency", "derived" or "bound" (module docstring)
     source: str
     simulated: Callable[[xr.Dataset, Config], np.ndarray]  # per-run values
+    criterion: str = "mean"  # "mean": the mean in [low, high]; "interval": low (= high) in [p5, p95]
+    known_outside: str = ""  # why the model misses this figure (docs/validation.md); "" when it should not
 
 
 PUBLISHED = (
@@ -183,6 +209,126 @@ PUBLISHED = (
         "Llama 3 report Table 4",
         _model_tflops,
     ),
+    # Issue 25 item 7: runs that lose time to more than hardware failures. Each scenario's header names
+    # its sources and marks every assumption; docs/validation.md discusses the rows.
+    Published(
+        "opt-175b.toml",
+        "wall-clock time of the 12.xx lineage (Nov 11 2021 - Jan 6 2022)",
+        "~56",
+        "d",
+        56.0,
+        56.0,
+        "prediction",
+        "metaseq OPT chronicles (10 % and final updates)",
+        lambda ds, cfg: ds["wall_time"].values / 24.0,
+        criterion="interval",
+        known_outside=(
+            "no staffing model: the multi-day holes when nobody restarted the job (Thanksgiving, nights), "
+            "attempts discarded after ~100 steps, bad replacement hosts before the buffer pool grew, "
+            "slow blob-store downloads (docs/validation.md)"
+        ),
+    ),
+    Published(
+        "opt-175b.toml",
+        "restarts over the 12.xx lineage",
+        "~90",
+        "1",
+        90.0,
+        90.0,
+        "prediction",
+        "metaseq OPT chronicles (final update)",
+        lambda ds, cfg: ds["n_failures"].values.astype(float),
+        criterion="interval",
+    ),
+    Published(
+        "opt-175b.toml",
+        "hardware restarts in 56 days (35 manual + 70+ automatic)",
+        ">= 105",
+        "1",
+        105.0,
+        105.0,
+        "consistency",
+        "Zhang et al. 2022 (arXiv 2205.01068) §2.5",
+        _opt_hardware_restarts_per_56_days,
+        criterion="interval",
+    ),
+    Published(
+        "opt-175b.toml",
+        "ideal training time (no hardware issues, no instabilities)",
+        "~33",
+        "d",
+        33.0 * 0.97,
+        33.0 * 1.03,
+        "consistency",
+        "metaseq OPT chronicles (final update)",
+        lambda ds, cfg: (
+            (float(ds["iterations"]) * float(ds["iteration_time"]) / 3600.0 + ds["straggler_time"].values) / 24.0
+        ),
+    ),
+    Published(
+        "byterobust-dense.toml",
+        "cumulative ETTR of the dense job (3 months, 9,600 GPUs)",
+        "up to 97 %",
+        "1",
+        0.97,
+        0.97,
+        "prediction",
+        "Wan et al. 2025 (ByteRobust, arXiv 2509.16293) abstract, §8.1.3",
+        _effective_share,
+        criterion="interval",
+        known_outside=(
+            "the paper's own recovery times (Table 6, §2.2) add up to ~2 % of the wall time even at the top of "
+            "their ranges; the rest of its 3 % is time the model does not book: reattempts that fail again, "
+            "stop-time diagnostics, throughput lost in MFU declines before detection, deliberate rollbacks "
+            "after code changes (docs/validation.md)"
+        ),
+    ),
+    Published(
+        "byterobust-dense.toml",
+        "incidents of the dense job in 3 months (Table 4)",
+        "175",
+        "1",
+        175.0,
+        175.0,
+        "consistency",
+        "Wan et al. 2025, Table 4",
+        lambda ds, cfg: ds["n_failures"].values * (90 * 24.0) / ds["wall_time"].values,
+        criterion="interval",
+    ),
+    Published(
+        "megascale-175b.toml",
+        "effective training time rate",
+        "> 90 %",
+        "1",
+        0.90,
+        1.0,
+        "prediction",
+        "Jiang et al. 2024 (MegaScale, arXiv 2402.15627) §6.3",
+        _effective_share,
+    ),
+    Published(
+        "megascale-175b.toml",
+        "training restarts over several weeks",
+        "over 100",
+        "1",
+        100.0,
+        100.0,
+        "consistency",
+        "Jiang et al. 2024 §6.2",
+        lambda ds, cfg: ds["n_failures"].values.astype(float),
+        criterion="interval",
+    ),
+    Published(
+        "megascale-175b.toml",
+        "iteration time, 175B on 12,288 GPUs, batch 6,144",
+        "6.34",
+        "s",
+        6.34 * 0.97,
+        6.34 * 1.03,
+        "consistency",
+        "Jiang et al. 2024 Table 2",
+        _iteration_with_stragglers_s,
+    ),
 )
 
 
@@ -197,7 +343,28 @@ class Comparison:
 
     @property
     def within(self) -> bool:
-        return self.published.low <= self.mean <= self.published.high
+        f = self.published
+        if f.criterion == "interval":
+            return self.p5 <= f.low <= self.p95
+        return f.low <= self.mean <= f.high
+
+    @property
+    def passes(self) -> bool:
+        """Within, or outside for the reason the figure records."""
+        return self.within or bool(self.published.known_outside)
+
+    @property
+    def result(self) -> str:
+        if self.within:
+            return "within"
+        return "OUTSIDE (known)" if self.published.known_outside else "OUTSIDE"
+
+    @property
+    def accepted(self) -> str:
+        f = self.published
+        if f.criterion == "interval":
+            return f"{_g(f.low)} in the 90 % interval"
+        return f"{_g(f.low)}..{_g(f.high)}"
 
 
 def validate(runs: int = 1000, seed: int = 0) -> list[Comparison]:
@@ -232,21 +399,26 @@ def validation_table(rows: list[Comparison]) -> str:
                 f"{f.quantity} [{f.unit}]",
                 f.value,
                 f"{_g(row.mean)} [{_g(row.p5)}, {_g(row.p95)}]",
-                f"{_g(f.low)}..{_g(f.high)}",
+                row.accepted,
                 f.kind,
-                "within" if row.within else "OUTSIDE",
+                row.result,
             ]
         )
     widths = [max(len(r[k]) for r in [header] + body) for k in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)).rstrip() for r in [header] + body]
     outside = sum(not r.within for r in rows)
+    known = sum(not r.within and bool(r.published.known_outside) for r in rows)
     independent = [r for r in rows if r.published.kind in ("prediction", "consistency")]
     lines.append(
         f"{len(rows) - outside} of {len(rows)} within their accepted ranges"
         + (f"; {outside} outside" if outside else "")
+        + (f" ({known} of them known, for the reasons below)" if known else "")
         + f" ({sum(r.within for r in independent)} of {len(independent)} independent comparisons;"
         " derived rows move with the row they are computed from)"
     )
+    for row in rows:
+        if not row.within and row.published.known_outside:
+            lines.append(f"known outside: {row.published.quantity}: {row.published.known_outside}")
     for row in rows:
         if not np.isfinite(row.mean):
             lines.append(f"{row.published.quantity}: no run gave a value (e.g. no failure); increase --runs")

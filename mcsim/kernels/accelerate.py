@@ -1,8 +1,10 @@
 """All Numba settings of mcsim in one place, and where compiled kernels are cached.
 
-Every kernel is compiled through :func:`jit` (serial functions, the entry point
-``simulate_runs`` included: :func:`mcsim.engine.tasks.run_kernel` splits runs over
-threads) or :func:`jit_inline` (small helpers inlined into their callers);
+Every kernel is compiled through :func:`jit` (serial functions that may allocate: the
+entry points ``simulate_runs`` and ``simulate_runs_table``;
+:func:`mcsim.engine.tasks.run_kernel` splits runs over threads), :func:`jit_unmanaged`
+(the run loop and its helpers: no reference counting, no allocation) or
+:func:`jit_inline` (small helpers inlined into their callers);
 :func:`jit_parallel` (a ``prange`` entry point) is kept for the frozen pre-issue-12
 kernel in ``benchmarks/``. The options below are the only ones in the code base:
 
@@ -57,6 +59,8 @@ import numba
 
 # Any: numba.jit's stubs type each option; a dict of mixed values matches none of its overloads.
 _COMMON: dict[str, Any] = dict(nopython=True, nogil=True, fastmath=False, error_model="numpy")
+# ... and for the run loop: without Numba's reference counting (jit_unmanaged).
+_UNMANAGED: dict[str, Any] = dict(_COMMON, _nrt=False)
 _KERNEL_FOLDER = Path(__file__).resolve().parent
 
 
@@ -226,6 +230,18 @@ def cached(dispatcher: Any) -> bool | None:
 def jit(func):
     """Compile a serial kernel helper with mcsim's settings."""
     return _with_cache(numba.jit(**_COMMON)(func))
+
+
+def jit_unmanaged(func):
+    """Compile a kernel helper without Numba's reference counting (``_nrt=False``, issue 26).
+
+    For the run loop and everything it calls: it takes its arrays from the caller and never
+    allocates, so no array it touches is reference-counted. Numba's counting (an atomic
+    increment and decrement, in a function call, per array passed on or bound to a new name)
+    was most of fast mode's time. An entry point compiled with :func:`jit` allocates the
+    arrays and calls it; the tests count the ``NRT_`` calls in its machine code.
+    """
+    return _with_cache(numba.jit(**_UNMANAGED)(func))
 
 
 def jit_inline(func):

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from .accelerate import jit
+from .accelerate import jit_unmanaged
 
 _EPS = 1e-17  # series / continued-fraction stopping ratio
 _TINY = 1e-300  # Lentz's guard against division by zero
@@ -43,7 +43,7 @@ _LOG_HALF = -math.log(2.0)
 _MAX_LOG_X = 50.0  # x = 5e21: Q = e^-x is far below any double, so the root is left of it
 
 
-@jit
+@jit_unmanaged
 def _log_p_series(a, y, x):
     """log P(a, x) by the power series ``x^a e^-x / Γ(a+1) · Σ x^n / ((a+1)…(a+n))``."""
     term = 1.0
@@ -59,7 +59,7 @@ def _log_p_series(a, y, x):
     return (a * y - math.lgamma(a + 1.0) + math.log(total)) - x
 
 
-@jit
+@jit_unmanaged
 def _log_q_fraction(a, y, x):
     """log Q(a, x) by the continued fraction ``x^a e^-x / Γ(a) · 1/(x+1-a- 1(1-a)/(x+3-a- ...))``."""
     b = x + 1.0 - a
@@ -83,7 +83,7 @@ def _log_q_fraction(a, y, x):
     return (a * y - math.lgamma(a) + math.log(h)) - x
 
 
-@jit
+@jit_unmanaged
 def _log1m_exp(v):
     """log(1 - e^v) for v <= 0 (Mächler 2012: expm1 or log1p by the size of v)."""
     if v > _LOG_HALF:
@@ -91,7 +91,7 @@ def _log1m_exp(v):
     return math.log1p(-math.exp(v))
 
 
-@jit
+@jit_unmanaged
 def _log_pq(a, y, x):
     """``(log P, log Q)`` at ``x`` with ``y = log x`` (both given, so neither is rounded again)."""
     if x == 0.0 and y == -math.inf:
@@ -105,7 +105,7 @@ def _log_pq(a, y, x):
     return _log1m_exp(log_q), log_q
 
 
-@jit
+@jit_unmanaged
 def log_gamma_pq(a, y):
     """``(log P(a, x), log Q(a, x))`` at ``x = e^y``, for ``a > 0``.
 
@@ -119,19 +119,19 @@ def log_gamma_pq(a, y):
     return _log_pq(a, y, math.exp(y))
 
 
-@jit
+@jit_unmanaged
 def log_gammaincc(a, x):
     """log Q(a, x) for ``a > 0``, ``x >= 0``."""
     return _log_pq(a, math.log(x), x)[1]
 
 
-@jit
+@jit_unmanaged
 def gammaincc(a, x):
     """Q(a, x), the regularized upper incomplete gamma function (``scipy.special.gammaincc``)."""
     return math.exp(log_gammaincc(a, x))
 
 
-@jit
+@jit_unmanaged
 def _initial_log_x(a, h, lower):
     """A starting ``y = log x`` for :func:`log_gammaincc_inv` (left of the root for the P branch)."""
     if lower:
@@ -144,7 +144,7 @@ def _initial_log_x(a, h, lower):
     return math.log(x)
 
 
-@jit
+@jit_unmanaged
 def log_gammaincc_inv(a, h):
     """``y = log x`` with ``Q(a, x) = e^-h``: the inverse of Q in log space.
 
@@ -203,7 +203,7 @@ def log_gammaincc_inv(a, h):
     return y
 
 
-@jit
+@jit_unmanaged
 def gammaincc_inv(a, q):
     """x with Q(a, x) = q, for ``0 < q <= 1`` (``scipy.special.gammainccinv``)."""
     return math.exp(log_gammaincc_inv(a, -math.log(q)))

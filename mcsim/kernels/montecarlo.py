@@ -37,10 +37,16 @@ for completed runs, with ``alive_iteration_time = iterations * ideal +
 straggler_transient + straggler_persistent``.
 
 Structure. A run's state lives in three arrays with named slots: ``x`` (float
-scalars, ``X_*``), ``k`` (integer scalars, ``K_*``) and ``pts`` (progress
-points: the run's progress ``PT_NOW`` and its restore points ``PT_DURABLE``,
-``PT_MEMORY``, ``PT_PENDING``, ``PT_REPLICATING``, each a vector of ``P_*``
-columns). One small function per event changes it: :func:`_episodes_at`
+scalars, ``X_*``, then the run's phase table), ``k`` (integer scalars, ``K_*``) and
+``pts`` (progress points: the run's progress ``PT_NOW`` and its restore points
+``PT_DURABLE``, ``PT_MEMORY``, ``PT_PENDING``, ``PT_REPLICATING``, each a vector of
+``P_*`` columns). They, the random streams and the failure and repair heaps form the
+*workspace* (:func:`_workspace`), allocated once per kernel call by the entry points
+and reset at the start of every run; the run loop and everything it calls are compiled
+without Numba's reference counting (:func:`mcsim.kernels.accelerate.jit_unmanaged`) and
+allocate nothing. A heap that fills stops the run with a ``RUN_*`` code; the entry point
+grows it and runs the run again (the same streams give the same run), so the first
+sizes are chosen large enough that this is rare. One small function per event changes it: :func:`_episodes_at`
 (episode change), :func:`_advance_block` (advance a block),
 :func:`_checkpoint` (checkpoint begins: wait, stall, then the strategy's hook
 :func:`_checkpoint_hook`), :func:`_complete_writes` (write completes: the one
@@ -56,7 +62,7 @@ import math
 
 import numpy as np
 
-from .accelerate import jit, jit_inline
+from .accelerate import jit, jit_inline, jit_unmanaged
 from .declarations import (
     KIND_FAIL_STOP,
     KIND_HANG,
@@ -106,9 +112,9 @@ from .declarations import (
 )
 from .normal import max_lognormal_factor, ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure, pending_class
-from .rng import seed_stream, uniform
+from .rng import seed_stream, uniform, uniform_words
 
-# --- Run state: named slots of three arrays owned by one run ---------------------------------
+# --- Run state: named slots of three arrays of the run's workspace ------------------------------
 # Float scalars (``x``).
 X_T = 0  # simulated time, s
 X_FAIL_T = 1  # time of the earliest pending failure, s
@@ -167,7 +173,8 @@ K_PLANNED = 18
 K_DROPPED = 19  # hangs, instabilities and planned stops dropped in recoveries (for the failure guard)
 K_PHASE_END = 20  # iterations done when the current phase ends (the run's iterations in the last)
 K_PHASES = 21  # rows of the phase table (0: one phase, RunParams' iteration times)
-N_K = 22
+K_OVERFLOW = 22  # RUN_DONE, or the workspace array that was too small (the run stops)
+N_K = 23
 # Progress points (rows of ``pts``): the run's progress and its restore points, each a
 # vector of the columns below.
 PT_NOW = 0  # the run's progress
@@ -185,6 +192,11 @@ P_EPISODE_PHASE = 4  # compute phase of those iterations spent in slow-node epis
 N_P = 5
 
 # What a block of iterations ended with (:func:`_advance_block`).
+# What :func:`_simulate_run` returns: the run is done, or an array of the workspace was full (the caller
+# grows it and runs the run again: its streams make the run the same, only longer arrays).
+RUN_DONE = 0
+RUN_FAILURE_HEAP_FULL = 1
+RUN_REPAIR_HEAP_FULL = 2
 BLOCK_DONE = 0  # reached the next checkpoint or the end
 BLOCK_CUT = 1  # stopped at an episode change
 BLOCK_INTERRUPTED = 2  # a failure or the wall-clock limit struck inside it
@@ -351,8 +363,10 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
         transient_s = pts[PT_NOW, P_TRANSIENT]
         persistent_s = pts[PT_NOW, P_PERSISTENT]
         episode_phase_s = pts[PT_NOW, P_EPISODE_PHASE]
+        s0, s1, s2, s3 = it_stream[0], it_stream[1], it_stream[2], it_stream[3]
         while done < stop and t < transition:
-            m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
+            u, s0, s1, s2, s3 = uniform_words(s0, s1, s2, s3)
+            m = max_lognormal_factor(u, p.n_ranks, p.sigma)
             factor = max(m, p.episode_slowdown) if active else m
             dt = c * job * factor + comm
             if t + dt > horizon:
@@ -368,6 +382,7 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
                 episode_phase_s += c * job * factor
             transient_s += c * (m - 1.0)
             persistent_s += c * (job * factor - m)
+        it_stream[0], it_stream[1], it_stream[2], it_stream[3] = s0, s1, s2, s3
         x[X_EXECUTED] = executed
         pts[PT_NOW, P_ALIVE] = alive_s
         x[X_BUSY] = busy_s
@@ -388,7 +403,7 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     return BLOCK_DONE
 
 
-@jit
+@jit_unmanaged
 def _keep_block_share(p, x, pts, active):
     """A planned stop keeps the whole iterations of the fast block it interrupted (``X_CUT_*``): their
     share of its time and of its accounts, as a stretch's interpolated points (docs/model.md §3); the
@@ -577,8 +592,7 @@ def _lognormal_mean_one(stream, sigma):
 def _recovery_s(seconds, sigma, share, manual, rec_stream):
     """Recovery time of one event before the load, s: the class's mean ``seconds``, lognormal when
     ``sigma > 0``, plus a person's time (mean ``manual``, the same law) for a ``share`` of them. Draws
-    from ``rec_stream`` only when the class has a law, so fixed recoveries draw nothing. (Scalars, not
-    the class table: passing the table to an inlined function costs reference counting, issue 26.)"""
+    from ``rec_stream`` only when the class has a law, so fixed recoveries draw nothing."""
     if sigma > 0.0:
         seconds *= _lognormal_mean_one(rec_stream, sigma)
     if share > 0.0 and uniform(rec_stream) < share:
@@ -586,6 +600,33 @@ def _recovery_s(seconds, sigma, share, manual, rec_stream):
             manual *= _lognormal_mean_one(rec_stream, sigma)
         seconds += manual
     return seconds
+
+
+@jit_inline
+def _class_recovery_s(fc, c, rec_stream):
+    """Class ``c``'s recovery before the restart's parts and the load, s: its mean, or one of its measured
+    recoveries at random, then its law (:func:`_recovery_s`)."""
+    measured = fc.durations_count[c]
+    base_s = fc.recovery_s[c]
+    if measured > 0:  # one of the measured recoveries, at random
+        base_s = fc.durations_s[c, min(int(uniform(rec_stream) * measured), measured - 1)]
+    return _recovery_s(base_s, fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream)
+
+
+@jit_inline
+def _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end):
+    """Recovery from ``t`` to ``stop``: its time, the spare wait, the restart's parts and the cause's share."""
+    x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
+    x[X_RECOVERY] += stop - t
+    if p.restart_s > 0.0:
+        x[X_RESTART] += max(0.0, min(restart_end, stop) - max(t, restart_end - p.restart_s))
+    if kind == KIND_HANG:
+        x[X_HANG] += stop - t
+        x[X_HANG_DETECT] += max(0.0, min(detect_end, stop) - t)
+    elif kind == KIND_INSTABILITY:
+        x[X_INSTABILITY] += stop - t
+    elif kind == KIND_PLANNED:
+        x[X_PLANNED] += stop - t
 
 
 @jit_inline
@@ -625,7 +666,8 @@ def _interrupt(p, kind, rollback_checkpoints, memory_ok, x, k, pts):
 @jit_inline
 def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream):
     """Failure of class ``c`` takes its nodes to repair (each for the class's repair time, or a draw of its
-    lognormal law from ``rec_stream``); returns when the spares it needs are there."""
+    lognormal law from ``rec_stream``); returns when the spares it needs are there (``K_OVERFLOW`` set
+    when the repair heap is full)."""
     t = x[X_T]
     repair_size = k[K_REPAIR_SIZE]
     spares_free = k[K_SPARES_FREE]
@@ -636,7 +678,10 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream
     sigma = fc.repair_sigma[c]
     for _ in range(need):
         repair_s = fc.repair_s[c] * (_lognormal_mean_one(rec_stream, sigma) if sigma > 0.0 else 1.0)
-        repair_time, repair_tag, repair_size = heap_push(repair_time, repair_tag, repair_size, t + repair_s, c)
+        repair_size = heap_push(repair_time, repair_tag, repair_size, t + repair_s, c)
+        if repair_size < 0:
+            k[K_OVERFLOW] = RUN_REPAIR_HEAP_FULL
+            return wait_until
     if spares_free >= need:
         spares_free -= need
     else:
@@ -646,7 +691,7 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream
         spares_free = 0
     k[K_REPAIR_SIZE] = repair_size
     k[K_SPARES_FREE] = spares_free
-    return repair_time, repair_tag, wait_until
+    return wait_until
 
 
 @jit_inline
@@ -669,20 +714,21 @@ def _recover(
     """Recovery, restarted by every fail-stop failure that strikes during it.
 
     A hang or an instability needs a running job: one that falls in a recovery is dropped (its
-    unit renews; it is not counted). Returns the (possibly reallocated) failure and repair heaps.
+    unit renews; it is not counted). Stops early with ``K_OVERFLOW`` set when a heap is full.
     """
     from_memory = False
     first = True
     wait_until = x[X_T]
     kind = KIND_FAIL_STOP  # the kind of the event whose recovery is under way
     detect_end = x[X_T]
+    ready_end = x[X_T]  # the incidents' own recovery (replacement, decision, a person) ends here
     recovery_end = x[X_T]
     restart_end = x[X_T]  # the restart's parts end here; the load follows
     while True:
         t = x[X_T]
-        # The failing unit's class, for its replacement (scalars: arrays passed on cost reference counts).
+        # The failing unit's class, for its replacement.
         failing = pending_class(k[K_SOURCE], heap_class)
-        c, heap_time, heap_class, heap_size = consume_failure(
+        c, heap_size = consume_failure(
             k[K_SOURCE],
             t,
             pool_left,
@@ -699,11 +745,15 @@ def _recover(
             fc.bad_share[failing],
             fc.bad_mean_s[failing],
         )
+        if heap_size < 0:
+            k[K_OVERFLOW] = RUN_FAILURE_HEAP_FULL
+            return
         k[K_HEAP_SIZE] = heap_size
         if not first and fc.kind[c] != KIND_FAIL_STOP:
             k[K_DROPPED] += 1
         else:
             k[K_FAILURES] += 1
+            opening = first
             if first:
                 from_memory = _interrupt(p, fc.kind[c], fc.rollback_checkpoints[c], fc.memory_ok[c], x, k, pts)
                 first = False
@@ -717,41 +767,30 @@ def _recover(
             if not from_memory:
                 k[K_MEMORY_VALID] = 0
             if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
-                repair_time, repair_tag, wait_until = _take_spares(
-                    p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream
-                )
+                wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream)
+                if k[K_OVERFLOW] != RUN_DONE:
+                    return
             load = p.load_memory_s if from_memory else p.load_s
             if from_memory:
                 k[K_MEMORY_LOADS] += 1
             else:
                 k[K_STORAGE_LOADS] += 1
-            kind = fc.kind[c]
-            detect_end = t + fc.detect_s[c] if kind == KIND_HANG else t
-            measured = fc.durations_count[c]
-            base_s = fc.recovery_s[c]
-            if measured > 0:  # one of the measured recoveries, at random
-                base_s = fc.durations_s[c, min(int(uniform(rec_stream) * measured), measured - 1)]
-            recovery = _recovery_s(base_s, fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream)
-            restart_end = max(detect_end, wait_until) + recovery + p.restart_s
+            detect_new = t + fc.detect_s[c] if fc.kind[c] == KIND_HANG else t
+            ready_new = max(detect_new, wait_until) + _class_recovery_s(fc, c, rec_stream)
+            # The recovery already under way for a detected incident (a replacement, a decision, a
+            # person's time) goes on: training restarts after the later of the two, charged to its cause.
+            if opening or t < detect_end or ready_new >= ready_end:
+                kind, detect_end, ready_end = fc.kind[c], detect_new, ready_new
+            restart_end = ready_end + p.restart_s
             recovery_end = restart_end + load
         fail_t, source = next_failure(pool_next, heap_time, heap_size)
         x[X_FAIL_T] = fail_t
         k[K_SOURCE] = source
         stop = min(recovery_end, fail_t, p.max_wall_s)
-        x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
-        x[X_RECOVERY] += stop - t
-        if p.restart_s > 0.0:
-            x[X_RESTART] += max(0.0, min(restart_end, stop) - max(t, restart_end - p.restart_s))
-        if kind == KIND_HANG:
-            x[X_HANG] += stop - t
-            x[X_HANG_DETECT] += max(0.0, min(detect_end, stop) - t)
-        elif kind == KIND_INSTABILITY:
-            x[X_INSTABILITY] += stop - t
-        elif kind == KIND_PLANNED:
-            x[X_PLANNED] += stop - t
+        _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end)
         x[X_T] = stop
         if stop < fail_t or stop >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
-            return heap_time, heap_class, repair_time, repair_tag
+            return
 
 
 @jit_inline
@@ -993,45 +1032,18 @@ def _advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
 # Compiled on its own, not inlined into simulate_runs: one call per run costs nothing
 # measurable, and inlining the whole run loop (with the events it inlines) into the
 # entry point made the first compile about 2.6x longer (docs/model.md §4 "Compile time").
-@jit
-def _simulate_run(p, fc, phases, seed, run, row):
-    n_classes = fc.units.shape[0]
-    streams = np.empty((n_classes, 4), np.uint64)
-    for c in range(n_classes):
-        seed_stream(streams[c], seed, run, STREAM_FIRST_FAILURE_CLASS + c)
-    it_stream = np.empty(4, np.uint64)
-    seed_stream(it_stream, seed, run, STREAM_ITERATION)
-    job_stream = np.empty(4, np.uint64)
-    seed_stream(job_stream, seed, run, STREAM_JOB)
-    ep_stream = np.empty(4, np.uint64)
-    seed_stream(ep_stream, seed, run, STREAM_EPISODE)
-    rec_stream = np.empty(4, np.uint64)
-    seed_stream(rec_stream, seed, run, STREAM_RECOVERY)
+# Unmanaged (no reference counting, issue 26): every array comes from the caller's workspace.
+@jit_unmanaged
+def _simulate_run(p, fc, phases, seed, run, row, ws):
+    """Run ``run`` of the configuration into ``row``, in the workspace ``ws`` (:func:`_workspace`).
 
-    pool_left, pool_hazard, pool_next, heap_time, heap_class = init_failures(
-        fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams
-    )
-    repair_time = np.empty(16)  # spare nodes under repair: return times
-    repair_tag = np.empty(16, np.int64)
-    x = np.zeros(N_X + phases.size)
-    k = np.zeros(N_K, np.int64)
-    pts = np.zeros((N_PT, N_P))
-    k[K_SPARES_FREE] = p.spare_nodes
-    k[K_NEXT_CHECKPOINT] = p.checkpoint_every
-    x[X_COMPUTE] = p.compute_time_s
-    x[X_COMM] = p.comm_time_s
-    k[K_PHASE_END] = p.iterations
+    Returns ``RUN_DONE``, or which workspace array was too small (``row`` is then not written).
+    """
+    x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
+    _start_run(p, fc, phases, seed, run, ws)
+    it_stream, job_stream, ep_stream, rec_stream = run_streams[0], run_streams[1], run_streams[2], run_streams[3]
+    pool_left, pool_hazard, pool_next = pools[0], pools[1], pools[2]
     has_phases = phases.shape[0] > 0
-    if has_phases:
-        _load_phases(p, phases, x, k)
-    _begin_attempt(p, x, 0.0)
-    x[X_GATE] = -np.inf
-    x[X_JOB] = _job_factor(job_stream, p.job_sigma)
-    x[X_EPISODE_NEXT] = np.inf
-    if p.episode_rate_per_s > 0.0:
-        x[X_EPISODE_NEXT] = _exponential(ep_stream) / p.episode_rate_per_s
-    # The earliest pending failure changes only when a failure is consumed.
-    x[X_FAIL_T], k[K_SOURCE] = next_failure(pool_next, heap_time, 0)
     has_planned = _has_kind(fc, KIND_PLANNED)  # read once: the loop asks the next kind only when it may matter
 
     while True:
@@ -1059,7 +1071,7 @@ def _simulate_run(p, fc, phases, seed, run, row):
         if has_planned and status == BLOCK_INTERRUPTED and _next_kind(fc, k, heap_class) == KIND_PLANNED:
             _keep_block_share(p, x, pts, active)
         _failure(x, k, pts)
-        heap_time, heap_class, repair_time, repair_tag = _recover(
+        _recover(
             p,
             fc,
             x,
@@ -1075,11 +1087,102 @@ def _simulate_run(p, fc, phases, seed, run, row):
             repair_time,
             repair_tag,
         )
+        if k[K_OVERFLOW] != RUN_DONE:
+            return k[K_OVERFLOW]
         _restart(p, x, job_stream, ep_stream)
     _write_outputs(row, x, k, pts)
+    return RUN_DONE
+
+
+@jit_inline
+def _start_run(p, fc, phases, seed, run, ws):
+    """The run's state at t = 0 in the workspace: its streams seeded, the failure processes in their
+    start states, the first phase, attempt, job factor and episode arrival, the first pending failure."""
+    x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
+    for c in range(fc.units.shape[0]):
+        seed_stream(streams[c], seed, run, STREAM_FIRST_FAILURE_CLASS + c)
+    for i, stream in enumerate((STREAM_ITERATION, STREAM_JOB, STREAM_EPISODE, STREAM_RECOVERY)):
+        seed_stream(run_streams[i], seed, run, stream)
+    init_failures(fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams, pools[0], pools[1], pools[2])
+    _clear_state(x, k, pts)
+    k[K_SPARES_FREE] = p.spare_nodes
+    k[K_NEXT_CHECKPOINT] = p.checkpoint_every
+    x[X_COMPUTE] = p.compute_time_s
+    x[X_COMM] = p.comm_time_s
+    k[K_PHASE_END] = p.iterations
+    if phases.shape[0] > 0:
+        _load_phases(p, phases, x, k)
+    _begin_attempt(p, x, 0.0)
+    x[X_GATE] = -np.inf
+    x[X_JOB] = _job_factor(run_streams[1], p.job_sigma)
+    x[X_EPISODE_NEXT] = np.inf
+    if p.episode_rate_per_s > 0.0:
+        x[X_EPISODE_NEXT] = _exponential(run_streams[2]) / p.episode_rate_per_s
+    # The earliest pending failure changes only when a failure is consumed.
+    x[X_FAIL_T], k[K_SOURCE] = next_failure(pools[2], heap_time, 0)
+
+
+@jit_inline
+def _clear_state(x, k, pts):
+    """Every slot of the run's state to 0 (the workspace is reused from run to run)."""
+    for i in range(x.shape[0]):
+        x[i] = 0.0
+    for i in range(k.shape[0]):
+        k[i] = 0
+    for i in range(pts.shape[0]):
+        for j in range(pts.shape[1]):
+            pts[i, j] = 0.0
 
 
 # --- Entry points ---------------------------------------------------------------------------
+
+
+# First sizes of the heaps. Replaced units pending a failure: at most every unit once, so the units
+# (up to FAILURE_HEAP_MAX entries, 1 MiB) fit any run; spare nodes under repair: REPAIR_HEAP_START. A
+# run that needs more runs again with twice the room (a run cut short is wasted work, so the first
+# sizes avoid it), and the larger arrays serve the runs after it.
+FAILURE_HEAP_MAX = 65_536
+REPAIR_HEAP_START = 64
+
+
+@jit_inline
+def _workspace(units, phase_values):
+    """The arrays one run works in (:func:`_simulate_run`), allocated once per kernel call (``units``:
+    the failure classes' units)."""
+    n_classes = units.shape[0]
+    heap = 1
+    for c in range(n_classes):
+        heap += units[c]
+    heap = min(heap, FAILURE_HEAP_MAX)
+    return (
+        np.empty(N_X + phase_values),  # x
+        np.empty(N_K, np.int64),  # k
+        np.empty((N_PT, N_P)),  # pts
+        np.empty((n_classes, 4), np.uint64),  # the classes' streams
+        np.empty((4, 4), np.uint64),  # iteration, job, episode and recovery streams
+        np.empty((3, n_classes)),  # pool_left, pool_hazard, pool_next
+        np.empty(heap),
+        np.empty(heap, np.int64),
+        np.empty(REPAIR_HEAP_START),
+        np.empty(REPAIR_HEAP_START, np.int64),
+    )
+
+
+@jit_inline
+def _run_growing(p, fc, phases, seed, run, row, ws):
+    """Run ``run`` in ``ws``, growing the heap that was too small until it fits; returns the workspace."""
+    while True:
+        status = _simulate_run(p, fc, phases, seed, run, row, ws)
+        if status == RUN_DONE:
+            return ws
+        x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
+        if status == RUN_FAILURE_HEAP_FULL:
+            heap_time = np.empty(2 * heap_time.shape[0])
+            heap_class = np.empty(2 * heap_class.shape[0], np.int64)
+        else:
+            repair_time = np.empty(2 * repair_time.shape[0])
+            repair_tag = np.empty(2 * repair_tag.shape[0], np.int64)
+        ws = (x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag)
 
 
 @jit_inline
@@ -1174,9 +1277,16 @@ def simulate_runs_table(table, classes, phases, row_param, row_stream_run, seed,
     out : float64[n_rows, N_OUT]
         Filled in place; each row is written by its own run only.
     """
+    largest = 0  # the parameter set with the most units sizes the failure heap
+    for j in range(classes.units.shape[0]):
+        if classes.units[j].sum() > classes.units[largest].sum():
+            largest = j
+    ws = _workspace(classes.units[largest], phases.shape[1] * phases.shape[2])
     for i in range(out.shape[0]):
         j = row_param[i]
-        _simulate_run(_row_params(table, j), _row_classes(classes, j), phases[j], seed, row_stream_run[i], out[i])
+        ws = _run_growing(
+            _row_params(table, j), _row_classes(classes, j), phases[j], seed, row_stream_run[i], out[i], ws
+        )
 
 
 @jit
@@ -1203,5 +1313,6 @@ def simulate_runs(p, fc, phases, seed, first_run, out):
     out : float64[n_runs, N_OUT]
         Filled in place; each run writes its own row only.
     """
+    ws = _workspace(fc.units, phases.size)
     for i in range(out.shape[0]):
-        _simulate_run(p, fc, phases, seed, first_run + i, out[i])
+        ws = _run_growing(p, fc, phases, seed, first_run + i, out[i], ws)

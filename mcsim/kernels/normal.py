@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from .accelerate import jit
+from .accelerate import jit_unmanaged
 
 # Acklam's coefficients.
 _A0, _A1, _A2 = -3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02
@@ -36,7 +36,7 @@ _SQRT2 = math.sqrt(2.0)
 _SQRT2PI = math.sqrt(2.0 * math.pi)
 
 
-@jit
+@jit_unmanaged
 def ndtri_acklam(p):
     """Acklam's approximation of the standard normal quantile, relative error < 1.2e-9.
 
@@ -126,7 +126,7 @@ _F = (
 )
 
 
-@jit
+@jit_unmanaged
 def _rational(r, num, den):
     """``num(r) / den(r)`` for degree-7 ``num`` and ``den`` given without its constant term 1 (Horner)."""
     n = ((((((num[7] * r + num[6]) * r + num[5]) * r + num[4]) * r + num[3]) * r + num[2]) * r + num[1]) * r + num[0]
@@ -134,7 +134,7 @@ def _rational(r, num, den):
     return n / d
 
 
-@jit
+@jit_unmanaged
 def ndtri(p):
     """Quantile of the standard normal for ``0 < p < 1``: Wichura's AS 241 (PPND16).
 
@@ -150,7 +150,7 @@ def ndtri(p):
     return -x if q < 0.0 else x
 
 
-@jit
+@jit_unmanaged
 def max_normal_quantile(u, n_ranks):
     """``Phi^-1(u^(1/n_ranks))``: the maximum of ``n_ranks`` iid standard normals.
 
@@ -167,7 +167,7 @@ def max_normal_quantile(u, n_ranks):
     return -ndtri(-math.expm1(log_p))
 
 
-@jit
+@jit_unmanaged
 def max_lognormal_factor(u, n_ranks, sigma):
     """Slowest-rank compute factor ``max_i exp(sigma * Z_i)`` from one uniform ``u``."""
     if sigma == 0.0:

@@ -27,13 +27,15 @@ simulated without touching every unit:
   initialisation.
 * A replaced unit's next failure time goes into one binary min-heap shared by
   all classes (entries: time, class). Its size is at most the number of
-  failures so far, so it starts small and doubles when full.
+  failures so far. Its arrays belong to the caller (nothing here allocates,
+  :func:`mcsim.kernels.accelerate.jit_unmanaged`): a push into a full heap
+  returns -1, and the caller runs the run again with arrays twice as long.
 
 Every draw of class ``c`` comes from that class's own random stream, so its
 failure times do not depend on what the rest of the simulation consumed; the
 start state changes only the transform of the draws, not the draws.
 
-State (all arrays owned by one run):
+State (arrays the caller owns, reset at the start of every run):
 ``pool_left[c]`` (units never failed), ``pool_hazard[c]`` (cumulative hazard
 of the last pooled failure), ``pool_next[c]`` (time of the next pooled
 failure, inf when the pool is empty), ``heap_time``/``heap_class`` and the
@@ -46,7 +48,7 @@ import math
 
 import numpy as np
 
-from .accelerate import jit, jit_inline
+from .accelerate import jit_inline, jit_unmanaged
 from .gamma import log_gammaincc_inv
 from .rng import uniform
 
@@ -56,7 +58,7 @@ START_STATIONARY = 1
 START_AGED = 2
 
 
-@jit
+@jit_unmanaged
 def weibull_lifetime(state, shape, scale_s):
     """One Weibull(shape, scale) lifetime in seconds by inversion."""
     return scale_s * (-math.log(uniform(state))) ** (1.0 / shape)
@@ -72,7 +74,7 @@ def replacement_life_s(state, shape, scale_s, bad_share, bad_mean_s):
     return weibull_lifetime(state, shape, scale_s)
 
 
-@jit
+@jit_unmanaged
 def first_failure_s(hazard, shape, scale_s, start, age_s):
     """Time of a pooled unit's first failure whose cumulative hazard is ``hazard`` (inverse of H).
 
@@ -105,24 +107,18 @@ def _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, a
     pool_next[c] = first_failure_s(pool_hazard[c], shape[c], scale_s[c], start[c], age_s[c])
 
 
-@jit
-def init_failures(units, shape, scale_s, start, age_s, streams):
-    """Create the failure state of one run at t = 0 (units in their classes' start states).
+@jit_unmanaged
+def init_failures(units, shape, scale_s, start, age_s, streams, pool_left, pool_hazard, pool_next):
+    """Set the failure state of one run at t = 0 (units in their classes' start states), in place.
 
-    Returns
-    -------
-    pool_left, pool_hazard, pool_next : float64[n_classes]
-    heap_time : float64[capacity], heap_class : int64[capacity]
+    ``pool_left``, ``pool_hazard``, ``pool_next`` (float64[n_classes]) are written; the heap
+    starts empty (size 0).
     """
-    n_classes = units.shape[0]
-    pool_left = units.astype(np.float64)
-    pool_hazard = np.zeros(n_classes)
-    pool_next = np.full(n_classes, np.inf)
-    for c in range(n_classes):
+    for c in range(units.shape[0]):
+        pool_left[c] = float(units[c])
+        pool_hazard[c] = 0.0
+        pool_next[c] = np.inf
         _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams)
-    heap_time = np.empty(64)
-    heap_class = np.empty(64, np.int64)
-    return pool_left, pool_hazard, pool_next, heap_time, heap_class
 
 
 @jit_inline
@@ -144,7 +140,7 @@ def next_failure(pool_next, heap_time, heap_size):
     return best, source
 
 
-@jit
+@jit_unmanaged
 def _sift_down(heap_time, heap_class, size, i):
     while True:
         left = 2 * i + 1
@@ -160,18 +156,10 @@ def _sift_down(heap_time, heap_class, size, i):
         i = child
 
 
-@jit
+@jit_unmanaged
 def _heap_push(heap_time, heap_class, size, time_s, c):
     if size == heap_time.shape[0]:
-        grown_time = np.empty(2 * size)
-        grown_class = np.empty(2 * size, np.int64)
-        # A loop, not a slice assignment: Numba's slice copy compiles a shape-mismatch message
-        # (f-strings, str, repr), about 2 s of every cold start (docs/model.md §4 "Compile time").
-        for i in range(size):
-            grown_time[i] = heap_time[i]
-            grown_class[i] = heap_class[i]
-        heap_time = grown_time
-        heap_class = grown_class
+        return -1  # full: the caller grows the arrays and runs the run again
     i = size
     heap_time[i] = time_s
     heap_class[i] = c
@@ -182,7 +170,7 @@ def _heap_push(heap_time, heap_class, size, time_s, c):
         heap_time[i], heap_time[parent] = heap_time[parent], heap_time[i]
         heap_class[i], heap_class[parent] = heap_class[parent], heap_class[i]
         i = parent
-    return heap_time, heap_class, size + 1
+    return size + 1
 
 
 @jit_inline
@@ -206,21 +194,20 @@ def consume_failure(
     """Remove the failure ``(time_s, source)`` and schedule the replacement unit's (which is bad, and
     fails early, with probability ``bad_share``: the failing unit's class's, a scalar).
 
-    Returns ``(class, heap_time, heap_class, heap_size)``; the heap arrays may
-    have been reallocated.
+    Returns ``(class, heap_size)``; ``heap_size`` is -1 when the heap was full (the caller grows
+    it and runs the run again).
     """
     if source >= 0:
         c = source
         pool_left[c] -= 1.0
         _pool_advance(c, pool_left, pool_hazard, pool_next, shape, scale_s, start, age_s, streams)
         replacement = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share, bad_mean_s)
-        heap_time, heap_class, heap_size = _heap_push(heap_time, heap_class, heap_size, replacement, c)
-        return c, heap_time, heap_class, heap_size
+        return c, _heap_push(heap_time, heap_class, heap_size, replacement, c)
     c = heap_class[0]
     # Replace the top in place by the renewed unit and restore the heap order.
     heap_time[0] = time_s + replacement_life_s(streams[c], shape[c], scale_s[c], bad_share, bad_mean_s)
     _sift_down(heap_time, heap_class, heap_size, 0)
-    return c, heap_time, heap_class, heap_size
+    return c, heap_size
 
 
 @jit_inline
@@ -234,13 +221,13 @@ def pending_class(source, heap_class):
     return -1
 
 
-@jit
+@jit_unmanaged
 def heap_push(heap_time, heap_class, size, time_s, c):
-    """Push ``(time_s, c)``; returns ``(heap_time, heap_class, size)`` (arrays may grow)."""
+    """Push ``(time_s, c)``; returns the new size, or -1 when the arrays are full (nothing pushed)."""
     return _heap_push(heap_time, heap_class, size, time_s, c)
 
 
-@jit
+@jit_unmanaged
 def heap_pop(heap_time, heap_class, size):
     """Remove the earliest entry; returns ``(time_s, class, size)``. ``size`` must be > 0."""
     time_s = heap_time[0]

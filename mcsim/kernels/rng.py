@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .accelerate import jit
+from .accelerate import jit_inline, jit_unmanaged
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -39,7 +39,7 @@ _NINE = np.uint64(9)
 _TWO_M53 = 2.0**-53
 
 
-@jit
+@jit_unmanaged
 def splitmix64_mix(z):
     """SplitMix64 finaliser of one ``uint64`` (bijective avalanche mix)."""
     z = (z ^ (z >> _S30)) * _MIX1
@@ -47,7 +47,7 @@ def splitmix64_mix(z):
     return z ^ (z >> _S31)
 
 
-@jit
+@jit_unmanaged
 def seed_stream(state, seed, run, stream):
     """Fill ``state`` (uint64[4]) for stream ``stream`` of run ``run`` under ``seed``."""
     key = splitmix64_mix(np.uint64(seed) + _GOLDEN)
@@ -58,12 +58,12 @@ def seed_stream(state, seed, run, stream):
         state[i] = splitmix64_mix(key)
 
 
-@jit
+@jit_unmanaged
 def _rotl(x, k, k_complement):
     return (x << k) | (x >> k_complement)
 
 
-@jit
+@jit_unmanaged
 def next_u64(state):
     """Next 64-bit output of xoshiro256** and advance ``state`` in place."""
     s0 = state[0]
@@ -85,7 +85,7 @@ def next_u64(state):
     return result
 
 
-@jit
+@jit_unmanaged
 def uniform(state):
     """Uniform double in the open interval (0, 1): ``((x >> 11) + 0.5) / 2**53``.
 
@@ -93,3 +93,21 @@ def uniform(state):
     smallest value is 2**-54.
     """
     return ((next_u64(state) >> _S11) + 0.5) * _TWO_M53
+
+
+@jit_inline
+def uniform_words(s0, s1, s2, s3):
+    """:func:`uniform` on a state held in four words rather than an array: returns ``(u, s0, s1, s2, s3)``.
+
+    The same xoshiro256** step, bit for bit. A loop that draws many numbers keeps its stream's state in
+    locals (registers) with it, instead of loading and storing the array around every draw.
+    """
+    result = _rotl(s1 * _FIVE, _S7, _S57) * _NINE
+    t = s1 << _S17
+    s2 ^= s0
+    s3 ^= s1
+    s1 ^= s2
+    s0 ^= s3
+    s2 ^= t
+    s3 = _rotl(s3, _S45, np.uint64(19))
+    return ((result >> _S11) + 0.5) * _TWO_M53, s0, s1, s2, s3

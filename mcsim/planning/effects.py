@@ -118,19 +118,6 @@ def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarra
     return out
 
 
-# Gauss-Hermite nodes (probabilists') for E[g(Z)], Z standard normal: the recovery laws' expectations.
-_HERMITE_Z, _HERMITE_W = np.polynomial.hermite_e.hermegauss(48)
-_HERMITE_W = _HERMITE_W / _HERMITE_W.sum()
-
-
-def _lognormal_laplace(mean_s: float, sigma: float, mtbf_s: np.ndarray) -> np.ndarray:
-    """``E[exp(-X / M)]`` for ``X = mean_s exp(sigma Z - sigma^2 / 2)`` at each job MTBF ``M`` (Gauss-Hermite)."""
-    factors = np.exp(sigma * _HERMITE_Z - 0.5 * sigma * sigma)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rate = np.where(np.isfinite(mtbf_s), 1.0 / mtbf_s, 0.0)
-    return np.exp(-np.multiply.outer(rate * mean_s, factors)) @ _HERMITE_W
-
-
 def mean_recovery_s(fclass: FailureClass) -> float:
     """A class's mean recovery before the load, s: ``recovery_minutes`` plus a person's share of ``manual_hours``."""
     return fclass.recovery_minutes * 60.0 + fclass.manual_share * fclass.manual_hours * 3600.0
@@ -141,29 +128,17 @@ def fixed_recovery(fclass: FailureClass) -> bool:
     return fclass.recovery_sigma == 0.0 and fclass.manual_share == 0.0 and not fclass.recovery_durations_minutes
 
 
-def recovery_s(fclass: FailureClass, mtbf_s: np.ndarray) -> np.ndarray | float:
-    """A class's recovery (before the load) as Daly's estimate sees it, s: ``recovery_minutes`` when it is
-    fixed; for a law, the fixed time with the same cost, ``-M log E[exp(-X / M)]``.
+def recovery_s(fclass: FailureClass) -> float:
+    """A class's recovery (before the load) as Daly's estimate sees it, s: its mean, whatever its law.
 
-    A recovery is restarted by every failure during it (job MTBF ``M``): a fixed one of R takes
-    ``M (e^{R/M} - 1)`` in all, one drawn afresh from a law X each time ``M (1 / E[e^{-X/M}] - 1)``
-    (the attempts are geometric), less than at the mean by Jensen's inequality. ``M`` infinite: the mean.
+    A failure during a recovery does not cut the recovery under way short (docs/model.md §3): training
+    restarts once every incident's own recovery, then the restart's parts and the load, are done. The
+    recovery is then the busy period of an M/G/inf queue begun by the first incident (arrivals at the
+    job's failure rate ``1/M``, each busy for its draw ``X`` plus the parts and the load ``L``), whose
+    mean is ``M (e^{(E[X] + L)/M} - 1)`` with ``e^{(E[X] + L)/M}`` incidents (Takacs 1962): Daly's cost
+    of a fixed recovery of ``E[X]``, exactly. Only the mean of the law matters.
     """
-    mean_s = fclass.recovery_minutes * 60.0
-    if fixed_recovery(fclass):
-        return mean_s
-    sigma = fclass.recovery_sigma
-    mtbf = np.asarray(mtbf_s, dtype=np.float64)
-    if fclass.recovery_durations_minutes:  # measured recoveries: E[exp(-X/M)] is their mean
-        measured = np.asarray(fclass.recovery_durations_minutes, dtype=np.float64) * 60.0
-        with np.errstate(divide="ignore"):
-            laplace = np.mean(np.exp(-measured[:, None] / np.atleast_1d(mtbf)[None, :]), axis=0).reshape(mtbf.shape)
-    else:
-        laplace = _lognormal_laplace(mean_s, sigma, mtbf)
-    manual = _lognormal_laplace(fclass.manual_hours * 3600.0, sigma, mtbf)
-    laplace = laplace * (1.0 - fclass.manual_share + fclass.manual_share * manual)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(np.isfinite(mtbf), -mtbf * np.log(laplace), mean_recovery_s(fclass))
+    return mean_recovery_s(fclass)
 
 
 def write_window(every, iteration_s, stall, background) -> tuple[np.ndarray, np.ndarray]:

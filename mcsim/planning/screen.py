@@ -65,7 +65,6 @@ from mcsim.model.workload import (
     workload_arrays,
 )
 from mcsim.planning.effects import (
-    fixed_recovery,
     mean_recovery_s,
     recovery_s,
     with_spares,
@@ -484,21 +483,8 @@ def _class_mean(base: Config, cand: Candidates, per_event, scale: float = 1.0) -
 
 def _restart_s(base: Config, cand: Candidates, load: np.ndarray, mtbf: np.ndarray) -> np.ndarray:
     """Rate-weighted mean recovery of the failure classes plus the checkpoint load, s: a recovery (its
-    law's equivalent at the job MTBF ``mtbf``, :func:`mcsim.planning.effects.recovery_s`) and, for hangs,
-    the detection time."""
-    return (
-        _class_mean(
-            base,
-            cand,
-            lambda f: (
-                f.recovery_minutes + f.detection_minutes
-                if fixed_recovery(f)
-                else (recovery_s(f, mtbf) / 60.0 + f.detection_minutes)
-            ),
-            60.0,
-        )
-        + load
-    )
+    law's mean, :func:`mcsim.planning.effects.recovery_s`) and, for hangs, the detection time."""
+    return _class_mean(base, cand, lambda f: recovery_s(f) / 60.0 + f.detection_minutes, 60.0) + load
 
 
 def _planned_stretch(base: Config, restart_load_s: np.ndarray) -> np.ndarray:

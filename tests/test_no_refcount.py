@@ -1,0 +1,41 @@
+"""The run loop holds no reference-counted value (issue 26 item 1): its machine code calls none of
+Numba's NRT functions, so a later change that brings reference counting back fails here."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from conftest import failure_classes, kernel_params
+
+from mcsim.kernels import montecarlo
+from mcsim.kernels import types as mc
+from mcsim.kernels.accelerate import _COMMON, _UNMANAGED
+
+
+def _llvm_of(run_loop, params, classes, phases) -> str:
+    """The LLVM IR of ``run_loop`` compiled afresh (the cached kernels cannot be inspected) for the
+    argument types of a real call, with everything it calls linked in."""
+    args = (
+        params,
+        classes,
+        phases,
+        1,
+        0,
+        np.zeros(mc.N_OUT),
+        montecarlo._workspace.py_func(classes.units, phases.size),
+    )
+    signature = tuple(numba.typeof(a) for a in args)
+    run_loop.compile(signature)
+    return run_loop.overloads[signature].library.get_llvm_str()
+
+
+def test_run_loop_calls_no_reference_counting():
+    params = kernel_params(fast=True, spare_nodes=2)
+    classes = failure_classes([(64, 0.8, 1e6, 60.0, 1, 1, 3600.0)])
+    phases = np.array([[0.0, 0.9, 0.1], [500.0, 1.2, 0.1]])
+    fresh = numba.jit(**_UNMANAGED)(montecarlo._simulate_run.py_func)
+    assert montecarlo._simulate_run.targetoptions.get("_nrt") is False
+    llvm = _llvm_of(fresh, params, classes, phases)
+    assert "NRT_" not in llvm
+    # The count can fail: the same loop compiled with reference counting calls NRT hundreds of times.
+    assert "NRT_incref" in _llvm_of(numba.jit(**_COMMON)(montecarlo._simulate_run.py_func), params, classes, phases)
