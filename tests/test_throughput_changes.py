@@ -255,3 +255,14 @@ def test_a_phase_batch_that_does_not_divide_names_the_phase():
 def test_shipped_reference_scenario_has_one_phase():
     cfg = load_scenario("llama3-405b", runs=2).base
     assert workload(cfg).phases == ()
+
+
+def test_phases_are_set_from_the_command_line_and_a_phase_too_big_is_named(tmp_path, capsys):
+    # A list given to --set for a key whose value is a list sets it (it is not a sweep axis).
+    out = tmp_path / "o.nc"
+    base = ["run", "--runs", "2", "-o", str(out), "--set", "phases.token_shares=[0.5,0.5]"]
+    assert main([*base, "--set", "phases.seq_len=[8192,16384]"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "training phase 2: memory per GPU" in err and len(err.splitlines()) == 1 and not out.exists()
+    assert main([*base, "--set", "phases.seq_len=[8192,8192]"]) == 0
+    assert out.exists()

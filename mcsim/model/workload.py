@@ -634,6 +634,10 @@ def workload(cfg: Config) -> Workload:
     if code == MEMORY:
         memory = values["memory_per_gpu_gb"]
         reason = f"memory per GPU {memory:.1f} GB exceeds the {cfg.hardware.gpu}'s {cfg.gpu.memory_gb:g} GB"
+        configs = phase_configs(cfg)
+        if len(configs) > 1:  # name the phase that needs it
+            needs = [float(_one_phase_arrays(c, layouts_of([c])).memory_per_gpu_gb[0]) for c in configs]
+            reason = f"training phase {int(np.argmax(needs)) + 1}: {reason}"
         return Workload(False, "parallelism", reason, iterations, dp, m, phases=phases, **values)
     return Workload(True, "", "", iterations, dp, m, phases=phases, **values)
 

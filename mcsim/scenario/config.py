@@ -204,19 +204,29 @@ def override_items(overrides: Any) -> list[Override]:
 def apply_override(raw: dict, key: str, value: Any, source: str) -> None:
     """Apply one override to the raw tables of the file ``source``.
 
-    A list sets the sweep axis ``key`` (added, or its values replaced); a scalar sets
-    the value and removes the axis if ``key`` was swept (the dimension disappears).
+    A list sets the sweep axis ``key`` (added, or its values replaced), unless the key's value is a
+    list itself (``phases.token_shares``, ``failures.<class>.recovery_durations_minutes``): then it
+    sets the value; a scalar sets the value and removes the axis if ``key`` was swept (the dimension
+    disappears).
     """
     sweep = raw.get("sweep", {})
     if not isinstance(sweep, dict):
         raise ScenarioError(source, "sweep", "expected a table of KEY = [values]")
-    if isinstance(value, list):
+    if isinstance(value, list) and not _holds_a_list(key):
         set_dotted(copy.deepcopy(raw), key, value[0] if value else None, "--set")  # the key must resolve
         raw["sweep"] = {**sweep, key: value}
         return
     set_dotted(raw, key, value, "--set")
     if key in sweep:
         raw["sweep"] = {k: v for k, v in sweep.items() if k != key}
+
+
+def _holds_a_list(key: str) -> bool:
+    """Whether the scenario key ``key`` takes a list as its value (a kind that cannot be swept)."""
+    parts = key.split(".")
+    section, name = parts[0], parts[-1]
+    meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
+    return meta is not None and not getattr(meta["kind"], "SWEEPABLE", True)
 
 
 def read_toml(path: str | Path) -> dict:
