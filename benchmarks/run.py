@@ -11,6 +11,10 @@ process against baselines doing the same work:
   uniform -> the max-of-G factor per iteration, with mcsim's quantile: relative
   error below 1e-9 as the issue asks, AS 241 in fact), the upper bound for exact mode
   (``benchmarks/bench_kernel.py`` sets the two against each other, alternating);
+* ``fast floor``: a minimal Numba loop that only draws what fast mode's failures need (the
+  same per-unit Weibull renewal processes and generator, ``mcsim.kernels.renewal``), as many
+  failures per run as mcsim's fast case had: the upper bound for fast mode, whose cost
+  follows the failures (issue 26);
 * ``numpy`` / ``simpy``: what a user writes without mcsim (``benchmarks/baselines.py``),
   run at a reduced size and compared per simulated run and per iteration-rank;
 * ``cold start``: a first ``mcsim run`` in a fresh process with an empty Numba
@@ -53,6 +57,7 @@ import mcsim
 from mcsim.engine.simulate import simulate_config
 from mcsim.kernels import types as mc
 from mcsim.kernels.normal import max_lognormal_factor
+from mcsim.kernels.renewal import consume_failure, init_failures, next_failure
 from mcsim.kernels.rng import seed_stream, uniform
 from mcsim.model.checkpointing import checkpoint_plan, failure_classes
 from mcsim.model.workload import workload
@@ -80,6 +85,31 @@ def floor_kernel(iterations, n_ranks, sigma, seed, out):
         for _ in range(iterations):
             total += max_lognormal_factor(uniform(state), n_ranks, sigma)
         out[r] = total
+
+
+@numba.njit(parallel=True, nogil=True, fastmath=False, error_model="numpy")
+def fast_floor_kernel(fc, failures, seed, out):
+    """Only the numbers fast mode's failures draw: ``failures`` events of the failure classes ``fc`` per
+    run (next failure, the replacement's life), on mcsim's renewal code and streams; ``out`` gets each
+    run's last failure time. Runs in parallel over the Numba threads, as mcsim's case and the floor."""
+    n = fc.units.shape[0]
+    for r in numba.prange(out.shape[0]):
+        streams = np.empty((n, 4), np.uint64)
+        pools = np.empty((3, n))
+        heap_time = np.empty(failures + 1)
+        heap_class = np.empty(failures + 1, np.int64)
+        for c in range(n):
+            seed_stream(streams[c], seed, r, 3 + c)
+        init_failures(fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams, pools[0], pools[1], pools[2])
+        size = 0
+        t = 0.0
+        for _ in range(failures):
+            t, source = next_failure(pools[2], heap_time, size)
+            c, size = consume_failure(
+                source, t, pools[0], pools[1], pools[2], heap_time, heap_class, size,
+                fc.shape, fc.scale_s, fc.start, fc.age_s, streams, 0.0, 1.0,
+            )  # fmt: skip
+        out[r] = t
 
 
 @contextlib.contextmanager
@@ -114,6 +144,7 @@ def _mcsim_case(name: str, overrides: list[str], runs: int, mode: str) -> dict:
         compile_s, _ = _timed(simulate_config, cfg, 2, 0, mode)
         elapsed, (out, wl, _) = _timed(simulate_config, cfg, runs, 0, mode)
     gpu_hours = float(out[:, mc.OUT_WALL_S].sum() / 3600.0 * cfg.parallelism.gpus)
+    failures = float(out[:, mc.OUT_FAILURES].mean())
     iterations = float(out[:, mc.OUT_ITERATIONS_DONE].sum() + out[:, mc.OUT_LOST_S].sum() / wl.iteration_time_s)
     return dict(
         case=name,
@@ -125,6 +156,28 @@ def _mcsim_case(name: str, overrides: list[str], runs: int, mode: str) -> dict:
         runs_per_s=runs / elapsed,
         gpu_hours_per_cpu_s=gpu_hours / (elapsed * numba.get_num_threads()),
         iterations_per_s=iterations / elapsed,
+        failures_per_run=failures,
+        peak_rss_mb=_peak_rss_mb(),
+    )
+
+
+def _fast_floor_case(name: str, overrides: list[str], runs: int, failures: float) -> dict:
+    """The fast floor with the failure classes of ``overrides``' configuration, ``failures`` per run."""
+    cfg = _feasible(load_scenario(REFERENCE, overrides).base)
+    classes = failure_classes(cfg)
+    count = max(1, round(failures))
+    out = np.empty(runs)
+    with _progress(name):
+        warmup_s, _ = _timed(fast_floor_kernel, classes, 2, 0, out[:2])
+        elapsed, _ = _timed(fast_floor_kernel, classes, count, 0, out)
+    return dict(
+        case=name,
+        gpus=cfg.parallelism.gpus,
+        runs=runs,
+        seconds=elapsed,
+        warmup_seconds=warmup_s,
+        runs_per_s=runs / elapsed,
+        failures_per_run=float(count),
         peak_rss_mb=_peak_rss_mb(),
     )
 
@@ -291,6 +344,8 @@ def run_suite(quick: bool) -> dict:
     ]
     floor_iterations = 100_000 if quick else 929_833  # the reference's iterations
     cases.append(_floor_case([], max(2, exact_runs), floor_iterations))
+    cases.append(_fast_floor_case("fast floor", [], ref_runs, cases[0]["failures_per_run"]))
+    cases.append(_fast_floor_case("1024 GPUs fast floor", SMALL_CLUSTER, ref_runs, cases[2]["failures_per_run"]))
     cases += _baseline_cases(quick)
     cases += _cold_start(quick)
     cases += _scaling(quick)
@@ -298,6 +353,10 @@ def run_suite(quick: bool) -> dict:
     ratios = {
         "exact / floor, iterations per second (target >= 0.7)": by["llama3-405b exact"]["iterations_per_s"]
         / by["floor"]["iterations_per_s"],
+        "fast / its floor on the reference, runs per second": by["llama3-405b fast"]["runs_per_s"]
+        / by["fast floor"]["runs_per_s"],
+        "fast / its floor on 1,024 GPUs, runs per second": by["1024 GPUs fast"]["runs_per_s"]
+        / by["1024 GPUs fast floor"]["runs_per_s"],
         "fast / exact on the reference, runs per second": by["llama3-405b fast"]["runs_per_s"]
         / by["llama3-405b exact"]["runs_per_s"],
         "simpy / mcsim fast, time per simulated run (target >= 1000)": by["simpy baseline"]["seconds_per_run"]
@@ -376,14 +435,22 @@ def markdown_table(results: dict) -> str:
 
     numpy, simpy, fast = by["numpy baseline"], by["simpy baseline"], by["mcsim fast (baseline work)"]
     rows = [
-        ("reference (16,384 GPUs), fast mode", rate("llama3-405b fast", "runs_per_s", "runs/s")),
+        (
+            "reference (16,384 GPUs), fast mode",
+            rate("llama3-405b fast", "runs_per_s", "runs/s")
+            + f"; **{ratio('fast / its floor on the reference'):.2f} of its floor** (a loop drawing only the "
+            f"failures, {by['fast floor']['failures_per_run']:.0f} a run)",
+        ),
         (
             "reference, exact mode",
             rate("llama3-405b exact", "iterations_per_s", "iterations/s")
             + f"; **{ratio('exact / floor'):.2f} of the floor** (a loop drawing only the max-of-G factors)",
         ),
         ("reference, fast / exact", f"**{ratio('fast / exact'):,.0f}×** the runs per second"),
-        ("1,024 GPUs (full recomputation), fast mode", rate("1024 GPUs fast", "runs_per_s", "runs/s")),
+        (
+            "1,024 GPUs (full recomputation), fast mode",
+            rate("1024 GPUs fast", "runs_per_s", "runs/s") + f"; {ratio('fast / its floor on 1,024'):.2f} of its floor",
+        ),
         (
             "NumPy baseline (per iteration, all ranks drawn) / mcsim fast, per run",
             f"**{ratio('numpy / mcsim fast'):,.0f}×** ({numpy['seconds_per_run']:.3g} s against "

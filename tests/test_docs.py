@@ -81,6 +81,7 @@ def test_readme_speed_table_is_written_by_the_benchmark_suite(tmp_path):
             case("llama3-405b fast", runs_per_s=100.0),
             case("llama3-405b exact", iterations_per_s=1e6),
             case("1024 GPUs fast", runs_per_s=1000.0),
+            case("fast floor", runs_per_s=250.0, failures_per_run=560.0),
             case("mcsim fast (baseline work)", seconds_per_run=1e-4),
             case("numpy baseline", seconds_per_run=10.0, iterations=20000),
             case("simpy baseline", seconds_per_run=0.5, iterations=20000),
@@ -89,6 +90,8 @@ def test_readme_speed_table_is_written_by_the_benchmark_suite(tmp_path):
         ],
         ratios={
             "exact / floor, iterations per second (target >= 0.7)": 0.85,
+            "fast / its floor on the reference, runs per second": 0.4,
+            "fast / its floor on 1,024 GPUs, runs per second": 0.12,
             "fast / exact on the reference, runs per second": 95.0,
             "simpy / mcsim fast, time per simulated run (target >= 1000)": 5000.0,
             "numpy / mcsim fast, time per simulated run (target >= 10000)": 100000.0,
@@ -97,6 +100,7 @@ def test_readme_speed_table_is_written_by_the_benchmark_suite(tmp_path):
     )
     table = suite.markdown_table(results)
     assert "| case | result | command |" in table and "**100,000×**" in table and "2026-01-01" in table
+    assert "**0.40 of its floor** (a loop drawing only the failures, 560 a run)" in table
     copy = tmp_path / "README.md"
     copy.write_text(readme, encoding="utf-8")
     suite.replace_readme_table(copy, table)
