@@ -75,8 +75,24 @@ def test_netcdf_round_trip_and_atomic_write(small_ds, tmp_path):
         np.testing.assert_array_equal(back[name].values, small_ds[name].values)
         assert back[name].attrs["units"] == VARIABLES[name].units
     assert back.attrs["scenario_toml"] == small_ds.attrs["scenario_toml"]
+    # Compressed where it pays (mcsim.io.netcdf.worth_compressing): the run counts compress, the
+    # simulated wall times (high-entropy floats) are stored as they are.
+    from mcsim.io.netcdf import COMPRESSION
+
+    flag = "zstd" if COMPRESSION.get("compression") == "zstd" else "zlib"
     with xr.open_dataset(path) as raw:
-        assert raw["wall_time"].encoding.get("zlib") is True
+        assert raw["n_failures"].encoding.get(flag) is True
+        assert not raw["wall_time"].encoding.get(flag)
+
+
+def test_compression_where_it_pays():
+    from mcsim.io.netcdf import worth_compressing
+
+    rng = np.random.default_rng(3)
+    assert worth_compressing(np.zeros(10_000))
+    assert worth_compressing(rng.integers(0, 5, 10_000).astype(float))  # counts
+    assert not worth_compressing(rng.exponential(1000.0, 10_000))  # simulated times: 0.86-0.94
+    assert not worth_compressing(np.zeros(0))
 
 
 def test_interrupted_write_leaves_nothing(small_ds, tmp_path, monkeypatch):
