@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import re
 import shutil
 import sys
@@ -22,26 +23,39 @@ import xarray as xr
 
 from mcsim.io.atomic import ANY, atomic_path
 
+ZLIB = {"zlib": True, "complevel": 1, "shuffle": True}
+ZSTD = {"compression": "zstd", "complevel": 1, "shuffle": True}
 
-def _compression() -> dict:
-    """The netCDF filter: Zstandard level 1 with shuffle where the netCDF library has it, else zlib level 1.
+
+@functools.cache
+def compression() -> dict:
+    """The netCDF filter: Zstandard level 1 with shuffle where this netCDF library writes and reads it
+    back (tried once per process on an in-memory file), else zlib level 1.
 
     Measured on a 480-configuration x 1,000-run sweep (131 MB in memory, issue 26 item 4): zlib level 4
     wrote it in 1.35 s (53 MB), zlib level 1 1.17 s, Zstandard level 1 0.18 s (65 MB), no filter 0.15 s
-    (131 MB). Reading Zstandard needs an HDF5 with its filter: netCDF4-python's wheels carry it
-    (``xr.open_dataset`` reads the files); other tools may need the plugin (docs/model.md §7).
+    (131 MB). A library may claim Zstandard and lack its filter (netCDF4-python 1.6.5's wheels), hence
+    the trial. Reading Zstandard needs an HDF5 with its filter: netCDF4-python's recent wheels carry it;
+    other tools may need the plugin (docs/model.md §7).
     """
     try:
         import netCDF4
 
-        if getattr(netCDF4, "__has_zstandard_support__", False):
-            return {"compression": "zstd", "complevel": 1, "shuffle": True}
-    except ImportError:  # pragma: no cover - netCDF4 is a dependency
-        pass
-    return {"zlib": True, "complevel": 1, "shuffle": True}
+        if not getattr(netCDF4, "__has_zstandard_support__", False):
+            return ZLIB
+        trial = netCDF4.Dataset("mcsim-zstd-trial.nc", "w", memory=4096)  # in memory, never on disk
+        trial.createDimension("x", 64)
+        var = trial.createVariable("v", "f8", ("x",), compression="zstd", complevel=1, shuffle=True)
+        var[:] = np.arange(64.0)
+        written = trial.close()
+        with netCDF4.Dataset("mcsim-zstd-trial.nc", "r", memory=bytes(written)) as back:
+            if not np.array_equal(back["v"][:], np.arange(64.0)):
+                return ZLIB
+    except Exception:  # noqa: BLE001 (any failure of the filter means: use zlib)
+        return ZLIB
+    return ZSTD
 
 
-COMPRESSION = _compression()
 # A variable is compressed when a sample of it, byte-shuffled, compresses to at most this share:
 # high-entropy floats (simulated times, costs) shrink by 6-14 % for their time, so they are stored
 # as they are (docs/model.md §7, issue 26 item 4).
@@ -112,7 +126,7 @@ def worth_compressing(values: np.ndarray) -> bool:
 def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     """The dataset as it is stored, and its netCDF encoding.
 
-    - Numbers are compressed (:data:`COMPRESSION`: Zstandard or zlib, level 1, with shuffle) where it
+    - Numbers are compressed (:func:`compression`: Zstandard or zlib, level 1, with shuffle) where it
       pays (:func:`worth_compressing`);
       a float coordinate variable (a dimension's own values) gets no ``_FillValue`` (CF-1.10 §2.5.1).
     - Variables named by a scenario key (uncertain inputs) are stored under CF names
@@ -143,7 +157,7 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     converted = {}
     for name, var in {**ds.data_vars, **ds.coords}.items():
         if var.dtype.kind in "fiub":
-            encoding[name] = dict(COMPRESSION) if worth_compressing(var.values) else {}
+            encoding[name] = dict(compression()) if worth_compressing(var.values) else {}
             if encoding[name]:  # one chunk: HDF5's default chunks cost a third more time here
                 encoding[name]["chunksizes"] = var.shape
             if name in ds.dims and var.dtype.kind == "f":  # CF-1.10 §2.5.1: no _FillValue on a coordinate variable
@@ -304,7 +318,7 @@ def _portable_encoding(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` with each compressed variable's encoding as zlib level 1, its layout left to the writer.
 
     A user who saves an opened (and perhaps sliced) result with ``ds.to_netcdf`` then writes a file
-    every netCDF tool reads, whatever filter mcsim wrote it with (:data:`COMPRESSION`), and a
+    every netCDF tool reads, whatever filter mcsim wrote it with (:func:`compression`), and a
     dimension sliced to zero or below the file's chunk does not make the write fail.
     """
     for var in ds.variables.values():
