@@ -124,6 +124,7 @@ OUTPUT_NAMES = (
     "planned_stops",
     "planned_s",
     "restart_s",
+    "load_s",
 )
 
 
@@ -587,6 +588,7 @@ class RunState:
     planned_stops: int = 0
     planned_s: float = 0.0  # down for planned stops, their partial iterations included
     restart_s: float = 0.0  # in the restarts' parts (scheduling, process start, communicators, warm-up)
+    load_s: float = 0.0  # reading the state back (loads, those cut short included)
     kept_at_planned_stop: int = 0  # fast blocks a planned stop kept a share of (not an output)
     dropped_in_recovery: int = 0  # hangs and instabilities that fell in a recovery (not an output)
     manual_recoveries: int = 0  # recoveries that needed a person (not an output)
@@ -1116,6 +1118,7 @@ class Run:
             s.spare_waits += 1 if spares_back_s > s.t else 0
             s.recovery_s += end - s.t
             s.restart_s += max(0.0, min(restarted_s, end) - max(s.t, restarted_s - p.restart_s))
+            s.load_s += max(0.0, min(recovered_s, end) - max(s.t, restarted_s))  # the load follows the parts
             if cause == HANG:
                 s.hang_s += end - s.t
                 s.hang_detection_s += max(0.0, min(detected_s, end) - s.t)
@@ -1308,6 +1311,7 @@ class Run:
             "planned_stops": s.planned_stops,
             "planned_s": s.planned_s,
             "restart_s": s.restart_s,
+            "load_s": s.load_s,
         }
 
 

@@ -166,6 +166,7 @@ COLUMNS = (
     "planned_stops",
     "planned_s",
     "restart_s",
+    "load_s",
 )
 RUNS = 1000
 

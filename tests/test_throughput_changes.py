@@ -266,3 +266,37 @@ def test_phases_are_set_from_the_command_line_and_a_phase_too_big_is_named(tmp_p
     assert "training phase 2: memory per GPU" in err and len(err.splitlines()) == 1 and not out.exists()
     assert main([*base, "--set", "phases.seq_len=[8192,8192]"]) == 0
     assert out.exists()
+
+
+def test_censored_runs_with_phases_are_charged_their_own_phases():
+    # A run censored in a fast first phase did the iterations of that phase only: its ideal time and
+    # energy are at that phase's times, not at the mean over the phases (a hostile review found ETTR
+    # 1.5 and 643 W per 400-W A100 here). ETTR <= 1 and the GPUs' mean power below their TDP.
+    raw = _raw(token_shares=[0.5, 0.5], global_batch=[128, 512], seq_len=[512, 4096])
+    raw["hardware"] = {"gpu": "A100-80GB"}
+    raw["failures"] = [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0}]
+    raw["run"] = {"runs": 20, "max_wall_days": 0.02}
+    sc = scenario_from_dict(raw)
+    wl = workload(sc.base)
+    assert wl.phases[1][0] * (wl.phases[0][1] + wl.phases[0][2]) > 0.02 * 86400  # censored in phase 1
+    ds = mcsim_simulate(sc)
+    assert (ds["completed"].values == 0).all()
+    ettr = ds["ettr"].values
+    assert (ettr <= 1.0).all() and (ettr[ds["n_failures"].values == 0] > 0.9).all()
+    gpu_w = ds["energy_gpu"].values * 3.6e9 / (256 * ds["wall_time"].values * 3600.0)
+    assert (gpu_w <= 400.0).all(), gpu_w.max()
+
+
+def mcsim_simulate(scenario):
+    from mcsim.engine.simulate import simulate
+
+    return simulate(scenario, progress=False)
+
+
+def test_a_degradation_step_below_a_hundredth_of_a_minute_is_refused(tmp_path, capsys):
+    # Steps far below the clock's resolution late in a run would never advance it (a review hung the
+    # kernel at 1e-15 minutes): the key is bounded, one line, exit 2, no output.
+    out = tmp_path / "o.nc"
+    code = main(["run", "--runs", "2", "-o", str(out), "--set", "stragglers.degradation_step_minutes=0.001"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "stragglers.degradation_step_minutes" in err and ">= 0.01" in err and not out.exists()

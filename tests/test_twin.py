@@ -418,6 +418,7 @@ KERNEL_COLUMNS = {
     "planned_stops": "OUT_PLANNED_STOPS",
     "planned_s": "OUT_PLANNED_S",
     "restart_s": "OUT_RESTART_S",
+    "load_s": "OUT_LOAD_S",
 }
 
 

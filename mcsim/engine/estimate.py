@@ -16,7 +16,7 @@ import numpy as np
 from mcsim.kernels.types import FailureClasses, RunParams
 from mcsim.model.checkpointing import mean_life_with_bad
 from mcsim.model.reliability import expected_run_wall_s
-from mcsim.model.stragglers import degradation_added_share
+from mcsim.model.stragglers import degradation_over_run
 from mcsim.scenario.limits import TimeEstimate
 
 
@@ -97,7 +97,7 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     every = max(1, min(p.checkpoint_every, iterations))
     mtbf = inputs.system_mtbf_s
     ideal_s = iterations * (p.compute_time_s + p.comm_time_s)
-    degraded = 1.0 + float(degradation_added_share(p.degradation_per_s, p.degradation_max, mtbf, ideal_s))
+    degraded = 1.0 + float(degradation_over_run(p.degradation_per_s, p.degradation_max, mtbf, ideal_s))
     iteration_s = p.compute_time_s * p.factor_mean * degraded + p.comm_time_s
     intervals = math.ceil(iterations / every)
     restart_s = 0.0

@@ -72,7 +72,8 @@ def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out:
         # productive time where its iterations ran faster than nominal (negative straggler
         # time: with few GPUs the maximum of the rank factors, median 1, can fall below 1), so
         # that it never exceeds the wall time (docs/model.md §11).
-        done_ideal_s = np.where(completed, wl.ideal_time_s, out[:, kernel.OUT_ITERATIONS_DONE] * wl.iteration_time_s)
+        compute_s, comm_s = wl.times_of_first(out[:, kernel.OUT_ITERATIONS_DONE])
+        done_ideal_s = np.where(completed, wl.ideal_time_s, compute_s + comm_s)
         done_ideal_s = done_ideal_s + np.minimum(out[:, kernel.OUT_STRAGGLER_S], 0.0)
         ettr = np.where(wall_s > 0, done_ideal_s / wall_s, np.nan)
     return {
@@ -97,6 +98,7 @@ def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out:
         "n_planned_stops": out[:, kernel.OUT_PLANNED_STOPS],
         "planned_time": out[:, kernel.OUT_PLANNED_S] / 3600.0,
         "restart_time": out[:, kernel.OUT_RESTART_S] / 3600.0,
+        "load_time": out[:, kernel.OUT_LOAD_S] / 3600.0,
         "ettr": ettr,
         "completed": completed,
         **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},

@@ -61,6 +61,9 @@ def compression() -> dict:
 # as they are (docs/model.md §7, issue 26 item 4).
 COMPRESS_BELOW = 0.75
 _SAMPLE_VALUES = 16_384
+# A variable below this size is one chunk; larger ones keep HDF5's chunks (a chunk must stay below
+# 4 GiB, and lazy reads decompress a chunk at a time).
+_ONE_CHUNK_BYTES = 64 * 2**20
 
 
 # CF-1.10 §2.3: names begin with a letter and hold letters, digits and underscores.
@@ -158,7 +161,7 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     for name, var in {**ds.data_vars, **ds.coords}.items():
         if var.dtype.kind in "fiub":
             encoding[name] = dict(compression()) if worth_compressing(var.values) else {}
-            if encoding[name]:  # one chunk: HDF5's default chunks cost a third more time here
+            if encoding[name] and var.nbytes < _ONE_CHUNK_BYTES:  # one chunk: HDF5's default ones cost a third more
                 encoding[name]["chunksizes"] = var.shape
             if name in ds.dims and var.dtype.kind == "f":  # CF-1.10 §2.5.1: no _FillValue on a coordinate variable
                 encoding[name]["_FillValue"] = None

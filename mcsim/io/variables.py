@@ -112,6 +112,13 @@ _VARIABLES = [
         direction="lower",
     ),
     Variable(
+        "load_time",
+        True,
+        "h",
+        "time reading the state back from storage or a peer, loads cut short included (part of recovery_time)",
+        direction="lower",
+    ),
+    Variable(
         "energy_compute", True, "MW h", "facility energy of GPUs computing surviving iterations", direction="lower"
     ),
     Variable(
@@ -200,6 +207,7 @@ LATER_VARIABLES = frozenset(
         "planned_time",
         "restart_time",
         "restart_overhead",
+        "load_time",
     }
 )
 PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)

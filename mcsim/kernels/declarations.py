@@ -51,6 +51,7 @@ OUTPUT_COLUMNS = (
         "restart_s",
         "time in the restarts' parts: re-scheduling, process start, communicators, warm-up (of recovery_s), s",
     ),
+    ("load_s", "time reading the state back from storage or a peer, loads cut short included (of recovery_s), s"),
 )
 N_OUT = len(OUTPUT_COLUMNS)
 
@@ -81,6 +82,7 @@ OUT_HANG_DETECTION_S = 22
 OUT_INSTABILITY_S = 23
 OUT_PLANNED_STOPS = 24
 OUT_PLANNED_S = 25
+OUT_LOAD_S = 27
 OUT_RESTART_S = 26
 
 STRATEGY_SYNC = 0

@@ -82,6 +82,7 @@ from .declarations import (
     OUT_INSTABILITIES,
     OUT_INSTABILITY_S,
     OUT_ITERATIONS_DONE,
+    OUT_LOAD_S,
     OUT_LOST_S,
     OUT_MEMORY_LOADS,
     OUT_MEMORY_RECOVERIES,
@@ -146,7 +147,8 @@ X_PHASE_START = 26  # iterations done when the current phase begins
 X_DEGRADE = 27  # throughput degradation: the factor on compute time now (1: none)
 X_DEGRADE_NEXT = 28  # ... changes at this time, s (inf: never)
 X_ATTEMPT_START = 29  # the current attempt (since the start or the last restart) began at this time, s
-N_X = 30
+X_LOADING = 30  # time reading the state back (loads, those cut short included), s
+N_X = 31
 # After the N_X slots, x holds the run's phase table, row j at N_X + N_PH j (K_PHASES rows): read by the
 # events that need it without passing another array to them (each array argument costs reference
 # counting, issue 26).
@@ -614,8 +616,10 @@ def _class_recovery_s(fc, c, rec_stream):
 
 
 @jit_inline
-def _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end):
-    """Recovery from ``t`` to ``stop``: its time, the spare wait, the restart's parts and the cause's share."""
+def _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end, recovery_end):
+    """Recovery from ``t`` to ``stop``: its time, the spare wait, the restart's parts, the load (from
+    ``restart_end`` to ``recovery_end``) and the cause's share."""
+    x[X_LOADING] += max(0.0, min(recovery_end, stop) - max(t, restart_end))
     x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
     x[X_RECOVERY] += stop - t
     if p.restart_s > 0.0:
@@ -787,7 +791,7 @@ def _recover(
         x[X_FAIL_T] = fail_t
         k[K_SOURCE] = source
         stop = min(recovery_end, fail_t, p.max_wall_s)
-        _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end)
+        _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end, recovery_end)
         x[X_T] = stop
         if stop < fail_t or stop >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
             return
@@ -842,6 +846,7 @@ def _write_outputs(row, x, k, pts):
     row[OUT_PLANNED_STOPS] = k[K_PLANNED]
     row[OUT_PLANNED_S] = x[X_PLANNED]
     row[OUT_RESTART_S] = x[X_RESTART]
+    row[OUT_LOAD_S] = x[X_LOADING]
 
 
 # --- Fast mode: whole stretches of checkpoint cycles at once -----------------------------------

@@ -128,12 +128,10 @@ def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float
     return cfg.parallelism.gpus * (pm.busy_w * wl.t_comp_s + pm.wait_w * (wl.bubble_s + wl.comm_time_s))
 
 
-def restart_state_s(out: np.ndarray, plan: CheckpointPlan, after_hangs_s: np.ndarray) -> np.ndarray:
-    """Time of each run restarting (a restart's parts and the loads the kernel started), s, at most
-    ``after_hangs_s`` (the recovery time but the hangs' detection): a load a failure cut short is
-    counted whole up to that bound."""
-    loads_s = out[:, kernel.OUT_STORAGE_LOADS] * plan.load_s + out[:, kernel.OUT_MEMORY_LOADS] * plan.load_memory_s
-    return np.minimum(out[:, kernel.OUT_RESTART_S] + loads_s, np.maximum(after_hangs_s, 0.0))
+def restart_state_s(out: np.ndarray, after_hangs_s: np.ndarray) -> np.ndarray:
+    """Time of each run restarting (a restart's parts and the loads, as the kernel booked them), s, at
+    most ``after_hangs_s`` (the recovery time but the hangs' detection; rounding only)."""
+    return np.minimum(out[:, kernel.OUT_RESTART_S] + out[:, kernel.OUT_LOAD_S], np.maximum(after_hangs_s, 0.0))
 
 
 def run_energy_j(
@@ -150,7 +148,8 @@ def run_energy_j(
     lost = out[:, kernel.OUT_LOST_S]
     stalled = out[:, kernel.OUT_CHECKPOINT_S]
     recovering = out[:, kernel.OUT_RECOVERY_S]
-    compute_phase = done * wl.compute_time_s + out[:, kernel.OUT_STRAGGLER_S]  # sum of compute_time * J * F
+    done_compute_s, done_comm_s = wl.times_of_first(done)  # each iteration at its phase's times
+    compute_phase = done_compute_s + out[:, kernel.OUT_STRAGGLER_S]  # sum of compute_time * J * F
     # Both phases are sums of non-negative terms; computed apart they differ by rounding, so the
     # episode phase is capped by the whole and each part is a non-negative share, not a difference.
     episode_phase = np.minimum(out[:, kernel.OUT_EPISODE_PHASE_S], compute_phase)
@@ -159,14 +158,14 @@ def run_energy_j(
     waiting = (1.0 - pm.busy_share) * calm_phase + (1.0 - pm.busy_share_episode) * episode_phase
 
     gpu_compute = gpus * pm.busy_w * computing
-    gpu_wait = gpus * pm.wait_w * (waiting + done * wl.comm_time_s)
+    gpu_wait = gpus * pm.wait_w * (waiting + done_comm_s)
     gpu_lost = gpus * pm.iteration_power_w * lost
     gpu_stalled = gpus * pm.checkpoint_w * stalled
     # Hung ranks sit in a collective that never completes: power as waiting at a barrier; a restart's
     # parts and the loads reading the state back at the checkpoint power; down the rest (idle,
     # docs/model.md §5 "Power by state").
     hung = out[:, kernel.OUT_HANG_DETECTION_S]
-    restarting = restart_state_s(out, plan, recovering - hung)
+    restarting = restart_state_s(out, recovering - hung)
     gpu_recovering = gpus * (
         pm.idle_w * (recovering - hung - restarting) + pm.wait_w * hung + pm.checkpoint_w * restarting
     )
@@ -182,6 +181,11 @@ def run_energy_j(
         out[:, kernel.OUT_STORAGE_LOADS] * storage_j_per_copy
         + out[:, kernel.OUT_MEMORY_LOADS] * peer_j_per_copy / cfg.nodes
     )
+    # ... in the share of their time the loads ran (a failure during another incident's longer
+    # recovery counts a load that starts later, once; one during a load cuts it short).
+    full_s = out[:, kernel.OUT_STORAGE_LOADS] * plan.load_s + out[:, kernel.OUT_MEMORY_LOADS] * plan.load_memory_s
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reads_j = reads_j * np.where(full_s > 0, np.minimum(out[:, kernel.OUT_LOAD_S] / full_s, 1.0), 0.0)
 
     bits_j = (
         (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)

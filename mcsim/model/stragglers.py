@@ -156,6 +156,17 @@ def episode_active_share(rate_per_s: ArrayLike, mean_s: float, mtbf_s: ArrayLike
     return np.clip(1.0 - idle, 0.0, 1.0)
 
 
+def degradation_over_run(per_s: float, max_share: float, mtbf_s: ArrayLike, ideal_s: ArrayLike) -> np.ndarray:
+    """:func:`degradation_added_share` over the degraded run's own length: the ideal time stretched by
+    the share itself (three passes of the fixed point ``T = ideal (1 + share(T))``), since a degraded
+    run lasts longer and its ages grow beyond the ideal time."""
+    horizon = np.asarray(ideal_s, dtype=float)
+    share = degradation_added_share(per_s, max_share, mtbf_s, horizon)
+    for _ in range(2):
+        share = degradation_added_share(per_s, max_share, mtbf_s, horizon * (1.0 + share))
+    return share
+
+
 def degradation_added_share(per_s: float, max_share: float, mtbf_s: ArrayLike, horizon_s: ArrayLike) -> np.ndarray:
     """Mean share of compute time a throughput degradation adds over a run (first order, for estimates).
 

@@ -75,6 +75,20 @@ class Workload:
     # With phases, the per-iteration fields above are their means over the iterations (memory: the largest).
     phases: tuple[tuple[float, float, float], ...] = ()
 
+    def times_of_first(self, done: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Compute and exposed communication time of the first ``done`` iterations (an array), s: each
+        iteration at its phase's times (a censored run that stopped in a fast phase is not charged the
+        mean of the slow ones)."""
+        done = np.asarray(done, dtype=np.float64)
+        if not self.phases:
+            return done * self.compute_time_s, done * self.comm_time_s
+        compute, comm = np.zeros_like(done), np.zeros_like(done)
+        ends = [row[0] for row in self.phases[1:]] + [float(self.iterations)]
+        for (start, compute_s, comm_s), end in zip(self.phases, ends, strict=True):
+            count = np.clip(done - start, 0.0, end - start)
+            compute, comm = compute + count * compute_s, comm + count * comm_s
+        return compute, comm
+
     @property
     def phase_table(self) -> np.ndarray:
         """The kernel's phase table (``PH_*`` columns; no rows for one phase)."""
@@ -617,12 +631,19 @@ def workload(cfg: Config) -> Workload:
         )
     if code == TIME_RESOLUTION_CODE:
         max_wall_s = cfg.run.max_wall_days * 86400.0
-        iteration_time = float(
-            (arrays.t_comp_s + arrays.bubble_s + arrays.tp_comm_s + arrays.pp_comm_s + arrays.dp_comm_s)[0]
-        )
+        key, prefix, iteration_time = "model.global_batch", "", float(arrays.iteration_time_s[0])
+        for i, phase in enumerate(phase_configs(cfg) if cfg.phases.token_shares else []):
+            own = _one_phase_arrays(phase, layouts_of([phase]))
+            if int(own.code[0]) == TIME_RESOLUTION_CODE:  # name the phase, with its own iteration time
+                key, prefix, iteration_time = (
+                    "phases.global_batch",
+                    f"training phase {i + 1}: ",
+                    float(own.iteration_time_s[0]),
+                )
+                break
         return _infeasible(
-            "model.global_batch",
-            f"iteration time {iteration_time:.3g} s is below the time "
+            key,
+            f"{prefix}iteration time {iteration_time:.3g} s is below the time "
             f"resolution of a {cfg.run.max_wall_days:g}-day run "
             f"({max_wall_s * TIME_RESOLUTION:.3g} s); use larger batches "
             "or a shorter run.max_wall_days",
@@ -659,5 +680,7 @@ def _phase_reason(cfg: Config, code: int) -> tuple[str, str]:
             key, reason = _structural_reason(phase, code)
             if key in ("model.global_batch", "model.seq_len") and getattr(cfg.phases, key.split(".")[1]):
                 key = "phases." + key.split(".")[1]
+            if cfg.phases.seq_len:  # the sequence length came from [phases]
+                reason = reason.replace("model.seq_len", "phases.seq_len")
             return key, f"training phase {i + 1}: {reason}"
     return _structural_reason(cfg, code)

@@ -50,7 +50,7 @@ from mcsim.model.reliability import (
     wall_quantile_s,
 )
 from mcsim.model.restart import restart_parts
-from mcsim.model.stragglers import degradation_added_share, episode_active_share, factor_law
+from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import (
     FREQUENCY,
@@ -450,7 +450,7 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
         base.energy,
     )
     with np.errstate(invalid="ignore", divide="ignore"):
-        degraded = 1.0 + degradation_added_share(
+        degraded = 1.0 + degradation_over_run(
             st.degradation_per_day / 86400.0, st.degradation_max, mtbf, wl.iterations * wl.iteration_time_s
         )
         busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
@@ -544,7 +544,11 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     stalled = checkpoints * stall
     failures = np.where(np.isfinite(mtbf), wall / mtbf, 0.0)
     recovering = failures * restart
-    loading = failures * np.minimum(active, restart)
+    # One load and the restart's parts per interruption: the failures come in busy periods of e^{restart/M}
+    # (docs/model.md §3, Takacs), so e^{-restart/M} interruptions a failure (to first order).
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        interruptions = failures * np.where(np.isfinite(mtbf), np.exp(-restart / mtbf), 1.0)
+    loading = interruptions * np.minimum(active, restart)
     useful = wl.iterations * iteration_s
     lost = np.maximum(wall - useful - stalled - recovering, 0.0)
     gpu_j = gpus * (

@@ -325,7 +325,7 @@ class StragglerSection:
     degradation_max: float = param(1.0, ge=0, le=100, doc="... at most this share")
     degradation_step_minutes: float = param(
         60.0,
-        gt=0,
+        ge=0.01,  # 0.6 s: a step far below the clock's resolution late in a run would never advance it
         le=1e6,
         unit="min",
         doc="... constant over steps this long (its value mid-step); each costs kernel work",
