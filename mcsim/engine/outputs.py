@@ -156,8 +156,10 @@ def output_arrays(
     """Every registered variable as an array of the sweep ``shape`` (per run: plus ``runs``).
 
     Filled by flat configuration index (C order), each array in its final dtype; ``outs``
-    holds the kernel rows of the feasible configurations, ``interval_ci_s``
-    the 95 % interval of each optimised checkpoint interval, s.
+    holds the kernel rows of the feasible configurations and is emptied as they are used (each
+    configuration's rows are freed once its outputs are in place, so the kernel rows and the
+    outputs are not all held at once); ``interval_ci_s`` the 95 % interval of each optimised
+    checkpoint interval, s.
     """
     configs = prepared.configs
     n = len(configs)
@@ -167,7 +169,9 @@ def output_arrays(
         wl = prepared.workloads[flat]
         inputs = prepared.inputs[flat]
         plan = inputs.plan if inputs is not None and wl.feasible else None
-        out = outs[flat] if flat in outs else np.full((runs, kernel.N_OUT), np.nan)
+        out = outs.pop(flat, None)
+        if out is None:
+            out = np.full((runs, kernel.N_OUT), np.nan)
         for name, values in per_run_outputs(cfg, wl, plan, out).items():
             per_run[name][flat] = values
         for name, value in per_config_outputs(cfg, wl, plan).items():
