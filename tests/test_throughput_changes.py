@@ -12,6 +12,7 @@ from conftest import kernel_params, run_kernel
 from scipy import integrate
 
 from mcsim.cli.main import main
+from mcsim.engine.simulate import simulate
 from mcsim.kernels import types as mc
 from mcsim.model.stragglers import degradation_added_share
 from mcsim.model.workload import workload
@@ -279,18 +280,12 @@ def test_censored_runs_with_phases_are_charged_their_own_phases():
     sc = scenario_from_dict(raw)
     wl = workload(sc.base)
     assert wl.phases[1][0] * (wl.phases[0][1] + wl.phases[0][2]) > 0.02 * 86400  # censored in phase 1
-    ds = mcsim_simulate(sc)
+    ds = simulate(sc, progress=False)
     assert (ds["completed"].values == 0).all()
     ettr = ds["ettr"].values
     assert (ettr <= 1.0).all() and (ettr[ds["n_failures"].values == 0] > 0.9).all()
     gpu_w = ds["energy_gpu"].values * 3.6e9 / (256 * ds["wall_time"].values * 3600.0)
     assert (gpu_w <= 400.0).all(), gpu_w.max()
-
-
-def mcsim_simulate(scenario):
-    from mcsim.engine.simulate import simulate
-
-    return simulate(scenario, progress=False)
 
 
 def test_a_degradation_step_below_a_hundredth_of_a_minute_is_refused(tmp_path, capsys):

@@ -113,7 +113,7 @@ from .declarations import (
 )
 from .normal import max_lognormal_factor, ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, init_failures, next_failure, pending_class
-from .rng import seed_stream, uniform, uniform_words
+from .rng import seed_stream, uniform
 
 # --- Run state: named slots of three arrays of the run's workspace ------------------------------
 # Float scalars (``x``).
@@ -365,10 +365,8 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
         transient_s = pts[PT_NOW, P_TRANSIENT]
         persistent_s = pts[PT_NOW, P_PERSISTENT]
         episode_phase_s = pts[PT_NOW, P_EPISODE_PHASE]
-        s0, s1, s2, s3 = it_stream[0], it_stream[1], it_stream[2], it_stream[3]
         while done < stop and t < transition:
-            u, s0, s1, s2, s3 = uniform_words(s0, s1, s2, s3)
-            m = max_lognormal_factor(u, p.n_ranks, p.sigma)
+            m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
             factor = max(m, p.episode_slowdown) if active else m
             dt = c * job * factor + comm
             if t + dt > horizon:
@@ -384,7 +382,6 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
                 episode_phase_s += c * job * factor
             transient_s += c * (m - 1.0)
             persistent_s += c * (job * factor - m)
-        it_stream[0], it_stream[1], it_stream[2], it_stream[3] = s0, s1, s2, s3
         x[X_EXECUTED] = executed
         pts[PT_NOW, P_ALIVE] = alive_s
         x[X_BUSY] = busy_s

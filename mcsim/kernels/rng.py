@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .accelerate import jit_inline, jit_unmanaged
+from .accelerate import jit_unmanaged
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -93,21 +93,3 @@ def uniform(state):
     smallest value is 2**-54.
     """
     return ((next_u64(state) >> _S11) + 0.5) * _TWO_M53
-
-
-@jit_inline
-def uniform_words(s0, s1, s2, s3):
-    """:func:`uniform` on a state held in four words rather than an array: returns ``(u, s0, s1, s2, s3)``.
-
-    The same xoshiro256** step, bit for bit. A loop that draws many numbers keeps its stream's state in
-    locals (registers) with it, instead of loading and storing the array around every draw.
-    """
-    result = _rotl(s1 * _FIVE, _S7, _S57) * _NINE
-    t = s1 << _S17
-    s2 ^= s0
-    s3 ^= s1
-    s1 ^= s2
-    s0 ^= s3
-    s2 ^= t
-    s3 = _rotl(s3, _S45, np.uint64(19))
-    return ((result >> _S11) + 0.5) * _TWO_M53, s0, s1, s2, s3

@@ -54,6 +54,7 @@ from mcsim.scenario.schema import (
     coerce_value,
     field_meta,
     format_number,
+    key_meta,
     run_option,
 )
 from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped_scenarios_folder: public here too)
@@ -223,9 +224,7 @@ def apply_override(raw: dict, key: str, value: Any, source: str) -> None:
 
 def _holds_a_list(key: str) -> bool:
     """Whether the scenario key ``key`` takes a list as its value (a kind that cannot be swept)."""
-    parts = key.split(".")
-    section, name = parts[0], parts[-1]
-    meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
+    meta = key_meta(key)
     return meta is not None and not getattr(meta["kind"], "SWEEPABLE", True)
 
 
@@ -439,7 +438,7 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
         parts = key.split(".")
         section = parts[0]
         name = parts[-1]
-        meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
+        meta = key_meta(key)
         if meta is None:
             raise ScenarioError(
                 source, where, 'not a scenario key (expected e.g. "parallelism.gpus" or "failures.<class>.mtbf_hours")'

@@ -755,6 +755,12 @@ def field_meta(section: str, name: str) -> dict | None:
     return None
 
 
+def key_meta(key: str) -> dict | None:
+    """Metadata of the dotted scenario key ``key`` (``section.name`` or ``failures.<class>.name``), or None."""
+    parts = key.split(".")
+    return field_meta(parts[0], parts[-1]) if len(parts) == (3 if parts[0] == "failures" else 2) else None
+
+
 def run_option(name: str, value: Any, source: str) -> Any:
     """Check a value given for ``run.<name>`` outside the file (``--runs``, ``runs=``), typed.
 

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from mcsim.io.variables import file_units
-from mcsim.scenario.schema import ScenarioError, build_section, field_meta, format_number, param
+from mcsim.scenario.schema import ScenarioError, build_section, format_number, key_meta, param
 
 
 # The parameters of each distribution, declared like the scenario's keys (mcsim.scenario.schema.param):
@@ -251,7 +251,7 @@ def _key_meta(raw: dict, key: str, swept: set[str], source: str, where: str = ""
     where = where or _where(key)
     parts = key.split(".")
     section, name = parts[0], parts[-1]
-    meta = field_meta(section, name) if len(parts) == (3 if section == "failures" else 2) else None
+    meta = key_meta(key)
     if meta is None or section == "run":
         raise ScenarioError(
             source,
