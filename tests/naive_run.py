@@ -46,7 +46,9 @@ numbers and must change it here too:
   failure runs to its end or to the next failure's instant, then the run stops;
 * fast mode: a stretch shorter than the block threshold, or cut below it at the
   expected iterations before an episode (or degradation) change, is run iteration by iteration
-  and then the stretch is planned again;
+  and then the stretch is planned again, unless it is exactly ``short_block`` iterations long
+  outside an episode: then its factor sum is the polynomial ``sum_j c_j z^j`` of one normal
+  deviate z (docs/model.md §4 "Short blocks"), drawn and booked like a block;
 * fast mode, whole checkpoint cycles at once (docs/model.md §4 "Whole stretches of
   checkpoint cycles"; :meth:`Run.advance_cycle_stretch`): planned at a checkpoint
   boundary after the episode state is read and before a block is; one uniform of
@@ -606,6 +608,7 @@ class RunState:
     failures_in_spare_wait: int = 0
     recoveries_kept: int = 0  # failures during a recovery whose own recovery ended first (not an output)
     blocks_iterated: int = 0  # fast mode: blocks below the threshold, drawn one iteration at a time
+    short_blocks: int = 0  # fast mode: blocks of short_block iterations below the threshold, drawn at once
     cycle_stretches: int = 0  # fast mode: stretches of whole checkpoint cycles advanced at once
     cycles_in_stretches: int = 0
     heavy_stretches: int = 0  # ... in the regime where every cycle waits for the previous write
@@ -743,14 +746,17 @@ class Run:
         count = min(s.next_checkpoint, self.phase.end) - s.progress.iterations
         if p.fast:
             mean, std, min_block = self.block_law(in_episode)
-            if count >= min_block and change_s < math.inf:
+            # A block of the short law's length outside episodes is drawn at once too.
+            short = p.short_block if not in_episode else -1
+            if (count >= min_block or count == short) and change_s < math.inf:
                 mean_iteration_s = self.phase.compute_s * self.slowdown() * mean + self.phase.comm_s
                 fit = max(1, math.ceil((change_s - s.t) / mean_iteration_s))
                 s.blocks_cut += fit < count
                 count = min(count, fit)
-            if count >= min_block:
+            if count >= min_block or count == short:
                 s.blocks_at_once += 1
-                return self.train_block(count, mean, std, in_episode)
+                s.short_blocks += count < min_block
+                return self.train_block(count, mean, std, in_episode, short=count < min_block)
         s.blocks_iterated += p.fast
         stop_at = s.progress.iterations + count
         while s.progress.iterations < stop_at:
@@ -784,10 +790,16 @@ class Run:
             return p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
         return p.factor_mean, p.factor_std, p.fast_min_block
 
-    def draw_factor_sum(self, count: int, mean: float, std: float) -> float:
-        """The sum of ``count`` factors at once: one normal deviate of N(count mean, count var), clipped at 0."""
+    def draw_factor_sum(self, count: int, mean: float, std: float, short: bool = False) -> float:
+        """The sum of ``count`` factors at once: one normal deviate z, then N(count mean, count var) at z, or
+        for a short block (``short_block`` iterations, below the threshold) the polynomial ``sum_j c_j z^j``;
+        clipped at 0."""
+        p = self.p
         z = normal_quantile_acklam(self.iteration_stream.uniform())
-        return max(count * mean + math.sqrt(count) * std * z, 0.0)
+        if not short:
+            return max(count * mean + math.sqrt(count) * std * z, 0.0)
+        coefficients = [getattr(p, f"short_block_c{j}") for j in range(7)]
+        return max(_horner(tuple(reversed(coefficients)), z), 0.0)
 
     def block_accounts(self, count: int, factor_sum: float, in_episode: bool) -> tuple[float, float, float, float]:
         """Duration, compute phase, transient and persistent straggler time of ``count`` iterations
@@ -803,10 +815,10 @@ class Run:
         persistent = duration - count * (c + comm) - transient
         return duration, compute_phase, transient, persistent
 
-    def train_block(self, count: int, mean: float, std: float, in_episode: bool) -> str:
-        """``count`` iterations at once: their factor sum ~ N(count mean, count var), clipped at 0."""
+    def train_block(self, count: int, mean: float, std: float, in_episode: bool, short: bool = False) -> str:
+        """``count`` iterations at once: their factor sum ~ N(count mean, count var), or the short law, at 0."""
         p, s = self.p, self.state
-        factor_sum = self.draw_factor_sum(count, mean, std)
+        factor_sum = self.draw_factor_sum(count, mean, std, short)
         duration, compute_phase, transient, persistent = self.block_accounts(count, factor_sum, in_episode)
         if not self.finish_work(count, duration, compute_phase, in_episode, transient, persistent):
             return "interrupted"

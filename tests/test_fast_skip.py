@@ -24,6 +24,7 @@ from conftest import failure_classes, kernel_params
 from scipy import stats
 
 from mcsim.kernels import types as mc
+from mcsim.model.block_law import short_block_law
 from mcsim.model.stragglers import factor_law
 
 # 1 s iterations (0.9 s compute, 0.1 s exposed communication) on 64 ranks, sigma 0.05,
@@ -52,6 +53,9 @@ def _domain(mtbf_s: float) -> tuple:
 
 
 SCENARIOS = {
+    # A checkpoint every 3 iterations and a failure every ~10 minutes: the cycles walked before each
+    # failure are short blocks drawn from their own law (docs/model.md §4 "Short blocks").
+    "short_interval_law": (dict(checkpoint_every=3, iterations=6000), [_gpu(600.0)]),
     # ~300 checkpoints between failures, blocking writes.
     "sync_hundreds": (dict(), [_gpu(3000.0)]),
     # async, write (4 s) shorter than the interval (10 s): no waits.
@@ -184,6 +188,10 @@ def _params(overrides: dict, fast: bool) -> mc.RunParams:
         factor_mean_episode=episode.mean,
         factor_std_episode=episode.std,
     )
+    # As mcsim.engine.prepare sets it: the interval's own law where it is below the threshold.
+    short = short_block_law(values["n_ranks"], values["sigma"], values["checkpoint_every"]) if fast else None
+    if short is not None:
+        values.update(short_block=short.block, **{f"short_block_c{j}": c for j, c in enumerate(short.coefficients)})
     return kernel_params(**values)
 
 

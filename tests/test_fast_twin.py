@@ -44,6 +44,7 @@ from test_twin import (
 )
 
 from mcsim.kernels import types as mc
+from mcsim.model.block_law import short_block_law
 from mcsim.model.stragglers import factor_law
 
 # Episodes rarer and longer than test_twin's: a stretch needs several checkpoints between changes.
@@ -217,6 +218,25 @@ def _fast_cases() -> list[Case]:
         ),
     ]
     cases += [c for s in STRATEGIES for c in _phase_degradation_cases(s)]  # appended: the seeds stay
+    # Checkpoints every 3 iterations with the short-block law (docs/model.md §4 "Short blocks"):
+    # walked cycles are drawn a block at a time from its polynomial, except during episodes.
+    cases += [
+        Case(
+            f"{s}-short-law",
+            s,
+            [gpu(1.0, 1000.0), node(1.0, 2500.0)],
+            dict(
+                checkpoint_every=3,
+                iterations=1500,
+                short_law=True,
+                **EPISODES,
+                **JOB,
+                **(dict(persist_every=12) if s == "in_memory" else {}),
+            ),
+            ("stretch", "short block", "block iterated", "failure"),
+        )
+        for s in STRATEGIES
+    ]
     for c in cases:
         if c.strategy == "in_memory" and "stretch" in c.features:
             c.features += ("stretch persist",)
@@ -241,6 +261,10 @@ def fast_case_params(case: Case) -> mc.RunParams:
         **STRATEGIES[case.strategy],
     )
     values.update(case.overrides)
+    if values.pop("short_law", False):
+        short = short_block_law(values["n_ranks"], values["sigma"], values["checkpoint_every"])
+        assert short is not None
+        values.update(short_block=short.block, **{f"short_block_c{j}": c for j, c in enumerate(short.coefficients)})
     set_mean_iteration_times(values, case.phases)
     law = factor_law(values["n_ranks"], values["sigma"])
     episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
@@ -282,6 +306,7 @@ def fast_features_seen(states, outputs) -> set:
         "stretch persist": "stretch_persists",
         "block at once": "blocks_at_once",
         "block iterated": "blocks_iterated",
+        "short block": "short_blocks",
         "restore inside a stretch": "interpolated_restores",
         "stretch before degradation change": "stretches_before_degradation_change",
     }

@@ -111,7 +111,7 @@ def estimate_run(inputs: RunInputs) -> RunEstimate:
     share = wall_s / uncapped if uncapped > 0 else 1.0
     # Every event counts (planned stops too, which mtbf leaves out), up to the failure guard.
     failures = min(float(p.max_failures), wall_s * float(np.sum(rates)))
-    stepped = not (p.fast and every >= p.fast_min_block)
+    stepped = not (p.fast and (every >= p.fast_min_block or every == p.short_block))
     done = iterations * share
     rollback = failures * min(every / 2.0, mtbf / iteration_s if iteration_s > 0 else every)
     episodes = 2.0 * p.episode_rate_per_s * wall_s

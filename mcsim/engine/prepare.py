@@ -25,6 +25,8 @@ import numpy as np
 
 from mcsim.engine.estimate import estimate_run
 from mcsim.kernels import types as kernel
+from mcsim.model.block_law import DEGREE as BLOCK_LAW_DEGREE
+from mcsim.model.block_law import ShortBlockLaw, short_block_law
 from mcsim.model.checkpointing import (
     CheckpointPlan,
     checkpoint_every,
@@ -187,6 +189,7 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> ke
     ranks = float(cfg.parallelism.gpus)
     law = factor_law(ranks, st.sigma)
     episode_law = factor_law(ranks, st.sigma, floor=st.episode_slowdown)
+    short = short_block_law(ranks, st.sigma, plan.every_iterations) if mode == "fast" else None
     return kernel.RunParams(
         iterations=wl.iterations,
         compute_time_s=wl.compute_time_s,
@@ -219,7 +222,14 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> ke
         degradation_per_s=st.degradation_per_day / 86400.0,
         degradation_step_s=st.degradation_step_minutes * 60.0,
         degradation_max=st.degradation_max,
+        short_block=0 if short is None else short.block,
+        **{f"short_block_c{j}": c for j, c in enumerate(_short_coefficients(short))},
     )
+
+
+def _short_coefficients(short: ShortBlockLaw | None) -> tuple[float, ...]:
+    """The kernel's ``short_block_c*`` fields: the law's power series, or zeros."""
+    return (0.0,) * (BLOCK_LAW_DEGREE + 1) if short is None else short.coefficients
 
 
 class KernelInputs(NamedTuple):

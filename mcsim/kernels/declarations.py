@@ -146,6 +146,17 @@ class RunParams(NamedTuple):
     degradation_per_s: float  # compute time added per second since the attempt began, a share (0: none)
     degradation_step_s: float  # the degradation is constant over steps of this length (its value mid-step)
     degradation_max: float  # ... and at most this share
+    # Fast mode: a block of exactly this many iterations (the checkpoint interval, when shorter than
+    # fast_min_block and mcsim.model.block_law has its law; 0: none) outside episodes is drawn at once,
+    # its factor sum the polynomial sum_j short_block_c<j> z^j of one standard normal deviate z.
+    short_block: int = 0
+    short_block_c0: float = 0.0
+    short_block_c1: float = 0.0
+    short_block_c2: float = 0.0
+    short_block_c3: float = 0.0
+    short_block_c4: float = 0.0
+    short_block_c5: float = 0.0
+    short_block_c6: float = 0.0
 
 
 class FailureClasses(NamedTuple):

@@ -27,7 +27,9 @@ Semantics (the full statement is ``docs/model.md`` §4):
 * A run ends when all iterations are done, or is censored at ``max_wall_s``
   or after ``max_failures`` failures.
 * Exact mode draws ``F`` every iteration. Fast mode draws the sum of a block
-  of ``K >= fast_min_block`` factors at once from N(K E[F], K Var[F]), and
+  of ``K >= fast_min_block`` factors at once from N(K E[F], K Var[F]), a block
+  of the checkpoint interval ``short_block < fast_min_block`` from its own law
+  (a polynomial of one normal deviate, :mod:`mcsim.model.block_law`), and
   advances whole stretches of checkpoint cycles between two events with one
   such draw (:func:`_advance_stretch`), so that its cost follows the failures,
   restarts and episodes, not the checkpoints.
@@ -307,6 +309,19 @@ def _degradation_at(p, x):
 
 
 @jit_inline
+def _short_block_sum(p, z):
+    """The factor sum of a ``p.short_block``-iteration block at the normal deviate ``z``
+    (:func:`mcsim.model.block_law.short_block_law`; Horner, highest degree first)."""
+    total = p.short_block_c6
+    total = total * z + p.short_block_c5
+    total = total * z + p.short_block_c4
+    total = total * z + p.short_block_c3
+    total = total * z + p.short_block_c2
+    total = total * z + p.short_block_c1
+    return total * z + p.short_block_c0
+
+
+@jit_inline
 def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     """Advance a block of iterations up to the next checkpoint, the end, or an episode change.
 
@@ -327,14 +342,19 @@ def _advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     interrupted = False
     target = float(min(k[K_NEXT_CHECKPOINT], p.iterations))
     block = float(min(k[K_NEXT_CHECKPOINT], k[K_PHASE_END])) - done
-    use_fast = p.fast and block >= min_block
+    short = float(p.short_block) if p.fast and not active else -1.0  # a short block with its own law
+    use_fast = p.fast and (block >= min_block or block == short)
     if use_fast and transition < np.inf:
         # Iterations that start before the episode or degradation state changes, in expectation.
         fit = math.ceil((transition - t) / (c * job * f_mean + comm))
         block = min(block, float(max(1, fit)))
-        use_fast = block >= min_block
+        use_fast = block >= min_block or block == short
     if use_fast:
-        total = block * f_mean + math.sqrt(block) * f_std * ndtri_acklam(uniform(it_stream))
+        z = ndtri_acklam(uniform(it_stream))
+        if block >= min_block:
+            total = block * f_mean + math.sqrt(block) * f_std * z
+        else:
+            total = _short_block_sum(p, z)
         total = max(total, 0.0)
         dt = c * job * total + block * comm
         if t + dt > horizon:
@@ -1222,6 +1242,14 @@ def _row_params(t, j):
         t.degradation_per_s[j],
         t.degradation_step_s[j],
         t.degradation_max[j],
+        t.short_block[j],
+        t.short_block_c0[j],
+        t.short_block_c1[j],
+        t.short_block_c2[j],
+        t.short_block_c3[j],
+        t.short_block_c4[j],
+        t.short_block_c5[j],
+        t.short_block_c6[j],
     )
 
 
