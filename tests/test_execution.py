@@ -26,7 +26,7 @@ from tests_helpers import write_toml
 import mcsim
 import mcsim.engine.optimize
 from mcsim.cli.main import main
-from mcsim.engine.backends import LocalBackend, make_backend, usable_cpus
+from mcsim.engine.backends import LocalBackend, make_backend, task_batches, usable_cpus
 from mcsim.engine.estimate import estimate_run
 from mcsim.engine.optimize import optimize_interval
 from mcsim.engine.prepare import kernel_inputs
@@ -124,6 +124,51 @@ def test_real_scheduler_by_address_gives_identical_results():
         )
     assert any("dask scheduler tcp://" in m for m in messages)
     np.testing.assert_array_equal(local["wall_time"].values, remote["wall_time"].values)
+
+
+def _sweep_rows(configs: int, runs: int):
+    """Tasks of ``configs`` copies of the small fast configuration (250 runs each) and their simulators."""
+    inputs = kernel_inputs(scenario_from_dict(_small(mode="fast")).base, "fast")
+    rows = {(c, None): inputs for c in range(configs)}
+    tasks = [Task(c, start, min(runs, start + 250)) for c in range(configs) for start in range(0, runs, 250)]
+    return tasks, rows, estimate_run(inputs).seconds
+
+
+def test_dask_batches_reach_the_target_work_and_keep_every_task_once():
+    # Issue 26 item 4: a dask submission costs ~3 ms of client CPU, so cheap tasks go together.
+    tasks, rows, per_run_s = _sweep_rows(configs=4000, runs=500)
+    assert per_run_s * 4000 * 500 > 0.2 * 4 * 2  # enough work that the target is not shrunk
+    batches = task_batches(tasks, rows, parallelism=2, batch_s=0.2)
+    assert [t for batch in batches for t in batch] == tasks  # in order, each once
+    target = 0.2 / (per_run_s * 250)  # tasks per batch for 0.2 s
+    assert target > 1.5  # the small configuration is cheap: batching matters here
+    for batch in batches[:-1]:
+        assert per_run_s * sum(t.runs for t in batch) >= 0.2
+        assert per_run_s * sum(t.runs for t in batch[:-1]) < 0.2  # no batch larger than needed
+    assert len(batches) < len(tasks) / 1.5
+
+
+def test_dask_batches_shrink_so_that_every_worker_gets_work():
+    tasks, rows, per_run_s = _sweep_rows(configs=3, runs=500)
+    total = per_run_s * 3 * 500
+    assert total < 0.2 * 8  # all the work fits in fewer batches than 4 per worker
+    batches = task_batches(tasks, rows, parallelism=2, batch_s=0.2)
+    assert len(batches) >= min(len(tasks), 4 * 2) - 1
+
+
+def test_dask_batched_results_are_identical_to_local():
+    from dask.distributed import LocalCluster
+
+    raw = _small(runs=60, mode="fast")
+    raw["sweep"] = {"parallelism.gpus": [64, 128, 256]}
+    scenario = scenario_from_dict(raw)
+    local = mcsim.simulate(scenario, progress=False)
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
+        remote = mcsim.simulate(scenario, progress=False, scheduler=cluster.scheduler_address, chunk_runs=7)
+    np.testing.assert_array_equal(local["wall_time"].values, remote["wall_time"].values)
+    np.testing.assert_array_equal(local["energy"].values, remote["energy"].values)
 
 
 # --- item 10: Ctrl-C ----------------------------------------------------------------------------
@@ -274,6 +319,7 @@ def test_memory_estimate_bounds_the_measured_peak():
     raw = _small(runs=2000, mode="fast")
     raw["sweep"] = {"compute.efficiency": [0.3 + 0.01 * i for i in range(30)]}
     scenario = scenario_from_dict(raw)
+    mcsim.simulate(scenario_from_dict(_small(runs=2, mode="fast")), progress=False)  # kernels loaded: not traced
     tracemalloc.start()
     try:
         mcsim.simulate(scenario, progress=False)

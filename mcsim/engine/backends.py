@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 # Target duration of one local kernel call, s: Ctrl-C acts and the progress bar
 # moves at least this often (plus the length of one run, which cannot be split).
 CALL_SECONDS = 0.5
+# Estimated seconds of work in one dask submission at least (issue 26): a submission costs the
+# client ~3 ms of CPU, so cheap tasks are sent several at a time (:func:`task_batches`).
+BATCH_SECONDS = 0.2
 # Seconds to wait for a dask scheduler to answer (env MCSIM_SCHEDULER_TIMEOUT overrides).
 DEFAULT_SCHEDULER_TIMEOUT_S = 10.0
 _ADDRESS = re.compile(r"^(?:(?P<protocol>tcp|tls)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$")
@@ -343,7 +346,8 @@ class DaskBackend:
     def run(
         self, tasks: Sequence[Task], rows: Mapping[TaskKey, RowSimulator], seed: int, on_runs: OnRuns | None = None
     ) -> Iterator[tuple[Task, np.ndarray]]:
-        """Submit every task, yield each as it finishes (``on_runs`` is not used: tasks are whole).
+        """Submit the tasks in batches (:func:`task_batches`), yield each task as its batch finishes
+        (``on_runs`` is not used: tasks are whole).
 
         Each task key's row simulator (picklable) is sent once; the workers only run the kernel.
         """
@@ -351,17 +355,19 @@ class DaskBackend:
 
         scattered: dict[TaskKey, Any] = {}
         futures = {}
-        for task in tasks:
-            key = (task.config, task.optimize_every)
-            if key not in scattered:
-                # In a list: a tuple (KernelInputs) given alone would be scattered item by item.
-                scattered[key] = self.client.scatter([rows[key]], broadcast=False)[0]
-            future = self.client.submit(simulate_task, task, scattered[key], seed, 1, pure=False)
-            futures[future] = task
+        for batch in task_batches(tasks, rows, max(1, self.parallelism)):
+            for task in batch:
+                key = (task.config, task.optimize_every)
+                if key not in scattered:
+                    # In a list: a tuple (KernelInputs) given alone would be scattered item by item.
+                    scattered[key] = self.client.scatter([rows[key]], broadcast=False)[0]
+            simulators = [scattered[(task.config, task.optimize_every)] for task in batch]
+            future = self.client.submit(simulate_batch, batch, simulators, seed, pure=False)
+            futures[future] = batch
         self._futures = list(futures) + list(scattered.values())
         with _interrupts_recorded() as state:
             for future in until_interrupted(as_completed(futures), state):
-                yield futures[future], future.result()
+                yield from zip(futures[future], future.result(), strict=True)
 
     def close(self) -> None:
         """Cancel what is left, close the client and any cluster this backend started, quietly."""
@@ -381,6 +387,41 @@ class DaskBackend:
         finally:
             for logger, level in zip(loggers, levels, strict=True):
                 logger.setLevel(level)
+
+
+def task_batches(
+    tasks: Sequence[Task], rows: Mapping[TaskKey, RowSimulator], parallelism: int, batch_s: float = BATCH_SECONDS
+) -> list[list[Task]]:
+    """``tasks`` in order, grouped into dask submissions of at least ``batch_s`` estimated seconds.
+
+    A submission costs the client a few ms, more than a cheap configuration's runs (issue 26), so
+    consecutive tasks are sent together until their estimated work (:func:`estimate_run`, per run,
+    times the task's runs) reaches ``batch_s``; where the whole work is small, the target shrinks to
+    keep four submissions per worker, so that every worker gets some. A batch never changes a
+    result: each task's rows are simulated and placed as when sent alone.
+    """
+    per_run: dict[TaskKey, float] = {}
+    work = []
+    for task in tasks:
+        key = (task.config, task.optimize_every)
+        if key not in per_run:
+            per_run[key] = max(estimate_run(rows[key]).seconds, 0.0)
+        work.append(per_run[key] * task.runs)
+    target = min(batch_s, sum(work) / (4 * parallelism))
+    batches: list[list[Task]] = []
+    batch_work = math.inf
+    for task, seconds in zip(tasks, work, strict=True):
+        if batch_work >= target:
+            batches.append([])
+            batch_work = 0.0
+        batches[-1].append(task)
+        batch_work += seconds
+    return batches
+
+
+def simulate_batch(tasks: Sequence[Task], simulators: Sequence[RowSimulator], seed: int) -> list[np.ndarray]:
+    """Kernel output rows of each of ``tasks`` (what a dask worker runs: one thread, one task after another)."""
+    return [simulate_task(task, inputs, seed, 1) for task, inputs in zip(tasks, simulators, strict=True)]
 
 
 def silence_shutdown_logs() -> None:

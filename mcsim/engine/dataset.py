@@ -1,6 +1,6 @@
 """Stage 7 of :func:`mcsim.simulate`: the dataset, with its coordinates and provenance.
 
-The output arrays (:func:`mcsim.engine.outputs.output_arrays`) as an
+The output arrays (:class:`mcsim.engine.outputs.OutputArrays`) as an
 :class:`xarray.Dataset` of dims (sweep dims..., [``draw``,] ``run``): coordinate
 attributes from the schema fields swept, the drawn values of the uncertain inputs
 along ``draw``, and the provenance in the global attributes (CF-1.10).

@@ -4,7 +4,7 @@
 points, the selection's stages): saved ones are loaded from the resume store
 (:mod:`mcsim.engine.resume`), the others run on the backend
 (:mod:`mcsim.engine.backends`) with the prepared mapping from task key to row
-simulator, saved, and counted by the progress bar. :func:`collect_rows` places the
+simulator, saved, and counted by the progress bar. :func:`completed_configurations` places the
 reported tasks' rows by configuration and run.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -106,6 +106,11 @@ class Execution:
 
     def execute(self, tasks: list[Task], on_rows: OnRows, what: str = "tasks") -> None:
         """Call ``on_rows(task, rows)`` for every task: saved ones loaded, the others run and saved."""
+        for task, rows in self.results(tasks, what):
+            on_rows(task, rows)
+
+    def results(self, tasks: list[Task], what: str = "tasks") -> Iterator[tuple[Task, np.ndarray]]:
+        """``(task, rows)`` for every task, as they come: saved ones loaded, the others run and saved."""
         pending = []
         store = self.store
         for task in tasks:
@@ -114,7 +119,7 @@ class Execution:
                 pending.append(task)
             else:
                 self.bar.update(task.runs)
-                on_rows(task, rows)
+                yield task, rows
         if self.notify is not None and store is not None and len(pending) < len(tasks):
             self.notify(f"resuming: {len(tasks) - len(pending)} of {len(tasks)} {what} already done ({store.folder})")
         reported = 0
@@ -129,13 +134,14 @@ class Execution:
                 store.save(task, rows)
             self.bar.update(task.runs - reported)
             reported = 0
-            on_rows(task, rows)
+            yield task, rows
 
 
-def collect_rows(
+def completed_configurations(
     execution: Execution, tasks: list[Task], placements: Mapping[Task, list[Piece]], feasible: list[int], runs: int
-) -> dict[int, np.ndarray]:
-    """Kernel rows ``(runs, N_OUT)`` of every feasible configuration, the reported ``tasks`` run and placed.
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Run and place the reported ``tasks``; yield ``(config, rows)``, each feasible configuration's kernel rows
+    ``(runs, N_OUT)``, as soon as its last piece is placed (the rows are not kept here after that).
 
     ``placements``: where each task's rows go (:func:`mcsim.engine.tasks.placements`). The progress
     bar's postfix counts the configurations done.
@@ -146,19 +152,18 @@ def collect_rows(
         for piece in placements[task]:
             left[piece[0]] += 1
     done = 0
-    outs = {i: np.full((runs, kernel.N_OUT), np.nan) for i in feasible}
-
-    def place(task: Task, rows: np.ndarray) -> None:
-        nonlocal done
+    outs: dict[int, np.ndarray] = {}
+    for task, rows in execution.results(tasks):
         for config, run_start, run_stop, row_start, row_stop in placements[task]:
+            if config not in outs:  # every row is placed once before the configuration is yielded
+                outs[config] = np.empty((runs, kernel.N_OUT))
             outs[config][run_start:run_stop] = rows[row_start:row_stop]
             left[config] -= 1
-            done += left[config] == 0
+            if left[config] == 0:
+                done += 1
+                yield config, outs.pop(config)
         if not bar.disable:
             bar.set_postfix_str(
                 f"{done}/{len(feasible)} configurations, {done / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
                 refresh=False,
             )
-
-    execution.execute(tasks, place)
-    return outs

@@ -30,9 +30,9 @@ from mcsim.engine.backends import make_backend
 from mcsim.engine.dataset import provenance_attrs, sweep_dataset
 from mcsim.engine.draws import DrawPlan
 from mcsim.engine.estimate import time_estimate
-from mcsim.engine.execution import Execution, collect_rows, progress_bar
+from mcsim.engine.execution import Execution, completed_configurations, progress_bar
 from mcsim.engine.optimize import COARSE_POINTS, FINE_POINTS, OPTIMIZE_RUNS, optimize_intervals
-from mcsim.engine.outputs import output_arrays
+from mcsim.engine.outputs import OutputArrays
 from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, prepare, prepare_tables
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.shards import Shard
@@ -153,13 +153,15 @@ def simulate(
             )
             for i, optimum in optima.items():
                 prepared.fix_interval(i, optimum.interval_iterations)
-            outs = collect_rows(execution, tasks, where, feasible, run.runs)
+            # Each configuration's outputs are derived as its last task comes in: the kernel rows of the
+            # whole sweep are never held beside the outputs (issue 26 item 4).
+            outputs = OutputArrays(prepared, {i: o.ci95_s for i, o in optima.items()}, run.runs)
+            for config, rows in completed_configurations(execution, tasks, where, feasible, run.runs):
+                outputs.add(config, rows)
     finally:
         backend.close()
     shape = scenario.shape + ((draws.count,) if draws.count else ())
-    ds = sweep_dataset(
-        scenario, draws, output_arrays(prepared, outs, {i: o.ci95_s for i, o in optima.items()}, shape, run.runs)
-    )
+    ds = sweep_dataset(scenario, draws, outputs.arrays(shape))
     if shard is not None:
         ds.attrs["shard"] = shard.label
     return ds

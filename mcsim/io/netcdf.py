@@ -195,13 +195,36 @@ def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | 
     with atomic_path(path, previous) as tmp:
         try:
             stored, encoding = netcdf_form(ds)
-            with _no_dask_probe(stored):
+            with _no_dask_probe(stored), _chunks_not_cached():
                 stored.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
         except RuntimeError as err:
             if not str(err).startswith("NetCDF:"):
                 raise
             raise _library_failure(tmp, err) from err
     return path
+
+
+# The netCDF library's chunk cache while a result file is written, bytes (per variable).
+WRITE_CHUNK_CACHE_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def _chunks_not_cached():
+    """The netCDF library's chunk cache at :data:`WRITE_CHUNK_CACHE_BYTES` while a file is created.
+
+    Its default (64 MiB per variable) kept every compressed variable's whole chunk (each variable is
+    one chunk, written at once) in memory until the file closed: writing a 135 MB sweep took 131 MB
+    more, 1 MB with a cache smaller than a chunk, which HDF5 then writes straight through, as fast
+    (issue 26 item 4). The setting is global in the library, so it is restored after the write.
+    """
+    import netCDF4
+
+    size, elements, preemption = netCDF4.get_chunk_cache()
+    netCDF4.set_chunk_cache(WRITE_CHUNK_CACHE_BYTES, elements, preemption)
+    try:
+        yield
+    finally:
+        netCDF4.set_chunk_cache(size, elements, preemption)
 
 
 @contextlib.contextmanager

@@ -277,7 +277,7 @@ def build_dataset(data: dict[str, np.ndarray], dims: tuple[str, ...], coords: di
         if array.shape != expected:
             raise ValueError(f"{name}: shape {array.shape}, expected {expected} for dims {var_dims}")
         if var.dtype != "str":
-            array = array.astype(var.dtype)
+            array = array.astype(var.dtype, copy=False)  # no copy: the arrays are built in their dtype
         else:
             array = array.astype(object)
         var_attrs = {"units": var.units, "long_name": var.long_name}
