@@ -187,6 +187,25 @@ def test_text_stored_as_utf8_char_arrays_and_read_back_unchanged(sweep_ds, tmp_p
     assert back["infeasible_reason"].sel(gpus=8, strategy="in_memory").item() == reason
 
 
+def test_ascii_text_takes_the_fast_path_and_reads_back_the_same(sweep_ds, tmp_path):
+    # ASCII text is encoded with one NumPy cast (issue 26 item 5), not element by element: the file
+    # holds the same UTF-8 char array with _Encoding as xarray writes, and reads back unchanged.
+    netCDF4 = pytest.importorskip("netCDF4")
+    from mcsim.io.netcdf import netcdf_form
+
+    assert all(str(v).isascii() for v in sweep_ds["infeasible_reason"].values.ravel())
+    stored, _ = netcdf_form(sweep_ds)
+    assert stored["infeasible_reason"].dtype.kind == "S"  # cast here, not left to xarray
+    path = mcsim.write_results(sweep_ds, tmp_path / "r.nc")
+    with netCDF4.Dataset(path) as raw:
+        assert raw["infeasible_reason"].dtype == np.dtype("S1")
+        assert raw["infeasible_reason"].getncattr("_Encoding") == "utf-8"
+        assert raw["infeasible_reason"].dimensions[-1] == "infeasible_reason_strlen"
+    back = mcsim.open_results(path)
+    assert back["infeasible_reason"].dtype.kind in "UO"
+    assert list(back["infeasible_reason"].values.ravel()) == list(sweep_ds["infeasible_reason"].values.ravel())
+
+
 def test_rewriting_an_opened_file_keeps_it_identical(sweep_ds, tmp_path):
     """open_results gives text as Python objects; writing that again must not depend on pandas' inference."""
     first = mcsim.open_results(mcsim.write_results(sweep_ds, tmp_path / "a.nc"))

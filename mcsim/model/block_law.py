@@ -55,12 +55,19 @@ CELLS = 4096
 TAIL = 1e-16
 # Largest K * CELLS convolved (K <= 64, at most ~40 ms): longer blocks than that, below K_min, are walked.
 MAX_SUM_CELLS = 2**18
-# Gauss-Hermite nodes of the projection, and the z grid of the error integral (a uniform
+# Gauss-Hermite nodes of the projection (120), and the z grid of the error integral (a uniform
 # of the kernel's generator, 53 bits, gives |z| <= 8.2).
-_NODES, _WEIGHTS = hermite_e.hermegauss(120)
-_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
-_Z = np.linspace(-8.3, 8.3, 8001)
-_PHI = np.exp(-0.5 * _Z**2) / math.sqrt(2.0 * math.pi) * (_Z[1] - _Z[0])
+QUADRATURE_NODES = 120
+Z_MAX = 8.3
+
+
+@functools.cache
+def _grids() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Gauss-Hermite nodes and weights (normalised), and the z grid with its weights ``phi(z) dz``
+    (made on first use: a run whose intervals are all long never needs them)."""
+    nodes, weights = hermite_e.hermegauss(QUADRATURE_NODES)
+    z = np.linspace(-Z_MAX, Z_MAX, 8001)
+    return nodes, weights / weights.sum(), z, np.exp(-0.5 * z**2) / math.sqrt(2.0 * math.pi) * (z[1] - z[0])
 
 
 @dataclass(frozen=True)
@@ -130,16 +137,17 @@ def short_block_law(n_ranks: float, sigma: float, block: int) -> ShortBlockLaw |
     law = factor_law(n_ranks, sigma)
     if block >= law.fast_min_block():
         return None
-    u_grid = special.ndtr(_Z)
-    at_nodes, _ = _sum_quantile(n_ranks, sigma, block, CELLS, special.ndtr(_NODES))
+    nodes, weights, z, phi_dz = _grids()
+    u_grid = special.ndtr(z)
+    at_nodes, _ = _sum_quantile(n_ranks, sigma, block, CELLS, special.ndtr(nodes))
     hermite = np.array(
-        [np.sum(_WEIGHTS * at_nodes * hermite_e.hermeval(_NODES, np.eye(DEGREE + 1)[j])) / math.factorial(j)
+        [np.sum(weights * at_nodes * hermite_e.hermeval(nodes, np.eye(DEGREE + 1)[j])) / math.factorial(j)
          for j in range(DEGREE + 1)]
     )  # fmt: skip
     fine, _ = _sum_quantile(n_ranks, sigma, block, CELLS, u_grid)
     coarse, _ = _sum_quantile(n_ranks, sigma, block, CELLS // 2, u_grid)
-    poly_error = float(np.sum(np.abs(hermite_e.hermeval(_Z, hermite) - fine) * _PHI))
-    grid_error = float(np.sum(np.abs(fine - coarse) * _PHI))
+    poly_error = float(np.sum(np.abs(hermite_e.hermeval(z, hermite) - fine) * phi_dz))
+    grid_error = float(np.sum(np.abs(fine - coarse) * phi_dz))
     share = float(poly_error + grid_error + _tail_bound(n_ranks, sigma, block)) / (block * law.mean)
     if not share <= FAST_W1_TOLERANCE:
         return None
