@@ -206,6 +206,38 @@ def test_ascii_text_takes_the_fast_path_and_reads_back_the_same(sweep_ds, tmp_pa
     assert list(back["infeasible_reason"].values.ravel()) == list(sweep_ds["infeasible_reason"].values.ravel())
 
 
+def test_lazily_opened_text_is_rewritten_unchanged(sweep_ds, tmp_path):
+    # A review found that the ASCII fast path cast dask-held text (typed <U1 whatever its length) at
+    # write time: the rewrite failed to broadcast, and non-ASCII text raised. Lazy text goes to xarray.
+    edited = sweep_ds.copy(deep=True)
+    edited["infeasible_reason"].loc[dict(gpus=64, strategy="sync")] = "naïve ≥ 2 nodes"
+    first = mcsim.write_results(edited, tmp_path / "a.nc")
+    lazy = mcsim.open_results(first, chunks={"run": 3})
+    assert lazy["wall_time"].chunks is not None
+    again = mcsim.write_results(lazy, tmp_path / "b.nc")
+    back = mcsim.open_results(again)
+    assert list(back["infeasible_reason"].values.ravel()) == list(edited["infeasible_reason"].values.ravel())
+    np.testing.assert_array_equal(back["wall_time"].values, edited["wall_time"].values)
+
+
+def test_lazy_write_keeps_the_chunk_cache(sweep_ds, tmp_path, monkeypatch):
+    # A lazily held dataset arrives in pieces that each chunk gathers: with a 1 MiB cache every piece
+    # recompressed its variable's whole chunk (5x slower at 100 pieces), so it keeps the default.
+    netCDF4 = pytest.importorskip("netCDF4")
+    before = netCDF4.get_chunk_cache()
+    seen = []
+    real = xr.Dataset.to_netcdf
+
+    def watching(self, *args, **kwargs):
+        seen.append(netCDF4.get_chunk_cache())
+        return real(self, *args, **kwargs)
+
+    lazy = mcsim.open_results(mcsim.write_results(sweep_ds, tmp_path / "a.nc"), chunks={"run": 3})
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", watching)
+    mcsim.write_results(lazy, tmp_path / "b.nc")
+    assert seen == [before]
+
+
 def test_rewriting_an_opened_file_keeps_it_identical(sweep_ds, tmp_path):
     """open_results gives text as Python objects; writing that again must not depend on pandas' inference."""
     first = mcsim.open_results(mcsim.write_results(sweep_ds, tmp_path / "a.nc"))

@@ -48,6 +48,10 @@ from mcsim.scenario.limits import TimeEstimate, check_time, format_duration
 # capacity-planning-uncertain with 16,384 draws (stragglers.sigma drawn: the slowest, its factor
 # law is integrated per draw); an upper bound for the estimate printed and checked first.
 PREPARE_SECONDS_PER_DRAW = 0.012
+# ... plus, in fast mode, the law of a short checkpoint interval's block (mcsim.model.block_law), once
+# per distinct (G, sigma, K): 34-39 ms measured for the largest blocks (K = 64) on this 2-core
+# machine, 1-8 ms for K <= 32. An upper bound: most pairs share a law or need none.
+PREPARE_SECONDS_PER_SHORT_BLOCK_LAW = 0.045
 
 __all__ = ["OPTIMIZE_RUNS", "provenance_attrs", "run_task", "simulate", "simulate_config"]
 
@@ -176,7 +180,8 @@ def _check_preparation(scenario: Scenario, notify: Callable[[str], None] | None)
     if not scenario.run.draws:
         return
     simulated = len(scenario.configs) * scenario.run.draws
-    estimate = TimeEstimate(simulated * PREPARE_SECONDS_PER_DRAW, 1, 0.0)
+    per_pair = PREPARE_SECONDS_PER_DRAW + (PREPARE_SECONDS_PER_SHORT_BLOCK_LAW if scenario.run.mode == "fast" else 0.0)
+    estimate = TimeEstimate(simulated * per_pair, 1, 0.0)
     check_time(estimate, scenario.source, "run.draws")
     if notify is not None and estimate.cpu_s > 5.0:
         notify(f"preparing {simulated:,} (configuration, draw) pairs: {estimate.describe()} at most")

@@ -169,8 +169,10 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
             if name in ds.dims:  # a sweep's few values (an index): text, as xarray encodes it
                 if var.dtype.kind != "U":
                     converted[name] = var.astype(str)
-            else:  # as a Variable: a DataArray would be aligned on the coordinates above
+            elif isinstance(var.data, np.ndarray):  # as a Variable: a DataArray is aligned on coordinates
                 converted[name] = _utf8_bytes(var.variable if var.dtype.kind == "U" else var.variable.astype(str))
+            elif var.dtype.kind != "U":  # a lazy (dask) array: xarray encodes it, as before
+                converted[name] = var.astype(str)
             encoding[name] = {"dtype": "S1", "char_dim_name": f"{name}_strlen"}
     if converted:
         ds = ds.assign_coords({k: v for k, v in converted.items() if k in ds.coords})
@@ -183,7 +185,9 @@ def _utf8_bytes(var: xr.Variable) -> xr.Variable:
 
     xarray encodes text element by element in Python (0.24 s of a plan's write: four texts over
     217,800 candidates, issue 26 item 5); ASCII text (every name mcsim writes) converts in one
-    NumPy cast. Other text is left to xarray.
+    NumPy cast. Other text is left to xarray, and so is text held lazily (a dask array's cast
+    would happen at write time, to a width its ``<U1`` placeholder type gives, and could not
+    fall back).
     """
     try:
         encoded = var.astype("S")
@@ -213,7 +217,7 @@ def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | 
     with atomic_path(path, previous) as tmp:
         try:
             stored, encoding = netcdf_form(ds)
-            with _no_dask_probe(stored), _chunks_not_cached():
+            with _no_dask_probe(stored), _chunks_not_cached(stored):
                 stored.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
         except RuntimeError as err:
             if not str(err).startswith("NetCDF:"):
@@ -227,15 +231,22 @@ WRITE_CHUNK_CACHE_BYTES = 1 << 20
 
 
 @contextlib.contextmanager
-def _chunks_not_cached():
-    """The netCDF library's chunk cache at :data:`WRITE_CHUNK_CACHE_BYTES` while a file is created.
+def _chunks_not_cached(ds: xr.Dataset):
+    """The netCDF library's chunk cache at :data:`WRITE_CHUNK_CACHE_BYTES` while ``ds`` is written.
 
     Its default (64 MiB per variable) kept every compressed variable's whole chunk (each variable is
     one chunk, written at once) in memory until the file closed: writing a 135 MB sweep took 131 MB
     more, 1 MB with a cache smaller than a chunk, which HDF5 then writes straight through, as fast
-    (issue 26 item 4). The setting is global in the library, so it is restored after the write.
+    (issue 26 item 4). A dataset with dask arrays is written piece by piece into each chunk, which
+    the cache must then hold (with 1 MiB every piece recompressed the whole chunk: 5 times slower
+    at 100 pieces), so it keeps the default. The setting is global in the library, so it is
+    restored after the write.
     """
     import netCDF4
+
+    if any(v.chunks is not None for v in ds.variables.values()):
+        yield
+        return
 
     size, elements, preemption = netCDF4.get_chunk_cache()
     netCDF4.set_chunk_cache(WRITE_CHUNK_CACHE_BYTES, elements, preemption)
