@@ -324,3 +324,34 @@ def test_bound_multiplier_is_students_t():
     assert bound_multiplier(30) == pytest.approx(2.09, abs=0.01)
     assert bound_multiplier(10**7) == pytest.approx(2.0, abs=1e-5)
     assert math.isnan(bound_multiplier(1))
+
+
+def _families_stacked(cand):
+    """The families as first written: np.unique over the stacked key rows (the reference for the faster one)."""
+    keys = np.stack([cand.gpu_type, cand.strategy, cand.recompute, size_band(cand.gpus)], axis=1)
+    unique, inverse = np.unique(keys, axis=0, return_inverse=True)
+    return unique, inverse.ravel()
+
+
+def test_families_equal_the_stacked_unique():
+    # Issue 26 item 5: families are built from per-column codes; the same groups in the same order.
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    cand = SimpleNamespace(
+        gpu_type=rng.integers(0, 12, n),
+        strategy=rng.integers(0, 4, n),
+        recompute=rng.integers(0, 3, n),
+        gpus=rng.integers(1, 200_000, n),
+    )
+    unique, inverse = _families_stacked(cand)
+    fam = families(cand)
+    np.testing.assert_array_equal(fam.of_candidate, inverse)
+    np.testing.assert_array_equal(fam.gpu_type, unique[:, 0])
+    np.testing.assert_array_equal(fam.strategy, unique[:, 1])
+    np.testing.assert_array_equal(fam.recompute, unique[:, 2])
+    assert fam.gpu_type.dtype == unique.dtype
+    for f in range(len(unique)):
+        members = cand.gpus[inverse == f]
+        assert (fam.gpus_low[f], fam.gpus_high[f]) == (members.min(), members.max())

@@ -24,6 +24,9 @@ from mcsim.scenario.config import scenario_from_dict
 
 
 def _counting(monkeypatch, name: str) -> list:
+    # Configurations prepared by earlier tests in this process are kept (engine.prepare._prepared_cached):
+    # start from none, so that every configuration here is prepared and counted.
+    tasks._prepared_cached.cache_clear()
     calls = []
     original = getattr(tasks, name)
 
@@ -51,6 +54,18 @@ def test_workload_and_plan_are_computed_once_per_configuration(monkeypatch):
     assert configurations == 4 and bool(ds["feasible"].all())
     assert len(workloads) == configurations
     assert len(plans) == configurations
+
+
+def test_a_configuration_prepared_again_is_not_recomputed(monkeypatch):
+    # A plan's selection prepares its growing list of candidates at every round (issue 26 item 5):
+    # a configuration already prepared in this process reuses its workload and kernel inputs.
+    workloads = _counting(monkeypatch, "workload")
+    configs = scenario_from_dict(_sweep()).configs
+    first = tasks.prepare(configs, "fast")
+    again = tasks.prepare(list(configs) + list(configs[:1]), "fast")
+    assert len(workloads) == len(configs)
+    assert again.inputs[: len(configs)] == first.inputs and again.inputs[-1] is first.inputs[0]
+    assert tasks.prepare(configs, "exact").inputs[0].params.fast is False  # the mode is part of the key
 
 
 def test_optimiser_grid_points_each_get_one_plan(monkeypatch):
