@@ -20,13 +20,15 @@ from conftest import SMALL_SCENARIO
 import mcsim
 from mcsim.engine import prepare as tasks
 from mcsim.engine import threads as kernel_threads
+from mcsim.model import checkpointing
 from mcsim.scenario.config import scenario_from_dict
 
 
 def _counting(monkeypatch, name: str) -> list:
-    # Configurations prepared by earlier tests in this process are kept (engine.prepare._prepared_cached):
-    # start from none, so that every configuration here is prepared and counted.
-    tasks._prepared_cached.cache_clear()
+    """Count the calls of ``name`` (``workload`` or ``checkpoint_plan``) wherever the engine makes them: in
+    stage 2 itself and in :func:`mcsim.model.checkpointing.workload_and_plan`, whose kept results from
+    earlier tests in this process are dropped first, so that every configuration here is counted."""
+    checkpointing._workload_and_plan_cached.cache_clear()
     calls = []
     original = getattr(tasks, name)
 
@@ -35,6 +37,7 @@ def _counting(monkeypatch, name: str) -> list:
         return original(*args, **kwargs)
 
     monkeypatch.setattr(tasks, name, counted)
+    monkeypatch.setattr(checkpointing, name, counted)
     return calls
 
 
@@ -59,13 +62,15 @@ def test_workload_and_plan_are_computed_once_per_configuration(monkeypatch):
 def test_a_configuration_prepared_again_is_not_recomputed(monkeypatch):
     # A plan's selection prepares its growing list of candidates at every round (issue 26 item 5):
     # a configuration already prepared in this process reuses its workload and kernel inputs.
-    workloads = _counting(monkeypatch, "workload")
+    workloads, plans = _counting(monkeypatch, "workload"), _counting(monkeypatch, "checkpoint_plan")
     configs = scenario_from_dict(_sweep()).configs
     first = tasks.prepare(configs, "fast")
     again = tasks.prepare(list(configs) + list(configs[:1]), "fast")
-    assert len(workloads) == len(configs)
-    assert again.inputs[: len(configs)] == first.inputs and again.inputs[-1] is first.inputs[0]
-    assert tasks.prepare(configs, "exact").inputs[0].params.fast is False  # the mode is part of the key
+    exact = tasks.prepare(configs, "exact")
+    assert len(workloads) == len(plans) == len(configs)
+    assert again.workloads[-1] is first.workloads[0] and again.inputs[-1].plan is first.inputs[0].plan
+    assert again.inputs[-1].params == first.inputs[0].params
+    assert first.inputs[0].params.fast and not exact.inputs[0].params.fast  # the mode is applied per call
 
 
 def test_optimiser_grid_points_each_get_one_plan(monkeypatch):

@@ -10,7 +10,6 @@ planner (:mod:`mcsim.planning.planner`) all call :func:`per_run_outputs`.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
@@ -19,7 +18,7 @@ import numpy as np
 
 from mcsim.io.variables import PER_CONFIG, PER_RUN
 from mcsim.kernels import types as kernel
-from mcsim.model.checkpointing import CheckpointPlan, checkpoint_plan
+from mcsim.model.checkpointing import CheckpointPlan, workload_and_plan
 from mcsim.model.energy import (
     ENERGY_PARTS,
     J_PER_MWH,
@@ -30,7 +29,7 @@ from mcsim.model.energy import (
     run_energy_j,
 )
 from mcsim.model.restart import restart_overhead_s
-from mcsim.model.workload import Workload, workload
+from mcsim.model.workload import Workload
 from mcsim.scenario.config import Config
 
 if TYPE_CHECKING:
@@ -111,21 +110,10 @@ def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out:
 
 
 def config_outputs_per_run(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """:func:`per_run_outputs` of a feasible configuration's kernel rows, its workload and plan computed here
-    (once per configuration: a plan's selection asks for the same candidates' outputs stage after stage)."""
-    try:
-        wl, plan = _workload_and_plan(cfg)
-    except TypeError:  # a configuration holding arrays (parameter draws) is not hashable
-        wl = workload(cfg)
-        plan = checkpoint_plan(cfg, wl)
+    """:func:`per_run_outputs` of a feasible configuration's kernel rows, its workload and plan those of
+    :func:`mcsim.model.checkpointing.workload_and_plan` (computed once per configuration)."""
+    wl, plan = workload_and_plan(cfg)
     return per_run_outputs(cfg, wl, plan, np.asarray(rows))
-
-
-@functools.lru_cache(maxsize=1024)
-def _workload_and_plan(cfg: Config) -> tuple[Workload, CheckpointPlan]:
-    """The workload and checkpoint plan of ``cfg`` (immutable, so shared between callers)."""
-    wl = workload(cfg)
-    return wl, checkpoint_plan(cfg, wl)
 
 
 def per_config_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None) -> dict[str, object]:

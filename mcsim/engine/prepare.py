@@ -17,7 +17,6 @@ picklable). The backends get that mapping and the tasks, never a configuration.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -35,6 +34,7 @@ from mcsim.model.checkpointing import (
     checkpoint_transfers,
     failure_classes,
     system_mtbf_s,
+    workload_and_plan,
 )
 from mcsim.model.restart import restart_overhead_s
 from mcsim.model.stragglers import factor_law
@@ -144,29 +144,14 @@ def prepare(configs: Sequence[Config], mode: str) -> Prepared:
         Execution mode.
     """
     configs = configs if isinstance(configs, list) else list(configs)
-    pairs = [_prepared(cfg, mode) for cfg in configs]
+    pairs = [workload_and_plan(cfg) for cfg in configs]
     workloads = [wl for wl, _ in pairs]
-    inputs = [x for _, x in pairs]
+    inputs = [
+        None if plan is None else KernelInputs(run_params(cfg, wl, plan, mode), wl, plan)
+        for cfg, (wl, plan) in zip(configs, pairs, strict=True)
+    ]
     rows: dict[TaskKey, RowSimulator] = {(i, None): x for i, x in enumerate(inputs) if x is not None}
     return Prepared(configs, workloads, inputs, rows, mode)
-
-
-def _prepared(cfg: Config, mode: str) -> tuple[Workload, KernelInputs | None]:
-    """The workload of ``cfg`` and its kernel inputs (None where infeasible), each configuration once per
-    process: a plan's selection prepares its growing list of candidates again at every round (issue 26
-    item 5). Both are immutable; a configuration that holds arrays is not hashable and is prepared anew."""
-    try:
-        return _prepared_cached(cfg, mode)
-    except TypeError:
-        return _prepared_now(cfg, mode)
-
-
-def _prepared_now(cfg: Config, mode: str) -> tuple[Workload, KernelInputs | None]:
-    wl = workload(cfg)
-    return wl, kernel_inputs(cfg, mode, wl) if wl.feasible else None
-
-
-_prepared_cached = functools.lru_cache(maxsize=1024)(_prepared_now)
 
 
 def prepare_tables(
