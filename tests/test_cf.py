@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from compliance_checker import runner
+from tests_helpers import chunk_cache_during_write
 
 import mcsim
 from mcsim.io.variables import FILE_UNITS, VARIABLES, file_units
@@ -223,18 +224,9 @@ def test_lazily_opened_text_is_rewritten_unchanged(sweep_ds, tmp_path):
 def test_lazy_write_keeps_the_chunk_cache(sweep_ds, tmp_path, monkeypatch):
     # A lazily held dataset arrives in pieces that each chunk gathers: with a 1 MiB cache every piece
     # recompressed its variable's whole chunk (5x slower at 100 pieces), so it keeps the default.
-    netCDF4 = pytest.importorskip("netCDF4")
-    before = netCDF4.get_chunk_cache()
-    seen = []
-    real = xr.Dataset.to_netcdf
-
-    def watching(self, *args, **kwargs):
-        seen.append(netCDF4.get_chunk_cache())
-        return real(self, *args, **kwargs)
-
+    pytest.importorskip("netCDF4")
     lazy = mcsim.open_results(mcsim.write_results(sweep_ds, tmp_path / "a.nc"), chunks={"run": 3})
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", watching)
-    mcsim.write_results(lazy, tmp_path / "b.nc")
+    before, seen = chunk_cache_during_write(monkeypatch, lazy, tmp_path / "b.nc")
     assert seen == [before]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from tests_helpers import chunk_cache_during_write
 
 import mcsim
 from mcsim.engine.simulate import simulate_config
@@ -104,16 +105,7 @@ def test_write_does_not_cache_whole_chunks(small_ds, tmp_path, monkeypatch):
 
     from mcsim.io.netcdf import WRITE_CHUNK_CACHE_BYTES
 
-    before = netCDF4.get_chunk_cache()
-    seen = []
-    real = xr.Dataset.to_netcdf
-
-    def watching(self, *args, **kwargs):
-        seen.append(netCDF4.get_chunk_cache())
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(xr.Dataset, "to_netcdf", watching)
-    mcsim.write_results(small_ds, tmp_path / "r.nc")
+    before, seen = chunk_cache_during_write(monkeypatch, small_ds, tmp_path / "r.nc")
     assert seen[0][0] == WRITE_CHUNK_CACHE_BYTES < 480_000 * 8
     assert netCDF4.get_chunk_cache() == before
 
