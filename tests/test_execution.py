@@ -156,6 +156,29 @@ def test_dask_batches_shrink_so_that_every_worker_gets_work():
     assert len(batches) >= min(len(tasks), 4 * 2) - 1
 
 
+def test_local_backend_runs_consecutive_tasks_of_a_configuration_in_one_call(monkeypatch):
+    # Issue 26 item 4: four 250-run tasks of a cheap configuration were four kernel calls. Consecutive
+    # tasks of one key whose runs follow on now share calls, each task still gets its own rows, and
+    # those are the rows of one call per task (a run depends only on its index and the seed).
+    import mcsim.engine.backends as backends
+
+    tasks, rows, _ = _sweep_rows(configs=2, runs=1000)
+    tasks.insert(2, Task(0, 2000, 2100))  # a gap in configuration 0's runs: its own call
+    calls = []
+    original = backends.run_kernel
+    monkeypatch.setattr(backends, "run_kernel", lambda *a, **k: calls.append(a[2:4]) or original(*a, **k))
+    got = list(LocalBackend(call_s=1e6).run(tasks, rows, seed=5))
+    assert [t for t, _ in got] == tasks
+    assert calls == [(0, 500), (2000, 2100), (500, 1000), (0, 1000)]
+    for task, out in got:
+        np.testing.assert_array_equal(out, original(rows[(task.config, None)], 5, task.start, task.stop))
+    # A call target below a task's runs: tasks are not merged, and their calls split them.
+    calls.clear()
+    list(LocalBackend(call_s=1e-9).run(tasks[:2], rows, seed=5))
+    assert len(calls) > 2 and all(a // 250 == (b - 1) // 250 for a, b in calls)
+    assert sum(b - a for a, b in calls) == 500
+
+
 def test_dask_batched_results_are_identical_to_local():
     from dask.distributed import LocalCluster
 

@@ -11,6 +11,7 @@ means; before it, they grew with the number of tasks (4 per configuration here).
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numba
 import numpy as np
@@ -103,3 +104,57 @@ def test_thread_split_gives_the_rows_of_one_thread(runs):
         numba.set_num_threads(threads)
     # A run depends only on its index: slices on several threads give one thread's rows.
     np.testing.assert_array_equal(split, serial)
+
+
+class _Unreadable:
+    """A section the step model must not read: any attribute access fails the test."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the step model read .{name} of a section outside step_sections")
+
+    def __hash__(self):
+        return 0
+
+
+def test_step_model_reads_only_its_cache_key():
+    # mcsim.model.workload.own_layout_arrays keeps the arrays of each distinct step_sections(cfg)
+    # (issue 26 item 4): that is right only if workload_arrays reads nothing else. Every other
+    # section is replaced by one that fails on any read; the arrays must come out the same.
+    from mcsim.model import workload as wl
+
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["phases"] = {"token_shares": [0.25, 0.75], "seq_len": [2048, 4096]}
+    operators = copy.deepcopy(SMALL_SCENARIO)
+    operators.setdefault("compute", {}).update(step_model="operators", fp8=True)
+    bases = [scenario_from_dict(r).base for r in (copy.deepcopy(SMALL_SCENARIO), raw, operators)]
+    for cfg in bases:
+        fields = [f for f in cfg.__dataclass_fields__ if f != "name"]
+        # The sections in the key: those whose replacement changes it.
+        keyed = {
+            f
+            for f in fields
+            if wl.step_sections(dataclasses.replace(cfg, **{f: _Unreadable()})) != wl.step_sections(cfg)
+        }
+        assert keyed < set(fields)  # the failures, checkpoint, costs ... are not in it
+        poisoned = dataclasses.replace(cfg, **{f: _Unreadable() for f in fields if f not in keyed})
+        expected = wl.workload_arrays(cfg, wl.layouts_of([cfg]))
+        got = wl.workload_arrays(poisoned, wl.layouts_of([poisoned]))
+        for field in expected.__dataclass_fields__:
+            np.testing.assert_array_equal(getattr(got, field), getattr(expected, field), err_msg=field)
+
+
+def test_configurations_that_differ_outside_the_step_model_share_its_arrays(monkeypatch):
+    from mcsim.model import workload as wl
+
+    wl._cached_arrays.cache_clear()
+    calls = []
+    original = wl.workload_arrays
+    monkeypatch.setattr(wl, "workload_arrays", lambda cfg, lay: calls.append(cfg) or original(cfg, lay))
+    configs = scenario_from_dict(_sweep()).configs  # gpus 64, 128 x strategy sync, async
+    workloads = [wl.workload(c) for c in configs]
+    assert len(calls) == 2  # one per GPU count, the strategies share it
+    assert workloads[0] == workloads[1] and workloads[0] != workloads[2]
+    # ... and each is the workload computed alone, without the cache
+    for cfg, got in zip(configs, workloads, strict=True):
+        wl._cached_arrays.cache_clear()
+        assert wl.workload(cfg) == got

@@ -42,7 +42,6 @@ from mcsim.engine.estimate import estimate_run
 from mcsim.engine.tasks import Task
 from mcsim.engine.threads import run_kernel, simulate_task, task_seed
 from mcsim.errors import BackendUnavailable  # noqa: F401  (raised here; public from this module too)
-from mcsim.kernels.types import N_OUT
 
 if TYPE_CHECKING:
     from mcsim.engine.prepare import RowSimulator, TaskKey
@@ -92,6 +91,26 @@ def runs_per_call(run_s: float, threads: int, call_s: float = CALL_SECONDS) -> i
     return threads * min(per_thread, 1_000_000)
 
 
+def contiguous_span(tasks: Sequence[Task], index: int, runs: int) -> list[Task]:
+    """``tasks[index]`` and the tasks right after it of the same key whose runs follow on, while they
+    hold at most ``runs`` runs in all (the first one always)."""
+    first = tasks[index]
+    span = [first]
+    total = first.runs
+    for following in range(index + 1, len(tasks)):
+        task = tasks[following]
+        if (
+            task.config != first.config
+            or task.optimize_every != first.optimize_every
+            or task.start != span[-1].stop
+            or total + task.runs > runs
+        ):
+            break
+        span.append(task)
+        total += task.runs
+    return span
+
+
 class LocalBackend:
     """Run tasks in this process, the Numba kernel's threads over each task's runs."""
 
@@ -112,26 +131,35 @@ class LocalBackend:
         """Run ``tasks`` in order; ``on_runs(n)`` after every kernel call of ``n`` runs.
 
         ``rows``: the simulator of each task's key ``(config, optimize_every)``; ``seed``: the scenario's.
+        Consecutive tasks of one key whose runs follow on share kernel calls (:func:`contiguous_spans`):
+        a cheap configuration's 250-run tasks each cost a call's overhead otherwise (issue 26 item 4).
+        A run depends only on its index and seed, so the rows are those of one call per task.
         """
         threads = numba.get_num_threads()
         estimates: dict[TaskKey, float] = {}
-        for task in tasks:
-            key = (task.config, task.optimize_every)
+        index = 0
+        while index < len(tasks):
+            first = tasks[index]
+            key = (first.config, first.optimize_every)
             inputs = rows[key]
             if key not in estimates:
                 estimates[key] = max(estimate_run(inputs).seconds, 1e-9)
             estimate_s = estimates[key]
-            out = np.empty((task.runs, N_OUT))
-            start = task.start
-            while start < task.stop:
-                stop = min(task.stop, start + runs_per_call(estimate_s * self._ratio, threads, self.call_s))
+            span = contiguous_span(tasks, index, runs_per_call(estimate_s * self._ratio, threads, self.call_s))
+            calls: list[np.ndarray] = []
+            start = first.start
+            while start < span[-1].stop:
+                stop = min(span[-1].stop, start + runs_per_call(estimate_s * self._ratio, threads, self.call_s))
                 began = time.perf_counter()
-                out[start - task.start : stop - task.start] = run_kernel(inputs, task_seed(task, seed), start, stop)
+                calls.append(run_kernel(inputs, task_seed(first, seed), start, stop))
                 self._learn(time.perf_counter() - began, stop - start, threads, estimate_s)
                 if on_runs is not None:
                     on_runs(stop - start)
                 start = stop
-            yield task, out
+            out = calls[0] if len(calls) == 1 else np.concatenate(calls)
+            for task in span:
+                yield task, out[task.start - first.start : task.stop - first.start]
+            index += len(span)
 
     def _learn(self, elapsed_s: float, runs: int, threads: int, estimate_s: float) -> None:
         """Update the measured/estimated ratio from one call (calls too short to time are ignored)."""

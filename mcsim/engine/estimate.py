@@ -80,7 +80,27 @@ class RunEstimate(NamedTuple):
         )
 
 
+# The estimates of the last kernel inputs asked about, by identity (the inputs kept beside, so that an
+# id is never reused while its entry stands): the time estimate and the backend ask for each
+# configuration's, and a plan's selection for its candidates' round after round (issue 26 item 4).
+_RECENT: dict[int, tuple[RunInputs, RunEstimate]] = {}
+_RECENT_SIZE = 1024
+
+
 def estimate_run(inputs: RunInputs) -> RunEstimate:
+    """Order-of-magnitude estimate of one run's wall time and kernel work (:func:`_estimate_run`), each
+    kernel inputs object once while it is among the last 1,024 asked about (they are immutable)."""
+    kept = _RECENT.get(id(inputs))
+    if kept is not None and kept[0] is inputs:
+        return kept[1]
+    estimate = _estimate_run(inputs)
+    if len(_RECENT) >= _RECENT_SIZE:
+        _RECENT.clear()
+    _RECENT[id(inputs)] = (inputs, estimate)
+    return estimate
+
+
+def _estimate_run(inputs: RunInputs) -> RunEstimate:
     """Order-of-magnitude estimate of one run's wall time and kernel work.
 
     Failures are taken as a Poisson process of the job's MTBF ``M`` with the

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.polynomial import hermite_e
 from scipy import special
+from threadpoolctl import threadpool_limits
 
 from mcsim.model.stragglers import FAST_W1_TOLERANCE, factor_law
 
@@ -64,8 +65,13 @@ Z_MAX = 8.3
 @functools.cache
 def _grids() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Gauss-Hermite nodes and weights (normalised), and the z grid with its weights ``phi(z) dz``
-    (made on first use: a run whose intervals are all long never needs them)."""
-    nodes, weights = hermite_e.hermegauss(QUADRATURE_NODES)
+    (made on first use: a run whose intervals are all long never needs them).
+
+    The nodes are eigenvalues (LAPACK), computed on one BLAS thread: OpenBLAS's other threads spin for
+    about 0.1 s of CPU after the call otherwise (issue 26 item 4), for the same nodes to the bit.
+    """
+    with threadpool_limits(limits=1, user_api="blas"):
+        nodes, weights = hermite_e.hermegauss(QUADRATURE_NODES)
     z = np.linspace(-Z_MAX, Z_MAX, 8001)
     return nodes, weights / weights.sum(), z, np.exp(-0.5 * z**2) / math.sqrt(2.0 * math.pi) * (z[1] - z[0])
 

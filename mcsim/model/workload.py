@@ -15,6 +15,7 @@ with arrays of size one, so both give bit-identical numbers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -605,9 +606,46 @@ def configuration_problem(cfg: Config) -> tuple[str, str] | None:
     return None
 
 
+@dataclass(frozen=True, eq=False)
+class _StepInputs:
+    """A configuration as the step model sees it: equal and hashed by :func:`step_sections` alone."""
+
+    cfg: Config
+    sections: tuple
+
+    def __hash__(self) -> int:
+        return hash(self.sections)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _StepInputs) and self.sections == other.sections
+
+
+def step_sections(cfg: Config) -> tuple:
+    """The sections of ``cfg`` that :func:`workload_arrays` reads: model, phases, hardware, GPU,
+    parallelism, compute, network and run (tested: it computes the same with every other section
+    unreadable)."""
+    return (cfg.model, cfg.phases, cfg.hardware, cfg.gpu, cfg.parallelism, cfg.compute, cfg.network, cfg.run)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_arrays(inputs: _StepInputs) -> WorkloadArrays:
+    return workload_arrays(inputs.cfg, layouts_of([inputs.cfg]))
+
+
+def own_layout_arrays(cfg: Config) -> WorkloadArrays:
+    """:func:`workload_arrays` of ``cfg``'s own layout, each distinct :func:`step_sections` once per process
+    (the last 1,024): a sweep over checkpoint intervals and strategies shares a few workloads
+    (issue 26 item 4). The arrays are shared: read them, never write. A configuration that holds
+    arrays (parameter draws) is not hashable and is computed anew."""
+    try:
+        return _cached_arrays(_StepInputs(cfg, step_sections(cfg)))
+    except TypeError:
+        return workload_arrays(cfg, layouts_of([cfg]))
+
+
 def workload(cfg: Config) -> Workload:
     """Evaluate the deterministic workload model of one configuration (through :func:`workload_arrays`)."""
-    arrays = workload_arrays(cfg, layouts_of([cfg]))
+    arrays = own_layout_arrays(cfg)
     code = int(arrays.code[0])
     iterations = int(arrays.iterations[0])
     if code in STRUCTURAL:
