@@ -541,3 +541,29 @@ def test_output_lock_is_exclusive_survives_a_stale_file_and_leaves_nothing(tmp_p
     with atomic.output_lock(out):
         pass
     assert sorted(p.name for p in out.parent.iterdir()) == []
+
+
+def test_pieces_are_not_flushed_to_disk_and_results_are(tmp_path, monkeypatch):
+    # A resume piece carries a SHA-256 of its rows and is run again when it fails it, so it is written
+    # atomically but without fsync (two disk flushes per piece: a plan writes ~70, a sweep thousands;
+    # issue 26 item 5). A result file keeps both flushes.
+    flushed = []
+    original = atomic._fsync
+    monkeypatch.setattr(
+        atomic, "_fsync", lambda path, directory=False: flushed.append(path) or original(path, directory)
+    )
+    scenario = scenario_from_dict(copy.deepcopy(RAW))
+    store = PieceStore(tmp_path / "out.nc", scenario, CHUNK)
+    ds = mcsim.simulate(scenario, progress=False, chunk_runs=CHUNK, store=store)
+    assert len(list(store.folder.iterdir())) == 6 and flushed == []
+    # ... and a damaged piece is still caught and run again
+    piece = sorted(store.folder.iterdir())[0]
+    piece.write_bytes(piece.read_bytes()[:-7])
+    messages: list[str] = []
+    again_store = PieceStore(tmp_path / "out.nc", scenario, CHUNK, notify=messages.append)
+    again = mcsim.simulate(scenario, progress=False, chunk_runs=CHUNK, store=again_store)
+    assert len(messages) == 1 and "cannot be read" in messages[0]
+    np.testing.assert_array_equal(again["wall_time"].values, ds["wall_time"].values)
+    mcsim.write_results(ds, tmp_path / "out.nc")
+    assert len(flushed) == 2 and flushed[1] == tmp_path  # the file, then its folder
+    assert flushed[0].parent == tmp_path and flushed[0].name.endswith(".tmp")

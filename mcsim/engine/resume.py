@@ -200,7 +200,8 @@ class PieceStore:
         rows = np.ascontiguousarray(rows, dtype=np.float64)
         header = {**self.header(task), "rows_sha256": rows_checksum(rows)}
         try:
-            with atomic_open(self.path(task)) as handle:
+            # Not flushed to the disk: a piece damaged by a crash fails its checksum and is run again.
+            with atomic_open(self.path(task), durable=False) as handle:
                 np.savez(handle, rows=rows, header=np.array(json.dumps(header, sort_keys=True)))
         except OSError as err:
             raise PieceWriteError(self.path(task), err) from err

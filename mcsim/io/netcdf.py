@@ -202,17 +202,34 @@ def _utf8_bytes(var: xr.Variable) -> xr.Variable:
     """Fixed-width text as its UTF-8 bytes with ``_Encoding = "utf-8"``, as xarray would store it, at once.
 
     xarray encodes text element by element in Python (0.24 s of a plan's write: four texts over
-    217,800 candidates, issue 26 item 5); ASCII text (every name mcsim writes) converts in one
-    NumPy cast. Other text is left to xarray, and so is text held lazily (a dask array's cast
-    would happen at write time, to a width its ``<U1`` placeholder type gives, and could not
-    fall back).
+    217,800 candidates, issue 26 item 5); ASCII text (every name mcsim writes) is its code points
+    narrowed to bytes (:func:`_ascii_bytes`), other text NumPy's cast, and where that fails, xarray's
+    encoding. Text held lazily is left to xarray (a dask array's cast would happen at write time, to a
+    width its ``<U1`` placeholder type gives, and could not fall back).
     """
-    try:
-        encoded = var.astype("S")
-    except UnicodeEncodeError:
-        return var
-    encoded.attrs["_Encoding"] = "utf-8"
+    values = np.asarray(var.values)
+    narrowed = _ascii_bytes(values)
+    if narrowed is None:
+        try:
+            narrowed = values.astype("S")
+        except UnicodeEncodeError:
+            return var
+    encoded = xr.Variable(var.dims, narrowed, {**var.attrs, "_Encoding": "utf-8"}, var.encoding)
     return encoded
+
+
+def _ascii_bytes(values: np.ndarray) -> np.ndarray | None:
+    """Fixed-width Unicode text as fixed-width bytes when every code point is ASCII (else None): NumPy
+    stores a ``<U`` character as a 4-byte code point, so the bytes are those code points narrowed, 8 to
+    20 times faster than its per-element cast (``astype("S")``: 27 ms for 217,800 nine-character
+    names; measured in issue 26 item 5), and the same bytes."""
+    width = values.dtype.itemsize // 4
+    if values.dtype.kind != "U" or not values.dtype.isnative or width == 0 or values.size == 0:
+        return None
+    points = np.ascontiguousarray(values).view(np.uint32)
+    if int(points.max()) >= 128:
+        return None
+    return points.astype(np.uint8).view(f"S{width}").reshape(values.shape)
 
 
 def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | None | str = ANY) -> Path:

@@ -332,7 +332,8 @@ PLAN_VARIABLES = {v.name: v for v in _PLAN_VARIABLES}
 
 
 def _categorical(codes: np.ndarray, names) -> np.ndarray:
-    return np.array([str(n) for n in names], dtype=object)[codes]
+    """The names of ``codes`` as fixed-width text (stored without a per-element conversion)."""
+    return np.array([str(n) for n in names], dtype=str)[codes]
 
 
 def plan_dataset(res: PlanResult) -> xr.Dataset:

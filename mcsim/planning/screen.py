@@ -112,7 +112,7 @@ class Screen:
     system_mtbf_s: np.ndarray
     power_mw: np.ndarray  # facility power while computing (all GPUs busy), MW
     wall_s: np.ndarray  # expected wall time (Daly)
-    wall_quantile_s: np.ndarray  # its deadline_probability-quantile (gamma on the renewal variance)
+    wall_quantile_s: np.ndarray  # its deadline_probability-quantile (gamma); NaN where ruled out before
     energy_j: np.ndarray  # facility
     cost_usd: np.ndarray
     co2_t: np.ndarray
@@ -305,7 +305,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
             mtbf,
         )
         quantile = _wall_quantile_s(
-            plan, wl, present, mean_iteration_s, every, cycle_stall, restart + rollback, run_mtbf
+            plan, wl, present, mean_iteration_s, every, cycle_stall, restart + rollback, run_mtbf, rejection == KEPT
         )
         running = present  # the planned stops' windows are idle time on top, as the spare waits
         if any(f.kind == "planned" for f in base.failures):
@@ -572,8 +572,10 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     return energy, power_mw
 
 
-def _wall_quantile_s(plan: Plan, wl, wall, iteration_s, every, stall, restart, mtbf) -> np.ndarray:
-    """The ``deadline_probability``-quantile of the wall time, s (docs/model.md §9).
+def _wall_quantile_s(plan: Plan, wl, wall, iteration_s, every, stall, restart, mtbf, live) -> np.ndarray:
+    """The ``deadline_probability``-quantile of the wall time, s (docs/model.md §9); NaN where ``live`` is
+    False (ruled out before: no later check reads it there; its gamma quantile was half the screen's time,
+    issue 26 item 5).
 
     The wall time is its floor (every iteration at the job factor's least, 1, no failure) plus a
     gamma-distributed excess whose mean is Daly's expected wall time less the floor and whose variance
@@ -590,7 +592,11 @@ def _wall_quantile_s(plan: Plan, wl, wall, iteration_s, every, stall, restart, m
     job_var = (wl.iterations * phase_s) ** 2 * max(job_square - job_mean**2, 0.0) / pieces
     checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
     floor = wl.iterations * (phase_s + wl.comm_time_s) + checkpoints * stall
-    return wall_quantile_s(floor, wall, failures_var + job_var, plan.constraints.deadline_probability)
+    shape = np.shape(live)
+    floor, wall, variance = (np.broadcast_to(x, shape)[live] for x in (floor, wall, failures_var + job_var))
+    quantile = np.full(shape, np.nan)
+    quantile[live] = wall_quantile_s(floor, wall, variance, plan.constraints.deadline_probability)
+    return quantile
 
 
 def _constraints(plan: Plan, cand: Candidates, rejection, power_mw) -> np.ndarray:
