@@ -252,7 +252,7 @@ def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | 
     with atomic_path(path, previous) as tmp:
         try:
             stored, encoding = netcdf_form(ds)
-            with _no_dask_probe(stored), _chunks_not_cached(stored):
+            with _no_dask_probe(stored), _chunks_not_cached(stored), _dask_in_this_thread(stored):
                 stored.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
         except RuntimeError as err:
             if not str(err).startswith("NetCDF:"):
@@ -289,6 +289,24 @@ def _chunks_not_cached(ds: xr.Dataset):
         yield
     finally:
         netCDF4.set_chunk_cache(size, elements, preemption)
+
+
+@contextlib.contextmanager
+def _dask_in_this_thread(ds: xr.Dataset):
+    """Write a dataset with dask arrays on dask's synchronous scheduler (one thread).
+
+    Every read and write of a netCDF file holds the HDF5 library's one lock, so a file-to-file copy
+    gains nothing from threads; and with the lowest xarray and dask releases mcsim allows, a reading
+    and a writing thread deadlocked on xarray's file locks (seen once in CI, issue 26). A dataset of
+    NumPy arrays is written as before.
+    """
+    if not any(v.chunks is not None for v in ds.variables.values()):
+        yield
+        return
+    import dask
+
+    with dask.config.set(scheduler="synchronous"):
+        yield
 
 
 @contextlib.contextmanager
