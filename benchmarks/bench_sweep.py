@@ -15,6 +15,7 @@ checkout of each, back to back (as ``bench_rates.py`` says).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import tempfile
@@ -60,6 +61,7 @@ def main() -> None:
         default=None,
         help="also sweep compute.efficiency over these values (two: 960 configurations, the issue's ~1,000)",
     )
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON line (benchmarks/run.py)")
     args = parser.parse_args()
     numba.set_num_threads(1)
     kernel_s = [0.0]
@@ -85,12 +87,26 @@ def main() -> None:
         written = time.process_time()
     total = written - began
     dataset_mb = ds.nbytes / 1e6
+    above = _peak_mb() - baseline
+    figures = dict(
+        configurations=len(scenario.configs),
+        runs=args.runs,
+        kernel_cpu_s=kernel_s[0],
+        simulate_cpu_s=simulated - began,
+        write_cpu_s=written - simulated,
+        end_to_end_over_kernel=total / kernel_s[0],
+        dataset_mb=dataset_mb,
+        peak_above_baseline_mb=above,
+        peak_over_dataset=above / dataset_mb,
+    )
+    if args.json:
+        print(json.dumps(figures))
+        return
     print(
         f"{len(scenario.configs)} configurations x {args.runs} runs: kernel {kernel_s[0]:.2f} s, "
         f"simulate {simulated - began:.2f} s, write {written - simulated:.2f} s (CPU); "
         f"end to end / kernel {total / kernel_s[0]:.2f}"
     )
-    above = _peak_mb() - baseline
     print(f"dataset {dataset_mb:.0f} MB; peak memory {above:.0f} MB above the baseline ({above / dataset_mb:.2f}x)")
 
 

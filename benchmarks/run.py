@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import numba
@@ -61,7 +62,7 @@ from mcsim.kernels.renewal import consume_failure, init_failures, next_failure
 from mcsim.kernels.rng import seed_stream, uniform
 from mcsim.model.checkpointing import checkpoint_plan, failure_classes
 from mcsim.model.workload import workload
-from mcsim.scenario.config import load_scenario, scenario_from_dict
+from mcsim.scenario.config import dumps_toml, load_scenario, scenario_from_dict
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = mcsim.reference_scenario_path()
@@ -312,6 +313,61 @@ def _cold_start(quick: bool) -> list[dict]:
     return rows
 
 
+def _sweeps(quick: bool) -> list[dict]:
+    """Issue 26 item 4: the capacity sweep end to end against the kernel's own CPU, and its peak memory,
+    each in a process of its own (``bench_sweep.py``: one thread; peak memory is a process's high-water mark)."""
+    rows = []
+    variants = [("480", [])] if quick else [("480", []), ("960", ["--efficiencies", "0.54", "0.64"])]
+    for label, extra in variants:
+        cmd = [sys.executable, str(HERE / "bench_sweep.py"), "--runs", "100" if quick else "1000", "--json", *extra]
+        with _progress(f"sweep of {label} configurations"):
+            elapsed, proc = _timed(subprocess.run, cmd, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(proc.stderr)
+        rows.append(dict(case=f"sweep {label}", seconds=elapsed, **json.loads(proc.stdout.splitlines()[-1])))
+    return rows
+
+
+def _median_wall_s(cmd: list[str], cwd: str) -> float:
+    elapsed, proc = _timed(subprocess.run, cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr)
+    return elapsed
+
+
+def _plan_start(quick: bool) -> list[dict]:
+    """Issue 26 item 5: a warm ``mcsim plan`` of a shipped plan against a warm ``mcsim run`` of the scenario it
+    recommends (``mcsim report``'s ``recommended.toml``), alternating, median wall time of each."""
+    plan_file = HERE.parent / "scenarios" / "plan-llama3-70b.toml"
+    mcsim_cmd = [sys.executable, "-m", "mcsim.cli.main"]
+    repeats = 1 if quick else 5
+    with tempfile.TemporaryDirectory() as out, _progress("warm plan and run of its recommendation"):
+        plan_cmd = [*mcsim_cmd, "plan", str(plan_file), "--quiet", "--no-resume", "-o", "plan.nc"]
+        _median_wall_s(plan_cmd, out)  # compiled kernels and bytecode: warm from here on
+        _median_wall_s([*mcsim_cmd, "report", "plan.nc", "-o", "report"], out)
+        # The recommendation as a scenario, without the parameter draws the report adds for its
+        # uncertain inputs: the plan's own simulations have none, so its run is 1,000 runs of one
+        # configuration.
+        raw = tomllib.loads((Path(out) / "report" / "recommended.toml").read_text())
+        raw.pop("uncertain", None)
+        raw["run"].pop("draws", None)
+        (Path(out) / "recommended.toml").write_text(dumps_toml(raw))
+        run_cmd = [*mcsim_cmd, "run", str(Path(out) / "recommended.toml"), "--quiet", "--no-resume"]
+        _median_wall_s([*run_cmd, "-o", "run.nc"], out)
+        plans, runs = [], []
+        for _ in range(repeats):
+            plans.append(_median_wall_s(plan_cmd, out))
+            runs.append(_median_wall_s([*run_cmd, "-o", "run.nc"], out))
+    return [
+        dict(
+            case="warm plan and run",
+            plan_seconds=float(np.median(plans)),
+            run_seconds=float(np.median(runs)),
+            repeats=repeats,
+        )
+    ]
+
+
 def _scaling(quick: bool) -> list[dict]:
     rows = []
     for runs in (100, 1000) if quick else (100, 1000, 10_000):
@@ -348,6 +404,8 @@ def run_suite(quick: bool) -> dict:
     cases.append(_fast_floor_case("1024 GPUs fast floor", SMALL_CLUSTER, ref_runs, cases[2]["failures_per_run"]))
     cases += _baseline_cases(quick)
     cases += _cold_start(quick)
+    cases += _sweeps(quick)
+    cases += _plan_start(quick)
     cases += _scaling(quick)
     by = {c["case"]: c for c in cases}
     ratios = {
@@ -365,7 +423,17 @@ def run_suite(quick: bool) -> dict:
         / by["mcsim fast (baseline work)"]["seconds_per_run"],
         "numpy / mcsim exact, time per simulated run": by["numpy baseline"]["seconds_per_run"]
         / by["mcsim exact (baseline work)"]["seconds_per_run"],
+        "sweep end to end / kernel CPU, 480 configurations (target <= 1.2)": by["sweep 480"]["end_to_end_over_kernel"],
+        "sweep peak memory / dataset (target <= 1.5)": by["sweep 480"]["peak_over_dataset"],
+        "warm plan / warm run of its recommendation, median wall (target <= 1.5)": by["warm plan and run"][
+            "plan_seconds"
+        ]
+        / by["warm plan and run"]["run_seconds"],
     }
+    if "sweep 960" in by:
+        ratios["sweep end to end / kernel CPU, 960 configurations (target <= 1.2)"] = by["sweep 960"][
+            "end_to_end_over_kernel"
+        ]
     return dict(
         machine=dict(
             platform=platform.platform(),
@@ -422,7 +490,6 @@ def markdown_table(results: dict) -> str:
     """The suite's results as the README's Markdown table: one row per comparison, with its figures."""
     by = _cases(results)
     ratios = results["ratios"]
-    m = results["machine"]
     command = "`benchmarks/run.py`" + (" `--quick`" if results.get("quick") else "")
 
     def rate(case: str, key: str, unit: str) -> str:
@@ -466,8 +533,46 @@ def markdown_table(results: dict) -> str:
             f"{by['cold start (empty Numba cache)']['seconds']:.1f} s / {by['warm cache']['seconds']:.1f} s wall",
         ),
     ]
+    if "sweep 480" in by:  # results saved before these cases had none
+        rows += _sweep_rows(by, ratios)
+    return _markdown(results, command, rows)
+
+
+def _sweep_rows(by: dict[str, dict], ratios: dict[str, float]) -> list[tuple[str, str]]:
+    sweep = by["sweep 480"]
+    rows = [
+        (
+            f"capacity sweep, {sweep['configurations']} configurations × {sweep['runs']:,} runs, one thread",
+            f"end to end (simulate and write) **{sweep['end_to_end_over_kernel']:.2f}× the kernel's own CPU** "
+            f"(target 1.2×; kernel {sweep['kernel_cpu_s']:.2f} s, simulate {sweep['simulate_cpu_s']:.2f} s, write "
+            f"{sweep['write_cpu_s']:.2f} s); peak memory {sweep['peak_over_dataset']:.2f}× its "
+            f"{sweep['dataset_mb']:.0f} MB dataset (target 1.5×)",
+        )
+    ]
+    if "sweep 960" in by:
+        wide = by["sweep 960"]
+        rows.append(
+            (
+                f"the same, {wide['configurations']} configurations (efficiency 0.54 and 0.64)",
+                f"**{wide['end_to_end_over_kernel']:.2f}×** the kernel's own CPU; peak memory "
+                f"{wide['peak_over_dataset']:.2f}× its {wide['dataset_mb']:.0f} MB dataset",
+            )
+        )
+    start = by["warm plan and run"]
+    rows.append(
+        (
+            "warm `mcsim plan plan-llama3-70b` / warm `mcsim run` of its recommendation (1,000 runs)",
+            f"**{start['plan_seconds'] / start['run_seconds']:.2f}×** (target 1.5×; {start['plan_seconds']:.2f} s / "
+            f"{start['run_seconds']:.2f} s wall, medians of {start['repeats']}, alternating)",
+        )
+    )
+    return rows
+
+
+def _markdown(results: dict, command: str, rows: list[tuple[str, str]]) -> str:
+    m = results["machine"]
     lines = [
-        f"Measured by {command} in one process on {m['processor']}, {m['cpus']} CPUs, {m['numba_threads']} Numba "
+        f"Measured by {command} on {m['processor']}, {m['cpus']} CPUs, {m['numba_threads']} Numba "
         f"threads, Python {m['python']}, numba {m['numba']}, mcsim {m['mcsim']}"
         + (f", on {results['date']}" if results.get("date") else "")
         + ".",

@@ -39,6 +39,8 @@ def test_benchmark_suite_quick_run_writes_json(tmp_path):
         "simpy baseline",
         "cold start (empty Numba cache)",
         "warm cache",
+        "sweep 480",
+        "warm plan and run",
     ):
         assert expected in names
     assert all(value > 0 for value in results["ratios"].values())
