@@ -17,6 +17,7 @@ picklable). The backends get that mapping and the tasks, never a configuration.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -144,14 +145,28 @@ def prepare(configs: Sequence[Config], mode: str) -> Prepared:
         Execution mode.
     """
     configs = configs if isinstance(configs, list) else list(configs)
-    pairs = [workload_and_plan(cfg) for cfg in configs]
-    workloads = [wl for wl, _ in pairs]
-    inputs = [
-        None if plan is None else KernelInputs(run_params(cfg, wl, plan, mode), wl, plan)
-        for cfg, (wl, plan) in zip(configs, pairs, strict=True)
-    ]
+    workloads = [workload_and_plan(cfg)[0] for cfg in configs]
+    inputs = [_kernel_inputs_of(cfg, mode) for cfg in configs]
     rows: dict[TaskKey, RowSimulator] = {(i, None): x for i, x in enumerate(inputs) if x is not None}
     return Prepared(configs, workloads, inputs, rows, mode)
+
+
+def _kernel_inputs_of(cfg: Config, mode: str) -> KernelInputs | None:
+    """The kernel inputs of ``cfg`` (None where infeasible), the same object for the same configuration and
+    mode while it is among the last 1,024 (a plan prepares its growing list of candidates at every round;
+    its run estimates are kept per inputs object). A configuration that holds arrays is made anew."""
+    try:
+        return _kernel_inputs_cached(cfg, mode)
+    except TypeError:
+        return _kernel_inputs_now(cfg, mode)
+
+
+def _kernel_inputs_now(cfg: Config, mode: str) -> KernelInputs | None:
+    wl, plan = workload_and_plan(cfg)
+    return None if plan is None else KernelInputs(run_params(cfg, wl, plan, mode), wl, plan)
+
+
+_kernel_inputs_cached = functools.lru_cache(maxsize=1024)(_kernel_inputs_now)
 
 
 def prepare_tables(

@@ -102,34 +102,30 @@ def finalist_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarr
     return errors
 
 
-def measured_errors(
-    plan: Plan, scr: Screen, finalists: np.ndarray, outputs: list[dict[str, np.ndarray] | None]
-) -> dict[str, float]:
-    """The screen's largest relative error (:func:`finalist_errors`) against the simulated candidates whose
-    runs all completed: ``objective``, and ``deadline`` / ``budget`` under those constraints; NaN where nothing
-    was simulated to completion."""
+def measured_errors(plan: Plan, errors: list[dict[str, float]]) -> dict[str, float]:
+    """The screen's largest relative error (``errors``: :func:`finalist_errors` of each simulated candidate)
+    against the simulated candidates whose runs all completed: ``objective``, and ``deadline`` / ``budget``
+    under those constraints; NaN where nothing was simulated to completion."""
     c = plan.constraints
-    errors: dict[str, list[float]] = {"objective": []}
+    largest: dict[str, list[float]] = {"objective": []}
     if c.deadline_days is not None:
-        errors["deadline"] = []
+        largest["deadline"] = []
     if c.budget_usd is not None:
-        errors["budget"] = []
-    for i, out in zip(finalists, outputs, strict=True):
-        for name, value in finalist_errors(plan, scr, int(i), out).items():
-            errors[name].append(value)
-    return {name: max(values) if values else np.nan for name, values in errors.items()}
+        largest["budget"] = []
+    for finalist in errors:
+        for name, value in finalist.items():
+            largest[name].append(value)
+    return {name: max(values) if values else np.nan for name, values in largest.items()}
 
 
-def family_error_bounds(
-    plan: Plan, scr: Screen, fam: Families, finalists: np.ndarray, outputs: list[dict[str, np.ndarray] | None]
-) -> np.ndarray:
-    """Per family: the largest error of :func:`finalist_errors` over its simulated candidates (NaN: none)."""
+def family_error_bounds(fam: Families, finalists: np.ndarray, errors: list[dict[str, float]]) -> np.ndarray:
+    """Per family: the largest error (``errors``: :func:`finalist_errors` of each finalist) over its
+    simulated candidates (NaN: none)."""
     bound = np.full(len(fam), np.nan)
-    for i, out in zip(finalists, outputs, strict=True):
-        errors = finalist_errors(plan, scr, int(i), out)
-        if errors:
+    for i, finalist in zip(finalists, errors, strict=True):
+        if finalist:
             f = fam.of_candidate[int(i)]
-            bound[f] = np.fmax(bound[f], max(errors.values()))
+            bound[f] = np.fmax(bound[f], max(finalist.values()))
     return bound
 
 
@@ -226,6 +222,8 @@ class _Pool:
         self.pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
         self.outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
         self.dropped: dict[int, str] = {}
+        self._errors: dict[int, tuple[object, dict[str, float]]] = {}  # k -> (its outputs, their errors)
+        self._outputs_of: dict[int, tuple[Config, np.ndarray, dict[str, np.ndarray]]] = {}  # k -> (cfg, rows, outputs)
         self._know(range(len(self.finalists)))
 
     def _know(self, positions) -> None:
@@ -246,14 +244,42 @@ class _Pool:
             self.scr.rejection[int(i)] = KEPT  # a finalist now
         self._know(range(len(self.finalists) - len(candidates), len(self.finalists)))
 
+    def finalist_errors(self) -> list[dict[str, float]]:
+        """:func:`finalist_errors` of every finalist, each computed again only when its outputs changed (the
+        pool asks after every selection; most finalists were not in it)."""
+        errors = []
+        for k, out in enumerate(self.outputs):
+            kept = self._errors.get(k)
+            if kept is None or kept[0] is not out:
+                kept = self._errors[k] = (out, finalist_errors(self.plan, self.scr, self.finalists[k], out))
+            errors.append(kept[1])
+        return errors
+
     def errors(self) -> dict[str, float]:
-        return measured_errors(self.plan, self.scr, np.array(self.finalists), self.outputs)
+        return measured_errors(self.plan, self.finalist_errors())
 
     def family_margins(self) -> np.ndarray:
         """Each family's margin: from its pilot and its simulated candidates (:func:`family_margins`)."""
-        fam = self.calibration.families
-        bounds = family_error_bounds(self.plan, self.scr, fam, np.array(self.finalists), self.outputs)
+        bounds = family_error_bounds(self.calibration.families, np.array(self.finalists), self.finalist_errors())
         return family_margins(self.plan, self.calibration, bounds)
+
+    def set_outputs(self, k: int, cfg: Config, rows: np.ndarray) -> None:
+        """Finalist ``k``'s per-run outputs from its rows (:func:`per_run_outputs`), those of the runs it
+        had before reused: every output is a function of its own run's row, so the outputs of more runs
+        of the same configuration are the earlier ones followed by those of the new runs."""
+        kept = self._outputs_of.get(k)
+        if (
+            kept is not None
+            and kept[0] == cfg
+            and len(rows) >= len(kept[1])
+            and np.array_equal(rows[: len(kept[1])], kept[1])
+        ):
+            new = per_run_outputs(cfg, rows[len(kept[1]) :]) if len(rows) > len(kept[1]) else None
+            out = kept[2] if new is None else {name: np.concatenate([v, new[name]]) for name, v in kept[2].items()}
+        else:
+            out = per_run_outputs(cfg, rows)
+        self._outputs_of[k] = (cfg, rows, out)
+        self.outputs[k] = out
 
     def margins(self) -> np.ndarray:
         """Each candidate's margin: its family's."""
@@ -370,7 +396,7 @@ def _select(plan: Plan, pool: _Pool, active: list[int], select, notify, backend:
     )
     simulated = getattr(result, "configs", None) or configs
     for j, k in enumerate(active):
-        pool.outputs[k] = per_run_outputs(simulated[j], result.rows[j])
+        pool.set_outputs(k, simulated[j], result.rows[j])
     return result
 
 
