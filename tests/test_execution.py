@@ -179,6 +179,28 @@ def test_local_backend_runs_consecutive_tasks_of_a_configuration_in_one_call(mon
     assert sum(b - a for a, b in calls) == 500
 
 
+def test_progress_never_moves_back_when_tasks_share_a_call():
+    # A review found the bar moved back (1000, 250, 500, ...) when four tasks ran in one kernel call: the
+    # backend reports the call's runs, and each task then subtracted what was reported.
+    from mcsim.engine.execution import Execution
+
+    class Bar:
+        disable = True
+
+        def __init__(self):
+            self.n, self.steps = 0, []
+
+        def update(self, k):
+            self.n += k
+            self.steps.append(k)
+
+    tasks, rows, _ = _sweep_rows(configs=2, runs=1000)
+    bar = Bar()
+    got = list(Execution(LocalBackend(call_s=1e6), rows, 5, None, bar, None).results(tasks))
+    assert [t for t, _ in got] == tasks
+    assert min(bar.steps) >= 0 and bar.n == 2000
+
+
 def test_dask_batched_results_are_identical_to_local():
     from dask.distributed import LocalCluster
 
@@ -192,6 +214,24 @@ def test_dask_batched_results_are_identical_to_local():
         remote = mcsim.simulate(scenario, progress=False, scheduler=cluster.scheduler_address, chunk_runs=7)
     np.testing.assert_array_equal(local["wall_time"].values, remote["wall_time"].values)
     np.testing.assert_array_equal(local["energy"].values, remote["energy"].values)
+
+
+def test_a_dataset_persisted_on_a_cluster_is_written_through_its_client(tmp_path):
+    # A lazily held dataset is written on one thread of this process unless a distributed client is
+    # active (mcsim.io.netcdf._to_netcdf): a review found that data persisted on a cluster could not be
+    # written at all when the synchronous scheduler was forced.
+    distributed = pytest.importorskip("distributed")
+    raw = _small(runs=12, mode="fast")
+    raw["sweep"] = {"parallelism.gpus": [64, 128]}
+    sweep_ds = mcsim.simulate(scenario_from_dict(raw), progress=False)
+    lazy = mcsim.open_results(mcsim.write_results(sweep_ds, tmp_path / "a.nc"), chunks={"run": 3})
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        persisted = lazy.persist()
+        back = mcsim.open_results(mcsim.write_results(persisted, tmp_path / "b.nc"))
+    np.testing.assert_array_equal(back["wall_time"].values, sweep_ds["wall_time"].values)
 
 
 # --- item 10: Ctrl-C ----------------------------------------------------------------------------

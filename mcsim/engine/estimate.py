@@ -80,16 +80,17 @@ class RunEstimate(NamedTuple):
         )
 
 
-# The estimates of the last kernel inputs asked about, by identity (the inputs kept beside, so that an
-# id is never reused while its entry stands): the time estimate and the backend ask for each
-# configuration's, and a plan's selection for its candidates' round after round (issue 26 item 4).
+# The estimates of the kernel inputs asked about, by identity (the inputs kept beside, so that an id is
+# never reused while its entry stands), all dropped when 1,024 are held: the time estimate and the
+# backend ask for each configuration's, and a plan's selection for its candidates' round after round
+# (issue 26 item 4).
 _RECENT: dict[int, tuple[RunInputs, RunEstimate]] = {}
 _RECENT_SIZE = 1024
 
 
 def estimate_run(inputs: RunInputs) -> RunEstimate:
-    """Order-of-magnitude estimate of one run's wall time and kernel work (:func:`_estimate_run`), each
-    kernel inputs object once while it is among the last 1,024 asked about (they are immutable)."""
+    """Order-of-magnitude estimate of one run's wall time and kernel work (:func:`_estimate_run`), kept per
+    kernel inputs object (they are immutable) until 1,024 are kept, then all dropped."""
     kept = _RECENT.get(id(inputs))
     if kept is not None and kept[0] is inputs:
         return kept[1]

@@ -132,8 +132,9 @@ class Execution:
         for task, rows in self.backend.run(pending, self.rows, self.seed, on_runs=on_runs):
             if store is not None:
                 store.save(task, rows)
-            self.bar.update(task.runs - reported)
-            reported = 0
+            # The backend reports its kernel calls' runs; a call may have run several tasks (a span).
+            self.bar.update(max(task.runs - reported, 0))
+            reported = max(reported - task.runs, 0)
             yield task, rows
 
 

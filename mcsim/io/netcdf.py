@@ -252,8 +252,8 @@ def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | 
     with atomic_path(path, previous) as tmp:
         try:
             stored, encoding = netcdf_form(ds)
-            with _no_dask_probe(stored), _chunks_not_cached(stored), _dask_in_this_thread(stored):
-                stored.to_netcdf(tmp, engine="netcdf4", format="NETCDF4", encoding=encoding)
+            with _no_dask_probe(stored), _chunks_not_cached(stored):
+                _to_netcdf(stored, tmp, encoding)
         except RuntimeError as err:
             if not str(err).startswith("NetCDF:"):
                 raise
@@ -291,22 +291,33 @@ def _chunks_not_cached(ds: xr.Dataset):
         netCDF4.set_chunk_cache(size, elements, preemption)
 
 
-@contextlib.contextmanager
-def _dask_in_this_thread(ds: xr.Dataset):
-    """Write a dataset with dask arrays on dask's synchronous scheduler (one thread).
+def _to_netcdf(ds: xr.Dataset, path: Path, encoding: dict[Hashable, dict]) -> None:
+    """``ds.to_netcdf`` to ``path``; a dataset with dask arrays computed on one thread of this process unless
+    a dask.distributed client is active (then on it, as xarray would).
 
-    Every read and write of a netCDF file holds the HDF5 library's one lock, so a file-to-file copy
-    gains nothing from threads; and with the lowest xarray and dask releases mcsim allows, a reading
-    and a writing thread deadlocked on xarray's file locks (seen once in CI, issue 26). A dataset of
-    NumPy arrays is written as before.
+    Every read and write of a netCDF file holds the HDF5 library's one lock, so a file-to-file copy gains
+    nothing from threads; and with the lowest xarray and dask releases mcsim allows, a reading and a
+    writing thread deadlocked on xarray's file locks (seen once in CI, issue 26). The scheduler is given
+    to this one computation, not set for the process (other threads' dask work is left alone), and a
+    dataset persisted on a cluster is written through its client.
     """
     if not any(v.chunks is not None for v in ds.variables.values()):
-        yield
+        ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)
         return
-    import dask
+    writes = ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding, compute=False)
+    writes.compute(scheduler=None if _distributed_client_active() else "synchronous")
 
-    with dask.config.set(scheduler="synchronous"):
-        yield
+
+def _distributed_client_active() -> bool:
+    """Whether this process has a current dask.distributed client (never imports distributed)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return False
+    try:
+        distributed.default_client()
+    except ValueError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

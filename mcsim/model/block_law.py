@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,8 @@ MAX_SUM_CELLS = 2**18
 # of the kernel's generator, 53 bits, gives |z| <= 8.2).
 QUADRATURE_NODES = 120
 Z_MAX = 8.3
+# Two threads making the grids at once would nest the BLAS thread limit and restore it wrongly.
+_GRIDS_LOCK = threading.Lock()
 
 
 @functools.cache
@@ -70,7 +73,7 @@ def _grids() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     The nodes are eigenvalues (LAPACK), computed on one BLAS thread: OpenBLAS's other threads spin for
     about 0.1 s of CPU after the call otherwise (issue 26 item 4), for the same nodes to the bit.
     """
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _GRIDS_LOCK, threadpool_limits(limits=1, user_api="blas"):  # the limit is process-wide: one at a time
         nodes, weights = hermite_e.hermegauss(QUADRATURE_NODES)
     z = np.linspace(-Z_MAX, Z_MAX, 8001)
     return nodes, weights / weights.sum(), z, np.exp(-0.5 * z**2) / math.sqrt(2.0 * math.pi) * (z[1] - z[0])
