@@ -581,3 +581,23 @@ def test_an_interrupt_that_python_ignored_is_raised_again_between_tasks():
                 state["interrupted"] = True  # swallowed while item 2 was handled
     assert seen == [0, 1, 2]
     assert list(until_interrupted(iter(range(3)), {"interrupted": False})) == [0, 1, 2]
+
+
+def test_run_estimates_are_kept_for_configurations_only(tmp_path):
+    # estimate_run keeps estimates by the identity of the inputs, holding them alive: one configuration's
+    # kernel inputs are small, but a draw table holds arrays over its draws, so none is kept.
+    import mcsim.engine.estimate as estimate
+    from mcsim.engine.draws import DrawPlan
+    from mcsim.engine.simulate import _prepare
+
+    inputs = kernel_inputs(scenario_from_dict(_small(mode="fast")).base, "fast")
+    assert estimate_run(inputs) is estimate_run(inputs)  # kept: the same object back
+    raw = _small(runs=5, mode="fast")
+    raw["uncertain"] = {"failures.gpu.mtbf_hours": {"dist": "lognormal", "median": 50000, "p95": 80000}}
+    raw["run"]["draws"] = 4
+    scenario = scenario_from_dict(raw)
+    prepared = _prepare(scenario, DrawPlan(scenario), None)
+    table = next(iter(prepared.rows.values()))
+    assert not isinstance(table, tuple)
+    estimate_run(table)
+    assert all(kept is not table for kept, _ in estimate._RECENT.values())

@@ -90,7 +90,10 @@ _RECENT_SIZE = 1024
 
 def estimate_run(inputs: RunInputs) -> RunEstimate:
     """Order-of-magnitude estimate of one run's wall time and kernel work (:func:`_estimate_run`), kept per
-    kernel inputs object (they are immutable) until 1,024 are kept, then all dropped."""
+    kernel inputs object (one configuration's, a small immutable tuple) until 1,024 are kept, then all
+    dropped; a draw table's is computed each time (its tables are not kept alive)."""
+    if not isinstance(inputs, tuple):  # a draw table (tables over draws can be large): not kept
+        return _estimate_run(inputs)
     kept = _RECENT.get(id(inputs))
     if kept is not None and kept[0] is inputs:
         return kept[1]
