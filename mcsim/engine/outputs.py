@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from mcsim.io.pages import ordinary_pages
 from mcsim.io.variables import PER_CONFIG, PER_RUN
 from mcsim.kernels import types as kernel
 from mcsim.model.checkpointing import CheckpointPlan, workload_and_plan
@@ -170,8 +171,9 @@ class OutputArrays:
     def __init__(self, prepared: Prepared, interval_ci_s: Mapping[int, tuple[float, float]], runs: int) -> None:
         n = len(prepared.configs)
         self.prepared, self.interval_ci_s, self.runs = prepared, interval_ci_s, runs
-        self.per_run = {name: np.empty((n, runs), dtype=bool if name == "completed" else float) for name in PER_RUN}
-        self.per_config = {name: np.empty(n, dtype=_CONFIG_DTYPES.get(name, float)) for name in PER_CONFIG}
+        with ordinary_pages():  # written once, in order: huge pages would only cost compaction
+            self.per_run = {name: np.empty((n, runs), dtype=bool if name == "completed" else float) for name in PER_RUN}
+            self.per_config = {name: np.empty(n, dtype=_CONFIG_DTYPES.get(name, float)) for name in PER_CONFIG}
         self._added = np.zeros(n, dtype=bool)
 
     def add(self, flat: int, rows: np.ndarray) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim.io.atomic import ANY, atomic_path
+from mcsim.io.pages import ordinary_pages
 
 ZLIB = {"zlib": True, "complevel": 1, "shuffle": True}
 ZSTD = {"compression": "zstd", "complevel": 1, "shuffle": False}  # netCDF4-python shuffles only with zlib
@@ -252,7 +253,7 @@ def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | 
     with atomic_path(path, previous) as tmp:
         try:
             stored, encoding = netcdf_form(ds)
-            with _no_dask_probe(stored), _chunks_not_cached(stored):
+            with _no_dask_probe(stored), _chunks_not_cached(stored), ordinary_pages():
                 _to_netcdf(stored, tmp, encoding)
         except RuntimeError as err:
             if not str(err).startswith("NetCDF:"):
