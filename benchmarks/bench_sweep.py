@@ -1,10 +1,12 @@
 """A sweep end to end against the kernel's own CPU time, and its peak memory (issue 26 item 4).
 
-``.venv/bin/python benchmarks/bench_sweep.py [--runs N] [--efficiencies E ...] [-o FILE.nc]``
+``.venv/bin/python benchmarks/bench_sweep.py [--runs N] [--prices P ...] [--efficiencies E ...] [-o FILE.nc]``
 
 The capacity-planning scenario swept over 15 checkpoint intervals and the four strategies (480
-configurations; ``--efficiencies 0.54 0.64`` sweeps ``compute.efficiency`` too: 960, the issue's
-"1,000"), ``--runs`` runs each (default 1,000), simulated with one Numba thread and written to a
+configurations; ``--prices 0.08 0.12`` sweeps the electricity price too: 960, the issue's "1,000",
+each configuration's kernel work unchanged; ``--efficiencies 0.54 0.64`` sweeps
+``compute.efficiency`` instead, whose lower value makes each run's kernel work about twice as
+large), ``--runs`` runs each (default 1,000), simulated with one Numba thread and written to a
 netCDF file. Printed: the kernel's own CPU time (the thread time of every kernel call), the CPU
 time of ``simulate`` and of the write, their sum over the kernel's, the dataset's size, and the
 process's peak resident memory above what it was before the sweep (its baseline: the kernels
@@ -61,6 +63,14 @@ def main() -> None:
         default=None,
         help="also sweep compute.efficiency over these values (two: 960 configurations, the issue's ~1,000)",
     )
+    parser.add_argument(
+        "--prices",
+        type=float,
+        nargs="+",
+        default=None,
+        help="also sweep cost.electricity_usd_per_kwh over these values (two: 960 configurations whose kernel "
+        "work is that of the 480)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line (benchmarks/run.py)")
     args = parser.parse_args()
     numba.set_num_threads(1)
@@ -74,6 +84,8 @@ def main() -> None:
     ]
     if args.efficiencies:
         overrides.append(("compute.efficiency", args.efficiencies))
+    if args.prices:
+        overrides.append(("cost.electricity_usd_per_kwh", args.prices))
     scenario = load_scenario("capacity-planning", runs=args.runs, seed=0, overrides=overrides)
     baseline = _peak_mb()
     with tempfile.TemporaryDirectory() as folder:
