@@ -29,8 +29,8 @@ def _counting(monkeypatch, name: str) -> list:
     """Count the calls of ``name`` (``workload`` or ``checkpoint_plan``) wherever the engine makes them: in
     stage 2 itself and in :func:`mcsim.model.checkpointing.workload_and_plan`, whose kept results from
     earlier tests in this process are dropped first, so that every configuration here is counted."""
-    checkpointing._workload_and_plan_cached.cache_clear()
-    tasks._kernel_inputs_cached.cache_clear()
+    checkpointing.workload_and_plan.cache_clear()
+    tasks._kernel_inputs_of.cache_clear()
     calls = []
     original = getattr(tasks, name)
 

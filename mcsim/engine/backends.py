@@ -131,7 +131,7 @@ class LocalBackend:
         """Run ``tasks`` in order; ``on_runs(n)`` after every kernel call of ``n`` runs.
 
         ``rows``: the simulator of each task's key ``(config, optimize_every)``; ``seed``: the scenario's.
-        Consecutive tasks of one key whose runs follow on share kernel calls (:func:`contiguous_spans`):
+        Consecutive tasks of one key whose runs follow on share kernel calls (:func:`contiguous_span`):
         a cheap configuration's 250-run tasks each cost a call's overhead otherwise (issue 26 item 4).
         A run depends only on its index and seed, so the rows are those of one call per task.
         """

@@ -155,7 +155,7 @@ class OutputArrays:
     order); :meth:`add` turns a configuration's kernel rows into its outputs as soon as its
     last task is in, so the kernel rows of the whole sweep are never held beside the outputs
     (issue 26: a 480-configuration sweep's peak memory above the baseline fell from 2.1 to
-    1.4 times its dataset). Configurations never added (infeasible, or another shard's) get
+    1.2 times its dataset). Configurations never added (infeasible, or another shard's) get
     NaN runs in :meth:`arrays`.
 
     Parameters

@@ -17,7 +17,6 @@ picklable). The backends get that mapping and the tasks, never a configuration.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -51,7 +50,7 @@ from mcsim.model.workload import (
     workload,
     workload_arrays,
 )
-from mcsim.scenario.config import Config
+from mcsim.scenario.config import Config, cached_per_configuration
 from mcsim.scenario.schema import Interval
 
 # A run with more failures than this is censored: a guard against parameters
@@ -151,22 +150,13 @@ def prepare(configs: Sequence[Config], mode: str) -> Prepared:
     return Prepared(configs, workloads, inputs, rows, mode)
 
 
+@cached_per_configuration
 def _kernel_inputs_of(cfg: Config, mode: str) -> KernelInputs | None:
     """The kernel inputs of ``cfg`` (None where infeasible), the same object for the same configuration and
-    mode while it is among the last 1,024 (a plan prepares its growing list of candidates at every round;
-    its run estimates are kept per inputs object). A configuration that holds arrays is made anew."""
-    try:
-        return _kernel_inputs_cached(cfg, mode)
-    except TypeError:
-        return _kernel_inputs_now(cfg, mode)
-
-
-def _kernel_inputs_now(cfg: Config, mode: str) -> KernelInputs | None:
+    mode (:func:`mcsim.scenario.config.cached_per_configuration`): a plan prepares its growing list of
+    candidates at every round, and its run estimates are kept per inputs object."""
     wl, plan = workload_and_plan(cfg)
     return None if plan is None else KernelInputs(run_params(cfg, wl, plan, mode), wl, plan)
-
-
-_kernel_inputs_cached = functools.lru_cache(maxsize=1024)(_kernel_inputs_now)
 
 
 def prepare_tables(

@@ -215,8 +215,7 @@ def _utf8_bytes(var: xr.Variable) -> xr.Variable:
             narrowed = values.astype("S")
         except UnicodeEncodeError:
             return var
-    encoded = xr.Variable(var.dims, narrowed, {**var.attrs, "_Encoding": "utf-8"}, var.encoding)
-    return encoded
+    return xr.Variable(var.dims, narrowed, {**var.attrs, "_Encoding": "utf-8"}, var.encoding)
 
 
 def _ascii_bytes(values: np.ndarray) -> np.ndarray | None:
@@ -262,6 +261,11 @@ def write_results(ds: xr.Dataset, path: str | Path, previous: tuple[int, int] | 
     return path
 
 
+def _held_lazily(ds: xr.Dataset) -> bool:
+    """Whether any variable of ``ds`` is a dask array (written piece by piece, computed at write time)."""
+    return any(v.chunks is not None for v in ds.variables.values())
+
+
 # The netCDF library's chunk cache while a result file is written, bytes (per variable).
 WRITE_CHUNK_CACHE_BYTES = 1 << 20
 
@@ -280,7 +284,7 @@ def _chunks_not_cached(ds: xr.Dataset):
     """
     import netCDF4
 
-    if any(v.chunks is not None for v in ds.variables.values()):
+    if _held_lazily(ds):
         yield
         return
 
@@ -302,7 +306,7 @@ def _to_netcdf(ds: xr.Dataset, path: Path, encoding: dict[Hashable, dict]) -> No
     to this one computation, not set for the process (other threads' dask work is left alone), and a
     dataset persisted on a cluster is written through its client.
     """
-    if not any(v.chunks is not None for v in ds.variables.values()):
+    if not _held_lazily(ds):
         ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)
         return
     writes = ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding, compute=False)
@@ -332,7 +336,7 @@ def _no_dask_probe(ds: xr.Dataset):
     without it installed, which dask takes as "no client". A dataset with dask arrays,
     or a process that has imported distributed (the dask backends), is written as usual.
     """
-    if "distributed" in sys.modules or any(v.chunks is not None for v in ds.variables.values()):
+    if "distributed" in sys.modules or _held_lazily(ds):
         yield
         return
     sys.modules["distributed"] = None  # type: ignore[assignment]  # import distributed -> ImportError

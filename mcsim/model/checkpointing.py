@@ -10,7 +10,6 @@ the name says otherwise.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any, cast
@@ -30,7 +29,7 @@ from mcsim.kernels.types import (
 from mcsim.model.reliability import expected_segment_s  # noqa: F401  (its home until 0.2; public here too)
 from mcsim.model.strategies import STRATEGIES, FloatOrArray, Transfers
 from mcsim.model.workload import Workload, workload
-from mcsim.scenario.config import Config
+from mcsim.scenario.config import Config, cached_per_configuration
 from mcsim.scenario.schema import FAILURE_KINDS, FailureClass, Interval
 
 
@@ -280,20 +279,11 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
     )
 
 
+@cached_per_configuration
 def workload_and_plan(cfg: Config) -> tuple[Workload, CheckpointPlan | None]:
     """The workload of ``cfg`` and its checkpoint plan (None where infeasible), each configuration once per
-    process: a plan's selection prepares its growing list of candidates again at every round and asks for
-    their outputs stage after stage (issue 26 item 5). Both are immutable, so callers share them; a
-    configuration that holds arrays (parameter draws) is not hashable and is computed anew."""
-    try:
-        return _workload_and_plan_cached(cfg)
-    except TypeError:
-        return _workload_and_plan_now(cfg)
-
-
-def _workload_and_plan_now(cfg: Config) -> tuple[Workload, CheckpointPlan | None]:
+    process (:func:`mcsim.scenario.config.cached_per_configuration`): a plan's selection prepares its
+    growing list of candidates again at every round and asks for their outputs stage after stage
+    (issue 26 item 5). Both are immutable, so callers share them."""
     wl = workload(cfg)
     return wl, checkpoint_plan(cfg, wl) if wl.feasible else None
-
-
-_workload_and_plan_cached = functools.lru_cache(maxsize=1024)(_workload_and_plan_now)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
 import math
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -97,6 +98,31 @@ class Config:
     def nodes(self) -> int:
         """Nodes allocated to the job."""
         return self.parallelism.gpus // self.hardware.gpus_per_node
+
+
+# Configurations (or argument tuples) whose results a cache keyed by configuration keeps.
+CONFIG_CACHE_SIZE = 1024
+_Result = TypeVar("_Result")
+
+
+def cached_per_configuration(function: Callable[..., _Result]) -> Callable[..., _Result]:
+    """``function`` of a configuration (and other hashable arguments), computed once for each distinct
+    arguments among the last :data:`CONFIG_CACHE_SIZE` (:func:`functools.lru_cache`: a :class:`Config` is
+    immutable and hashable); computed anew where an argument is not hashable (a configuration that
+    holds parameter draws as arrays). Callers share the results, which must be immutable. The
+    wrapper's ``cache_clear`` empties the cache."""
+    cached = functools.lru_cache(maxsize=CONFIG_CACHE_SIZE)(function)
+
+    @functools.wraps(function)
+    def call(*args: Any) -> _Result:
+        try:
+            hash(args)
+        except TypeError:
+            return function(*args)
+        return cached(*args)
+
+    call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+    return call
 
 
 @dataclass(frozen=True)
