@@ -41,6 +41,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from mcsim.errors import ScenarioError
+from mcsim.scenario.frozen import hash_once
 
 __all__ = [
     "GpuSpec",
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 
+@hash_once
 @dataclass(frozen=True)
 class GpuSpec:
     """Static hardware description of one GPU.

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
+from mcsim.scenario.frozen import hash_once
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, normal_key, parse_override, plain_value
 from mcsim.scenario.schema import (
@@ -68,6 +69,7 @@ from mcsim.scenario.toml import MAX_DEPTH, dumps_toml, toml_value
 from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
 
 
+@hash_once
 @dataclass(frozen=True)
 class Config:
     """One fully specified cluster configuration."""

@@ -26,6 +26,7 @@ from typing import Any
 
 from mcsim.errors import ScenarioError  # noqa: F401  (raised here; public from this module too)
 from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
+from mcsim.scenario.frozen import hash_once
 
 # The checkpoint strategies a scenario may name; mcsim.model.strategies holds one record for each
 # (and checks at import that its names are these).
@@ -173,6 +174,7 @@ class Counts(Durations):
     NOUN, EXAMPLE, INTEGER = "whole numbers", "[512, 2048, 2048]", True
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class ModelSection:
     params: float = param(gt=0, le=1e15, unit="parameters", doc="N, model parameters")
@@ -199,6 +201,7 @@ class ModelSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class HardwareSection:
     gpu: str = param("H100-SXM", kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
@@ -224,6 +227,7 @@ class HardwareSection:
     fp8_tflops: float | None = param(None, ge=0, le=1e6, unit="TFLOP/s", doc="override (0: no FP8)")
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class ParallelismSection:
     gpus: int = param(kind=int, ge=1, le=MAX_GPUS, doc="G, GPUs in the job")
@@ -243,6 +247,7 @@ class ParallelismSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class ComputeSection:
     efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
@@ -262,6 +267,7 @@ class ComputeSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class NetworkSection:
     intra_gbps: float = param(900.0, gt=0, le=1e6, unit="GB/s", doc="per GPU within a node")
@@ -281,6 +287,7 @@ class NetworkSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class PhasesSection:
     """Training phases (docs/model.md §2 "Training phases"): none given, one phase from [model]."""
@@ -306,6 +313,7 @@ class PhasesSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class StragglerSection:
     sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of per-rank, per-iteration factor")
@@ -332,6 +340,7 @@ class StragglerSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class RestartSection:
     from_parts: bool = param(
@@ -365,6 +374,7 @@ class RestartSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class FailureClass:
     name: str = param(kind=str, doc="unique name, used in sweep keys")
@@ -433,6 +443,7 @@ class FailureClass:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSection:
     strategy: str = param("async", kind=str, choices=CHECKPOINT_STRATEGIES)
@@ -461,6 +472,7 @@ class CheckpointSection:
     )
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class EnergySection:
     pue: float = param(1.1, ge=1, le=5)
@@ -481,6 +493,7 @@ class EnergySection:
     storage_pj_per_bit: float = param(100.0, ge=0, le=1e6, unit="pJ/bit", doc="storage energy per bit written or read")
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class CostSection:
     model: str = param(
@@ -522,6 +535,7 @@ class CostSection:
     amortization_years: float = param(5.0, gt=0, le=100, unit="years")
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class CarbonSection:
     grid_g_per_kwh: float = param(380.0, ge=0, le=1e4, unit="gCO2e/kWh")
@@ -529,6 +543,7 @@ class CarbonSection:
     lifetime_years: float = param(5.0, gt=0, le=100, unit="years")
 
 
+@hash_once
 @dataclass(frozen=True, kw_only=True)
 class RunSection:
     runs: int = param(1000, kind=int, ge=1, le=10_000_000)
