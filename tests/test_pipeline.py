@@ -84,7 +84,7 @@ def profile(frame, event, arg):
     stage = stage_of(code)
     if stage is None:
         return
-    if code.co_name == "per_run_outputs" and not derived:
+    if code.co_name in ("per_run_outputs", "account_runs_into") and not derived:
         derived.append(bool(kernel))  # whether the kernel had run when the first outputs were derived
     if stage not in first:
         first.append(stage)

@@ -10,6 +10,9 @@ why the kernels live inside the package):
   :func:`params_table` and :func:`classes_table`; the phase table's columns ``PH_*``,
   :func:`no_phases` and :func:`phases_table`;
 * ``START_*``: the start states of the failure processes (:mod:`mcsim.kernels.renewal`);
+* the per-run accounting (:mod:`mcsim.kernels.accounting`): :func:`account_runs` writes the
+  floating-point per-run outputs named by :data:`ACCOUNTED` from a configuration's rows and its
+  scalars, a vector filled by the names of :data:`PARAMS`;
 * the compiled entry points :func:`simulate_runs` (runs of one parameter set) and
   :func:`simulate_runs_table` (one run per row of a parameter table), from
   :mod:`mcsim.kernels.montecarlo`. Importing them compiles nothing: Numba compiles (or
@@ -20,6 +23,7 @@ why the kernels live inside the package):
 from __future__ import annotations
 
 from .accelerate import COMPILE_SECONDS, cached
+from .accounting import ACCOUNTED, N_ACCOUNTED, PARAMS, account_runs
 from .declarations import (  # the declarations, re-exported whole
     KIND_FAIL_STOP,
     KIND_HANG,
@@ -149,6 +153,10 @@ __all__ = [
     "START_STATIONARY",
     "simulate_runs",
     "simulate_runs_table",
+    "ACCOUNTED",
+    "N_ACCOUNTED",
+    "PARAMS",
+    "account_runs",
     "COMPILE_SECONDS",
     "compiled",
 ]

@@ -204,12 +204,20 @@ def failure_classes(cfg: Config) -> FailureClasses:
     node is lost (its replica lives on the peer node, docs/model.md §3); a
     cluster-scope event (software, fabric) takes out no node. Each class's
     units start as its ``initial_age`` says (docs/model.md §4 "Failure processes").
+
+    Computed once for each distinct classes and cluster shape (the configurations of a sweep over
+    anything else share them; the kernels only read them).
     """
-    failures = cfg.failures
+    return _failure_classes(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
+
+
+@cached_per_configuration
+def _failure_classes(failures: tuple[FailureClass, ...], gpus: int, gpus_per_node: int) -> FailureClasses:
+    """:func:`failure_classes` of the classes ``failures`` on ``gpus`` GPUs, ``gpus_per_node`` a node."""
     shape = np.array([f.shape for f in failures], dtype=np.float64)
     mtbf_s = np.array([f.mtbf_hours * 3600.0 for f in failures], dtype=np.float64)
     return FailureClasses(
-        units=np.array([failure_units(cfg, f) for f in failures], dtype=np.int64),
+        units=np.array([int(class_units(f, gpus, gpus_per_node)) for f in failures], dtype=np.int64),
         shape=shape,
         scale_s=mtbf_s / np.array([math.gamma(1.0 + 1.0 / k) for k in shape], dtype=np.float64),
         recovery_s=np.array([f.recovery_minutes * 60.0 for f in failures], dtype=np.float64),

@@ -128,97 +128,50 @@ def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float
     return cfg.parallelism.gpus * (pm.busy_w * wl.t_comp_s + pm.wait_w * (wl.bubble_s + wl.comm_time_s))
 
 
-def restart_state_s(out: np.ndarray, after_hangs_s: np.ndarray) -> np.ndarray:
-    """Time of each run restarting (a restart's parts and the loads, as the kernel booked them), s, at
-    most ``after_hangs_s`` (the recovery time but the hangs' detection; rounding only)."""
-    return np.minimum(out[:, kernel.OUT_RESTART_S] + out[:, kernel.OUT_LOAD_S], np.maximum(after_hangs_s, 0.0))
+def accounting_parameters(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel) -> np.ndarray:
+    """The scalars of a feasible configuration that the per-run accounting reads
+    (:func:`mcsim.kernels.types.account_runs`: energy by part, cost, carbon, ETTR), by the names of
+    :data:`mcsim.kernels.types.PARAMS`.
 
-
-def run_energy_j(
-    cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel, out: np.ndarray
-) -> dict[str, np.ndarray]:
-    """Energy of each run by component, J; facility level except ``gpu`` (IT).
-
-    ``out`` is the kernel's per-run matrix (columns ``mcsim.kernels.types.OUT_*``).
+    Products of scalars that the accounting forms before it meets a run's value are formed here,
+    as the NumPy formulation did (``tests/naive_accounting.py``): a checkpoint copy's energy, the
+    links' energy of an iteration, the capital cost, the embodied emissions of the GPUs held.
     """
-    gpus, pue = cfg.parallelism.gpus, cfg.energy.pue
-    net = cfg.network
-    wall = out[:, kernel.OUT_WALL_S]
-    done = out[:, kernel.OUT_ITERATIONS_DONE]
-    lost = out[:, kernel.OUT_LOST_S]
-    stalled = out[:, kernel.OUT_CHECKPOINT_S]
-    recovering = out[:, kernel.OUT_RECOVERY_S]
-    done_compute_s, done_comm_s = wl.times_of_first(done)  # each iteration at its phase's times
-    compute_phase = done_compute_s + out[:, kernel.OUT_STRAGGLER_S]  # sum of compute_time * J * F
-    # Both phases are sums of non-negative terms; computed apart they differ by rounding, so the
-    # episode phase is capped by the whole and each part is a non-negative share, not a difference.
-    episode_phase = np.minimum(out[:, kernel.OUT_EPISODE_PHASE_S], compute_phase)
-    calm_phase = compute_phase - episode_phase
-    computing = pm.busy_share * calm_phase + pm.busy_share_episode * episode_phase
-    waiting = (1.0 - pm.busy_share) * calm_phase + (1.0 - pm.busy_share_episode) * episode_phase
-
-    gpu_compute = gpus * pm.busy_w * computing
-    gpu_wait = gpus * pm.wait_w * (waiting + done_comm_s)
-    gpu_lost = gpus * pm.iteration_power_w * lost
-    gpu_stalled = gpus * pm.checkpoint_w * stalled
-    # Hung ranks sit in a collective that never completes: power as waiting at a barrier; a restart's
-    # parts and the loads reading the state back at the checkpoint power; down the rest (idle,
-    # docs/model.md §5 "Power by state").
-    hung = out[:, kernel.OUT_HANG_DETECTION_S]
-    restarting = restart_state_s(out, recovering - hung)
-    gpu_recovering = gpus * (
-        pm.idle_w * (recovering - hung - restarting) + pm.wait_w * hung + pm.checkpoint_w * restarting
-    )
-
-    storage_j_per_copy = plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12
-    peer_j_per_copy = plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12
-    writes_j = out[:, kernel.OUT_STORAGE_WRITES] * storage_j_per_copy
-    peer_copies = STRATEGIES[cfg.checkpoint.strategy].peer_copies_per_checkpoint
-    if peer_copies:  # in_memory: every snapshot also crosses to the peer node
-        writes_j = writes_j + out[:, kernel.OUT_CHECKPOINTS] * peer_copies * peer_j_per_copy
-    # Every recovery attempt starts a load: from storage, or one node's shard from its peer.
-    reads_j = (
-        out[:, kernel.OUT_STORAGE_LOADS] * storage_j_per_copy
-        + out[:, kernel.OUT_MEMORY_LOADS] * peer_j_per_copy / cfg.nodes
-    )
-    # ... in the share of their time the loads ran (a failure during another incident's longer
-    # recovery counts a load that starts later, once; one during a load cuts it short).
-    full_s = out[:, kernel.OUT_STORAGE_LOADS] * plan.load_s + out[:, kernel.OUT_MEMORY_LOADS] * plan.load_memory_s
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reads_j = reads_j * np.where(full_s > 0, np.minimum(out[:, kernel.OUT_LOAD_S] / full_s, 1.0), 0.0)
-
-    bits_j = (
-        (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
+    gpus, nodes, net = cfg.parallelism.gpus, cfg.nodes, cfg.network
+    cost, carbon = cfg.cost, cfg.carbon
+    rental = cost.model == "rental"
+    values = dict(
+        gpus=gpus,
+        nodes=nodes,
+        pue=cfg.energy.pue,
+        busy_w=pm.busy_w,
+        wait_w=pm.wait_w,
+        idle_w=pm.idle_w,
+        checkpoint_w=pm.checkpoint_w,
+        busy_share=pm.busy_share,
+        busy_share_episode=pm.busy_share_episode,
+        iteration_w=pm.iteration_power_w,
+        storage_j=plan.size_bytes * BITS_PER_BYTE * cfg.energy.storage_pj_per_bit * 1e-12,
+        peer_j=plan.size_bytes * BITS_PER_BYTE * net.inter_pj_per_bit * 1e-12,
+        peer_copies=STRATEGIES[cfg.checkpoint.strategy].peer_copies_per_checkpoint,
+        load_s=plan.load_s,
+        load_memory_s=plan.load_memory_s,
+        bits_j=(wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
         * BITS_PER_BYTE
         * 1e-12
-        * gpus
+        * gpus,
+        node_w=cfg.energy.node_overhead_w,
+        rental=1.0 if rental else 0.0,
+        gpu_hour_usd=gpu_hour_usd(cost, cfg.hardware.gpu) if rental else math.nan,
+        capital_usd=math.nan if rental else gpus * cost.gpu_capex_usd + nodes * cost.node_capex_usd,
+        amortization_h=math.nan if rental else cost.amortization_years * HOURS_PER_YEAR,
+        usd_per_kwh=cost.electricity_usd_per_kwh,
+        grid_g_per_kwh=carbon.grid_g_per_kwh,
+        embodied_kg=carbon.embodied_kg_per_gpu * gpus,
+        lifetime_s=carbon.lifetime_years * SECONDS_PER_YEAR,
+        ideal_s=wl.ideal_time_s,
     )
-    executed_iterations = out[:, kernel.OUT_EXECUTED_ITERATIONS]
-    return {
-        "compute": pue * gpu_compute,
-        "wait": pue * gpu_wait,
-        "checkpoint": pue * (gpu_stalled + writes_j),
-        "recovery": pue * (gpu_recovering + reads_j),
-        "lost": pue * gpu_lost,
-        "network": pue * bits_j * executed_iterations,
-        "node": pue * cfg.nodes * cfg.energy.node_overhead_w * wall,
-        "gpu": gpu_compute + gpu_wait + gpu_lost + gpu_stalled + gpu_recovering,
-    }
-
-
-def run_cost_usd(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str, np.ndarray]:
-    """Allocation and electricity cost of each run, USD.
-
-    Rental: ``G wall_h price``, with ``price`` the GPU type's hourly price
-    (:func:`mcsim.scenario.catalog.gpu_hour_usd`: the scenario's price for the type, its one
-    ``gpu_hour_usd``, or the catalog's rate). Owned: ``(G gpu_capex + nodes node_capex)
-    wall_h / (amortization_years * 8766 h)``. Electricity: ``kWh electricity_usd_per_kwh``.
-    """
-    price = gpu_hour_usd(cfg.cost, cfg.hardware.gpu)
-    return {
-        "allocation": allocation_usd(cfg.cost, price, cfg.parallelism.gpus, cfg.nodes, wall_s / 3600.0),
-        "electricity": energy_j / J_PER_KWH * cfg.cost.electricity_usd_per_kwh,
-    }
+    return np.array([values[name] for name in kernel.PARAMS], dtype=np.float64)
 
 
 def allocation_usd(cost, gpu_hour_usd, gpus, nodes, hours):
@@ -240,14 +193,6 @@ def allocation_usd(cost, gpu_hour_usd, gpus, nodes, hours):
         return gpus * hours * gpu_hour_usd
     capital = gpus * cost.gpu_capex_usd + nodes * cost.node_capex_usd
     return capital * hours / (cost.amortization_years * HOURS_PER_YEAR)
-
-
-def run_co2_t(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str, np.ndarray]:
-    """Operational and embodied emissions of each run, tonnes CO2e.
-
-    ``kWh grid_g_per_kwh / 1e6`` and ``embodied_kg_per_gpu G wall / lifetime / 1e3``.
-    """
-    return co2_t(cfg.carbon, cfg.parallelism.gpus, wall_s, energy_j)
 
 
 def co2_t(carbon, gpus, wall_s, energy_j) -> dict:
