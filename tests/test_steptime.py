@@ -253,6 +253,22 @@ def test_bigscience_benchmark_is_the_published_table():
     assert sv.REPEATABILITY == pytest.approx(113.54 / 110.48 - 1, abs=5e-4)
 
 
+def test_bigscience_earlier_benchmark_is_the_published_table():
+    """The two tables of 2022-02-21 with NHIDDEN=14336 / NLAYERS=72: seven layouts, typed from the source."""
+    cases = [c for c in sv.STEP_CASES if c.source == "bigscience2022_0221"]
+    seconds = {(c.tp, c.pp, 384 // (c.tp * c.pp), c.microbatch, c.global_batch): c.measured_s for c in cases}
+    assert seconds == {
+        (8, 12, 4, 1, 2048): 143.31,
+        (8, 12, 4, 2, 2048): 134.02,
+        (8, 12, 4, 4, 2048): 123.69,
+        (8, 12, 4, 8, 2048): 129.26,
+        (8, 6, 8, 1, 2048): 139.82,
+        (8, 6, 8, 2, 2048): 131.02,
+        (8, 6, 8, 4, 2048): 121.48,
+    }
+    assert {c.comparison for c in cases} == {"bigscience2022_0221 181B"}  # not compared with 02-25's
+
+
 def test_documented_layout_comparisons_are_the_commands(results):
     """docs/validation.md quotes the command's comparison lines; they must stay what it prints."""
     docs = (Path(__file__).parents[1] / "docs" / "validation.md").read_text()
@@ -278,7 +294,8 @@ def test_validate_step_time_cli():
     done = subprocess.run(
         [sys.executable, "-m", "mcsim", "validate", "--step-time"], capture_output=True, text=True, timeout=300
     )
-    assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == 1 + 44 + 4 + 2 + 1 + 18 + 1
+    lines = 1 + 51 + 5 + 3 + 1 + 18 + 1  # header, cases, sources, comparisons, memory header, rows, summary
+    assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == lines
     # Exit 1: cases outside +-10 % and the BigScience comparison (docs/validation.md, "Misses").
     assert done.returncode == 1
 

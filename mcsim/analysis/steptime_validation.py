@@ -38,6 +38,13 @@ Every case's shape, layout and measured figure comes from its source alone:
   twice (110.48 s and 113.54 s); the case is their mean, and their 2.8 % spread is the
   benchmark's repeatability. The batch is 2,048 or 2,016 (a multiple of DP); the layouts
   are compared by time per sequence.
+- ``bigscience2022_0221``: the same model, software and machine four days earlier (the same
+  file, the two tables of 2022-02-21 with ``NHIDDEN=14336 / NLAYERS=72``): TP 8, PP 12 and 6,
+  microbatch 1 to 8, batch 2,048, seven layouts, one **layout comparison**. A source of its
+  own: on 2022-02-25 the team noted that the A100s' PCI Express and NUMA settings had been
+  improved that day ("all TFLOPs have changed for the better (1-5%) - thus do not compare
+  today's numbers to yesterday's"), so the two days get their own efficiency and are not
+  compared with each other.
 
 Machines: Selene, DGX A100 80GB (NVLink3 600 GB/s per GPU, both directions; 8 HDR
 InfiniBand links of 25 GB/s per node, one per GPU); the H100 runs on DGX H100 (NVLink4
@@ -131,10 +138,10 @@ def _megatron_core(name, heads, hidden, layers, tp, pp, batch, tflops):
     )  # fmt: skip
 
 
-def _bigscience(tp, pp, dp, micro, batch, seconds):
+def _bigscience(tp, pp, dp, micro, batch, seconds, source="bigscience2022"):
     return StepCase(
-        "bigscience2022", f"TP{tp} PP{pp} DP{dp} mb{micro}", JEAN_ZAY, 72, 14336, 64, 250880, 2048, batch, 384, tp, pp,
-        micro, 1, "full", False, 0.0, 0.0, 0.0, False, 1, seconds, comparison="bigscience2022 181B",
+        source, f"TP{tp} PP{pp} DP{dp} mb{micro}", JEAN_ZAY, 72, 14336, 64, 250880, 2048, batch, 384, tp, pp,
+        micro, 1, "full", False, 0.0, 0.0, 0.0, False, 1, seconds, comparison=f"{source} 181B",
         tied_embeddings=True,
     )  # fmt: skip
 
@@ -188,6 +195,14 @@ STEP_CASES: tuple[StepCase, ...] = (
     _bigscience(2, 24, 8, 1, 2048, 119.53),
     _bigscience(2, 24, 8, 2, 2048, 122.75),
     _bigscience(4, 24, 4, 1, 2048, 130.60),
+    # BigScience, chronicles-prequel.md, 2022-02-21 (NHIDDEN=14336 / NLAYERS=72): the same fields.
+    _bigscience(8, 12, 4, 1, 2048, 143.31, "bigscience2022_0221"),
+    _bigscience(8, 12, 4, 2, 2048, 134.02, "bigscience2022_0221"),
+    _bigscience(8, 12, 4, 4, 2048, 123.69, "bigscience2022_0221"),
+    _bigscience(8, 12, 4, 8, 2048, 129.26, "bigscience2022_0221"),
+    _bigscience(8, 6, 8, 1, 2048, 139.82, "bigscience2022_0221"),
+    _bigscience(8, 6, 8, 2, 2048, 131.02, "bigscience2022_0221"),
+    _bigscience(8, 6, 8, 4, 2048, 121.48, "bigscience2022_0221"),
 )
 
 # The one layout BigScience measured twice differs by this much (113.54 s / 110.48 s - 1):
