@@ -570,8 +570,8 @@ def _sweep_rows(by: dict[str, dict], ratios: dict[str, float]) -> list[tuple[str
             (
                 f"the same, {wide['configurations']} configurations (two electricity prices: the kernel work of "
                 "each as above)",
-                f"**{wide['end_to_end_over_kernel']:.2f}×** the kernel's own CPU ({_processes(wide)[:-2]}); "
-                "peak memory "
+                f"**{wide['end_to_end_over_kernel']:.2f}×** the kernel's own CPU"
+                f"{f' ({_processes(wide)[:-2]})' if _processes(wide) else ''}; peak memory "
                 f"{wide['peak_over_dataset']:.2f}× its {wide['dataset_mb']:.0f} MB dataset",
             )
         )

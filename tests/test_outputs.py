@@ -393,3 +393,38 @@ def tasks_prepared():
     from mcsim.scenario.config import scenario_from_dict
 
     return prepare(scenario_from_dict(copy.deepcopy(SMALL_SCENARIO)).configs, "fast")
+
+
+def test_a_variable_kept_alone_keeps_only_itself_alive():
+    # Review of issue 26 item 4: the per-run variables were views of one array, so keeping one (a
+    # variable's values, ds[["wall_time"]], drop_vars) kept all 35 alive. Each is its own array.
+    import mcsim
+    from mcsim.scenario.config import load_scenario
+
+    ds = mcsim.simulate(load_scenario("capacity-planning", runs=50, seed=1), progress=False)
+    wall = ds["wall_time"].values
+    assert wall.base is None or wall.base.nbytes == wall.nbytes
+    assert not np.shares_memory(ds["wall_time"].values, ds["energy"].values)
+
+
+def test_failure_classes_are_each_callers_own():
+    # Review of issue 26 item 4: the classes are computed once per distinct classes and cluster shape;
+    # a caller writing into its arrays (a what-if) must not change another configuration's run.
+    from mcsim.engine.simulate import run_task
+    from mcsim.kernels import types as kernel
+    from mcsim.model.checkpointing import failure_classes
+    from mcsim.scenario.config import load_scenario
+
+    scenario = load_scenario(
+        "capacity-planning",
+        runs=50,
+        seed=1,
+        overrides=[("parallelism.gpus", 1024), ("checkpoint.strategy", ["async", "gockpt"])],
+    )
+    a, b = scenario.configs[:2]
+    assert (a.failures, a.parallelism.gpus) == (b.failures, b.parallelism.gpus) and a != b
+    before = run_task(b, 1, "fast", 0, 50)[:, kernel.OUT_FAILURES].sum()
+    mine = failure_classes(a)
+    mine.scale_s[:] /= 10.0
+    assert run_task(b, 1, "fast", 0, 50)[:, kernel.OUT_FAILURES].sum() == before
+    assert not np.array_equal(failure_classes(a).scale_s, mine.scale_s)

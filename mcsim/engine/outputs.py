@@ -142,14 +142,12 @@ class OutputArrays:
         n = len(prepared.configs)
         self.prepared, self.interval_ci_s, self.runs = prepared, interval_ci_s, runs
         with ordinary_pages():  # written once, in order: huge pages would only cost compaction
-            # The floating-point per-run variables are rows of one array, written in place by the
-            # accounting kernel (kernel.ACCOUNTED order); each variable is a contiguous view of it.
-            self._accounted = np.empty((kernel.N_ACCOUNTED, n, runs))
-            self.per_run = {name: self._accounted[v] for v, name in enumerate(kernel.ACCOUNTED)}
-            self.per_run["completed"] = np.empty((n, runs), dtype=bool)
+            # Each variable an array of its own (one kept alone keeps only itself alive).
+            self.per_run = {name: np.empty((n, runs), dtype=bool if name == "completed" else float) for name in PER_RUN}
+            self._accounted = [self.per_run[name] for name in kernel.ACCOUNTED]  # the kernel's row order
             self.per_config = {name: np.empty(n, dtype=_CONFIG_DTYPES.get(name, float)) for name in PER_CONFIG}
             self._buffer = np.empty((kernel.N_ACCOUNTED, 1, runs))  # one configuration's, see add()
-        assert set(self.per_run) == set(PER_RUN), "every per-run variable is accounted once"
+        assert {*kernel.ACCOUNTED, "completed"} == set(PER_RUN), "every per-run variable is accounted once"
         self._added = np.zeros(n, dtype=bool)
 
     def add(self, flat: int, rows: np.ndarray) -> None:
@@ -159,15 +157,16 @@ class OutputArrays:
         plan = inputs.plan if inputs is not None and wl.feasible else None
         rows = np.ascontiguousarray(rows, dtype=np.float64)
         if plan is None:  # infeasible: NaN everywhere, not completed
-            self._accounted[:, flat] = np.nan
+            self._buffer.fill(np.nan)
             self.per_run["completed"][flat] = False
         else:
-            # Into a small buffer, then copied: written in place, the rows of one configuration lie
-            # a variable's size apart (a multiple of 2 KiB for 1,000 runs), so a run's 35 stores share
-            # two L1 cache sets, 2.6 times slower than this copy (measured in issue 26 item 4).
+            # Into a small buffer, then copied row by row: written in place, a run's 35 stores would
+            # lie a variable's size apart (a multiple of 2 KiB for 1,000 runs) and share two L1 cache
+            # sets, 2.6 times slower than the copies (measured in issue 26 item 4).
             account_runs_into(cfg, wl, plan, rows, self._buffer, 0)
-            self._accounted[:, flat] = self._buffer[:, 0]
             self.per_run["completed"][flat] = rows[:, kernel.OUT_COMPLETED] == 1.0
+        for values, row in zip(self._accounted, self._buffer[:, 0], strict=True):
+            values[flat] = row
         for name, value in per_config_outputs(cfg, wl, plan).items():
             self.per_config[name][flat] = value
         low, high = self.interval_ci_s.get(flat, (math.nan, math.nan))

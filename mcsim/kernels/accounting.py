@@ -11,7 +11,10 @@ operation over the runs at a time, the same outputs cost 0.1 ms a configuration,
 Every expression is evaluated as the NumPy formulation it replaced did, operation by operation
 and in the same order (a product of scalars first where NumPy formed it first), so the outputs are
 bit-identical to it: ``tests/naive_accounting.py`` keeps that formulation, and the tests compare
-the two output by output. ``_minimum``/``_maximum`` are ``np.minimum``/``np.maximum`` to the sign of a zero.
+the two output by output. The one exception is the sign of a NaN made from infinite columns (which
+the run loop never writes): two NaN of opposite signs meeting in a sum keep the first operand's,
+and the compiler may swap an addition's operands. ``_minimum``/``_maximum`` are
+``np.minimum``/``np.maximum`` to the sign of a zero.
 
 Energy per run, J, facility level but ``gpu`` (IT), with ``F`` the compute phase of the surviving
 iterations (``compute_s + straggler_s``), ``E`` its part in slow-node episodes (at most ``F``):

@@ -206,9 +206,12 @@ def failure_classes(cfg: Config) -> FailureClasses:
     units start as its ``initial_age`` says (docs/model.md §4 "Failure processes").
 
     Computed once for each distinct classes and cluster shape (the configurations of a sweep over
-    anything else share them; the kernels only read them).
+    anything else have the same), and copied for each call: every caller gets arrays of its own, as
+    before the cache (writing into one configuration's must not change another's; read-only arrays
+    would give the kernels a second compiled type).
     """
-    return _failure_classes(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
+    shared = _failure_classes(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
+    return FailureClasses(*(np.array(values, copy=True) for values in shared))
 
 
 @cached_per_configuration
