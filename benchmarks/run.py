@@ -327,6 +327,9 @@ def _sweeps(quick: bool) -> list[dict]:
         runs = []
         with _progress(f"sweep of {label} configurations"):
             for _ in range(1 if quick else 3):
+                # Other cases' files (the cold start's compiled kernels) flushed first: the sweep's
+                # fsync would otherwise write them too (ext4 commits a journal's data together).
+                os.sync()
                 elapsed, proc = _timed(subprocess.run, cmd, capture_output=True, text=True)
                 if proc.returncode:
                     raise RuntimeError(proc.stderr)
