@@ -52,19 +52,17 @@ def per_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out:
     if plan is None:  # infeasible: NaN everywhere, not completed
         nan = np.full(out.shape[0], np.nan)
         return {name: (nan == 0.0 if name == "completed" else nan) for name in PER_RUN}
-    accounted = np.empty((kernel.N_ACCOUNTED, 1, out.shape[0]))
-    account_runs_into(cfg, wl, plan, out, accounted, 0)
-    by_name = dict(zip(kernel.ACCOUNTED, accounted[:, 0], strict=True))
+    accounted = np.empty((kernel.N_ACCOUNTED, out.shape[0]))
+    account_runs_into(cfg, wl, plan, out, accounted)
+    by_name = dict(zip(kernel.ACCOUNTED, accounted, strict=True))
     by_name["completed"] = out[:, kernel.OUT_COMPLETED] == 1.0
     return {name: by_name[name] for name in PER_RUN}
 
 
-def account_runs_into(
-    cfg: Config, wl: Workload, plan: CheckpointPlan, out: np.ndarray, into: np.ndarray, flat: int
-) -> None:
-    """The floating-point per-run outputs of a feasible configuration's kernel rows ``out``, written into
-    ``into[:, flat, :]`` (``into``: ``(N_ACCOUNTED, configurations, runs)``, C order, the variables in the
-    order of :data:`mcsim.kernels.types.ACCOUNTED`).
+def account_runs_into(cfg: Config, wl: Workload, plan: CheckpointPlan, out: np.ndarray, into: np.ndarray) -> None:
+    """The floating-point per-run outputs of a feasible configuration's kernel rows ``out``, written into the
+    rows of ``into`` (``(N_ACCOUNTED, runs)``, C order, the variables in the order of
+    :data:`mcsim.kernels.types.ACCOUNTED`).
 
     Energy by part, cost, carbon and ETTR (docs/model.md §5, §11) are computed by one compiled pass
     (:func:`mcsim.kernels.types.account_runs`) from the configuration's scalars
@@ -77,7 +75,7 @@ def account_runs_into(
     """
     done_compute_s, done_comm_s = wl.times_of_first(out[:, kernel.OUT_ITERATIONS_DONE])
     params = accounting_parameters(cfg, wl, plan, power_model(cfg, wl))
-    kernel.account_runs(out, done_compute_s, done_comm_s, params, into, flat)
+    kernel.account_runs(out, done_compute_s, done_comm_s, params, into)
 
 
 def config_outputs_per_run(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
@@ -146,7 +144,7 @@ class OutputArrays:
             self.per_run = {name: np.empty((n, runs), dtype=bool if name == "completed" else float) for name in PER_RUN}
             self._accounted = [self.per_run[name] for name in kernel.ACCOUNTED]  # the kernel's row order
             self.per_config = {name: np.empty(n, dtype=_CONFIG_DTYPES.get(name, float)) for name in PER_CONFIG}
-            self._buffer = np.empty((kernel.N_ACCOUNTED, 1, runs))  # one configuration's, see add()
+            self._buffer = np.empty((kernel.N_ACCOUNTED, runs))  # one configuration's, see add()
         assert {*kernel.ACCOUNTED, "completed"} == set(PER_RUN), "every per-run variable is accounted once"
         self._added = np.zeros(n, dtype=bool)
 
@@ -163,9 +161,9 @@ class OutputArrays:
             # Into a small buffer, then copied row by row: written in place, a run's 35 stores would
             # lie a variable's size apart (a multiple of 2 KiB for 1,000 runs) and share two L1 cache
             # sets, 2.6 times slower than the copies (measured in issue 26 item 4).
-            account_runs_into(cfg, wl, plan, rows, self._buffer, 0)
+            account_runs_into(cfg, wl, plan, rows, self._buffer)
             self.per_run["completed"][flat] = rows[:, kernel.OUT_COMPLETED] == 1.0
-        for values, row in zip(self._accounted, self._buffer[:, 0], strict=True):
+        for values, row in zip(self._accounted, self._buffer, strict=True):
             values[flat] = row
         for name, value in per_config_outputs(cfg, wl, plan).items():
             self.per_config[name][flat] = value

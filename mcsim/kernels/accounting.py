@@ -63,135 +63,122 @@ from .declarations import (
     OUT_WALL_S,
 )
 
-# --- A configuration's scalars: slots of the parameter vector ----------------------------------
-A_GPUS = 0  # G, GPUs (as a float)
-A_NODES = 1  # nodes
-A_PUE = 2
-A_BUSY_W = 3  # per-GPU power computing, W
-A_WAIT_W = 4  # ... waiting at a barrier or exchanging data, W
-A_IDLE_W = 5  # ... allocated and idle, W
-A_CHECKPOINT_W = 6  # ... stalled for a checkpoint or restarting, W
-A_BUSY_SHARE = 7  # b: share of the compute phase computing, outside episodes
-A_BUSY_SHARE_EPISODE = 8  # b_ep: ... in a slow-node episode
-A_ITERATION_W = 9  # mean per-GPU power over an executed iteration (rolled-back time), W
-A_STORAGE_J = 10  # one copy of the checkpoint written to or read from storage, J
-A_PEER_J = 11  # one copy of it sent to a peer node, J
-A_PEER_COPIES = 12  # copies a snapshot sends to peers (in_memory), per checkpoint
-A_LOAD_S = 13  # a full load from storage, s
-A_LOAD_MEMORY_S = 14  # a full load from a peer's memory, s
-A_BITS_J = 15  # links' energy of one iteration, all GPUs, J
-A_NODE_W = 16  # per-node overhead power, W
-A_RENTAL = 17  # 1: rented at A_GPU_HOUR_USD; 0: owned, amortised
-A_GPU_HOUR_USD = 18  # USD per GPU-hour (rental)
-A_CAPITAL_USD = 19  # GPUs' and nodes' capital cost (owned), USD
-A_AMORTIZATION_H = 20  # amortisation period (owned), h
-A_USD_PER_KWH = 21  # electricity price, USD/kWh
-A_GRID_G_PER_KWH = 22  # grid carbon intensity, g CO2e/kWh
-A_EMBODIED_KG = 23  # embodied emissions of the GPUs held, kg CO2e (per GPU x G)
-A_LIFETIME_S = 24  # GPU lifetime over which embodied emissions are spread, s
-A_IDEAL_S = 25  # failure-free time of the whole job, s
-N_PARAMS = 26
-# The slots' names, in order: a caller fills the vector by name (mcsim.model.energy.accounting_parameters).
+# --- A configuration's scalars: the parameter vector's slots, by name -----------------------------
+# A caller fills the vector by these names (mcsim.model.energy.accounting_parameters).
 PARAMS = (
-    "gpus",
-    "nodes",
+    "gpus",  # G, GPUs (as a float)
+    "nodes",  # nodes
     "pue",
-    "busy_w",
-    "wait_w",
-    "idle_w",
-    "checkpoint_w",
-    "busy_share",
-    "busy_share_episode",
-    "iteration_w",
-    "storage_j",
-    "peer_j",
-    "peer_copies",
-    "load_s",
-    "load_memory_s",
-    "bits_j",
-    "node_w",
-    "rental",
-    "gpu_hour_usd",
-    "capital_usd",
-    "amortization_h",
-    "usd_per_kwh",
-    "grid_g_per_kwh",
-    "embodied_kg",
-    "lifetime_s",
-    "ideal_s",
+    "busy_w",  # per-GPU power computing, W
+    "wait_w",  # ... waiting at a barrier or exchanging data, W
+    "idle_w",  # ... allocated and idle, W
+    "checkpoint_w",  # ... stalled for a checkpoint or restarting, W
+    "busy_share",  # b: share of the compute phase computing, outside episodes
+    "busy_share_episode",  # b_ep: ... in a slow-node episode
+    "iteration_w",  # mean per-GPU power over an executed iteration (rolled-back time), W
+    "storage_j",  # one copy of the checkpoint written to or read from storage, J
+    "peer_j",  # one copy of it sent to a peer node, J
+    "peer_copies",  # copies a snapshot sends to peers (in_memory), per checkpoint
+    "load_s",  # a full load from storage, s
+    "load_memory_s",  # a full load from a peer's memory, s
+    "bits_j",  # links' energy of one iteration, all GPUs, J
+    "node_w",  # per-node overhead power, W
+    "rental",  # 1: rented at gpu_hour_usd; 0: owned, amortised
+    "gpu_hour_usd",  # USD per GPU-hour (rental)
+    "capital_usd",  # GPUs' and nodes' capital cost (owned), USD
+    "amortization_h",  # amortisation period (owned), h
+    "usd_per_kwh",  # electricity price, USD/kWh
+    "grid_g_per_kwh",  # grid carbon intensity, g CO2e/kWh
+    "embodied_kg",  # embodied emissions of the GPUs held, kg CO2e (per GPU x G)
+    "lifetime_s",  # GPU lifetime over which embodied emissions are spread, s
+    "ideal_s",  # failure-free time of the whole job, s
 )
-assert len(PARAMS) == N_PARAMS and PARAMS[A_IDEAL_S] == "ideal_s" and PARAMS[A_STORAGE_J] == "storage_j"
+N_PARAMS = len(PARAMS)
+A_GPUS = PARAMS.index("gpus")
+A_NODES = PARAMS.index("nodes")
+A_PUE = PARAMS.index("pue")
+A_BUSY_W = PARAMS.index("busy_w")
+A_WAIT_W = PARAMS.index("wait_w")
+A_IDLE_W = PARAMS.index("idle_w")
+A_CHECKPOINT_W = PARAMS.index("checkpoint_w")
+A_BUSY_SHARE = PARAMS.index("busy_share")
+A_BUSY_SHARE_EPISODE = PARAMS.index("busy_share_episode")
+A_ITERATION_W = PARAMS.index("iteration_w")
+A_STORAGE_J = PARAMS.index("storage_j")
+A_PEER_J = PARAMS.index("peer_j")
+A_PEER_COPIES = PARAMS.index("peer_copies")
+A_LOAD_S = PARAMS.index("load_s")
+A_LOAD_MEMORY_S = PARAMS.index("load_memory_s")
+A_BITS_J = PARAMS.index("bits_j")
+A_NODE_W = PARAMS.index("node_w")
+A_RENTAL = PARAMS.index("rental")
+A_GPU_HOUR_USD = PARAMS.index("gpu_hour_usd")
+A_CAPITAL_USD = PARAMS.index("capital_usd")
+A_AMORTIZATION_H = PARAMS.index("amortization_h")
+A_USD_PER_KWH = PARAMS.index("usd_per_kwh")
+A_GRID_G_PER_KWH = PARAMS.index("grid_g_per_kwh")
+A_EMBODIED_KG = PARAMS.index("embodied_kg")
+A_LIFETIME_S = PARAMS.index("lifetime_s")
+A_IDEAL_S = PARAMS.index("ideal_s")
 
 J_PER_MWH = 3.6e9
 J_PER_KWH = 3.6e6
 S_PER_H = 3600.0
 
 # --- The outputs written, one row each, in this order (float variables of mcsim.io.variables) -----
-ACCOUNTED = (
+# The facility energy by part, in the order their sum is formed (mcsim.model.energy.ENERGY_PARTS is this one).
+ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
+_COMPUTED = (
     "wall_time",
     "energy",
     "cost",
     "co2",
     "ettr",
-    "energy_compute",
-    "energy_wait",
-    "energy_checkpoint",
-    "energy_recovery",
-    "energy_lost",
-    "energy_network",
-    "energy_node",
+    *(f"energy_{part}" for part in ENERGY_PARTS),
     "energy_gpu",
     "cost_allocation",
     "cost_electricity",
     "co2_operational",
     "co2_embodied",
-    # kernel columns as they are (counts) or in hours (times): _COLUMNS
-    "n_failures",
-    "lost_time",
-    "checkpoint_time",
-    "recovery_time",
-    "straggler_time",
-    "straggler_transient_time",
-    "straggler_persistent_time",
-    "n_memory_recoveries",
-    "spare_wait_time",
-    "n_hangs",
-    "n_instabilities",
-    "hang_time",
-    "hang_detection_time",
-    "instability_time",
-    "n_planned_stops",
-    "planned_time",
-    "restart_time",
-    "load_time",
 )
-_FIRST_COLUMN_ROW = 17
-# (kernel column, in hours) of ACCOUNTED[_FIRST_COLUMN_ROW:], in order.
-_COLUMNS = np.array(
-    [
-        (OUT_FAILURES, 0),
-        (OUT_LOST_S, 1),
-        (OUT_CHECKPOINT_S, 1),
-        (OUT_RECOVERY_S, 1),
-        (OUT_STRAGGLER_S, 1),
-        (OUT_STRAGGLER_TRANSIENT_S, 1),
-        (OUT_STRAGGLER_PERSISTENT_S, 1),
-        (OUT_MEMORY_RECOVERIES, 0),
-        (OUT_SPARE_WAIT_S, 1),
-        (OUT_HANGS, 0),
-        (OUT_INSTABILITIES, 0),
-        (OUT_HANG_S, 1),
-        (OUT_HANG_DETECTION_S, 1),
-        (OUT_INSTABILITY_S, 1),
-        (OUT_PLANNED_STOPS, 0),
-        (OUT_PLANNED_S, 1),
-        (OUT_RESTART_S, 1),
-        (OUT_LOAD_S, 1),
-    ],
-    dtype=np.int64,
+# Kernel columns stored as they are (counts) or in hours (times): (output, kernel column, in hours).
+_COLUMN_OUTPUTS = (
+    ("n_failures", OUT_FAILURES, False),
+    ("lost_time", OUT_LOST_S, True),
+    ("checkpoint_time", OUT_CHECKPOINT_S, True),
+    ("recovery_time", OUT_RECOVERY_S, True),
+    ("straggler_time", OUT_STRAGGLER_S, True),
+    ("straggler_transient_time", OUT_STRAGGLER_TRANSIENT_S, True),
+    ("straggler_persistent_time", OUT_STRAGGLER_PERSISTENT_S, True),
+    ("n_memory_recoveries", OUT_MEMORY_RECOVERIES, False),
+    ("spare_wait_time", OUT_SPARE_WAIT_S, True),
+    ("n_hangs", OUT_HANGS, False),
+    ("n_instabilities", OUT_INSTABILITIES, False),
+    ("hang_time", OUT_HANG_S, True),
+    ("hang_detection_time", OUT_HANG_DETECTION_S, True),
+    ("instability_time", OUT_INSTABILITY_S, True),
+    ("n_planned_stops", OUT_PLANNED_STOPS, False),
+    ("planned_time", OUT_PLANNED_S, True),
+    ("restart_time", OUT_RESTART_S, True),
+    ("load_time", OUT_LOAD_S, True),
 )
+ACCOUNTED = _COMPUTED + tuple(name for name, _, _ in _COLUMN_OUTPUTS)
 N_ACCOUNTED = len(ACCOUNTED)
-assert len(_COLUMNS) == N_ACCOUNTED - _FIRST_COLUMN_ROW
+_COLUMNS = np.array([(column, in_hours) for _, column, in_hours in _COLUMN_OUTPUTS], dtype=np.int64)
+_FIRST_COLUMN_ROW = len(_COMPUTED)
+# Rows of the computed outputs (module constants: compiled in).
+R_WALL_TIME = ACCOUNTED.index("wall_time")
+R_ENERGY = ACCOUNTED.index("energy")
+R_COST = ACCOUNTED.index("cost")
+R_CO2 = ACCOUNTED.index("co2")
+R_ETTR = ACCOUNTED.index("ettr")
+R_FIRST_PART = ACCOUNTED.index("energy_compute")  # then the other ENERGY_PARTS, in order
+R_ENERGY_GPU = ACCOUNTED.index("energy_gpu")
+R_COST_ALLOCATION = ACCOUNTED.index("cost_allocation")
+R_COST_ELECTRICITY = ACCOUNTED.index("cost_electricity")
+R_CO2_OPERATIONAL = ACCOUNTED.index("co2_operational")
+R_CO2_EMBODIED = ACCOUNTED.index("co2_embodied")
+N_PARTS = len(ENERGY_PARTS)
 
 
 @jit_inline
@@ -212,8 +199,8 @@ def _maximum(a, b):
 
 
 @jit_inline
-def _energy(out, i, compute_s, comm_s, p, into, c):
-    """Run ``i``'s energy by part into rows 5-12 of configuration ``c`` (MWh); returns the facility total, J."""
+def _energy(out, i, compute_s, comm_s, p, into):
+    """Run ``i``'s energy by part and the GPUs' own into their rows (MWh); returns the facility total, J."""
     gpus, pue = p[A_GPUS], p[A_PUE]
     lost = out[i, OUT_LOST_S]
     stalled = out[i, OUT_CHECKPOINT_S]
@@ -252,16 +239,16 @@ def _energy(out, i, compute_s, comm_s, p, into, c):
         pue * p[A_NODES] * p[A_NODE_W] * out[i, OUT_WALL_S],
     )
     total_j = 0.0
-    for k in range(7):
-        into[5 + k, c, i] = parts[k] / J_PER_MWH
+    for k in range(N_PARTS):
+        into[R_FIRST_PART + k, i] = parts[k] / J_PER_MWH
         total_j = total_j + parts[k]
-    into[12, c, i] = (gpu_compute + gpu_wait + gpu_lost + gpu_stalled + gpu_recovering) / J_PER_MWH
+    into[R_ENERGY_GPU, i] = (gpu_compute + gpu_wait + gpu_lost + gpu_stalled + gpu_recovering) / J_PER_MWH
     return total_j
 
 
 @jit_inline
-def _cost_and_carbon(wall_s, total_j, p, into, c, i):
-    """Run ``i``'s cost (USD) and emissions (t CO2e) into rows 2, 3 and 13-16."""
+def _cost_and_carbon(wall_s, total_j, p, into, i):
+    """Run ``i``'s cost (USD) and emissions (t CO2e), totals and parts, into their rows."""
     hours = wall_s / S_PER_H
     if p[A_RENTAL] != 0.0:
         allocation = p[A_GPUS] * hours * p[A_GPU_HOUR_USD]
@@ -270,16 +257,16 @@ def _cost_and_carbon(wall_s, total_j, p, into, c, i):
     electricity = total_j / J_PER_KWH * p[A_USD_PER_KWH]
     operational = total_j / J_PER_KWH * p[A_GRID_G_PER_KWH] / 1e6
     embodied = p[A_EMBODIED_KG] * wall_s / p[A_LIFETIME_S] / 1e3
-    into[2, c, i] = allocation + electricity
-    into[3, c, i] = operational + embodied
-    into[13, c, i] = allocation
-    into[14, c, i] = electricity
-    into[15, c, i] = operational
-    into[16, c, i] = embodied
+    into[R_COST, i] = allocation + electricity
+    into[R_CO2, i] = operational + embodied
+    into[R_COST_ALLOCATION, i] = allocation
+    into[R_COST_ELECTRICITY, i] = electricity
+    into[R_CO2_OPERATIONAL, i] = operational
+    into[R_CO2_EMBODIED, i] = embodied
 
 
 @jit
-def account_runs(out, done_compute_s, done_comm_s, params, into, c):
+def account_runs(out, done_compute_s, done_comm_s, params, into):
     """Every floating-point per-run output of one configuration's kernel rows, into ``into``.
 
     Parameters
@@ -290,23 +277,20 @@ def account_runs(out, done_compute_s, done_comm_s, params, into, c):
         Compute and exposed communication time of each run's surviving iterations, s.
     params : ndarray, (N_PARAMS,)
         The configuration's scalars (slots ``A_*``).
-    into : ndarray, (N_ACCOUNTED, configurations, runs), C order
-        Written at ``[:, c, :]``: the outputs named by :data:`ACCOUNTED`, in the variables' units
-        (hours, MWh, USD, t CO2e). Indexed here rather than sliced by the caller, so that every
-        call has the one compiled type (a strided slice would compile a second one).
-    c : int
-        The configuration's index in ``into``.
+    into : ndarray, (N_ACCOUNTED, runs), C order
+        Written: the outputs named by :data:`ACCOUNTED`, one a row, in the variables' units (hours,
+        MWh, USD, t CO2e).
     """
     for i in range(out.shape[0]):
         wall_s = out[i, OUT_WALL_S]
-        total_j = _energy(out, i, done_compute_s[i], done_comm_s[i], params, into, c)
-        into[0, c, i] = wall_s / S_PER_H
-        into[1, c, i] = total_j / J_PER_MWH
-        _cost_and_carbon(wall_s, total_j, params, into, c, i)
+        total_j = _energy(out, i, done_compute_s[i], done_comm_s[i], params, into)
+        into[R_WALL_TIME, i] = wall_s / S_PER_H
+        into[R_ENERGY, i] = total_j / J_PER_MWH
+        _cost_and_carbon(wall_s, total_j, params, into, i)
         # ETTR: the ideal time of the work done (the run's own where faster than nominal) / wall time.
         ideal_s = params[A_IDEAL_S] if out[i, OUT_COMPLETED] == 1.0 else done_compute_s[i] + done_comm_s[i]
         ideal_s = ideal_s + _minimum(out[i, OUT_STRAGGLER_S], 0.0)
-        into[4, c, i] = ideal_s / wall_s if wall_s > 0 else math.nan
+        into[R_ETTR, i] = ideal_s / wall_s if wall_s > 0 else math.nan
         for j in range(_COLUMNS.shape[0]):
             value = out[i, _COLUMNS[j, 0]]
-            into[_FIRST_COLUMN_ROW + j, c, i] = value / S_PER_H if _COLUMNS[j, 1] else value
+            into[_FIRST_COLUMN_ROW + j, i] = value / S_PER_H if _COLUMNS[j, 1] else value

@@ -23,7 +23,7 @@ why the kernels live inside the package):
 from __future__ import annotations
 
 from .accelerate import COMPILE_SECONDS, cached
-from .accounting import ACCOUNTED, N_ACCOUNTED, PARAMS, account_runs
+from .accounting import ACCOUNTED, ENERGY_PARTS, N_ACCOUNTED, PARAMS, account_runs
 from .declarations import (  # the declarations, re-exported whole
     KIND_FAIL_STOP,
     KIND_HANG,
@@ -154,6 +154,7 @@ __all__ = [
     "simulate_runs",
     "simulate_runs_table",
     "ACCOUNTED",
+    "ENERGY_PARTS",
     "N_ACCOUNTED",
     "PARAMS",
     "account_runs",

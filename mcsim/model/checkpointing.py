@@ -184,11 +184,6 @@ if tuple(KIND_CODES) != FAILURE_KINDS:
     )
 
 
-def failure_units(cfg: Config, fclass: FailureClass) -> int:
-    """Units of a failure class: G GPUs, nodes / domain_nodes domains, or 1 cluster."""
-    return int(class_units(fclass, cfg.parallelism.gpus, cfg.hardware.gpus_per_node))
-
-
 def nodes_taken(fclass: FailureClass) -> int:
     """Nodes one failure of the class takes out (to repair, when a spare pool is modelled): a GPU failure
     its node, a node or domain event its ``domain_nodes`` nodes, a cluster event none."""

@@ -46,7 +46,7 @@ HOURS_PER_YEAR = 365.25 * 24.0
 SECONDS_PER_YEAR = HOURS_PER_YEAR * 3600.0
 BITS_PER_BYTE = 8.0
 # The facility-level parts of `energy`, which add up to it.
-ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
+ENERGY_PARTS = kernel.ENERGY_PARTS  # the facility energy by part, in the order the accounting sums them
 
 
 @dataclass(frozen=True)
