@@ -39,7 +39,7 @@ The package is a pipeline of subpackages, each importing only from those below i
 
 from typing import TYPE_CHECKING
 
-from mcsim import _moved, report
+from mcsim import report
 from mcsim._version import __version__
 from mcsim.accessor import McsimAccessor  # noqa: F401  (registers ds.mcsim)
 from mcsim.analysis.sensitivity import sensitivity
@@ -53,8 +53,6 @@ from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_pa
 if TYPE_CHECKING:
     from mcsim.planning.planner import plan
     from mcsim.scenario.failure_table import fit_failures
-
-_moved.install()
 
 # Imported when first used: the planner and the fit are not needed by most commands.
 _LAZY = {"plan": "mcsim.planning.planner", "fit_failures": "mcsim.scenario.failure_table"}

@@ -181,17 +181,6 @@ def test_every_command_has_its_function():
     assert mcsim.report.plots.plot_cdf is not None
 
 
-def test_old_module_path_of_plan_calls_the_planner(monkeypatch):
-    import importlib
-
-    calls = []
-    monkeypatch.setattr("mcsim.planning.planner.plan", lambda *a, **k: calls.append(a) or "done")
-    with pytest.warns(FutureWarning, match="mcsim.plan moved"):
-        old = importlib.import_module("mcsim.plan")
-    monkeypatch.delitem(sys.modules, "mcsim.plan")
-    assert old("x.toml") == "done" and calls == [("x.toml",)]
-
-
 def test_fit_failures_function_and_command_agree(tmp_path, capsys):
     log = tmp_path / "gpu-log.csv"
     rows = ["unit,start_hours,end_hours,failed"] + [

@@ -6,7 +6,3 @@
 - ``robustness``, ``sensitivity``: what changes under uncertain inputs.
 - ``validation``: published runs against simulation.
 """
-
-from mcsim import _moved
-
-__getattr__ = _moved.forwarder(__name__, "mcsim.analysis", "mcsim.analysis.compare")

@@ -5,8 +5,6 @@
 - ``plan``: ``mcsim plan``.
 """
 
-from mcsim import _moved
 from mcsim.cli.main import main
 
 __all__ = ["main"]
-__getattr__ = _moved.forwarder(__name__, "mcsim.cli", "mcsim.cli.main")

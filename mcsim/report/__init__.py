@@ -14,10 +14,6 @@ submodules stay reachable as ``mcsim.report.plots`` and so on.
 import sys
 import types
 
-from mcsim import _moved
-
-__getattr__ = _moved.forwarder(__name__, "mcsim.report", "mcsim.report.markdown")
-
 
 class _CallablePackage(types.ModuleType):
     """``mcsim.report``: the package, callable as :func:`mcsim.report.writer.report`."""

@@ -10,8 +10,6 @@
 - ``fitting``, ``priors``: a Weibull law from a failure log, and its ``[uncertain]`` prior.
 """
 
-from mcsim import _moved
 from mcsim.scenario.config import Config, Scenario, load_scenario, reference_scenario_path
 
 __all__ = ["Config", "Scenario", "load_scenario", "reference_scenario_path"]
-__getattr__ = _moved.forwarder(__name__, "mcsim.scenario", "mcsim.scenario.config")
