@@ -21,6 +21,7 @@ from tests_helpers import write_toml
 from mcsim.cli.main import main
 from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.simulate import run_task
+from mcsim.errors import ScenarioError
 from mcsim.io.netcdf import open_results
 from mcsim.planning.calibration import (
     Calibration,
@@ -32,7 +33,6 @@ from mcsim.planning.calibration import (
 )
 from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
-from mcsim.scenario.schema import ScenarioError
 
 # The 6.7B space of tests/test_plan_exhaustive.py without constraints, objective wall time: six families
 # (sync and async at 128, 256 and 512 GPUs), seven ranked candidates each.

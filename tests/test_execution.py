@@ -33,9 +33,9 @@ from mcsim.engine.prepare import kernel_inputs
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.simulate import run_task
 from mcsim.engine.tasks import Task
+from mcsim.errors import ScenarioError
 from mcsim.scenario import limits as budget
 from mcsim.scenario.config import scenario_from_dict
-from mcsim.scenario.schema import ScenarioError
 
 MCSIM = [sys.executable, "-m", "mcsim"]
 

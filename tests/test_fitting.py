@@ -17,6 +17,7 @@ from conftest import SMALL_SCENARIO
 from scipy import special, stats
 
 from mcsim.cli.main import main
+from mcsim.errors import ScenarioError
 from mcsim.report import failures
 from mcsim.scenario import failure_log
 from mcsim.scenario.config import scenario_from_dict
@@ -29,7 +30,6 @@ from mcsim.scenario.fitting import (
     read_failure_log,
     renewal_function,
 )
-from mcsim.scenario.schema import ScenarioError
 
 Z95 = float(stats.norm.ppf(0.975))
 

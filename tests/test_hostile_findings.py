@@ -20,6 +20,7 @@ from test_plan_hostile import _plan
 from tests_helpers import write_toml
 
 import mcsim
+from mcsim import errors
 from mcsim.cli.main import main
 from mcsim.io import atomic
 from mcsim.io.netcdf import open_results, write_results
@@ -300,7 +301,7 @@ def test_lock_without_flock_falls_back_to_an_owner_file(tmp_path, monkeypatch):
         assert held.name == ".out.nc.lock.owner"
         host, pid = held.read_text().split()
         assert int(pid) == os.getpid()
-        with pytest.raises(atomic.OutputBusy, match=f"{host} {pid}"):
+        with pytest.raises(errors.OutputBusy, match=f"{host} {pid}"):
             with atomic.output_lock(out):
                 pass
     assert list(tmp_path.iterdir()) == []
@@ -309,7 +310,7 @@ def test_lock_without_flock_falls_back_to_an_owner_file(tmp_path, monkeypatch):
     with atomic.output_lock(out):
         pass
     (tmp_path / ".out.nc.lock.owner").write_text("another-host 1\n")  # cannot be checked from here: refused
-    with pytest.raises(atomic.OutputBusy, match="remove that file"):
+    with pytest.raises(errors.OutputBusy, match="remove that file"):
         with atomic.output_lock(out):
             pass
 
@@ -401,8 +402,8 @@ def test_many_draws_are_estimated_and_checked_before_their_preparation(monkeypat
     # apply: the preparation is now estimated (PREPARE_SECONDS_PER_DRAW per configuration and draw)
     # and checked first, before the draws are made or prepared.
     from mcsim.engine import simulate as simulate_module
+    from mcsim.errors import ScenarioError
     from mcsim.scenario.limits import limits
-    from mcsim.scenario.schema import ScenarioError
 
     def never(*args, **kwargs):
         raise AssertionError("the draws were made or prepared before the time check")
@@ -427,8 +428,8 @@ def test_fast_mode_draws_count_the_short_block_law_in_their_preparation(monkeypa
     # A review found that fast mode with stragglers.sigma drawn prepares a short-block law per draw
     # (up to 39 ms measured), which the estimate above (12 ms a pair) did not count.
     from mcsim.engine import simulate as simulate_module
+    from mcsim.errors import ScenarioError
     from mcsim.scenario.limits import limits
-    from mcsim.scenario.schema import ScenarioError
 
     raw = copy.deepcopy(SMALL_SCENARIO)
     raw["run"].update(draws=100_000, runs=2, mode="fast")

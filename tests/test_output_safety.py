@@ -22,7 +22,7 @@ from conftest import SMALL_SCENARIO
 from tests_helpers import write_toml
 
 import mcsim
-from mcsim import _version
+from mcsim import _version, errors
 from mcsim.cli.main import main
 from mcsim.engine import resume
 from mcsim.engine.resume import PieceStore
@@ -533,7 +533,7 @@ def test_output_lock_is_exclusive_survives_a_stale_file_and_leaves_nothing(tmp_p
     lock = atomic.sidecar(out, ".lock")
     with atomic.output_lock(out):
         assert lock.exists()
-        with pytest.raises(atomic.OutputBusy, match="another mcsim process"):
+        with pytest.raises(errors.OutputBusy, match="another mcsim process"):
             with atomic.output_lock(out):
                 pass
     assert not lock.exists()

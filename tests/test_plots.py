@@ -18,7 +18,7 @@ from conftest import SMALL_SCENARIO  # noqa: E402
 import mcsim  # noqa: E402
 from mcsim.analysis import compare as analysis  # noqa: E402
 from mcsim.cli.main import main  # noqa: E402
-from mcsim.engine.backends import BackendUnavailable  # noqa: E402
+from mcsim.errors import BackendUnavailable  # noqa: E402
 from mcsim.report import plots  # noqa: E402
 from mcsim.scenario.config import scenario_from_dict  # noqa: E402
 

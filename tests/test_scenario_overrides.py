@@ -10,8 +10,8 @@ import pytest
 import xarray as xr
 
 from mcsim.cli.main import main
+from mcsim.errors import ScenarioError
 from mcsim.scenario.config import load_scenario, parse_override
-from mcsim.scenario.schema import ScenarioError
 
 CAPACITY = Path(__file__).parent.parent / "scenarios" / "capacity-planning.toml"  # sweeps gpus, strategy, interval
 

@@ -24,11 +24,11 @@ import pytest
 from conftest import SMALL_SCENARIO, kernel_params
 
 from mcsim.engine.simulate import simulate, simulate_config
+from mcsim.errors import ScenarioError
 from mcsim.kernels import types as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY, first_failure_s
 from mcsim.model import checkpointing
 from mcsim.scenario.config import scenario_from_dict
-from mcsim.scenario.schema import ScenarioError
 
 MTBF_H = 1000.0
 MTBF_S = MTBF_H * 3600.0

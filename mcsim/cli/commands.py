@@ -112,9 +112,9 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
 
 def cmd_fit_failures(args: argparse.Namespace) -> int:
     """``mcsim fit-failures``: :func:`mcsim.fit_failures`, its table printed, the table and figure written."""
+    from mcsim.errors import ScenarioError
     from mcsim.scenario.failure_table import fit_failures
     from mcsim.scenario.fitting import fit_options
-    from mcsim.scenario.schema import ScenarioError
 
     source = str(args.log)
     # the options first, then the outputs, then the log (which may be long to read)
@@ -157,7 +157,7 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
 
 def _fit_output(source: str, option: str, value: str | None) -> Path | None:
     """The checked path of a ``fit-failures`` output option, or None when not given."""
-    from mcsim.scenario.schema import ScenarioError
+    from mcsim.errors import ScenarioError
 
     if value is None:
         return None
@@ -179,9 +179,8 @@ def _fit_output(source: str, option: str, value: str | None) -> Path | None:
 
 def _fit_plot_backend() -> None:
     """Fail early, before reading the log, when --plot cannot be drawn."""
-    from mcsim.engine.backends import BackendUnavailable
+    from mcsim.errors import BackendUnavailable, ScenarioError
     from mcsim.report.style import _pyplot
-    from mcsim.scenario.schema import ScenarioError
 
     _use_agg()
     try:
@@ -191,8 +190,8 @@ def _fit_plot_backend() -> None:
 
 
 def _fit_figure(source: str, log, fit):
+    from mcsim.errors import ScenarioError
     from mcsim.report.failures import probability_plot
-    from mcsim.scenario.schema import ScenarioError
 
     try:
         return probability_plot(log, fit)
@@ -275,7 +274,7 @@ def _use_agg() -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from mcsim.engine.backends import BackendUnavailable
+    from mcsim.errors import BackendUnavailable
 
     if message := option_error(args):
         print(f"mcsim: error: {message}", file=sys.stderr)
@@ -331,7 +330,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def _figure_format_problem(output: Path) -> str:
     """Why no figure can be written under ``output``'s suffix, or ""."""
-    from mcsim.engine.backends import BackendUnavailable
+    from mcsim.errors import BackendUnavailable
 
     try:
         from mcsim.report.plots import figure_format
@@ -351,7 +350,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     are made in a staging folder and moved into place only when all are written
     (:func:`mcsim.io.atomic.staged_folder`): a failure leaves nothing behind.
     """
-    from mcsim.engine.backends import BackendUnavailable
+    from mcsim.errors import BackendUnavailable
     from mcsim.io.atomic import folder_problem
     from mcsim.report.plan import is_plan_file
     from mcsim.report.writer import report

@@ -107,7 +107,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    from mcsim.scenario.schema import ScenarioError
+    from mcsim.errors import ScenarioError
 
     try:
         if args.command == "run":

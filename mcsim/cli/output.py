@@ -24,7 +24,8 @@ def lock_output(held: contextlib.ExitStack, output: Path) -> int | None:
 
     One writer per output: a second one would remove the first one's resume pieces.
     """
-    from mcsim.io.atomic import OutputBusy, output_lock
+    from mcsim.errors import OutputBusy
+    from mcsim.io.atomic import output_lock
 
     try:
         held.enter_context(output_lock(output))

@@ -20,13 +20,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``mcsim plan`` (:func:`mcsim.plan`, with a resume store, the output's lock and its file);
     returns the exit status (ScenarioError propagates to the caller's handler)."""
     from mcsim.cli.output import lock_output, output_problem, write_and_clear, write_failed
-    from mcsim.engine.backends import BackendUnavailable
-    from mcsim.engine.resume import PieceStore, PieceWriteError
+    from mcsim.engine.resume import PieceStore
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
+    from mcsim.errors import BackendUnavailable, NoCandidate, PieceWriteError
     from mcsim.io.atomic import file_identity
     from mcsim.io.netcdf import is_result_file
     from mcsim.planning.plan import load_plan
-    from mcsim.planning.planner import NoCandidate
     from mcsim.planning.planner import plan as plan_result
     from mcsim.report.plan import plan_table
 

@@ -136,9 +136,8 @@ def simulate_reporting_errors(
     piece that cannot be written is a failed write; an interrupt returns 130 and says
     where the finished tasks are kept. Other errors propagate.
     """
-    from mcsim.engine.backends import BackendUnavailable
-    from mcsim.engine.resume import PieceWriteError
     from mcsim.engine.simulate import simulate
+    from mcsim.errors import BackendUnavailable, PieceWriteError
 
     try:
         return simulate(
@@ -176,8 +175,8 @@ def simulate_reporting_errors(
 
 def check_feasible(scenario: Scenario) -> None:
     """A lone infeasible configuration, or a sweep with none feasible, is a user error."""
+    from mcsim.errors import ScenarioError
     from mcsim.model.workload import workload
-    from mcsim.scenario.schema import ScenarioError
 
     results = [workload(cfg) for cfg in scenario.configs]
     if not scenario.axes and not results[0].feasible:

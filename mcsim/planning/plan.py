@@ -20,7 +20,7 @@ only layouts the workload model can run (without a Python loop per candidate).
 The keys of the three tables are declared like the scenario's (:func:`~mcsim.scenario.schema.param`
 fields of :class:`Search`, :class:`Constraints` and :class:`PlanOptions`) and checked by the
 scenario's validator (:func:`~mcsim.scenario.schema.build_section`); what relates two keys is
-checked here. Every mistake is a :class:`~mcsim.scenario.schema.ScenarioError`: one line naming
+checked here. Every mistake is a :class:`~mcsim.errors.ScenarioError`: one line naming
 file and key.
 """
 
@@ -35,21 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from mcsim.errors import ScenarioError
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.config import Scenario, check_depth, override_items, read_toml, scenario_from_dict, set_dotted
 from mcsim.scenario.overrides import Override
-from mcsim.scenario.schema import (
-    MAX_GPUS,
-    PLAN_TABLES,
-    TOP_LEVEL_KEYS,
-    Interval,
-    ScenarioError,
-    build_section,
-    coerce_value,
-    param,
-)
+from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, TOP_LEVEL_KEYS, Interval, build_section, coerce_value, param
 from mcsim.scenario.shipped import resolve_scenario
 from mcsim.scenario.uncertain import parse_uncertain, saltelli_block
 

@@ -145,8 +145,8 @@ def recommended_toml(ds: xr.Dataset, source: str = "plan.nc") -> str:
     ValueError
         When the recommendation is not a valid scenario (one line: the key and what was expected).
     """
+    from mcsim.errors import ScenarioError
     from mcsim.scenario.config import scenario_from_dict
-    from mcsim.scenario.schema import ScenarioError
     from mcsim.scenario.toml import dumps_toml
 
     raw = recommended_scenario(ds)

@@ -8,7 +8,7 @@ energy in MWh), converted from each variable's ``units`` attribute.
 
 matplotlib is optional (``pip install 'mcsim-llm[plot]'``) and imported only when a
 figure is made; without it the functions raise
-:class:`mcsim.engine.backends.BackendUnavailable`. Without a display, the Agg backend
+:class:`mcsim.errors.BackendUnavailable`. Without a display, the Agg backend
 is used.
 
 >>> import mcsim

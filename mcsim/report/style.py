@@ -3,7 +3,7 @@
 The figure modules (:mod:`mcsim.report.scaling`, :mod:`mcsim.report.distributions`,
 :mod:`mcsim.report.tradeoff`, :mod:`mcsim.report.tornado`, :mod:`mcsim.report.failures`)
 draw with these: :func:`_pyplot` imports matplotlib (Agg without a display) or raises
-:class:`mcsim.engine.backends.BackendUnavailable`; :func:`_style` is the rc context every
+:class:`mcsim.errors.BackendUnavailable`; :func:`_style` is the rc context every
 figure is drawn in; :func:`_units` and :func:`_label` convert a variable to the units a
 planner reads (wall time in days, cost in MUSD, energy in MWh); :func:`_select` and
 :func:`_points` pick the configurations shown; :func:`save_figure` writes a figure
@@ -23,7 +23,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim._version import DISTRIBUTION
-from mcsim.engine.backends import BackendUnavailable
+from mcsim.errors import BackendUnavailable
 from mcsim.io.atomic import atomic_open
 from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
 

@@ -134,7 +134,7 @@ def plot_sensitivity(
     ------
     ValueError
         No parameter draws, or ``output`` is not a per-run variable.
-    mcsim.backends.BackendUnavailable
+    mcsim.errors.BackendUnavailable
         Without matplotlib.
     """
     if result is None:

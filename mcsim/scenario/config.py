@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.frozen import hash_once
 from mcsim.scenario.limits import check_sweep_size
@@ -49,7 +50,6 @@ from mcsim.scenario.schema import (
     PhasesSection,
     RestartSection,
     RunSection,
-    ScenarioError,
     StragglerSection,
     build_section,
     check_text,

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mcsim.scenario.schema import ScenarioError
+from mcsim.errors import ScenarioError
 
 HEADER = ("unit", "start_hours", "end_hours", "failed")
 ENTRY_COLUMN = "entry_hours"

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcsim.errors import ScenarioError
 from mcsim.scenario.failure_log import FailureLog, read_failure_log
 from mcsim.scenario.fitting import WeibullFit, failures_table_toml, fit_options, fit_weibull
-from mcsim.scenario.schema import ScenarioError
 
 # the command-line option of each argument that names a [[failures]] key, named in error messages
 _OPTION_OF_KEY = {"name": "--name", "recovery_minutes": "--recovery-minutes", "scope": "--scope"}

@@ -35,7 +35,7 @@ number of fields, a line over 1 MiB, a device or pipe instead of a file, a numbe
 is not a finite number or whose sum overflows,
 ``end_hours <= start_hours``, a negative ``entry_hours``, a bad ``failed`` flag, no data
 rows, more than :data:`MAX_ROWS` rows, no failure at all) raises
-:class:`mcsim.schema.ScenarioError` naming the file, the line and the column.
+:class:`mcsim.errors.ScenarioError` naming the file, the line and the column.
 
 Method
 ------
@@ -79,8 +79,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, special, stats
 
+from mcsim.errors import ScenarioError
 from mcsim.scenario.failure_log import ENTRY_COLUMN, HEADER, MAX_ROWS, FailureLog, read_failure_log
-from mcsim.scenario.schema import ScenarioError, coerce_value, field_meta, param
+from mcsim.scenario.schema import coerce_value, field_meta, param
 
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless
 

@@ -32,10 +32,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from mcsim.errors import ScenarioError
 from mcsim.io.format import format_bytes, format_duration
 from mcsim.io.variables import PER_RUN
 from mcsim.kernels.types import N_OUT
-from mcsim.scenario.schema import ScenarioError
 
 BYTES_PER_CONFIG = 4096
 # Configurations whose kernel rows are held at once while their tasks come in: the local backend

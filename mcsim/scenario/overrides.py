@@ -11,9 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from mcsim.scenario.schema import (
-    ScenarioError,
-)
+from mcsim.errors import ScenarioError
 from mcsim.scenario.toml import MAX_DEPTH
 
 # A list item written without TOML quotes (``[sync, async]``) is read as this bare string.

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from mcsim.scenario.schema import PLAN_TABLES, ScenarioError
+from mcsim.errors import ScenarioError
+from mcsim.scenario.schema import PLAN_TABLES
 
 REFERENCE_SCENARIO = "llama3-405b.toml"
 

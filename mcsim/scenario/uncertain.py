@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from mcsim.errors import ScenarioError
 from mcsim.io.variables import file_units
-from mcsim.scenario.schema import ScenarioError, build_section, format_number, key_meta, param
+from mcsim.scenario.schema import build_section, format_number, key_meta, param
 
 
 # The parameters of each distribution, declared like the scenario's keys (mcsim.scenario.schema.param):
