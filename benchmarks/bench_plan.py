@@ -2,7 +2,7 @@
 
 ``.venv/bin/python benchmarks/bench_plan.py [--only NAME ...]``
 
-For each shipped plan and each space of ``tests/test_plan_exhaustive.py``, the plan runs twice in this
+For each shipped plan and each space of ``tests/planning/test_plan_exhaustive.py``, the plan runs twice in this
 one process, back to back: as shipped (with the calibration pilot, docs/model.md §9 "Calibration") and
 with ``plan.pilot_runs = 0``, ``--rounds`` times alternating (the least time of each is kept). Printed per
 plan: the candidates that pass the exact checks (the screen's ranking); the runs the plan simulated, each
@@ -26,7 +26,7 @@ from mcsim.planning.plan import load_plan, plan_from_dict
 from mcsim.planning.planner import plan_dataset, run_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_plan_exhaustive import BUDGET_SPACE, DEADLINE_SPACE, WRITE_SPACE  # noqa: E402
+from plans import BUDGET_SPACE, DEADLINE_SPACE, WRITE_SPACE  # noqa: E402
 
 EXHAUSTIVE_RUNS = 2000  # runs of every candidate in issue 23's exhaustive checks
 SHIPPED = ("plan-llama3-70b", "plan-gpt3-175b", "plan-bloom-176b", "plan-llama3-405b")

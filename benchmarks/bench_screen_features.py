@@ -29,9 +29,9 @@ from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_plan_exhaustive import DEADLINE_SPACE  # noqa: E402
+from plans import DEADLINE_SPACE  # noqa: E402
 
-# The 6.7B model on 128-512 H100 of tests/test_plan_exhaustive.py (its one home), 250B tokens, tp 1 or 2, every
+# The 6.7B model on 128-512 H100 of tests/planning/test_plan_exhaustive.py (its one home), 250B tokens, tp 1 or 2, every
 # strategy, no constraints, objective wall time.
 BASE = {
     "name": "screen-features",

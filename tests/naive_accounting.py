@@ -1,6 +1,6 @@
 """The per-run outputs as NumPy computed them before issue 26 (one operation over the runs at a time):
 the slow twin of :func:`mcsim.kernels.accounting.account_runs`, compared with it output by output and bit
-for bit in ``tests/test_accounting.py``.
+for bit in ``tests/kernels/test_accounting.py``.
 
 Moved here unchanged from ``mcsim.model.energy`` and ``mcsim.engine.outputs`` when the accounting became
 a compiled pass; only the names of the entry point and the imports differ. The rental and owned costs

@@ -4,7 +4,7 @@ Written from ``docs/model.md`` (§3 checkpoints and failures, §4 one run, §6
 randomness), not from the kernel's code: named state, one function per event
 (a stretch of training, a checkpoint, a failure and its recovery, a restart),
 and plain loops. It draws from the same random streams as the kernel, so the
-two must agree run for run (``tests/test_twin.py``); it is the reference the
+two must agree run for run (``tests/kernels/test_twin_exact.py``); it is the reference the
 kernel is refactored against (issue 12).
 
 Random streams of run ``r`` (docs/model.md §6), each a xoshiro256** generator

@@ -1,4 +1,5 @@
-"""Candidate spaces for the selection tests and benchmark (tests/test_selection.py, benchmarks/bench_selection.py).
+"""Candidate spaces for the selection tests and benchmark (tests/planning/test_selection.py,
+benchmarks/bench_selection.py).
 
 A small, fast scenario: a 1.3B-parameter model on 64 A100 (TP 2, PP 2), one exponential
 GPU failure class, ten candidates: a checkpoint every 7, 10, 14, 20 or 30 iterations,

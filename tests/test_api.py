@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.analysis import compare as analysis

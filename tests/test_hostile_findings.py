@@ -1,7 +1,7 @@
 """The hostile findings of issue 22 (item 12): one test per finding, each failed before its fix.
 
 Wrong results or lost data first, then crashes, then messages. Scenarios are small (20-120 runs) and
-plans are the two-size plan of tests/test_plan_hostile.py.
+plans are the two-size plan of tests/planning/test_plan_hostile.py.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
-from test_plan_hostile import _plan
-from tests_helpers import write_toml
+from builders import SMALL_SCENARIO, write_toml
+from plans import hostile_plan
 
 import mcsim
 from mcsim import errors
@@ -54,7 +53,7 @@ def result_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def plan_file(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("plan")
-    path = write_toml(_plan(), folder / "p.toml")
+    path = write_toml(hostile_plan(), folder / "p.toml")
     assert main(["plan", str(path), "-o", str(folder / "p.nc"), "--quiet"]) == 0
     return folder / "p.nc"
 
@@ -135,7 +134,7 @@ def test_a_file_created_at_the_plans_output_while_it_runs_is_never_replaced(tmp_
         return real(result)
 
     monkeypatch.setattr(planner, "plan_dataset", meanwhile)
-    path = write_toml(_plan(), tmp_path / "p.toml")
+    path = write_toml(hostile_plan(), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 2
     assert "while mcsim ran" in _one_error_line(capsys.readouterr().err)
     assert out.read_text() == "someone else's file" and atomic.temp_files(out) == []
@@ -212,7 +211,7 @@ def test_report_of_a_plan_with_a_bad_recommended_or_finalist_index(plan_file, tm
 
 
 def test_plan_workers_beyond_the_cpus_is_one_line(tmp_path, capsys):
-    path = write_toml(_plan(), tmp_path / "p.toml")
+    path = write_toml(hostile_plan(), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--workers", "100000"]) == 2
     assert "--workers" in _one_error_line(capsys.readouterr().err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
@@ -272,7 +271,7 @@ def test_commands_on_a_directory_say_directory(command, tmp_path, capsys):
 
 
 def test_unknown_table_of_a_plan_file_lists_the_plan_tables(tmp_path, capsys):
-    raw = _plan()
+    raw = hostile_plan()
     raw["searches"] = {"gpus": [8]}
     assert main(["plan", str(write_toml(raw, tmp_path / "p.toml")), "-o", str(tmp_path / "p.nc")]) == 2
     line = _one_error_line(capsys.readouterr().err)

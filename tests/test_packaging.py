@@ -125,7 +125,7 @@ def test_sdist_tests_run(tmp_path):
         "mcsim/py.typed",
         "scenarios/llama3-405b.toml",
         "tests/conftest.py",
-        "tests/bad_inputs",
+        "tests/cli/bad_inputs",
         "benchmarks/baselines.py",
         "docs/model.md",
     ):
@@ -175,9 +175,9 @@ def test_sdist_tests_run(tmp_path):
         + [
             "-x",
             "tests/test_packaging.py",
-            "tests/test_cli_and_inputs.py",
-            "tests/test_baselines.py",
-            "tests/test_cf.py",
+            "tests/cli/test_bad_inputs.py",
+            "tests/benchmarks/test_baselines.py",
+            "tests/io/test_cf.py",
         ],
         cwd=folder,
         capture_output=True,

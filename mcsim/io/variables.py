@@ -317,7 +317,7 @@ def objective_direction(name: str) -> str:
 # Counts and labels are the dimensionless "1"; what a unit counts (GPU, node, CO2e, per GPU)
 # stays in the long_name. Money keeps the documented convention: "USD" (which UDUNITS does
 # not know) times a UDUNITS unit. A schema unit missing here is written as it is;
-# tests/test_cf.py checks that every unit the schema declares is covered.
+# tests/io/test_cf.py checks that every unit the schema declares is covered.
 FILE_UNITS = {
     "": "1",
     "parameters": "1",

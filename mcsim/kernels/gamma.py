@@ -26,7 +26,7 @@ so that neither ``x`` (which underflows for small ``a`` near ``P = 0``) nor
   The start is ``P ≈ x^a / Γ(a + 1)`` for small ``P`` and the asymptotic
   ``Q ≈ x^(a-1) e^-x / Γ(a)`` for small ``Q``.
 
-Accuracy against SciPy (``tests/test_gamma.py``, which asks for 1e-12): 2e-13 relative or better for
+Accuracy against SciPy (``tests/kernels/test_gamma.py``, which asks for 1e-12): 2e-13 relative or better for
 ``0.05 <= a <= 20`` and ``e^-h`` down to 1e-300.
 """
 

@@ -139,7 +139,7 @@ def ndtri(p):
     """Quantile of the standard normal for ``0 < p < 1``: Wichura's AS 241 (PPND16).
 
     Relative error below 1e-15 over (0, 1) (measured against SciPy's ``ndtri``,
-    ``tests/test_rng_and_sampler.py``); no ``erfc`` or ``exp``, so it costs about
+    ``tests/kernels/test_rng_and_sampler.py``); no ``erfc`` or ``exp``, so it costs about
     0.6 of Acklam's approximation refined by a Halley step, the sampler it replaced.
     """
     q = p - 0.5

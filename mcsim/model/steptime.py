@@ -55,14 +55,14 @@ RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 # The step-time models' typical error against published iteration times: layouts whose ideal
 # iteration times are closer than this are ties as far as the model can tell (mcsim report).
 # operators: the median |error| of the leave-one-out validation over its 51 cases, 5.95 %
-# (docs/validation.md, "Step time"; tests/test_steptime.py keeps it at least that); aggregate:
+# (docs/validation.md, "Step time"; tests/model/test_steptime.py keeps it at least that); aggregate:
 # the median error of §2's model on published cases, 8 % (issue 24's assessment).
 STEP_TIME_ERROR = {"aggregate": 0.08, "operators": 0.0595}
 
 # The memory model (§2, Korthikanti et al.'s formulas plus the model state) against measured
 # memory: BigScience's 181B benchmark on 80 GB A100s (docs/validation.md, "Memory") used 1.15
 # to 1.49 times what the model counts (framework buffers, allocator, the recomputed layer).
-# mcsim report widens the recommendation's memory by this range (tests/test_steptime.py
+# mcsim report widens the recommendation's memory by this range (tests/model/test_steptime.py
 # keeps it the validation's).
 MEMORY_MEASURED_OVER_MODEL = (1.15, 1.49)
 

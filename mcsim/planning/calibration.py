@@ -63,7 +63,7 @@ def families(cand: Candidates) -> Families:
     """Group the candidates into families (GPU type x strategy x recompute x size band), in sorted key order."""
     # The keys' rows in the order np.unique(axis=0) gives the stacked keys (lexicographic by column),
     # from each column's codes: the same families in the same order, without sorting 217,800 rows
-    # (0.18 s of a plan, issue 26 item 5; tests/test_calibration.py holds the stacked version).
+    # (0.18 s of a plan, issue 26 item 5; tests/planning/test_calibration.py holds the stacked version).
     columns = [np.asarray(c) for c in (cand.gpu_type, cand.strategy, cand.recompute, size_band(cand.gpus))]
     dtype = np.result_type(*columns)
     values, codes = zip(*(np.unique(c.astype(dtype), return_inverse=True) for c in columns), strict=True)

@@ -352,7 +352,7 @@ def renewal_function(t_over_scale: float, shape: float) -> float:
     ``n = clip(40 t/λ, 4000, 20000)``: ``M_i (1 − F_{1/2}) = F_i + Σ_{j<i} F_{i−j+1/2} ΔM_j
     − F_{1/2} M_{i−1}``, for ``t/λ <= 500``; beyond, the key renewal theorem's
     ``t/μ + (cv² − 1)/2``. Checked against simulated renewal counts in
-    ``tests/test_fitting.py`` (``t/λ`` from 0.01 to 1000, ``k`` 0.5–3: within 4 standard
+    ``tests/fitting/test_weibull_fit.py`` (``t/λ`` from 0.01 to 1000, ``k`` 0.5–3: within 4 standard
     errors, and within 1 % where the simulation resolves it).
     For ``k = 1`` it is ``t/λ``; for ``t ≪ λ`` it is close to the first-failure part
     ``F(t) ≈ (t/λ)^k``.

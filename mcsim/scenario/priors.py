@@ -11,7 +11,7 @@ function). That is a bivariate lognormal of (MTBF, k): one ``mvlognormal`` entry
 ``sqrt(diag)`` and the correlation of ``y`` — the joint uncertainty of the two,
 not two independent guesses (the MTBF and shape estimates are in general correlated:
 ``log MTBF`` depends on ``k`` through ``log Γ(1 + 1/k)``, and censoring couples
-``k`` and ``λ``; on the censored synthetic log of ``tests/test_fitting.py`` it is -0.70).
+``k`` and ``λ``; on the censored synthetic log of ``tests/fitting/test_weibull_fit.py`` it is -0.70).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 from scipy import stats
 
 import mcsim

@@ -14,7 +14,7 @@ from pathlib import Path
 import naive
 import numpy as np
 import pytest
-from conftest import kernel_params, run_kernel
+from builders import kernel_params, run_kernel
 from scipy import stats
 
 from mcsim.kernels import types as mc
@@ -23,7 +23,7 @@ from mcsim.model.stragglers import factor_law
 pytest.importorskip("simpy")
 
 _SPEC = importlib.util.spec_from_file_location(
-    "mcsim_benchmark_baselines", Path(__file__).parents[1] / "benchmarks" / "baselines.py"
+    "mcsim_benchmark_baselines", Path(__file__).parents[2] / "benchmarks" / "baselines.py"
 )
 baselines = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(baselines)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-SUITE = Path(__file__).parents[1] / "benchmarks" / "run.py"
+SUITE = Path(__file__).parents[2] / "benchmarks" / "run.py"
 
 
 @pytest.mark.slow
@@ -58,14 +58,14 @@ def test_default_run_skips_the_slow_tests():
     """`pytest` (the README's command) skips tests marked slow; `-m slow` and `--runslow` select them."""
     target = f"{Path(__file__).resolve()}::test_benchmark_suite_quick_run_writes_json"
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", target]
-    default = subprocess.run(base, cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=300)
+    default = subprocess.run(base, cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=300)
     assert default.returncode == 0 and "1 skipped" in default.stdout, default.stdout[-2000:]
     assert "slow: run with --runslow or -m slow" in default.stdout
     for selection in (["-m", "slow"], ["--runslow"]):
         # --setup-plan evaluates skip marks without running the test
         planned = subprocess.run(
             base + selection + ["--setup-plan"],
-            cwd=Path(__file__).parents[1],
+            cwd=Path(__file__).parents[2],
             capture_output=True,
             text=True,
             timeout=300,

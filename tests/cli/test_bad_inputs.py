@@ -96,7 +96,7 @@ def test_subprocess_bad_input_has_no_traceback(tmp_path):
 
 
 def test_run_writes_file_and_prints_table(small_raw, tmp_path, capsys):
-    from tests_helpers import write_toml
+    from builders import write_toml
 
     scenario = write_toml(small_raw, tmp_path / "small.toml")
     out = tmp_path / "res" / "small.nc"
@@ -116,7 +116,7 @@ def test_toml_round_trip(small_raw):
 
 
 def test_set_list_adds_sweep_axis(small_raw, tmp_path):
-    from tests_helpers import write_toml
+    from builders import write_toml
 
     path = write_toml(small_raw, tmp_path / "s.toml")
     scenario = load_scenario(path, ["parallelism.gpus=[64, 128]", "checkpoint.interval={ minutes = 5 }"])
@@ -170,7 +170,7 @@ def test_override_of_failure_class_when_failures_is_not_a_list(tmp_path, capsys)
     "sweep", [["parallelism.tp=[2,3]"], ['checkpoint.strategy=["sync","in_memory"]', "parallelism.gpus=[64,128]"]]
 )
 def test_sweep_summary_table(sweep, small_raw, tmp_path, capsys):
-    from tests_helpers import write_toml
+    from builders import write_toml
 
     scenario = write_toml(small_raw, tmp_path / "s.toml")
     args = ["run", str(scenario), "-o", str(tmp_path / "s.nc"), "--runs", "20"]
@@ -186,7 +186,7 @@ def test_sweep_summary_table(sweep, small_raw, tmp_path, capsys):
 
 
 def _small_with(small_raw: dict, tmp_path: Path, **top: str) -> Path:
-    from tests_helpers import write_toml
+    from builders import write_toml
 
     small_raw.update(top)
     small_raw["run"].update(runs=3, mode="fast")

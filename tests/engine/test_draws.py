@@ -10,7 +10,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO, failure_classes, kernel_params
+from builders import SMALL_SCENARIO, failure_classes, kernel_params
 
 import mcsim
 from mcsim.engine import draws as draws_module

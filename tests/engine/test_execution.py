@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
-from tests_helpers import write_toml
+from builders import SMALL_SCENARIO, write_toml
 
 import mcsim
 import mcsim.engine.optimize

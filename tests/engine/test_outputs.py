@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from tests_helpers import chunk_cache_during_write
+from netcdf_cache import chunk_cache_during_write
 
 import mcsim
 from mcsim.engine.simulate import simulate_config
@@ -281,7 +281,7 @@ def test_fast_and_exact_agree_in_mean(small_raw):
 
 
 def test_every_registered_variable_is_documented():
-    doc = Path(__file__).parents[1].joinpath("docs", "model.md").read_text()
+    doc = Path(__file__).parents[2].joinpath("docs", "model.md").read_text()
     for name in PER_RUN + PER_CONFIG:
         assert f"`{name}`" in doc, name
 
@@ -387,7 +387,7 @@ def test_output_arrays_are_allocated_without_huge_page_advice(monkeypatch):
 def tasks_prepared():
     import copy
 
-    from conftest import SMALL_SCENARIO
+    from builders import SMALL_SCENARIO
 
     from mcsim.engine.prepare import prepare
     from mcsim.scenario.config import scenario_from_dict

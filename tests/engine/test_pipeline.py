@@ -27,9 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Stage of each engine module, in pipeline order (issue 21).
 STAGES = {

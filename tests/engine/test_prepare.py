@@ -16,7 +16,7 @@ import dataclasses
 import numba
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.engine import prepare as tasks

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.engine import draws as draws_module

@@ -11,10 +11,9 @@ import time
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO, write_toml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests_helpers import write_toml
 
 import mcsim
 from mcsim.engine.resume import PieceStore

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 from scipy import special, stats
 
 from mcsim.cli.main import main

@@ -5,21 +5,19 @@ only accepted complaint is the currency unit: UDUNITS has no unit for money, so
 ``USD`` cannot be made UDUNITS-parseable. The documented convention (docs/model.md §7)
 writes money as ``USD`` times a UDUNITS unit (``USD h-1``), so the rest parses.
 Every kind of file is checked: single runs, sweeps, uncertain inputs (here) and plans
-(tests/test_plan_hostile.py).
+(tests/planning/test_plan_hostile.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 
 import cf_units
 import numpy as np
 import pytest
 import xarray as xr
-from compliance_checker import runner
-from tests_helpers import chunk_cache_during_write
+from cf_check import CURRENCY, _checker_messages, _is_currency_unit, _not_currency
+from netcdf_cache import chunk_cache_during_write
 
 import mcsim
 from mcsim.io.variables import FILE_UNITS, VARIABLES, file_units
@@ -27,42 +25,7 @@ from mcsim.planning.plan import Constraints, PlanOptions, Search
 from mcsim.scenario.config import scenario_from_dict
 from mcsim.scenario.schema import SECTIONS, FailureClass
 
-CURRENCY = "USD"
 pytestmark = pytest.mark.filterwarnings("ignore:The ioos_sos checker is deprecated:DeprecationWarning")
-
-
-def _checker_messages(path) -> list[str]:
-    """Every message of compliance-checker's CF-1.10 check of ``path`` (all priorities)."""
-    suite = runner.CheckSuite()
-    suite.load_all_available_checkers()
-    report = path.with_suffix(".json")
-    runner.ComplianceChecker.run_checker(
-        str(path), ["cf:1.10"], 0, "normal", output_filename=str(report), output_format="json_new"
-    )
-    result = json.loads(report.read_text())[str(path)]["cf:1.10"]
-    assert result["scored_points"] > 0  # the checker really ran its checks
-    return [
-        msg
-        for level in ("high_priorities", "medium_priorities", "low_priorities")
-        for item in result[level]
-        for msg in item["msgs"]
-    ]
-
-
-def _is_currency_unit(unit: str) -> bool:
-    """``USD`` times a UDUNITS unit (``USD``, ``USD h-1``, ``USD kW-1 h-1``): the one documented exception."""
-    if CURRENCY not in unit.split():
-        return False
-    try:
-        cf_units.Unit(unit.replace(CURRENCY, "1"))
-    except ValueError:
-        return False
-    return True
-
-
-def _not_currency(messages: list[str]) -> list[str]:
-    unknown = re.compile(r'"([^"]*)" are not recognized by UDUNITS')
-    return [m for m in messages if not ((found := unknown.search(m)) and _is_currency_unit(found.group(1)))]
 
 
 def _parses(unit: str) -> bool:

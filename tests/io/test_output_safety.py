@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
-from tests_helpers import write_toml
+from builders import SMALL_SCENARIO, write_toml
 
 import mcsim
 from mcsim import _version, errors
@@ -30,7 +29,7 @@ from mcsim.io import atomic
 from mcsim.kernels.types import N_OUT
 from mcsim.scenario.config import scenario_from_dict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RAW = copy.deepcopy(SMALL_SCENARIO)
 RAW["run"].update(runs=120, mode="fast")
 RAW["failures"][0]["mtbf_hours"] = 200.0

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import failure_classes, kernel_params
+from builders import failure_classes, kernel_params
 from scipy import stats
 
 from mcsim.kernels import types as mc

@@ -34,7 +34,7 @@ import math
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import kernel_params, run_kernel
+from builders import kernel_params, run_kernel
 from scipy import integrate, stats
 
 from mcsim.analysis.summary import check_results

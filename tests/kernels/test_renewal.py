@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import naive_run
 import numpy as np
-from conftest import failure_classes, kernel_params
+from builders import failure_classes, kernel_params
 
 from mcsim.kernels import montecarlo
 from mcsim.kernels import types as mc

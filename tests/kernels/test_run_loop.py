@@ -7,7 +7,7 @@ import math
 import naive
 import numpy as np
 import pytest
-from conftest import kernel_params, run_kernel
+from builders import kernel_params, run_kernel
 
 from mcsim.kernels import types as mc
 from mcsim.model.stragglers import max_lognormal_moments

@@ -13,7 +13,7 @@ import math
 import naive
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO, kernel_params, run_kernel
+from builders import SMALL_SCENARIO, kernel_params, run_kernel
 from scipy import integrate, optimize, special, stats
 
 from mcsim.engine.simulate import simulate_config

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO, kernel_params
+from builders import SMALL_SCENARIO, kernel_params
 
 from mcsim.engine.simulate import simulate, simulate_config
 from mcsim.errors import ScenarioError

@@ -5,7 +5,7 @@ stretches of checkpoint cycles between two events (docs/model.md §4 "Execution
 modes", "Whole stretches of checkpoint cycles"); the twin does the same in plain
 Python from the same random streams, replaying a stretch's checkpoints one by one
 at their interpolated progress and time. So each run must give the same outputs
-as the kernel: equal to 1e-12 relative, counts exactly (as in tests/test_twin.py).
+as the kernel: equal to 1e-12 relative, counts exactly (as in tests/kernels/test_twin_exact.py).
 
 The grid is a covering design: each checkpoint strategy (sync, async, gockpt,
 in_memory) meets long runs of checkpoints between failures (stretches), slow-node
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import naive_run
 import pytest
-from conftest import failure_classes, kernel_params
-from test_twin import (
+from builders import failure_classes, kernel_params
+from twin_cases import (
     DEGRADATION_FEATURES,
     JOB,
     KIND_FEATURES,

@@ -2,7 +2,7 @@
 
 Expected values come from outside the module: the factor's moments from the quadrature of
 ``mcsim.model.stragglers.factor_law`` (itself checked against closed forms in
-tests/test_reliability.py), and samples of the exact sum ``F_1 + ... + F_K`` drawn here by
+tests/kernels/test_run_mechanisms.py), and samples of the exact sum ``F_1 + ... + F_K`` drawn here by
 inverse CDF of the maximum of G normals (``M = Phi^{-1}(U^{1/G})``, numpy's generator).
 The Wasserstein-1 distance between the exact sums and the polynomial law is estimated from
 the sorted sample against the polynomial at the normal quantiles of the same ranks; its

@@ -8,7 +8,7 @@ import math
 import naive
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.model.energy import ENERGY_PARTS

@@ -1,14 +1,14 @@
 """Measured recoveries as a class's law (``failures.*.recovery_durations_minutes``; issue 25 item 2;
 docs/model.md §3 "Kinds of interruption and recovery laws"): how a scenario gives them, what is refused,
 and the planner's first-order equivalent. The kernel's draws are checked against closed forms in
-test_interruptions.py and run by run against the slow twin (the ``*-kinds`` cases)."""
+tests/kernels/test_interruptions.py and run by run against the slow twin (the ``*-kinds`` cases)."""
 
 from __future__ import annotations
 
 import copy
 
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.cli.main import main
@@ -67,7 +67,7 @@ def test_cli_refuses_a_swept_list(tmp_path, capsys):
 
 def test_screen_sees_the_list_mean():
     # A failure during a recovery does not cut it short, so the recovery is an M/G/inf busy period whose
-    # mean depends on the law's mean only (Takacs 1962; tests/test_interruptions.py checks the kernel
+    # mean depends on the law's mean only (Takacs 1962; tests/kernels/test_interruptions.py checks the kernel
     # against it): the screen takes the list's mean, 37 min here, by hand.
     fclass = scenario_from_dict(_raw(recovery_durations_minutes=MEASURED), "m.toml").base.failures[0]
     assert recovery_s(fclass) == pytest.approx(sum(MEASURED) / len(MEASURED) * 60.0, rel=1e-12)

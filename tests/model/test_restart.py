@@ -2,8 +2,9 @@
 
 Expected values are hand computations from the model's statement (re-scheduling + process start +
 communicator set-up per GPU + warm-up iterations' extra time), not from the code under test; the
-kernel's handling of the sum is checked against a closed form in test_interruptions.py and output
-by output against the slow twin (the ``*-kinds`` cases of test_twin.py and test_fast_twin.py).
+kernel's handling of the sum is checked against a closed form in tests/kernels/test_interruptions.py
+and output by output against the slow twin (the ``*-kinds`` cases of tests/kernels/test_twin_exact.py
+and tests/kernels/test_twin_fast.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import copy
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.cli.main import main

@@ -271,7 +271,7 @@ def test_bigscience_earlier_benchmark_is_the_published_table():
 
 def test_documented_layout_comparisons_are_the_commands(results):
     """docs/validation.md quotes the command's comparison lines; they must stay what it prints."""
-    docs = (Path(__file__).parents[1] / "docs" / "validation.md").read_text()
+    docs = (Path(__file__).parents[2] / "docs" / "validation.md").read_text()
     printed = sv.step_time_table(results).splitlines() + sv.memory_table(sv.memory_results()).splitlines()
     assert [line for line in printed if line not in docs] == []
 
@@ -422,7 +422,7 @@ def test_zero_stages_trade_memory_for_traffic():
 
 
 def test_a_plan_over_software_choices_recommends_a_scenario_that_runs(tmp_path):
-    from tests_helpers import write_toml
+    from builders import write_toml
 
     from mcsim.cli.main import main
     from mcsim.io.netcdf import open_results

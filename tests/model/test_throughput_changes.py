@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import kernel_params, run_kernel
+from builders import kernel_params, run_kernel
 from scipy import integrate
 
 from mcsim.cli.main import main

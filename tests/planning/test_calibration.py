@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 import pytest
+from builders import write_toml
+from plans import DEADLINE_SPACE
 from scipy import stats
-from test_plan_exhaustive import DEADLINE_SPACE
-from tests_helpers import write_toml
 
 from mcsim.cli.main import main
 from mcsim.engine.outputs import config_outputs_per_run
@@ -34,7 +34,7 @@ from mcsim.planning.calibration import (
 from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
 
-# The 6.7B space of tests/test_plan_exhaustive.py without constraints, objective wall time: six families
+# The 6.7B space of tests/planning/test_plan_exhaustive.py without constraints, objective wall time: six families
 # (sync and async at 128, 256 and 512 GPUs), seven ranked candidates each.
 SPACE = {**DEADLINE_SPACE, "name": "calibration", "constraints": {}}
 SPACE["plan"] = {**DEADLINE_SPACE["plan"], "objective": "wall_time"}

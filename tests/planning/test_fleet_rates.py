@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
-from test_plan import _plan
-from tests_helpers import write_toml
+from builders import SMALL_SCENARIO, write_toml
+from plans import small_plan
 
 from mcsim import simulate
 from mcsim.cli.main import main
@@ -93,7 +92,7 @@ def test_factor_changes_the_simulated_failures():
         assert abs(rate / (0.16 * factor) - 1) < 4 / math.sqrt(failures), (factor, rate, failures)
 
 
-SHIPPED = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("plan-*.toml"))
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("plan-*.toml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
@@ -115,7 +114,7 @@ def test_report_says_the_rates_share_of_the_spread(tmp_path):
     # Two inputs: the efficiency and the fleet's factor. The report's share is the rates' squared
     # 5-95 % spread of the recommendation's objective over the sum of both (first order, independent
     # inputs), computed here from the plan file's own re-screened objectives.
-    raw = _plan(run={"draws": 4})
+    raw = small_plan(run={"draws": 4})
     raw["uncertain"] = {
         "compute.efficiency": {"dist": "uniform", "low": 0.45, "high": 0.55},
         "hardware.failure_rate_factor": {"dist": "lognormal", "median": 1, "p95": 1.673},

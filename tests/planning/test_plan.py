@@ -1,6 +1,6 @@
 """mcsim plan: plan files, the vectorised screen against mcsim run, constraints and outputs.
 
-The 19-of-20-seeds selection test lives with the selection procedure (tests/test_selection.py).
+The 19-of-20-seeds selection test lives with the selection procedure (tests/planning/test_selection.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests_helpers import write_toml as _write
+from builders import write_toml as _write
+from plans import SMALL_PLAN, small_plan
 
 import mcsim
 from mcsim.cli.main import main
@@ -25,32 +26,6 @@ from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, candidate_config, scre
 from mcsim.scenario.config import scenario_from_dict
 
 BAD = sorted(Path(__file__).parent.joinpath("bad_plans").glob("*.toml"))
-
-# A small plan: 1.3B model, two GPU types, 16..64 GPUs, every default layout.
-PLAN = {
-    "name": "small-plan",
-    "model": {
-        "params": 1.3e9,
-        "layers": 24,
-        "hidden": 2048,
-        "heads": 16,
-        "seq_len": 2048,
-        "tokens": 2e10,
-        "global_batch": 512,
-    },
-    "hardware": {"gpus_per_node": 8},
-    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
-    "run": {"seed": 3, "mode": "fast"},
-    "search": {"gpu_types": ["A100-40GB", "H100-SXM"], "gpus": [16, 32, 64], "strategy": ["sync", "async"]},
-    "plan": {"objective": "wall_time", "first_runs": 20, "max_runs": 100, "finalists": 3},
-}
-
-
-def _plan(**tables):
-    raw = copy.deepcopy(PLAN)
-    for name, values in tables.items():
-        raw.setdefault(name, {}).update(values)
-    return raw
 
 
 def _expected_key(path: Path) -> str:
@@ -84,7 +59,9 @@ def test_peak_stage_closed_form_matches_the_stage_loop(layers):
 
 def test_screen_equals_mcsim_run_on_iteration_time_and_memory():
     plan = plan_from_dict(
-        _plan(search={"gpu_types": ["A100-40GB", "H100-SXM", "B200"], "gpus": [16, 64], "freq_mhz": [1410.0, 1200.0]})
+        small_plan(
+            search={"gpu_types": ["A100-40GB", "H100-SXM", "B200"], "gpus": [16, 64], "freq_mhz": [1410.0, 1200.0]}
+        )
     )
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
@@ -103,12 +80,12 @@ def test_screen_equals_mcsim_run_on_iteration_time_and_memory():
 
 def test_screen_equals_the_simulated_dataset(small_raw):
     # The numbers mcsim run writes (iteration_time, memory_per_gpu) for three candidates.
-    plan = plan_from_dict(_plan())
+    plan = plan_from_dict(small_plan())
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
     for i in np.flatnonzero(scr.rejection != 5)[[0, 17, -1]]:
         cfg = candidate_config(plan, cand, int(i))
-        raw = {k: v for k, v in copy.deepcopy(PLAN).items() if k not in ("search", "plan")}
+        raw = {k: v for k, v in copy.deepcopy(SMALL_PLAN).items() if k not in ("search", "plan")}
         raw["hardware"]["gpu"] = cfg.hardware.gpu
         raw["parallelism"] = {
             "gpus": cfg.parallelism.gpus,
@@ -130,7 +107,7 @@ def test_screen_reliability_estimate_matches_simulation_exponential():
     # Daly's expected wall time against the simulated mean: exponential failures, sync checkpoints,
     # no stragglers. Stated tolerance (docs/model.md §8): 1 % of the mean, and |z| < 4 from the
     # standard error of the simulated mean.
-    raw = _plan(
+    raw = small_plan(
         search={
             "gpu_types": ["H100-SXM"],
             "gpus": [512],
@@ -156,7 +133,7 @@ def test_screen_reliability_estimate_matches_simulation_exponential():
 
 
 def test_enumeration_keeps_only_valid_layouts():
-    plan = plan_from_dict(_plan())
+    plan = plan_from_dict(small_plan())
     cand = enumerate_candidates(plan)
     layers, batch = 24, 512
     assert np.all(cand.gpus % (cand.tp * cand.pp) == 0)
@@ -171,7 +148,7 @@ def test_enumeration_keeps_only_valid_layouts():
 
 
 def test_deadline_no_candidate_can_meet(tmp_path, capsys):
-    path = _write(_plan(constraints={"deadline_days": 0.001}), tmp_path / "p.toml")
+    path = _write(small_plan(constraints={"deadline_days": 0.001}), tmp_path / "p.toml")
     status = main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 1 and len(err) == 1
@@ -183,7 +160,7 @@ def test_deadline_no_candidate_can_meet(tmp_path, capsys):
 
 
 def test_budget_no_candidate_fits(tmp_path, capsys):
-    path = _write(_plan(constraints={"budget_usd": 1.0}), tmp_path / "p.toml")
+    path = _write(small_plan(constraints={"budget_usd": 1.0}), tmp_path / "p.toml")
     status = main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 1 and len(err) == 1 and "constraints.budget_usd: no candidate fits the budget of 1 USD" in err[0]
@@ -192,9 +169,9 @@ def test_budget_no_candidate_fits(tmp_path, capsys):
 
 def test_power_cap_rules_out_the_largest_size(tmp_path, capsys):
     # Without a cap the fastest plan uses 64 GPUs; 0.05 MW admits 32 H100 (0.036 MW) but not 64 (0.071 MW).
-    free = screen(plan_from_dict(_plan()), enumerate_candidates(plan_from_dict(_plan())))
-    assert free.finalists.size and all(enumerate_candidates(plan_from_dict(_plan())).gpus[free.finalists] == 64)
-    path = _write(_plan(constraints={"power_mw": 0.05}), tmp_path / "p.toml")
+    free = screen(plan_from_dict(small_plan()), enumerate_candidates(plan_from_dict(small_plan())))
+    assert free.finalists.size and all(enumerate_candidates(plan_from_dict(small_plan())).gpus[free.finalists] == 64)
+    path = _write(small_plan(constraints={"power_mw": 0.05}), tmp_path / "p.toml")
     out = tmp_path / "p.nc"
     assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 0
     ds = open_results(out)
@@ -206,12 +183,12 @@ def test_power_cap_rules_out_the_largest_size(tmp_path, capsys):
 
 
 def test_budget_binds_and_is_met_when_simulated(tmp_path):
-    plan = plan_from_dict(_plan())
+    plan = plan_from_dict(small_plan())
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
     fits = scr.rejection != 5
     budget = float(np.quantile(scr.cost_usd[fits], 0.3))  # rules out the dearer candidates
-    path = _write(_plan(constraints={"budget_usd": budget}), tmp_path / "p.toml")
+    path = _write(small_plan(constraints={"budget_usd": budget}), tmp_path / "p.toml")
     out = tmp_path / "p.nc"
     assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 0
     ds = open_results(out)
@@ -221,7 +198,7 @@ def test_budget_binds_and_is_met_when_simulated(tmp_path):
 
 
 def test_plan_dataset_outputs_and_report(tmp_path, capsys):
-    path = _write(_plan(), tmp_path / "p.toml")
+    path = _write(small_plan(), tmp_path / "p.toml")
     out = tmp_path / "p.nc"
     assert main(["plan", str(path), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -249,7 +226,7 @@ def test_plan_dataset_outputs_and_report(tmp_path, capsys):
 def test_uncertain_inputs_move_the_finalists_screen_objective(tmp_path):
     # Efficiency at its 95th percentile gives every finalist a shorter wall time than at its 5th;
     # the values are the truncated distribution's quantiles (uniform 0.35..0.6: 0.3625 and 0.5875).
-    raw = _plan(run={"draws": 4})
+    raw = small_plan(run={"draws": 4})
     raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
@@ -263,7 +240,7 @@ def test_uncertain_inputs_move_the_finalists_screen_objective(tmp_path):
 
 
 def test_same_seed_same_plan_and_nothing_left_beside_the_output(tmp_path):
-    path = _write(_plan(), tmp_path / "p.toml")
+    path = _write(small_plan(), tmp_path / "p.toml")
     first, second = tmp_path / "a.nc", tmp_path / "b.nc"
     assert main(["plan", str(path), "-o", str(first), "--quiet"]) == 0
     assert main(["plan", str(path), "-o", str(second), "--quiet", "--no-resume"]) == 0
@@ -273,7 +250,7 @@ def test_same_seed_same_plan_and_nothing_left_beside_the_output(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.nc", "b.nc", "p.toml"]
 
 
-SHIPPED = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("plan-*.toml"))
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("plan-*.toml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
@@ -290,7 +267,7 @@ def test_shipped_plans_load_and_screen(path):
 def test_shipped_llama3_70b_plan_recommends_with_pcs(tmp_path, capsys):
     # The issue's "done when": GPU types, 128..16,384 GPUs, every valid layout (< 2 min on 2 cores;
     # timed in docs/planning.md, not asserted here).
-    path = Path(__file__).resolve().parents[1] / "scenarios" / "plan-llama3-70b.toml"
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "plan-llama3-70b.toml"
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc")]) == 0
     assert "P(correct selection) >= 0.950 (decided)" in capsys.readouterr().out
     ds = open_results(tmp_path / "p.nc")
@@ -300,7 +277,7 @@ def test_shipped_llama3_70b_plan_recommends_with_pcs(tmp_path, capsys):
 
 
 def test_nothing_fits_in_memory(tmp_path, capsys):
-    raw = _plan(search={"tp": [1], "pp": [1]})
+    raw = small_plan(search={"tp": [1], "pp": [1]})
     raw["model"]["params"] = 40e9  # 40B on one GPU per replica: 40e9 x (4 + 12/d) bytes > 160 GB
     path = _write(raw, tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1

@@ -22,7 +22,8 @@ import math
 
 import numpy as np
 import pytest
-from tests_helpers import write_toml
+from builders import write_toml
+from plans import BUDGET_SPACE, DEADLINE_SPACE, WRITE_SPACE
 
 from mcsim.cli.main import main
 from mcsim.engine.outputs import config_outputs_per_run
@@ -31,44 +32,8 @@ from mcsim.io.netcdf import open_results
 from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
 
-DEADLINE_SPACE = {
-    "name": "deadline-binds-between-sizes",
-    "model": {
-        "params": 6.7e9,
-        "layers": 32,
-        "hidden": 4096,
-        "heads": 32,
-        "seq_len": 2048,
-        "tokens": 5e11,
-        "global_batch": 1024,
-    },
-    "hardware": {"gpus_per_node": 8},
-    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 768.0, "recovery_minutes": 20.0}],
-    "stragglers": {"sigma": 0.02},
-    "run": {"seed": 0, "mode": "fast"},
-    "search": {
-        "gpu_types": ["H100-SXM"],
-        "gpus": [128, 256, 512],
-        "tp": [1, 2],
-        "pp": [1, 2],
-        "microbatch": [1, 2],
-        "interleave": [1],
-        "recompute": ["selective"],
-        "strategy": ["sync", "async"],
-    },
-    "constraints": {"deadline_days": 4.55, "deadline_probability": 0.9},
-    "plan": {"objective": "cost", "first_runs": 20, "max_runs": 400, "finalists": 10},
-}
 EXHAUSTIVE_RUNS = 500
 EXHAUSTIVE_SEED = 1000  # not one of the plans' seeds
-
-
-BUDGET_SPACE = {
-    **DEADLINE_SPACE,
-    "name": "budget-binds",
-    "constraints": {"budget_usd": 125_000.0},
-    "plan": {**DEADLINE_SPACE["plan"], "objective": "wall_time"},
-}
 
 
 def simulate_every_candidate(raw: dict) -> dict[int, dict[str, np.ndarray]]:
@@ -198,25 +163,6 @@ def test_segment_variance_against_a_direct_simulation_of_the_tries():
     assert abs(float(segment_variance_s2(x, r, m)) - var) < 4 * se, (float(segment_variance_s2(x, r, m)), var, se)
 
 
-# GoCkpt and async against sync on slow storage (issue 23's second failing space): a 94 GB checkpoint
-# written at 0.3 GB/s takes 313 s, longer than the compute between checkpoints at Daly's interval for
-# async's and gockpt's short stalls, so every async and gockpt checkpoint waits for the previous write.
-# Objective wall time. A screen without the wait was 45-86 % optimistic for them and ranked a gockpt
-# layout best; the true best is a sync layout (benchmarks/bench_screen_features.py, "write_bound").
-# With the screen's write wait removed by hand the plan still finds it (the pool measures the screen's
-# error on the simulated candidates and widens its margin): this checks the plan's answer, and
-# tests/test_screen_features.py checks the screen's estimate.
-WRITE_SPACE = {
-    **DEADLINE_SPACE,
-    "name": "write-bound",
-    "model": {**DEADLINE_SPACE["model"], "tokens": 2.5e11},
-    "checkpoint": {"storage_gbps": 0.3},
-    "search": {**DEADLINE_SPACE["search"], "pp": [1], "microbatch": [1], "strategy": ["sync", "async", "gockpt"]},
-    "constraints": {},
-    "plan": {**DEADLINE_SPACE["plan"], "objective": "wall_time"},
-}
-
-
 @pytest.mark.slow
 def test_write_bound_space_recommends_sync_on_every_seed(tmp_path):
     plan = plan_from_dict(WRITE_SPACE)
@@ -233,7 +179,7 @@ def _feature_spaces() -> dict:
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_screen_features.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_screen_features.py"
     spec = importlib.util.spec_from_file_location("bench_screen_features", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -5,40 +5,13 @@ One test per defect found by a hostile review (each failed before its fix).
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
-from tests_helpers import write_toml as _write
+from builders import write_toml as _write
+from plans import hostile_plan
 
 from mcsim.cli.main import main
 from mcsim.io.netcdf import open_results
-
-# The small plan of tests/test_plan.py, with one GPU type and two sizes to stay fast.
-PLAN = {
-    "name": "hostile-plan",
-    "model": {
-        "params": 1.3e9,
-        "layers": 24,
-        "hidden": 2048,
-        "heads": 16,
-        "seq_len": 2048,
-        "tokens": 2e10,
-        "global_batch": 512,
-    },
-    "hardware": {"gpus_per_node": 8},
-    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
-    "run": {"seed": 3, "mode": "fast"},
-    "search": {"gpu_types": ["H100-SXM"], "gpus": [16, 64], "strategy": ["sync", "async"]},
-    "plan": {"objective": "wall_time", "first_runs": 20, "max_runs": 100, "finalists": 3},
-}
-
-
-def _plan(**tables) -> dict:
-    raw = copy.deepcopy(PLAN)
-    for name, values in tables.items():
-        raw.setdefault(name, {}).update(values)
-    return raw
 
 
 def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, capsys):
@@ -46,7 +19,7 @@ def test_every_finalist_missing_the_deadline_leaves_no_resume_folder(tmp_path, c
     # within the 5 % margin) but their simulated runs miss it, so every one simulated is dropped (the pool
     # brings in the next ones until it is full): exit 1, and nothing may be left beside the output (the
     # selection finished; its pieces are of no further use).
-    path = _write(_plan(constraints={"deadline_days": 1.43 / 24}), tmp_path / "p.toml")
+    path = _write(hostile_plan(constraints={"deadline_days": 1.43 / 24}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "every finalist misses a constraint when simulated (deadline)" in err[0], err
@@ -59,17 +32,17 @@ def test_exit_1_after_simulation_removes_stale_pieces_too(tmp_path):
     stale = tmp_path / ".p.nc.parts-0123456789abcdef"
     stale.mkdir()
     (stale / "c0-r0-20.npz").write_bytes(b"old")
-    path = _write(_plan(constraints={"deadline_days": 1.43 / 24}), tmp_path / "p.toml")
+    path = _write(hostile_plan(constraints={"deadline_days": 1.43 / 24}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 
 
 def test_plan_file_passes_cf_checker_but_currency(tmp_path):
-    # The CF-1.10 checker of tests/test_cf.py on a plan file: the float coordinate `quantile` carried
+    # The CF-1.10 checker of tests/io/test_cf.py on a plan file: the float coordinate `quantile` carried
     # a _FillValue (forbidden on coordinate variables) and title/history (CF §2.6.2) were missing.
-    from test_cf import _checker_messages, _not_currency
+    from cf_check import _checker_messages, _not_currency
 
-    raw = _plan(run={"draws": 4})
+    raw = hostile_plan(run={"draws": 4})
     raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
@@ -85,7 +58,7 @@ def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp
     # wall time is beyond the simulation's horizon (by more than the margin) is ruled out with its reason.
     from mcsim.planning.screen import CONSTRAINT_CODES
 
-    raw = _plan(run={"max_wall_days": 0.1}, plan={"objective": "cost"})
+    raw = hostile_plan(run={"max_wall_days": 0.1}, plan={"objective": "cost"})
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     ds = open_results(out)
@@ -96,7 +69,7 @@ def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp
     assert int(fits_16.sum()) > 0
     assert np.all(ds["rejection"].values[fits_16.values] == CONSTRAINT_CODES["max_wall_days"])
     # No candidate within the horizon: exit 1, one line naming the key, no output.
-    raw = _plan(run={"max_wall_days": 0.01})
+    raw = hostile_plan(run={"max_wall_days": 0.01})
     assert main(["plan", str(_write(raw, tmp_path / "q.toml")), "-o", str(tmp_path / "q.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
@@ -114,7 +87,7 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
     from mcsim.report.plan import explain_plan
 
     out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     ds = open_results(out).load()
     best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
     other = 1 if best == 0 else 0
@@ -147,7 +120,7 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     from mcsim.report.plan import explain_plan, plan_table
 
     out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     ds = open_results(out).load()
     assert np.isfinite(ds.attrs["indifference_zone"]) and ds.attrs["indifference_zone"] > 0
     best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
@@ -192,7 +165,7 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
         lambda inputs, seed, start, stop: simulated.append(stop - start) or kernel(inputs, seed, start, stop),
     )
     out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out)]) == 0
+    assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out)]) == 0
     err = capsys.readouterr().err
     ds = open_results(out)
     assert list(ds["finalist_dropped"].values).count("deadline") == 1
@@ -215,7 +188,7 @@ def test_report_on_a_plan_file_without_the_per_run_objective(tmp_path):
     from mcsim.report.plan import explain_plan
 
     out = tmp_path / "p.nc"
-    raw = _plan(plan={"objective": {"cost": 1.0, "wall_time": 100.0}})
+    raw = hostile_plan(plan={"objective": {"cost": 1.0, "wall_time": 100.0}})
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     text = explain_plan(open_results(out).drop_vars("objective"))
     assert "(means over each one's own runs: this file has no per-run objective)" in text
@@ -230,7 +203,7 @@ def test_enumeration_does_not_build_the_whole_product_before_filtering():
 
     from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 
-    raw = _plan(search={"gpus": {"from": 8, "to": 4000, "step": 8}, "strategy": ["sync"]})
+    raw = hostile_plan(search={"gpus": {"from": 8, "to": 4000, "step": 8}, "strategy": ["sync"]})
     raw["model"].update(layers=126, heads=128, hidden=8192)
     plan = plan_from_dict(raw)
     tracemalloc.start()
@@ -249,7 +222,7 @@ def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path)
     # "the recommendation's objective +0.0 %; the recommendation stays the best finalist".
     from mcsim.planning.screen import REJECTIONS
 
-    raw = _plan(run={"draws": 4})
+    raw = hostile_plan(run={"draws": 4})
     raw["uncertain"] = {"hardware.memory_gb": {"dist": "uniform", "low": 1.0, "high": 100.0}}
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
@@ -282,7 +255,7 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
         return 0.8 * iteration_s, power
 
     monkeypatch.setattr(screen_module, "_iteration_power", short)
-    raw = _plan(plan={"pool": 10})
+    raw = hostile_plan(plan={"pool": 10})
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out)]) == 0
     captured = capsys.readouterr()
@@ -302,7 +275,7 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
     # Without the miss the screen is within the margin: no warning.
     monkeypatch.setattr(screen_module, "_iteration_power", iteration_power)
     out2 = tmp_path / "q.nc"
-    assert main(["plan", str(_write(_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
+    assert main(["plan", str(_write(hostile_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
     err = capsys.readouterr().err
     assert "warning" not in err and "beyond the" not in err and open_results(out2).attrs["screen_error"] < 0.05
 
@@ -312,7 +285,7 @@ def test_objective_zero_for_every_candidate(tmp_path, capsys):
     # co2 with a zero-carbon grid and no embodied emissions: every candidate's objective is 0. The screen's
     # gap 0/0 was NaN, neither within the margin nor beyond it, so no candidate became a finalist and the
     # plan printed a RuntimeWarning and a wrong reason ("no searched GPU count is within ..." / the horizon).
-    raw = _plan(carbon={"grid_g_per_kwh": 0.0, "embodied_kg_per_gpu": 0.0}, plan={"objective": "co2"})
+    raw = hostile_plan(carbon={"grid_g_per_kwh": 0.0, "embodied_kg_per_gpu": 0.0}, plan={"objective": "co2"})
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     assert "Warning" not in capsys.readouterr().err
@@ -326,7 +299,7 @@ def test_objective_zero_for_every_candidate(tmp_path, capsys):
 def test_failures_so_frequent_no_run_ends_is_one_line(tmp_path, capsys):
     # A per-GPU MTBF of 36 s: Daly's expected wall time overflows to infinity, and the screen's energy
     # (infinity - infinity) printed a RuntimeWarning before the one-line answer.
-    raw = _plan()
+    raw = hostile_plan()
     raw["failures"] = [{"name": "gpu", "scope": "gpu", "mtbf_hours": 0.01, "recovery_minutes": 10.0}]
     path = _write(raw, tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
@@ -338,7 +311,7 @@ def test_a_recommendation_whose_runs_are_cut_off_is_not_recommended(tmp_path, ca
     # run.max_wall_days = 0.0604 (1.45 h): the 64-GPU finalists' screen estimates (~1.49 h) are within the
     # 5 % margin of the horizon, but every simulated run is cut off there. The plan exited 0 and
     # "recommended" a configuration none of whose runs finished (its objective a lower bound, PCS nan).
-    path = _write(_plan(run={"max_wall_days": 0.0604}), tmp_path / "p.toml")
+    path = _write(hostile_plan(run={"max_wall_days": 0.0604}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(
@@ -353,7 +326,7 @@ def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
     from mcsim.io.netcdf import write_results
 
     out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
     write_results(open_results(out).load().drop_vars("pcs"), tmp_path / "broken.nc")
     capsys.readouterr()
     assert main(["report", str(tmp_path / "broken.nc"), "-o", str(tmp_path / "rep")]) == 2
@@ -366,7 +339,7 @@ def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
 
 def test_budget_below_one_dollar_is_printed_as_given(tmp_path, capsys):
     # budget_usd = 1e-9 was printed as "no candidate fits the budget of 0 USD".
-    path = _write(_plan(constraints={"budget_usd": 1e-9}), tmp_path / "p.toml")
+    path = _write(hostile_plan(constraints={"budget_usd": 1e-9}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     assert "no candidate fits the budget of 1e-09 USD (the cheapest screen estimate is " in capsys.readouterr().err
 
@@ -374,7 +347,7 @@ def test_budget_below_one_dollar_is_printed_as_given(tmp_path, capsys):
 def test_plan_file_given_to_run_or_summary_points_to_the_right_command(tmp_path, capsys):
     # `mcsim run PLAN.toml` and `mcsim summary PLAN.nc` were accurate one-line errors that did not say the
     # file is a plan file and which command reads it.
-    path = _write(_plan(), tmp_path / "p.toml")
+    path = _write(hostile_plan(), tmp_path / "p.toml")
     assert main(["run", str(path), "-o", str(tmp_path / "r.nc"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].endswith("(a plan file: run it with `mcsim plan`)"), err
@@ -390,7 +363,7 @@ def test_report_gives_the_deadline_share_with_its_interval(tmp_path, capsys):
     # The deadline is judged on the recommendation's simulated runs (as few as first_runs = 20): the report
     # gave the share alone. All 20 runs meet a 100-day deadline; the Wilson 95 % interval of 20/20 has the
     # lower bound n / (n + z^2) = 20 / (20 + 1.96^2) = 83.9 % (Wilson 1927, p = 1), below the required 99 %.
-    path = _write(_plan(constraints={"deadline_days": 100.0, "deadline_probability": 0.99}), tmp_path / "p.toml")
+    path = _write(hostile_plan(constraints={"deadline_days": 100.0, "deadline_probability": 0.99}), tmp_path / "p.toml")
     out = tmp_path / "p.nc"
     assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 0
     ds = open_results(out)
@@ -427,7 +400,7 @@ def test_terminal_table_marks_the_plan_files_own_layout(tmp_path, capsys):
     # The plan file's own [parallelism] layout is simulated beside the finalists, but the header did not
     # count it and its row was not marked. A layout far from the best (tp 1, pp 4, full recomputation)
     # is outside the screen's margin, so it is the extra row.
-    raw = _plan(parallelism={"gpus": 16, "tp": 1, "pp": 4, "microbatch": 1}, checkpoint={"strategy": "sync"})
+    raw = hostile_plan(parallelism={"gpus": 16, "tp": 1, "pp": 4, "microbatch": 1}, checkpoint={"strategy": "sync"})
     raw["model"]["recompute"] = "full"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(tmp_path / "p.nc")]) == 0
     out = capsys.readouterr().out
@@ -442,7 +415,7 @@ def test_terminal_table_marks_the_plan_files_own_layout(tmp_path, capsys):
 def test_a_plan_files_own_layout_outside_the_search_is_said(tmp_path, capsys):
     # A [parallelism] layout that is not a candidate (here tp 8 while [search] allows only tp 1 and 2) was
     # silently left out of the comparison.
-    raw = _plan(parallelism={"gpus": 16, "tp": 8, "pp": 1})
+    raw = hostile_plan(parallelism={"gpus": 16, "tp": 8, "pp": 1})
     raw["search"]["tp"] = [1, 2]
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(tmp_path / "p.nc")]) == 0
     err = capsys.readouterr().err
@@ -456,7 +429,7 @@ def test_a_search_whose_screen_would_not_fit_in_memory_is_refused_before_it_is_a
     from mcsim.planning.plan import SCREEN_BYTES_PER_CANDIDATE, enumerate_candidates, load_plan
     from mcsim.scenario.limits import limits
 
-    path = _write(_plan(), tmp_path / "p.toml")
+    path = _write(hostile_plan(), tmp_path / "p.toml")
     candidates = len(enumerate_candidates(load_plan(path)))
     with limits(max_memory_bytes=candidates * SCREEN_BYTES_PER_CANDIDATE - 1):
         assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
@@ -472,8 +445,8 @@ def test_a_selection_budget_estimated_beyond_the_time_limit_is_refused_before_an
     # against the time limit (24 h by default) before the first run.
     from mcsim.scenario.limits import limits
 
-    # No pilot: its 30 runs a family would be refused first, under plan.pilot_runs (tests/test_calibration.py).
-    path = _write(_plan(plan={"max_runs": 10_000_000, "pilot_runs": 0}), tmp_path / "p.toml")
+    # No pilot: its 30 runs a family would be refused first, under plan.pilot_runs (tests/planning/test_calibration.py).
+    path = _write(hostile_plan(plan={"max_runs": 10_000_000, "pilot_runs": 0}), tmp_path / "p.toml")
     with limits(max_hours=1e-9):
         assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -483,7 +456,7 @@ def test_a_selection_budget_estimated_beyond_the_time_limit_is_refused_before_an
 
 def test_a_plan_whose_every_clock_is_out_of_range_names_the_clock_not_memory(tmp_path, capsys):
     # Every candidate was rejected for its clock, and the message blamed GPU memory.
-    path = _write(_plan(search={"freq_mhz": [100.0]}), tmp_path / "p.toml")
+    path = _write(hostile_plan(search={"freq_mhz": [100.0]}), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "search.freq_mhz: no searched clock is within the GPU's range" in err[0], err

@@ -28,7 +28,7 @@ from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
 from mcsim.scenario.schema import FailureClass
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_screen_features.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_screen_features.py"
 
 
 def _spaces() -> dict:
@@ -155,7 +155,7 @@ def test_screen_wall_time_against_simulation(name, indices, bound):
 
 @pytest.mark.parametrize("sigma,share", [(0.0, 0.3), (1.2, 0.0), (0.7, 0.2)])
 def test_recovery_law_equivalent_is_its_mean(sigma, share):
-    # The M/G/inf busy period (tests/test_interruptions.py): Daly's estimate with the law's mean,
+    # The M/G/inf busy period (tests/kernels/test_interruptions.py): Daly's estimate with the law's mean,
     # 20 min + share x 2 h, by hand.
     fclass = FailureClass(
         name="g", mtbf_hours=100.0, recovery_minutes=20.0, recovery_sigma=sigma, manual_share=share, manual_hours=2.0

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 from selection_spaces import INTERVALS, STRATEGIES, space_raw
 
 from mcsim.engine.resume import PieceStore

@@ -13,7 +13,7 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
-from conftest import SMALL_SCENARIO  # noqa: E402
+from builders import SMALL_SCENARIO  # noqa: E402
 
 import mcsim  # noqa: E402
 from mcsim.analysis import compare as analysis  # noqa: E402

@@ -13,7 +13,7 @@ from mcsim.cli.main import main
 from mcsim.errors import ScenarioError
 from mcsim.scenario.config import load_scenario, parse_override
 
-CAPACITY = Path(__file__).parent.parent / "scenarios" / "capacity-planning.toml"  # sweeps gpus, strategy, interval
+CAPACITY = Path(__file__).parents[2] / "scenarios" / "capacity-planning.toml"  # sweeps gpus, strategy, interval
 
 
 def _dims(scenario) -> list[str]:

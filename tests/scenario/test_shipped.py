@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests_helpers import write_toml
+from builders import write_toml
+from plans import SMALL_PLAN
 
 import mcsim
 from mcsim.cli.main import main
@@ -19,27 +20,9 @@ from mcsim.io.netcdf import open_results
 from mcsim.planning.plan import DEFAULT_PLAN_DRAWS, load_plan, plan_from_dict
 from mcsim.scenario.shipped import resolve_scenario, shipped_scenarios, shipped_scenarios_folder
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "scenarios").glob("*.toml"))
 
-# A small plan (as tests/test_plan.py's): 1.3B model, two GPU types, 16..64 GPUs.
-PLAN = {
-    "name": "small-plan",
-    "model": {
-        "params": 1.3e9,
-        "layers": 24,
-        "hidden": 2048,
-        "heads": 16,
-        "seq_len": 2048,
-        "tokens": 2e10,
-        "global_batch": 512,
-    },
-    "hardware": {"gpus_per_node": 8},
-    "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
-    "run": {"seed": 3, "mode": "fast"},
-    "search": {"gpu_types": ["A100-40GB", "H100-SXM"], "gpus": [16, 32, 64], "strategy": ["sync", "async"]},
-    "plan": {"objective": "wall_time", "first_runs": 20, "max_runs": 100, "finalists": 3},
-}
 UNCERTAIN = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
 
 
@@ -148,7 +131,7 @@ def test_copy_writes_the_shipped_file_and_never_overwrites(tmp_path, monkeypatch
 
 
 def test_plan_set_overrides_scenario_and_plan_keys(tmp_path):
-    path = write_toml(PLAN, tmp_path / "p.toml")
+    path = write_toml(SMALL_PLAN, tmp_path / "p.toml")
     plan = load_plan(
         path,
         [
@@ -177,7 +160,7 @@ def test_plan_set_overrides_scenario_and_plan_keys(tmp_path):
 
 
 def test_plan_set_on_the_command_line_bad_value_is_one_line_and_no_output(tmp_path, capsys):
-    path = write_toml(PLAN, tmp_path / "p.toml")
+    path = write_toml(SMALL_PLAN, tmp_path / "p.toml")
     out = tmp_path / "p.nc"
     assert main(["plan", str(path), "--set", "plan.finalists=1", "-o", str(out), "--quiet"]) == 2
     assert "plan.finalists" in _one_error_line(capsys.readouterr().err)
@@ -187,7 +170,7 @@ def test_plan_set_on_the_command_line_bad_value_is_one_line_and_no_output(tmp_pa
 
 
 def test_a_plans_uncertain_table_needs_no_draws():
-    raw = {**copy.deepcopy(PLAN), "uncertain": UNCERTAIN}
+    raw = {**copy.deepcopy(SMALL_PLAN), "uncertain": UNCERTAIN}
     assert plan_from_dict(raw).scenario.run.draws == DEFAULT_PLAN_DRAWS
     raw["run"]["draws"] = 8
     assert plan_from_dict(raw).scenario.run.draws == 8  # a given value stays
@@ -206,7 +189,7 @@ def test_a_plans_uncertain_table_needs_no_draws():
 def test_report_writes_the_recommendation_as_a_scenario_mcsim_run_runs(tmp_path, capsys):
     """The recommendation file runs, and its runs repeat the plan's simulated runs of the recommended
     configuration (run r draws from the streams of (seed, r) in both), bit for bit."""
-    raw = {**copy.deepcopy(PLAN), "uncertain": UNCERTAIN}  # with [uncertain] and no run.draws
+    raw = {**copy.deepcopy(SMALL_PLAN), "uncertain": UNCERTAIN}  # with [uncertain] and no run.draws
     plan_nc, report = tmp_path / "p.nc", tmp_path / "rep"
     assert main(["plan", str(write_toml(raw, tmp_path / "p.toml")), "-o", str(plan_nc), "--quiet"]) == 0
     assert main(["report", str(plan_nc), "-o", str(report)]) == 0
@@ -241,7 +224,7 @@ def test_report_writes_the_recommendation_as_a_scenario_mcsim_run_runs(tmp_path,
 
 def test_report_refuses_a_recommendation_that_is_not_a_candidate(tmp_path, capsys):
     plan_nc = tmp_path / "p.nc"
-    assert main(["plan", str(write_toml(PLAN, tmp_path / "p.toml")), "-o", str(plan_nc), "--quiet"]) == 0
+    assert main(["plan", str(write_toml(SMALL_PLAN, tmp_path / "p.toml")), "-o", str(plan_nc), "--quiet"]) == 0
     from mcsim.report.plan import recommended_toml
 
     ds = open_results(plan_nc).load()

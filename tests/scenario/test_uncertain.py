@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import SMALL_SCENARIO
+from builders import SMALL_SCENARIO
 from scipy import stats
 
 import mcsim

@@ -1,16 +1,8 @@
-"""Small helpers shared by test modules (not tests themselves)."""
+"""The netCDF library's chunk cache as a write sees it (shared by the tests of result files)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from mcsim.scenario.config import dumps_toml
-
-
-def write_toml(raw: dict, path: Path) -> Path:
-    """Write scenario tables to ``path`` as TOML."""
-    path.write_text(dumps_toml(raw))
-    return path
 
 
 def chunk_cache_during_write(monkeypatch, ds, path: Path) -> tuple[tuple, list[tuple]]:

@@ -1,0 +1,140 @@
+"""Builders shared by the tests (not a test module): the small scenario, kernel parameters and failure
+classes given as tuples, one kernel call, and TOML files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mcsim.kernels import types as mc
+from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
+from mcsim.scenario.config import dumps_toml
+
+# A small, valid scenario: 64 GPUs, short training, one exponential GPU failure class.
+SMALL_SCENARIO = {
+    "name": "small",
+    "model": {
+        "params": 1.3e9,
+        "layers": 24,
+        "hidden": 2048,
+        "seq_len": 2048,
+        "tokens": 2e9,
+        "global_batch": 512,
+        "recompute": "selective",
+    },
+    "hardware": {"gpu": "A100-80GB", "gpus_per_node": 8},
+    "parallelism": {"gpus": 64, "tp": 2, "pp": 2, "microbatch": 1},
+    "compute": {"efficiency": 0.5},
+    "stragglers": {"sigma": 0.05},
+    "failures": [{"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
+    "checkpoint": {"strategy": "sync", "interval": {"iterations": 50}},
+    "run": {"runs": 200, "seed": 7, "mode": "exact", "max_wall_days": 365.0},
+}
+
+
+def kernel_params(**overrides) -> mc.RunParams:
+    """RunParams of a simple configuration (1 s iterations, sync checkpoints), with overrides."""
+    values = dict(
+        iterations=1000,
+        compute_time_s=0.9,
+        comm_time_s=0.1,
+        n_ranks=1.0,
+        sigma=0.0,
+        job_sigma=0.0,
+        strategy=mc.STRATEGY_SYNC,
+        checkpoint_every=100,
+        checkpoint_stall_s=10.0,
+        checkpoint_write_s=0.0,
+        replicate_s=0.0,
+        persist_every=1,
+        load_s=5.0,
+        load_memory_s=0.0,
+        episode_rate_per_s=0.0,
+        episode_mean_s=1.0,
+        episode_slowdown=1.0,
+        spare_nodes=-1,
+        max_wall_s=1e9,
+        max_failures=10**6,
+        fast=False,
+        fast_min_block=1,
+        factor_mean=1.0,
+        factor_std=0.0,
+        fast_min_block_episode=1,
+        factor_mean_episode=1.0,
+        factor_std_episode=0.0,
+        restart_s=0.0,
+        degradation_per_s=0.0,
+        degradation_step_s=3600.0,
+        degradation_max=1.0,
+    )
+    if overrides.pop("is_async", False):
+        values["strategy"] = mc.STRATEGY_ASYNC
+    values.update(overrides)
+    return mc.RunParams(**values)
+
+
+# The FailureClasses fields of the kinds of interruption and the recovery law, at their defaults.
+KIND_DEFAULTS = dict(
+    kind=mc.KIND_FAIL_STOP,
+    detect_s=0.0,
+    rollback_checkpoints=0,
+    recovery_sigma=0.0,
+    manual_share=0.0,
+    manual_s=0.0,
+    bad_share=0.0,
+    bad_mean_s=3600.0,
+    repair_sigma=0.0,
+)
+
+
+def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
+    """FailureClasses from tuples (units, shape, scale_s, recovery_s[, nodes_taken, memory_ok, repair_s[, start]]).
+
+    ``start`` is "new" (the default here, all units new at t = 0), "stationary", or a fixed
+    age of every unit in seconds. A ninth item, a dict, sets the fields of the kinds of
+    interruption and the recovery law (``kind``, ``detect_s``, ``rollback_checkpoints``,
+    ``recovery_sigma``, ``manual_share``, ``manual_s``, ``bad_share``, ``bad_mean_s``,
+    ``repair_sigma``; default: fail-stop, fixed recovery) and ``durations_s``, a list of
+    measured recoveries in seconds (default none).
+    """
+    full = [tuple(c[:8]) + (1, 1, 0.0, "new")[min(len(c), 8) - 4 :] for c in classes]
+    extras = [dict(KIND_DEFAULTS, **(c[8] if len(c) > 8 else {})) for c in classes]
+    measured = [list(e.pop("durations_s", ())) for e in extras]
+    width = max([1] + [len(m) for m in measured])
+    column = lambda k, dtype: np.array([c[k] for c in full], dtype=dtype)  # noqa: E731
+    starts = {"new": START_NEW, "stationary": START_STATIONARY}
+    return mc.FailureClasses(
+        units=column(0, np.int64),
+        shape=column(1, float),
+        scale_s=column(2, float),
+        recovery_s=column(3, float),
+        nodes_taken=column(4, np.int64),
+        memory_ok=column(5, np.int64),
+        repair_s=column(6, float),
+        start=np.array(
+            [starts.get(c[7], START_AGED) if isinstance(c[7], str) else START_AGED for c in full], dtype=np.int64
+        ),
+        age_s=np.array([0.0 if isinstance(c[7], str) else c[7] for c in full], dtype=float),
+        **{name: np.array([e[name] for e in extras], dtype=type(default)) for name, default in KIND_DEFAULTS.items()},
+        durations_s=np.array([m + [0.0] * (width - len(m)) for m in measured], dtype=float).reshape(-1, width),
+        durations_count=np.array([len(m) for m in measured], dtype=np.int64),
+    )
+
+
+def run_kernel(
+    params: mc.RunParams, classes: list[tuple], runs: int, seed: int = 0, first_run: int = 0, phases=None
+) -> np.ndarray:
+    """Kernel output for failure classes given as tuples (see :func:`failure_classes`).
+
+    ``phases``: rows ``(first iteration, compute s, comm s)`` of the training phases (None: one phase)."""
+    out = np.zeros((runs, mc.N_OUT))
+    table = mc.no_phases() if phases is None else np.asarray(phases, dtype=float).reshape(-1, mc.N_PH)
+    mc.simulate_runs(params, failure_classes(classes), table, seed, first_run, out)
+    return out
+
+
+def write_toml(raw: dict, path: Path) -> Path:
+    """Write scenario tables to ``path`` as TOML."""
+    path.write_text(dumps_toml(raw))
+    return path
