@@ -35,10 +35,10 @@ import numba
 import numpy as np
 
 import mcsim
-from mcsim.engine.prepare import KernelInputs, run_params
 from mcsim.engine.threads import run_kernel
 from mcsim.kernels import types as mc
 from mcsim.model.checkpointing import checkpoint_plan
+from mcsim.model.preparation import KernelInputs, run_params
 from mcsim.model.workload import workload
 from mcsim.scenario.config import load_scenario
 

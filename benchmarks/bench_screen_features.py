@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.simulate import run_task
+from mcsim.model.run_outputs import run_outputs
 from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
 
@@ -143,7 +143,7 @@ def measure(name: str, raw: dict, runs: int, seed: int = 1000) -> float:
     worst = 0.0
     for i in np.flatnonzero(scr.rejection != 5):
         cfg = candidate_config(plan, cand, int(i))
-        out = config_outputs_per_run(cfg, run_task(cfg, seed, "fast", 0, runs))
+        out = run_outputs(cfg, run_task(cfg, seed, "fast", 0, runs))
         wall_h = out["wall_time"]
         error = scr.wall_s[i] / 3600.0 / wall_h.mean() - 1
         se = wall_h.std(ddof=1) / math.sqrt(runs) / wall_h.mean()

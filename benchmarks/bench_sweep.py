@@ -27,7 +27,7 @@ from pathlib import Path
 import numba
 
 import mcsim
-import mcsim.engine.prepare as prepare
+import mcsim.model.preparation as prepare
 from mcsim.io.netcdf import write_results
 from mcsim.scenario.config import load_scenario
 

@@ -44,11 +44,12 @@ from mcsim._version import __version__
 from mcsim.accessor import McsimAccessor  # noqa: F401  (registers ds.mcsim)
 from mcsim.analysis.sensitivity import sensitivity
 from mcsim.analysis.summary import summarize
-from mcsim.engine.shards import Shard, combine
+from mcsim.engine.shards import combine
 from mcsim.engine.simulate import simulate
 from mcsim.errors import NoCandidate, NoneQualifies, ScenarioError
 from mcsim.io.netcdf import open_results, write_results
 from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_path
+from mcsim.scenario.shard import Shard
 
 if TYPE_CHECKING:
     from mcsim.planning.planner import plan

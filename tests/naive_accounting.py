@@ -134,9 +134,7 @@ def run_co2_t(cfg: Config, wall_s: np.ndarray, energy_j: np.ndarray) -> dict[str
     return co2_t(cfg.carbon, cfg.parallelism.gpus, wall_s, energy_j)
 
 
-def naive_per_run_outputs(
-    cfg: Config, wl: Workload, plan: CheckpointPlan | None, out: np.ndarray
-) -> dict[str, np.ndarray]:
+def naive_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, out: np.ndarray) -> dict[str, np.ndarray]:
     """Every per-run output variable (:data:`mcsim.io.variables.PER_RUN`) of one configuration's kernel rows.
 
     Parameters

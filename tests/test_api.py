@@ -300,15 +300,15 @@ def test_cold_cache_says_compiling_instead_of_a_frozen_bar(small_raw, monkeypatc
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 def test_run_time_estimate_within_10x_of_a_measured_run(small_raw, mode):
-    # The estimate gates --max-hours; calibrated on the shipped scenarios (mcsim/engine/estimate.py).
+    # The estimate gates --max-hours; calibrated on the shipped scenarios (mcsim/model/run_estimate.py).
     # Timing is machine-dependent, so the bound is generous: 10x either way. The kernel's CPU time
     # on one thread is measured, cache warm: the calling thread's CPU time (time.thread_time), as
     # threads=1 runs the kernel on it, so neither other processes nor a background thread of this
     # one counts (process time counted one: 14x the estimate in a clean-clone CI run), and the
     # least of three repeats, as timeit does.
-    from mcsim.engine.estimate import estimate_run
-    from mcsim.engine.prepare import kernel_inputs
     from mcsim.engine.threads import run_kernel
+    from mcsim.model.preparation import kernel_inputs
+    from mcsim.model.run_estimate import estimate_run
 
     raw = small_raw | {"run": small_raw["run"] | {"mode": mode}}
     raw["model"] = raw["model"] | {"tokens": 2e10}  # ~20,000 iterations a run: the kernel dominates

@@ -402,6 +402,7 @@ def test_many_draws_are_estimated_and_checked_before_their_preparation(monkeypat
     # and checked first, before the draws are made or prepared.
     from mcsim.engine import simulate as simulate_module
     from mcsim.errors import ScenarioError
+    from mcsim.scenario import draws as draws_module
     from mcsim.scenario.limits import limits
 
     def never(*args, **kwargs):
@@ -411,9 +412,9 @@ def test_many_draws_are_estimated_and_checked_before_their_preparation(monkeypat
     raw["run"].update(draws=100_000, runs=2)
     raw["uncertain"] = {"stragglers.sigma": {"dist": "uniform", "low": 0.0, "high": 0.1}}
     scenario = scenario_from_dict(raw)
-    hours = 100_000 * simulate_module.PREPARE_SECONDS_PER_DRAW / 3600.0  # one configuration
+    hours = 100_000 * draws_module.PREPARE_SECONDS_PER_DRAW / 3600.0  # one configuration
     monkeypatch.setattr(simulate_module, "DrawPlan", never)
-    monkeypatch.setattr(simulate_module, "_prepare", never)
+    monkeypatch.setattr(simulate_module, "prepare_draws", never)
     messages: list[str] = []
     with limits(max_hours=hours * 0.99), pytest.raises(ScenarioError, match=r"run\.draws: estimated"):
         mcsim.simulate(scenario, progress=False, notify=messages.append)
@@ -428,6 +429,7 @@ def test_fast_mode_draws_count_the_short_block_law_in_their_preparation(monkeypa
     # (up to 39 ms measured), which the estimate above (12 ms a pair) did not count.
     from mcsim.engine import simulate as simulate_module
     from mcsim.errors import ScenarioError
+    from mcsim.scenario import draws as draws_module
     from mcsim.scenario.limits import limits
 
     raw = copy.deepcopy(SMALL_SCENARIO)
@@ -435,7 +437,7 @@ def test_fast_mode_draws_count_the_short_block_law_in_their_preparation(monkeypa
     raw["uncertain"] = {"stragglers.sigma": {"dist": "uniform", "low": 0.0, "high": 0.1}}
     scenario = scenario_from_dict(raw)
     monkeypatch.setattr(simulate_module, "DrawPlan", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
-    per_pair = simulate_module.PREPARE_SECONDS_PER_DRAW + simulate_module.PREPARE_SECONDS_PER_SHORT_BLOCK_LAW
-    assert simulate_module.PREPARE_SECONDS_PER_SHORT_BLOCK_LAW >= 0.039  # the slowest law measured
+    per_pair = draws_module.PREPARE_SECONDS_PER_DRAW + draws_module.PREPARE_SECONDS_PER_SHORT_BLOCK_LAW
+    assert draws_module.PREPARE_SECONDS_PER_SHORT_BLOCK_LAW >= 0.039  # the slowest law measured
     with limits(max_hours=100_000 * per_pair / 3600.0 * 0.99), pytest.raises(ScenarioError, match=r"run\.draws"):
         mcsim.simulate(scenario, progress=False)

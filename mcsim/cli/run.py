@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from mcsim.engine.resume import PieceStore
-    from mcsim.engine.shards import Shard
     from mcsim.scenario.config import Scenario
+    from mcsim.scenario.shard import Shard
 
 
 def cmd_run_within_limits(args: argparse.Namespace) -> int:
@@ -190,9 +190,9 @@ def check_feasible(scenario: Scenario) -> None:
 
 
 def run_shard(text: str, configurations: int) -> Shard | None:
-    """The :class:`~mcsim.engine.shards.Shard` of ``--shard`` for a sweep of ``configurations``, or None
+    """The :class:`~mcsim.scenario.shard.Shard` of ``--shard`` for a sweep of ``configurations``, or None
     after the error line."""
-    from mcsim.engine.shards import parse_shard
+    from mcsim.scenario.shard import parse_shard
 
     try:
         shard = parse_shard(text)

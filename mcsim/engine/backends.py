@@ -2,7 +2,7 @@
 
 Each backend takes the same tasks (:mod:`mcsim.engine.tasks`) and the mapping from
 a task's key to the object that simulates its rows
-(:attr:`mcsim.engine.prepare.Prepared.rows`; never a configuration), and yields
+(:attr:`mcsim.model.preparation.Prepared.rows`; never a configuration), and yields
 ``(task, rows)`` as tasks finish, in any order; the caller places the rows by
 their run indices, so the result never depends on the backend, the order of
 completion, or the chunk size.
@@ -38,13 +38,13 @@ import numba
 import numpy as np
 
 from mcsim._version import DISTRIBUTION
-from mcsim.engine.estimate import estimate_run
 from mcsim.engine.tasks import Task
 from mcsim.engine.threads import run_kernel, simulate_task, task_seed
 from mcsim.errors import BackendUnavailable  # noqa: F401  (raised here; public from this module too)
+from mcsim.model.run_estimate import estimate_run
 
 if TYPE_CHECKING:
-    from mcsim.engine.prepare import RowSimulator, TaskKey
+    from mcsim.model.preparation import RowSimulator, TaskKey
 
 # Target duration of one local kernel call, s: Ctrl-C acts and the progress bar
 # moves at least this often (plus the length of one run, which cannot be split).

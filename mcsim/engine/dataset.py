@@ -16,9 +16,9 @@ import numpy as np
 import xarray as xr
 
 from mcsim._version import __version__, model_source_hash
-from mcsim.engine.draws import DrawPlan
 from mcsim.io.variables import build_dataset, coordinate_attrs
 from mcsim.scenario.config import Scenario
+from mcsim.scenario.draws import DrawPlan
 from mcsim.scenario.schema import field_meta
 from mcsim.scenario.uncertain import input_variable_attrs
 
@@ -35,37 +35,26 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
     data : dict of str to ndarray
         Every registered variable, shaped (sweep..., [draw,] [run]).
     """
+    attrs = provenance_attrs(scenario)
+    swept = [(axis, field_meta(axis.key.split(".")[0], axis.key.split(".")[-1])) for axis in scenario.axes]
+    inputs = [(entry.key, input_variable_attrs(entry)) for entry in scenario.uncertain]
     dims = tuple(axis.dim for axis in scenario.axes) + (("draw",) if draws.count else ())
     coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
     coords["run"] = np.arange(scenario.run.runs)
     if draws.count:
         coords["draw"] = np.arange(draws.count)
-    ds = build_dataset(data, dims, coords, provenance_attrs(scenario))
-    for axis in scenario.axes:
-        ds[axis.dim].attrs.update(_coordinate_attrs(axis))
-    return _annotate(ds, scenario, draws)
-
-
-def _annotate(ds: xr.Dataset, scenario: Scenario, draws: DrawPlan) -> xr.Dataset:
-    """``ds`` with each input's drawn values as a variable along ``draw`` (named by its key)."""
-    for i, entry in enumerate(scenario.uncertain):
-        ds[entry.key] = xr.Variable(("draw",), draws.values[:, i], input_variable_attrs(entry))
+    ds = build_dataset(data, dims, coords, attrs)
+    for axis, meta in swept:  # long_name and units of a sweep coordinate, from the schema field it sweeps
+        numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in axis.coords)
+        ds[axis.dim].attrs.update(coordinate_attrs(axis.key, meta, numeric))
+    for i, (key, input_attrs) in enumerate(inputs):  # each input's drawn values along ``draw``
+        ds[key] = xr.Variable(("draw",), draws.values[:, i], input_attrs)
     if draws.count:
         ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
-        ds.attrs.update(
-            draws=draws.count,
-            design=scenario.run.design,
-            uncertain_inputs=" ".join(entry.key for entry in scenario.uncertain),
-        )
+        ds.attrs.update(draws=draws.count, design=scenario.run.design, uncertain_inputs=" ".join(k for k, _ in inputs))
+    if draws.shard is not None:  # one part of the sweep (mcsim.engine.shards combines the parts)
+        ds.attrs["shard"] = draws.shard.label
     return ds
-
-
-def _coordinate_attrs(axis) -> dict[str, str]:
-    """``long_name`` and ``units`` of a sweep coordinate, from the schema field it sweeps."""
-    parts = axis.key.split(".")
-    meta = field_meta(parts[0], parts[-1])
-    numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in axis.coords)
-    return coordinate_attrs(axis.key, meta, numeric)
 
 
 def provenance_attrs(scenario: Scenario) -> dict[str, object]:

@@ -23,7 +23,7 @@ from mcsim.engine.tasks import Piece, Task
 from mcsim.kernels import types as kernel
 
 if TYPE_CHECKING:
-    from mcsim.engine.prepare import RowSimulator, TaskKey
+    from mcsim.model.preparation import RowSimulator, TaskKey
 
 OnRows = Callable[[Task, np.ndarray], None]
 
@@ -80,7 +80,7 @@ class Execution:
         Runs the tasks not found in the store.
     rows : mapping
         Task key ``(config, optimize_every)`` -> row simulator
-        (:attr:`mcsim.engine.prepare.Prepared.rows`; read when tasks run, so entries added
+        (:attr:`mcsim.model.preparation.Prepared.rows`; read when tasks run, so entries added
         later, such as the optimiser's grid points, are seen).
     seed : int
         The scenario's seed.

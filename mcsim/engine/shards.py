@@ -1,10 +1,7 @@
 """Sharded sweeps: one part of a sweep per job (``mcsim run --shard i/n``), and their combination.
 
-A batch system runs a large sweep as ``n`` independent jobs (a Slurm job array, say): job
-``i`` simulates the sweep configurations whose flat index (C order over the sweep dims) is
-``i`` modulo ``n``, every run and every parameter draw of each. Dealt round-robin, the
-parts take a similar share of the cheap and the expensive configurations whatever the
-order of the sweep axes.
+Which sweep configurations a part holds is :class:`mcsim.scenario.shard.Shard`'s (the
+part is chosen with the input); this module combines the parts' files.
 
 Run ``r`` of a configuration draws from the streams of ``(seed, r)`` whichever job runs it
 (:mod:`mcsim.engine.simulate`), so :func:`combine_parts` of the ``n`` part files is
@@ -18,13 +15,13 @@ hold are NaN (``completed`` False), and its ``shard`` attribute (``"i/n"``) says
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
+
+from mcsim.scenario.shard import Shard, parse_shard
 
 # The provenance of each part that the combined file keeps (in ``shard_parts``, JSON).
 PART_PROVENANCE = ("created", "history", "scenario_source", "scenario_overrides", "mcsim_version", "numba_version")
@@ -41,49 +38,6 @@ MUST_MATCH = (
     "numba_version",
     "mcsim_model_hash",
 )
-MAX_SHARDS = 100_000
-_SHARD_TEXT = re.compile(r"^\s*(\d{1,6})\s*/\s*(\d{1,6})\s*$")
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Part ``index`` of ``count`` (0 <= index < count) of a sweep."""
-
-    index: int
-    count: int
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.count, int) and 1 <= self.count <= MAX_SHARDS):
-            raise ValueError(f"shard: expected a number of parts from 1 to {MAX_SHARDS:,}, got {self.count!r}")
-        if not (isinstance(self.index, int) and 0 <= self.index < self.count):
-            raise ValueError(
-                f"shard: expected a part index from 0 to {self.count - 1} for {self.count} parts, got {self.index!r}"
-            )
-
-    @property
-    def label(self) -> str:
-        """``"i/n"``, as ``--shard`` takes it and the part file records it."""
-        return f"{self.index}/{self.count}"
-
-    def holds(self, flat: int) -> bool:
-        """Whether the sweep configuration of flat index ``flat`` belongs to this part."""
-        return flat % self.count == self.index
-
-    def check_sweep(self, configurations: int) -> None:
-        """ValueError when this part would hold none of a sweep's ``configurations``."""
-        if self.index >= configurations:
-            raise ValueError(
-                f"shard: part {self.label} holds no configuration: the sweep has {configurations} "
-                f"(use at most {configurations} parts)"
-            )
-
-
-def parse_shard(text: str) -> Shard:
-    """The :class:`Shard` of ``"i/n"`` (``i`` from 0 to ``n - 1``); one-line ValueError otherwise."""
-    match = _SHARD_TEXT.match(text) if isinstance(text, str) else None
-    if match is None:
-        raise ValueError(f"shard: expected I/N, part I (from 0) of N, such as 0/4, got {text!r}")
-    return Shard(int(match.group(1)), int(match.group(2)))
 
 
 def part_shard(ds: xr.Dataset, name: str) -> Shard:

@@ -2,8 +2,8 @@
 
 Each stage takes the previous stage's value and none calls back into an earlier one:
 
-1. :mod:`~mcsim.engine.draws`: the simulated configurations, with the parameter draws;
-2. :mod:`~mcsim.engine.prepare`: each prepared once (workload, checkpoint plan, kernel
+1. :mod:`~mcsim.scenario.draws`: the simulated configurations, with the parameter draws;
+2. :mod:`~mcsim.model.preparation`: each prepared once (workload, checkpoint plan, kernel
    inputs; the draw tables'), and the mapping from task key to row simulator;
 3. :mod:`~mcsim.engine.tasks`: the units of work (and where their rows go);
 4. :mod:`~mcsim.engine.optimize`: ``interval = "optimize"`` resolved, its grid points as tasks
@@ -13,7 +13,7 @@ Each stage takes the previous stage's value and none calls back into an earlier 
 6. :mod:`~mcsim.engine.outputs`: the named outputs from the kernel's columns;
 7. :mod:`~mcsim.engine.dataset`: the dataset, coordinates and provenance.
 
-The run-time estimate (:mod:`~mcsim.engine.estimate`) is checked against the time limit
+The run-time estimate (:mod:`~mcsim.model.run_estimate`) is checked against the time limit
 before anything runs. Run ``r`` always uses the random streams of ``(seed, r)``, so
 results do not depend on the chunk size, the thread count, the backend, resumption, or
 the configuration's place in the sweep (common random numbers).
@@ -26,34 +26,28 @@ from collections.abc import Callable
 import numpy as np
 import xarray as xr
 
-from mcsim.engine.backends import make_backend
+from mcsim.engine.backends import Backend, make_backend
 from mcsim.engine.dataset import provenance_attrs, sweep_dataset
-from mcsim.engine.draws import DrawPlan
-from mcsim.engine.estimate import time_estimate
 from mcsim.engine.execution import Execution, completed_configurations, progress_bar
 from mcsim.engine.optimize import COARSE_POINTS, FINE_POINTS, OPTIMIZE_RUNS, optimize_intervals
+from mcsim.engine.options import ExecutionOptions
 from mcsim.engine.outputs import OutputArrays
-from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, prepare, prepare_tables
 from mcsim.engine.resume import PieceStore
-from mcsim.engine.shards import Shard
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, placements, plan_sweep_tasks, plan_tasks
 from mcsim.engine.threads import run_kernel
 from mcsim.kernels import types as kernel
 from mcsim.model.checkpointing import CheckpointPlan
+from mcsim.model.preparation import KernelInputs, Prepared, kernel_inputs, prepare_draws
+from mcsim.model.run_estimate import time_estimate
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config, Scenario
+from mcsim.scenario.draws import DrawPlan, preparation_estimate
 from mcsim.scenario.limits import TimeEstimate, check_time, format_duration
-
-# Preparation of one (configuration, draw), s: 11.9 ms measured on 2 loaded cores for
-# capacity-planning-uncertain with 16,384 draws (stragglers.sigma drawn: the slowest, its factor
-# law is integrated per draw); an upper bound for the estimate printed and checked first.
-PREPARE_SECONDS_PER_DRAW = 0.012
-# ... plus, in fast mode, the law of a short checkpoint interval's block (mcsim.model.block_law), once
-# per distinct (G, sigma, K): 34-39 ms measured for the largest blocks (K = 64) on this 2-core
-# machine, 1-8 ms for K <= 32. An upper bound: most pairs share a law or need none.
-PREPARE_SECONDS_PER_SHORT_BLOCK_LAW = 0.045
+from mcsim.scenario.shard import Shard
 
 __all__ = ["OPTIMIZE_RUNS", "provenance_attrs", "run_task", "simulate", "simulate_config"]
+
+COMPILING = f"compiling kernels (first run only, about {kernel.COMPILE_SECONDS:.0f} s)"
 
 
 def simulate(
@@ -73,23 +67,12 @@ def simulate(
     ----------
     scenario : Scenario
         From :func:`mcsim.load_scenario`; ``scenario.run`` gives runs, seed and mode.
-    progress : bool, optional
-        Show a tqdm bar over all runs (runs/s, configurations done), the interval
-        optimiser's included; by default only when stderr is a terminal.
-    chunk_runs : int, optional
-        Runs per task (default 250); does not change the results.
-    workers : int, optional
-        Run the tasks on a dask ``LocalCluster`` of this many worker processes
-        (at most the CPUs this process may use).
-    scheduler : str, optional
-        Run the tasks on the dask scheduler at this address (``tcp://HOST:PORT``).
-    store : PieceStore, optional
-        Saves each finished task and reuses the saved ones (resume), the interval
-        optimiser's too.
-    notify : callable, optional
-        Called with one-line messages (backend in use, time estimate, tasks resumed).
+    progress, chunk_runs, workers, scheduler, store, notify
+        How the runs are executed (:class:`mcsim.engine.options.ExecutionOptions`: progress bar,
+        runs per task, dask workers or scheduler, resume store, one-line messages); none of them
+        changes a result.
     shard : Shard, optional
-        Simulate only the sweep configurations of this part (:mod:`mcsim.engine.shards`);
+        Simulate only the sweep configurations of this part (:mod:`mcsim.scenario.shard`);
         the others' per-run variables are NaN, and the ``shard`` attribute names the part.
         :func:`mcsim.engine.shards.combine_parts` of every part is the unsharded result.
 
@@ -108,94 +91,85 @@ def simulate(
     BackendUnavailable
         No dask extra, or no dask scheduler answering at ``scheduler``.
     """
-    run = scenario.run
-    chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    if chunk < 1:  # before anything starts
-        raise ValueError(f"chunk_runs must be >= 1, got {chunk}")
-    if shard is not None:
-        shard.check_sweep(len(scenario.configs))
-    _check_preparation(scenario, notify)
-    draws = DrawPlan(scenario)
-    prepared = _prepare(scenario, draws, store)
-    feasible = prepared.feasible
-    if shard is not None:  # simulated configuration c is (sweep configuration c // draws, draw c % draws)
-        feasible = [c for c in feasible if shard.holds(c // max(draws.count, 1))]
-    to_optimize = [i for i in feasible if prepared.configs[i].checkpoint.interval.kind == "optimize"]
-    tasks = plan_sweep_tasks(draws, feasible, chunk)
-    where = placements(draws, tasks)
-    backend = make_backend(workers, scheduler)
+    options = ExecutionOptions(progress, chunk_runs or DEFAULT_CHUNK_RUNS, workers, scheduler, store, notify)
+    draws = _draws(scenario, shard, options)  # stage 1: the simulated configurations
+    compiling = kernel.compiled(draws.tabled) is False  # the first run in this environment compiles
+    prepared = prepare_draws(draws, scenario.run.mode)  # stage 2: each prepared once
+    backend = make_backend(options.workers, options.scheduler)
     try:
-        grid_runs = min(run.runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)  # one interval search at most
-        estimate = time_estimate(prepared.inputs, feasible, to_optimize, run.runs, grid_runs, backend.parallelism)
+        runs = scenario.run.runs
+        grid_runs = min(runs, OPTIMIZE_RUNS) * (COARSE_POINTS + FINE_POINTS)  # one interval search at most
+        estimate = time_estimate(
+            prepared.inputs, prepared.simulated, prepared.to_optimize, runs, grid_runs, backend.parallelism
+        )
         check_time(estimate, scenario.source)
-        if notify is not None:
-            notify(
-                f"running {len(tasks)} tasks ({len(feasible)} configurations x {run.runs} runs"
-                f"{f', {len(to_optimize)} interval optimisations' if to_optimize else ''}) on "
-                f"{backend.description}; {estimate.describe()}"
-            )
-            if kernel.compiled(draws.tabled) is False:
-                notify(f"compiling kernels (first run only, about {kernel.COMPILE_SECONDS:.0f} s)")
-            if estimate.longest_run_s > 2.0:
-                notify(
-                    f"one run takes about {format_duration(estimate.longest_run_s)}: progress and Ctrl-C "
-                    "act between runs"
-                )
-        with progress_bar(
-            progress,
-            total=len(feasible) * run.runs,
-            unit="run",
-            desc=scenario.name,
-            leave=False,
-            dynamic_ncols=True,
-        ) as bar:
-            if notify is None and not bar.disable and kernel.compiled(draws.tabled) is False:
-                bar.set_postfix_str(f"compiling kernels (first run only, about {kernel.COMPILE_SECONDS:.0f} s)")
-            execution = Execution(backend, prepared.rows, run.seed, store, bar, notify)
-            optima = (
-                optimize_intervals(execution, prepared, to_optimize, run.runs, chunk, run.seed) if to_optimize else {}
-            )
-            for i, optimum in optima.items():
-                prepared.fix_interval(i, optimum.interval_iterations)
-            # Each configuration's outputs are derived as its last task comes in: the kernel rows of the
-            # whole sweep are never held beside the outputs (issue 26 item 4).
-            outputs = OutputArrays(prepared, {i: o.ci95_s for i, o in optima.items()}, run.runs)
-            for config, rows in completed_configurations(execution, tasks, where, feasible, run.runs):
-                outputs.add(config, rows)
+        outputs = _execute(scenario, draws, prepared, backend, estimate, compiling, options)  # stages 3 to 6
     finally:
         backend.close()
-    shape = scenario.shape + ((draws.count,) if draws.count else ())
-    ds = sweep_dataset(scenario, draws, outputs.arrays(shape))
+    arrays = outputs.arrays(scenario.shape + ((draws.count,) if draws.count else ()))
+    return sweep_dataset(scenario, draws, arrays)  # stage 7
+
+
+def _draws(scenario: Scenario, shard: Shard | None, options: ExecutionOptions) -> DrawPlan:
+    """Stage 1: the part ``shard`` of the sweep checked, the preparation of many draws estimated, said and
+    checked against the time limit before the draws are made (with 100,000 draws that took minutes),
+    then the simulated configurations."""
     if shard is not None:
-        ds.attrs["shard"] = shard.label
-    return ds
+        shard.check_sweep(len(scenario.configs))
+    if scenario.run.draws:
+        preparation = preparation_estimate(scenario)
+        if preparation.cpu_s > 5.0:
+            options.say(
+                f"preparing {len(scenario.configs) * scenario.run.draws:,} (configuration, draw) pairs: "
+                f"{preparation.describe()} at most"
+            )
+    return DrawPlan(scenario, shard)
 
 
-def _check_preparation(scenario: Scenario, notify: Callable[[str], None] | None) -> None:
-    """Estimate the preparation of many parameter draws, say it and check it against the time limit, first.
-
-    Each (configuration, draw) gets its kernel parameters before any run, and its estimate
-    with them; with 100,000 draws that took minutes before anything was printed.
-    """
-    if not scenario.run.draws:
-        return
-    simulated = len(scenario.configs) * scenario.run.draws
-    per_pair = PREPARE_SECONDS_PER_DRAW + (PREPARE_SECONDS_PER_SHORT_BLOCK_LAW if scenario.run.mode == "fast" else 0.0)
-    estimate = TimeEstimate(simulated * per_pair, 1, 0.0)
-    check_time(estimate, scenario.source, "run.draws")
-    if notify is not None and estimate.cpu_s > 5.0:
-        notify(f"preparing {simulated:,} (configuration, draw) pairs: {estimate.describe()} at most")
-
-
-def _prepare(scenario: Scenario, draws: DrawPlan, store: PieceStore | None) -> Prepared:
-    """Stage 2 for the configurations of ``draws``: draw tables, or each simulated configuration alone."""
-    run = scenario.run
-    if draws.tabled:  # every configuration's draws evaluated together; tasks over its draws x runs rows
-        return prepare_tables(scenario.configs, draws.configs, draws.arrays, draws.first_runs, run.runs, run.mode)
-    prepared = prepare(draws.configs, run.mode)  # workload and plan: once per configuration
-    if draws.count and store is not None:
-        store.configs = prepared.configs  # pieces are checked against the (configuration, draw) they ran
-    return prepared
+def _execute(
+    scenario: Scenario,
+    draws: DrawPlan,
+    prepared: Prepared,
+    backend: Backend,
+    estimate: TimeEstimate,
+    compiling: bool,
+    options: ExecutionOptions,
+) -> OutputArrays:
+    """Stages 3 to 6: the tasks, the intervals optimised when asked, then every task run and each
+    configuration's outputs derived as its last task comes in, under one progress bar."""
+    runs, simulated = scenario.run.runs, prepared.simulated
+    if draws.count and options.store is not None and not draws.tabled:
+        options.store.configs = prepared.configs  # pieces are checked against the (configuration, draw) they ran
+    tasks = plan_sweep_tasks(draws, simulated, options.chunk_runs)
+    if options.notify is not None:
+        options.notify(
+            f"running {len(tasks)} tasks ({len(simulated)} configurations x {runs} runs"
+            f"{f', {len(prepared.to_optimize)} interval optimisations' if prepared.to_optimize else ''} on "
+            f"{backend.description}; {estimate.describe()}"
+        )
+        if compiling:
+            options.notify(COMPILING)
+        if estimate.longest_run_s > 2.0:
+            options.notify(
+                f"one run takes about {format_duration(estimate.longest_run_s)}: progress and Ctrl-C act between runs"
+            )
+    bar_options = dict(total=len(simulated) * runs, unit="run", desc=scenario.name, leave=False, dynamic_ncols=True)
+    with progress_bar(options.progress, **bar_options) as bar:
+        if options.notify is None and not bar.disable and compiling:
+            bar.set_postfix_str(COMPILING)
+        execution = Execution(backend, prepared.rows, scenario.run.seed, options.store, bar, options.notify)
+        to_optimize = prepared.to_optimize
+        optima = (
+            optimize_intervals(execution, prepared, to_optimize, runs, options.chunk_runs, execution.seed)
+            if to_optimize
+            else {}
+        )
+        # Each configuration's outputs are derived as its last task comes in (stage 6 of stage 5's rows):
+        # the kernel rows of the whole sweep are never held beside the outputs.
+        outputs = OutputArrays(prepared, {i: o.ci95_s for i, o in optima.items()}, runs)
+        for config, rows in completed_configurations(execution, tasks, placements(draws, tasks), simulated, runs):
+            outputs.add(config, rows)
+    return outputs
 
 
 def run_task(

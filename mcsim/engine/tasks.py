@@ -2,7 +2,7 @@
 
 A task names the rows it asks for and nothing else: the backends look its
 simulator up by its key ``(config, optimize_every)`` in the prepared mapping
-(:attr:`mcsim.engine.prepare.Prepared.rows`). Its rows depend on nothing but
+(:attr:`mcsim.model.preparation.Prepared.rows`). Its rows depend on nothing but
 that simulator and the seed: run r always draws from the streams of ``(seed, r)``.
 
 Two kinds of task share this one type: the runs that are reported, and the
@@ -12,21 +12,21 @@ iterations) on the streams of ``seed + 1`` (so the reported runs are not the
 ones the interval was tuned on). Both go through the same backends, progress
 bar and resume store.
 
-With parameter draws (:mod:`mcsim.engine.draws`) a task's rows are placed by
+With parameter draws (:mod:`mcsim.scenario.draws`) a task's rows are placed by
 :func:`placements`: ``(simulated configuration, first run, stop run, first row,
 stop row)`` pieces, computed here once, before anything runs.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from mcsim.engine.draws import DrawPlan
+from mcsim.engine.options import DEFAULT_CHUNK_RUNS, check_chunk_runs
 
-DEFAULT_CHUNK_RUNS = 250
+if TYPE_CHECKING:
+    from mcsim.scenario.draws import DrawPlan
+
 # The optimiser's grid points use the streams of seed + OPTIMIZE_SEED_OFFSET.
 OPTIMIZE_SEED_OFFSET = 1
 
@@ -66,13 +66,6 @@ class Task:
     def key(self) -> tuple[int, int | None]:
         """Key of its row simulator: ``(config, optimize_every)``."""
         return (self.config, self.optimize_every)
-
-
-def check_chunk_runs(chunk_runs: int) -> int:
-    """``chunk_runs``, or ValueError when it is below 1."""
-    if chunk_runs < 1:
-        raise ValueError(f"chunk_runs must be >= 1, got {chunk_runs}")
-    return chunk_runs
 
 
 def plan_tasks(
@@ -148,30 +141,3 @@ def _pieces(draws: DrawPlan, task: Task) -> list[Piece]:
 def placements(draws: DrawPlan, tasks: list[Task]) -> dict[Task, list[Piece]]:
     """Where each task's rows go: a list of :data:`Piece` per task, every feasible run exactly once."""
     return {task: _pieces(draws, task) for task in tasks}
-
-
-# Names this module held before the engine was split into stages (0.1), kept for one release.
-_MOVED = {
-    "KernelInputs": "mcsim.engine.prepare",
-    "kernel_inputs": "mcsim.engine.prepare",
-    "run_params": "mcsim.engine.prepare",
-    "with_fixed_interval": "mcsim.engine.prepare",
-    "MAX_FAILURES_PER_RUN": "mcsim.engine.prepare",
-    "STRATEGY_CODES": "mcsim.engine.prepare",
-    "run_kernel": "mcsim.engine.threads",
-    "task_seed": "mcsim.engine.threads",
-    "run_task": "mcsim.engine.simulate",
-    "RunEstimate": "mcsim.engine.estimate",
-    "estimate_run": "mcsim.engine.estimate",
-    "SECONDS_PER_ITERATION_STEP": "mcsim.engine.estimate",
-    "SECONDS_PER_BLOCK": "mcsim.engine.estimate",
-    "SECONDS_PER_CHECKPOINT": "mcsim.engine.estimate",
-    "SECONDS_PER_FAILURE": "mcsim.engine.estimate",
-}
-
-
-def __getattr__(name: str) -> object:
-    """The old names of :data:`_MOVED`, read from their new module (imported on first use)."""
-    if name in _MOVED:
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

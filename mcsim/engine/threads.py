@@ -18,7 +18,7 @@ from mcsim.engine.tasks import OPTIMIZE_SEED_OFFSET, Task
 from mcsim.kernels import types as kernel
 
 if TYPE_CHECKING:
-    from mcsim.engine.prepare import RowSimulator
+    from mcsim.model.preparation import RowSimulator
 
 
 def task_seed(task: Task, seed: int) -> int:
@@ -72,7 +72,7 @@ def simulate_task(task: Task, inputs: RowSimulator, seed: int, threads: int | No
     task : Task
         Its rows ``task.start .. task.stop - 1``.
     inputs : RowSimulator
-        The simulator of the task's key (:attr:`mcsim.engine.prepare.Prepared.rows`).
+        The simulator of the task's key (:attr:`mcsim.model.preparation.Prepared.rows`).
     seed : int
         The scenario's seed (a grid point's offset is added here).
     threads : int, optional

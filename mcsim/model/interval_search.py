@@ -13,32 +13,29 @@ With exponential failures the optimum lands near Daly's formula; with Weibull
 failures of shape k < 1 (early failures more likely) it moves, and docs/model.md
 shows by how much.
 
-:class:`IntervalSearch` holds the grid logic only. Stage 3 of :func:`mcsim.simulate`
-(and of the selection, :mod:`mcsim.planning.selection`) is :func:`optimize_intervals`:
-the grid points as tasks (``Task.optimize_every``) on the scenario's execution
-(backend, progress bar and resume store), each grid point's kernel inputs prepared
-once (:meth:`mcsim.engine.prepare.Prepared.grid_point`); :func:`optimize_interval`
-runs one configuration's grid here, in this process. The objective per run is the
-output variable of the same name (:func:`mcsim.engine.outputs.per_run_outputs`).
-This module does not import :mod:`mcsim.engine.simulate`.
+:class:`IntervalSearch` holds one configuration's grid and fit; :func:`search_intervals`
+searches several configurations' grids together, each grid point's kernel inputs prepared once
+(:meth:`mcsim.model.preparation.Prepared.grid_point`), and applies the optima
+(:meth:`mcsim.model.preparation.Prepared.fix_interval`). How the grid points' runs are executed
+is the caller's (:mod:`mcsim.engine.optimize`: as tasks on the scenario's execution). The
+objective per run is the output variable of the same name
+(:func:`mcsim.model.run_outputs.run_outputs`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
 
-from mcsim.engine.execution import Execution
-from mcsim.engine.outputs import per_run_outputs
-from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, with_fixed_interval
-from mcsim.engine.tasks import OPTIMIZE_SEED_OFFSET, Task, plan_tasks
-from mcsim.engine.threads import run_kernel
 from mcsim.kernels import types as kernel
 from mcsim.model.checkpointing import CheckpointPlan, checkpoint_plan, daly_interval_s
+from mcsim.model.preparation import Prepared, with_fixed_interval
+from mcsim.model.run_outputs import run_outputs
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config
 from mcsim.scenario.schema import Interval
@@ -48,6 +45,8 @@ COARSE_SPREAD, COARSE_POINTS = 4.0, 11
 FINE_SPREAD, FINE_POINTS = 1.8, 9
 # Runs per grid point when resolving interval = "optimize" (at most the scenario's runs).
 OPTIMIZE_RUNS = 300
+# The runs of grid points: {configuration: [interval in iterations, ...]} -> {(configuration, interval): rows}.
+RunPoints = Callable[[dict[int, list[int]]], dict[tuple[int, int], np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -86,10 +85,10 @@ def objective_per_run(cfg: Config, every: int, rows: np.ndarray, objective: str)
 
 
 def _objective(cfg: Config, wl: Workload, plan: CheckpointPlan, rows: np.ndarray, objective: str) -> np.ndarray:
-    """The objective per run: the output variable of its name (:func:`mcsim.engine.outputs.per_run_outputs`)."""
+    """The objective per run: the output variable of its name (:func:`mcsim.model.run_outputs.run_outputs`)."""
     if objective == "wall_time":  # the one output of the kernel's wall time alone
         return rows[:, kernel.OUT_WALL_S] / 3600.0
-    return per_run_outputs(cfg, wl, plan, rows)[objective]
+    return run_outputs(cfg, rows, wl, plan)[objective]
 
 
 def _vertex(log_k: np.ndarray, means: np.ndarray) -> float:
@@ -194,103 +193,51 @@ class IntervalSearch:
         )
 
 
-def optimize_interval(
-    cfg: Config, objective: str = "wall_time", runs: int = 400, seed: int = 0, mode: str = "fast", bootstrap: int = 200
-) -> IntervalOptimum:
-    """Find the checkpoint interval minimising the mean of ``objective`` for ``cfg``, in this process.
-
-    Parameters
-    ----------
-    cfg : Config
-        A feasible configuration (its own interval setting is ignored).
-    objective : {"wall_time", "energy", "cost"}
-        Per-run output whose mean is minimised.
-    runs, seed, mode
-        Monte Carlo runs per grid point (runs ``0 .. runs - 1`` of the streams of
-        ``seed``, the same at every point), seed, mode.
-    bootstrap : int
-        Bootstrap resamples for the 95 % interval.
-    """
-    search = IntervalSearch(cfg, objective)
-    evaluated: dict[int, np.ndarray] = {}
-
-    def evaluate(ks: list[int]) -> None:
-        for k in ks:
-            if k not in evaluated:
-                inputs = kernel_inputs(with_fixed_interval(cfg, k), mode)
-                evaluated[k] = search.objective_per_run(
-                    k, run_kernel(inputs, seed, 0, runs), inputs.workload, inputs.plan
-                )
-
-    evaluate(search.coarse())
-    evaluate(search.fine({k: float(v.mean()) for k, v in evaluated.items()}))
-    return search.optimum(evaluated, seed, bootstrap)
+def _stage_points(search: IntervalSearch, stage: str, evaluated: dict[int, np.ndarray]) -> list[int]:
+    """The grid points of one stage of a search: the coarse grid, or the fine grid around the best
+    coarse point (``evaluated``: the objective per run of each interval simulated so far)."""
+    if stage == "coarse":
+        return search.coarse()
+    return search.fine({k: float(v.mean()) for k, v in evaluated.items()})
 
 
-def optimize_intervals(
-    execution: Execution, prepared: Prepared, indices: list[int], runs: int, chunk: int, seed: int
+def search_intervals(
+    prepared: Prepared, indices: list[int], run_points: RunPoints, bootstrap_seed: int
 ) -> dict[int, IntervalOptimum]:
-    """Resolve ``interval = "optimize"`` of the configurations ``indices``, the grid points as tasks.
+    """The optimum checkpoint interval of each configuration ``indices`` of ``prepared``, applied.
 
-    Every grid point is a task (``Task.optimize_every``) of min(runs, OPTIMIZE_RUNS)
-    runs on the streams of seed + OPTIMIZE_SEED_OFFSET, its kernel inputs prepared once
-    into ``prepared.rows``, run by the execution's backend, saved by its store and counted
-    by its progress bar like the reported runs. The configurations themselves are not
-    changed (:meth:`mcsim.engine.prepare.Prepared.fix_interval` applies an optimum).
+    Every configuration's coarse grid is simulated together (``run_points``), then every fine grid;
+    each grid point's kernel inputs are prepared once into ``prepared.rows`` (the caller's runs find
+    them under ``(configuration, interval)``). Each optimum is then applied: the configuration is
+    prepared again with its optimised interval (:meth:`Prepared.fix_interval`).
 
     Parameters
     ----------
-    execution : Execution
-        Backend, resume store and progress bar (its mapping is ``prepared.rows``).
     prepared : Prepared
         The prepared configurations.
     indices : list of int
         Feasible configurations whose interval is optimised.
-    runs, chunk, seed
-        The scenario's runs per configuration, runs per task and seed.
+    run_points : callable
+        ``{configuration: [interval, ...]} -> {(configuration, interval): rows}``: the kernel rows of
+        the same runs at every grid point (common random numbers).
+    bootstrap_seed : int
+        Seed of the bootstrap of each optimum's 95 % interval.
     """
     configs = prepared.configs
-    runs = min(runs, OPTIMIZE_RUNS)
     searches = {i: IntervalSearch(configs[i], configs[i].checkpoint.optimize_objective) for i in indices}
     evaluated: dict[int, dict[int, np.ndarray]] = {i: {} for i in indices}
-    grid: dict[tuple[int, int], KernelInputs] = {}
-
-    def grid_tasks(points: dict[int, list[int]]) -> list[Task]:
-        tasks = []
-        for i, ks in points.items():
-            for k in ks:
-                if k not in evaluated[i]:
-                    grid[(i, k)] = prepared.grid_point(i, k)
-                    tasks += plan_tasks([i], runs, chunk, optimize_every=k)
-        return tasks
-
-    def collect(tasks: list[Task]) -> None:
-        rows_of: dict[Task, np.ndarray] = {}
-        execution.execute(tasks, rows_of.__setitem__, "interval optimiser tasks")
-        points: dict[tuple[int, int], list[Task]] = {}
-        for task in rows_of:
-            assert task.optimize_every is not None
-            points.setdefault((task.config, task.optimize_every), []).append(task)
-        for (i, k), chunks in points.items():
-            rows = np.concatenate([rows_of[t] for t in sorted(chunks, key=lambda t: t.start)])
+    for stage in ("coarse", "fine"):
+        points = {
+            i: search.coarse()
+            if stage == "coarse"
+            else search.fine({k: float(v.mean()) for k, v in evaluated[i].items()})
+            for i, search in searches.items()
+        }
+        new = {i: [k for k in ks if k not in evaluated[i]] for i, ks in points.items()}
+        grid = {(i, k): prepared.grid_point(i, k) for i, ks in new.items() for k in ks}
+        for (i, k), rows in run_points(new).items():
             evaluated[i][k] = searches[i].objective_per_run(k, rows, grid[(i, k)].workload, grid[(i, k)].plan)
-
-    coarse = grid_tasks({i: search.coarse() for i, search in searches.items()})
-    bar = execution.bar
-    fine_bound = FINE_POINTS * runs * len(indices)  # until the fine grids are known
-    bar.total += sum(t.runs for t in coarse) + fine_bound
-    bar.refresh()
-    collect(coarse)
-    fine = grid_tasks({i: searches[i].fine({k: float(v.mean()) for k, v in evaluated[i].items()}) for i in indices})
-    bar.total += sum(t.runs for t in fine) - fine_bound
-    bar.refresh()
-    collect(fine)
-    optima = {i: searches[i].optimum(evaluated[i], seed + OPTIMIZE_SEED_OFFSET) for i in indices}
-    if execution.notify is not None:
-        for i, optimum in optima.items():
-            label = "" if len(configs) == 1 else f" of configuration {i}"
-            execution.notify(
-                f"optimized checkpoint interval{label} ({optimum.objective}): {optimum.interval_s:.4g} s "
-                f"[{optimum.ci95_s[0]:.4g}, {optimum.ci95_s[1]:.4g}], Daly {optimum.daly_s:.4g} s"
-            )
+    optima = {i: searches[i].optimum(evaluated[i], bootstrap_seed) for i in indices}
+    for i, optimum in optima.items():
+        prepared.fix_interval(i, optimum.interval_iterations)
     return optima

@@ -2,7 +2,7 @@
 
 For each simulated configuration: its workload (:mod:`mcsim.model.workload`), its
 checkpoint plan (:mod:`mcsim.model.checkpointing`) and, when feasible, the kernel's
-scalars (:class:`KernelInputs`). With draw tables (:mod:`mcsim.engine.draws`) a sweep
+scalars (:class:`KernelInputs`). With draw tables (:mod:`mcsim.scenario.draws`) a sweep
 configuration's D draws are evaluated together, on arrays over the draws
 (:class:`DrawTable`), and simulated through one :class:`TableInputs`.
 
@@ -23,7 +23,6 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from mcsim.engine.estimate import estimate_run
 from mcsim.kernels import types as kernel
 from mcsim.model.block_law import DEGREE as BLOCK_LAW_DEGREE
 from mcsim.model.block_law import ShortBlockLaw, short_block_law
@@ -37,6 +36,7 @@ from mcsim.model.checkpointing import (
     workload_and_plan,
 )
 from mcsim.model.restart import restart_overhead_s
+from mcsim.model.run_estimate import estimate_run
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES, FloatOrArray
 from mcsim.model.workload import (
@@ -51,6 +51,7 @@ from mcsim.model.workload import (
     workload_arrays,
 )
 from mcsim.scenario.config import Config, cached_per_configuration
+from mcsim.scenario.draws import DrawPlan
 from mcsim.scenario.schema import Interval
 
 # A run with more failures than this is censored: a guard against parameters
@@ -66,7 +67,7 @@ class RowSimulator(Protocol):
     """What simulates rows of one task key: the kernel inputs of a configuration or of a draw table.
 
     ``params``, ``classes`` and ``system_mtbf_s`` describe a (the longest) run, for sizing kernel calls
-    (:func:`mcsim.engine.estimate.estimate_run`).
+    (:func:`mcsim.model.run_estimate.estimate_run`).
     """
 
     @property
@@ -106,11 +107,23 @@ class Prepared:
     inputs: list[KernelInputs | None]
     rows: dict[TaskKey, RowSimulator]
     mode: str
+    held: list[bool] | None = None  # by flat index: whether the part of the sweep simulated holds it
 
     @property
     def feasible(self) -> list[int]:
         """Flat indices of the feasible simulated configurations."""
         return [i for i, wl in enumerate(self.workloads) if wl.feasible]
+
+    @property
+    def simulated(self) -> list[int]:
+        """The feasible configurations of the part of the sweep simulated (:attr:`held`; all without a part)."""
+        held = self.held
+        return [i for i in self.feasible if held is None or held[i]]
+
+    @property
+    def to_optimize(self) -> list[int]:
+        """The simulated configurations whose checkpoint interval is optimised first (``interval = "optimize"``)."""
+        return [i for i in self.simulated if self.configs[i].checkpoint.interval.kind == "optimize"]
 
     def plan(self, config: int) -> CheckpointPlan | None:
         """Checkpoint plan of configuration ``config`` (None where infeasible)."""
@@ -131,6 +144,18 @@ class Prepared:
         wl = self.workloads[config] = workload(cfg)
         inputs = self.inputs[config] = kernel_inputs(cfg, self.mode, wl)
         self.rows[(config, None)] = inputs
+
+
+def prepare_draws(draws: DrawPlan, mode: str) -> Prepared:
+    """Stage 2 of :func:`mcsim.simulate` for the simulated configurations of ``draws``: its draw tables, or
+    each simulated configuration alone, restricted to the part of the sweep that ``draws`` simulates."""
+    if draws.tabled:  # every configuration's draws evaluated together; tasks over its draws x runs rows
+        sweep = draws.scenario.configs
+        prepared = prepare_tables(sweep, draws.configs, draws.arrays, draws.first_runs, draws.runs, mode)
+    else:
+        prepared = prepare(draws.configs, mode)  # workload and plan: once per configuration
+    prepared.held = draws.held
+    return prepared
 
 
 def prepare(configs: Sequence[Config], mode: str) -> Prepared:
@@ -301,14 +326,14 @@ def _column(values, count: int) -> np.ndarray:
 
 
 class DrawTable:
-    """The D draws of one sweep configuration evaluated together (:mod:`mcsim.engine.draws`).
+    """The D draws of one sweep configuration evaluated together (:mod:`mcsim.scenario.draws`).
 
     Parameters
     ----------
     cfg : Config
         The sweep configuration.
     configs : list of Config
-        Its D draws, each with the drawn values set (:attr:`mcsim.engine.draws.DrawPlan.configs`).
+        Its D draws, each with the drawn values set (:attr:`mcsim.scenario.draws.DrawPlan.configs`).
     arrays : Config
         The sweep configuration with every drawn key as an array over the D draws.
     mode : {"fast", "exact"}

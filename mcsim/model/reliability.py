@@ -10,7 +10,7 @@ restarts). A segment of ``x`` seconds without failures then takes on average
 checkpoint interval for restart dumps", Future Gener. Comput. Syst. 22(3),
 eq. 13), and the run the sum over its segments.
 
-Used by the run-time estimate (:func:`mcsim.engine.estimate.estimate_run`) and
+Used by the run-time estimate (:func:`mcsim.model.run_estimate.estimate_run`) and
 the planner's screen (:mod:`mcsim.planning.screen`). Scalars or arrays; seconds
 throughout.
 """

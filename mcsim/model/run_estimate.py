@@ -21,7 +21,7 @@ from mcsim.scenario.limits import TimeEstimate
 
 
 class RunInputs(Protocol):
-    """What an estimate reads of one configuration's kernel inputs (:class:`mcsim.engine.prepare.KernelInputs`)."""
+    """What an estimate reads of one configuration's kernel inputs (:class:`mcsim.model.preparation.KernelInputs`)."""
 
     @property
     def params(self) -> RunParams: ...

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from mcsim.engine.outputs import config_outputs_per_run
+from mcsim.model.run_outputs import run_outputs
 from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.planning.plan import Candidates, Plan
 from mcsim.planning.screen import Screen, candidate_config
@@ -227,7 +227,7 @@ def run_pilot(
             **backend,
         )
         for f, cfg, got in zip(piloted, configs, rows, strict=True):
-            out = config_outputs_per_run(cfg, got)
+            out = run_outputs(cfg, got)
             error[f], se[f] = pilot_errors(plan, scr, int(pilot[f]), out)
         kept = {int(pilot[f]): got for f, got in zip(piloted, rows, strict=True)}
     else:

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.errors import NoCandidate
+from mcsim.model.run_outputs import run_outputs
 from mcsim.planning.calibration import Calibration, Families, family_margins, no_pilot, objective_values
 from mcsim.planning.plan import Candidates, Plan
 from mcsim.planning.screen import BEYOND_CAP, DOMINATED, KEPT, Screen, candidate_config
@@ -51,7 +51,7 @@ class PoolOutcome:
 
 def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
     """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
-    out = config_outputs_per_run(cfg, rows)
+    out = run_outputs(cfg, rows)
     return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
 
 

@@ -28,14 +28,14 @@ import numpy as np
 
 from mcsim.analysis.decisions import mean_interval
 from mcsim.engine.backends import make_backend
-from mcsim.engine.estimate import RunInputs, estimate_run
 from mcsim.engine.execution import Execution, progress_bar
 from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
-from mcsim.engine.outputs import config_outputs_per_run
-from mcsim.engine.prepare import prepare
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks
 from mcsim.kernels import types as kernel
+from mcsim.model.preparation import prepare
+from mcsim.model.run_estimate import RunInputs, estimate_run
+from mcsim.model.run_outputs import run_outputs
 from mcsim.model.workload import workload
 from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
 from mcsim.scenario.config import Config
@@ -78,7 +78,7 @@ class SelectionResult:
         Runs simulated in all (the interval optimiser's grid points not included).
     configs : tuple of Config
         The candidates as simulated (``interval = "optimize"`` resolved to a fixed interval):
-        pass them with the rows to :func:`mcsim.engine.outputs.config_outputs_per_run`.
+        pass them with the rows to :func:`mcsim.model.run_outputs.run_outputs`.
     delta : float
         The indifference zone in objective units (indifference × the best first-stage mean).
     h2 : float
@@ -183,14 +183,14 @@ def _check_arguments(
 def objective_values(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
     """Per-run objective of a feasible configuration from its kernel rows: Σ weight × output.
 
-    Outputs as :func:`mcsim.engine.outputs.per_run_outputs` computes them (cost USD, energy MWh,
+    Outputs as :func:`mcsim.model.run_outputs.run_outputs` computes them (cost USD, energy MWh,
     wall_time h, co2 t CO2e).
     """
-    return weighted_objective(config_outputs_per_run(cfg, rows), weights)
+    return weighted_objective(run_outputs(cfg, rows), weights)
 
 
 def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
-    """Per-run objective Σ weight × output of per-run outputs (named as :func:`mcsim.engine.outputs.per_run_outputs`
+    """Per-run objective Σ weight × output of per-run outputs (named as :func:`mcsim.model.run_outputs.run_outputs`
     names them)."""
     # An array, never the empty sum's 0: every caller's weights have a nonzero one (_check_objective, the plan schema).
     return cast(np.ndarray, sum(weight * outputs[name] for name, weight in weights.items() if weight))
@@ -400,7 +400,7 @@ def worst_case_estimate(
     """The estimated duration of the most runs a selection may simulate (before the first one).
 
     Every candidate run ``max_runs`` times, or, when ``max_total_runs`` is smaller, that many
-    runs of the most expensive candidate (:func:`mcsim.engine.estimate.estimate_run`).
+    runs of the most expensive candidate (:func:`mcsim.model.run_estimate.estimate_run`).
     """
     run_s = [estimate_run(i).seconds for i in inputs if i is not None]
     longest = max(run_s, default=0.0)

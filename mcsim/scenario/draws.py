@@ -7,7 +7,7 @@ so a draw has the same parameter values and the same streams in every configurat
 
 Two ways to get there, with bit-identical results:
 
-* **Draw tables** (:class:`mcsim.engine.prepare.DrawTable`, prepared in stage 2; whenever every uncertain key is in
+* **Draw tables** (:class:`mcsim.model.preparation.DrawTable`, prepared in stage 2; whenever every uncertain key is in
   :data:`TABLE_KEYS` and no interval is optimised): one configuration's D draws are
   evaluated together. The workload model (:func:`mcsim.workload.workload_arrays`) and
   the checkpoint transfers, strategy timings, job MTBF and interval
@@ -39,7 +39,18 @@ from typing import Any
 import numpy as np
 
 from mcsim.scenario.config import Config, Scenario, config_with_values, in_fleet
+from mcsim.scenario.limits import TimeEstimate, check_time
+from mcsim.scenario.shard import Shard
 from mcsim.scenario.uncertain import draw_offset, draw_values
+
+# Preparation of one (configuration, draw), s: 11.9 ms measured on 2 loaded cores for
+# capacity-planning-uncertain with 16,384 draws (stragglers.sigma drawn: the slowest, its factor
+# law is integrated per draw); an upper bound for the estimate printed and checked first.
+PREPARE_SECONDS_PER_DRAW = 0.012
+# ... plus, in fast mode, the law of a short checkpoint interval's block (mcsim.model.block_law), once
+# per distinct (G, sigma, K): 34-39 ms measured for the largest blocks (K = 64) on this 2-core
+# machine, 1-8 ms for K <= 32. An upper bound: most pairs share a law or need none.
+PREPARE_SECONDS_PER_SHORT_BLOCK_LAW = 0.045
 
 # Uncertain keys a draw table evaluates: "section.field", or "failures.*.field" for every class.
 # The others (model.*, hardware.*, compute.freq_mhz) change what the workload model is built
@@ -96,6 +107,20 @@ TABLE_KEYS = frozenset(
 )
 
 
+def preparation_estimate(scenario: Scenario) -> TimeEstimate:
+    """The preparation of every (configuration, draw), estimated and checked against the time limit.
+
+    Each (configuration, draw) gets its kernel parameters before any run, and its estimate with
+    them; with 100,000 draws that took minutes before anything was printed, so the estimate is
+    checked first (:func:`mcsim.scenario.limits.check_time`, key ``run.draws``).
+    """
+    simulated = len(scenario.configs) * scenario.run.draws
+    per_pair = PREPARE_SECONDS_PER_DRAW + (PREPARE_SECONDS_PER_SHORT_BLOCK_LAW if scenario.run.mode == "fast" else 0.0)
+    estimate = TimeEstimate(simulated * per_pair, 1, 0.0)
+    check_time(estimate, scenario.source, "run.draws")
+    return estimate
+
+
 def table_key(key: str) -> bool:
     """Whether a draw table evaluates the uncertain key ``key`` (see :data:`TABLE_KEYS`)."""
     parts = key.split(".")
@@ -131,10 +156,21 @@ class DrawPlan:
     ``flat * draws + d`` (C order of dims (sweep..., draw)); without draws (``run.draws`` 0)
     the simulated configurations are the sweep's.
 
+    Parameters
+    ----------
+    scenario : Scenario
+        The scenario.
+    shard : Shard, optional
+        Simulate only the sweep configurations of this part (:meth:`holds`).
+
     Attributes
     ----------
     scenario : Scenario
         The scenario.
+    shard : Shard or None
+        The part of the sweep simulated (None: all of it).
+    held : list of bool or None
+        By simulated configuration: whether :attr:`shard` holds it (None: no part, every one).
     count, runs : int
         Draws (0 without) and runs per (configuration, draw).
     values : ndarray, shape (count, len(keys))
@@ -150,9 +186,9 @@ class DrawPlan:
         Tabled: each sweep configuration with the drawn keys as arrays over the draws; else empty.
     """
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, shard: Shard | None = None) -> None:
         run = scenario.run
-        self.scenario, self.count, self.runs = scenario, run.draws, run.runs
+        self.scenario, self.shard, self.count, self.runs = scenario, shard, run.draws, run.runs
         self.values = draw_values(scenario.uncertain, run.draws, run.design, run.seed)
         self.keys = [entry.key for entry in scenario.uncertain]
         self.first_runs = np.array(
@@ -177,3 +213,4 @@ class DrawPlan:
                 for flat in range(len(scenario.configs))
                 for d in range(self.count)
             ]
+        self.held = None if shard is None else [shard.holds(c // max(self.count, 1)) for c in range(len(self.configs))]

@@ -13,12 +13,12 @@ import pytest
 from builders import SMALL_SCENARIO, failure_classes, kernel_params
 
 import mcsim
-from mcsim.engine import draws as draws_module
-from mcsim.engine.draws import DrawPlan
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import placements, plan_sweep_tasks
 from mcsim.kernels import types as mc
+from mcsim.scenario import draws as draws_module
 from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.draws import DrawPlan
 
 UNCERTAIN = {
     "compute.efficiency": {"dist": "triangular", "low": 0.4, "mode": 0.5, "high": 0.6},

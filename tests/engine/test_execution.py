@@ -26,13 +26,13 @@ import mcsim
 import mcsim.engine.optimize
 from mcsim.cli.main import main
 from mcsim.engine.backends import LocalBackend, make_backend, task_batches, usable_cpus
-from mcsim.engine.estimate import estimate_run
 from mcsim.engine.optimize import optimize_interval
-from mcsim.engine.prepare import kernel_inputs
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.simulate import run_task
 from mcsim.engine.tasks import Task
 from mcsim.errors import ScenarioError
+from mcsim.model.preparation import kernel_inputs
+from mcsim.model.run_estimate import estimate_run
 from mcsim.scenario import limits as budget
 from mcsim.scenario.config import scenario_from_dict
 
@@ -585,9 +585,9 @@ def test_an_interrupt_that_python_ignored_is_raised_again_between_tasks():
 def test_run_estimates_are_kept_for_configurations_only(tmp_path):
     # estimate_run keeps estimates by the identity of the inputs, holding them alive: one configuration's
     # kernel inputs are small, but a draw table holds arrays over its draws, so none is kept.
-    import mcsim.engine.estimate as estimate
-    from mcsim.engine.draws import DrawPlan
-    from mcsim.engine.simulate import _prepare
+    import mcsim.model.run_estimate as estimate
+    from mcsim.model.preparation import prepare_draws
+    from mcsim.scenario.draws import DrawPlan
 
     inputs = kernel_inputs(scenario_from_dict(_small(mode="fast")).base, "fast")
     assert estimate_run(inputs) is estimate_run(inputs)  # kept: the same object back
@@ -595,7 +595,7 @@ def test_run_estimates_are_kept_for_configurations_only(tmp_path):
     raw["uncertain"] = {"failures.gpu.mtbf_hours": {"dist": "lognormal", "median": 50000, "p95": 80000}}
     raw["run"]["draws"] = 4
     scenario = scenario_from_dict(raw)
-    prepared = _prepare(scenario, DrawPlan(scenario), None)
+    prepared = prepare_draws(DrawPlan(scenario), scenario.run.mode)
     table = next(iter(prepared.rows.values()))
     assert not isinstance(table, tuple)
     estimate_run(table)

@@ -389,7 +389,7 @@ def tasks_prepared():
 
     from builders import SMALL_SCENARIO
 
-    from mcsim.engine.prepare import prepare
+    from mcsim.model.preparation import prepare
     from mcsim.scenario.config import scenario_from_dict
 
     return prepare(scenario_from_dict(copy.deepcopy(SMALL_SCENARIO)).configs, "fast")

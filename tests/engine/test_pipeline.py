@@ -7,9 +7,12 @@ Python function that the trace sees before it calls the kernel.
 
 Definitions
 -----------
-* A frame belongs to a **stage** by the module its code lives in (:data:`STAGES`: the stage's index);
-  ``mcsim.engine.simulate`` (the driver that hands each stage's value to the next) and
-  ``mcsim.engine.estimate`` (a pure estimate of run time) are no stage.
+* A frame belongs to a **stage** by the module its code lives in (:data:`STAGES`: the stage's index;
+  the draws are the input layer's, the preparation the model's, the rest the engine's);
+  ``mcsim.engine.simulate`` (the driver that hands each stage's value to the next),
+  ``mcsim.model.run_estimate`` (a pure estimate of run time), ``mcsim.engine.options`` (the
+  execution options) and ``mcsim.engine.backends`` (the backend, acquired before the time check
+  because its parallelism enters the estimate; it runs what stage 5 hands it) are no stage.
 * A stage is **entered** when a frame of one of its modules starts (functions and methods alike; the
   trace starts after every module is imported, so a module's own top level never counts).
 * A **return** to an earlier stage is a call, from a frame of a later stage's module, of a module-level
@@ -31,18 +34,18 @@ from builders import SMALL_SCENARIO
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Stage of each engine module, in pipeline order (issue 21).
+# Stage of each module of the pipeline (path under mcsim/), in pipeline order (ARCHITECTURE.md).
 STAGES = {
-    "draws": 1,
-    "prepare": 2,
-    "tasks": 3,
-    "optimize": 4,
-    "execution": 5,
-    "backends": 5,
-    "threads": 5,
-    "resume": 5,
-    "outputs": 6,
-    "dataset": 7,
+    "scenario/draws": 1,
+    "model/preparation": 2,
+    "engine/tasks": 3,
+    "engine/optimize": 4,
+    "engine/execution": 5,
+    "engine/threads": 5,
+    "engine/resume": 5,
+    "engine/outputs": 6,
+    "model/run_outputs": 6,
+    "engine/dataset": 7,
 }
 REQUIRED = {1, 2, 3, 5, 6, 7}  # no interval is optimised here: stage 4 is skipped
 
@@ -50,26 +53,28 @@ _TRACER = r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import mcsim
-import importlib, pkgutil
-for module in pkgutil.iter_modules(mcsim.engine.__path__):  # every engine module imported before the trace
-    importlib.import_module(f"mcsim.engine.{module.name}")
-from mcsim.scenario.config import scenario_from_dict
+import importlib
 
 STAGES = json.loads(sys.argv[1])
+for module in STAGES:  # every stage's module imported before the trace
+    importlib.import_module("mcsim." + module.replace("/", "."))
+from mcsim.scenario.config import scenario_from_dict
+
 scenario = scenario_from_dict(json.loads(sys.argv[2]))
-engine = mcsim.engine.__path__[0] + "/"
+package = mcsim.__path__[0] + "/"
 first, returns, kernel, derived = [], [], [], []
 KERNEL_FILE = "<mcsim kernel entry point>"
 for name in ("simulate_runs", "simulate_runs_table"):
     namespace = {"compiled": getattr(mcsim.kernels.types, name)}
     exec(compile(f"def {name}(*args):\n    return compiled(*args)\n", KERNEL_FILE, "exec"), namespace)
+    namespace[name].signatures = namespace["compiled"].signatures  # what kernels.types.compiled asks
     setattr(mcsim.kernels.types, name, namespace[name])
 
 
 def stage_of(code):
     name = code.co_filename
-    if name.startswith(engine):
-        return STAGES.get(name[len(engine):-3])
+    if name.startswith(package):
+        return STAGES.get(name[len(package):-3])
     return None
 
 
@@ -84,7 +89,7 @@ def profile(frame, event, arg):
     stage = stage_of(code)
     if stage is None:
         return
-    if code.co_name in ("per_run_outputs", "account_runs_into") and not derived:
+    if code.co_name in ("run_outputs", "account_runs_into") and not derived:
         derived.append(bool(kernel))  # whether the kernel had run when the first outputs were derived
     if stage not in first:
         first.append(stage)

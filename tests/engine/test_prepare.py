@@ -1,6 +1,6 @@
 """Workload and checkpoint plan once per configuration; the thread split of kernel calls.
 
-Counted by wrapping ``mcsim.engine.prepare.workload`` and ``mcsim.engine.prepare.checkpoint_plan``.
+Counted by wrapping ``mcsim.model.preparation.workload`` and ``mcsim.model.preparation.checkpoint_plan``.
 
 Issue 12 item 2: a sweep computes each configuration's workload and checkpoint plan
 once, shared by the time estimate, every task and the output variables (and each
@@ -19,9 +19,9 @@ import pytest
 from builders import SMALL_SCENARIO
 
 import mcsim
-from mcsim.engine import prepare as tasks
 from mcsim.engine import threads as kernel_threads
 from mcsim.model import checkpointing
+from mcsim.model import preparation as tasks
 from mcsim.scenario.config import scenario_from_dict
 
 

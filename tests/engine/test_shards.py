@@ -16,9 +16,10 @@ import pytest
 from builders import SMALL_SCENARIO
 
 import mcsim
-from mcsim.engine import draws as draws_module
-from mcsim.engine.shards import Shard, combine_parts, parse_shard
+from mcsim.engine.shards import combine_parts
+from mcsim.scenario import draws as draws_module
 from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.shard import Shard, parse_shard
 
 
 def _raw(draws: int = 0) -> dict:

@@ -1,6 +1,6 @@
 """The compiled per-run accounting against its slow twin, bit for bit (issue 26 item 4).
 
-:func:`mcsim.kernels.types.account_runs` (through :func:`mcsim.engine.outputs.per_run_outputs` and the
+:func:`mcsim.kernels.types.account_runs` (through :func:`mcsim.model.run_outputs.run_outputs` and the
 sweep's :class:`mcsim.engine.outputs.OutputArrays`) must give the same bytes as the NumPy formulation it
 replaced, kept unchanged in ``tests/naive_accounting.py``: energy by part, cost (rental and owned),
 carbon, ETTR and the columns in hours, for simulated runs of shipped scenarios (phases, hangs,
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from naive_accounting import naive_per_run_outputs
+from naive_accounting import naive_run_outputs
 
 import mcsim
-from mcsim.engine.outputs import per_run_outputs
 from mcsim.engine.simulate import run_task
 from mcsim.io.variables import PER_RUN
 from mcsim.kernels import types as kernel
 from mcsim.model.checkpointing import workload_and_plan
+from mcsim.model.run_outputs import run_outputs
 from mcsim.scenario.config import load_scenario
 
 
@@ -55,7 +55,7 @@ def test_simulated_runs_are_accounted_as_numpy_did(name, overrides):
         if plan is None:
             continue
         rows = run_task(cfg, 11, "fast", 0, 300)
-        _assert_same_bytes(per_run_outputs(cfg, wl, plan, rows), naive_per_run_outputs(cfg, wl, plan, rows), name)
+        _assert_same_bytes(run_outputs(cfg, rows, wl, plan), naive_run_outputs(cfg, wl, plan, rows), name)
 
 
 def test_rows_no_run_produces_are_accounted_as_numpy_did():
@@ -70,11 +70,11 @@ def test_rows_no_run_produces_are_accounted_as_numpy_did():
     rows[:, kernel.OUT_COMPLETED] = rng.choice([0.0, 1.0, np.nan], size=4000)
     rows[::7, kernel.OUT_ITERATIONS_DONE] = wl.iterations  # some runs did all the work
     with np.errstate(over="ignore"):  # the twin warns where 1e300 overflows; the kernel is silent
-        expected = naive_per_run_outputs(cfg, wl, plan, rows)
-    _assert_same_bytes(per_run_outputs(cfg, wl, plan, rows), expected, "fuzz")
+        expected = naive_run_outputs(cfg, wl, plan, rows)
+    _assert_same_bytes(run_outputs(cfg, rows, wl, plan), expected, "fuzz")
     # Rows as the sweep fills a configuration it never simulated.
     nan_rows = np.full((50, kernel.N_OUT), np.nan)
-    _assert_same_bytes(per_run_outputs(cfg, wl, plan, nan_rows), naive_per_run_outputs(cfg, wl, plan, nan_rows), "nan")
+    _assert_same_bytes(run_outputs(cfg, nan_rows, wl, plan), naive_run_outputs(cfg, wl, plan, nan_rows), "nan")
 
 
 def test_a_sweep_stores_what_the_twin_computes():
@@ -93,7 +93,7 @@ def test_a_sweep_stores_what_the_twin_computes():
     stacked = ds.stack(config=[axis.dim for axis in scenario.axes]).transpose("config", "run")
     for flat, cfg in enumerate(scenario.configs):
         wl, plan = workload_and_plan(cfg)
-        expected = naive_per_run_outputs(cfg, wl, plan, run_task(cfg, 5, scenario.run.mode, 0, 64))
+        expected = naive_run_outputs(cfg, wl, plan, run_task(cfg, 5, scenario.run.mode, 0, 64))
         got = {name: stacked[name].values[flat] for name in PER_RUN}
         _assert_same_bytes(got, expected, f"configuration {flat}")
 
@@ -109,7 +109,7 @@ def test_infinite_columns_give_the_same_values_up_to_the_nan_sign():
     rows = rng.choice(np.array([np.inf, -np.inf, np.nan, 0.0, 1.0, 7.5e3, 2e9]), size=(4000, kernel.N_OUT))
     rows[:, kernel.OUT_COMPLETED] = rng.choice([0.0, 1.0], size=4000)
     with np.errstate(all="ignore"):
-        expected = naive_per_run_outputs(cfg, wl, plan, rows)
-    got = per_run_outputs(cfg, wl, plan, rows)
+        expected = naive_run_outputs(cfg, wl, plan, rows)
+    got = run_outputs(cfg, rows, wl, plan)
     for name in PER_RUN:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)  # NaN equals NaN here

@@ -188,7 +188,7 @@ def _params(overrides: dict, fast: bool) -> mc.RunParams:
         factor_mean_episode=episode.mean,
         factor_std_episode=episode.std,
     )
-    # As mcsim.engine.prepare sets it: the interval's own law where it is below the threshold.
+    # As mcsim.model.preparation sets it: the interval's own law where it is below the threshold.
     short = short_block_law(values["n_ranks"], values["sigma"], values["checkpoint_every"]) if fast else None
     if short is not None:
         values.update(short_block=short.block, **{f"short_block_c{j}": c for j, c in enumerate(short.coefficients)})

@@ -99,7 +99,7 @@ def test_no_law_where_fast_mode_walks_or_uses_the_normal(n_ranks, sigma, block, 
 def test_prepared_fast_configuration_carries_the_law():
     # The 1,024-GPU reference at its Daly interval (3 iterations, below K_min = 25).
     import mcsim
-    from mcsim.engine.prepare import kernel_inputs
+    from mcsim.model.preparation import kernel_inputs
     from mcsim.scenario.config import load_scenario
 
     cfg = load_scenario(mcsim.reference_scenario_path(), ["parallelism.gpus=1024", "model.recompute=full"]).base

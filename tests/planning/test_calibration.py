@@ -19,10 +19,10 @@ from plans import DEADLINE_SPACE
 from scipy import stats
 
 from mcsim.cli.main import main
-from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.simulate import run_task
 from mcsim.errors import ScenarioError
 from mcsim.io.netcdf import open_results
+from mcsim.model.run_outputs import run_outputs
 from mcsim.planning.calibration import (
     Calibration,
     families,
@@ -179,7 +179,7 @@ def test_pilot_finds_the_best_in_a_family_the_screen_is_pessimistic_about(tmp_pa
     for i in range(len(cand)):
         if int(cand.gpus[i]) == 512:
             cfg = candidate_config(plan, cand, i)
-            means[i] = float(np.mean(config_outputs_per_run(cfg, run_task(cfg, 1000, "fast", 0, 100))["wall_time"]))
+            means[i] = float(np.mean(run_outputs(cfg, run_task(cfg, 1000, "fast", 0, 100))["wall_time"]))
     best = min(means, key=means.__getitem__)
     assert plan.search.strategy[int(cand.strategy[best])] == "sync"
     _pessimistic_for(monkeypatch, "sync", 512, 1.10)
@@ -202,7 +202,7 @@ def test_pilot_finds_the_best_in_a_family_the_screen_is_pessimistic_about(tmp_pa
             k = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["family_pilot_candidate"][f]))[0])
             n = int(ds["finalist_runs"][k])
             cfg = candidate_config(plan, cand, int(ds["finalist_candidate"][k]))
-            direct = config_outputs_per_run(cfg, run_task(cfg, 0, "fast", 0, n))["wall_time"]
+            direct = run_outputs(cfg, run_task(cfg, 0, "fast", 0, n))["wall_time"]
             assert np.array_equal(ds["wall_time"].values[k, :n], direct)
             # The report lists the family first (the largest error bound), with its error and margin.
             assert main(["report", str(out), "-o", str(tmp_path / "report")]) == 0

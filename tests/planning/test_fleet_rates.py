@@ -21,11 +21,11 @@ from plans import small_plan
 
 from mcsim import simulate
 from mcsim.cli.main import main
-from mcsim.engine.draws import with_values
 from mcsim.io.netcdf import open_results
 from mcsim.model.checkpointing import system_mtbf_s
 from mcsim.report.plan import is_failure_rate_key
 from mcsim.scenario.config import config_with_values, scenario_from_dict
+from mcsim.scenario.draws import with_values
 
 CLASSES = [
     {"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0},

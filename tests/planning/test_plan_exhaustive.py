@@ -26,9 +26,9 @@ from builders import write_toml
 from plans import BUDGET_SPACE, DEADLINE_SPACE, WRITE_SPACE
 
 from mcsim.cli.main import main
-from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.simulate import run_task
 from mcsim.io.netcdf import open_results
+from mcsim.model.run_outputs import run_outputs
 from mcsim.planning.plan import enumerate_candidates, plan_from_dict
 from mcsim.planning.screen import candidate_config, screen
 
@@ -45,7 +45,7 @@ def simulate_every_candidate(raw: dict) -> dict[int, dict[str, np.ndarray]]:
     outputs = {}
     for i in np.flatnonzero(scr.rejection != 5):
         cfg = candidate_config(plan, cand, int(i))
-        outputs[int(i)] = config_outputs_per_run(cfg, run_task(cfg, EXHAUSTIVE_SEED, "fast", 0, EXHAUSTIVE_RUNS))
+        outputs[int(i)] = run_outputs(cfg, run_task(cfg, EXHAUSTIVE_SEED, "fast", 0, EXHAUSTIVE_RUNS))
     return outputs
 
 
@@ -136,7 +136,7 @@ def test_screen_quantile_of_the_wall_time_against_simulation(probability):
     i = int(scr.ranking[0])
     assert int(cand.gpus[i]) == 128
     cfg = candidate_config(plan, cand, i)
-    wall_h = config_outputs_per_run(cfg, run_task(cfg, EXHAUSTIVE_SEED, "fast", 0, 2000))["wall_time"]
+    wall_h = run_outputs(cfg, run_task(cfg, EXHAUSTIVE_SEED, "fast", 0, 2000))["wall_time"]
     q = float(np.quantile(wall_h, probability))
     width = float(np.quantile(wall_h, probability + 0.02) - np.quantile(wall_h, probability - 0.02))
     se = math.sqrt(probability * (1 - probability) / wall_h.size) * width / 0.04

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.simulate import run_task
 from mcsim.model.reliability import expected_renewals
+from mcsim.model.run_outputs import run_outputs
 from mcsim.model.spares import nodes_available, wall_with_spares_s
 from mcsim.model.stragglers import episode_active_share
 from mcsim.planning.effects import recovery_s
@@ -148,7 +148,7 @@ def test_screen_wall_time_against_simulation(name, indices, bound):
     runs = 100
     for i in indices:
         cfg = candidate_config(plan, cand, i)
-        wall_h = config_outputs_per_run(cfg, run_task(cfg, 1000, "fast", 0, runs))["wall_time"]
+        wall_h = run_outputs(cfg, run_task(cfg, 1000, "fast", 0, runs))["wall_time"]
         error = scr.wall_s[i] / 3600.0 / wall_h.mean() - 1
         assert abs(error) < bound, (name, i, cfg.checkpoint.strategy, cfg.parallelism.gpus, error)
 

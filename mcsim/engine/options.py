@@ -1,0 +1,67 @@
+"""How a simulation is executed: one value for the options that change no result.
+
+:class:`ExecutionOptions` travels from the public entry points (:func:`mcsim.simulate`,
+:func:`mcsim.plan`) through the engine and the planner's simulations to the backend and the
+progress bar. Run ``r`` always draws from the streams of ``(seed, r)``, so nothing here changes
+a number of the results: only how fast they come, where they run and what is said meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcsim.engine.resume import PieceStore
+
+DEFAULT_CHUNK_RUNS = 250
+
+
+def check_chunk_runs(chunk_runs: int) -> int:
+    """``chunk_runs``, or ValueError when it is below 1."""
+    if chunk_runs < 1:
+        raise ValueError(f"chunk_runs must be >= 1, got {chunk_runs}")
+    return chunk_runs
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    """How the runs of a simulation are executed (none of it changes a result).
+
+    Attributes
+    ----------
+    progress : bool, optional
+        Show a tqdm bar over all runs; None: only when standard error is a terminal (or a
+        Jupyter kernel).
+    chunk_runs : int
+        Runs per task (default 250).
+    workers : int, optional
+        Run the tasks on a dask ``LocalCluster`` of this many worker processes.
+    scheduler : str, optional
+        Run the tasks on the dask scheduler at this address (``tcp://HOST:PORT``).
+    store : PieceStore, optional
+        Saves each finished task and reuses the saved ones (resume).
+    notify : callable, optional
+        Called with one-line messages (backend in use, time estimate, tasks resumed).
+
+    Raises
+    ------
+    ValueError
+        ``chunk_runs`` below 1.
+    """
+
+    progress: bool | None = None
+    chunk_runs: int = DEFAULT_CHUNK_RUNS
+    workers: int | None = None
+    scheduler: str | None = None
+    store: PieceStore | None = None
+    notify: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        check_chunk_runs(self.chunk_runs)
+
+    def say(self, message: str) -> None:
+        """Pass ``message`` to :attr:`notify`, when there is one."""
+        if self.notify is not None:
+            self.notify(message)
