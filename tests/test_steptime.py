@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mcsim.analysis import steptime_validation as sv
-from mcsim.model import steptime
+from mcsim.model import pipeline_stages, steptime
 from mcsim.model.workload import activation_bytes_per_layer, layouts_of, workload, workload_arrays
 from mcsim.scenario.config import load_scenario
 
@@ -617,8 +617,8 @@ def test_dvfs_slows_the_matrix_operators_only():
 
 def test_interleaved_chunks_go_round_robin():
     """Megatron places chunk k on GPU k mod p: 8 layers, 3 GPUs x 2 chunks of [1, 1, 2, 2, 1, 1] layers."""
-    assert steptime.stage_layers(8, 6) == [1, 1, 2, 2, 1, 1]
-    assert steptime.gpu_layer_counts(8, 3, 2) == [3, 2, 3]  # a contiguous placement would give [2, 4, 2]
+    assert pipeline_stages.stage_layers(8, 6) == [1, 1, 2, 2, 1, 1]
+    assert pipeline_stages.gpu_layer_counts(8, 3, 2) == [3, 2, 3]  # a contiguous placement would give [2, 4, 2]
 
 
 def test_pipeline_transfers_closed_form_and_overlap():

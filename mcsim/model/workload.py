@@ -277,7 +277,7 @@ def _activation_per_layer(
 
 
 def peak_stage_microbatch_layers(layers: int, stages: ArrayLike, microbatches: ArrayLike) -> np.ndarray:
-    """``max_i layers(i) * min(p - i, m)`` over the stages of :func:`mcsim.model.steptime.stage_layers` (arrays).
+    """``max_i layers(i) * min(p - i, m)`` over the stages of :func:`mcsim.model.pipeline_stages.stage_layers` (arrays).
 
     Stage i (0-based) of p holds the activations of min(p - i, m) in-flight
     microbatches (1F1B). The in-flight count falls with i, so the maximum is at
