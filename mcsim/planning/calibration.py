@@ -23,7 +23,7 @@ import numpy as np
 from scipy import special
 
 from mcsim.engine.outputs import config_outputs_per_run
-from mcsim.model.workload import RECOMPUTE_CODES
+from mcsim.model.layouts import RECOMPUTE_CODES
 from mcsim.planning.plan import Candidates, Plan
 from mcsim.planning.screen import Screen, candidate_config
 from mcsim.planning.selection import simulate_runs, weighted_objective
