@@ -21,6 +21,7 @@ import functools
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import special
 
 
 def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
@@ -138,8 +139,6 @@ def wall_quantile_s(floor_s: ArrayLike, mean_s: ArrayLike, variance_s2: ArrayLik
     its upper quantiles when there are few failures). The mean where there is no excess or no
     variance; inf where the mean is.
     """
-    from scipy import special
-
     floor, mean, var = (np.asarray(x, dtype=np.float64) for x in (floor_s, mean_s, variance_s2))
     excess = mean - floor
     usable = np.isfinite(mean) & np.isfinite(var) & (excess > 0) & (var > 0)
