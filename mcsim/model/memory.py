@@ -25,7 +25,8 @@ MEMORY_MEASURED_OVER_MODEL = (1.15, 1.49)
 
 
 def memory_per_gpu_gb(cfg: Config, lay: Layouts, deg: ParallelDegrees, stages: StageLayers | None) -> np.ndarray:
-    """Memory of the fullest GPU of every candidate, GB: its model state plus the activations of its stage.
+    """Memory per GPU of every candidate, GB: the model state of the GPU that holds the most parameters plus
+    the activations of the fullest pipeline stage.
 
     ``stages``: the layers each pipeline GPU holds, under the operator model, which places the
     embedding and the output layer on the end stages (:func:`params_held_per_gpu`); None: the
@@ -50,7 +51,8 @@ def params_held_per_gpu(mdl: ModelSection, t: np.ndarray, p: np.ndarray, stages:
     ``(layers on the GPU x (N - E) / L + V h [+ V h]) / t``, with E = V h tied or 2 V h
     untied the part of ``model.params`` N that is not in the layers. Without a vocabulary
     (``model.vocab = 0``) the parameters are spread evenly, N / (t p), as §2 has it. ``stages``: the
-    layers on the first, last and fullest other GPU (:func:`mcsim.model.pipeline_stages.stage_layers_of`).
+    layers on the first, last and fullest other GPU
+    (:func:`mcsim.model.pipeline_stages.stage_layers_of`).
     """
     t = np.asarray(t, dtype=np.float64)
     if mdl.vocab <= 0:

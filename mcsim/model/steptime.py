@@ -4,10 +4,10 @@
 one efficiency, ring all-reduces over the links, the 1F1B bubble.
 
 ``compute.step_model = "operators"`` (docs/model.md §2b, :func:`operator_step`), per candidate
-layout: each operator of :mod:`mcsim.model.operators` at
-an efficiency that rises with its size, the collectives the frameworks run at their
-bus bandwidth, and a pipeline whose stages are the layers, the embedding and the output
-layer as they are placed, paced by the slowest stage.
+layout: each operator of :mod:`mcsim.model.operators` at an efficiency that rises with its
+size, the collectives the frameworks run at their bus bandwidth, and a pipeline whose stages
+are the layers, the embedding and the output layer as they are placed, paced by the slowest
+stage:
 
 - Matrix operators: ``flops / (peak x efficiency x curve(flops))``; the curve is
   Calculon's matrix-efficiency table (Isaev et al., SC'23; its A100 and H100 system
