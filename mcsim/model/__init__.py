@@ -1,9 +1,19 @@
 """Physics: what one configuration costs, deterministically (layer 2, above ``scenario``).
 
-- ``workload``: iteration time, memory and MFU of a layout (docs/model.md §2), on arrays.
+- ``workload``: the workload of candidate layouts (docs/model.md §2): iteration time, memory, MFU and
+  feasibility per training phase, on arrays, and the :class:`~mcsim.model.workload.Workload` of one.
+- ``layouts``: the candidate layouts and their parallel degrees as arrays, the records its parts share.
+- ``operators``: what one layer, the embedding and the output layer compute and move (§2b).
+- ``pipeline_stages``: which layers each pipeline GPU holds.
+- ``steptime``: the time of one iteration, the aggregate (§2) and the operator (§2b) step models.
+- ``memory``: memory per GPU, model state and activations.
+- ``feasibility``: the feasibility checks of a layout, their codes and their reasons in words.
 - ``strategies``: the checkpoint strategies, one record each.
 - ``checkpointing``: checkpoint size, stall, interval (Young/Daly) and failure classes.
-- ``stragglers``: the law of the slowest of G lognormal ranks.
-- ``energy``: power by phase, energy, cost and carbon of a run.
 - ``reliability``: Daly's renewal estimate of a run's wall time under failures.
+- ``restart``: the cost of a restart from its parts.
+- ``spares``: a spare-node pool's first-order effect on the wall time.
+- ``stragglers``: the law of the slowest of G lognormal ranks.
+- ``block_law``: the law of a short block's factor sum (fast mode).
+- ``energy``: power by phase, energy, cost and carbon of a run.
 """

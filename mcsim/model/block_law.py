@@ -1,4 +1,4 @@
-"""The law of a short block's factor sum: fast mode below the normal law's threshold (issue 26).
+"""The law of a short block's factor sum: fast mode below the normal law's threshold.
 
 Fast mode draws the sum of a block's K rank factors at once from the normal law when K is
 at least :meth:`mcsim.model.stragglers.FactorLaw.fast_min_block` (``K_min``); shorter
@@ -71,7 +71,8 @@ def _grids() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     (made on first use: a run whose intervals are all long never needs them).
 
     The nodes are eigenvalues (LAPACK), computed on one BLAS thread: OpenBLAS's other threads spin for
-    about 0.1 s of CPU after the call otherwise (issue 26 item 4), for the same nodes to the bit.
+    about 0.1 s of CPU after the call otherwise, CPU that the simulation's own threads need; one thread
+    gives the same nodes to the bit.
     """
     with _GRIDS_LOCK, threadpool_limits(limits=1, user_api="blas"):  # the limit is process-wide: one at a time
         nodes, weights = hermite_e.hermegauss(QUADRATURE_NODES)

@@ -11,6 +11,7 @@ the name says otherwise.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -26,7 +27,6 @@ from mcsim.kernels.types import (
     START_STATIONARY,
     FailureClasses,
 )
-from mcsim.model.reliability import expected_segment_s  # noqa: F401  (its home until 0.2; public here too)
 from mcsim.model.strategies import STRATEGIES, FloatOrArray, Transfers
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config, cached_per_configuration
@@ -212,29 +212,32 @@ def failure_classes(cfg: Config) -> FailureClasses:
 @cached_per_configuration
 def _failure_classes(failures: tuple[FailureClass, ...], gpus: int, gpus_per_node: int) -> FailureClasses:
     """:func:`failure_classes` of the classes ``failures`` on ``gpus`` GPUs, ``gpus_per_node`` a node."""
-    shape = np.array([f.shape for f in failures], dtype=np.float64)
-    mtbf_s = np.array([f.mtbf_hours * 3600.0 for f in failures], dtype=np.float64)
+
+    def column(value: Callable[[FailureClass], float], dtype: type = np.float64) -> np.ndarray:
+        return np.array([value(f) for f in failures], dtype=dtype)
+
+    shape = column(lambda f: f.shape)
+    mtbf_s = column(lambda f: f.mtbf_hours * 3600.0)
     return FailureClasses(
-        units=np.array([int(class_units(f, gpus, gpus_per_node)) for f in failures], dtype=np.int64),
+        units=column(lambda f: int(class_units(f, gpus, gpus_per_node)), np.int64),
         shape=shape,
         scale_s=mtbf_s / np.array([math.gamma(1.0 + 1.0 / k) for k in shape], dtype=np.float64),
-        recovery_s=np.array([f.recovery_minutes * 60.0 for f in failures], dtype=np.float64),
-        nodes_taken=np.array([nodes_taken(f) for f in failures], dtype=np.int64),
-        memory_ok=np.array([0 if f.scope == "node" and f.domain_nodes > 1 else 1 for f in failures], dtype=np.int64),
-        repair_s=np.array([f.repair_hours * 3600.0 for f in failures], dtype=np.float64),
-        start=np.array([start_state(f.initial_age) for f in failures], dtype=np.int64),
-        age_s=np.array(
-            [0.0 if isinstance(f.initial_age, str) else f.initial_age * 3600.0 for f in failures], dtype=np.float64
-        ),
-        kind=np.array([KIND_CODES[f.kind] for f in failures], dtype=np.int64),
-        detect_s=np.array([f.detection_minutes * 60.0 for f in failures], dtype=np.float64),
-        rollback_checkpoints=np.array([f.rollback_checkpoints for f in failures], dtype=np.int64),
-        recovery_sigma=np.array([f.recovery_sigma for f in failures], dtype=np.float64),
-        manual_share=np.array([f.manual_share for f in failures], dtype=np.float64),
-        manual_s=np.array([f.manual_hours * 3600.0 for f in failures], dtype=np.float64),
-        bad_share=np.array([f.bad_replacement_share for f in failures], dtype=np.float64),
-        bad_mean_s=np.array([f.bad_replacement_hours * 3600.0 for f in failures], dtype=np.float64),
-        repair_sigma=np.array([f.repair_sigma for f in failures], dtype=np.float64),
+        recovery_s=column(lambda f: f.recovery_minutes * 60.0),
+        nodes_taken=column(nodes_taken, np.int64),
+        # An in-memory snapshot survives a node or domain event only when it takes one node.
+        memory_ok=column(lambda f: 0 if f.scope == "node" and f.domain_nodes > 1 else 1, np.int64),
+        repair_s=column(lambda f: f.repair_hours * 3600.0),
+        start=column(lambda f: start_state(f.initial_age), np.int64),
+        age_s=column(lambda f: 0.0 if isinstance(f.initial_age, str) else f.initial_age * 3600.0),
+        kind=column(lambda f: KIND_CODES[f.kind], np.int64),
+        detect_s=column(lambda f: f.detection_minutes * 60.0),
+        rollback_checkpoints=column(lambda f: f.rollback_checkpoints, np.int64),
+        recovery_sigma=column(lambda f: f.recovery_sigma),
+        manual_share=column(lambda f: f.manual_share),
+        manual_s=column(lambda f: f.manual_hours * 3600.0),
+        bad_share=column(lambda f: f.bad_replacement_share),
+        bad_mean_s=column(lambda f: f.bad_replacement_hours * 3600.0),
+        repair_sigma=column(lambda f: f.repair_sigma),
         **_durations(failures),
     )
 
@@ -289,7 +292,8 @@ def checkpoint_plan(cfg: Config, wl: Workload) -> CheckpointPlan:
 def workload_and_plan(cfg: Config) -> tuple[Workload, CheckpointPlan | None]:
     """The workload of ``cfg`` and its checkpoint plan (None where infeasible), each configuration once per
     process (:func:`mcsim.scenario.config.cached_per_configuration`): a plan's selection prepares its
-    growing list of candidates again at every round and asks for their outputs stage after stage
-    (issue 26 item 5). Both are immutable, so callers share them."""
+    growing list of candidates again at every round and asks for their outputs stage after stage,
+    which would otherwise evaluate each candidate's workload and plan again every time. Both are
+    immutable, so callers share them."""
     wl = workload(cfg)
     return wl, checkpoint_plan(cfg, wl) if wl.feasible else None

@@ -3,6 +3,8 @@
 Per operator, for one microbatch of ``b`` sequences on one GPU of a tensor-parallel
 group of ``t``: the FLOPs of each matrix operator and the bytes each memory-bound
 operator reads and writes, forward pass. Arrays broadcast over candidates.
+:func:`layout_work` gathers all of it for candidate layouts in one :class:`LayoutWork`,
+the operator step-time model's input (:mod:`mcsim.model.steptime`).
 
 Sources (their equations, counted operator by operator here):
 
@@ -29,6 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mcsim.model.layouts import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Layouts, ParallelDegrees
+from mcsim.model.pipeline_stages import StageLayers, stage_layers_of
+from mcsim.scenario.schema import ModelSection
+
 ELEMENT_BYTES = 2.0  # BF16 activations
 MASK_BYTES = 1.0  # a dropout mask, one byte per element
 # Mixed-precision Adam, per parameter held by the GPU: read the FP32 gradient, the FP32
@@ -54,6 +60,21 @@ class Shape:
     seq_len: float
     gated_mlp: bool
     dropout: bool
+
+
+def shape_of(mdl: ModelSection) -> Shape:
+    """The :class:`Shape` of a scenario's ``[model]`` table."""
+    heads = mdl.heads or max(1, mdl.hidden // 128)
+    return Shape(
+        hidden=float(mdl.hidden),
+        heads=float(heads),
+        kv_heads=float(mdl.kv_heads or heads),
+        ffn_hidden=float(mdl.ffn_hidden or 4 * mdl.hidden),
+        vocab=float(mdl.vocab),
+        seq_len=float(mdl.seq_len),
+        gated_mlp=bool(mdl.gated_mlp),
+        dropout=bool(mdl.dropout),
+    )
 
 
 @dataclass(frozen=True)
@@ -157,3 +178,57 @@ def model_flops_per_sequence(shape: Shape, layers: float) -> float:
     ops = layer_ops(shape, one, one, True)
     forward = layers * sum(float(g[0]) for g in ops.gemm_flops) + float(logits_flops(shape, one, one)[0])
     return 3.0 * forward
+
+
+def recompute_flops_per_sequence(
+    shape: Shape, layers: int, recompute: np.ndarray, fused_attention: bool = False
+) -> np.ndarray:
+    """Matrix FLOPs recomputation adds per sequence.
+
+    A layer forward (full) or QK^T and AV (selective); with fused attention the kernel's
+    backward recomputes QK^T whatever the policy, and selective recomputation adds nothing.
+    """
+    one = np.ones(1)
+    work = layer_ops(shape, one, one, True)
+    forward = layers * sum(float(g[0]) for g in work.gemm_flops)
+    scores = layers * sum(float(work.gemm_flops[k][0]) for k in SCORE_GEMMS)
+    if fused_attention:
+        in_kernel = layers * float(work.gemm_flops[SCORE_GEMMS[0]][0])
+        return in_kernel + np.where(recompute == RECOMPUTE_FULL, forward, 0.0)
+    return np.select([recompute == RECOMPUTE_FULL, recompute == RECOMPUTE_SELECTIVE], [forward, scores], 0.0)
+
+
+@dataclass(frozen=True)
+class LayoutWork:
+    """What the GPUs of candidate layouts compute and move, and where the layers sit (arrays over candidates).
+
+    With context parallelism a GPU holds ``b s / cp`` tokens of its microbatch: the operators
+    count tokens as ``b s``, so ``sequences = b / cp`` stands for them (exactly b when cp = 1).
+    """
+
+    shape: Shape
+    sequences: np.ndarray  # b / cp, the microbatch's share of one GPU, in sequences
+    layer: LayerOps  # one layer, one microbatch, one GPU
+    embedding_bytes: np.ndarray  # the embedding look-up, one microbatch
+    logits_flops: np.ndarray  # the output layer, one microbatch, one GPU
+    logits_bytes: np.ndarray  # the final norm and the cross-entropy, one microbatch, one GPU
+    model_flops_per_sequence: float  # forward and backward, no recomputation
+    recompute_flops_per_sequence: np.ndarray  # what recomputation adds
+    stages: StageLayers  # layers on the first, last and fullest other pipeline GPU
+
+
+def layout_work(mdl: ModelSection, lay: Layouts, degrees: ParallelDegrees, fused_attention: bool) -> LayoutWork:
+    """The :class:`LayoutWork` of candidate layouts of the model ``mdl``, forward pass per microbatch."""
+    shape = shape_of(mdl)
+    b, t = degrees.microbatch / degrees.cp, degrees.tp
+    return LayoutWork(
+        shape=shape,
+        sequences=b,
+        layer=layer_ops(shape, b, t, lay.sequence_parallel),
+        embedding_bytes=embedding_bytes(shape, b),
+        logits_flops=logits_flops(shape, b, t),
+        logits_bytes=logits_bytes(shape, b, t),
+        model_flops_per_sequence=model_flops_per_sequence(shape, mdl.layers),
+        recompute_flops_per_sequence=recompute_flops_per_sequence(shape, mdl.layers, lay.recompute, fused_attention),
+        stages=stage_layers_of(mdl.layers, degrees.pp, degrees.interleave),
+    )

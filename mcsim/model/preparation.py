@@ -35,21 +35,13 @@ from mcsim.model.checkpointing import (
     system_mtbf_s,
     workload_and_plan,
 )
+from mcsim.model.feasibility import FEASIBLE, configuration_problem
+from mcsim.model.layouts import Layouts
 from mcsim.model.restart import restart_overhead_s
 from mcsim.model.run_estimate import estimate_run
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES, FloatOrArray
-from mcsim.model.workload import (
-    FEASIBLE,
-    WORKLOAD_FLOATS,
-    Layouts,
-    Workload,
-    configuration_problem,
-    layouts_of,
-    phase_rows,
-    workload,
-    workload_arrays,
-)
+from mcsim.model.workload import WORKLOAD_FLOATS, Workload, layouts_of, phase_rows, workload, workload_arrays
 from mcsim.scenario.config import Config, cached_per_configuration
 from mcsim.scenario.draws import DrawPlan
 from mcsim.scenario.schema import Interval

@@ -18,9 +18,11 @@ throughout.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import special
 
 
 def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
@@ -39,7 +41,15 @@ def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: Array
     return float(out) if out.ndim == 0 else out
 
 
-def expected_run_wall_s(
+def expected_run_wall_s(*run: ArrayLike) -> float | np.ndarray:
+    """Expected wall time of a whole run, s: Daly's segment estimate (:func:`expected_segment_s`) summed over
+    its intervals, ``(intervals - 1) E[every * iteration_s + stall_s] + E[last interval]``; not capped at
+    any wall-time limit. ``run``: the arguments of :func:`summed_over_intervals` after ``per_segment``."""
+    return summed_over_intervals(expected_segment_s, *run)
+
+
+def summed_over_intervals(
+    per_segment: Callable[[ArrayLike, ArrayLike, ArrayLike], float | np.ndarray],
     iterations: ArrayLike,
     every: ArrayLike,
     iteration_s: ArrayLike,
@@ -47,10 +57,12 @@ def expected_run_wall_s(
     restart_s: ArrayLike,
     mtbf_s: ArrayLike,
 ) -> float | np.ndarray:
-    """Expected wall time of a whole run, s: Daly's segment estimate summed over its intervals.
+    """A per-segment quantity of a run (its mean wall time, its variance) summed over its checkpoint intervals.
 
     Parameters
     ----------
+    per_segment : callable
+        ``(segment_s, restart_s, mtbf_s)``: the quantity of one segment of ``segment_s`` of work.
     iterations : int or ndarray of int
         Iterations of the run.
     every : int or ndarray of int
@@ -67,13 +79,10 @@ def expected_run_wall_s(
     Returns
     -------
     float or ndarray
-        ``(intervals - 1) E[every * iteration_s + stall_s] + E[last interval]``, s; not capped
-        at any wall-time limit.
+        ``(intervals - 1) per_segment(every * iteration_s + stall_s) + per_segment(last interval)``.
     """
     intervals, full_s, last_s = _intervals(iterations, every, iteration_s)
-    return (intervals - 1) * expected_segment_s(full_s + stall_s, restart_s, mtbf_s) + expected_segment_s(
-        last_s, restart_s, mtbf_s
-    )
+    return (intervals - 1) * per_segment(full_s + stall_s, restart_s, mtbf_s) + per_segment(last_s, restart_s, mtbf_s)
 
 
 def _intervals(
@@ -95,7 +104,7 @@ def segment_variance_s2(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: Arra
     truncated at ``x``), plus the restart ``R``. With ``K`` independent of the ``Y``'s (a compound
     geometric sum), ``Var = E[K] Var[Y] + Var[K] (E[Y] + R)²``. **First order:** the restart is
     taken as fixed and failures during it are left out (Daly's mean, :func:`expected_segment_s`,
-    keeps them; the variance is used for a quantile, :func:`run_wall_quantile_s`). 0 without
+    keeps them; the variance is used for a quantile, :func:`wall_quantile_s`). 0 without
     failures (``M`` infinite or not positive); inf where the exponentials overflow.
     """
     seg, restart, m = (np.asarray(x, dtype=np.float64) for x in (segment_s, restart_s, mtbf_s))
@@ -113,20 +122,11 @@ def segment_variance_s2(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: Arra
     return np.where(finite & (seg > 0), value, 0.0)
 
 
-def run_wall_variance_s2(
-    iterations: ArrayLike,
-    every: ArrayLike,
-    iteration_s: ArrayLike,
-    stall_s: ArrayLike,
-    restart_s: ArrayLike,
-    mtbf_s: ArrayLike,
-) -> np.ndarray:
-    """Variance of a run's wall time from its failures, s²: the segments' variances summed
-    (:func:`segment_variance_s2`; segments are independent under Poisson failures). Arguments as
-    :func:`expected_run_wall_s`."""
-    intervals, full_s, last_s = _intervals(iterations, every, iteration_s)
-    full = segment_variance_s2(full_s + stall_s, restart_s, mtbf_s)
-    return (intervals - 1) * full + segment_variance_s2(last_s, restart_s, mtbf_s)
+def run_wall_variance_s2(*run: ArrayLike) -> float | np.ndarray:
+    """Variance of a run's wall time from its failures, s²: the segments' variances (:func:`segment_variance_s2`)
+    summed over its intervals (segments are independent under Poisson failures). ``run``: the arguments of
+    :func:`summed_over_intervals` after ``per_segment``."""
+    return summed_over_intervals(segment_variance_s2, *run)
 
 
 def wall_quantile_s(floor_s: ArrayLike, mean_s: ArrayLike, variance_s2: ArrayLike, probability: float) -> np.ndarray:
@@ -138,8 +138,6 @@ def wall_quantile_s(floor_s: ArrayLike, mean_s: ArrayLike, variance_s2: ArrayLik
     its upper quantiles when there are few failures). The mean where there is no excess or no
     variance; inf where the mean is.
     """
-    from scipy import special
-
     floor, mean, var = (np.asarray(x, dtype=np.float64) for x in (floor_s, mean_s, variance_s2))
     excess = mean - floor
     usable = np.isfinite(mean) & np.isfinite(var) & (excess > 0) & (var > 0)

@@ -16,9 +16,18 @@ gives ``W`` by Daly's estimate; seconds throughout.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import special
+
+from mcsim._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from scipy import stats
+else:  # imported at first use: importing scipy.stats costs ~0.5 s, and most plans have no spares
+    stats = lazy_module("scipy.stats")
 
 # Points of the grid over [0, the longest repair] on which A(t) is integrated (the trapezoid rule).
 _GRID_POINTS = 257
@@ -36,15 +45,13 @@ def in_repair_s(t_s: np.ndarray, repair_s: float, sigma: float) -> np.ndarray:
     empty at 0). ``R`` is ``repair_s``, or lognormal of that mean and log-sd ``sigma``:
     ``E[R; R < t] + t P(R >= t) = m Phi(z - sigma) + t (1 - Phi(z))``, ``z = (ln t - mu) / sigma``,
     ``mu = ln m - sigma^2 / 2``."""
-    from scipy.special import ndtr
-
     t = np.asarray(t_s, dtype=np.float64)
     if sigma == 0.0 or repair_s == 0.0:
         return np.minimum(t, repair_s)
     mu = np.log(repair_s) - 0.5 * sigma * sigma
     with np.errstate(divide="ignore"):
         z = (np.log(t) - mu) / sigma
-    return repair_s * ndtr(z - sigma) + t * (1.0 - ndtr(z))
+    return repair_s * special.ndtr(z - sigma) + t * (1.0 - special.ndtr(z))
 
 
 def _longest_s(repair_s: float, sigma: float) -> float:
@@ -58,8 +65,6 @@ def nodes_available(t_s: np.ndarray, classes: Sequence[tuple[float, int, float, 
     ``classes``: ``(events per s, nodes per event, mean repair s, repair log-sd)`` of every class that
     takes nodes.
     """
-    from scipy import stats  # here: importing scipy.stats costs ~0.5 s, and most plans have no spares
-
     t = np.asarray(t_s, dtype=np.float64)
     means = [(rate * in_repair_s(t, repair_s, sigma), nodes) for rate, nodes, repair_s, sigma in classes]
     if spares > _EXACT_SPARES:

@@ -1,9 +1,13 @@
-"""The operator-level step-time model (``compute.step_model = "operators"``, docs/model.md §2b).
+"""The step-time models: the time of one iteration of candidate layouts, in array form.
 
-Per candidate layout, in array form: each operator of :mod:`mcsim.model.operators` at
-an efficiency that rises with its size, the collectives the frameworks run at their
-bus bandwidth, and a pipeline whose stages are the layers, the embedding and the output
-layer as they are placed, paced by the slowest stage.
+``compute.step_model = "aggregate"`` (docs/model.md §2, :func:`aggregate_step`): every FLOP at
+one efficiency, ring all-reduces over the links, the 1F1B bubble.
+
+``compute.step_model = "operators"`` (docs/model.md §2b, :func:`operator_step`), per candidate
+layout: each operator of :mod:`mcsim.model.operators` at an efficiency that rises with its
+size, the collectives the frameworks run at their bus bandwidth, and a pipeline whose stages
+are the layers, the embedding and the output layer as they are placed, paced by the slowest
+stage:
 
 - Matrix operators: ``flops / (peak x efficiency x curve(flops))``; the curve is
   Calculon's matrix-efficiency table (Isaev et al., SC'23; its A100 and H100 system
@@ -36,8 +40,12 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from mcsim.model import operators as ops
+from mcsim.model.layouts import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Layouts, ParallelDegrees
+from mcsim.model.pipeline_stages import StageLayers
+from mcsim.scenario.config import Config
 
 # Calculon's matrix efficiency by operator size (GFLOP -> fraction of peak) and memory
 # efficiency by bytes moved (MB -> fraction of HBM bandwidth): systems/a100_80g.json and
@@ -50,21 +58,14 @@ MEMORY_KNOTS_MB = np.array([0.0, 1.0, 10.0, 100.0])
 MEMORY_EFFICIENCY = np.array([0.3, 0.6, 0.75, 0.9])
 MEMORY_KERNELS_PER_LAYER = 6  # two norms, two residual additions, the activation, softmax (+ dropout)
 
-RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL = 0, 1, 2
 
 # The step-time models' typical error against published iteration times: layouts whose ideal
 # iteration times are closer than this are ties as far as the model can tell (mcsim report).
 # operators: the median |error| of the leave-one-out validation over its 51 cases, 5.95 %
 # (docs/validation.md, "Step time"; tests/model/test_steptime.py keeps it at least that); aggregate:
-# the median error of §2's model on published cases, 8 % (issue 24's assessment).
+# the median error of §2's one-efficiency model on published cases, 8 %, as assessed when the operator
+# model was introduced.
 STEP_TIME_ERROR = {"aggregate": 0.08, "operators": 0.0595}
-
-# The memory model (§2, Korthikanti et al.'s formulas plus the model state) against measured
-# memory: BigScience's 181B benchmark on 80 GB A100s (docs/validation.md, "Memory") used 1.15
-# to 1.49 times what the model counts (framework buffers, allocator, the recomputed layer).
-# mcsim report widens the recommendation's memory by this range (tests/model/test_steptime.py
-# keeps it the validation's).
-MEMORY_MEASURED_OVER_MODEL = (1.15, 1.49)
 
 
 def matrix_efficiency(gflop: np.ndarray) -> np.ndarray:
@@ -77,7 +78,7 @@ def memory_efficiency(megabytes: np.ndarray) -> np.ndarray:
     return np.interp(np.log1p(megabytes), np.log1p(MEMORY_KNOTS_MB), MEMORY_EFFICIENCY)
 
 
-def gemm_seconds(flops: np.ndarray, peak_flops: np.ndarray, efficiency: np.ndarray) -> np.ndarray:
+def gemm_seconds(flops: np.ndarray, peak_flops: np.ndarray, efficiency: float | np.ndarray) -> np.ndarray:
     """Time of one matrix operator, s."""
     return flops / (peak_flops * efficiency * matrix_efficiency(flops / 1e9))
 
@@ -103,7 +104,7 @@ class Link:
     latency_s: float
     inside: bool | np.ndarray = True
     local_ranks: np.ndarray | None = None
-    local_bus_bytes_per_s: np.ndarray | None = None
+    local_bus_bytes_per_s: float | np.ndarray | None = None
 
 
 def ring_step_bytes(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray]:
@@ -144,6 +145,15 @@ def ring_step_seconds(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> np.n
     return np.where(ranks <= 1, 0.0, seconds)
 
 
+def ring_allreduce_s(ranks: ArrayLike, nbytes: ArrayLike, bandwidth_gbps: ArrayLike, latency_s: float) -> np.ndarray:
+    """Ring all-reduce time of the aggregate model: ``2(n-1)/n * bytes / bw + 2(n-1) * latency`` (0 for one
+    rank); arrays."""
+    ranks = np.asarray(ranks)
+    n = np.maximum(ranks, 1)
+    time = 2.0 * (n - 1) / n * np.asarray(nbytes) / (np.asarray(bandwidth_gbps) * 1e9) + 2.0 * (n - 1) * latency_s
+    return np.where(ranks <= 1, 0.0, time)
+
+
 def tp_ring_steps(recompute: np.ndarray, sequence_parallel: bool | np.ndarray) -> np.ndarray:
     """Reduce-scatter or all-gather steps per layer and microbatch (an all-reduce is two).
 
@@ -169,12 +179,13 @@ class LayerTimes:
 
 def layer_times(
     shape: ops.Shape,
+    work: ops.LayerOps,
     b: np.ndarray,
     t: np.ndarray,
     recompute: np.ndarray,
     sequence_parallel: bool | np.ndarray,
     peak_flops: tuple[np.ndarray, np.ndarray],
-    efficiency: np.ndarray,
+    efficiency: float | np.ndarray,
     hbm: np.ndarray,
     tp_link: Link,
     overlap_tp: float | np.ndarray,
@@ -183,10 +194,10 @@ def layer_times(
 ) -> LayerTimes:
     """Forward, backward and recomputation of one layer, and its tensor-parallel exchange.
 
+    ``work`` is the layer's operators (:func:`mcsim.model.operators.layer_ops` of ``b`` and ``t``);
     ``peak_flops`` is (the linear layers' peak, the attention products' peak): FP8, where
     asked, runs the linear layers only (as Transformer Engine does); QK^T and AV stay BF16.
     """
-    work = ops.layer_ops(shape, b, t, sequence_parallel)
     linear_peak, attention_peak = peak_flops
     # DVFS: matrix operators are compute-bound and slow down as f_max / f; memory-bound ones do not.
     gemm = [
@@ -215,93 +226,13 @@ def layer_times(
 
 
 @dataclass(frozen=True)
-class StageLayers:
-    """Layers on the first GPU, the last GPU and the fullest other GPU of a pipeline (arrays)."""
-
-    first: np.ndarray
-    last: np.ndarray
-    middle: np.ndarray  # 0 when p <= 2
-
-
-def stage_layers(layers: int, stages: int) -> list[int]:
-    """Layers on each pipeline stage.
-
-    When ``stages`` does not divide ``layers`` the stages that get one layer
-    fewer are the outermost ones, first and last alternately (the first stage
-    also holds the embedding, the last the output layer), as Llama 3 did
-    (arXiv 2407.21783, §3.3.2).
-    """
-    per, extra = divmod(layers, stages)
-    if extra == 0:
-        return [per] * stages
-    counts = [per + 1] * stages
-    order = [i // 2 if i % 2 == 0 else stages - 1 - i // 2 for i in range(stages)]
-    for stage in order[: stages - extra]:
-        counts[stage] = per
-    return counts
-
-
-def gpu_layer_counts(layers: int, stages: int, interleave: int) -> list[int]:
-    """Layers each of ``stages`` GPUs holds when the model is cut into ``stages x interleave`` chunks.
-
-    Chunk k sits on GPU ``k mod stages`` (Megatron's interleaved placement); the
-    chunks' sizes follow :func:`stage_layers` (outermost chunks
-    one layer fewer when the division is uneven).
-    """
-    chunks = stage_layers(layers, stages * interleave)
-    counts = [0] * stages
-    for k, n in enumerate(chunks):
-        counts[k % stages] += n
-    return counts
-
-
-def stage_layers_of(layers: int, pp: np.ndarray, interleave: np.ndarray) -> StageLayers:
-    """:class:`StageLayers` per candidate (computed once per distinct ``(p, v)``)."""
-    first = np.zeros(pp.shape, dtype=np.float64)
-    last = np.zeros(pp.shape, dtype=np.float64)
-    middle = np.zeros(pp.shape, dtype=np.float64)
-    keys, inverse = np.unique(np.asarray(pp, dtype=np.int64) * 4096 + interleave, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    for k, key in enumerate(keys):
-        p, v = divmod(int(key), 4096)  # interleave <= 1024 (the schema's bound)
-        counts = gpu_layer_counts(layers, max(min(p, layers), 1), max(min(v, layers), 1))
-        chosen = inverse == k
-        first[chosen] = counts[0]
-        last[chosen] = counts[-1]
-        middle[chosen] = max(counts[1:-1], default=0)
-    return StageLayers(first, last, middle)
-
-
-def params_held_per_gpu(mdl, t: np.ndarray, p: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """The most parameters one GPU holds, for the memory of the fullest GPU (arrays).
-
-    The embedding (V h) sits on the first stage and the output layer (V h, a copy of the
-    embedding when they are tied; Shoeybi et al. 2019, the embedding group) on the last:
-    ``(layers on the GPU x (N - E) / L + V h [+ V h]) / t``, with E = V h tied or 2 V h
-    untied the part of ``model.params`` N that is not in the layers. Without a vocabulary
-    (``model.vocab = 0``) the parameters are spread evenly, N / (t p), as §2 has it.
-    """
-    t = np.asarray(t, dtype=np.float64)
-    if mdl.vocab <= 0:
-        return mdl.params / (t * np.asarray(p, dtype=np.float64))
-    table = float(mdl.vocab) * float(mdl.hidden)
-    outside = table * (1.0 if mdl.tied_embeddings else 2.0)
-    per_layer = max(mdl.params - outside, 0.0) / mdl.layers
-    stages = stage_layers_of(mdl.layers, np.asarray(p), np.asarray(v))
-    one_stage = np.asarray(p) == 1
-    first = stages.first * per_layer + table + np.where(one_stage & (not mdl.tied_embeddings), table, 0.0)
-    last = stages.last * per_layer + np.where(one_stage, 0.0, table)
-    return np.maximum.reduce([first, last, stages.middle * per_layer]) / t
-
-
-@dataclass(frozen=True)
 class StepTimes:
-    """The operator model's iteration, split as :class:`mcsim.model.workload.WorkloadArrays` splits it (s, bytes)."""
+    """An iteration of the step models, split as :class:`mcsim.model.workload.WorkloadArrays` splits it (s, bytes)."""
 
-    t_comp_s: np.ndarray  # m x the slowest GPU's compute per microbatch, plus the optimizer step
-    bubble_s: np.ndarray  # the other stages' fill and drain, (sum - max) / v
-    tp_comm_s: np.ndarray  # m x the slowest GPU's exposed tensor-parallel time
-    pp_comm_s: np.ndarray  # m x the slowest GPU's exposed pipeline transfers
+    t_comp_s: np.ndarray  # operators: m x the slowest GPU's compute per microbatch, plus the optimizer step
+    bubble_s: np.ndarray  # operators: the other stages' fill and drain, (sum - max) / v
+    tp_comm_s: np.ndarray  # operators: m x the slowest GPU's exposed tensor-parallel time
+    pp_comm_s: np.ndarray  # operators: m x the slowest GPU's exposed pipeline transfers
     dp_comm_s: np.ndarray  # exposed gradient reduction
     model_flops: np.ndarray  # per iteration, forward and backward, no recomputation
     hardware_flops: np.ndarray  # per iteration, with recomputation
@@ -310,42 +241,34 @@ class StepTimes:
 
 
 @dataclass(frozen=True)
-class Layout:
-    """A candidate's parallel layout and GPU as arrays (the operator model's inputs)."""
+class GpuRates:
+    """A candidate GPU's rates as the operator model uses them (arrays over candidates)."""
 
-    gpus_per_node: int
-    tp: np.ndarray
-    pp: np.ndarray
-    dp: np.ndarray
-    microbatch: np.ndarray
-    microbatches: np.ndarray
-    interleave: np.ndarray
-    recompute: np.ndarray
-    sequence_parallel: np.ndarray  # bool
-    zero_stage: np.ndarray  # 0..3
-    cp: np.ndarray  # context-parallel degree
     peak_flops: np.ndarray  # FLOP/s
-    linear_peak_flops: np.ndarray  # of QKV, projection and MLP: FP8's under compute.fp8
+    linear_peak_flops: np.ndarray  # of QKV, projection and MLP: FP8's under compute.fp8 where the GPU has it
     hbm_bytes_per_s: np.ndarray
     clock_ratio: np.ndarray  # DVFS: f_max / f, the matrix operators' time multiplier at the chosen clock
 
 
-def shape_of(mdl) -> ops.Shape:
-    """The :class:`~mcsim.model.operators.Shape` of a scenario's ``[model]`` table."""
-    heads = mdl.heads or max(1, mdl.hidden // 128)
-    return ops.Shape(
-        hidden=float(mdl.hidden),
-        heads=float(heads),
-        kv_heads=float(mdl.kv_heads or heads),
-        ffn_hidden=float(mdl.ffn_hidden or 4 * mdl.hidden),
-        vocab=float(mdl.vocab),
-        seq_len=float(mdl.seq_len),
-        gated_mlp=bool(mdl.gated_mlp),
-        dropout=bool(mdl.dropout),
-    )
+def gpu_rates(cfg: Config, lay: Layouts) -> GpuRates:
+    """The :class:`GpuRates` of the candidates' GPUs at their clocks."""
+    peak_flops = lay.peak_tflops * 1e12
+    # FP8, where asked and the GPU has it, runs the linear layers' matrix operators (§2b).
+    linear_peak = np.where(lay.fp8_tflops > 0, lay.fp8_tflops * 1e12, peak_flops) if cfg.compute.fp8 else peak_flops
+    return GpuRates(peak_flops, linear_peak, lay.hbm_gbps * 1e9, lay.freq_max_mhz / lay.freq_mhz)
 
 
-def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
+@dataclass(frozen=True)
+class Links:
+    """The links of a layout's tensor-, context-, pipeline- and data-parallel groups."""
+
+    tp: Link
+    cp: Link
+    pp: Link
+    dp: Link
+
+
+def _links(cfg: Config, deg: ParallelDegrees) -> Links:
     """Tensor-, context-, pipeline- and data-parallel links (bus bandwidth after the collective efficiency)."""
     net = cfg.network
     latency_s = net.latency_us * 1e-6
@@ -354,7 +277,7 @@ def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
     # Megatron's rank order (tp, cp, dp, pp): a group sits within a node while the ranks it
     # spans fit in one; pipeline neighbours are t cp d ranks apart, so only a job of one node
     # keeps its pipeline inside.
-    t, c, d, gpn = lay.tp, lay.cp, lay.dp, lay.gpus_per_node
+    t, c, d, gpn = deg.tp, deg.cp, deg.dp, cfg.hardware.gpus_per_node
 
     def flat(span: np.ndarray) -> Link:
         return Link(np.where(span <= gpn, intra, inter), latency_s, span <= gpn)
@@ -366,9 +289,7 @@ def _links(cfg, lay: Layout) -> tuple[Link, Link, Link, Link]:
     # group leaves a node, with as many members per node as fit at the group's stride: 1 for
     # TP; t for the gradients' group, the d x cp ranks that hold the same weights (in the
     # order tp, cp, dp they are t apart). Ring attention and pipeline transfers are flat.
-    tp_link, dp_link = nccl(t, np.ones_like(t)), nccl(t * c * d, t)
-    cp_link, pp_link = flat(t * c), flat(t * c * lay.pp * d)
-    return tp_link, cp_link, pp_link, dp_link
+    return Links(tp=nccl(t, np.ones_like(t)), cp=flat(t * c), pp=flat(t * c * deg.pp * d), dp=nccl(t * c * d, t))
 
 
 def context_parallel_exposed(
@@ -392,104 +313,157 @@ def context_parallel_exposed(
     return passes * forward + backward, sent
 
 
-def operator_step(cfg, lay: Layout) -> StepTimes:
+def operator_step(cfg: Config, lay: Layouts, deg: ParallelDegrees, work: ops.LayoutWork) -> StepTimes:
     """The operator model's iteration for every candidate of ``lay`` (scenario constants from ``cfg``).
 
+    ``work`` is what the candidates' GPUs compute (:func:`mcsim.model.operators.layout_work`).
     An absurd input (an efficiency near 0) makes times infinite; where that gives inf - inf
     or 0 x inf the time is infinite too (as in the aggregate model), never NaN.
     """
+    rates = gpu_rates(cfg, lay)
     with np.errstate(invalid="ignore", over="ignore"):
-        step = _operator_step(cfg, lay)
+        step = _operator_step(cfg, lay, deg, rates, work)
     times = ("t_comp_s", "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s")
     return dataclasses.replace(
         step, **{name: np.where(np.isnan(getattr(step, name)), np.inf, getattr(step, name)) for name in times}
     )
 
 
-def _operator_step(cfg, lay: Layout) -> StepTimes:
-    mdl, par = cfg.model, cfg.parallelism
-    shape = shape_of(mdl)
+def _operator_step(cfg: Config, lay: Layouts, deg: ParallelDegrees, rates: GpuRates, work: ops.LayoutWork) -> StepTimes:
+    mdl, m = cfg.model, deg.microbatches
+    links = _links(cfg, deg)
+    microbatch = _microbatch_times(cfg, lay, deg, rates, work, links)
+    pipeline = _pipeline(mdl.layers, deg, work.stages, microbatch)
+    optimizer, dp_exposed, grad_bytes = _data_parallel(cfg, lay, deg, rates, work, pipeline, microbatch.layer, links)
+    intra_bytes, inter_bytes = _traffic(cfg, lay, deg, microbatch, grad_bytes, links)
+    model_flops = np.full(deg.tp.shape, mdl.global_batch * work.model_flops_per_sequence)
+    return StepTimes(
+        t_comp_s=m * pipeline.compute_s + optimizer,
+        bubble_s=pipeline.fill_s,
+        tp_comm_s=m * pipeline.slowest_layers * microbatch.layer_comm_s,
+        pp_comm_s=m * microbatch.pp_comm_s,
+        dp_comm_s=dp_exposed,
+        model_flops=model_flops,
+        hardware_flops=model_flops + mdl.global_batch * work.recompute_flops_per_sequence,
+        intra_bytes_per_gpu=intra_bytes,
+        inter_bytes_per_gpu=inter_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class _MicrobatchTimes:
+    """One microbatch's times on the pipeline's GPUs, s, and what it sends (arrays over candidates)."""
+
+    layer: LayerTimes
+    layer_comm_s: np.ndarray  # exposed tensor- and context-parallel time of one layer
+    embedding_s: np.ndarray  # the embedding, forward and backward (first GPU)
+    logits_s: np.ndarray  # final norm, output layer and loss, forward and backward (last GPU)
+    pp_comm_s: np.ndarray  # exposed pipeline transfers of one GPU
+    transfer_bytes: np.ndarray  # one pipeline transfer
+    cp_bytes: np.ndarray  # ring attention one GPU sends for one layer
+
+
+def _microbatch_times(
+    cfg: Config, lay: Layouts, deg: ParallelDegrees, rates: GpuRates, work: ops.LayoutWork, links: Links
+) -> _MicrobatchTimes:
+    """Layer, embedding, output layer and pipeline transfer times of one microbatch."""
+    par, shape, b, t = cfg.parallelism, work.shape, work.sequences, deg.tp
+    eff, hbm, ratio = cfg.compute.efficiency, rates.hbm_bytes_per_s, rates.clock_ratio
+    peaks, fused = (rates.linear_peak_flops, rates.peak_flops), bool(cfg.compute.fused_attention)
     sp = lay.sequence_parallel
-    t, p, v, m = lay.tp, lay.pp, lay.interleave, lay.microbatches
-    # With context parallelism a GPU holds b s / cp tokens of its microbatch: the operators
-    # count tokens as b s, so b / cp stands for them (exactly b when cp = 1).
-    b = lay.microbatch / lay.cp
-    tp_link, cp_link, pp_link, dp_link = _links(cfg, lay)
-    eff = cfg.compute.efficiency
-    fused = bool(cfg.compute.fused_attention)
-    hbm = lay.hbm_bytes_per_s
-    peaks = (lay.linear_peak_flops, lay.peak_flops)
-    ratio = lay.clock_ratio
-    layer = layer_times(shape, b, t, lay.recompute, sp, peaks, eff, hbm, tp_link, par.overlap_tp, fused, ratio)
+    layer = layer_times(
+        shape, work.layer, b, t, lay.recompute, sp, peaks, eff, hbm, links.tp, par.overlap_tp, fused, ratio
+    )
     # Embedding on the first GPU; final norm, output layer and loss on the last (3x: forward, backward).
-    embedding = np.where(shape.vocab > 0, 3.0 * memory_seconds(ops.embedding_bytes(shape, b), hbm), 0.0)
-    logits_fwd = gemm_seconds(ops.logits_flops(shape, b, t), lay.peak_flops, eff) * ratio
-    logits_fwd = logits_fwd + memory_seconds(ops.logits_bytes(shape, b, t), hbm, 2.0)
+    embedding = np.where(shape.vocab > 0, 3.0 * memory_seconds(work.embedding_bytes, hbm), 0.0)
+    logits_fwd = gemm_seconds(work.logits_flops, rates.peak_flops, eff) * ratio
+    logits_fwd = logits_fwd + memory_seconds(work.logits_bytes, hbm, 2.0)
     logits = np.where(shape.vocab > 0, 3.0 * logits_fwd, 0.0)
     transfer = np.asarray(b, dtype=np.float64) * shape.seq_len * shape.hidden * ops.ELEMENT_BYTES / t
-    hop = transfer / pp_link.bus_bytes_per_s + pp_link.latency_s
-    pp_per_mb = np.where(p > 1, 2.0 * v * hop * (1.0 - par.overlap_pp), 0.0)
-    cp_comm, cp_bytes = context_parallel_exposed(shape, lay.microbatch, t, lay.cp, layer, lay.recompute, cp_link)
-    layer_comm = layer.tp_comm_s + cp_comm
-    per_layer = layer.compute_s + layer_comm
-    stages = stage_layers_of(mdl.layers, p, v)
+    hop = transfer / links.pp.bus_bytes_per_s + links.pp.latency_s
+    pp_per_mb = np.where(deg.pp > 1, 2.0 * deg.interleave * hop * (1.0 - par.overlap_pp), 0.0)
+    cp_comm, cp_bytes = context_parallel_exposed(shape, deg.microbatch, t, deg.cp, layer, lay.recompute, links.cp)
+    return _MicrobatchTimes(layer, layer.tp_comm_s + cp_comm, embedding, logits, pp_per_mb, transfer, cp_bytes)
+
+
+@dataclass(frozen=True)
+class _Pipeline:
+    """The pipeline paced by its slowest GPU (arrays over candidates)."""
+
+    slowest_layers: np.ndarray  # layers on the slowest GPU
+    compute_s: np.ndarray  # the slowest GPU's compute per microbatch
+    fill_s: np.ndarray  # the other GPUs' fill and drain per iteration, (sum - max) / v
+
+
+def _pipeline(layers: int, deg: ParallelDegrees, stages: StageLayers, mb: _MicrobatchTimes) -> _Pipeline:
+    """The slowest of the first, the last and the fullest other GPU, and the others' fill and drain."""
+    p, layer, embedding, logits = deg.pp, mb.layer, mb.embedding_s, mb.logits_s
+    per_layer = layer.compute_s + mb.layer_comm_s
     one_stage = p == 1
     first = stages.first * per_layer + embedding + np.where(one_stage, logits, 0.0)
     last = stages.last * per_layer + np.where(one_stage, 0.0, logits)
     middle = stages.middle * per_layer
-    per_gpu = np.stack([first, last, middle]) + pp_per_mb
+    per_gpu = np.stack([first, last, middle]) + mb.pp_comm_s
     slowest = np.argmax(per_gpu, axis=0)
     t_max = np.take_along_axis(per_gpu, slowest[None], axis=0)[0]
     n_slowest = np.choose(slowest, [stages.first, stages.last, stages.middle])
     extra_compute = np.choose(
         slowest, [embedding + np.where(one_stage, logits, 0.0), np.where(one_stage, 0.0, logits), 0.0]
     )
-    total = mdl.layers * per_layer + embedding + logits + p * pp_per_mb
-    pipeline_fill = (total - t_max) / v
-    compute_mb = n_slowest * layer.compute_s + extra_compute
+    total = layers * per_layer + embedding + logits + p * mb.pp_comm_s
+    return _Pipeline(n_slowest, n_slowest * layer.compute_s + extra_compute, (total - t_max) / deg.interleave)
+
+
+def _data_parallel(
+    cfg: Config,
+    lay: Layouts,
+    deg: ParallelDegrees,
+    rates: GpuRates,
+    work: ops.LayoutWork,
+    pipeline: _Pipeline,
+    layer: LayerTimes,
+    links: Links,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The optimizer step and the exposed data-parallel traffic per iteration, s, and the gradient bytes."""
+    mdl, shape, t, p = cfg.model, work.shape, deg.tp, deg.pp
     params_per_gpu = mdl.params / (t * p)
-    d = lay.dp * lay.cp  # context-parallel ranks hold the same weights: they reduce and shard with the DP ones
+    d = deg.dp * deg.cp  # context-parallel ranks hold the same weights: they reduce and shard with the DP ones
     zero = lay.zero_stage
     updated = params_per_gpu / np.where(zero >= 1, d, 1)  # each rank updates its shard
-    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, hbm)
+    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, rates.hbm_bytes_per_s)
     grad_bytes = ops.ELEMENT_BYTES * params_per_gpu
-    windows = (n_slowest * layer.forward_s, n_slowest * layer.backward_s)
-    dp_step = ring_step_seconds(d, grad_bytes, dp_link)
-    dp_exposed = data_parallel_exposed(zero, dp_step, m, windows, par.overlap_dp)
+    windows = (pipeline.slowest_layers * layer.forward_s, pipeline.slowest_layers * layer.backward_s)
+    dp_step = ring_step_seconds(d, grad_bytes, links.dp)
+    dp_exposed = data_parallel_exposed(zero, dp_step, deg.microbatches, windows, cfg.parallelism.overlap_dp)
     # Tied embeddings on a pipeline: the first and last stage all-reduce the shared matrix's
     # gradient (V h / t parameters) after the backward pass (Shoeybi et al. 2019; Megatron's
     # embedding group), exposed, on the pipeline link between them.
     tied = bool(mdl.tied_embeddings) and shape.vocab > 0
     embedding_grad = ops.ELEMENT_BYTES * shape.vocab * shape.hidden / t
     dp_exposed = dp_exposed + np.where(
-        tied & (p > 1), 2.0 * ring_step_seconds(np.full(t.shape, 2), embedding_grad, pp_link), 0.0
+        tied & (p > 1), 2.0 * ring_step_seconds(np.full(t.shape, 2), embedding_grad, links.pp), 0.0
     )
+    return optimizer, dp_exposed, grad_bytes
+
+
+def _traffic(
+    cfg: Config, lay: Layouts, deg: ParallelDegrees, mb: _MicrobatchTimes, grad_bytes: np.ndarray, links: Links
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes one GPU sends per iteration, (within its node, across nodes)."""
+    p, v, m, zero = deg.pp, deg.interleave, deg.microbatches, lay.zero_stage
     dp_steps = np.array([2.0, 2.0, 1.0, 0.0])[zero] + np.array([0.0, 0.0, 1.0, 3.0])[zero] * m
-    flops_per_sequence = ops.model_flops_per_sequence(shape, mdl.layers)
-    recompute_per_sequence = _recompute_flops_per_sequence(shape, mdl.layers, lay.recompute, fused)
-    model_flops = np.full(t.shape, mdl.global_batch * flops_per_sequence)
-    dp_intra, dp_inter = ring_step_bytes(d, dp_steps * grad_bytes, dp_link)
-    layer_microbatches = (mdl.layers / p) * m
-    intra_bytes = dp_intra + layer_microbatches * layer.tp_bytes[0]
-    inter_bytes = dp_inter + layer_microbatches * layer.tp_bytes[1]
+    dp_intra, dp_inter = ring_step_bytes(deg.dp * deg.cp, dp_steps * grad_bytes, links.dp)
+    layer_microbatches = (cfg.model.layers / p) * m
+    intra_bytes = dp_intra + layer_microbatches * mb.layer.tp_bytes[0]
+    inter_bytes = dp_inter + layer_microbatches * mb.layer.tp_bytes[1]
     point_to_point = (
-        (cp_link, layer_microbatches * cp_bytes),
-        (pp_link, np.where(p > 1, 2.0 * m * v * transfer, 0.0)),
+        (links.cp, layer_microbatches * mb.cp_bytes),
+        (links.pp, np.where(p > 1, 2.0 * m * v * mb.transfer_bytes, 0.0)),
     )
     for link, nbytes in point_to_point:
         intra_bytes = intra_bytes + np.where(link.inside, nbytes, 0.0)
         inter_bytes = inter_bytes + np.where(link.inside, 0.0, nbytes)
-    return StepTimes(
-        t_comp_s=m * compute_mb + optimizer,
-        bubble_s=pipeline_fill,
-        tp_comm_s=m * n_slowest * layer_comm,
-        pp_comm_s=m * pp_per_mb,
-        dp_comm_s=dp_exposed,
-        model_flops=model_flops,
-        hardware_flops=model_flops + mdl.global_batch * recompute_per_sequence,
-        intra_bytes_per_gpu=intra_bytes,
-        inter_bytes_per_gpu=inter_bytes,
-    )
+    return intra_bytes, inter_bytes
 
 
 def _hidden(seconds: np.ndarray, window: np.ndarray, overlap: float | np.ndarray) -> np.ndarray:
@@ -531,19 +505,41 @@ def data_parallel_exposed(
     return np.choose(np.asarray(zero_stage), by_stage)
 
 
-def _recompute_flops_per_sequence(
-    shape: ops.Shape, layers: int, recompute: np.ndarray, fused_attention: bool = False
-) -> np.ndarray:
-    """Matrix FLOPs recomputation adds per sequence.
+def aggregate_step(cfg: Config, lay: Layouts, deg: ParallelDegrees) -> StepTimes:
+    """§2's iteration (one efficiency for every FLOP) over candidates, split as the operator model splits it."""
+    mdl, net = cfg.model, cfg.network
+    N, L, h, s, B = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch
+    G, t, p, b, v, c, d, m = deg.gpus, deg.tp, deg.pp, deg.microbatch, deg.interleave, deg.cp, deg.dp, deg.microbatches
+    peak_flops = lay.peak_tflops * 1e12
+    model_flops = np.full(G.shape, 6.0 * N * B * s)
+    hardware_flops = np.select(
+        [lay.recompute == RECOMPUTE_FULL, lay.recompute == RECOMPUTE_SELECTIVE],
+        # Selective: forward attention scores recomputed: QK^T and AV,
+        # 2 s^2 h FLOPs each per sequence and layer.
+        [model_flops * 4.0 / 3.0, model_flops + 4.0 * B * s * s * h * L],
+        model_flops,
+    )
+    # DVFS: the compute-bound share of the compute time scales as f_max / f, the rest
+    # (memory-bound kernels) does not.
+    share = cfg.compute.freq_scaling_share
+    slowdown = share * lay.freq_max_mhz / lay.freq_mhz + (1.0 - share)
+    t_comp = hardware_flops / (G * peak_flops * cfg.compute.efficiency) * slowdown
+    bubble = t_comp * (p - 1) / (v * m)
 
-    A layer forward (full) or QK^T and AV (selective); with fused attention the kernel's
-    backward recomputes QK^T whatever the policy, and selective recomputation adds nothing.
-    """
-    one = np.ones(1)
-    work = ops.layer_ops(shape, one, one, True)
-    forward = layers * sum(float(g[0]) for g in work.gemm_flops)
-    scores = layers * sum(float(work.gemm_flops[k][0]) for k in ops.SCORE_GEMMS)
-    if fused_attention:
-        in_kernel = layers * float(work.gemm_flops[ops.SCORE_GEMMS[0]][0])
-        return in_kernel + np.where(recompute == RECOMPUTE_FULL, forward, 0.0)
-    return np.select([recompute == RECOMPUTE_FULL, recompute == RECOMPUTE_SELECTIVE], [forward, scores], 0.0)
+    latency_s = net.latency_us * 1e-6
+    act_bytes = b.astype(np.float64) * (s / c) * h * ops.ELEMENT_BYTES  # this GPU's s/cp tokens
+    # TP spans nodes when tp > gpus_per_node: it then runs on the inter-node link.
+    tp_inside = t <= cfg.hardware.gpus_per_node
+    tp_bw = np.where(tp_inside, net.intra_gbps, net.inter_gbps)
+    tp_comm = (L / p) * m * 4 * ring_allreduce_s(t, act_bytes, tp_bw, latency_s) * (1 - cfg.parallelism.overlap_tp)
+    pp_comm = np.where(p > 1, 2.0 * m * v * (act_bytes / (net.inter_gbps * 1e9) + latency_s), 0.0)
+    grad_bytes = ops.ELEMENT_BYTES * N / (t * p)
+    # Gradients are reduced over the data- and context-parallel ranks (both hold the same weights).
+    dp_comm = ring_allreduce_s(d * c, grad_bytes, net.inter_gbps, latency_s) * (1 - cfg.parallelism.overlap_dp)
+    # Bytes each GPU sends per iteration (a ring all-reduce sends 2(n-1)/n of the buffer).
+    tp_bytes = (L / p) * m * 4 * np.where(t > 1, 2.0 * (t - 1) / t * act_bytes, 0.0)
+    pp_bytes = np.where(p > 1, 2.0 * m * v * act_bytes, 0.0)
+    dp_bytes = np.where(d * c > 1, 2.0 * (d * c - 1) / (d * c) * grad_bytes, 0.0)
+    intra_bytes = np.where(tp_inside, tp_bytes, 0.0)
+    inter_bytes = pp_bytes + dp_bytes + np.where(tp_inside, 0.0, tp_bytes)
+    return StepTimes(t_comp, bubble, tp_comm, pp_comm, dp_comm, model_flops, hardware_flops, intra_bytes, inter_bytes)

@@ -22,10 +22,18 @@ import functools
 import math
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import integrate, special
+from scipy import special
+
+from mcsim._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from scipy import integrate
+else:  # imported at the first quadrature, not with mcsim: a command that simulates nothing never needs it
+    integrate = lazy_module("scipy.integrate")
 
 # W1 distance of a block's duration from its exact law, as a share of its mean.
 # By subadditivity of W1 over independent sums, a whole run's wall time is then

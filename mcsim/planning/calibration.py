@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from mcsim.model.layouts import RECOMPUTE_CODES
 from mcsim.model.run_outputs import run_outputs
-from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.planning.plan import Candidates, Plan
 from mcsim.planning.screen import Screen, candidate_config
 from mcsim.planning.selection import simulate_runs, weighted_objective

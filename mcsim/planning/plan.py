@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 
 from mcsim.errors import ScenarioError
+from mcsim.model.layouts import RECOMPUTE_CODES
 from mcsim.model.strategies import STRATEGIES
-from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.config import Scenario, check_depth, override_items, read_toml, scenario_from_dict, set_dotted
 from mcsim.scenario.overrides import Override

@@ -25,7 +25,8 @@ import xarray as xr
 from mcsim.analysis.pareto import nondominated
 from mcsim.errors import NoCandidate  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.variables import Variable
-from mcsim.model.workload import FREQUENCY, MEMORY, RECOMPUTE_CODES
+from mcsim.model.feasibility import FREQUENCY, MEMORY
+from mcsim.model.layouts import RECOMPUTE_CODES
 from mcsim.planning.calibration import family_dataset_variables, run_pilot
 from mcsim.planning.plan import Candidates, Plan, enumerate_candidates, gpu_specs, load_plan
 from mcsim.planning.pool import (  # noqa: F401  (per_run_outputs, simulated_constraint, missed_text: public here too)

@@ -44,6 +44,15 @@ from mcsim.model.energy import (
     phase_powers_w,
     rank_factor_mean,
 )
+from mcsim.model.feasibility import (
+    FREQUENCY,
+    MEMORY,
+    STRUCTURAL,
+    TIME_RESOLUTION_CODE,
+    TOO_MANY_ITERATIONS,
+    configuration_problem,
+)
+from mcsim.model.layouts import RECOMPUTE_CODES, Layouts
 from mcsim.model.reliability import (
     expected_run_wall_s,
     run_wall_variance_s2,
@@ -52,18 +61,7 @@ from mcsim.model.reliability import (
 from mcsim.model.restart import restart_parts
 from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
-from mcsim.model.workload import (
-    FREQUENCY,
-    MEMORY,
-    RECOMPUTE_CODES,
-    STRUCTURAL,
-    TIME_RESOLUTION_CODE,
-    TOO_MANY_ITERATIONS,
-    Layouts,
-    WorkloadArrays,
-    configuration_problem,
-    workload_arrays,
-)
+from mcsim.model.workload import WorkloadArrays, workload_arrays
 from mcsim.planning.effects import (
     mean_recovery_s,
     recovery_s,

@@ -16,7 +16,8 @@ import tomllib
 import numpy as np
 import xarray as xr
 
-from mcsim.model.steptime import MEMORY_MEASURED_OVER_MODEL, STEP_TIME_ERROR
+from mcsim.model.memory import MEMORY_MEASURED_OVER_MODEL
+from mcsim.model.steptime import STEP_TIME_ERROR
 from mcsim.planning.planner import layout_label
 from mcsim.planning.screen import REJECTIONS
 from mcsim.scenario.catalog import GPU_CATALOG

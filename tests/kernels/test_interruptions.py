@@ -240,7 +240,8 @@ def test_events_dropped_in_recoveries_count_towards_the_failure_guard():
 
 
 def test_files_without_the_later_variables_are_still_results(tmp_path, small_raw):
-    # A result written before issue 25 (no per-cause variables) is still summarised and reported.
+    # A result written before the interruptions had causes (no per-cause variables) is still summarised
+    # and reported.
     scenario = tmp_path / "s.toml"
     small_raw["run"]["runs"] = 20
     scenario.write_text(dumps_toml(small_raw))

@@ -1,4 +1,4 @@
-"""Energy by phase, DVFS, cost and carbon (issue 4), against hand values and closed forms."""
+"""Energy by phase, DVFS, cost and carbon (docs/model.md §5), against hand values and closed forms."""
 
 from __future__ import annotations
 
@@ -215,7 +215,7 @@ def test_episode_energy_charges_waiting_ranks_at_wait_power():
 
 
 def test_recovery_energy_by_state_down_restarting_hung():
-    # Power by state (issue 25 item 5, docs/model.md §5): during a recovery the GPUs are down (idle,
+    # Power by state (docs/model.md §5): during a recovery the GPUs are down (idle,
     # A100 60 W) until the restart's parts and the checkpoint load (load_time), which draw the checkpoint power
     # (A100 60 + 0.04 x 340 = 73.6 W: reading the state back, the mirror of Morrison et al.'s
     # measured checkpoint phase); hung ranks draw the waiting power (60 + 0.6 x 340 = 264 W). Sync

@@ -1,4 +1,4 @@
-"""Measured recoveries as a class's law (``failures.*.recovery_durations_minutes``; issue 25 item 2;
+"""Measured recoveries as a class's law (``failures.*.recovery_durations_minutes``;
 docs/model.md §3 "Kinds of interruption and recovery laws"): how a scenario gives them, what is refused,
 and the planner's first-order equivalent. The kernel's draws are checked against closed forms in
 tests/kernels/test_interruptions.py and run by run against the slow twin (the ``*-kinds`` cases)."""

@@ -1,4 +1,4 @@
-"""The cost of a restart from its parts (docs/model.md §3 "The cost of a restart"; issue 25 item 3).
+"""The cost of a restart from its parts (docs/model.md §3 "The cost of a restart").
 
 Expected values are hand computations from the model's statement (re-scheduling + process start +
 communicator set-up per GPU + warm-up iterations' extra time), not from the code under test; the

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 from mcsim.analysis import steptime_validation as sv
-from mcsim.model import steptime
-from mcsim.model.workload import activation_bytes_per_layer, layouts_of, workload, workload_arrays
+from mcsim.model import memory, pipeline_stages, steptime
+from mcsim.model import operators as ops
+from mcsim.model.memory import activation_bytes_per_layer
+from mcsim.model.workload import layouts_of, workload, workload_arrays
 from mcsim.scenario.config import load_scenario
 
 BASE = {
@@ -352,7 +354,7 @@ def test_params_below_the_tables_are_refused(tmp_path, tied, params, refused):
     assert not out.exists()
 
 
-# The planner searches the software choices (issue 24 item 6).
+# The planner searches the software choices of the operator model: sequence parallelism and the ZeRO stage.
 
 PLAN = {
     "name": "operators-plan",
@@ -491,14 +493,12 @@ def test_tied_embeddings_add_the_stage_to_stage_gradient_all_reduce():
 
 def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
     """At twice the peak, the linear layers' matrix time halves; QK^T and AV keep the BF16 peak."""
-    from mcsim.model import operators as ops
-
     cfg = config()
-    shape = steptime.shape_of(cfg.model)
+    shape = ops.shape_of(cfg.model)
     one, eight = np.ones(1), np.full(1, 8.0)
     link = steptime.Link(np.full(1, 1e11), 0.0)
     peak = np.full(1, 312e12)
-    args = (shape, one, eight, np.zeros(1, dtype=np.int64), True)
+    args = (shape, ops.layer_ops(shape, one, eight, True), one, eight, np.zeros(1, dtype=np.int64), True)
     bf16 = steptime.layer_times(*args, (peak, peak), 0.7, np.full(1, 2e12), link, 0.0)
     fp8 = steptime.layer_times(*args, (2 * peak, peak), 0.7, np.full(1, 2e12), link, 0.0)
     work = ops.layer_ops(shape, one, eight, True)
@@ -531,7 +531,7 @@ def test_fp8_is_refused_under_the_aggregate_model(tmp_path):
     assert not (tmp_path / "o.nc").exists()
 
 
-# Context parallelism (issue 24 item 3).
+# Context parallelism: sequences split over cp GPUs, with ring attention.
 
 
 def test_context_parallel_activations_hold_s_over_cp_tokens():
@@ -589,13 +589,13 @@ def test_the_screen_searches_context_parallelism_and_equals_mcsim_run():
 
 def _layer(**kwargs):
     cfg = config()
-    shape = steptime.shape_of(cfg.model)
+    shape = ops.shape_of(cfg.model)
     one, eight = np.ones(1), np.full(1, 8.0)
     peak = np.full(1, kwargs.pop("peak", 312e12))
     link = steptime.Link(np.full(1, 1e11), 0.0)
-    return steptime.layer_times(
-        shape, one, eight, np.zeros(1, dtype=np.int64), True, (peak, peak), 0.7, np.full(1, 2e12), link, 0.0, **kwargs
-    )
+    work = ops.layer_ops(shape, one, eight, True)
+    args = (shape, work, one, eight, np.zeros(1, dtype=np.int64), True)
+    return steptime.layer_times(*args, (peak, peak), 0.7, np.full(1, 2e12), link, 0.0, **kwargs)
 
 
 def test_fused_attention_backward_recomputes_qk():
@@ -617,8 +617,8 @@ def test_dvfs_slows_the_matrix_operators_only():
 
 def test_interleaved_chunks_go_round_robin():
     """Megatron places chunk k on GPU k mod p: 8 layers, 3 GPUs x 2 chunks of [1, 1, 2, 2, 1, 1] layers."""
-    assert steptime.stage_layers(8, 6) == [1, 1, 2, 2, 1, 1]
-    assert steptime.gpu_layer_counts(8, 3, 2) == [3, 2, 3]  # a contiguous placement would give [2, 4, 2]
+    assert pipeline_stages.stage_layers(8, 6) == [1, 1, 2, 2, 1, 1]
+    assert pipeline_stages.gpu_layer_counts(8, 3, 2) == [3, 2, 3]  # a contiguous placement would give [2, 4, 2]
 
 
 def test_pipeline_transfers_closed_form_and_overlap():
@@ -740,6 +740,10 @@ def test_tensor_parallel_group_across_nodes_is_hierarchical():
     assert wl.inter_bytes_per_gpu == pytest.approx(wl.intra_bytes_per_gpu / 7, rel=1e-12)
 
 
+def _params_held(mdl, t, p, v):
+    return memory.params_held_per_gpu(mdl, t, p, pipeline_stages.stage_layers_of(mdl.layers, p, v))
+
+
 def test_end_stages_hold_the_embedding_and_output_layer():
     """Params of the fullest GPU: its layers' share of N - E plus the V h table (E = V h tied, 2 V h untied)."""
     h, vocab, layers = 14336, 250880, 72
@@ -748,14 +752,14 @@ def test_end_stages_hold_the_embedding_and_output_layer():
         overrides={"model.hidden": h, "model.vocab": vocab, "model.layers": layers, "model.tied_embeddings": True}
     ).base.model
     tied = dataclasses.replace(tied, params=layers * layer_params + table)
-    held = steptime.params_held_per_gpu(tied, np.array([4, 4]), np.array([12, 1]), np.array([1, 1]))
+    held = _params_held(tied, np.array([4, 4]), np.array([12, 1]), np.array([1, 1]))
     assert held[0] == pytest.approx((6 * layer_params + table) / 4, rel=1e-12)  # first (and last) of 12 stages
     assert held[1] == pytest.approx((layers * layer_params + table) / 4, rel=1e-12)  # one stage: the table once
     untied = dataclasses.replace(tied, tied_embeddings=False, params=layers * layer_params + 2 * table)
-    one = steptime.params_held_per_gpu(untied, np.array([1]), np.array([1]), np.array([1]))
+    one = _params_held(untied, np.array([1]), np.array([1]), np.array([1]))
     assert one[0] == pytest.approx(untied.params, rel=1e-12)  # everything on one GPU
     spread = dataclasses.replace(tied, vocab=0)
-    assert steptime.params_held_per_gpu(spread, np.array([4]), np.array([12]), np.array([1]))[0] == tied.params / 48
+    assert _params_held(spread, np.array([4]), np.array([12]), np.array([1]))[0] == tied.params / 48
 
 
 def test_memory_counts_the_end_stage_tables_under_operators():
@@ -767,7 +771,7 @@ def test_memory_counts_the_end_stage_tables_under_operators():
         workload(config(**{**common, "compute__step_model": "aggregate"})),
     )
     cfg = config(**common)
-    extra = steptime.params_held_per_gpu(cfg.model, np.array([8]), np.array([8]), np.array([1]))[0] - 2e10 / 64
+    extra = _params_held(cfg.model, np.array([8]), np.array([8]), np.array([1]))[0] - 2e10 / 64
     assert extra > 0
     assert with_table.memory_per_gpu_gb - aggregate.memory_per_gpu_gb == pytest.approx(16 * extra / 1e9, rel=1e-9)
 
@@ -776,7 +780,7 @@ def test_memory_range_is_the_validations():
     """MEMORY_MEASURED_OVER_MODEL spans measured / model of the BigScience memory column (rounded outward)."""
     rows = sv.memory_results()
     over = [measured / model for _, measured, model in rows if measured is not None]
-    low, high = steptime.MEMORY_MEASURED_OVER_MODEL
+    low, high = memory.MEMORY_MEASURED_OVER_MODEL
     assert low <= min(over) < low + 0.01 and high - 0.01 < max(over) <= high
     assert len(over) == 15 and sum(measured is None for _, measured, _ in rows) == 3
 
@@ -794,7 +798,7 @@ def test_report_widens_the_recommendations_memory():
             attrs={"scenario_toml": toml},
         ).assign(recommended=1)
 
-    low, high = steptime.MEMORY_MEASURED_OVER_MODEL
+    low, high = memory.MEMORY_MEASURED_OVER_MODEL
     tight, roomy = memory_lines(plan(60.0)), memory_lines(plan(40.0))
     assert tight[0] == "## Memory"
     assert f"{60 * low:.0f} to {60 * high:.0f} GB" in tight[2] and "more than the GPU's 80 GB" in tight[2]
@@ -815,7 +819,7 @@ def test_end_stage_tables_follow_the_interleaved_placement():
         overrides={"model.hidden": h, "model.vocab": vocab, "model.layers": layers, "model.tied_embeddings": True}
     ).base.model
     mdl = dataclasses.replace(mdl, params=layers * per_layer + table)
-    held = steptime.params_held_per_gpu(mdl, np.array([1, 1]), np.array([3, 3]), np.array([2, 1]))
+    held = _params_held(mdl, np.array([1, 1]), np.array([3, 3]), np.array([2, 1]))
     assert held == pytest.approx([3 * per_layer + table, 2 * per_layer + table], rel=1e-12)
 
 

@@ -1,4 +1,4 @@
-"""Throughput that changes during a run (issue 25 item 4): training phases and a degradation that a
+"""Throughput that changes during a run (docs/model.md §2 and §4): training phases and a degradation that a
 restart resets, against closed forms and small written-out references (fixed seeds, |z| < 4)."""
 
 from __future__ import annotations

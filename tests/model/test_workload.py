@@ -150,7 +150,7 @@ def test_checkpoint_plan_sync_and_async():
     ],
 )
 def test_stage_layers(layers, stages, expected):
-    from mcsim.model.steptime import stage_layers
+    from mcsim.model.pipeline_stages import stage_layers
 
     assert stage_layers(layers, stages) == expected and sum(expected) == layers
 

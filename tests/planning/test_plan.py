@@ -18,8 +18,9 @@ import mcsim
 from mcsim.cli.main import main
 from mcsim.engine.simulate import run_task
 from mcsim.io.netcdf import open_results
-from mcsim.model.steptime import stage_layers
-from mcsim.model.workload import peak_stage_microbatch_layers, workload
+from mcsim.model.memory import peak_stage_microbatch_layers
+from mcsim.model.pipeline_stages import stage_layers
+from mcsim.model.workload import workload
 from mcsim.planning.plan import default_values, enumerate_candidates, load_plan, plan_from_dict
 from mcsim.planning.planner import PLAN_VARIABLES, per_run_outputs
 from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, candidate_config, screen
