@@ -139,10 +139,16 @@ class Execution:
 
 
 def completed_configurations(
-    execution: Execution, tasks: list[Task], placements: Mapping[Task, list[Piece]], feasible: list[int], runs: int
+    execution: Execution,
+    tasks: list[Task],
+    placements: Mapping[Task, list[Piece]],
+    feasible: list[int],
+    runs: int,
+    configurations: int = 0,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Run and place the reported ``tasks``; yield ``(config, rows)``, each feasible configuration's kernel rows
-    ``(runs, N_OUT)``, as soon as its last piece is placed (the rows are not kept here after that).
+    ``(runs, N_OUT)``, as soon as its last piece is placed (the rows are not kept here after that), then
+    each of the first ``configurations`` that is not simulated (infeasible, or another part's) with NaN rows.
 
     ``placements``: where each task's rows go (:func:`mcsim.engine.tasks.placements`). The progress
     bar's postfix counts the configurations done.
@@ -168,3 +174,7 @@ def completed_configurations(
                 f"{done}/{len(feasible)} configurations, {done / max(bar.format_dict['elapsed'], 1e-9):.2f} configs/s",
                 refresh=False,
             )
+    simulated = set(feasible)
+    for config in range(configurations):
+        if config not in simulated:
+            yield config, np.full((runs, kernel.N_OUT), np.nan)

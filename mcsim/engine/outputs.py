@@ -29,8 +29,8 @@ class OutputArrays:
     order); :meth:`add` turns a configuration's kernel rows into its outputs as soon as its
     last task is in, so the kernel rows of the whole sweep are never held beside the outputs
     (a 480-configuration sweep's peak memory above the baseline fell from 2.1 to 1.2 times its
-    dataset when they stopped being held). Configurations never added (infeasible, or another shard's) get
-    NaN runs in :meth:`arrays`.
+    dataset when they stopped being held). Configurations not simulated (infeasible, or another
+    shard's) are added with NaN runs.
 
     Parameters
     ----------
@@ -79,12 +79,9 @@ class OutputArrays:
         self._added[flat] = True
 
     def arrays(self, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-        """The arrays of the sweep ``shape`` (per run: plus ``runs``), every configuration not added as NaN runs."""
-        missing = np.flatnonzero(~self._added)
-        if missing.size:
-            nan_rows = np.full((self.runs, kernel.N_OUT), np.nan)
-            for flat in missing:
-                self.add(int(flat), nan_rows)
+        """The arrays of the sweep ``shape`` (per run: plus ``runs``), once every configuration is added (those
+        not simulated as NaN runs: :func:`mcsim.engine.execution.completed_configurations` yields them)."""
+        assert self._added.all(), "every configuration is added before the arrays are read"
         return {
             **{k: v.reshape(shape + (self.runs,)) for k, v in self.per_run.items()},
             **{k: v.reshape(shape) for k, v in self.per_config.items()},

@@ -92,7 +92,8 @@ def simulate(
         No dask extra, or no dask scheduler answering at ``scheduler``.
     """
     options = ExecutionOptions(progress, chunk_runs or DEFAULT_CHUNK_RUNS, workers, scheduler, store, notify)
-    draws = _draws(scenario, shard, options)  # stage 1: the simulated configurations
+    _check_draws(scenario, shard, options)
+    draws = DrawPlan(scenario, shard)  # stage 1: the simulated configurations
     compiling = kernel.compiled(draws.tabled) is False  # the first run in this environment compiles
     prepared = prepare_draws(draws, scenario.run.mode)  # stage 2: each prepared once
     backend = make_backend(options.workers, options.scheduler)
@@ -110,10 +111,10 @@ def simulate(
     return sweep_dataset(scenario, draws, arrays)  # stage 7
 
 
-def _draws(scenario: Scenario, shard: Shard | None, options: ExecutionOptions) -> DrawPlan:
-    """Stage 1: the part ``shard`` of the sweep checked, the preparation of many draws estimated, said and
-    checked against the time limit before the draws are made (with 100,000 draws that took minutes),
-    then the simulated configurations."""
+def _check_draws(scenario: Scenario, shard: Shard | None, options: ExecutionOptions) -> None:
+    """Before stage 1: the part ``shard`` of the sweep checked, and the preparation of many draws estimated,
+    said and checked against the time limit before the draws are made (with 100,000 draws that took
+    minutes before anything was printed)."""
     if shard is not None:
         shard.check_sweep(len(scenario.configs))
     if scenario.run.draws:
@@ -123,7 +124,6 @@ def _draws(scenario: Scenario, shard: Shard | None, options: ExecutionOptions) -
                 f"preparing {len(scenario.configs) * scenario.run.draws:,} (configuration, draw) pairs: "
                 f"{preparation.describe()} at most"
             )
-    return DrawPlan(scenario, shard)
 
 
 def _execute(
@@ -167,8 +167,9 @@ def _execute(
         # Each configuration's outputs are derived as its last task comes in (stage 6 of stage 5's rows):
         # the kernel rows of the whole sweep are never held beside the outputs.
         outputs = OutputArrays(prepared, {i: o.ci95_s for i, o in optima.items()}, runs)
-        for config, rows in completed_configurations(execution, tasks, placements(draws, tasks), simulated, runs):
-            outputs.add(config, rows)
+        where = placements(draws, tasks)
+        for config, rows in completed_configurations(execution, tasks, where, simulated, runs, len(prepared.configs)):
+            outputs.add(config, rows)  # the configurations not simulated too, as NaN runs
     return outputs
 
 

@@ -75,7 +75,8 @@ def account_runs_into(cfg: Config, wl: Workload, plan: CheckpointPlan, rows: np.
     it never exceeds the wall time (docs/model.md §11).
     """
     done_compute_s, done_comm_s = wl.times_of_first(rows[:, kernel.OUT_ITERATIONS_DONE])
-    params = accounting_parameters(cfg, wl, plan, power_model(cfg, wl))
+    powers = power_model(cfg, wl)
+    params = accounting_parameters(cfg, wl, plan, powers)  # the GPU's price from the catalog, last
     kernel.account_runs(rows, done_compute_s, done_comm_s, params, into)
 
 
