@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import mcsim
 
 # The flat layout's module paths (before 0.2), retired with their forwarding layer: the package
 # was never published under them (CHANGELOG, 0.2).
@@ -60,3 +65,47 @@ def test_run_and_plan_do_not_import_scipy_stats(tmp_path, command):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-2:] == ["0", "False"], proc.stdout
+
+
+PACKAGE = Path(mcsim.__file__).resolve().parent
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "scenarios")
+
+
+@pytest.mark.parametrize("subpackage", SUBPACKAGES)
+def test_every_module_is_on_its_subpackages_map(subpackage):
+    """Each subpackage's docstring names every module of it (as ``name`` or :mod:`...name`)."""
+    folder = PACKAGE / subpackage
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    modules += sorted(p.parent.name for p in folder.glob("*/__init__.py"))
+    missing = [m for m in modules if not re.search(rf"(``|\.){re.escape(m)}(``|`)", doc)]
+    assert not missing, f"mcsim/{subpackage}/__init__.py does not name: {missing}"
+
+
+def test_every_module_is_on_the_architecture_map():
+    """ARCHITECTURE.md names every module of the package by its path under ``mcsim/``."""
+    text = ARCHITECTURE.read_text()
+    modules = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py") if p.stem != "__init__")
+    missing = [m for m in modules if m not in text and m.split("/")[-1] not in _table_cells(text, m)]
+    assert not missing, f"ARCHITECTURE.md does not name: {missing}"
+
+
+def _table_cells(text: str, module: str) -> str:
+    """The layer table's row of the module's subpackage (where modules are named without their folder)."""
+    folder = module.rsplit("/", 1)[0] + "/" if "/" in module else ""
+    rows = [line for line in text.splitlines() if folder and line.startswith("|") and f"`{folder}`" in line]
+    return " ".join(rows)
+
+
+def test_no_test_module_imports_another():
+    """Shared builders live in helper modules (tests/builders.py, ...), never in a test module."""
+    tests = Path(__file__).resolve().parent
+    offenders = []
+    for path in tests.rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(tests)}: {n}" for n in names if n.split(".")[-1].startswith("test_")]
+    assert not offenders, offenders

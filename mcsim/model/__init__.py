@@ -16,4 +16,10 @@
 - ``stragglers``: the law of the slowest of G lognormal ranks.
 - ``block_law``: the law of a short block's factor sum (fast mode).
 - ``energy``: power by phase, energy, cost and carbon of a run.
+- ``preparation``: each simulated configuration prepared once into what the kernel runs (stage 2 of
+  ``simulate()``), one by one or a configuration's draws together.
+- ``run_estimate``: the expected size of one run and of a whole simulation, before it starts.
+- ``interval_search``: the checkpoint interval that minimises an objective, searched on a grid.
+- ``run_outputs``: the named outputs of one configuration, per run from its kernel rows and per
+  configuration.
 """
