@@ -28,8 +28,9 @@ from mcsim.cli.main import main
 from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.simulate import run_task
 from mcsim.io.netcdf import open_results
-from mcsim.planning.plan import enumerate_candidates, plan_from_dict
-from mcsim.planning.screen import candidate_config, screen
+from mcsim.planning.candidates import candidate_config, enumerate_candidates
+from mcsim.planning.plan_file import plan_from_dict
+from mcsim.planning.screen import screen
 
 DEADLINE_SPACE = {
     "name": "deadline-binds-between-sizes",

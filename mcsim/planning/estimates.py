@@ -1,26 +1,35 @@
-"""The planner's screen: every candidate evaluated analytically, in arrays (docs/model.md §9).
+"""The screen's estimates: every candidate's expected run, analytically, in arrays (docs/model.md §9).
 
-Per candidate: the workload model (:func:`mcsim.workload.workload_arrays`:
-iteration time and memory, exactly as ``mcsim run``), the checkpoint plan's
-stall and interval (:mod:`mcsim.checkpointing`), the system MTBF of its size,
-and a first-order expected wall time under Poisson failures (Daly 2006,
-:func:`mcsim.model.reliability.expected_run_wall_s`), then energy, cost and CO2 from
-the same phase powers as the simulation (:mod:`mcsim.energy`). Every rejected
-candidate keeps its reason (:data:`REJECTIONS`). The finalists are the
-candidates whose objective estimate is within ``margin`` of the best, at most
-``plan.finalists`` of them; the Monte Carlo ranks them (:mod:`mcsim.planner`).
+Per candidate: the workload model (:func:`~mcsim.model.workload.workload_arrays`: iteration time
+and memory, exactly as ``mcsim run``; once per layout, :func:`layout_workload`), the checkpoint
+plan's stall and interval (:mod:`mcsim.model.checkpointing`), the system MTBF of its size, and a
+first-order expected wall time under Poisson failures (Daly 2006,
+:func:`mcsim.model.reliability.expected_run_wall_s`) with its ``deadline_probability``-quantile,
+then energy, cost and CO2 from the same phase powers as the simulation (:mod:`mcsim.model.energy`).
 
-No Python loop runs per candidate: loops run over GPU sizes, strategies and
-intervals (a few dozen groups at most).
+Daly's estimate is corrected, to first order, for the effects the simulation models beyond it,
+each in one function here: the wait for a checkpoint write or replica that outlasts the compute
+between checkpoints and the extra rollback of a failure while it is in flight (:func:`write_window`),
+the mean failure rate over the run on a young or aged cluster (:func:`young_cluster_wall_s`), the
+waits for repaired spare nodes (:func:`with_spares`), a recovery that is a law rather than a fixed
+time (:func:`recovery_s`), planned stops (:func:`_planned_stretch`), instabilities that roll back
+beyond the last checkpoint (:func:`_instability_rollback_s`), and slow-node episodes and the
+throughput degradation in the mean iteration time (:func:`_iteration_power`). Their measured
+errors against simulation are in docs/planning.md ("The screen's error per feature",
+``benchmarks/bench_screen_features.py``).
+
+No Python loop runs per candidate: loops run over GPU sizes, strategies and intervals (a few
+dozen groups at most).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from scipy import special
@@ -31,6 +40,7 @@ from mcsim.model.checkpointing import (
     class_mtbf_hours,
     class_units,
     losing_classes,
+    nodes_taken,
     system_mtbf_s,
 )
 from mcsim.model.energy import (
@@ -44,66 +54,31 @@ from mcsim.model.energy import (
     phase_powers_w,
     rank_factor_mean,
 )
-from mcsim.model.reliability import (
-    expected_run_wall_s,
-    run_wall_variance_s2,
-    wall_quantile_s,
-)
+from mcsim.model.reliability import expected_renewals, expected_run_wall_s, run_wall_variance_s2, wall_quantile_s
 from mcsim.model.restart import restart_parts
+from mcsim.model.spares import wall_with_spares_s
 from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
-from mcsim.model.workload import (
-    FREQUENCY,
-    MEMORY,
-    RECOMPUTE_CODES,
-    STRUCTURAL,
-    TIME_RESOLUTION_CODE,
-    TOO_MANY_ITERATIONS,
-    Layouts,
-    WorkloadArrays,
-    configuration_problem,
-    workload_arrays,
-)
-from mcsim.planning.effects import (
-    mean_recovery_s,
-    recovery_s,
-    with_spares,
-    write_window,
-    young_cluster_wall_s,
-)
-from mcsim.planning.plan import Candidates, Plan, gpu_specs
+from mcsim.model.workload import WorkloadArrays, workload_arrays
+from mcsim.planning.candidates import Candidates, by_group, gpu_field, layout_representatives, layouts
+from mcsim.planning.plan_file import Plan, weighted_objective
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
+from mcsim.scenario.schema import FailureClass
 
-# Rejection codes (the first one found is kept), in the order they are assigned but for the constraints: those
-# known exactly (7, 8) first, then those estimated: 14 (the simulation's horizon), 9, 10 (a code added later
-# keeps the earlier ones' numbers).
-KEPT = 0
-REJECTIONS = {
-    KEPT: "",
-    1: "layout: the workload model cannot run it",
-    2: "frequency outside the GPU's clock range",
-    3: "too many iterations",
-    4: "iteration below the time resolution",
-    5: "memory: does not fit in GPU memory",
-    6: "checkpoint strategy or failure domain does not fit the size",
-    7: "constraint: GPU count limits",
-    8: "constraint: facility power cap",
-    9: "constraint: deadline (screen estimate of the wall time's quantile beyond it by more than the margin)",
-    10: "constraint: budget (screen estimate above it by more than the margin)",
-    11: "dominated: objective beyond the margin of the best (screen estimate, or the recommendation's simulated mean)",
-    12: "within the margin, but never simulated: the plan's pool of simulated candidates was full",
-    13: "equivalent to another candidate: the same screen estimates (e.g. microbatch without a pipeline)",
-    14: "run.max_wall_days: screen estimate beyond the simulation's horizon by more than the margin",
-}
-WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
-CONSTRAINT_CODES = {"max_wall_days": 14, "gpus": 7, "power": 8, "deadline": 9, "budget": 10}
-DOMINATED, BEYOND_CAP, EQUIVALENT = 11, 12, 13
+# Choice: one mean rate over the whole run. Daly segments at the rate of each piece of the run
+# (16 pieces in order) were 20-27 % pessimistic on the young-cluster space of
+# benchmarks/bench_screen_features.py (the early failures of a young cluster come in bursts that
+# mostly restart recoveries, which Poisson segments at the piece's rate overcount); the mean rate is
+# 8.3 % pessimistic at worst there. The wall time T then solves T = Daly(T / failures in [0, T]): by bisection on log T
+# (BISECTIONS halvings), since passes of that fixed point oscillate where the rate falls steeply
+# (Weibull shape 0.05: a finite T gives a rate at which no run ends, an endless one the stationary rate).
+BISECTIONS = 60
 
 
 @dataclass(frozen=True)
-class Screen:
-    """Screen estimates per candidate (SI units) and the outcome."""
+class Estimates:
+    """The screen's estimates per candidate (SI units but where named)."""
 
     iteration_time_s: np.ndarray  # ideal, exactly mcsim run's iteration_time
     memory_per_gpu_gb: np.ndarray  # exactly mcsim run's memory_per_gpu
@@ -117,45 +92,111 @@ class Screen:
     cost_usd: np.ndarray
     co2_t: np.ndarray
     objective: np.ndarray  # in the objective's per-run units (h, MWh, USD, t)
-    rejection: np.ndarray  # REJECTIONS code
-    gap: np.ndarray  # objective / best - 1 (NaN where rejected before the ranking)
-    finalists: np.ndarray  # candidate indices, best screen objective first (then the reference)
-    reference: int = -1  # candidate index of the plan file's own [parallelism] layout (-1: none)
-    # The pool (docs/model.md §9): candidates not ruled out exactly (structure, memory, GPU count, power)
-    # and not equivalent to another, best screen objective first; and each candidate's largest relative
-    # excess of its estimates over the estimated constraints (<= 0: meets them all by its estimates).
-    ranking: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    excess: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
 
-def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
-    """The :class:`Config` of one candidate (for ``mcsim run`` and the simulation)."""
-    base, search = plan.scenario.base, plan.search
-    spec = gpu_specs(plan)[int(cand.gpu_type[index])]
-    recompute = {code: name for name, code in RECOMPUTE_CODES.items()}[int(cand.recompute[index])]
-    return dataclasses.replace(
-        base,
-        gpu=spec,
-        hardware=dataclasses.replace(base.hardware, gpu=search.gpu_types[int(cand.gpu_type[index])]),
-        parallelism=dataclasses.replace(
-            base.parallelism,
-            gpus=int(cand.gpus[index]),
-            tp=int(cand.tp[index]),
-            pp=int(cand.pp[index]),
-            microbatch=int(cand.microbatch[index]),
-            interleave=int(cand.interleave[index]),
-            sequence_parallel=bool(cand.sequence_parallel[index]),
-            cp=int(cand.cp[index]),
-            zero_stage=int(cand.zero_stage[index]),
-        ),
-        model=dataclasses.replace(base.model, recompute=recompute),
-        compute=dataclasses.replace(base.compute, freq_mhz=float(cand.freq_mhz[index])),
-        checkpoint=dataclasses.replace(
-            base.checkpoint,
-            strategy=search.strategy[int(cand.strategy[index])],
-            interval=search.interval[int(cand.interval[index])],
-        ),
+class _Checkpoints(NamedTuple):
+    """Every candidate's checkpoint plan and failure rate, as the estimates read them."""
+
+    mtbf_s: np.ndarray  # the job's stationary mean time between failures
+    stall_s: np.ndarray  # training stall per checkpoint
+    background_s: np.ndarray  # what the next checkpoint waits for after a stall: write (async) or replica
+    load_s: np.ndarray  # checkpoint load on a restart
+    every: np.ndarray  # checkpoint interval, iterations
+    storage_load_s: np.ndarray  # the load from storage (a planned stop's)
+
+
+def layout_workload(plan: Plan, cand: Candidates) -> WorkloadArrays:
+    """:func:`~mcsim.model.workload.workload_arrays` of every candidate, computed once per layout.
+
+    Identical, element by element, to evaluating every candidate; the strategies and
+    intervals of a plan multiply its candidates but not this work (docs/planning.md).
+    """
+    rep = layout_representatives(plan, cand)
+    lay = layouts(plan, cand)
+    unique = np.flatnonzero(rep == np.arange(len(cand)))
+    subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
+    once = workload_arrays(plan.scenario.base, subset)
+    position = np.searchsorted(unique, rep)
+    taken: dict[str, Any] = {}
+    for f in dataclasses.fields(once):
+        value = getattr(once, f.name)
+        taken[f.name] = None if value is None else value[position]
+    return type(once)(**taken)
+
+
+def estimate(plan: Plan, cand: Candidates, wl: WorkloadArrays, live: np.ndarray) -> Estimates:
+    """Every candidate's estimates (the module docstring); the wall time's quantile only where ``live``
+    (not ruled out before: no later check reads it elsewhere, and its gamma quantile is the costliest
+    part of the screen)."""
+    base = plan.scenario.base
+    ck = _checkpoints(plan, cand, wl)
+    mean_iteration_s, power = _iteration_power(plan, cand, wl, ck.mtbf_s)
+    restart_parts_s = np.asarray(restart_parts(base.restart, cand.gpus, wl.iteration_time_s).total_s)
+    restart = _restart_s(base, cand, ck.load_s, ck.mtbf_s) + restart_parts_s
+    cycle_stall, rollback = write_window(ck.every, mean_iteration_s, ck.stall_s, ck.background_s)
+    rollback = rollback + _instability_rollback_s(plan, cand, ck.every, mean_iteration_s, wl.iterations)
+    lost = restart + rollback
+    with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
+        present, run_mtbf = young_cluster_wall_s(
+            base,
+            cand,
+            lambda m: np.asarray(expected_run_wall_s(wl.iterations, ck.every, mean_iteration_s, cycle_stall, lost, m)),
+            ck.mtbf_s,
+        )
+        quantile = _wall_quantile_s(plan, wl, present, mean_iteration_s, ck.every, cycle_stall, lost, run_mtbf, live)
+        running = present  # the planned stops' windows are idle time on top, as the spare waits
+        if any(f.kind == "planned" for f in base.failures):
+            stretch = _planned_stretch(base, restart_parts_s + ck.storage_load_s)
+            present, quantile = present * stretch, quantile * stretch
+        wall, quantile = with_spares(base, cand, present), with_spares(base, cand, quantile)
+        energy, power_mw = _energy_j(
+            plan, cand, wl, running, mean_iteration_s, ck.every, cycle_stall, restart,
+            ck.load_s + restart_parts_s, run_mtbf, power, wall - running,
+        )  # fmt: skip
+    # (ruled out by the screen: beyond run.max_wall_days; its energy and cost are then NaN or inf)
+    cost, co2 = _cost_co2(plan, cand, wall, energy)
+    outputs = {"cost": cost, "energy": energy / J_PER_MWH, "wall_time": wall / 3600.0, "co2": co2}
+    return Estimates(
+        wl.iteration_time_s, wl.memory_per_gpu_gb, ck.stall_s, ck.every, ck.mtbf_s, power_mw, wall, quantile,
+        energy, cost, co2, weighted_objective(outputs, plan.objective_weights),
+    )  # fmt: skip
+
+
+def _checkpoints(plan: Plan, cand: Candidates, wl: WorkloadArrays) -> _Checkpoints:
+    """Every candidate's checkpoint stall, background write, load and interval (per strategy and per
+    interval rule), and its job's MTBF."""
+    base = plan.scenario.base
+    iteration_s = wl.iteration_time_s
+    n = len(cand)
+    stall, load, every, background = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64), np.zeros(n)
+    mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node, wl.iterations * iteration_s)
+    mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
+    _, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, gpu_field(plan, cand, "d2h_gbps"))
+    read_gbps = cast(np.ndarray, read_gbps)  # cand.gpus is an array
+    size = base.model.params * base.checkpoint.bytes_per_param
+    for s_index, idx in by_group(cand.strategy):
+        strategy = STRATEGIES[plan.search.strategy[int(s_index)]]
+        timing = strategy.timings(base, iteration_s[idx], type(transfers)(*(np.asarray(x)[idx] for x in transfers)))
+        stall[idx] = timing.stall_s
+        background[idx] = {"sync": 0.0, "async": timing.write_s, "in_memory": timing.replicate_s}[strategy.kernel_hook]
+        load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
+    for i_index, idx in by_group(cand.interval):
+        every[idx] = checkpoint_every(
+            plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
+        )
+    return _Checkpoints(mtbf, stall, background, load, every, size / (read_gbps * 1e9))
+
+
+def _cost_co2(plan: Plan, cand: Candidates, wall: np.ndarray, energy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Expected cost, USD (allocation plus electricity), and emissions, t CO2e (operational plus embodied)."""
+    base = plan.scenario.base
+    nodes = cand.gpus // base.hardware.gpus_per_node
+    cost = (
+        allocation_usd(base.cost, type_prices(plan)[cand.gpu_type], cand.gpus, nodes, wall / 3600.0)
+        + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
     )
+    co2 = co2_t(base.carbon, cand.gpus, wall, energy)
+    return cost, co2["operational"] + co2["embodied"]
 
 
 def type_prices(plan: Plan) -> np.ndarray:
@@ -166,263 +207,6 @@ def type_prices(plan: Plan) -> np.ndarray:
     cost = plan.scenario.base.cost
     prices = (gpu_hour_usd(cost, name) for name in plan.search.gpu_types)
     return np.array([np.nan if price is None else price for price in prices], dtype=np.float64)
-
-
-def _gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
-    return np.array([getattr(spec, name) for spec in gpu_specs(plan)], dtype=np.float64)[cand.gpu_type]
-
-
-def layouts(plan: Plan, cand: Candidates) -> Layouts:
-    """The workload model's :class:`~mcsim.workload.Layouts` of the candidates."""
-    field = lambda name: _gpu_field(plan, cand, name)  # noqa: E731
-    return Layouts(
-        cand.gpus,
-        cand.tp,
-        cand.pp,
-        cand.microbatch,
-        cand.interleave,
-        cand.recompute,
-        cand.freq_mhz,
-        field("peak_tflops"),
-        field("memory_gb"),
-        field("freq_min_mhz"),
-        field("freq_max_mhz"),
-        field("hbm_gbps"),
-        field("fp8_tflops"),
-        cand.sequence_parallel,
-        cand.zero_stage,
-        cand.cp,
-    )
-
-
-def _by_group(keys: np.ndarray):
-    """(value, indices) for every distinct value of ``keys``."""
-    values, inverse = np.unique(keys, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(values.size + 1))
-    for k, value in enumerate(values):
-        yield value, order[bounds[k] : bounds[k + 1]]
-
-
-def _layout_representatives(plan: Plan, cand: Candidates) -> np.ndarray | None:
-    """Per candidate, the index of the candidate with its layout, strategy 0 and interval 0; None if not enumerated.
-
-    The workload model does not read the checkpoint strategy or interval, and
-    :func:`mcsim.planning.plan.enumerate_candidates` varies them (then the clock) fastest,
-    so the candidate ``i - strategy * I * F - interval * F`` has the same layout, GPU type,
-    recomputation, software and clock. A subset of candidates (the uncertain inputs'
-    finalists) does not have that order: None.
-    """
-    n_freq = len(plan.search.freq_mhz) if plan.search.freq_mhz else 1
-    per_strategy = len(plan.search.interval) * n_freq
-    rep = np.arange(len(cand)) - cand.strategy * per_strategy - cand.interval * n_freq
-    if rep.size == 0 or rep.min() < 0:
-        return None
-    same = (cand.strategy[rep] == 0) & (cand.interval[rep] == 0)
-    for name in (
-        "gpu_type",
-        "gpus",
-        "tp",
-        "pp",
-        "cp",
-        "microbatch",
-        "interleave",
-        "recompute",
-        "sequence_parallel",
-        "zero_stage",
-        "freq_mhz",
-    ):
-        same &= getattr(cand, name)[rep] == getattr(cand, name)
-    return rep if bool(same.all()) else None
-
-
-def layout_workload(plan: Plan, cand: Candidates) -> WorkloadArrays:
-    """:func:`~mcsim.model.workload.workload_arrays` of every candidate, computed once per layout.
-
-    Identical, element by element, to evaluating every candidate; the strategies and
-    intervals of a plan multiply its candidates but not this work (docs/planning.md).
-    """
-    base = plan.scenario.base
-    rep = _layout_representatives(plan, cand)
-    if rep is None:
-        return workload_arrays(base, layouts(plan, cand))
-    unique = np.flatnonzero(rep == np.arange(len(cand)))
-    lay = layouts(plan, cand)
-    subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
-    once = workload_arrays(base, subset)
-    position = np.searchsorted(unique, rep)
-    taken: dict[str, Any] = {}
-    for f in dataclasses.fields(once):
-        value = getattr(once, f.name)
-        taken[f.name] = None if value is None else value[position]
-    return type(once)(**taken)
-
-
-def screen(plan: Plan, cand: Candidates) -> Screen:
-    """Evaluate every candidate and choose the finalists (see the module docstring)."""
-    base = plan.scenario.base
-    wl = layout_workload(plan, cand)
-    rejection = np.zeros(len(cand), dtype=np.int8)
-    rejection[np.isin(wl.code, STRUCTURAL)] = 1
-    for code, reason in WORKLOAD_REJECTION.items():
-        rejection[(rejection == KEPT) & (wl.code == code)] = reason
-    _configuration_problems(plan, cand, rejection)
-
-    iteration_s = wl.iteration_time_s
-    n = len(cand)
-    stall, load, every = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64)
-    background = np.zeros(n)  # what the next checkpoint waits for after a stall: write (async) or replica
-    mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node, wl.iterations * iteration_s)
-    mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
-    d2h = _gpu_field(plan, cand, "d2h_gbps")
-    write_gbps, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, d2h)
-    read_gbps = cast(np.ndarray, read_gbps)  # cand.gpus is an array
-    size = base.model.params * base.checkpoint.bytes_per_param
-    for s_index, idx in _by_group(cand.strategy):
-        strategy = STRATEGIES[plan.search.strategy[int(s_index)]]
-        tr = type(transfers)(*(np.asarray(x)[idx] for x in transfers))
-        timing = strategy.timings(base, iteration_s[idx], tr)
-        stall[idx] = timing.stall_s
-        background[idx] = {"sync": 0.0, "async": timing.write_s, "in_memory": timing.replicate_s}[strategy.kernel_hook]
-        load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
-    for i_index, idx in _by_group(cand.interval):
-        every[idx] = checkpoint_every(
-            plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
-        )
-
-    mean_iteration_s, power = _iteration_power(plan, cand, wl, mtbf)
-    restart_parts_s = np.asarray(restart_parts(base.restart, cand.gpus, iteration_s).total_s)
-    restart = _restart_s(base, cand, load, mtbf) + restart_parts_s
-    cycle_stall, rollback = write_window(every, mean_iteration_s, stall, background)
-    rollback = rollback + _instability_rollback_s(plan, cand, every, mean_iteration_s, wl.iterations)
-    with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
-        present, run_mtbf = young_cluster_wall_s(
-            base,
-            cand,
-            lambda m: np.asarray(
-                expected_run_wall_s(wl.iterations, every, mean_iteration_s, cycle_stall, restart + rollback, m)
-            ),
-            mtbf,
-        )
-        quantile = _wall_quantile_s(
-            plan, wl, present, mean_iteration_s, every, cycle_stall, restart + rollback, run_mtbf, rejection == KEPT
-        )
-        running = present  # the planned stops' windows are idle time on top, as the spare waits
-        if any(f.kind == "planned" for f in base.failures):
-            stretch = _planned_stretch(base, restart_parts_s + size / (read_gbps * 1e9))
-            present, quantile = present * stretch, quantile * stretch
-        wall, quantile = with_spares(base, cand, present), with_spares(base, cand, quantile)
-        energy, power_mw = _energy_j(
-            plan,
-            cand,
-            wl,
-            running,
-            mean_iteration_s,
-            every,
-            cycle_stall,
-            restart,
-            load + restart_parts_s,
-            run_mtbf,
-            power,
-            wall - running,
-        )
-    # (ruled out below: beyond run.max_wall_days; its energy and cost are then NaN or inf)
-    hours = wall / 3600.0
-    nodes = cand.gpus // base.hardware.gpus_per_node
-    prices = type_prices(plan)
-    cost = (
-        allocation_usd(base.cost, prices[cand.gpu_type], cand.gpus, nodes, hours)
-        + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
-    )
-    co2 = co2_t(base.carbon, cand.gpus, wall, energy)
-    co2_total = co2["operational"] + co2["embodied"]
-    estimates = {"cost": cost, "energy": energy / J_PER_MWH, "wall_time": hours, "co2": co2_total}
-    objective = (
-        estimates[plan.objective]
-        if isinstance(plan.objective, str)
-        else sum(w * estimates[k] for k, w in plan.objective.items())
-    )
-    exact = _constraints(plan, cand, rejection, power_mw)
-    excess = constraint_excess(plan, wall, quantile, cost)
-    _estimated_constraints(plan, rejection, wall, quantile, cost)
-    gap, finalists, ranking = _finalists(
-        plan, objective, rejection, exact, excess, (wall, energy, wl.memory_per_gpu_gb)
-    )
-    reference = reference_candidate(plan, cand)
-    if (
-        reference >= 0
-        and finalists.size
-        and reference not in finalists
-        and rejection[reference] in (DOMINATED, BEYOND_CAP, EQUIVALENT)
-    ):
-        finalists = np.append(finalists, reference)  # simulated too, so the report can compare with it
-    return Screen(
-        iteration_s,
-        wl.memory_per_gpu_gb,
-        stall,
-        every,
-        mtbf,
-        power_mw,
-        wall,
-        quantile,
-        energy,
-        cost,
-        co2_total,
-        objective,
-        rejection,
-        gap,
-        finalists,
-        reference,
-        ranking,
-        excess,
-    )
-
-
-def reference_candidate(plan: Plan, cand: Candidates) -> int:
-    """Index of the candidate that is the plan file's own ``[parallelism]`` layout (its GPU type, size,
-    recompute, strategy, interval and clock too), or -1 when the file names none or it is not searched."""
-    if not plan.has_reference:
-        return -1
-    base, search = plan.scenario.base, plan.search
-    par = base.parallelism
-    try:
-        gpu_type = search.gpu_types.index(base.hardware.gpu)
-        strategy = search.strategy.index(base.checkpoint.strategy)
-        interval = search.interval.index(base.checkpoint.interval)
-    except ValueError:
-        return -1
-    match = (
-        (cand.gpu_type == gpu_type)
-        & (cand.gpus == par.gpus)
-        & (cand.tp == par.tp)
-        & (cand.pp == par.pp)
-        & (cand.microbatch == par.microbatch)
-        & (cand.interleave == par.interleave)
-        & (cand.recompute == RECOMPUTE_CODES[base.model.recompute])
-        & (cand.sequence_parallel == par.sequence_parallel)
-        & (cand.zero_stage == par.zero_stage)
-        & (cand.cp == par.cp)
-        & (cand.strategy == strategy)
-        & (cand.interval == interval)
-        & (cand.freq_mhz == base.freq_mhz)
-    )
-    found = np.flatnonzero(match)
-    return int(found[0]) if found.size else -1
-
-
-def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray) -> None:
-    """Strategy and failure-domain objections, checked once per (strategy, size)."""
-    base = plan.scenario.base
-    key = cand.strategy.astype(np.int64) * (1 << 40) + cand.gpus
-    for value, idx in _by_group(key):
-        strategy, gpus = divmod(int(value), 1 << 40)
-        cfg = dataclasses.replace(
-            base,
-            parallelism=dataclasses.replace(base.parallelism, gpus=gpus),
-            checkpoint=dataclasses.replace(base.checkpoint, strategy=plan.search.strategy[strategy]),
-        )
-        if configuration_problem(cfg):
-            rejection[idx[rejection[idx] == KEPT]] = 6
 
 
 def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tuple[np.ndarray, SimpleNamespace]:
@@ -438,15 +222,15 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
     base = plan.scenario.base
     st = base.stragglers
     law_mean, episode_mean = np.ones(len(cand)), np.ones(len(cand))
-    for gpus, idx in _by_group(cand.gpus):  # one quadrature per size
+    for gpus, idx in by_group(cand.gpus):  # one quadrature per size
         law_mean[idx] = factor_law(float(gpus), st.sigma).mean
         if st.episode_rate_per_node_day > 0:
             episode_mean[idx] = factor_law(float(gpus), st.sigma, floor=st.episode_slowdown).mean
     busy, wait, checkpoint = phase_powers_w(
-        _gpu_field(plan, cand, "tdp_w"),
-        _gpu_field(plan, cand, "idle_w"),
+        gpu_field(plan, cand, "tdp_w"),
+        gpu_field(plan, cand, "idle_w"),
         cand.freq_mhz,
-        _gpu_field(plan, cand, "freq_max_mhz"),
+        gpu_field(plan, cand, "freq_max_mhz"),
         base.energy,
     )
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -464,7 +248,7 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
         with np.errstate(invalid="ignore", divide="ignore"):
             iteration_s = 1.0 / ((1.0 - active) / iteration_s + active / in_episode)
     return iteration_s, SimpleNamespace(
-        busy=busy, wait=wait, iteration=power, idle=_gpu_field(plan, cand, "idle_w"), checkpoint=checkpoint
+        busy=busy, wait=wait, iteration=power, idle=gpu_field(plan, cand, "idle_w"), checkpoint=checkpoint
     )
 
 
@@ -483,7 +267,7 @@ def _class_mean(base: Config, cand: Candidates, per_event, scale: float = 1.0) -
 
 def _restart_s(base: Config, cand: Candidates, load: np.ndarray, mtbf: np.ndarray) -> np.ndarray:
     """Rate-weighted mean recovery of the failure classes plus the checkpoint load, s: a recovery (its
-    law's mean, :func:`mcsim.planning.effects.recovery_s`) and, for hangs, the detection time."""
+    law's mean, :func:`recovery_s`) and, for hangs, the detection time."""
     return _class_mean(base, cand, lambda f: recovery_s(f) / 60.0 + f.detection_minutes, 60.0) + load
 
 
@@ -574,8 +358,8 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
 
 def _wall_quantile_s(plan: Plan, wl, wall, iteration_s, every, stall, restart, mtbf, live) -> np.ndarray:
     """The ``deadline_probability``-quantile of the wall time, s (docs/model.md §9); NaN where ``live`` is
-    False (ruled out before: no later check reads it there; its gamma quantile was half the screen's time,
-    issue 26 item 5).
+    False (ruled out before: no later check reads it there, and its gamma quantile, computed for every
+    candidate, took half the screen's time).
 
     The wall time is its floor (every iteration at the job factor's least, 1, no failure) plus a
     gamma-distributed excess whose mean is Daly's expected wall time less the floor and whose variance
@@ -599,91 +383,125 @@ def _wall_quantile_s(plan: Plan, wl, wall, iteration_s, every, stall, restart, m
     return quantile
 
 
-def _constraints(plan: Plan, cand: Candidates, rejection, power_mw) -> np.ndarray:
-    """Rule out the candidates that fail a constraint known exactly (GPU count, power cap); returns the
-    mask of those that pass them and every structural check (the pool's candidates)."""
-    c = plan.constraints
-    checks = [("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus))]
-    if c.power_mw is not None:
-        checks.append(("power", power_mw > c.power_mw))
-    for name, failed in checks:
-        rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
-    return rejection == KEPT
+def ages_matter(base: Config) -> bool:
+    """Whether a failure class's rate changes over the run (Weibull, not stationary at the start)."""
+    return any(f.shape != 1.0 and f.initial_age != "stationary" for f in base.failures)
 
 
-def constraint_excess(plan: Plan, wall_s: np.ndarray, quantile_s: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Each candidate's largest relative excess of its screen estimates over the constraints the screen
-    estimates: the simulation's horizon (mean wall time against ``run.max_wall_days``), the deadline (the
-    wall time's ``deadline_probability``-quantile against ``deadline_days``) and the budget (mean cost against
-    ``budget_usd``). <= 0: meets them all by its estimates; inf where an estimate is not finite."""
-    c = plan.constraints
-    excess = wall_s / (plan.scenario.base.run.max_wall_days * 86400.0) - 1.0
-    if c.deadline_days is not None:
-        excess = np.maximum(excess, quantile_s / (c.deadline_days * 86400.0) - 1.0)
-    if c.budget_usd is not None:
-        excess = np.maximum(excess, cost / c.budget_usd - 1.0)
-    return np.where(np.isnan(excess), np.inf, excess)
+def expected_failures(base: Config, cand: Candidates, t_s: np.ndarray) -> np.ndarray:
+    """Expected failures of the job in ``[0, t_s]`` (every class, its units replaced when they fail)."""
+    failures = np.zeros(len(cand))
+    for f in losing_classes(base.failures):
+        units = class_units(f, cand.gpus, base.hardware.gpus_per_node)
+        failures = failures + units * expected_renewals(
+            t_s, f.shape, float(class_mtbf_hours(f)) * 3600.0, f.initial_age
+        )
+    return failures
 
 
-def _estimated_constraints(plan: Plan, rejection: np.ndarray, wall_s, quantile_s, cost) -> None:
-    """Rule out the candidates whose estimates exceed a constraint by more than the margin, naming the
-    first: the simulation's horizon, the deadline (on the wall time's quantile), the budget."""
-    c, margin = plan.constraints, plan.margin
-    checks = [("max_wall_days", wall_s > plan.scenario.base.run.max_wall_days * 86400.0 * (1.0 + margin))]
-    if c.deadline_days is not None:
-        checks.append(("deadline", quantile_s > c.deadline_days * 86400.0 * (1.0 + margin)))
-    if c.budget_usd is not None:
-        checks.append(("budget", cost > c.budget_usd * (1.0 + margin)))
-    for name, failed in checks:
-        rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
+def run_mtbf_s(base: Config, cand: Candidates, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
+    """The job's mean time between failures over a run of ``wall_s``: ``wall / Σ units × expected
+    failures of a unit in [0, wall]`` (:func:`mcsim.model.reliability.expected_renewals`); ``mtbf_s``
+    (the stationary one) when every class is stationary or exponential, or no failure is expected."""
+    if not ages_matter(base):
+        return mtbf_s
+    horizon = np.where(np.isfinite(wall_s) & (wall_s > 0), wall_s, 0.0)
+    failures = expected_failures(base, cand, horizon)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((horizon > 0) & (failures > 0), horizon / np.where(failures > 0, failures, 1.0), mtbf_s)
 
 
-def _finalists(
-    plan: Plan,
-    objective: np.ndarray,
-    rejection: np.ndarray,
-    exact: np.ndarray,
-    excess: np.ndarray,
-    tie_keys: tuple[np.ndarray, np.ndarray, np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The gaps, the first finalists and the pool's ranking (docs/model.md §9).
+def young_cluster_wall_s(
+    base: Config, cand: Candidates, daly: Callable[[np.ndarray], np.ndarray], mtbf_s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The expected wall time ``T`` with ``T = daly(run_mtbf_s(T))``, and that MTBF (s).
 
-    The ranking: every candidate that passes the exact checks, one of each set of equal estimates
-    (the one with the least memory per GPU), best screen objective first. The gap of a candidate that may
-    meet the constraints (excess within the margin) is measured against the best of those that meet them
-    by their estimates (so a candidate just beyond a constraint, likely to be dropped when simulated,
-    rules no other out); the finalists are those within the margin of it, at most ``plan.finalists``.
+    ``daly(mtbf)``: Daly's expected wall time at a job MTBF. Bisection on ``log T`` between the run
+    without failures and twice the simulation's horizon (``run.max_wall_days``); inf where even that
+    is too short. ``T − daly(run_mtbf(T))`` falls as T grows when the rate falls with age (shape < 1)
+    and rises slower than T otherwise, so the root is unique.
     """
-    gap = np.full(objective.shape, np.nan)
-    eligible = np.flatnonzero(exact)
-    wall, energy, memory = (key[eligible] for key in tie_keys)
-    order = eligible[np.lexsort((memory, energy, wall, objective[eligible]))]
-    same = np.zeros(order.size, dtype=bool)
-    same[1:] = (
-        (objective[order][1:] == objective[order][:-1])
-        & (tie_keys[0][order][1:] == tie_keys[0][order][:-1])
-        & (tie_keys[1][order][1:] == tie_keys[1][order][:-1])
-    )
-    duplicates = order[same]
-    rejection[duplicates[rejection[duplicates] == KEPT]] = EQUIVALENT
-    ranking = order[~same]
-    kept = ranking[rejection[ranking] == KEPT]
-    if kept.size == 0:
-        return gap, kept, ranking
-    meets = kept[excess[kept] <= 0]
-    best = objective[meets if meets.size else kept].min()
-    if best > 0:
-        gap[kept] = objective[kept] / best - 1.0
-    else:  # an objective of 0 (co2 on a zero-carbon grid): the others are infinitely far, the ties at 0
-        gap[kept] = np.where(objective[kept] == best, 0.0, np.inf)
-    rejection[kept[gap[kept] > plan.margin]] = DOMINATED
-    within = kept[gap[kept] <= plan.margin]
-    rejection[within[plan.finalists :]] = BEYOND_CAP
-    return gap, within[: plan.finalists], ranking
+    if not ages_matter(base):
+        return daly(mtbf_s), mtbf_s
+    low = np.log(daly(np.full(len(cand), np.inf)))
+    high = np.full(len(cand), np.log(2.0 * base.run.max_wall_days * 86400.0))
+    endless = _excess(base, cand, daly, np.exp(high), mtbf_s) > 0
+    for _ in range(BISECTIONS):
+        middle = 0.5 * (low + high)
+        above = _excess(base, cand, daly, np.exp(middle), mtbf_s) > 0  # the root is above the middle
+        low, high = np.where(above, middle, low), np.where(above, high, middle)
+    wall = np.where(endless, np.inf, np.exp(high))
+    return wall, run_mtbf_s(base, cand, wall, mtbf_s)
 
 
-def binding_constraint(rejection: np.ndarray) -> str:
-    """The constraint that rejected the most candidates that fit in memory, or ""."""
-    counts = {name: int(np.sum(rejection == code)) for name, code in CONSTRAINT_CODES.items()}
-    name, count = max(counts.items(), key=lambda kv: kv[1])
-    return name if count else ""
+def _excess(base: Config, cand: Candidates, daly, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
+    """``daly(run_mtbf(T)) − T``: positive where the wall time ``T`` is too short to hold its failures."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.nan_to_num(daly(run_mtbf_s(base, cand, wall_s, mtbf_s)) - wall_s, nan=np.inf)
+
+
+def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarray:
+    """``wall_s`` (every node present) stretched by the waits for repaired spare nodes
+    (:func:`mcsim.model.spares.wall_with_spares_s`; unchanged without a spare pool)."""
+    spares = base.hardware.spare_nodes
+    if spares is None:
+        return wall_s
+    out = np.array(wall_s, dtype=np.float64)
+    for gpus in np.unique(cand.gpus):
+        idx = np.flatnonzero(cand.gpus == gpus)
+        classes = [
+            (
+                float(class_units(f, int(gpus), base.hardware.gpus_per_node)) / (float(class_mtbf_hours(f)) * 3600.0),
+                nodes_taken(f),
+                f.repair_hours * 3600.0,
+                f.repair_sigma,
+            )
+            for f in base.failures
+        ]
+        out[idx] = wall_with_spares_s(out[idx], classes, spares)
+    return out
+
+
+def mean_recovery_s(fclass: FailureClass) -> float:
+    """A class's mean recovery before the load, s: ``recovery_minutes`` plus a person's share of ``manual_hours``."""
+    return fclass.recovery_minutes * 60.0 + fclass.manual_share * fclass.manual_hours * 3600.0
+
+
+def fixed_recovery(fclass: FailureClass) -> bool:
+    """Whether every recovery of the class is ``recovery_minutes`` (no law, no list, no person)."""
+    return fclass.recovery_sigma == 0.0 and fclass.manual_share == 0.0 and not fclass.recovery_durations_minutes
+
+
+def recovery_s(fclass: FailureClass) -> float:
+    """A class's recovery (before the load) as Daly's estimate sees it, s: its mean, whatever its law.
+
+    A failure during a recovery does not cut the recovery under way short (docs/model.md §3): training
+    restarts once every incident's own recovery, then the restart's parts and the load, are done. The
+    recovery is then the busy period of an M/G/inf queue begun by the first incident (arrivals at the
+    job's failure rate ``1/M``, each busy for its draw ``X`` plus the parts and the load ``L``), whose
+    mean is ``M (e^{(E[X] + L)/M} - 1)`` with ``e^{(E[X] + L)/M}`` incidents (Takacs 1962): Daly's cost
+    of a fixed recovery of ``E[X]``, exactly. Only the mean of the law matters.
+    """
+    return mean_recovery_s(fclass)
+
+
+def write_window(every, iteration_s, stall, background) -> tuple[np.ndarray, np.ndarray]:
+    """Checkpoint time per cycle and extra loss per failure of a write (or replica) in flight, s.
+
+    After a checkpoint's stall the state is durable (async, gockpt) or restorable from the peer
+    (in_memory) only ``background`` seconds later, and the next checkpoint waits for it: a cycle
+    of ``every`` iterations of mean length ``iteration_s`` is ``stall + max(every × iteration_s,
+    background)``, so the stall per cycle grows by the wait ``max(0, background − every ×
+    iteration_s)``. A failure while the write is in flight rolls back one cycle more: with failures
+    uniform over a cycle of length ``L = stall + max(compute, background)`` that happens with
+    probability ``background / L`` and costs the previous cycle's compute and stall again (its wait
+    not: after a restart no write is in flight), so ``background (compute + stall) / L`` more per
+    failure on average, carried as part of the restart (``background`` itself when the compute
+    covers the write).
+    """
+    compute = every * iteration_s
+    wait = np.maximum(background - compute, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cycle = stall + np.maximum(compute, background)
+        rollback = np.where(cycle > 0, background * (compute + stall) / np.where(cycle > 0, cycle, 1.0), 0.0)
+    return stall + wait, rollback

@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim.model.steptime import MEMORY_MEASURED_OVER_MODEL, STEP_TIME_ERROR
-from mcsim.planning.planner import layout_label
+from mcsim.planning.dataset import layout_label
 from mcsim.planning.screen import REJECTIONS
 from mcsim.scenario.catalog import GPU_CATALOG
 

@@ -1,0 +1,272 @@
+"""The planner's screen: every candidate ruled out with its reason, or ranked, and the finalists chosen.
+
+:func:`screen` takes every candidate's estimates (:mod:`mcsim.planning.estimates`) and rules
+candidates out in order, each keeping the first reason found (:data:`REJECTIONS`): what the workload
+model cannot run, a checkpoint strategy or failure domain that does not fit the size, the constraints
+known exactly (GPU count, power cap), then those it estimates (the simulation's horizon, the
+deadline, the budget) beyond the margin. The rest are ranked by their objective estimate; the
+finalists are those within ``margin`` of the best, at most ``plan.finalists`` of them, and the
+ranking is the pool the plan simulates from (:mod:`mcsim.planning.pool`; docs/model.md §9).
+
+:func:`uncertain_objectives` screens the finalists again under the plan's uncertain inputs: for every
+``[uncertain]`` input of the plan's scenario (docs/model.md, "Uncertain inputs"), the finalists'
+screen objective with that input at the 5th and at the 95th percentile of its (truncated)
+distribution, the others at their scenario values: one-at-a-time, deterministic, and cheap (the
+screen is exact on the deterministic parts and within 0.2 % of simulated means on the shipped plans,
+docs/planning.md). The report says which finalist would be best at each end, and how much the
+recommendation's objective moves (docs/model.md §9).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from mcsim.model.workload import (
+    FREQUENCY,
+    MEMORY,
+    STRUCTURAL,
+    TIME_RESOLUTION_CODE,
+    TOO_MANY_ITERATIONS,
+    WorkloadArrays,
+    configuration_problem,
+)
+from mcsim.planning.candidates import Candidates, by_group, reference_candidate
+from mcsim.planning.estimates import Estimates, estimate, layout_workload
+from mcsim.planning.plan_file import Plan
+from mcsim.scenario.config import config_with_values
+
+# Rejection codes (the first one found is kept), in the order they are assigned but for the constraints: those
+# known exactly (7, 8) first, then those estimated: 14 (the simulation's horizon), 9, 10 (a code added later
+# keeps the earlier ones' numbers). Per code: the word of the dataset's flag_meanings, and the text.
+_REJECTION_TABLE = (
+    (0, "finalist", ""),
+    (1, "layout", "layout: the workload model cannot run it"),
+    (2, "frequency", "frequency outside the GPU's clock range"),
+    (3, "iterations", "too many iterations"),
+    (4, "time_resolution", "iteration below the time resolution"),
+    (5, "memory", "memory: does not fit in GPU memory"),
+    (6, "strategy_or_domain", "checkpoint strategy or failure domain does not fit the size"),
+    (7, "gpu_count", "constraint: GPU count limits"),
+    (8, "power_cap", "constraint: facility power cap"),
+    (
+        9,
+        "deadline",
+        "constraint: deadline (screen estimate of the wall time's quantile beyond it by more than the margin)",
+    ),
+    (10, "budget", "constraint: budget (screen estimate above it by more than the margin)"),
+    (
+        11,
+        "dominated",
+        "dominated: objective beyond the margin of the best (screen estimate, or the recommendation's simulated mean)",
+    ),
+    (
+        12,
+        "beyond_finalist_cap",
+        "within the margin, but never simulated: the plan's pool of simulated candidates was full",
+    ),
+    (
+        13,
+        "equivalent",
+        "equivalent to another candidate: the same screen estimates (e.g. microbatch without a pipeline)",
+    ),
+    (
+        14,
+        "beyond_max_wall_days",
+        "run.max_wall_days: screen estimate beyond the simulation's horizon by more than the margin",
+    ),
+)
+REJECTIONS = {code: text for code, _, text in _REJECTION_TABLE}
+REJECTION_WORDS = {code: word for code, word, _ in _REJECTION_TABLE}
+KEPT, LAYOUT, STRATEGY_OR_DOMAIN = 0, 1, 6
+WORKLOAD_REJECTION = {FREQUENCY: 2, TOO_MANY_ITERATIONS: 3, TIME_RESOLUTION_CODE: 4, MEMORY: 5}
+CONSTRAINT_CODES = {"max_wall_days": 14, "gpus": 7, "power": 8, "deadline": 9, "budget": 10}
+DOMINATED, BEYOND_CAP, EQUIVALENT = 11, 12, 13
+# Re-screened, a finalist ranked out only by the others (the ranking's codes) is still a candidate.
+_STILL_CANDIDATE = (KEPT, DOMINATED, BEYOND_CAP, EQUIVALENT)
+QUANTILES = (0.05, 0.95)
+
+
+@dataclass(frozen=True)
+class Screen(Estimates):
+    """The screen's estimates per candidate (:class:`~mcsim.planning.estimates.Estimates`) and the outcome."""
+
+    rejection: np.ndarray  # REJECTIONS code
+    gap: np.ndarray  # objective / best - 1 (NaN where rejected before the ranking)
+    finalists: np.ndarray  # candidate indices, best screen objective first (then the reference)
+    reference: int = -1  # candidate index of the plan file's own [parallelism] layout (-1: none)
+    # The pool (docs/model.md §9): candidates not ruled out exactly (structure, memory, GPU count, power)
+    # and not equivalent to another, best screen objective first; and each candidate's largest relative
+    # excess of its estimates over the estimated constraints (<= 0: meets them all by its estimates).
+    ranking: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    excess: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+
+
+def screen(plan: Plan, cand: Candidates) -> Screen:
+    """Estimate every candidate, rule candidates out, rank the rest and choose the finalists (the module
+    docstring)."""
+    wl = layout_workload(plan, cand)
+    rejection = _structural_rejection(plan, cand, wl)
+    est = estimate(plan, cand, wl, rejection == KEPT)
+    exact = _constraints(plan, cand, rejection, est.power_mw)
+    excess = constraint_excess(plan, est.wall_s, est.wall_quantile_s, est.cost_usd)
+    _estimated_constraints(plan, rejection, est.wall_s, est.wall_quantile_s, est.cost_usd)
+    gap, finalists, ranking = _finalists(
+        plan, est.objective, rejection, exact, excess, (est.wall_s, est.energy_j, est.memory_per_gpu_gb)
+    )
+    reference = reference_candidate(plan, cand)
+    if (
+        reference >= 0
+        and finalists.size
+        and reference not in finalists
+        and rejection[reference] in (DOMINATED, BEYOND_CAP, EQUIVALENT)
+    ):
+        finalists = np.append(finalists, reference)  # simulated too, so the report can compare with it
+    estimates = {f.name: getattr(est, f.name) for f in dataclasses.fields(est)}
+    return Screen(**estimates, rejection=rejection, gap=gap, finalists=finalists, reference=reference,
+                  ranking=ranking, excess=excess)  # fmt: skip
+
+
+def _structural_rejection(plan: Plan, cand: Candidates, wl: WorkloadArrays) -> np.ndarray:
+    """Per candidate, the first structural reason it cannot run (:data:`REJECTIONS`; 0: none)."""
+    rejection = np.zeros(len(cand), dtype=np.int8)
+    rejection[np.isin(wl.code, STRUCTURAL)] = LAYOUT
+    for code, reason in WORKLOAD_REJECTION.items():
+        rejection[(rejection == KEPT) & (wl.code == code)] = reason
+    _configuration_problems(plan, cand, rejection)
+    return rejection
+
+
+def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray) -> None:
+    """Strategy and failure-domain objections, checked once per (strategy, size)."""
+    base = plan.scenario.base
+    key = cand.strategy.astype(np.int64) * (1 << 40) + cand.gpus
+    for value, idx in by_group(key):
+        strategy, gpus = divmod(int(value), 1 << 40)
+        cfg = dataclasses.replace(
+            base,
+            parallelism=dataclasses.replace(base.parallelism, gpus=gpus),
+            checkpoint=dataclasses.replace(base.checkpoint, strategy=plan.search.strategy[strategy]),
+        )
+        if configuration_problem(cfg):
+            rejection[idx[rejection[idx] == KEPT]] = STRATEGY_OR_DOMAIN
+
+
+def _constraints(plan: Plan, cand: Candidates, rejection, power_mw) -> np.ndarray:
+    """Rule out the candidates that fail a constraint known exactly (GPU count, power cap); returns the
+    mask of those that pass them and every structural check (the pool's candidates)."""
+    c = plan.constraints
+    checks = [("gpus", (cand.gpus < c.min_gpus) | (cand.gpus > c.max_gpus))]
+    if c.power_mw is not None:
+        checks.append(("power", power_mw > c.power_mw))
+    for name, failed in checks:
+        rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
+    return rejection == KEPT
+
+
+def constraint_excess(plan: Plan, wall_s: np.ndarray, quantile_s: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Each candidate's largest relative excess of its screen estimates over the constraints the screen
+    estimates: the simulation's horizon (mean wall time against ``run.max_wall_days``), the deadline (the
+    wall time's ``deadline_probability``-quantile against ``deadline_days``) and the budget (mean cost against
+    ``budget_usd``). <= 0: meets them all by its estimates; inf where an estimate is not finite."""
+    c = plan.constraints
+    excess = wall_s / (plan.scenario.base.run.max_wall_days * 86400.0) - 1.0
+    if c.deadline_days is not None:
+        excess = np.maximum(excess, quantile_s / (c.deadline_days * 86400.0) - 1.0)
+    if c.budget_usd is not None:
+        excess = np.maximum(excess, cost / c.budget_usd - 1.0)
+    return np.where(np.isnan(excess), np.inf, excess)
+
+
+def _estimated_constraints(plan: Plan, rejection: np.ndarray, wall_s, quantile_s, cost) -> None:
+    """Rule out the candidates whose estimates exceed a constraint by more than the margin, naming the
+    first: the simulation's horizon, the deadline (on the wall time's quantile), the budget."""
+    c, margin = plan.constraints, plan.margin
+    checks = [("max_wall_days", wall_s > plan.scenario.base.run.max_wall_days * 86400.0 * (1.0 + margin))]
+    if c.deadline_days is not None:
+        checks.append(("deadline", quantile_s > c.deadline_days * 86400.0 * (1.0 + margin)))
+    if c.budget_usd is not None:
+        checks.append(("budget", cost > c.budget_usd * (1.0 + margin)))
+    for name, failed in checks:
+        rejection[(rejection == KEPT) & failed] = CONSTRAINT_CODES[name]
+
+
+def _finalists(
+    plan: Plan,
+    objective: np.ndarray,
+    rejection: np.ndarray,
+    exact: np.ndarray,
+    excess: np.ndarray,
+    tie_keys: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gaps, the first finalists and the pool's ranking (docs/model.md §9).
+
+    The ranking: every candidate that passes the exact checks, one of each set of equal estimates
+    (the one with the least memory per GPU), best screen objective first. The gap of a candidate that may
+    meet the constraints (excess within the margin) is measured against the best of those that meet them
+    by their estimates (so a candidate just beyond a constraint, likely to be dropped when simulated,
+    rules no other out); the finalists are those within the margin of it, at most ``plan.finalists``.
+    """
+    gap = np.full(objective.shape, np.nan)
+    eligible = np.flatnonzero(exact)
+    wall, energy, memory = (key[eligible] for key in tie_keys)
+    order = eligible[np.lexsort((memory, energy, wall, objective[eligible]))]
+    same = np.zeros(order.size, dtype=bool)
+    same[1:] = (
+        (objective[order][1:] == objective[order][:-1])
+        & (tie_keys[0][order][1:] == tie_keys[0][order][:-1])
+        & (tie_keys[1][order][1:] == tie_keys[1][order][:-1])
+    )
+    duplicates = order[same]
+    rejection[duplicates[rejection[duplicates] == KEPT]] = EQUIVALENT
+    ranking = order[~same]
+    kept = ranking[rejection[ranking] == KEPT]
+    if kept.size == 0:
+        return gap, kept, ranking
+    meets = kept[excess[kept] <= 0]
+    best = objective[meets if meets.size else kept].min()
+    if best > 0:
+        gap[kept] = objective[kept] / best - 1.0
+    else:  # an objective of 0 (co2 on a zero-carbon grid): the others are infinitely far, the ties at 0
+        gap[kept] = np.where(objective[kept] == best, 0.0, np.inf)
+    rejection[kept[gap[kept] > plan.margin]] = DOMINATED
+    within = kept[gap[kept] <= plan.margin]
+    rejection[within[plan.finalists :]] = BEYOND_CAP
+    return gap, within[: plan.finalists], ranking
+
+
+def binding_constraint(rejection: np.ndarray) -> str:
+    """The constraint that rejected the most candidates that fit in memory, or ""."""
+    counts = {name: int(np.sum(rejection == code)) for name, code in CONSTRAINT_CODES.items()}
+    name, count = max(counts.items(), key=lambda kv: kv[1])
+    return name if count else ""
+
+
+def uncertain_objectives(
+    plan: Plan, cand: Candidates, finalists: np.ndarray
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Input keys, their values at :data:`QUANTILES` (inputs x 2), the finalists' screen objective with
+    each input at each quantile (inputs x 2 x finalists; NaN where the re-screen rules the finalist out:
+    memory or a constraint), and that rejection code (0 where it is still a candidate)."""
+    inputs = plan.scenario.uncertain
+    values = np.array([[float(u.ppf(np.array([q]))[0]) for q in QUANTILES] for u in inputs]).reshape(len(inputs), 2)
+    objectives = np.full((len(inputs), len(QUANTILES), finalists.size), np.nan)
+    rejections = np.zeros(objectives.shape, dtype=np.int8)
+    subset = cand.subset(finalists)
+    for i, entry in enumerate(inputs):
+        for j in range(len(QUANTILES)):
+            base = config_with_values(
+                plan.scenario, 0, {entry.key: values[i, j]}, f"{entry.key} at its p{QUANTILES[j]:.0%}"
+            )
+            varied = dataclasses.replace(
+                plan,
+                scenario=dataclasses.replace(plan.scenario, base=base),
+                constraints=dataclasses.replace(plan.constraints),
+            )
+            scr = screen(varied, subset)
+            out = ~np.isin(scr.rejection, _STILL_CANDIDATE)
+            objectives[i, j] = np.where(out, np.nan, scr.objective)
+            rejections[i, j] = np.where(out, scr.rejection, KEPT)
+    return [u.key for u in inputs], values, objectives, rejections
