@@ -9,9 +9,9 @@ that may meet the constraints by its estimates, else its best-ranked one), at mo
 ``plan.pilot_families`` families (those whose candidate ranks best first), and measures per family
 the screen's signed relative error ``simulated / screen - 1`` of the objective's mean and, under
 constraints, of the deadline's quantile of the wall time and of the mean cost, with its standard
-error. The pool measures the same errors on the candidates it simulates (:func:`finalist_errors`,
-:func:`measured_errors`); :func:`family_margins` turns both into each candidate's screening margin
-(:mod:`mcsim.planning.pool`; docs/model.md §9, "Calibration").
+error. :func:`family_margins` turns them, with the errors the pool measures on the candidates it
+simulates, into each candidate's screening margin (:mod:`mcsim.planning.pool`; docs/model.md §9,
+"Calibration"); :func:`screen_error_text` warns when they are beyond the plan's margin.
 """
 
 from __future__ import annotations
@@ -213,8 +213,9 @@ def run_pilot(plan: Plan, cand: Candidates, scr: Screen, execution: ExecutionOpt
         source=plan.source,
         what=f"calibration pilot ({len(fam)} families):",
     )
-    for f, cfg, got in zip(piloted, configs, rows, strict=True):
-        error[f], se[f] = pilot_errors(plan, scr, int(pilot[f]), config_outputs_per_run(cfg, got))
+    outputs = [config_outputs_per_run(cfg, got) for cfg, got in zip(configs, rows, strict=True)]
+    for f, out in zip(piloted, outputs, strict=True):
+        error[f], se[f] = pilot_errors(plan, scr, int(pilot[f]), out)
     kept = {int(pilot[f]): got for f, got in zip(piloted, rows, strict=True)}
     return Calibration(fam, plan.pilot_runs, pilot, error, se, kept)
 
@@ -239,67 +240,6 @@ def family_margins(plan: Plan, cal: Calibration, finalist_bound: np.ndarray) -> 
     if np.isnan(bound).all():
         return np.full(bound.shape, plan.margin)
     return widened(plan, np.where(np.isnan(bound), np.nanmax(bound), bound))
-
-
-def relative_error(simulated: float, estimate: float) -> float:
-    """|simulated / estimate - 1|; 0 for 0 against 0, inf for anything else against 0."""
-    if estimate == 0:  # an objective of 0 (co2 on a zero-carbon grid)
-        return 0.0 if simulated == 0 else np.inf
-    return abs(simulated / estimate - 1.0)
-
-
-def finalist_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarray] | None) -> dict[str, float]:
-    """The screen's relative errors against one simulated candidate whose runs all completed ({} otherwise).
-
-    ``objective``: |simulated mean / screen estimate - 1| of the objective; with a deadline,
-    ``deadline``: the same of the wall time's ``deadline_probability``-quantile (the simulated runs'
-    empirical quantile: its sampling error is included, which errs on the safe side); with a budget,
-    ``budget``: the same of the mean cost.
-    """
-    if out is None or not np.all(out["completed"]):
-        return {}
-    c = plan.constraints
-    objective = float(np.mean(weighted_objective(out, plan.objective_weights)))
-    errors = {"objective": relative_error(objective, float(scr.objective[index]))}
-    if c.deadline_days is not None:
-        quantile_h = float(np.quantile(out["wall_time"], c.deadline_probability))
-        errors["deadline"] = relative_error(quantile_h, float(scr.wall_quantile_s[index]) / 3600.0)
-    if c.budget_usd is not None:
-        errors["budget"] = relative_error(float(np.mean(out["cost"])), float(scr.cost_usd[index]))
-    return errors
-
-
-def measured_errors(plan: Plan, errors: list[dict[str, float]]) -> dict[str, float]:
-    """The screen's largest relative error (``errors``: :func:`finalist_errors` of each simulated candidate)
-    against the simulated candidates whose runs all completed: ``objective``, and ``deadline`` / ``budget``
-    under those constraints; NaN where nothing was simulated to completion."""
-    c = plan.constraints
-    largest: dict[str, list[float]] = {"objective": []}
-    if c.deadline_days is not None:
-        largest["deadline"] = []
-    if c.budget_usd is not None:
-        largest["budget"] = []
-    for finalist in errors:
-        for name, value in finalist.items():
-            largest[name].append(value)
-    return {name: max(values) if values else np.nan for name, values in largest.items()}
-
-
-def family_error_bounds(fam: Families, finalists: np.ndarray, errors: list[dict[str, float]]) -> np.ndarray:
-    """Per family: the largest error (``errors``: :func:`finalist_errors` of each finalist) over its
-    simulated candidates (NaN: none)."""
-    bound = np.full(len(fam), np.nan)
-    for i, finalist in zip(finalists, errors, strict=True):
-        if finalist:
-            f = fam.of_candidate[int(i)]
-            bound[f] = np.fmax(bound[f], max(finalist.values()))
-    return bound
-
-
-def errors_text(errors: dict[str, float]) -> str:
-    """``objective 1.2 %, deadline 3.4 %``: the measured errors (:func:`measured_errors`) that are finite."""
-    shown = [f"{name} {100 * value:.2g} %" for name, value in errors.items() if np.isfinite(value)]
-    return ", ".join(shown) if shown else "none measured"
 
 
 def screen_error_text(error: float, margin: float) -> str:

@@ -3,15 +3,15 @@
 :func:`enumerate_candidates` expands the plan's ``[search]`` into :class:`Candidates` (one array
 element per candidate, no Python loop per candidate), keeping only the layouts the workload model
 can run. A candidate is then handed on in the form each lower layer reads: all of them as the
-workload model's :class:`~mcsim.model.workload.Layouts` (:func:`layouts`, per GPU type the catalog
-fields of :func:`gpu_field`), one of them as a :class:`~mcsim.scenario.config.Config`
+workload model's :class:`~mcsim.model.workload.Layouts` (per GPU type the catalog fields of
+:func:`gpu_field`), evaluated once per layout (:func:`layout_workload`: iteration time and memory,
+exactly as ``mcsim run``); one of them as a :class:`~mcsim.scenario.config.Config`
 (:func:`candidate_config`, what ``mcsim run`` and the simulation take).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +19,8 @@ import numpy as np
 
 from mcsim.errors import ScenarioError
 from mcsim.io.format import format_bytes
-from mcsim.model.workload import RECOMPUTE_CODES, Layouts
-from mcsim.planning.plan_file import Plan, gpu_specs
+from mcsim.model.workload import RECOMPUTE_CODES, Layouts, WorkloadArrays, workload_arrays
+from mcsim.planning.plan_file import Plan
 from mcsim.scenario.config import Config
 from mcsim.scenario.limits import memory_limit_bytes
 
@@ -211,7 +211,7 @@ def _with_choices(plan: Plan, layout: tuple[np.ndarray, ...], enumerated_layouts
     if freqs:
         freq = np.array(freqs, dtype=np.float64)[fidx]
     else:
-        freq = np.array([spec.freq_max_mhz for spec in gpu_specs(plan)], dtype=np.float64)[gtype]
+        freq = np.array([spec.freq_max_mhz for spec in plan.gpu_specs], dtype=np.float64)[gtype]
     return Candidates(
         gtype, G[lay], t[lay], p[lay], c[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], sp_values[sp],
         zero_values[zero], strat, interval, freq, enumerated_layouts * int(np.prod(extra)),
@@ -221,7 +221,7 @@ def _with_choices(plan: Plan, layout: tuple[np.ndarray, ...], enumerated_layouts
 def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
     """The :class:`Config` of one candidate (for ``mcsim run`` and the simulation)."""
     base, search = plan.scenario.base, plan.search
-    spec = gpu_specs(plan)[int(cand.gpu_type[index])]
+    spec = plan.gpu_specs[int(cand.gpu_type[index])]
     recompute = {code: name for name, code in RECOMPUTE_CODES.items()}[int(cand.recompute[index])]
     return dataclasses.replace(
         base,
@@ -285,10 +285,29 @@ def reference_candidate(plan: Plan, cand: Candidates) -> int:
 
 def gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
     """Per candidate, the field ``name`` of its GPU type's catalog entry (the scenario's overrides applied)."""
-    return np.array([getattr(spec, name) for spec in gpu_specs(plan)], dtype=np.float64)[cand.gpu_type]
+    return np.array([getattr(spec, name) for spec in plan.gpu_specs], dtype=np.float64)[cand.gpu_type]
 
 
-def layouts(plan: Plan, cand: Candidates) -> Layouts:
+def layout_workload(plan: Plan, cand: Candidates) -> WorkloadArrays:
+    """:func:`~mcsim.model.workload.workload_arrays` of every candidate, computed once per layout.
+
+    Identical, element by element, to evaluating every candidate; the strategies and
+    intervals of a plan multiply its candidates but not this work (docs/planning.md).
+    """
+    rep = _layout_representatives(plan, cand)
+    lay = _layouts(plan, cand)
+    unique = np.flatnonzero(rep == np.arange(len(cand)))
+    subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
+    once = workload_arrays(plan.scenario.base, subset)
+    position = np.searchsorted(unique, rep)
+    taken: dict[str, Any] = {}
+    for f in dataclasses.fields(once):
+        value = getattr(once, f.name)
+        taken[f.name] = None if value is None else value[position]
+    return type(once)(**taken)
+
+
+def _layouts(plan: Plan, cand: Candidates) -> Layouts:
     """The workload model's :class:`~mcsim.model.workload.Layouts` of the candidates."""
     specs = {
         name: gpu_field(plan, cand, name)
@@ -314,7 +333,7 @@ def layouts(plan: Plan, cand: Candidates) -> Layouts:
     )
 
 
-def layout_representatives(plan: Plan, cand: Candidates) -> np.ndarray:
+def _layout_representatives(plan: Plan, cand: Candidates) -> np.ndarray:
     """Per candidate, the index of the candidate with its layout, strategy 0 and interval 0.
 
     The workload model does not read the checkpoint strategy or interval, and
@@ -332,13 +351,3 @@ def layout_representatives(plan: Plan, cand: Candidates) -> np.ndarray:
     for name in LAYOUT_FIELDS:
         same &= getattr(cand, name)[rep] == getattr(cand, name)
     return rep if bool(same.all()) else np.arange(len(cand))
-
-
-def by_group(keys: np.ndarray) -> Iterator[tuple[Any, np.ndarray]]:
-    """``(value, indices)`` for every distinct value of ``keys`` (a field of the candidates, or a key made
-    of several), values ascending: the screen's loops run over these groups, never over candidates."""
-    values, inverse = np.unique(keys, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(values.size + 1))
-    for k, value in enumerate(values):
-        yield value, order[bounds[k] : bounds[k + 1]]

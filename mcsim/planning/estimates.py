@@ -1,7 +1,7 @@
 """The screen's estimates: every candidate's expected run, analytically, in arrays (docs/model.md §9).
 
-Per candidate: the workload model (:func:`~mcsim.model.workload.workload_arrays`: iteration time
-and memory, exactly as ``mcsim run``; once per layout, :func:`layout_workload`), the checkpoint
+Per candidate, from its workload arrays (iteration time and memory, exactly as ``mcsim run``:
+:func:`mcsim.planning.candidates.layout_workload`): the checkpoint
 plan's stall and interval (:mod:`mcsim.model.checkpointing`), the system MTBF of its size, and a
 first-order expected wall time under Poisson failures (Daly 2006,
 :func:`mcsim.model.reliability.expected_run_wall_s`) with its ``deadline_probability``-quantile,
@@ -24,9 +24,8 @@ dozen groups at most).
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, NamedTuple, cast
@@ -59,8 +58,8 @@ from mcsim.model.restart import restart_parts
 from mcsim.model.spares import wall_with_spares_s
 from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
-from mcsim.model.workload import WorkloadArrays, workload_arrays
-from mcsim.planning.candidates import Candidates, by_group, gpu_field, layout_representatives, layouts
+from mcsim.model.workload import WorkloadArrays
+from mcsim.planning.candidates import Candidates, gpu_field
 from mcsim.planning.plan_file import Plan, weighted_objective
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
@@ -105,23 +104,14 @@ class _Checkpoints(NamedTuple):
     storage_load_s: np.ndarray  # the load from storage (a planned stop's)
 
 
-def layout_workload(plan: Plan, cand: Candidates) -> WorkloadArrays:
-    """:func:`~mcsim.model.workload.workload_arrays` of every candidate, computed once per layout.
-
-    Identical, element by element, to evaluating every candidate; the strategies and
-    intervals of a plan multiply its candidates but not this work (docs/planning.md).
-    """
-    rep = layout_representatives(plan, cand)
-    lay = layouts(plan, cand)
-    unique = np.flatnonzero(rep == np.arange(len(cand)))
-    subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
-    once = workload_arrays(plan.scenario.base, subset)
-    position = np.searchsorted(unique, rep)
-    taken: dict[str, Any] = {}
-    for f in dataclasses.fields(once):
-        value = getattr(once, f.name)
-        taken[f.name] = None if value is None else value[position]
-    return type(once)(**taken)
+def by_group(keys: np.ndarray) -> Iterator[tuple[Any, np.ndarray]]:
+    """``(value, indices)`` for every distinct value of ``keys`` (a field of the candidates, or a key made
+    of several), values ascending: the screen's loops run over these groups, never over candidates."""
+    values, inverse = np.unique(keys, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[order], np.arange(values.size + 1))
+    for k, value in enumerate(values):
+        yield value, order[bounds[k] : bounds[k + 1]]
 
 
 def estimate(plan: Plan, cand: Candidates, wl: WorkloadArrays, live: np.ndarray) -> Estimates:
@@ -166,21 +156,23 @@ def _checkpoints(plan: Plan, cand: Candidates, wl: WorkloadArrays) -> _Checkpoin
     """Every candidate's checkpoint stall, background write, load and interval (per strategy and per
     interval rule), and its job's MTBF."""
     base = plan.scenario.base
+    strategies, intervals = list(by_group(cand.strategy)), list(by_group(cand.interval))
+    d2h = gpu_field(plan, cand, "d2h_gbps")
     iteration_s = wl.iteration_time_s
     n = len(cand)
     stall, load, every, background = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64), np.zeros(n)
     mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node, wl.iterations * iteration_s)
     mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
-    _, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, gpu_field(plan, cand, "d2h_gbps"))
+    _, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, d2h)
     read_gbps = cast(np.ndarray, read_gbps)  # cand.gpus is an array
     size = base.model.params * base.checkpoint.bytes_per_param
-    for s_index, idx in by_group(cand.strategy):
+    for s_index, idx in strategies:
         strategy = STRATEGIES[plan.search.strategy[int(s_index)]]
         timing = strategy.timings(base, iteration_s[idx], type(transfers)(*(np.asarray(x)[idx] for x in transfers)))
         stall[idx] = timing.stall_s
         background[idx] = {"sync": 0.0, "async": timing.write_s, "in_memory": timing.replicate_s}[strategy.kernel_hook]
         load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
-    for i_index, idx in by_group(cand.interval):
+    for i_index, idx in intervals:
         every[idx] = checkpoint_every(
             plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
         )
@@ -190,9 +182,10 @@ def _checkpoints(plan: Plan, cand: Candidates, wl: WorkloadArrays) -> _Checkpoin
 def _cost_co2(plan: Plan, cand: Candidates, wall: np.ndarray, energy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Expected cost, USD (allocation plus electricity), and emissions, t CO2e (operational plus embodied)."""
     base = plan.scenario.base
+    prices = type_prices(plan)[cand.gpu_type]
     nodes = cand.gpus // base.hardware.gpus_per_node
     cost = (
-        allocation_usd(base.cost, type_prices(plan)[cand.gpu_type], cand.gpus, nodes, wall / 3600.0)
+        allocation_usd(base.cost, prices, cand.gpus, nodes, wall / 3600.0)
         + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
     )
     co2 = co2_t(base.carbon, cand.gpus, wall, energy)

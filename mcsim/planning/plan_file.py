@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,18 @@ class Plan:
         """The most candidates the plan simulates in all (``pool``; unset: 100, or 5 x ``finalists`` if more)."""
         return self.pool if self.pool is not None else max(100, 5 * self.finalists)
 
+    @functools.cached_property
+    def gpu_specs(self) -> tuple[GpuSpec, ...]:
+        """The catalog entry of every searched GPU type, with the scenario's ``[hardware]`` overrides applied
+        (to every type); computed once per plan."""
+        hardware = self.scenario.base.hardware
+        overrides = {
+            f.name: getattr(hardware, f.name)
+            for f in dataclasses.fields(GpuSpec)
+            if f.name != "sources" and getattr(hardware, f.name) is not None
+        }
+        return tuple(dataclasses.replace(lookup_gpu(name), **overrides) for name in self.search.gpu_types)
+
     @property
     def objective_weights(self) -> dict[str, float]:
         """The objective as ``{output name: weight}`` (weight 1 for a named objective)."""
@@ -429,18 +442,6 @@ def _parse_options(table: dict, source: str) -> dict[str, Any]:
                 f"got {options.max_total_runs}",
             )
     return {f.name: getattr(options, f.name) for f in dataclasses.fields(PlanOptions)}
-
-
-def gpu_specs(plan: Plan) -> list[GpuSpec]:
-    """The catalog entry of every searched GPU type, with the scenario's ``[hardware]`` overrides applied
-    (to every type)."""
-    hardware = plan.scenario.base.hardware
-    overrides = {
-        f.name: getattr(hardware, f.name)
-        for f in dataclasses.fields(GpuSpec)
-        if f.name != "sources" and getattr(hardware, f.name) is not None
-    }
-    return [dataclasses.replace(lookup_gpu(name), **overrides) for name in plan.search.gpu_types]
 
 
 def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:

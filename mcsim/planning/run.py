@@ -26,7 +26,7 @@ from mcsim.model.workload import FREQUENCY, MEMORY
 from mcsim.planning.calibration import run_pilot, screen_error_text
 from mcsim.planning.candidates import Candidates, enumerate_candidates
 from mcsim.planning.dataset import PlanResult, plan_dataset
-from mcsim.planning.plan_file import Plan, gpu_specs, load_plan
+from mcsim.planning.plan_file import Plan, load_plan
 from mcsim.planning.pool import simulate_pool
 from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, REJECTIONS, WORKLOAD_REJECTION, Screen, screen
 from mcsim.planning.selection import ExecutionOptions
@@ -163,7 +163,7 @@ def _structural_message(plan: Plan, scr: Screen) -> str:
     if code == WORKLOAD_REJECTION[FREQUENCY]:
         ranges = ", ".join(
             f"{name} {spec.freq_min_mhz:g}..{spec.freq_max_mhz:g} MHz"
-            for name, spec in zip(plan.search.gpu_types, gpu_specs(plan), strict=True)
+            for name, spec in zip(plan.search.gpu_types, plan.gpu_specs, strict=True)
         )
         return f"{plan.source}: search.freq_mhz: no searched clock is within the GPU's range ({ranges})"
     return (

@@ -33,8 +33,8 @@ from mcsim.model.workload import (
     WorkloadArrays,
     configuration_problem,
 )
-from mcsim.planning.candidates import Candidates, by_group, reference_candidate
-from mcsim.planning.estimates import Estimates, estimate, layout_workload
+from mcsim.planning.candidates import Candidates, layout_workload, reference_candidate
+from mcsim.planning.estimates import Estimates, by_group, estimate
 from mcsim.planning.plan_file import Plan
 from mcsim.scenario.config import config_with_values
 

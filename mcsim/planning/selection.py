@@ -306,11 +306,7 @@ def _select(
         outcome = kim_nelson(
             len(configs),
             simulation.draw,
-            alpha=stages.alpha,
-            indifference=stages.indifference,
-            first_runs=stages.first_runs,
-            max_runs=stages.max_runs,
-            max_total_runs=stages.max_total_runs,
+            **stages._asdict(),
             excluded=simulation.cut_off,
             notify=runner.execution.notify,
         )
@@ -384,22 +380,22 @@ def simulate_first_runs(
 
     Run r of every configuration draws from the streams of (seed, r), as in :func:`select_best` (the
     plan's calibration pilot, :mod:`mcsim.planning.calibration`, simulates with it). The configurations
-    have fixed intervals (``"optimize"`` is refused: a plan does not search it); ``execution.store`` is
-    not read.
+    are feasible (the screen's ranked candidates, through the same workload model: not checked again)
+    and have fixed intervals (``"optimize"`` is refused: a plan does not search it); ``execution.store``
+    is not read.
     """
     execution = execution or ExecutionOptions()
     configs = list(configs)
     if any(c.checkpoint.interval.kind == "optimize" for c in configs):
         raise ValueError('simulate_first_runs: interval "optimize" is not supported; give fixed intervals')
-    _check_configs(configs)
     _check_seed_mode(seed, mode)
     _check_chunk_runs(execution.chunk_runs)
     chunk = execution.chunk_runs or DEFAULT_CHUNK_RUNS
     runner = _Runner(dataclasses.replace(execution, store=None), source, ("plan.pilot_runs", "lower plan.pilot_runs"))
     first_line = f"{what} {runs} runs of {len(configs)} candidate{'' if len(configs) == 1 else 's'}"
     with runner.executing(configs, int(seed), mode, (runs, None), "pilot", first_line) as (running, _):
-        simulation = _Simulation(running, configs, {"cost": 1.0}, chunk)
-        simulation.draw(list(range(len(configs))), 0, runs)
+        simulation = _Simulation(running, configs, {}, chunk)
+        simulation.simulate(list(range(len(configs))), 0, runs)
     return simulation.rows
 
 
@@ -426,20 +422,24 @@ class _Simulation:
         self.execution, self.configs, self.weights, self.chunk = execution, configs, weights, chunk
         self.rows: list[np.ndarray] = [np.empty((0, kernel.N_OUT)) for _ in configs]
 
-    def draw(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
-        """Objective values of runs ``start .. stop - 1`` of the candidates ``alive`` (rows kept)."""
+    def simulate(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
+        """Kernel rows of runs ``start .. stop - 1`` of the candidates ``alive`` (kept in ``rows`` too)."""
         tasks = [Task(t.config, t.start + start, t.stop + start) for t in plan_tasks(alive, stop - start, self.chunk)]
         bar = self.execution.bar
         bar.total = (bar.total or 0) + sum(t.runs for t in tasks)
         bar.refresh()
         got: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in alive}
         self.execution.execute(tasks, lambda task, rows: got[task.config].append((task.start, rows)), "selection tasks")
-        values = {}
+        new = {}
         for i in alive:
-            rows = np.concatenate([rows for _, rows in sorted(got[i], key=lambda item: item[0])])
-            self.rows[i] = np.concatenate([self.rows[i], rows])
-            values[i] = objective_of_rows(self.configs[i], rows, self.weights)
-        return values
+            new[i] = np.concatenate([rows for _, rows in sorted(got[i], key=lambda item: item[0])])
+            self.rows[i] = np.concatenate([self.rows[i], new[i]])
+        return new
+
+    def draw(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
+        """Objective values of runs ``start .. stop - 1`` of the candidates ``alive`` (rows kept)."""
+        new = self.simulate(alive, start, stop)
+        return {i: objective_of_rows(self.configs[i], rows, self.weights) for i, rows in new.items()}
 
     def cut_off(self, i: int) -> bool:
         """Whether a run of candidate ``i`` was cut off at run.max_wall_days (objective a lower bound)."""
