@@ -191,26 +191,37 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
     return ds
 
 
+# The coordinates along ``candidate`` but its index: (name, long name, units; None: no units attribute).
+_CANDIDATE_COORDINATES = (
+    ("gpu_type", "GPU type (catalog name)", None),
+    ("gpus", "GPUs in the job", "1"),
+    ("tp", "tensor-parallel degree", "1"),
+    ("pp", "pipeline-parallel degree", "1"),
+    ("cp", "context-parallel degree", "1"),
+    ("dp", "data-parallel degree", "1"),
+    ("microbatch", "microbatch size, sequences", "1"),
+    ("interleave", "virtual pipeline stages per GPU", "1"),
+    ("recompute", "activation recomputation policy", None),
+    ("sequence_parallel", "sequence parallelism (1) or not (0)", "1"),
+    ("zero_stage", "ZeRO stage (0: none, 1: optimizer states, 2: + gradients, 3: + weights)", "1"),
+    ("strategy", "checkpoint strategy", None),
+    ("interval", "checkpoint interval rule", None),
+    ("freq_mhz", "GPU core frequency", "MHz"),
+)
+
+
 def _candidate_coordinates(plan: Plan, cand: Candidates) -> dict[str, Any]:
     """The coordinates along ``candidate``: its index and every searched choice, by name where it has one."""
     recompute_names = {code: name for name, code in RECOMPUTE_CODES.items()}
-    return {
-        "candidate": np.arange(len(cand)),
-        "gpu_type": ("candidate", _categorical(cand.gpu_type, plan.search.gpu_types)),
-        "gpus": ("candidate", cand.gpus),
-        "tp": ("candidate", cand.tp),
-        "pp": ("candidate", cand.pp),
-        "cp": ("candidate", cand.cp),
-        "dp": ("candidate", cand.dp),
-        "microbatch": ("candidate", cand.microbatch),
-        "interleave": ("candidate", cand.interleave),
-        "recompute": ("candidate", _categorical(cand.recompute, [recompute_names[k] for k in range(3)])),
-        "sequence_parallel": ("candidate", cand.sequence_parallel.astype(np.int8)),
-        "zero_stage": ("candidate", cand.zero_stage),
-        "strategy": ("candidate", _categorical(cand.strategy, plan.search.strategy)),
-        "interval": ("candidate", _categorical(cand.interval, [i.label for i in plan.search.interval])),
-        "freq_mhz": ("candidate", cand.freq_mhz),
+    named = {
+        "gpu_type": _categorical(cand.gpu_type, plan.search.gpu_types),
+        "recompute": _categorical(cand.recompute, [recompute_names[k] for k in range(3)]),
+        "sequence_parallel": cand.sequence_parallel.astype(np.int8),
+        "strategy": _categorical(cand.strategy, plan.search.strategy),
+        "interval": _categorical(cand.interval, [i.label for i in plan.search.interval]),
     }
+    choices = {name: ("candidate", named.get(name, getattr(cand, name))) for name, _, _ in _CANDIDATE_COORDINATES}
+    return {"candidate": np.arange(len(cand)), **choices}
 
 
 def _screen_data(scr: Screen) -> dict[str, np.ndarray]:
@@ -297,22 +308,7 @@ def _describe_coordinates(ds: xr.Dataset) -> None:
     ):
         ds[name].attrs.update(long_name=text, units="1")
     ds["uncertain_input"].attrs.update(long_name="uncertain scenario key ([uncertain] table)")
-    for name, text, units in (
-        ("gpu_type", "GPU type (catalog name)", None),
-        ("gpus", "GPUs in the job", "1"),
-        ("tp", "tensor-parallel degree", "1"),
-        ("pp", "pipeline-parallel degree", "1"),
-        ("cp", "context-parallel degree", "1"),
-        ("dp", "data-parallel degree", "1"),
-        ("microbatch", "microbatch size, sequences", "1"),
-        ("interleave", "virtual pipeline stages per GPU", "1"),
-        ("recompute", "activation recomputation policy", None),
-        ("sequence_parallel", "sequence parallelism (1) or not (0)", "1"),
-        ("zero_stage", "ZeRO stage (0: none, 1: optimizer states, 2: + gradients, 3: + weights)", "1"),
-        ("strategy", "checkpoint strategy", None),
-        ("interval", "checkpoint interval rule", None),
-        ("freq_mhz", "GPU core frequency", "MHz"),
-    ):
+    for name, text, units in _CANDIDATE_COORDINATES:
         ds[name].attrs.update(long_name=text, **({"units": units} if units else {}))
 
 

@@ -122,7 +122,7 @@ def estimate(plan: Plan, cand: Candidates, wl: WorkloadArrays, live: np.ndarray)
     ck = _checkpoints(plan, cand, wl)
     mean_iteration_s, power = _iteration_power(plan, cand, wl, ck.mtbf_s)
     restart_parts_s = np.asarray(restart_parts(base.restart, cand.gpus, wl.iteration_time_s).total_s)
-    restart = _restart_s(base, cand, ck.load_s, ck.mtbf_s) + restart_parts_s
+    restart = _restart_s(base, cand, ck.load_s) + restart_parts_s
     cycle_stall, rollback = write_window(ck.every, mean_iteration_s, ck.stall_s, ck.background_s)
     rollback = rollback + _instability_rollback_s(plan, cand, ck.every, mean_iteration_s, wl.iterations)
     lost = restart + rollback
@@ -258,7 +258,7 @@ def _class_mean(base: Config, cand: Candidates, per_event, scale: float = 1.0) -
         return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), 0.0)
 
 
-def _restart_s(base: Config, cand: Candidates, load: np.ndarray, mtbf: np.ndarray) -> np.ndarray:
+def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
     """Rate-weighted mean recovery of the failure classes plus the checkpoint load, s: a recovery (its
     law's mean, :func:`recovery_s`) and, for hangs, the detection time."""
     return _class_mean(base, cand, lambda f: recovery_s(f) / 60.0 + f.detection_minutes, 60.0) + load

@@ -370,6 +370,41 @@ class _Pool:
         )
         self.bring_in(batch)
 
+    def outcome(
+        self, result: SelectionResult, active: list[int], best: int, margins: np.ndarray, wanted: np.ndarray
+    ) -> PoolOutcome:
+        """The pool's outcome: the candidates that could be better but were left out are marked (code 12)."""
+        scr = self.scr
+        finalists = np.array(self.finalists, dtype=np.int64)
+        closed = wanted.size == 0
+        # Code 12 only for those never simulated that could still be better; the first screen's others are dominated
+        # by the recommendation's simulated mean.
+        scr.rejection[(scr.rejection == BEYOND_CAP) & ~np.isin(np.arange(scr.rejection.size), finalists)] = DOMINATED
+        scr.rejection[wanted] = BEYOND_CAP
+        never = scr.ranking[~np.isin(scr.ranking, finalists)]
+        possible = never[scr.excess[never] <= margins[never]]
+        best_mean = float(result.means[result.best])
+        if possible.size and best_mean > 0:
+            closest = float(np.min(scr.objective[possible]) / best_mean - 1.0)
+        else:
+            closest = np.inf if not possible.size else (0.0 if np.min(scr.objective[possible]) == 0 else np.inf)
+        return PoolOutcome(
+            finalists,
+            self.outputs,
+            result,
+            np.array(active),
+            self.dropped,
+            best,
+            self.errors(),
+            _largest(scr, margins),
+            closed,
+            int(never.size),
+            closest,
+            wanted,
+            self.calibration,
+            self.family_margins(),
+        )
+
 
 def simulate_pool(
     plan: Plan, cand: Candidates, scr: Screen, calibration: Calibration, execution: ExecutionOptions
@@ -399,7 +434,7 @@ def simulate_pool(
         wanted = _could_be_better(scr, set(pool.finalists), margins, float(result.means[result.best]))
         batch = wanted[: pool.room()]
         if batch.size == 0:
-            return _outcome(plan, scr, pool, result, active, best, margins, wanted)
+            return pool.outcome(result, active, best, margins, wanted)
         pool.say(
             f"bringing in {_count(batch.size)} from the screen's ranking: by their screen estimates and "
             f"the measured error (margins up to {100 * _largest(scr, margins):.2g} %) they could be better than "
@@ -415,39 +450,6 @@ def _largest(scr: Screen, margins: np.ndarray) -> float:
 
 def _count(n: int) -> str:
     return f"{n} candidate" + ("" if n == 1 else "s")
-
-
-def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, margins, wanted) -> PoolOutcome:
-    """The pool's outcome: the candidates that could be better but were left out are marked (code 12)."""
-    finalists = np.array(pool.finalists, dtype=np.int64)
-    closed = wanted.size == 0
-    # Code 12 only for those never simulated that could still be better; the first screen's others are dominated
-    # by the recommendation's simulated mean.
-    scr.rejection[(scr.rejection == BEYOND_CAP) & ~np.isin(np.arange(scr.rejection.size), finalists)] = DOMINATED
-    scr.rejection[wanted] = BEYOND_CAP
-    never = scr.ranking[~np.isin(scr.ranking, finalists)]
-    possible = never[scr.excess[never] <= margins[never]]
-    best_mean = float(result.means[result.best])
-    if possible.size and best_mean > 0:
-        closest = float(np.min(scr.objective[possible]) / best_mean - 1.0)
-    else:
-        closest = np.inf if not possible.size else (0.0 if np.min(scr.objective[possible]) == 0 else np.inf)
-    return PoolOutcome(
-        finalists,
-        pool.outputs,
-        result,
-        np.array(active),
-        pool.dropped,
-        best,
-        pool.errors(),
-        _largest(scr, margins),
-        closed,
-        int(never.size),
-        closest,
-        wanted,
-        pool.calibration,
-        pool.family_margins(),
-    )
 
 
 def _all_dropped_message(

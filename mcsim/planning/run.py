@@ -24,7 +24,7 @@ from mcsim.engine.resume import PieceStore
 from mcsim.errors import NoCandidate
 from mcsim.model.workload import FREQUENCY, MEMORY
 from mcsim.planning.calibration import run_pilot, screen_error_text
-from mcsim.planning.candidates import Candidates, enumerate_candidates
+from mcsim.planning.candidates import enumerate_candidates
 from mcsim.planning.dataset import PlanResult, plan_dataset
 from mcsim.planning.plan_file import Plan, load_plan
 from mcsim.planning.pool import simulate_pool
@@ -52,7 +52,7 @@ def run_plan(plan: Plan, execution: ExecutionOptions | None = None) -> PlanResul
             "the layout is not valid for the model): it is not compared with the recommendation"
         )
     if scr.finalists.size == 0:
-        raise NoCandidate(no_candidate_message(plan, cand, scr))
+        raise NoCandidate(no_candidate_message(plan, scr))
     calibration = run_pilot(plan, cand, scr, execution)
     pool = simulate_pool(plan, cand, scr, calibration, execution)
     if notify and pool.margin > plan.margin:
@@ -110,7 +110,7 @@ def plan(
     return plan_dataset(run_plan(loaded, execution))
 
 
-def no_candidate_message(plan: Plan, cand: Candidates, scr: Screen) -> str:
+def no_candidate_message(plan: Plan, scr: Screen) -> str:
     """One line: why no candidate passed the screen, and how close the closest came."""
     fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
     if not fits.any():
