@@ -1,12 +1,10 @@
 """``mcsim plan``: enumerate, screen, select by simulation (layer 5, above ``analysis``).
 
 - ``plan_file``: plan files (``[search]``, ``[constraints]``, ``[plan]``), validated; the plan's objective.
-- ``candidates``: the search enumerated into candidate arrays, and each candidate as the lower layers take it.
-- ``estimates``: the screen's analytic estimates of every candidate's run (Daly's wall time, its first-order
-  corrections, energy, cost, CO2).
+- ``candidates``: the search enumerated into candidate arrays, each candidate in the form lower layers take.
+- ``estimates``: the screen's analytic estimates of every candidate's run (wall time, energy, cost, CO2).
 - ``screen``: candidates ruled out with their reasons or ranked, the finalists; re-screened under uncertain inputs.
-- ``calibration``: the pilot that measures the screen's error per family before the selection, and the
-  screen's error measured on the simulated candidates.
+- ``calibration``: the pilot that measures the screen's error per family of candidates before the selection.
 - ``pool``: the candidates simulated, brought in from the screen's ranking until none left out could be better.
 - ``selection``, ``kim_nelson``: the finalists by simulation with common random numbers.
 - ``dataset``: the plan's dataset (variables, coordinates, attributes).
