@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mcsim.planning.plan import load_plan, plan_from_dict
-from mcsim.planning.planner import plan_dataset, run_plan
+from mcsim.planning.dataset import plan_dataset
+from mcsim.planning.plan_file import load_plan, plan_from_dict
+from mcsim.planning.run import run_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from plans import BUDGET_SPACE, DEADLINE_SPACE, WRITE_SPACE  # noqa: E402

@@ -12,7 +12,7 @@ measured one after the other in the same process).
 Error (``--error``): the screen's estimates of wall time, energy and cost against the
 mean of ``--runs`` simulated runs for ``--configs`` candidates of each plan (the
 finalists first, then candidates that fit in memory, spread over the sizes): the
-largest relative error sets the default screen margin (``mcsim.planning.plan.DEFAULT_MARGIN``,
+largest relative error sets the default screen margin (``mcsim.planning.plan_file.DEFAULT_MARGIN``,
 docs/model.md §8).
 """
 
@@ -26,9 +26,10 @@ import numpy as np
 
 from mcsim.engine.simulate import run_task
 from mcsim.model.workload import workload
-from mcsim.planning.plan import enumerate_candidates, load_plan
-from mcsim.planning.planner import per_run_outputs
-from mcsim.planning.screen import candidate_config, screen
+from mcsim.planning.candidates import candidate_config, enumerate_candidates
+from mcsim.planning.plan_file import load_plan
+from mcsim.planning.pool import kept_outputs
+from mcsim.planning.screen import screen
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PLANS = ("plan-llama3-70b.toml", "plan-llama3-405b.toml", "plan-bloom-176b.toml", "plan-gpt3-175b.toml")
@@ -70,7 +71,7 @@ def error(path: Path, configs: int, runs: int) -> float:
     worst = 0.0
     for i in chosen:
         cfg = candidate_config(plan, cand, int(i))
-        out = per_run_outputs(cfg, run_task(cfg, 5, plan.scenario.run.mode, 0, runs))
+        out = kept_outputs(cfg, run_task(cfg, 5, plan.scenario.run.mode, 0, runs))
         errors = [
             scr.wall_s[i] / 3600.0 / out["wall_time"].mean() - 1,
             scr.energy_j[i] / 3.6e9 / out["energy"].mean() - 1,

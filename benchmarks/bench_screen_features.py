@@ -25,8 +25,9 @@ import numpy as np
 
 from mcsim.engine.simulate import run_task
 from mcsim.model.run_outputs import run_outputs
-from mcsim.planning.plan import enumerate_candidates, plan_from_dict
-from mcsim.planning.screen import candidate_config, screen
+from mcsim.planning.candidates import candidate_config, enumerate_candidates
+from mcsim.planning.plan_file import plan_from_dict
+from mcsim.planning.screen import screen
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from plans import DEADLINE_SPACE  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mcsim.engine.simulate import simulate
-from mcsim.planning.selection import select_best
+from mcsim.planning.selection import ExecutionOptions, select_best
 from mcsim.scenario.config import scenario_from_dict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -51,7 +51,12 @@ def main() -> None:
             spent, good, decided, start = [], 0, 0, time.perf_counter()
             for seed in range(1000, 1000 + args.seeds):
                 result = select_best(
-                    configs, "cost", seed=seed, indifference=zone, first_runs=first_runs, progress=False
+                    configs,
+                    "cost",
+                    seed=seed,
+                    indifference=zone,
+                    first_runs=first_runs,
+                    execution=ExecutionOptions(progress=False),
                 )
                 good += bool(means[result.best] - means.min() <= result.delta)
                 decided += result.decided

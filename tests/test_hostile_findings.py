@@ -124,16 +124,16 @@ def test_report_onto_a_full_disk_leaves_nothing_behind(result_file, tmp_path, ca
 
 def test_a_file_created_at_the_plans_output_while_it_runs_is_never_replaced(tmp_path, capsys, monkeypatch):
     # Found: a file put at -o while the plan ran was replaced by the result.
-    from mcsim.planning import planner
+    import mcsim.planning.run as plan_run
 
     out = tmp_path / "p.nc"
-    real = planner.plan_dataset
+    real = plan_run.plan_dataset
 
     def meanwhile(result):
         out.write_text("someone else's file")
         return real(result)
 
-    monkeypatch.setattr(planner, "plan_dataset", meanwhile)
+    monkeypatch.setattr(plan_run, "plan_dataset", meanwhile)
     path = write_toml(hostile_plan(), tmp_path / "p.toml")
     assert main(["plan", str(path), "-o", str(out), "--quiet"]) == 2
     assert "while mcsim ran" in _one_error_line(capsys.readouterr().err)

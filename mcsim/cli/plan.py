@@ -25,8 +25,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mcsim.errors import BackendUnavailable, NoCandidate, PieceWriteError
     from mcsim.io.atomic import file_identity
     from mcsim.io.netcdf import is_result_file
-    from mcsim.planning.plan import load_plan
-    from mcsim.planning.planner import plan as plan_result
+    from mcsim.planning.plan_file import load_plan
+    from mcsim.planning.run import plan as plan_result
     from mcsim.report.plan import plan_table
 
     plan = load_plan(args.plan, args.overrides)

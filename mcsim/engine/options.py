@@ -8,6 +8,7 @@ a number of the results: only how fast they come, where they run and what is sai
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,10 +20,11 @@ DEFAULT_CHUNK_RUNS = 250
 
 
 def check_chunk_runs(chunk_runs: int) -> int:
-    """``chunk_runs``, or ValueError when it is below 1."""
-    if chunk_runs < 1:
-        raise ValueError(f"chunk_runs must be >= 1, got {chunk_runs}")
-    return chunk_runs
+    """``chunk_runs``, or ValueError when it is not a whole number of at least 1."""
+    whole = isinstance(chunk_runs, numbers.Integral) and not isinstance(chunk_runs, bool)
+    if not whole or chunk_runs < 1:
+        raise ValueError(f"chunk_runs: expected a whole number >= 1, got {chunk_runs!r}")
+    return int(chunk_runs)
 
 
 @dataclass(frozen=True)

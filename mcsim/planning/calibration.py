@@ -9,24 +9,23 @@ that may meet the constraints by its estimates, else its best-ranked one), at mo
 ``plan.pilot_families`` families (those whose candidate ranks best first), and measures per family
 the screen's signed relative error ``simulated / screen - 1`` of the objective's mean and, under
 constraints, of the deadline's quantile of the wall time and of the mean cost, with its standard
-error. :func:`family_margins` turns them, with the errors the pool measures on its finalists, into
-each candidate's screening margin (:mod:`mcsim.planning.pool`; docs/model.md §9, "Calibration").
+error. :func:`family_margins` turns them, with the errors the pool measures on the candidates it
+simulates, into each candidate's screening margin (:mod:`mcsim.planning.pool`; docs/model.md §9,
+"Calibration"); :func:`screen_error_text` warns when they are beyond the plan's margin.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from scipy import special
 
-from mcsim.model.layouts import RECOMPUTE_CODES
 from mcsim.model.run_outputs import run_outputs
-from mcsim.planning.plan import Candidates, Plan
-from mcsim.planning.screen import Screen, candidate_config
-from mcsim.planning.selection import simulate_runs, weighted_objective
+from mcsim.planning.candidates import Candidates, candidate_config
+from mcsim.planning.plan_file import Plan, weighted_objective
+from mcsim.planning.screen import Screen
+from mcsim.planning.selection import ExecutionOptions, simulate_first_runs
 
 ERROR_KINDS = ("objective", "deadline", "budget")
 # The pilot's error bound: |error| + k standard errors of the simulated estimate, k the one-sided 97.7 % point of
@@ -63,7 +62,7 @@ def families(cand: Candidates) -> Families:
     """Group the candidates into families (GPU type x strategy x recompute x size band), in sorted key order."""
     # The keys' rows in the order np.unique(axis=0) gives the stacked keys (lexicographic by column),
     # from each column's codes: the same families in the same order, without sorting 217,800 rows
-    # (0.18 s of a plan, issue 26 item 5; tests/planning/test_calibration.py holds the stacked version).
+    # (0.18 s of a plan; tests/test_calibration.py holds the stacked version).
     columns = [np.asarray(c) for c in (cand.gpu_type, cand.strategy, cand.recompute, size_band(cand.gpus))]
     dtype = np.result_type(*columns)
     values, codes = zip(*(np.unique(c.astype(dtype), return_inverse=True) for c in columns), strict=True)
@@ -147,11 +146,6 @@ def pilot_candidates(plan: Plan, scr: Screen, fam: Families) -> np.ndarray:
     return out
 
 
-def objective_values(plan: Plan, out: dict[str, np.ndarray]) -> np.ndarray:
-    """The plan's objective of each simulated run (the weighted sum of the per-run outputs)."""
-    return weighted_objective(out, {plan.objective: 1.0} if isinstance(plan.objective, str) else plan.objective)
-
-
 def pilot_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The screen's signed relative errors (ERROR_KINDS order) of candidate ``index`` against its simulated
     per-run outputs ``out``, with their standard errors; NaN where not measured (a run cut off at the
@@ -161,7 +155,7 @@ def pilot_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarray]
     if not np.all(out["completed"]) or out["wall_time"].size < 2:
         return error, se
     c = plan.constraints
-    error[0], se[0] = _mean_error(objective_values(plan, out), float(scr.objective[index]))
+    error[0], se[0] = _mean_error(weighted_objective(out, plan.objective_weights), float(scr.objective[index]))
     if c.deadline_days is not None:
         error[1], se[1] = _quantile_error(
             out["wall_time"], float(scr.wall_quantile_s[index]) / 3600.0, c.deadline_probability
@@ -194,18 +188,11 @@ def _normal_quantile(probability: float) -> float:
     return float(special.ndtri(probability))  # what scipy.stats.norm.ppf computes
 
 
-def run_pilot(
-    plan: Plan,
-    cand: Candidates,
-    scr: Screen,
-    notify: Callable[[str], None] | None = None,
-    **backend: Any,
-) -> Calibration:
+def run_pilot(plan: Plan, cand: Candidates, scr: Screen, execution: ExecutionOptions) -> Calibration:
     """Simulate the pilot (the module docstring) and measure the screen's error per family.
 
-    ``backend``: the ``workers``, ``scheduler`` and ``progress`` of
-    :func:`mcsim.planning.selection.simulate_runs`. Runs 0 .. ``plan.pilot_runs`` - 1 of every piloted
-    candidate use the plan's seed (common random numbers, as the selection's first runs).
+    Runs 0 .. ``plan.pilot_runs`` - 1 of every piloted candidate use the plan's seed (common random
+    numbers, as the selection's first runs; :func:`mcsim.planning.selection.simulate_first_runs`).
     """
     fam = families(cand)
     if plan.pilot_runs == 0:
@@ -214,24 +201,22 @@ def run_pilot(
     piloted = np.flatnonzero(pilot >= 0)
     shape = (len(fam), len(ERROR_KINDS))
     error, se = np.full(shape, np.nan), np.full(shape, np.nan)
-    if piloted.size:
-        configs = [candidate_config(plan, cand, int(pilot[f])) for f in piloted]
-        rows = simulate_runs(
-            configs,
-            plan.pilot_runs,
-            seed=plan.scenario.run.seed,
-            mode=plan.scenario.run.mode,
-            notify=notify,
-            source=plan.source,
-            what=f"calibration pilot ({len(fam)} families):",
-            **backend,
-        )
-        for f, cfg, got in zip(piloted, configs, rows, strict=True):
-            out = run_outputs(cfg, got)
-            error[f], se[f] = pilot_errors(plan, scr, int(pilot[f]), out)
-        kept = {int(pilot[f]): got for f, got in zip(piloted, rows, strict=True)}
-    else:
-        kept = {}
+    if not piloted.size:
+        return Calibration(fam, plan.pilot_runs, pilot, error, se, {})
+    configs = [candidate_config(plan, cand, int(pilot[f])) for f in piloted]
+    rows = simulate_first_runs(
+        configs,
+        plan.pilot_runs,
+        seed=plan.scenario.run.seed,
+        mode=plan.scenario.run.mode,
+        execution=execution,
+        source=plan.source,
+        what=f"calibration pilot ({len(fam)} families):",
+    )
+    outputs = [run_outputs(cfg, got) for cfg, got in zip(configs, rows, strict=True)]
+    for f, out in zip(piloted, outputs, strict=True):
+        error[f], se[f] = pilot_errors(plan, scr, int(pilot[f]), out)
+    kept = {int(pilot[f]): got for f, got in zip(piloted, rows, strict=True)}
     return Calibration(fam, plan.pilot_runs, pilot, error, se, kept)
 
 
@@ -257,50 +242,12 @@ def family_margins(plan: Plan, cal: Calibration, finalist_bound: np.ndarray) -> 
     return widened(plan, np.where(np.isnan(bound), np.nanmax(bound), bound))
 
 
-# Variables of a plan dataset about the pilot (registered once, as the planner's PLAN_VARIABLES): name ->
-# (dims, units, long_name).
-FAMILY_VARIABLES = {
-    "candidate_family": (("candidate",), "1", "family of the candidate (GPU type, strategy, recompute, size band)"),
-    "family_gpu_type": (("family",), "", "GPU type of the family (catalog name)"),
-    "family_strategy": (("family",), "", "checkpoint strategy of the family"),
-    "family_recompute": (("family",), "", "activation recomputation policy of the family"),
-    "family_gpus_low": (("family",), "1", "smallest searched GPU count of the family's size band"),
-    "family_gpus_high": (("family",), "1", "largest searched GPU count of the family's size band"),
-    "family_pilot_candidate": (("family",), "1", "candidate simulated in the calibration pilot (-1: none)"),
-    "family_pilot_error": (
-        ("family", "error_kind"),
-        "1",
-        "pilot's simulated / screen estimate - 1 (objective mean, deadline quantile, mean cost; NaN: not measured)",
-    ),
-    "family_pilot_error_se": (("family", "error_kind"), "1", "standard error of family_pilot_error"),
-    "family_margin": (("family",), "1", "screening margin the pool closed with for the family's candidates"),
-}
-
-
-def family_dataset_variables(plan: Plan, pool_margin: np.ndarray, cal: Calibration) -> dict[str, Any]:
-    """The pilot's variables and coordinates of the plan dataset (``family``, ``error_kind`` dims)."""
-    import xarray as xr
-
-    fam = cal.families
-    recompute_names = {code: name for name, code in RECOMPUTE_CODES.items()}
-    values = {
-        "candidate_family": fam.of_candidate,
-        "family_gpu_type": np.array([plan.search.gpu_types[int(k)] for k in fam.gpu_type], dtype=object),
-        "family_strategy": np.array([plan.search.strategy[int(k)] for k in fam.strategy], dtype=object),
-        "family_recompute": np.array([recompute_names[int(k)] for k in fam.recompute], dtype=object),
-        "family_gpus_low": fam.gpus_low,
-        "family_gpus_high": fam.gpus_high,
-        "family_pilot_candidate": cal.pilot,
-        "family_pilot_error": cal.error,
-        "family_pilot_error_se": cal.error_se,
-        "family_margin": pool_margin,
-    }
-    out: dict[str, Any] = {}
-    for name, (dims, units, long_name) in FAMILY_VARIABLES.items():
-        attrs = {"long_name": long_name, **({"units": units} if units else {})}
-        out[name] = xr.Variable(dims, values[name], attrs)
-    out["family"] = xr.Variable(("family",), np.arange(len(fam)), {"long_name": "family index", "units": "1"})
-    out["error_kind"] = xr.Variable(
-        ("error_kind",), np.array(ERROR_KINDS, dtype=object), {"long_name": "estimate whose error is measured"}
+def screen_error_text(error: float, margin: float) -> str:
+    """One line: the screen's error is beyond the margin, and what the plan did about it."""
+    return (
+        f"the screen's estimates are off by up to {100 * error:.1f} % against the simulated candidates "
+        f"(the pilot's: |error| + ~2 standard errors), beyond the {100 * margin:g} % margin (effects it models "
+        f"only to first order: a young cluster's failures, spare-node waits; docs/planning.md): the plan widened each "
+        f"family's margin to its measured error and brought in the candidates that could then be better; raise "
+        f"plan.margin to screen with it from the start"
     )
-    return out

@@ -2,7 +2,7 @@
 
 :func:`kim_nelson` selects, among k candidates, the one with the lowest mean output,
 drawing their observations in stages through a caller's function (the simulation, for
-:func:`mcsim.selection.select_best`; random numbers, in the tests). Observation r of
+:func:`mcsim.planning.selection.select_best`; random numbers, in the tests). Observation r of
 every candidate should share random numbers (common random numbers): the procedure
 uses the variances of the paired differences. Definitions, choices and sources:
 docs/model.md, "Selecting the best configuration".
@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+
+from mcsim._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from scipy import stats
+else:  # imported at its first use: importing scipy.stats costs ~0.5 s, and a decided selection needs none
+    stats = lazy_module("scipy.stats")
 
 # Each stage after the first brings the survivors' observations to ceil(GROWTH * r) (at
 # least r + 1): the decision overshoots the r at which KN would stop by at most 25 %.
@@ -95,8 +102,6 @@ def bonferroni_pcs(values: list[np.ndarray], best: int, delta: float) -> float:
     Bonferroni bound on these approximate (flat-prior posterior) probabilities: an
     estimate, not a guarantee.
     """
-    from scipy import stats  # here: importing scipy.stats costs ~0.5 s, and a decided selection needs none
-
     total = 0.0
     for other, x in enumerate(values):
         if other == best:
@@ -281,7 +286,7 @@ def kim_nelson(
     notify : callable, optional
         Called with one line per stage.
 
-    Arguments are not validated here (:func:`mcsim.selection.select_best` does it).
+    Arguments are not validated here (:func:`mcsim.planning.selection.select_best` does it).
     """
     kn = _KN(k, draw, excluded or (lambda i: False), alpha, indifference, first_runs, max_runs, max_total_runs, notify)
     best, decided, reason, delta = kn.run()

@@ -13,17 +13,19 @@ is then not decided). docs/model.md §9, "Pool".
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 import numpy as np
 
+from mcsim.engine.resume import PieceStore
 from mcsim.errors import NoCandidate
 from mcsim.model.run_outputs import run_outputs
-from mcsim.planning.calibration import Calibration, Families, family_margins, no_pilot, objective_values
-from mcsim.planning.plan import Candidates, Plan
-from mcsim.planning.screen import BEYOND_CAP, DOMINATED, KEPT, Screen, candidate_config
+from mcsim.planning.calibration import Calibration, Families, family_margins
+from mcsim.planning.candidates import Candidates, candidate_config
+from mcsim.planning.plan_file import Plan, weighted_objective
+from mcsim.planning.screen import BEYOND_CAP, DOMINATED, KEPT, Screen
+from mcsim.planning.selection import ExecutionOptions, SelectionResult, select_best
 from mcsim.scenario.config import Config
 
 PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
@@ -35,7 +37,7 @@ class PoolOutcome:
 
     finalists: np.ndarray  # candidate indices, in the order they were brought in
     outputs: list[dict[str, np.ndarray] | None]  # per finalist: per-run outputs of its simulated runs
-    selection: Any  # the last SelectionResult (over `selected`)
+    selection: SelectionResult  # the last selection (over `selected`)
     selected: np.ndarray  # finalist positions the last selection ran over
     dropped: dict[int, str]  # finalist position -> constraint it missed when simulated
     recommended: int  # finalist position
@@ -49,8 +51,9 @@ class PoolOutcome:
     family_margin: np.ndarray  # per family: the margin the pool closed with (calibration.family_margins)
 
 
-def per_run_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The per-run outputs (wall time h, energy MWh, cost USD, CO2 t, completed) of kernel rows."""
+def kept_outputs(cfg: Config, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-run outputs a plan keeps of a candidate's kernel rows: wall time h, energy MWh, cost USD,
+    CO2 t, and whether each run completed."""
     out = run_outputs(cfg, rows)
     return {name: out[name] for name in (*PER_RUN_KEPT, "completed")}
 
@@ -93,7 +96,8 @@ def finalist_errors(plan: Plan, scr: Screen, index: int, out: dict[str, np.ndarr
     if out is None or not np.all(out["completed"]):
         return {}
     c = plan.constraints
-    errors = {"objective": relative_error(float(np.mean(objective_values(plan, out))), float(scr.objective[index]))}
+    objective = float(np.mean(weighted_objective(out, plan.objective_weights)))
+    errors = {"objective": relative_error(objective, float(scr.objective[index]))}
     if c.deadline_days is not None:
         quantile_h = float(np.quantile(out["wall_time"], c.deadline_probability))
         errors["deadline"] = relative_error(quantile_h, float(scr.wall_quantile_s[index]) / 3600.0)
@@ -127,6 +131,12 @@ def family_error_bounds(fam: Families, finalists: np.ndarray, errors: list[dict[
             f = fam.of_candidate[int(i)]
             bound[f] = np.fmax(bound[f], max(finalist.values()))
     return bound
+
+
+def _errors_text(errors: dict[str, float]) -> str:
+    """``objective 1.2 %, deadline 3.4 %``: the measured errors (:func:`measured_errors`) that are finite."""
+    shown = [f"{name} {100 * value:.2g} %" for name, value in errors.items() if np.isfinite(value)]
+    return ", ".join(shown) if shown else "none measured"
 
 
 class FinalistPieces:
@@ -215,11 +225,15 @@ def _could_be_better(scr: Screen, simulated: set[int], margins: np.ndarray, best
 class _Pool:
     """The growing list of simulated candidates and their state (positions never change)."""
 
-    def __init__(self, plan: Plan, cand: Candidates, scr: Screen, store, calibration: Calibration) -> None:
+    def __init__(
+        self, plan: Plan, cand: Candidates, scr: Screen, calibration: Calibration, execution: ExecutionOptions
+    ) -> None:
         self.plan, self.cand, self.scr, self.calibration = plan, cand, scr, calibration
         self.finalists = [int(i) for i in scr.finalists]
         configs = [candidate_config(plan, cand, i) for i in self.finalists]
-        self.pieces = FinalistPieces(store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
+        self.pieces = FinalistPieces(execution.store, configs, plan.scenario.run.seed, plan.scenario.run.mode)
+        # Every selection runs through the pieces: runs the plan already has are not simulated again.
+        self.execution = dataclasses.replace(execution, store=cast(PieceStore, self.pieces))
         self.outputs: list[dict[str, np.ndarray] | None] = [None] * len(configs)
         self.dropped: dict[int, str] = {}
         self._errors: dict[int, tuple[object, dict[str, float]]] = {}  # k -> (its outputs, their errors)
@@ -264,7 +278,7 @@ class _Pool:
         return family_margins(self.plan, self.calibration, bounds)
 
     def set_outputs(self, k: int, cfg: Config, rows: np.ndarray) -> None:
-        """Finalist ``k``'s per-run outputs from its rows (:func:`per_run_outputs`), those of the runs it
+        """Finalist ``k``'s per-run outputs from its rows (:func:`kept_outputs`), those of the runs it
         had before reused: every output is a function of its own run's row, so the outputs of more runs
         of the same configuration are the earlier ones followed by those of the new runs."""
         kept = self._outputs_of.get(k)
@@ -274,10 +288,10 @@ class _Pool:
             and len(rows) >= len(kept[1])
             and np.array_equal(rows[: len(kept[1])], kept[1])
         ):
-            new = per_run_outputs(cfg, rows[len(kept[1]) :]) if len(rows) > len(kept[1]) else None
+            new = kept_outputs(cfg, rows[len(kept[1]) :]) if len(rows) > len(kept[1]) else None
             out = kept[2] if new is None else {name: np.concatenate([v, new[name]]) for name, v in kept[2].items()}
         else:
-            out = per_run_outputs(cfg, rows)
+            out = kept_outputs(cfg, rows)
         self._outputs_of[k] = (cfg, rows, out)
         self.outputs[k] = out
 
@@ -285,21 +299,120 @@ class _Pool:
         """Each candidate's margin: its family's."""
         return self.family_margins()[self.calibration.families.of_candidate]
 
+    def room(self) -> int:
+        """How many candidates may be brought in now: ``plan.finalists`` at a time, ``plan.pool`` in all."""
+        return max(0, min(self.plan.finalists, self.plan.pool_size - len(self.finalists)))
+
+    def say(self, line: str) -> None:
+        if self.execution.notify is not None:
+            self.execution.notify(line)
+
+    def select(self, active: list[int]) -> SelectionResult:
+        """One Kim–Nelson selection over the finalists ``active`` (runs already simulated are reused)."""
+        plan = self.plan
+        self.pieces.active = list(active)
+        configs = [self.pieces.finalist_configs[k] for k in active]
+        total = plan.max_total_runs
+        if total is not None:  # each selection may simulate first_runs of every candidate in it
+            total = max(total, len(active) * plan.first_runs)
+        result = select_best(
+            configs,
+            plan.objective,
+            seed=plan.scenario.run.seed,
+            mode=plan.scenario.run.mode,
+            alpha=plan.alpha,
+            indifference=plan.indifference,
+            first_runs=plan.first_runs,
+            max_runs=plan.max_runs,
+            max_total_runs=total,
+            execution=self.execution,
+            source=plan.source,
+        )
+        simulated = result.configs or configs
+        for j, k in enumerate(active):
+            self.set_outputs(k, simulated[j], result.rows[j])
+        return result
+
+    def drop_missed(self, best: int, active: list[int]) -> bool:
+        """Drop the finalists of the last selection whose simulated runs miss a constraint; whether the
+        recommendation ``best`` is one of them (the selection then runs again without it)."""
+        misses = {}
+        for k in dict.fromkeys((best, *active)):
+            out = self.outputs[k]
+            assert out is not None  # the selection over `active` has just set it
+            misses[k] = simulated_constraint(self.plan, out)
+        newly = [k for k, missed in misses.items() if missed and k not in self.dropped]
+        self.dropped.update({k: misses[k] for k in newly})
+        if best not in newly:
+            return False
+        others = f" ({len(newly) - 1} other candidates simulated miss a constraint too)" if len(newly) > 1 else ""
+        self.say(f"finalist {best} {missed_text(misses[best])} when simulated{others}; selecting again without it")
+        return True
+
+    def replace_dropped(self) -> None:
+        """Every finalist missed a constraint: bring in those of the ranking that could meet the constraints.
+
+        Raises
+        ------
+        NoCandidate
+            When none could, or the pool is full.
+        """
+        scr, margins = self.scr, self.margins()
+        possible = _could_be_better(scr, set(self.finalists), margins, None)
+        batch = possible[: self.room()]
+        if batch.size == 0:
+            raise NoCandidate(
+                _all_dropped_message(self.plan, self.dropped, _largest(scr, margins), self.errors(), possible.size)
+            )
+        self.say(
+            f"bringing in {_count(batch.size)} from the screen's ranking (every one simulated "
+            f"missed a constraint; margin up to {100 * _largest(scr, margins):.3g} %)"
+        )
+        self.bring_in(batch)
+
+    def outcome(
+        self, result: SelectionResult, active: list[int], best: int, margins: np.ndarray, wanted: np.ndarray
+    ) -> PoolOutcome:
+        """The pool's outcome: the candidates that could be better but were left out are marked (code 12)."""
+        scr = self.scr
+        finalists = np.array(self.finalists, dtype=np.int64)
+        closed = wanted.size == 0
+        # Code 12 only for those never simulated that could still be better; the first screen's others are dominated
+        # by the recommendation's simulated mean.
+        scr.rejection[(scr.rejection == BEYOND_CAP) & ~np.isin(np.arange(scr.rejection.size), finalists)] = DOMINATED
+        scr.rejection[wanted] = BEYOND_CAP
+        never = scr.ranking[~np.isin(scr.ranking, finalists)]
+        possible = never[scr.excess[never] <= margins[never]]
+        best_mean = float(result.means[result.best])
+        if possible.size and best_mean > 0:
+            closest = float(np.min(scr.objective[possible]) / best_mean - 1.0)
+        else:
+            closest = np.inf if not possible.size else (0.0 if np.min(scr.objective[possible]) == 0 else np.inf)
+        return PoolOutcome(
+            finalists,
+            self.outputs,
+            result,
+            np.array(active),
+            self.dropped,
+            best,
+            self.errors(),
+            _largest(scr, margins),
+            closed,
+            int(never.size),
+            closest,
+            wanted,
+            self.calibration,
+            self.family_margins(),
+        )
+
 
 def simulate_pool(
-    plan: Plan,
-    cand: Candidates,
-    scr: Screen,
-    select: Callable[..., Any],
-    store=None,
-    notify: Callable[[str], None] | None = None,
-    calibration: Calibration | None = None,
-    **backend: Any,
+    plan: Plan, cand: Candidates, scr: Screen, calibration: Calibration, execution: ExecutionOptions
 ) -> PoolOutcome:
     """Select by simulation over a pool brought in from the screen's ranking (the module docstring).
 
-    ``calibration``: the pilot's errors per family (:func:`mcsim.planning.calibration.run_pilot`; None: no
-    pilot), which set each family's margin with the errors measured on the simulated candidates.
+    ``calibration``: the pilot's errors per family (:func:`mcsim.planning.calibration.run_pilot`), which set
+    each family's margin with the errors measured on the simulated candidates.
 
     Raises
     ------
@@ -307,51 +420,27 @@ def simulate_pool(
         When every simulated candidate missed a constraint and no other could meet the constraints by
         its screen estimate within the measured error.
     """
-    pool = _Pool(plan, cand, scr, store, calibration if calibration is not None else no_pilot(cand))
+    pool = _Pool(plan, cand, scr, calibration, execution)
     while True:
         active = pool.active()
-        margins = pool.margins()
         if not active:
-            possible = _could_be_better(scr, set(pool.finalists), margins, None)
-            batch = possible[: _room(plan, pool)]
-            if batch.size == 0:
-                raise NoCandidate(
-                    _all_dropped_message(plan, pool.dropped, _largest(scr, margins), pool.errors(), possible.size)
-                )
-            _say(
-                notify,
-                f"bringing in {_count(batch.size)} from the screen's ranking (every one simulated "
-                f"missed a constraint; margin up to {100 * _largest(scr, margins):.3g} %)",
-            )
-            pool.bring_in(batch)
+            pool.replace_dropped()
             continue
-        result = _select(plan, pool, active, select, notify, backend)
+        result = pool.select(active)
         best = active[result.best]
-        misses = {k: simulated_constraint(plan, pool.outputs[k]) for k in dict.fromkeys((best, *active))}
-        newly = [k for k, missed in misses.items() if missed and k not in pool.dropped]
-        pool.dropped.update({k: misses[k] for k in newly})
-        if best in newly:
-            others = f" ({len(newly) - 1} other candidates simulated miss a constraint too)" if len(newly) > 1 else ""
-            _say(
-                notify,
-                f"finalist {best} {missed_text(misses[best])} when simulated{others}; selecting again without it",
-            )
-        if best in pool.dropped:
+        if pool.drop_missed(best, active):
             continue
         margins = pool.margins()
         wanted = _could_be_better(scr, set(pool.finalists), margins, float(result.means[result.best]))
-        room = _room(plan, pool)
-        if wanted.size == 0 or room == 0:
-            break
-        batch = wanted[:room]
-        _say(
-            notify,
+        batch = wanted[: pool.room()]
+        if batch.size == 0:
+            return pool.outcome(result, active, best, margins, wanted)
+        pool.say(
             f"bringing in {_count(batch.size)} from the screen's ranking: by their screen estimates and "
             f"the measured error (margins up to {100 * _largest(scr, margins):.2g} %) they could be better than "
-            f"finalist {best}",
+            f"finalist {best}"
         )
         pool.bring_in(batch)
-    return _outcome(plan, scr, pool, result, active, best, margins, wanted)
 
 
 def _largest(scr: Screen, margins: np.ndarray) -> float:
@@ -361,76 +450,6 @@ def _largest(scr: Screen, margins: np.ndarray) -> float:
 
 def _count(n: int) -> str:
     return f"{n} candidate" + ("" if n == 1 else "s")
-
-
-def _room(plan: Plan, pool: _Pool) -> int:
-    return max(0, min(plan.finalists, plan.pool_size - len(pool.finalists)))
-
-
-def _say(notify: Callable[[str], None] | None, line: str) -> None:
-    if notify is not None:
-        notify(line)
-
-
-def _select(plan: Plan, pool: _Pool, active: list[int], select, notify, backend: dict[str, Any]):
-    """One Kim–Nelson selection over the finalists ``active`` (runs already simulated are reused)."""
-    pool.pieces.active = list(active)
-    configs = [pool.pieces.finalist_configs[k] for k in active]
-    total = plan.max_total_runs
-    if total is not None:  # each selection may simulate first_runs of every candidate in it
-        total = max(total, len(active) * plan.first_runs)
-    result = select(
-        configs,
-        plan.objective,
-        seed=plan.scenario.run.seed,
-        mode=plan.scenario.run.mode,
-        alpha=plan.alpha,
-        indifference=plan.indifference,
-        first_runs=plan.first_runs,
-        max_runs=plan.max_runs,
-        max_total_runs=total,
-        store=pool.pieces,
-        notify=notify,
-        source=plan.source,
-        **backend,
-    )
-    simulated = getattr(result, "configs", None) or configs
-    for j, k in enumerate(active):
-        pool.set_outputs(k, simulated[j], result.rows[j])
-    return result
-
-
-def _outcome(plan: Plan, scr: Screen, pool: _Pool, result, active, best, margins, wanted) -> PoolOutcome:
-    """The pool's outcome: the candidates that could be better but were left out are marked (code 12)."""
-    finalists = np.array(pool.finalists, dtype=np.int64)
-    closed = wanted.size == 0
-    # Code 12 only for those never simulated that could still be better; the first screen's others are dominated
-    # by the recommendation's simulated mean.
-    scr.rejection[(scr.rejection == BEYOND_CAP) & ~np.isin(np.arange(scr.rejection.size), finalists)] = DOMINATED
-    scr.rejection[wanted] = BEYOND_CAP
-    never = scr.ranking[~np.isin(scr.ranking, finalists)]
-    possible = never[scr.excess[never] <= margins[never]]
-    best_mean = float(result.means[result.best])
-    if possible.size and best_mean > 0:
-        closest = float(np.min(scr.objective[possible]) / best_mean - 1.0)
-    else:
-        closest = np.inf if not possible.size else (0.0 if np.min(scr.objective[possible]) == 0 else np.inf)
-    return PoolOutcome(
-        finalists,
-        pool.outputs,
-        result,
-        np.array(active),
-        pool.dropped,
-        best,
-        pool.errors(),
-        _largest(scr, margins),
-        closed,
-        int(never.size),
-        closest,
-        wanted,
-        pool.calibration,
-        pool.family_margins(),
-    )
 
 
 def _all_dropped_message(
@@ -450,8 +469,3 @@ def _all_dropped_message(
             f"{plan.scenario.base.run.max_wall_days:g} days when simulated{tail}; raise run.max_wall_days"
         )
     return f"{plan.source}: constraints: every finalist misses a constraint when simulated ({', '.join(missed)}){tail}"
-
-
-def _errors_text(errors: dict[str, float]) -> str:
-    shown = [f"{name} {100 * value:.2g} %" for name, value in errors.items() if np.isfinite(value)]
-    return ", ".join(shown) if shown else "none measured"

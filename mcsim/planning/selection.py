@@ -9,20 +9,23 @@ paired and the variance of their difference, not of each alone, sets how many ru
 are needed. Definitions and guarantees: docs/model.md, "Selecting the best
 configuration".
 
-The procedure itself, on arrays, is :func:`mcsim.kim_nelson.kim_nelson`; this module
+The procedure itself, on arrays, is :func:`mcsim.planning.kim_nelson.kim_nelson`; this module
 validates, simulates and reports. Runs go through the same tasks, backends (local,
-dask) and resume store as ``mcsim run``; stage k + 1 adds runs n .. n' - 1 of each surviving candidate, so the
-selection depends only on the seed, never on workers, chunking or resumption.
+dask) and resume store as ``mcsim run`` (:class:`ExecutionOptions`); stage k + 1 adds runs
+n .. n' - 1 of each surviving candidate, so the selection depends only on the seed, never on
+workers, chunking or resumption. :func:`simulate_first_runs` simulates the first runs of
+configurations the same way, for the plan's calibration pilot.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,18 +33,19 @@ from mcsim.analysis.decisions import mean_interval
 from mcsim.engine.backends import make_backend
 from mcsim.engine.execution import Execution, progress_bar
 from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
+from mcsim.engine.options import ExecutionOptions
 from mcsim.engine.resume import PieceStore
-from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks
+from mcsim.engine.tasks import Task, plan_tasks
 from mcsim.kernels import types as kernel
 from mcsim.model.preparation import prepare
 from mcsim.model.run_estimate import RunInputs, estimate_run
 from mcsim.model.run_outputs import run_outputs
 from mcsim.model.workload import workload
 from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
+from mcsim.planning.plan_file import OBJECTIVES, weighted_objective
 from mcsim.scenario.config import Config
 from mcsim.scenario.limits import TimeEstimate, check_time
 
-OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 MODES = ("fast", "exact")
 MAX_SEED = 2**63 - 1
 
@@ -136,18 +140,8 @@ def _check_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     return weights
 
 
-def _check_arguments(
-    configs: Sequence[Config],
-    seed: int,
-    mode: str,
-    alpha: float,
-    indifference: float,
-    first_runs: int,
-    max_runs: int,
-    max_total_runs: int | None,
-    chunk_runs: int | None,
-) -> None:
-    """Raise ValueError with one clear line for any argument out of its domain."""
+def _check_configs(configs: Sequence[Config]) -> None:
+    """Raise ValueError unless ``configs`` is a non-empty sequence of feasible configurations."""
     if isinstance(configs, (str, bytes)) or not isinstance(configs, Sequence) or not configs:
         raise ValueError("configs: expected a non-empty sequence of configurations")
     for i, cfg in enumerate(configs):
@@ -159,10 +153,18 @@ def _check_arguments(
                 f"configs[{i}] ({cfg.name}) is infeasible ({wl.infeasible_key}: "
                 f"{wl.infeasible_reason}); screen the candidates first"
             )
+
+
+def _check_seed_mode(seed: int, mode: str) -> None:
     if not _is_int(seed) or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed: expected a whole number from 0 to 2**63 - 1, got {seed!r}")
     if mode not in MODES:
         raise ValueError(f"mode: expected 'fast' or 'exact', got {mode!r}")
+
+
+def _check_stages(stages: _Stages, candidates: int) -> None:
+    """Raise ValueError with one clear line for a setting of KN's stages out of its domain."""
+    alpha, indifference, first_runs, max_runs, max_total_runs = stages
     if not _is_real(alpha) or not 0 < alpha < 0.5:
         raise ValueError(f"alpha: expected a number in (0, 0.5), got {alpha!r}")
     if not _is_real(indifference) or not 0 < indifference < 1:
@@ -171,29 +173,20 @@ def _check_arguments(
         raise ValueError(f"first_runs: expected a whole number >= 2 (10 or more recommended), got {first_runs!r}")
     if not _is_int(max_runs) or max_runs < first_runs:
         raise ValueError(f"max_runs: expected a whole number >= first_runs = {first_runs}, got {max_runs!r}")
-    if max_total_runs is not None and (not _is_int(max_total_runs) or max_total_runs < len(configs) * first_runs):
+    if max_total_runs is not None and (not _is_int(max_total_runs) or max_total_runs < candidates * first_runs):
         raise ValueError(
-            f"max_total_runs: expected a whole number >= {len(configs) * first_runs} (first_runs "
-            f"for each of the {len(configs)} candidates), got {max_total_runs!r}"
+            f"max_total_runs: expected a whole number >= {candidates * first_runs} (first_runs "
+            f"for each of the {candidates} candidates), got {max_total_runs!r}"
         )
-    if chunk_runs is not None and (not _is_int(chunk_runs) or chunk_runs < 1):
-        raise ValueError(f"chunk_runs: expected a whole number >= 1, got {chunk_runs!r}")
 
 
-def objective_values(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
+def objective_of_rows(cfg: Config, rows: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
     """Per-run objective of a feasible configuration from its kernel rows: Σ weight × output.
 
     Outputs as :func:`mcsim.model.run_outputs.run_outputs` computes them (cost USD, energy MWh,
     wall_time h, co2 t CO2e).
     """
     return weighted_objective(run_outputs(cfg, rows), weights)
-
-
-def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
-    """Per-run objective Σ weight × output of per-run outputs (named as :func:`mcsim.model.run_outputs.run_outputs`
-    names them)."""
-    # An array, never the empty sum's 0: every caller's weights have a nonzero one (_check_objective, the plan schema).
-    return cast(np.ndarray, sum(weight * outputs[name] for name, weight in weights.items() if weight))
 
 
 def select_best(
@@ -207,147 +200,127 @@ def select_best(
     first_runs: int = 100,
     max_runs: int = 5000,
     max_total_runs: int | None = None,
-    workers: int | None = None,
-    scheduler: str | None = None,
-    store: PieceStore | None = None,
-    progress: bool | None = None,
-    notify: Callable[[str], None] | None = None,
-    chunk_runs: int | None = None,
+    execution: ExecutionOptions | None = None,
     source: str = "<selection>",
 ) -> SelectionResult:
     """Select the configuration with the lowest mean objective, with a stated probability.
 
     Kim & Nelson's (2001) fully sequential procedure KN with common random numbers,
-    screened at the end of stages of runs (docs/model.md, "Selecting the best
-    configuration").
+    screened at the end of stages of runs (docs/model.md, "Selecting the best configuration").
 
     Parameters
     ----------
     configs : sequence of Config
-        Feasible candidates (the caller screens them); ``interval = "optimize"`` is
-        resolved first, as :func:`mcsim.simulate` does.
+        Feasible candidates (the caller screens them); ``interval = "optimize"`` is resolved first.
     objective : str or mapping
         "cost" (USD), "energy" (MWh), "wall_time" (h) or "co2" (t CO2e), or a mapping of
         those names to weights >= 0: the weighted sum of the per-run outputs. Minimised.
-    seed : int
-        Run r of every candidate uses the streams of (seed, r).
-    mode : {"fast", "exact"}
-        Kernel mode.
-    alpha : float
-        The recommendation is within the indifference zone of the best with
-        probability >= 1 - alpha (0 < alpha < 0.5).
-    indifference : float
-        Indifference zone relative to the best mean: δ = indifference × the best
-        first-stage mean (objective units).
-    first_runs : int
-        First-stage runs n0 of every candidate (>= 2; KN's variances come from them).
-    max_runs : int
-        Most runs of one candidate.
-    max_total_runs : int, optional
-        Most runs in all (at least ``len(configs) * first_runs``).
-    workers, scheduler : optional
-        Backend, as for :func:`mcsim.simulate`.
-    store : PieceStore, optional
-        Resume store; must be for this seed and mode. Its ``configs`` are set to the candidates.
-    progress : bool, optional
-        One tqdm bar over the runs; by default only when stderr is a terminal.
-    notify : callable, optional
-        Called with one line per stage (survivors, runs spent) and the backend's messages.
-    chunk_runs : int, optional
-        Runs per task (default 250); does not change the result.
+    seed, mode : int, {"fast", "exact"}
+        Run r of every candidate uses the streams of (seed, r); the kernel mode.
+    alpha, indifference, first_runs, max_runs, max_total_runs
+        The recommendation is within δ = indifference × the best first-stage mean of the best with
+        probability >= 1 - alpha (0 < alpha < 0.5); first-stage runs n0 (>= 2), most runs of one
+        candidate, most in all (None, or at least ``len(configs) * first_runs``).
+    execution : ExecutionOptions, optional
+        Backend, progress bar, messages (a line per stage), runs per task, resume store.
     source : str
         The plan file, for the message of a refusal.
-
-    Returns
-    -------
-    SelectionResult
 
     Raises
     ------
     ValueError
-        An argument out of its domain, an infeasible candidate, or a store made for
-        another seed or mode.
+        An argument out of its domain, an infeasible candidate, a store for another seed or mode.
     BackendUnavailable
-        No dask extra, or no dask scheduler answering at ``scheduler``.
+        No dask extra, or no dask scheduler answering at ``execution.scheduler``.
     ScenarioError
-        When the largest number of runs the arguments allow is estimated to take longer
-        than the limit of :func:`mcsim.scenario.limits.limits` (24 h by default), before any run.
+        When the most runs the arguments allow are estimated to take longer than the limit of
+        :func:`mcsim.scenario.limits.limits` (24 h by default), before any run.
     """
+    execution = execution or ExecutionOptions()
     weights = _check_objective(objective)
-    _check_arguments(configs, seed, mode, alpha, indifference, first_runs, max_runs, max_total_runs, chunk_runs)
+    stages = _Stages(alpha, indifference, first_runs, max_runs, max_total_runs)
+    _check_configs(configs)
+    _check_seed_mode(seed, mode)
+    _check_stages(stages, len(configs))
     configs = list(configs)
-    seed = int(seed)
-    if store is not None:
-        header = store.header(Task(0, 0, 1))
-        if header["seed"] != seed or header["mode"] != mode:
-            raise ValueError(
-                f"store: made for seed {header['seed']} and mode {header['mode']!r}, not seed {seed} and mode {mode!r}"
-            )
-        store.configs = configs  # pieces are checked against the candidate they ran
-    chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    runner = _Runner(workers, scheduler, progress, notify, source)
+    _check_store(execution.store, int(seed), mode, configs)
+    return _select(configs, weights, int(seed), mode, stages, _Runner(execution, source))
+
+
+class _Stages(NamedTuple):
+    """The settings of KN's stages (:func:`select_best`)."""
+
+    alpha: float
+    indifference: float
+    first_runs: int
+    max_runs: int
+    max_total_runs: int | None
+
+
+def _select(
+    configs: list[Config], weights: dict[str, float], seed: int, mode: str, stages: _Stages, runner: _Runner
+) -> SelectionResult:
+    """Simulate KN's stages (intervals to optimise resolved first) and report the outcome."""
     first_line = f"selecting the best of {len(configs)} candidates by simulation"
-    with runner.executing(configs, seed, mode, store, (max_runs, max_total_runs), "select", first_line) as (
-        execution,
-        prepared,
-    ):
+    chunk = runner.execution.chunk_runs
+    most_runs = (stages.max_runs, stages.max_total_runs)
+    with runner.executing(configs, seed, mode, most_runs, "select", first_line) as (running, prepared):
         to_optimize = [i for i, c in enumerate(configs) if c.checkpoint.interval.kind == "optimize"]
-        runs = min(max_runs, OPTIMIZE_RUNS)
-        optima = optimize_intervals(execution, prepared, to_optimize, runs, chunk, seed) if to_optimize else {}
-        for i, optimum in optima.items():
-            prepared.fix_interval(i, optimum.interval_iterations)
-        simulation = _Simulation(execution, configs, weights, chunk)
+        if to_optimize:
+            runs = min(stages.max_runs, OPTIMIZE_RUNS)
+            for i, optimum in optimize_intervals(running, prepared, to_optimize, runs, chunk, seed).items():
+                prepared.fix_interval(i, optimum.interval_iterations)
+        simulation = _Simulation(running, configs, weights, chunk)
         outcome = kim_nelson(
             len(configs),
             simulation.draw,
-            alpha=alpha,
-            indifference=indifference,
-            first_runs=first_runs,
-            max_runs=max_runs,
-            max_total_runs=max_total_runs,
+            **stages._asdict(),
             excluded=simulation.cut_off,
-            notify=notify,
+            notify=runner.execution.notify,
         )
-    return _result(outcome, simulation, alpha)
+    return _result(outcome, simulation, stages.alpha)
+
+
+def _check_store(store: PieceStore | None, seed: int, mode: str, configs: list[Config]) -> None:
+    """Refuse a resume store made for another seed or mode; give it the candidates (pieces are checked
+    against the candidate they ran)."""
+    if store is None:
+        return
+    header = store.header(Task(0, 0, 1))
+    if header["seed"] != seed or header["mode"] != mode:
+        raise ValueError(
+            f"store: made for seed {header['seed']} and mode {header['mode']!r}, not seed {seed} and mode {mode!r}"
+        )
+    store.configs = configs
 
 
 @dataclass(frozen=True)
 class _Runner:
-    """Where and how a simulation runs: the backend (``workers``, ``scheduler``), the progress bar, the
-    messages and the plan file named in a refusal."""
+    """Where and how a simulation runs (``execution``), and the plan file named in a refusal."""
 
-    workers: int | None
-    scheduler: str | None
-    progress: bool | None
-    notify: Callable[[str], None] | None
+    execution: ExecutionOptions
     source: str
     # The key a refusal for time blames, and its remedy.
     limit_key: tuple[str, str] = ("plan.max_runs", "lower plan.max_runs or plan.max_total_runs")
 
     @contextmanager
     def executing(
-        self,
-        configs: list[Config],
-        seed: int,
-        mode: str,
-        store: PieceStore | None,
-        most_runs: tuple[int, int | None],
-        desc: str,
-        first_line: str,
+        self, configs: list[Config], seed: int, mode: str, most_runs: tuple[int, int | None], desc: str, first_line: str
     ) -> Iterator[tuple[Execution, Any]]:
         """The execution and prepared candidates of a simulation of at most ``most_runs = (max_runs,
         max_total_runs)`` runs (refused before any run when that is estimated to take longer than the limit);
         the backend is closed after."""
         max_runs, max_total_runs = most_runs
-        notify = self.notify
+        options = self.execution
+        notify = options.notify
         try:
-            backend = make_backend(self.workers, self.scheduler)
+            backend = make_backend(options.workers, options.scheduler)
         except ValueError as err:
             raise ValueError(f"workers: {err}") from None
         try:
             if notify is not None:
                 notify(f"{first_line} on {backend.description}")
-            with progress_bar(self.progress, total=0, unit="run", desc=desc, leave=False, dynamic_ncols=True) as bar:
+            with progress_bar(options.progress, total=0, unit="run", desc=desc, leave=False, dynamic_ncols=True) as bar:
                 prepared = prepare(configs, mode)  # the same list: an optimised interval replaces its candidate
                 estimate = worst_case_estimate(prepared.inputs, max_runs, max_total_runs, backend.parallelism)
                 check_time(estimate, self.source, *self.limit_key)
@@ -356,22 +329,18 @@ class _Runner:
                         f"at most {min(len(configs) * max_runs, max_total_runs or math.inf):,} runs: "
                         f"{estimate.describe()} at worst"
                     )
-                yield Execution(backend, prepared.rows, seed, store, bar, notify), prepared
+                yield Execution(backend, prepared.rows, seed, options.store, bar, notify), prepared
         finally:
             backend.close()
 
 
-def simulate_runs(
+def simulate_first_runs(
     configs: Sequence[Config],
     runs: int,
     *,
     seed: int,
     mode: str = "fast",
-    workers: int | None = None,
-    scheduler: str | None = None,
-    progress: bool | None = None,
-    notify: Callable[[str], None] | None = None,
-    chunk_runs: int | None = None,
+    execution: ExecutionOptions | None = None,
     source: str = "<pilot>",
     what: str = "simulating",
 ) -> list[np.ndarray]:
@@ -379,18 +348,21 @@ def simulate_runs(
 
     Run r of every configuration draws from the streams of (seed, r), as in :func:`select_best` (the
     plan's calibration pilot, :mod:`mcsim.planning.calibration`, simulates with it). The configurations
-    have fixed intervals (``"optimize"`` is refused: a plan does not search it).
+    are feasible (the screen's ranked candidates, through the same workload model: not checked again)
+    and have fixed intervals (``"optimize"`` is refused: a plan does not search it); ``execution.store``
+    is not read.
     """
+    execution = execution or ExecutionOptions()
     configs = list(configs)
     if any(c.checkpoint.interval.kind == "optimize" for c in configs):
-        raise ValueError('simulate_runs: interval "optimize" is not supported; give fixed intervals')
-    _check_arguments(configs, seed, mode, 0.05, 0.005, max(2, runs), max(2, runs), None, chunk_runs)
-    chunk = chunk_runs or DEFAULT_CHUNK_RUNS
-    runner = _Runner(workers, scheduler, progress, notify, source, ("plan.pilot_runs", "lower plan.pilot_runs"))
+        raise ValueError('simulate_first_runs: interval "optimize" is not supported; give fixed intervals')
+    _check_seed_mode(seed, mode)
+    chunk = execution.chunk_runs
+    runner = _Runner(dataclasses.replace(execution, store=None), source, ("plan.pilot_runs", "lower plan.pilot_runs"))
     first_line = f"{what} {runs} runs of {len(configs)} candidate{'' if len(configs) == 1 else 's'}"
-    with runner.executing(configs, int(seed), mode, None, (runs, None), "pilot", first_line) as (execution, _):
-        simulation = _Simulation(execution, configs, {"cost": 1.0}, chunk)
-        simulation.draw(list(range(len(configs))), 0, runs)
+    with runner.executing(configs, int(seed), mode, (runs, None), "pilot", first_line) as (running, _):
+        simulation = _Simulation(running, configs, {}, chunk)
+        simulation.simulate(list(range(len(configs))), 0, runs)
     return simulation.rows
 
 
@@ -417,20 +389,24 @@ class _Simulation:
         self.execution, self.configs, self.weights, self.chunk = execution, configs, weights, chunk
         self.rows: list[np.ndarray] = [np.empty((0, kernel.N_OUT)) for _ in configs]
 
-    def draw(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
-        """Objective values of runs ``start .. stop - 1`` of the candidates ``alive`` (rows kept)."""
+    def simulate(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
+        """Kernel rows of runs ``start .. stop - 1`` of the candidates ``alive`` (kept in ``rows`` too)."""
         tasks = [Task(t.config, t.start + start, t.stop + start) for t in plan_tasks(alive, stop - start, self.chunk)]
         bar = self.execution.bar
         bar.total = (bar.total or 0) + sum(t.runs for t in tasks)
         bar.refresh()
         got: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in alive}
         self.execution.execute(tasks, lambda task, rows: got[task.config].append((task.start, rows)), "selection tasks")
-        values = {}
+        new = {}
         for i in alive:
-            rows = np.concatenate([rows for _, rows in sorted(got[i], key=lambda item: item[0])])
-            self.rows[i] = np.concatenate([self.rows[i], rows])
-            values[i] = objective_values(self.configs[i], rows, self.weights)
-        return values
+            new[i] = np.concatenate([rows for _, rows in sorted(got[i], key=lambda item: item[0])])
+            self.rows[i] = np.concatenate([self.rows[i], new[i]])
+        return new
+
+    def draw(self, alive: list[int], start: int, stop: int) -> dict[int, np.ndarray]:
+        """Objective values of runs ``start .. stop - 1`` of the candidates ``alive`` (rows kept)."""
+        new = self.simulate(alive, start, stop)
+        return {i: objective_of_rows(self.configs[i], rows, self.weights) for i, rows in new.items()}
 
     def cut_off(self, i: int) -> bool:
         """Whether a run of candidate ``i`` was cut off at run.max_wall_days (objective a lower bound)."""

@@ -17,7 +17,9 @@ import numpy as np
 import xarray as xr
 
 from mcsim.io.format import format_compact, format_usd
-from mcsim.planning.planner import PLAN_VARIABLES, layout_label, missed_text, screen_error_text
+from mcsim.planning.calibration import screen_error_text
+from mcsim.planning.dataset import PLAN_VARIABLES, layout_label
+from mcsim.planning.pool import missed_text
 from mcsim.planning.screen import KEPT
 from mcsim.report.plan_calibration import calibration_section, check_calibration, pilot_bound, pilot_claim
 from mcsim.report.plan_finalists import (

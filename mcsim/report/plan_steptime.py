@@ -18,7 +18,7 @@ import xarray as xr
 
 from mcsim.model.memory import MEMORY_MEASURED_OVER_MODEL
 from mcsim.model.steptime import STEP_TIME_ERROR
-from mcsim.planning.planner import layout_label
+from mcsim.planning.dataset import layout_label
 from mcsim.planning.screen import REJECTIONS
 from mcsim.scenario.catalog import GPU_CATALOG
 

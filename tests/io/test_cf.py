@@ -21,7 +21,7 @@ from netcdf_cache import chunk_cache_during_write
 
 import mcsim
 from mcsim.io.variables import FILE_UNITS, VARIABLES, file_units
-from mcsim.planning.plan import Constraints, PlanOptions, Search
+from mcsim.planning.plan_file import Constraints, PlanOptions, Search
 from mcsim.scenario.config import scenario_from_dict
 from mcsim.scenario.schema import SECTIONS, FailureClass
 

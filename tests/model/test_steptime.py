@@ -384,8 +384,9 @@ PLAN = {
 
 
 def test_the_screen_searches_sequence_parallelism_and_zero_and_equals_mcsim_run():
-    from mcsim.planning.plan import enumerate_candidates, plan_from_dict
-    from mcsim.planning.screen import candidate_config, screen
+    from mcsim.planning.candidates import candidate_config, enumerate_candidates
+    from mcsim.planning.plan_file import plan_from_dict
+    from mcsim.planning.screen import screen
 
     plan = plan_from_dict(PLAN)
     cand = enumerate_candidates(plan)
@@ -567,8 +568,9 @@ def test_context_parallel_ring_moves_the_keys_and_values():
 
 
 def test_the_screen_searches_context_parallelism_and_equals_mcsim_run():
-    from mcsim.planning.plan import enumerate_candidates, plan_from_dict
-    from mcsim.planning.screen import candidate_config, screen
+    from mcsim.planning.candidates import candidate_config, enumerate_candidates
+    from mcsim.planning.plan_file import plan_from_dict
+    from mcsim.planning.screen import screen
 
     raw = {**PLAN, "search": {**PLAN["search"], "cp": [1, 2, 4], "sequence_parallel": [True], "zero_stage": [1]}}
     plan = plan_from_dict(raw)

@@ -31,8 +31,9 @@ from mcsim.planning.calibration import (
     pilot_errors,
     size_band,
 )
-from mcsim.planning.plan import enumerate_candidates, plan_from_dict
-from mcsim.planning.screen import candidate_config, screen
+from mcsim.planning.candidates import candidate_config, enumerate_candidates
+from mcsim.planning.plan_file import plan_from_dict
+from mcsim.planning.screen import screen
 
 # The 6.7B space of tests/planning/test_plan_exhaustive.py without constraints, objective wall time: six families
 # (sync and async at 128, 256 and 512 GPUs), seven ranked candidates each.
@@ -156,16 +157,16 @@ def test_pilot_runs_refused(runs):
 
 def _pessimistic_for(monkeypatch, strategy: str, gpus: int, factor: float) -> None:
     """Make the screen's iteration time ``factor`` x too long for one family (its estimates pessimistic)."""
-    import mcsim.planning.screen as screen_module
+    import mcsim.planning.estimates as estimates_module
 
-    iteration_power = screen_module._iteration_power
+    iteration_power = estimates_module._iteration_power
 
     def slow(plan, cand, *rest):
         iteration_s, power = iteration_power(plan, cand, *rest)
         index = plan.search.strategy.index(strategy)
         return np.where((cand.strategy == index) & (cand.gpus == gpus), factor * iteration_s, iteration_s), power
 
-    monkeypatch.setattr(screen_module, "_iteration_power", slow)
+    monkeypatch.setattr(estimates_module, "_iteration_power", slow)
 
 
 def test_pilot_finds_the_best_in_a_family_the_screen_is_pessimistic_about(tmp_path, monkeypatch):

@@ -21,9 +21,11 @@ from mcsim.io.netcdf import open_results
 from mcsim.model.memory import peak_stage_microbatch_layers
 from mcsim.model.pipeline_stages import stage_layers
 from mcsim.model.workload import workload
-from mcsim.planning.plan import default_values, enumerate_candidates, load_plan, plan_from_dict
-from mcsim.planning.planner import PLAN_VARIABLES, per_run_outputs
-from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, candidate_config, screen
+from mcsim.planning.candidates import candidate_config, default_values, enumerate_candidates
+from mcsim.planning.dataset import PLAN_VARIABLES
+from mcsim.planning.plan_file import load_plan, plan_from_dict
+from mcsim.planning.pool import kept_outputs
+from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, screen
 from mcsim.scenario.config import scenario_from_dict
 
 BAD = sorted(Path(__file__).parent.joinpath("bad_plans").glob("*.toml"))
@@ -126,7 +128,7 @@ def test_screen_reliability_estimate_matches_simulation_exponential():
     assert len(cand) == 1
     scr = screen(plan, cand)
     cfg = candidate_config(plan, cand, 0)
-    wall_h = per_run_outputs(cfg, run_task(cfg, 11, "fast", 0, 2000))["wall_time"]
+    wall_h = kept_outputs(cfg, run_task(cfg, 11, "fast", 0, 2000))["wall_time"]
     estimate_h = scr.wall_s[0] / 3600.0
     assert wall_h.mean() > 1.5 * scr.iteration_time_s[0] * 3663 / 3600  # failures matter here (~40 % of the time)
     z = (estimate_h - wall_h.mean()) / (wall_h.std(ddof=1) / math.sqrt(wall_h.size))

@@ -29,8 +29,9 @@ from mcsim.cli.main import main
 from mcsim.engine.simulate import run_task
 from mcsim.io.netcdf import open_results
 from mcsim.model.run_outputs import run_outputs
-from mcsim.planning.plan import enumerate_candidates, plan_from_dict
-from mcsim.planning.screen import candidate_config, screen
+from mcsim.planning.candidates import candidate_config, enumerate_candidates
+from mcsim.planning.plan_file import plan_from_dict
+from mcsim.planning.screen import screen
 
 EXHAUSTIVE_RUNS = 500
 EXHAUSTIVE_SEED = 1000  # not one of the plans' seeds

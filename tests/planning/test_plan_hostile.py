@@ -116,7 +116,7 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     # listed as equivalent, with its paired difference. Reference: the paired mean difference computed
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
-    from mcsim.planning.planner import layout_label
+    from mcsim.planning.dataset import layout_label
     from mcsim.report.plan import explain_plan, plan_table
 
     out = tmp_path / "p.nc"
@@ -201,7 +201,8 @@ def test_enumeration_does_not_build_the_whole_product_before_filtering():
     # it stays small. tracemalloc sees numpy's allocations.
     import tracemalloc
 
-    from mcsim.planning.plan import enumerate_candidates, plan_from_dict
+    from mcsim.planning.candidates import enumerate_candidates
+    from mcsim.planning.plan_file import plan_from_dict
 
     raw = hostile_plan(search={"gpus": {"from": 8, "to": 4000, "step": 8}, "strategy": ["sync"]})
     raw["model"].update(layers=126, heads=128, hidden=8192)
@@ -246,15 +247,15 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
     # short), so the test stays about the plan's reaction, whatever the screen models. The pool widens its
     # margin to the error and brings in the candidates it can no longer rule out; with at most 10
     # simulated it is full before it closes, so the recommendation is not "decided" (issue 23).
-    import mcsim.planning.screen as screen_module
+    import mcsim.planning.estimates as estimates_module
 
-    iteration_power = screen_module._iteration_power
+    iteration_power = estimates_module._iteration_power
 
     def short(*args):
         iteration_s, power = iteration_power(*args)
         return 0.8 * iteration_s, power
 
-    monkeypatch.setattr(screen_module, "_iteration_power", short)
+    monkeypatch.setattr(estimates_module, "_iteration_power", short)
     raw = hostile_plan(plan={"pool": 10})
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out)]) == 0
@@ -273,7 +274,7 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     assert "beyond the 5 % margin" in (tmp_path / "rep" / "README.md").read_text()
     # Without the miss the screen is within the margin: no warning.
-    monkeypatch.setattr(screen_module, "_iteration_power", iteration_power)
+    monkeypatch.setattr(estimates_module, "_iteration_power", iteration_power)
     out2 = tmp_path / "q.nc"
     assert main(["plan", str(_write(hostile_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
     err = capsys.readouterr().err
@@ -382,7 +383,7 @@ def test_pareto_front_compares_finalists_over_their_common_runs():
     # took each one's mean over its own runs. A: runs (10, 10) h; B: runs (9, 9, 20, 20) h, equal cost and
     # energy. Over the runs both simulated (0, 1: the same streams) B is faster (9 < 10 h) and dominates A;
     # over its own runs B's mean is 14.5 h and A would dominate B.
-    from mcsim.planning.planner import finalist_front
+    from mcsim.planning.dataset import finalist_front
 
     nan = np.nan
     per_run = {
@@ -426,7 +427,8 @@ def test_a_plan_files_own_layout_outside_the_search_is_said(tmp_path, capsys):
 def test_a_search_whose_screen_would_not_fit_in_memory_is_refused_before_it_is_allocated(tmp_path, capsys):
     # A plan of 19.5 M candidates was killed for memory. The screen needs SCREEN_BYTES_PER_CANDIDATE per
     # candidate (twice the 568 bytes measured); the limit here is set just below what this small plan needs.
-    from mcsim.planning.plan import SCREEN_BYTES_PER_CANDIDATE, enumerate_candidates, load_plan
+    from mcsim.planning.candidates import SCREEN_BYTES_PER_CANDIDATE, enumerate_candidates
+    from mcsim.planning.plan_file import load_plan
     from mcsim.scenario.limits import limits
 
     path = _write(hostile_plan(), tmp_path / "p.toml")

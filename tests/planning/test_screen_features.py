@@ -23,9 +23,10 @@ from mcsim.model.reliability import expected_renewals
 from mcsim.model.run_outputs import run_outputs
 from mcsim.model.spares import nodes_available, wall_with_spares_s
 from mcsim.model.stragglers import episode_active_share
-from mcsim.planning.effects import recovery_s
-from mcsim.planning.plan import enumerate_candidates, plan_from_dict
-from mcsim.planning.screen import candidate_config, screen
+from mcsim.planning.candidates import candidate_config, enumerate_candidates
+from mcsim.planning.estimates import recovery_s
+from mcsim.planning.plan_file import plan_from_dict
+from mcsim.planning.screen import screen
 from mcsim.scenario.schema import FailureClass
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_screen_features.py"

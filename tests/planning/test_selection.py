@@ -19,8 +19,10 @@ from mcsim.engine.resume import PieceStore
 from mcsim.engine.simulate import simulate, simulate_config
 from mcsim.kernels.types import OUT_WALL_S
 from mcsim.planning.kim_nelson import bonferroni_pcs, kn_constants
-from mcsim.planning.selection import select_best
+from mcsim.planning.selection import ExecutionOptions, select_best
 from mcsim.scenario.config import scenario_from_dict
+
+QUIET = ExecutionOptions(progress=False)  # no progress bar
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def test_recommends_the_exhaustive_best_in_19_of_20_seeds(exhaustive, first_runs
     configs = candidates()
     good, spent = 0, []
     for seed in range(1000, 1020):
-        result = select_best(configs, "cost", seed=seed, first_runs=first_runs, progress=False)
+        result = select_best(configs, "cost", seed=seed, first_runs=first_runs, execution=QUIET)
         # The verdict means something only if the exhaustive search resolves every
         # candidate's side of the zone: |gap - delta| > 4 paired standard errors.
         gap = means - means.min()
@@ -89,7 +91,7 @@ def test_designed_prices_closed_form():
     prices = (2.3, 2.0, 2.004, 2.6, 3.0)
     configs = scenario_from_dict(price_raw(prices)).configs
     for seed in range(5):
-        result = select_best(configs, "cost", seed=seed, progress=False)
+        result = select_best(configs, "cost", seed=seed, execution=QUIET)
         assert result.decided and result.best in (1, 2), result.reason
         assert result.pcs == pytest.approx(0.95)
         assert set(np.flatnonzero(result.eliminated_round == -1)) == {result.best}
@@ -107,7 +109,7 @@ def test_deterministic_candidates_stop_after_the_first_stage():
     """No failures, no stragglers: every run is the same, S² = 0, so KN's N = 0 and it stops at n0."""
     prices = (2.5, 2.0, 2.2)
     configs = scenario_from_dict(price_raw(prices, failures=False)).configs
-    result = select_best(configs, "cost", seed=1, first_runs=10, progress=False)
+    result = select_best(configs, "cost", seed=1, first_runs=10, execution=QUIET)
     assert result.decided and result.best == 1
     assert result.runs.tolist() == [10, 10, 10] and result.stages == 1
     # Closed form: cost = p G W with the same deterministic W for all.
@@ -117,8 +119,10 @@ def test_deterministic_candidates_stop_after_the_first_stage():
 
 def test_same_selection_for_any_chunking(tmp_path):
     configs = candidates()
-    a = select_best(configs, "cost", seed=5, indifference=0.01, progress=False)
-    b = select_best(configs, "cost", seed=5, indifference=0.01, progress=False, chunk_runs=37)
+    a = select_best(configs, "cost", seed=5, indifference=0.01, execution=QUIET)
+    b = select_best(
+        configs, "cost", seed=5, indifference=0.01, execution=ExecutionOptions(progress=False, chunk_runs=37)
+    )
     _assert_same(a, b)
 
 
@@ -133,8 +137,8 @@ def _assert_same(a, b):
 @pytest.mark.slow
 def test_same_selection_on_dask():
     configs = candidates()
-    a = select_best(configs, "cost", seed=5, indifference=0.01, progress=False)
-    b = select_best(configs, "cost", seed=5, indifference=0.01, progress=False, workers=2)
+    a = select_best(configs, "cost", seed=5, indifference=0.01, execution=QUIET)
+    b = select_best(configs, "cost", seed=5, indifference=0.01, execution=ExecutionOptions(progress=False, workers=2))
     _assert_same(a, b)
 
 
@@ -144,17 +148,29 @@ def test_resume_store_reuses_pieces(tmp_path):
     configs = scenario.configs
     lines = []
     store = PieceStore(tmp_path / "plan.nc", scenario, 250, notify=lines.append)
-    a = select_best(configs, "cost", seed=5, first_runs=10, progress=False, store=store)
+    a = select_best(configs, "cost", seed=5, first_runs=10, execution=ExecutionOptions(progress=False, store=store))
     assert a.stages > 1 and not lines
     pieces = sorted(store.folder.glob("*.npz"))
     assert len(pieces) > len(configs)  # the first stage's and later stages' tasks
-    b = select_best(configs, "cost", seed=5, first_runs=10, progress=False, store=store, notify=lines.append)
+    b = select_best(
+        configs,
+        "cost",
+        seed=5,
+        first_runs=10,
+        execution=ExecutionOptions(progress=False, store=store, notify=lines.append),
+    )
     assert _resumed(lines) == len(pieces)
     _assert_same(a, b)
     for piece in pieces[::2]:
         piece.unlink()
     lines.clear()
-    c = select_best(configs, "cost", seed=5, first_runs=10, progress=False, store=store, notify=lines.append)
+    c = select_best(
+        configs,
+        "cost",
+        seed=5,
+        first_runs=10,
+        execution=ExecutionOptions(progress=False, store=store, notify=lines.append),
+    )
     assert _resumed(lines) == len(pieces) - len(pieces[::2])
     _assert_same(a, c)
 
@@ -168,19 +184,19 @@ def test_store_for_another_seed_is_refused(tmp_path):
     scenario = scenario_from_dict(space_raw(100, 5))
     store = PieceStore(tmp_path / "plan.nc", scenario, 250)
     with pytest.raises(ValueError, match="store: made for seed 5"):
-        select_best(scenario.configs, "cost", seed=6, store=store)
+        select_best(scenario.configs, "cost", seed=6, execution=ExecutionOptions(store=store))
 
 
 def test_budget_exhausted_is_undecided_with_reason():
     configs = candidates()
-    result = select_best(configs, "cost", seed=5, indifference=0.0002, max_runs=150, progress=False)
+    result = select_best(configs, "cost", seed=5, indifference=0.0002, max_runs=150, execution=QUIET)
     assert not result.decided
     assert "max_runs = 150" in result.reason and "runs in all" in result.reason
     survivors = np.flatnonzero(result.eliminated_round == -1)
     assert len(survivors) >= 2 and all(f"#{i}" in result.reason for i in survivors)
     assert result.runs.max() == 150
     assert 0.0 <= result.pcs <= 1.0
-    total = select_best(configs, "cost", seed=5, indifference=0.0002, max_total_runs=1500, progress=False)
+    total = select_best(configs, "cost", seed=5, indifference=0.0002, max_total_runs=1500, execution=QUIET)
     assert not total.decided and "max_total_runs = 1500" in total.reason
     assert total.total_runs <= 1500
 
@@ -204,7 +220,7 @@ def test_budget_exhausted_is_undecided_with_reason():
         (dict(seed=1.5), "seed: expected"),
         (dict(configs=[]), "configs: expected"),
         (dict(configs=["a"]), r"configs\[0\]: expected"),
-        (dict(workers=0), "workers: expected a whole number from 1"),
+        (dict(execution=ExecutionOptions(workers=0)), "workers: expected a whole number from 1"),
     ],
 )
 def test_bad_arguments_raise_one_clear_value_error(kwargs, message):
@@ -239,7 +255,7 @@ def test_kn_constants_match_the_paper_formula():
 
 def test_single_candidate_and_weighted_objective():
     configs = candidates()[:1]
-    result = select_best(configs, {"cost": 1.0, "wall_time": 10.0}, seed=2, first_runs=20, progress=False)
+    result = select_best(configs, {"cost": 1.0, "wall_time": 10.0}, seed=2, first_runs=20, execution=QUIET)
     assert result.best == 0 and result.decided and result.pcs == 1.0 and result.total_runs == 20
     raw = space_raw(20, 2)
     del raw["sweep"]  # the first candidate alone: sync checkpoints every 5 iterations
@@ -259,14 +275,18 @@ def test_candidates_with_runs_cut_off_are_left_out():
     raw["run"]["max_wall_days"] = 2.0 / 24.0  # 64 GPUs: 1.2-1.7 h, 32 GPUs: 2.3-2.8 h
     lines = []
     result = select_best(
-        scenario_from_dict(raw).configs, "cost", seed=4, first_runs=20, progress=False, notify=lines.append
+        scenario_from_dict(raw).configs,
+        "cost",
+        seed=4,
+        first_runs=20,
+        execution=ExecutionOptions(progress=False, notify=lines.append),
     )
     assert result.means[0] < result.means[1]  # the truncated 32-GPU runs look cheaper ...
     assert result.best == 1 and result.decided  # ... but are not eligible
     assert result.eliminated_round.tolist() == [0, -1]
     assert any("#0 left out: runs cut off at run.max_wall_days" in line for line in lines)
     raw["run"]["max_wall_days"] = 1.0 / 24.0
-    none = select_best(scenario_from_dict(raw).configs, "cost", seed=4, first_runs=20, progress=False)
+    none = select_best(scenario_from_dict(raw).configs, "cost", seed=4, first_runs=20, execution=QUIET)
     assert not none.decided and "every remaining candidate has runs cut off" in none.reason
 
 
@@ -297,7 +317,14 @@ def test_optimize_intervals_are_resolved_first_and_returned():
     raw["checkpoint"]["interval"] = "optimize"
     configs = scenario_from_dict(raw).configs
     lines = []
-    result = select_best(configs, "cost", seed=3, first_runs=10, max_runs=50, progress=False, notify=lines.append)
+    result = select_best(
+        configs,
+        "cost",
+        seed=3,
+        first_runs=10,
+        max_runs=50,
+        execution=ExecutionOptions(progress=False, notify=lines.append),
+    )
     assert sum("optimized checkpoint interval" in line for line in lines) == 2
     assert all(cfg.checkpoint.interval.kind == "iterations" for cfg in result.configs)
     # The rows are those of the resolved configuration: simulate it directly for the same runs.

@@ -12,8 +12,8 @@ import pytest
 
 import mcsim
 from mcsim.errors import ScenarioError
-from mcsim.planning.plan import plan_from_dict
-from mcsim.planning.screen import type_prices
+from mcsim.planning.estimates import type_prices
+from mcsim.planning.plan_file import plan_from_dict
 from mcsim.scenario.catalog import GPU_CATALOG, GPU_PRICES, PRICE_RATES, gpu_hour_usd
 from mcsim.scenario.config import scenario_from_dict
 

@@ -17,7 +17,7 @@ import mcsim
 from mcsim.cli.main import main
 from mcsim.errors import ScenarioError
 from mcsim.io.netcdf import open_results
-from mcsim.planning.plan import DEFAULT_PLAN_DRAWS, load_plan, plan_from_dict
+from mcsim.planning.plan_file import DEFAULT_PLAN_DRAWS, load_plan, plan_from_dict
 from mcsim.scenario.shipped import resolve_scenario, shipped_scenarios, shipped_scenarios_folder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ A plan file is a scenario (every table of ``mcsim run``'s files except
   (a list, or ``{ from = A, to = B, factor = 2 }`` / ``{ from, to, step }``), and
   the layout choices ``tp``, ``pp``, ``microbatch``, ``interleave``,
   ``recompute``, ``strategy``, ``interval``, ``freq_mhz``: each a list, or left
-  out for its default (:func:`default_values`, the valid values for the model).
+  out for its default (:func:`mcsim.planning.candidates.default_values`, the valid values for the model).
 * ``[constraints]``: ``deadline_days`` with ``deadline_probability``,
   ``budget_usd``, ``power_mw`` (facility cap), ``min_gpus``, ``max_gpus``.
 * ``[plan]``: ``objective`` (``cost``, ``energy``, ``wall_time``, ``co2`` or a
@@ -15,23 +15,24 @@ A plan file is a scenario (every table of ``mcsim run``'s files except
   ``first_runs``, ``max_runs``, ``max_total_runs``, ``finalists``, ``pool``, ``margin``,
   ``pilot_runs``, ``pilot_families``.
 
-:func:`enumerate_candidates` expands the search into candidate arrays, keeping
-only layouts the workload model can run (without a Python loop per candidate).
 The keys of the three tables are declared like the scenario's (:func:`~mcsim.scenario.schema.param`
 fields of :class:`Search`, :class:`Constraints` and :class:`PlanOptions`) and checked by the
 scenario's validator (:func:`~mcsim.scenario.schema.build_section`); what relates two keys is
 checked here. Every mistake is a :class:`~mcsim.errors.ScenarioError`: one line naming
-file and key.
+file and key. The objective is one home here too: its names (:data:`OBJECTIVES`), the weights
+of a plan's (:attr:`Plan.objective_weights`) and the weighted sum of named outputs
+(:func:`weighted_objective`), for the screen's estimates and the simulated runs alike.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -50,18 +51,14 @@ OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 # wall-time estimates against simulated means measured on the shipped plans (docs/planning.md,
 # benchmarks/bench_screen.py --error), rounded up.
 DEFAULT_MARGIN = 0.05
-# The calibration pilot (docs/model.md §9, "Calibration"): tens of runs of one candidate per family, as issue 23
-# asks; 30 runs put the standard error of a mean at sd / 5.5, so a family whose wall time varies by 5 % (heavy
-# failures) is measured to about +-1 %. At most 24 families: 720 runs, about the first stage of a plan of 6-10
-# finalists (plan-llama3-70b: 6 x 50 + its own layout).
+# The calibration pilot (docs/model.md §9, "Calibration"): tens of runs of one candidate per family, enough
+# to measure the screen's error per family before the selection trusts its ranking; 30 runs put the standard
+# error of a mean at sd / 5.5, so a family whose wall time varies by 5 % (heavy failures) is measured to
+# about +-1 %. At most 24 families: 720 runs, about the first stage of a plan of 6-10 finalists
+# (plan-llama3-70b: 6 x 50 + its own layout).
 DEFAULT_PILOT_RUNS = 30
 DEFAULT_PILOT_FAMILIES = 24
 DEFAULT_MICROBATCH = (1, 2, 4, 8)
-MAX_INTERLEAVE = 8
-MAX_CANDIDATES = 20_000_000  # the screen's arrays stay within a few GB
-# Peak bytes per candidate of the enumeration and the screen: 568 measured with tracemalloc on
-# plan-llama3-70b (217,800 candidates, 124 MB); twice that leaves room for the later stages.
-SCREEN_BYTES_PER_CANDIDATE = 1136
 # run.draws of a plan with [uncertain] inputs that gives none: the plan itself simulates no draws; this
 # is what `mcsim run` of its recommendation (written by `mcsim report`) draws. A power of two, as
 # scrambled Sobol points balance best; 64 x the runs of one configuration stay a short run.
@@ -116,7 +113,7 @@ class Objective:
     """Field kind of ``plan.objective``: one of :data:`OBJECTIVES`, or a table of weights."""
 
     # Weights are relative; below 1e-12 the weighted objective's variances underflow (a weight of 1e-300 made
-    # the indifference zone's square 0: ZeroDivisionError in the selection, hostile finding of issue 22).
+    # the indifference zone's square 0, and the selection divided by it).
     _WEIGHT = dict(kind=float, gt=None, ge=1e-12, le=1e12, lt=None, choices=None, many=False, unit="", doc="")
 
     @classmethod
@@ -251,6 +248,23 @@ class Plan:
         """The most candidates the plan simulates in all (``pool``; unset: 100, or 5 x ``finalists`` if more)."""
         return self.pool if self.pool is not None else max(100, 5 * self.finalists)
 
+    @functools.cached_property
+    def gpu_specs(self) -> tuple[GpuSpec, ...]:
+        """The catalog entry of every searched GPU type, with the scenario's ``[hardware]`` overrides applied
+        (to every type); computed once per plan."""
+        hardware = self.scenario.base.hardware
+        overrides = {
+            f.name: getattr(hardware, f.name)
+            for f in dataclasses.fields(GpuSpec)
+            if f.name != "sources" and getattr(hardware, f.name) is not None
+        }
+        return tuple(dataclasses.replace(lookup_gpu(name), **overrides) for name in self.search.gpu_types)
+
+    @property
+    def objective_weights(self) -> dict[str, float]:
+        """The objective as ``{output name: weight}`` (weight 1 for a named objective)."""
+        return {self.objective: 1.0} if isinstance(self.objective, str) else self.objective
+
     @property
     def objective_label(self) -> str:
         """``cost``, or ``1*cost + 0.5*energy`` for weights."""
@@ -330,14 +344,7 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
         raise ScenarioError(source, "sweep", "a plan searches with [search]; remove [sweep]")
     _default_draws(raw, source)
     search = _parse_search(tables["search"], raw, source)
-    parallelism = raw.setdefault("parallelism", {})
-    if not isinstance(parallelism, dict):
-        raise ScenarioError(source, "parallelism", "expected a table")
-    has_reference = "tp" in parallelism or "pp" in parallelism
-    parallelism.setdefault("gpus", search.gpus[0])
-    hardware = raw.setdefault("hardware", {})
-    if isinstance(hardware, dict):
-        hardware.setdefault("gpu", search.gpu_types[0])
+    has_reference = _default_layout(raw, search, source)
     scenario = scenario_from_dict(raw, source)
     check_type_prices(
         scenario.base.cost,
@@ -355,6 +362,19 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
     constraints = _parse_constraints(tables["constraints"], source)
     options = _parse_options(tables["plan"], source)
     return Plan(source, scenario, search, constraints, **options, has_reference=has_reference)
+
+
+def _default_layout(raw: dict, search: Search, source: str) -> bool:
+    """Give the scenario the first searched GPU count and type where the file names none; whether its
+    ``[parallelism]`` names a layout of its own (``tp`` or ``pp``: simulated alongside, for comparison)."""
+    parallelism = raw.setdefault("parallelism", {})
+    if not isinstance(parallelism, dict):
+        raise ScenarioError(source, "parallelism", "expected a table")
+    parallelism.setdefault("gpus", search.gpus[0])
+    hardware = raw.setdefault("hardware", {})
+    if isinstance(hardware, dict):
+        hardware.setdefault("gpu", search.gpu_types[0])
+    return "tp" in parallelism or "pp" in parallelism
 
 
 def _default_draws(raw: dict, source: str) -> None:
@@ -424,175 +444,9 @@ def _parse_options(table: dict, source: str) -> dict[str, Any]:
     return {f.name: getattr(options, f.name) for f in dataclasses.fields(PlanOptions)}
 
 
-def gpu_specs(plan: Plan) -> list[GpuSpec]:
-    """The catalog entry of every searched GPU type, with the scenario's ``[hardware]`` overrides applied
-    (to every type)."""
-    hardware = plan.scenario.base.hardware
-    overrides = {
-        f.name: getattr(hardware, f.name)
-        for f in dataclasses.fields(GpuSpec)
-        if f.name != "sources" and getattr(hardware, f.name) is not None
-    }
-    return [dataclasses.replace(lookup_gpu(name), **overrides) for name in plan.search.gpu_types]
-
-
-def _heads(scenario: Scenario) -> int:
-    model = scenario.base.model
-    return model.heads or max(1, model.hidden // 128)
-
-
-def default_values(plan: Plan) -> dict[str, tuple[int, ...]]:
-    """The default values of ``tp``, ``pp`` and ``interleave`` for the plan's model.
-
-    ``tp``: powers of two within a node that divide the heads. ``pp``: 1 to the layers; where
-    it does not divide them the stages are uneven, the outermost ones a layer short, as Llama 3
-    (PP 16 for 126 layers) and BLOOM (PP 12 for 70 layers) did (docs/model.md §2); only those
-    dividing G / tp survive the enumeration. ``interleave``: 1 to 8 (kept where every virtual
-    stage holds a layer, below).
-    """
-    scenario = plan.scenario
-    gpn, layers, heads = scenario.base.hardware.gpus_per_node, scenario.base.model.layers, _heads(scenario)
-    tp = tuple(t for t in (2**k for k in range(0, 21)) if t <= gpn and heads % t == 0)
-    return {"tp": tp or (1,), "pp": tuple(range(1, layers + 1)), "interleave": tuple(range(1, MAX_INTERLEAVE + 1))}
-
-
-@dataclass(frozen=True)
-class Candidates:
-    """The enumerated candidates: one array element each (indices into the search's value tuples)."""
-
-    gpu_type: np.ndarray  # index into search.gpu_types
-    gpus: np.ndarray
-    tp: np.ndarray
-    pp: np.ndarray
-    cp: np.ndarray
-    dp: np.ndarray
-    microbatch: np.ndarray
-    interleave: np.ndarray
-    recompute: np.ndarray  # RECOMPUTE_CODES
-    sequence_parallel: np.ndarray  # bool
-    zero_stage: np.ndarray  # 0..3
-    strategy: np.ndarray  # index into search.strategy
-    interval: np.ndarray  # index into search.interval
-    freq_mhz: np.ndarray
-    enumerated: int  # combinations before the structural filter
-
-    def __len__(self) -> int:
-        return int(self.gpus.size)
-
-
-def _check_grid(plan: Plan, size: int, what: str) -> None:
-    if size > MAX_CANDIDATES:
-        raise ScenarioError(
-            plan.source,
-            "search",
-            f"{size:,} combinations of {what} to enumerate; expected at most {MAX_CANDIDATES:,} (narrow the lists)",
-        )
-
-
-def _check_screen_memory(plan: Plan, candidates: int) -> None:
-    """Refuse, before anything is allocated, a search whose screen would not fit in memory."""
-    from mcsim.io.format import format_bytes
-    from mcsim.scenario.limits import memory_limit_bytes
-
-    need = candidates * SCREEN_BYTES_PER_CANDIDATE
-    limit = memory_limit_bytes()
-    if limit is not None and need > limit:
-        raise ScenarioError(
-            plan.source,
-            "search",
-            f"{candidates:,} candidates need about {format_bytes(need)} of memory to screen, more than the "
-            f"limit of {format_bytes(limit)} (half the available memory); narrow the lists",
-        )
-
-
-def _cross(plan: Plan, columns: tuple[np.ndarray, ...], values: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
-    """Every row of ``columns`` with every one of ``values`` (rows outer, values inner)."""
-    _check_grid(plan, columns[0].size * values.size, f"the layouts kept so far x {name}")
-    rows, k = (g.ravel() for g in np.meshgrid(np.arange(columns[0].size), np.arange(values.size), indexing="ij"))
-    return (*(c[rows] for c in columns), values[k])
-
-
-def enumerate_candidates(plan: Plan) -> Candidates:
-    """Every valid combination of the search (vectorised; no Python loop per candidate).
-
-    Kept: ``tp * pp * cp`` divides G and ``cp`` the sequence; ``global_batch`` divisible by ``dp * microbatch``;
-    ``pp <= layers``; ``interleave`` 1, or ``pp > 1`` and at least one layer per virtual
-    stage (``interleave <= layers // pp``; uneven splits as for the stages); G within
-    ``min_gpus..max_gpus`` is a constraint
-    (kept, rejected by the screen with its reason).
-    """
-    search, model = plan.search, plan.scenario.base.model
-    defaults = default_values(plan)
-    tp = np.array(search.tp or defaults["tp"], dtype=np.int64)
-    pp = np.array(search.pp or defaults["pp"], dtype=np.int64)
-    mb = np.array(search.microbatch, dtype=np.int64)
-    v = np.array(search.interleave or defaults["interleave"], dtype=np.int64)
-    gpus = np.array(search.gpus, dtype=np.int64)
-    cp = np.array(search.cp or (plan.scenario.base.parallelism.cp,), dtype=np.int64)
-    enumerated_layouts = gpus.size * tp.size * pp.size * cp.size * mb.size * v.size
-    # Axis by axis, each product filtered before the next axis joins (the full product of a legal search
-    # can be billions of elements); the order is that of the full product (gpus, tp, pp, microbatch, v).
-    _check_grid(plan, gpus.size * tp.size * pp.size, "gpus x tp x pp")
-    G, t, p = (g.ravel() for g in np.meshgrid(gpus, tp, pp, indexing="ij"))
-    ok = (G % (t * p) == 0) & (p <= model.layers)
-    G, t, p = G[ok], t[ok], p[ok]
-    G, t, p, c = _cross(plan, (G, t, p), cp, "cp")
-    ok = (G % (t * p * c) == 0) & (model.seq_len % c == 0)
-    G, t, p, c = G[ok], t[ok], p[ok], c[ok]
-    G, t, p, c, b = _cross(plan, (G, t, p, c), mb, "microbatch")
-    d = G // (t * p * c)
-    ok = model.global_batch % (d * b) == 0
-    G, t, p, c, b, d = G[ok], t[ok], p[ok], c[ok], b[ok], d[ok]
-    G, t, p, c, b, d, iv = _cross(plan, (G, t, p, c, b, d), v, "interleave")
-    ok = (iv == 1) | ((p > 1) & (iv <= model.layers // p))
-    G, t, p, c, b, iv, d = G[ok], t[ok], p[ok], c[ok], b[ok], iv[ok], d[ok]
-    if G.size == 0:
-        raise ScenarioError(
-            plan.source,
-            "search",
-            "no combination of the searched values is a valid layout "
-            "(tp*pp*cp dividing gpus, cp dividing seq_len, dp*microbatch dividing global_batch, "
-            "pp <= layers, interleave <= layers // pp)",
-        )
-    freqs = search.freq_mhz
-    n_freq = len(freqs) if freqs else 1
-    par = plan.scenario.base.parallelism
-    sp_values = np.array(search.sequence_parallel or (par.sequence_parallel,), dtype=np.bool_)
-    zero_values = np.array(search.zero_stage or (par.zero_stage,), dtype=np.int64)
-    extra = (
-        len(search.gpu_types),
-        len(search.recompute),
-        sp_values.size,
-        zero_values.size,
-        len(search.strategy),
-        len(search.interval),
-        n_freq,
-    )
-    total = G.size * int(np.prod(extra))
-    if total > MAX_CANDIDATES:
-        raise ScenarioError(
-            plan.source, "search", f"{total:,} candidates; expected at most {MAX_CANDIDATES:,} (narrow the lists)"
-        )
-    _check_screen_memory(plan, total)
-    layout = np.arange(G.size)
-    grids = np.meshgrid(np.arange(extra[0]), layout, *(np.arange(n) for n in extra[1:]), indexing="ij")
-    gtype, lay, rec, sp, zero, strat, interval, fidx = (g.ravel() for g in grids)
-    # Choices without effect make copies: sequence parallelism without tensor parallelism, a
-    # ZeRO stage without data- or context-parallel ranks. Only the first listed value is kept
-    # there (whole blocks of strategies, intervals and clocks go, so the order stays).
-    void = ((t[lay] == 1) & (sp > 0)) | ((d[lay] * c[lay] == 1) & (zero > 0))
-    if void.any():
-        gtype, lay, rec, sp, zero, strat, interval, fidx = (
-            g[~void] for g in (gtype, lay, rec, sp, zero, strat, interval, fidx)
-        )
-    recompute_codes = np.array([RECOMPUTE_CODES[r] for r in search.recompute], dtype=np.int64)
-    if freqs:
-        freq = np.array(freqs, dtype=np.float64)[fidx]
-    else:
-        freq = np.array([spec.freq_max_mhz for spec in gpu_specs(plan)], dtype=np.float64)[gtype]
-    enumerated = enumerated_layouts * int(np.prod(extra))
-    return Candidates(
-        gtype, G[lay], t[lay], p[lay], c[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], sp_values[sp],
-        zero_values[zero],
-        strat, interval, freq, enumerated,
-    )  # fmt: skip
+def weighted_objective(outputs: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """Per-candidate or per-run objective: Σ weight × output of outputs named as :data:`OBJECTIVES`
+    (USD, MWh, h, t CO2e; the screen's estimates or a simulation's per-run outputs)."""
+    # An array, never the empty sum's 0: every caller's weights have a nonzero one (the selection's check,
+    # the plan schema).
+    return cast(np.ndarray, sum(weight * outputs[name] for name, weight in weights.items() if weight))
