@@ -51,11 +51,11 @@ from mcsim.io.netcdf import open_results, write_results
 from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_path
 
 if TYPE_CHECKING:
+    from mcsim.fitting.failure_table import fit_failures
     from mcsim.planning.planner import plan
-    from mcsim.scenario.failure_table import fit_failures
 
 # Imported when first used: the planner and the fit are not needed by most commands.
-_LAZY = {"plan": "mcsim.planning.planner", "fit_failures": "mcsim.scenario.failure_table"}
+_LAZY = {"plan": "mcsim.planning.planner", "fit_failures": "mcsim.fitting.failure_table"}
 
 
 def __getattr__(name: str) -> object:

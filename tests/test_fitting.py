@@ -18,10 +18,8 @@ from scipy import special, stats
 
 from mcsim.cli.main import main
 from mcsim.errors import ScenarioError
-from mcsim.report import failures
-from mcsim.scenario import failure_log
-from mcsim.scenario.config import scenario_from_dict
-from mcsim.scenario.fitting import (
+from mcsim.fitting import failure_log
+from mcsim.fitting.weibull import (
     FailureLog,
     failure_ratio,
     failures_table_toml,
@@ -30,6 +28,8 @@ from mcsim.scenario.fitting import (
     read_failure_log,
     renewal_function,
 )
+from mcsim.report import failures
+from mcsim.scenario.config import scenario_from_dict
 
 Z95 = float(stats.norm.ppf(0.975))
 

@@ -1,5 +1,5 @@
 """Read a log of unit lifetimes for ``mcsim fit-failures`` (the format is documented in
-:mod:`mcsim.scenario.fitting`): every deviation raises one :class:`~mcsim.errors.ScenarioError` naming the
+:mod:`mcsim.fitting.weibull`): every deviation raises one :class:`~mcsim.errors.ScenarioError` naming the
 file, the line and the column.
 """
 

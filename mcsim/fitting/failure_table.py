@@ -1,10 +1,10 @@
 """``mcsim.fit_failures``: from a log of unit lifetimes to the TOML a scenario takes.
 
 The function behind ``mcsim fit-failures`` (the command adds only the printed table and
-the files): read the log (:mod:`mcsim.scenario.failure_log`), fit a Weibull law by
-maximum likelihood (:func:`mcsim.scenario.fitting.fit_weibull`), write its
-``[[failures]]`` table (:func:`mcsim.scenario.fitting.failures_table_toml`) and, when
-asked, the ``[uncertain]`` entry of its MTBF and shape (:mod:`mcsim.scenario.priors`).
+the files): read the log (:mod:`mcsim.fitting.failure_log`), fit a Weibull law by
+maximum likelihood (:func:`mcsim.fitting.weibull.fit_weibull`), write its
+``[[failures]]`` table (:func:`mcsim.fitting.weibull.failures_table_toml`) and, when
+asked, the ``[uncertain]`` entry of its MTBF and shape (:mod:`mcsim.fitting.priors`).
 docs/fitting.md describes the log and the fit.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcsim.errors import ScenarioError
-from mcsim.scenario.failure_log import FailureLog, read_failure_log
-from mcsim.scenario.fitting import WeibullFit, failures_table_toml, fit_options, fit_weibull
+from mcsim.fitting.failure_log import FailureLog, read_failure_log
+from mcsim.fitting.weibull import WeibullFit, failures_table_toml, fit_options, fit_weibull
 
 # the command-line option of each argument that names a [[failures]] key, named in error messages
 _OPTION_OF_KEY = {"name": "--name", "recovery_minutes": "--recovery-minutes", "scope": "--scope"}
@@ -122,7 +122,7 @@ def fit_failures(
         key, _, message = str(err).partition(": ")
         raise ScenarioError(source, _OPTION_OF_KEY.get(key, key), message) from None
     if uncertain:
-        from mcsim.scenario.priors import uncertain_table_toml
+        from mcsim.fitting.priors import uncertain_table_toml
 
         try:
             table += "\n" + uncertain_table_toml(fit, class_name)

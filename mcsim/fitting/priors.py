@@ -1,6 +1,6 @@
 """From a failure-log fit to a prior: the ``[uncertain]`` entry of a fitted class (``fit-failures --uncertain``).
 
-The maximum likelihood fit (:func:`mcsim.fitting.fit_weibull`) gives the estimate
+The maximum likelihood fit (:func:`mcsim.fitting.weibull.fit_weibull`) gives the estimate
 ``theta = (log k, log λ)`` and its asymptotic covariance ``C`` (inverse observed
 information). The simulator takes the class's ``mtbf_hours`` and ``shape``, so the
 prior is stated on ``y = (log MTBF, log k)`` with ``log MTBF = log λ + log Γ(1 + 1/k)``:
@@ -22,7 +22,7 @@ import math
 import numpy as np
 from scipy import special
 
-from mcsim.scenario.fitting import WeibullFit
+from mcsim.fitting.weibull import WeibullFit
 from mcsim.scenario.schema import format_number
 
 

@@ -80,7 +80,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from mcsim.errors import ScenarioError
-from mcsim.scenario.failure_log import ENTRY_COLUMN, HEADER, MAX_ROWS, FailureLog, read_failure_log
+from mcsim.fitting.failure_log import ENTRY_COLUMN, HEADER, MAX_ROWS, FailureLog, read_failure_log
 from mcsim.scenario.schema import coerce_value, field_meta, param
 
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless

@@ -7,7 +7,6 @@
   :class:`~mcsim.scenario.config.Config`; overrides; TOML out.
 - ``uncertain``: the ``[uncertain]`` table: distributions, designs, draws.
 - ``limits``: the memory and time budgets checked before anything runs.
-- ``fitting``, ``priors``: a Weibull law from a failure log, and its ``[uncertain]`` prior.
 """
 
 from mcsim.scenario.config import Config, Scenario, load_scenario, reference_scenario_path

@@ -9,7 +9,7 @@ one line that names the file, the key and what was expected.
 The same mechanism (:func:`param` fields, :func:`build_section`, :func:`coerce_value`)
 declares the tables of plan files (:mod:`mcsim.planning.plan`), the parameters of
 ``[uncertain]`` distributions (:mod:`mcsim.scenario.uncertain`) and the options of
-``mcsim fit-failures`` (:mod:`mcsim.scenario.fitting`): one validator and one error format.
+``mcsim fit-failures`` (:mod:`mcsim.fitting.weibull`): one validator and one error format.
 A field kind other than the built-in ones (float, int, str, bool, :class:`StateOrNumber`)
 is a class with a ``from_toml(value, meta, source, key)`` classmethod (:class:`Interval`).
 
