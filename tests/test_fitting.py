@@ -26,8 +26,8 @@ from mcsim.fitting.weibull import (
     fit_weibull,
     product_limit,
     read_failure_log,
-    renewal_function,
 )
+from mcsim.model.reliability import renewal_function
 from mcsim.report import failures
 from mcsim.scenario.config import scenario_from_dict
 

@@ -66,7 +66,7 @@ By default (``initial_age = "stationary"``) the simulator starts each unit at it
 renewal process's equilibrium, so a job of ``T`` hours sees ``T / MTBF`` failures per
 unit on average for any shape. With ``initial_age = "new"`` every unit is new at job
 start and renewed at each failure, so its expected failures are the renewal function
-``M(T)`` (:func:`renewal_function`): :func:`failure_ratio` gives ``M(T) · MTBF / T``;
+``M(T)`` (:func:`mcsim.model.reliability.renewal_function`): :func:`failure_ratio` gives ``M(T) · MTBF / T``;
 :func:`failures_table_toml` states both in the table's comment.
 """
 
@@ -81,15 +81,13 @@ from scipy import optimize, special, stats
 
 from mcsim.errors import ScenarioError
 from mcsim.fitting.failure_log import ENTRY_COLUMN, HEADER, MAX_ROWS, FailureLog, read_failure_log
+from mcsim.model.reliability import renewal_function
 from mcsim.scenario.schema import coerce_value, field_meta, param
 
 _HESSIAN_STEP = 1e-4  # central-difference step in (log k, log λ); relative, so unitless
 
 
 _LOG_MAX = math.log(np.finfo(float).max)  # ~709.8: exp() of more overflows
-
-
-_GRID_MAX = 500.0  # renewal function: the grid up to t/λ = 500 (step <= λ/40), the asymptote beyond
 
 
 def _failure_key(name: str) -> dict:
@@ -341,60 +339,6 @@ def _fit_result(
     )
 
 
-def renewal_function(t_over_scale: float, shape: float) -> float:
-    """Expected failures of one unit, new at time 0 and renewed at each failure, by time t.
-
-    The renewal function ``M(t)`` of a Weibull law (shape ``k``, scale ``λ``) solves
-    ``M(t) = F(t) + ∫_0^t M(t − x) dF(x)`` with ``F(t) = 1 − exp(−(t/λ)^k)``. It is
-    computed by the Riemann–Stieltjes midpoint method of Xie (M. Xie, "On the solution
-    of renewal-type integral equations", Communications in Statistics – Simulation and
-    Computation 18(1), 1989, pp. 281–293) on a uniform grid of ``n`` steps,
-    ``n = clip(40 t/λ, 4000, 20000)``: ``M_i (1 − F_{1/2}) = F_i + Σ_{j<i} F_{i−j+1/2} ΔM_j
-    − F_{1/2} M_{i−1}``, for ``t/λ <= 500``; beyond, the key renewal theorem's
-    ``t/μ + (cv² − 1)/2``. Checked against simulated renewal counts in
-    ``tests/test_fitting.py`` (``t/λ`` from 0.01 to 1000, ``k`` 0.5–3: within 4 standard
-    errors, and within 1 % where the simulation resolves it).
-    For ``k = 1`` it is ``t/λ``; for ``t ≪ λ`` it is close to the first-failure part
-    ``F(t) ≈ (t/λ)^k``.
-
-    Parameters
-    ----------
-    t_over_scale : float
-        Time over the Weibull scale, ``t/λ`` [-], >= 0 and finite.
-    shape : float
-        Weibull shape ``k`` [-], > 0.
-
-    Returns
-    -------
-    float
-        ``M(t)`` [failures per unit].
-    """
-    if not (math.isfinite(t_over_scale) and t_over_scale >= 0 and math.isfinite(shape) and shape > 0):
-        raise ValueError(f"expected t/λ >= 0 and a shape > 0, got {t_over_scale} and {shape}")
-    if t_over_scale == 0:
-        return 0.0
-    if t_over_scale > _GRID_MAX:
-        # Key renewal theorem, second order (Smith 1954): M(t) ≈ t/μ + (cv² − 1)/2, μ and
-        # cv² of the law with λ = 1; its share of M is small this far out except for very
-        # heavy tails (k < 0.5), where it overstates M by a few per cent.
-        log_mu = float(special.gammaln(1.0 + 1.0 / shape))
-        cv2 = math.exp(min(float(special.gammaln(1.0 + 2.0 / shape)) - 2.0 * log_mu, _LOG_MAX)) - 1.0
-        return t_over_scale / math.exp(log_mu) + 0.5 * (cv2 - 1.0)
-    n = int(min(max(40 * t_over_scale, 4000), 20000))
-    h = t_over_scale / n
-    with np.errstate(under="ignore"):
-        f_grid = -np.expm1(-((h * np.arange(n + 1)) ** shape))  # F(i h), i = 0..n
-        f_mid = -np.expm1(-((h * (np.arange(n) + 0.5)) ** shape))  # F((j + 1/2) h), j = 0..n-1
-    m = np.zeros(n + 1)
-    dm = np.zeros(n + 1)
-    reversed_mid = np.ascontiguousarray(f_mid[::-1])  # [n − i : n − 1] = F_{i−1/2}, ..., F_{3/2}
-    for i in range(1, n + 1):
-        conv = float(np.dot(reversed_mid[n - i : n - 1], dm[1:i])) if i > 1 else 0.0
-        m[i] = (f_grid[i] + conv - f_mid[0] * m[i - 1]) / (1.0 - f_mid[0])
-        dm[i] = m[i] - m[i - 1]
-    return float(m[n])
-
-
 def failure_ratio(shape: float, mtbf_hours: float, job_hours: float) -> float:
     """Failures a job sees with ``initial_age = "new"``, over those of an exponential law.
 
@@ -556,7 +500,6 @@ __all__ = [
     "WeibullFit",
     "read_failure_log",
     "fit_weibull",
-    "renewal_function",
     "failure_ratio",
     "start_state_note",
     "failures_table_toml",
