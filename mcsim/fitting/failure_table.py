@@ -49,7 +49,9 @@ from mcsim.errors import ScenarioError
 from mcsim.fitting.failure_log import FailureLog, read_failure_log
 from mcsim.fitting.weibull import WeibullFit, fit_weibull
 from mcsim.model.reliability import renewal_function
-from mcsim.scenario.schema import coerce_value, field_meta, format_number, param
+from mcsim.scenario.schema import field_meta
+from mcsim.scenario.toml import format_number
+from mcsim.scenario.validation import coerce_value, param
 
 # the command-line option of each argument that names a [[failures]] key, named in error messages
 _OPTION_OF_KEY = {"name": "--name", "recovery_minutes": "--recovery-minutes", "scope": "--scope"}
@@ -64,7 +66,8 @@ def _failure_key(name: str) -> dict:
 
 @dataclass(frozen=True)
 class FitOptions:
-    """The options of ``mcsim fit-failures``, declared like a scenario's keys (:func:`~mcsim.scenario.schema.param`).
+    """The options of ``mcsim fit-failures``, declared like a scenario's keys
+    (:func:`~mcsim.scenario.validation.param`).
 
     ``scope`` and ``recovery_minutes`` are the ``[[failures]]`` keys of the same names (their
     declarations are those of :class:`~mcsim.scenario.schema.FailureClass`).

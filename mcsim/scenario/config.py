@@ -51,11 +51,7 @@ from mcsim.scenario.schema import (
     RestartSection,
     RunSection,
     StragglerSection,
-    build_section,
-    check_text,
-    coerce_value,
     field_meta,
-    format_number,
     key_meta,
     run_option,
 )
@@ -65,8 +61,9 @@ from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped
     resolve_scenario,
     shipped_scenarios_folder,
 )
-from mcsim.scenario.toml import MAX_DEPTH, dumps_toml, toml_value
+from mcsim.scenario.toml import MAX_DEPTH, dumps_toml, format_number, toml_value
 from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
+from mcsim.scenario.validation import build_section, check_text, coerce_value
 
 
 @hash_once

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar, dataclass_transform
 
 _Record = TypeVar("_Record")
 
@@ -47,3 +48,10 @@ def hash_once(cls: type[_Record]) -> type[_Record]:
     cls.__hash__ = __hash__  # type: ignore[method-assign]
     cls.__getstate__ = __getstate__  # type: ignore[method-assign]
     return cls
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def section(cls: type[_Record]) -> type[_Record]:
+    """Class decorator of a table of a scenario file (:mod:`mcsim.scenario.schema`): a frozen dataclass
+    of keyword-only fields, hashed once (:func:`hash_once`)."""
+    return hash_once(dataclass(frozen=True, kw_only=True)(cls))

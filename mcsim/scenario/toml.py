@@ -4,6 +4,7 @@ the ``scenario_toml`` attribute of result files).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -76,3 +77,15 @@ def dumps_toml(raw: dict) -> str:
 def toml_value(value: Any) -> str:
     """One value (number, string, boolean, list or table) as TOML text."""
     return _toml_value(value)
+
+
+def format_number(value: float) -> str:
+    """``value`` as text that reads back as exactly ``value``.
+
+    Whole numbers below 1e16 in full (``10000001``, not ``1e+07``); others in the
+    short ``%g`` form when that is exact (``0.05``, ``1e+18``), else in full precision.
+    """
+    if isinstance(value, int) or (math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16):
+        return str(int(value))
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))

@@ -42,10 +42,12 @@ import numpy as np
 
 from mcsim.errors import ScenarioError
 from mcsim.io.variables import file_units
-from mcsim.scenario.schema import build_section, format_number, key_meta, param
+from mcsim.scenario.schema import key_meta
+from mcsim.scenario.toml import format_number
+from mcsim.scenario.validation import build_section, param
 
 
-# The parameters of each distribution, declared like the scenario's keys (mcsim.scenario.schema.param):
+# The parameters of each distribution, declared like the scenario's keys (mcsim.scenario.validation.param):
 # every one a finite number in the uncertain key's unit; a field with a default of None is one of
 # alternatives of which exactly one is given (lognormal: p95 or sigma). Relations between parameters
 # (high > low, p95 > median) are checked by _check_params.
