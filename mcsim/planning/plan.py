@@ -39,10 +39,11 @@ from mcsim.errors import ScenarioError
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import RECOMPUTE_CODES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
-from mcsim.scenario.config import Scenario, check_depth, override_items, read_toml, scenario_from_dict, set_dotted
-from mcsim.scenario.overrides import Override
+from mcsim.scenario.config import Scenario, scenario_from_dict
+from mcsim.scenario.overrides import Override, override_items, set_dotted
 from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, TOP_LEVEL_KEYS, Interval
 from mcsim.scenario.shipped import resolve_scenario
+from mcsim.scenario.toml import check_depth, read_toml
 from mcsim.scenario.uncertain import parse_uncertain, saltelli_block
 from mcsim.scenario.validation import build_section, coerce_value, param
 

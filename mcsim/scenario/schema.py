@@ -40,6 +40,9 @@ from mcsim.scenario.validation import (
 CHECKPOINT_STRATEGIES = ("sync", "async", "gockpt", "in_memory")
 # The kinds of failure class (docs/model.md §3 "Kinds of interruption"), in the kernel's code order.
 FAILURE_KINDS = ("fail_stop", "hang", "instability", "planned")
+# The kinds of failure class whose rate is the fleet's (hardware.failure_rate_factor scales it): hardware
+# and software faults; a training instability is the model's, a planned stop the operator's.
+FLEET_KINDS = ("fail_stop", "hang")
 
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
 
