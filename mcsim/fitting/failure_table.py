@@ -26,7 +26,7 @@ prior is stated on ``y = (log MTBF, log k)`` with ``log MTBF = log λ + log Γ(1
 by the delta method ``y`` is approximately normal with mean ``g(theta)`` and
 covariance ``J C Jᵀ``, ``J = [[-ψ(1 + 1/k)/k, 1], [1, 0]]`` (``ψ`` the digamma
 function). That is a bivariate lognormal of (MTBF, k): one ``mvlognormal`` entry
-(:func:`mcsim.scenario.uncertain.parse_joint`) with medians ``exp(y)``, log-scale sigmas
+(:func:`mcsim.scenario.uncertain_table.parse_joint`) with medians ``exp(y)``, log-scale sigmas
 ``sqrt(diag)`` and the correlation of ``y`` — the joint uncertainty of the two,
 not two independent guesses (the MTBF and shape estimates are in general correlated:
 ``log MTBF`` depends on ``k`` through ``log Γ(1 + 1/k)``, and censoring couples

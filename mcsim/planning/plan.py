@@ -44,7 +44,8 @@ from mcsim.scenario.overrides import Override, override_items, set_dotted
 from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, TOP_LEVEL_KEYS, Interval
 from mcsim.scenario.shipped import resolve_scenario
 from mcsim.scenario.toml import check_depth, read_toml
-from mcsim.scenario.uncertain import parse_uncertain, saltelli_block
+from mcsim.scenario.uncertain import saltelli_block
+from mcsim.scenario.uncertain_table import parse_uncertain
 from mcsim.scenario.validation import build_section, coerce_value, param
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")

@@ -59,7 +59,8 @@ from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped
     shipped_scenarios_folder,
 )
 from mcsim.scenario.toml import check_depth, dumps_toml, read_toml
-from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
+from mcsim.scenario.uncertain import UncertainInput
+from mcsim.scenario.uncertain_table import parse_uncertain
 from mcsim.scenario.validation import build_section, check_text, coerce_value
 
 
