@@ -1,8 +1,10 @@
 """Scenario files: TOML -> validated :class:`Scenario` of one or more :class:`Config`.
 
-A scenario is read with :mod:`tomllib`, command-line overrides (``--set
-KEY=VALUE``) are applied to the raw tables, and every section is validated by
-:mod:`mcsim.schema`. A ``[sweep]`` table turns dotted keys into dimensions:
+A scenario is read with :mod:`tomllib` (:func:`mcsim.scenario.toml.read_toml`), command-line
+overrides (``--set KEY=VALUE``, :mod:`mcsim.scenario.overrides`) are applied to the raw tables,
+every section is validated against its declaration (:mod:`mcsim.scenario.schema`,
+:mod:`mcsim.scenario.validation`) and the keys against each other
+(:mod:`mcsim.scenario.consistency`). A ``[sweep]`` table turns dotted keys into dimensions:
 the scenario expands to the Cartesian product of their values, one
 :class:`Config` each, in C order (last axis fastest).
 """

@@ -5,7 +5,7 @@ checkpoint plan and kernel inputs (:func:`mcsim.scenario.config.cached_per_confi
 its sections are the keys of the step model's cache (:func:`mcsim.model.workload.step_sections`).
 A frozen dataclass recomputes its hash from every field at each lookup, recursively through the
 sections: 9,146 hashes of configurations (69,146 with their sections) took 0.04 s of a
-480-configuration sweep's 0.4 s around its kernel (issue 26 item 4). :func:`hash_once` keeps the
+480-configuration sweep's 0.4 s around its kernel. :func:`hash_once` keeps the
 value, which cannot change, on the instance.
 """
 

@@ -64,20 +64,20 @@ def _toml_key(key: str) -> str:
 
 def dumps_toml(raw: dict) -> str:
     """Write scenario tables as TOML (scalars first, then tables, then arrays of tables)."""
-    lines = []
     tables = {k: v for k, v in raw.items() if isinstance(v, dict)}
     arrays = {k: v for k, v in raw.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
-    for key, value in raw.items():
-        if key not in tables and key not in arrays:
-            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    lines = _key_value_lines({k: v for k, v in raw.items() if k not in tables and k not in arrays})
     for key, table in tables.items():
-        lines += ["", f"[{_toml_key(key)}]"]
-        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+        lines += ["", f"[{_toml_key(key)}]", *_key_value_lines(table)]
     for key, array in arrays.items():
         for table in array:
-            lines += ["", f"[[{_toml_key(key)}]]"]
-            lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+            lines += ["", f"[[{_toml_key(key)}]]", *_key_value_lines(table)]
     return "\n".join(lines) + "\n"
+
+
+def _key_value_lines(table: dict) -> list[str]:
+    """``KEY = VALUE`` lines of a table's entries, in its order."""
+    return [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
 
 
 def toml_value(value: Any) -> str:
