@@ -30,7 +30,7 @@ from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.consistency import FAILURE_NAME, check_configuration
 from mcsim.scenario.frozen import hash_once
 from mcsim.scenario.limits import check_sweep_size
-from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted
+from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
 from mcsim.scenario.schema import (
     FLEET_KINDS,
     PLAN_TABLES,
@@ -263,12 +263,10 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     check_sweep_size(
         tuple(len(axis.values) for axis in axes), base.run.runs * max(1, base.run.draws), source
     )  # before expanding
-    configs = []
-    for combo in itertools.product(*(axis.values for axis in axes)):
-        varied = copy.deepcopy(raw)
-        for axis, value in zip(axes, combo, strict=False):
-            set_dotted(varied, axis.key, _as_raw(value), source)
-        configs.append(_build_config(varied, source, context=_combo_text(axes, combo)))
+    configs = [
+        _build_config(with_keys_set(raw, _point_values(axes, combo), source), source, context=_combo_text(axes, combo))
+        for combo in itertools.product(*(axis.values for axis in axes))
+    ]
     check_prices(configs, (axis.key for axis in axes), (entry.key for entry in uncertain), source)
     return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs), uncertain=uncertain)
 
@@ -302,14 +300,16 @@ def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float
 
     Used for the parameter draws of the ``[uncertain]`` inputs (:mod:`mcsim.uncertain`).
     """
-    varied = copy.deepcopy(scenario.raw)
-    combo = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
-    for axis, index in zip(scenario.axes, combo, strict=False):
-        set_dotted(varied, axis.key, _as_raw(axis.values[index]), scenario.source)
-    for key, value in values.items():
-        set_dotted(varied, key, float(value), scenario.source)
-    axes_text = _combo_text(scenario.axes, tuple(axis.values[i] for axis, i in zip(scenario.axes, combo, strict=False)))
-    return _build_config(varied, scenario.source, context=", ".join(t for t in (axes_text, context) if t))
+    indices = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
+    combo = tuple(axis.values[i] for axis, i in zip(scenario.axes, indices, strict=False))
+    assigned = _point_values(scenario.axes, combo) + [(key, float(value)) for key, value in values.items()]
+    context = ", ".join(t for t in (_combo_text(scenario.axes, combo), context) if t)
+    return _build_config(with_keys_set(scenario.raw, assigned, scenario.source), scenario.source, context=context)
+
+
+def _point_values(axes: Sequence[SweepAxis], combo: tuple) -> list[tuple[str, Any]]:
+    """The (key, value) of each axis at a sweep point, values as the raw tables hold them."""
+    return [(axis.key, _as_raw(value)) for axis, value in zip(axes, combo, strict=False)]
 
 
 def _combo_text(axes: Sequence[SweepAxis], combo: tuple) -> str:
@@ -371,22 +371,18 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
     sections = {name: build_section(cls, raw.get(name, {}), where, name) for name, cls in SECTIONS.items()}
     name = check_text(raw["name"], source, "name", one_line=True) if "name" in raw else Path(source).stem
     check_text(raw.get("description", ""), source, "description", one_line=False)
-    failures = _failure_classes(raw.get("failures", []), source, where)
+    failures_raw = raw.get("failures", [])
+    if not isinstance(failures_raw, list):
+        raise ScenarioError(source, "failures", "expected an array of tables [[failures]]")
+    failures = tuple(
+        _with_durations(build_section(FailureClass, table, where, _failure_prefix(table, i)), table, where)
+        for i, table in enumerate(failures_raw)
+    )
     hardware: HardwareSection = sections["hardware"]
     gpu = _gpu_of(hardware)
     check_configuration(sections, gpu, failures, where)
     failures = tuple(in_fleet(f, hardware.failure_rate_factor) for f in failures)
     return Config(name=name, gpu=gpu, failures=failures, **sections)
-
-
-def _failure_classes(failures_raw: Any, source: str, where: str) -> tuple[FailureClass, ...]:
-    """The ``[[failures]]`` tables, each validated (its measured recoveries' mean taken, :func:`_with_durations`)."""
-    if not isinstance(failures_raw, list):
-        raise ScenarioError(source, "failures", "expected an array of tables [[failures]]")
-    return tuple(
-        _with_durations(build_section(FailureClass, table, where, _failure_prefix(table, i)), table, where)
-        for i, table in enumerate(failures_raw)
-    )
 
 
 def _gpu_of(hardware: HardwareSection) -> GpuSpec:

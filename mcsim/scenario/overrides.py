@@ -237,6 +237,15 @@ def set_dotted(raw: dict, key: str, value: Any, source: str) -> None:
     table[parts[1]] = value
 
 
+def with_keys_set(raw: dict, values: Iterable[tuple[str, Any]], source: str) -> dict:
+    """A copy of the raw tables ``raw`` with each scenario key of ``values``, ``(key, value)`` pairs, set
+    in order (:func:`set_dotted`): a point of a sweep, a parameter draw."""
+    varied = copy.deepcopy(raw)
+    for key, value in values:
+        set_dotted(varied, key, value, source)
+    return varied
+
+
 def _set_failure_key(raw: dict, key: str, value: Any, source: str) -> None:
     """Set ``failures.<class>.<field>`` in the ``[[failures]]`` table of that class's name."""
     parts = key.split(".")
