@@ -146,7 +146,8 @@ def plain_value(value: Any) -> Any:
 
 
 def override_items(overrides: Any) -> list[Override]:
-    """``(key, value)`` pairs of ``overrides``: ``KEY=VALUE`` text or typed pairs (see :func:`load_scenario`)."""
+    """``(key, value)`` pairs of ``overrides``: ``KEY=VALUE`` text or typed pairs (see
+    :func:`mcsim.scenario.config.load_scenario`)."""
     if isinstance(overrides, str):
         overrides = [overrides]
     items = overrides.items() if isinstance(overrides, Mapping) else overrides
