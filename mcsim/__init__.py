@@ -52,11 +52,11 @@ from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_pa
 from mcsim.scenario.shard import Shard
 
 if TYPE_CHECKING:
+    from mcsim.fitting.failure_table import fit_failures
     from mcsim.planning.run import plan
-    from mcsim.scenario.failure_table import fit_failures
 
 # Imported when first used: the planner and the fit are not needed by most commands.
-_LAZY = {"plan": "mcsim.planning.run", "fit_failures": "mcsim.scenario.failure_table"}
+_LAZY = {"plan": "mcsim.planning.run", "fit_failures": "mcsim.fitting.failure_table"}
 
 
 def __getattr__(name: str) -> object:

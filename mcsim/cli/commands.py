@@ -113,8 +113,7 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
 def cmd_fit_failures(args: argparse.Namespace) -> int:
     """``mcsim fit-failures``: :func:`mcsim.fit_failures`, its table printed, the table and figure written."""
     from mcsim.errors import ScenarioError
-    from mcsim.scenario.failure_table import fit_failures
-    from mcsim.scenario.fitting import fit_options
+    from mcsim.fitting.failure_table import fit_failures, fit_options
 
     source = str(args.log)
     # the options first, then the outputs, then the log (which may be long to read)

@@ -2,7 +2,7 @@
 
 These are for people (tables, reports, figures, messages); none is meant to be read back.
 A number written into a TOML file that must read back exactly is a different concept:
-:func:`mcsim.scenario.schema.format_number`.
+:func:`mcsim.scenario.toml.format_number`.
 
 This module sits in the bottom layer (beside the variable registry) because
 :mod:`mcsim.scenario.limits` and :mod:`mcsim.analysis.summary` print with it as

@@ -13,16 +13,30 @@ eq. 13), and the run the sum over its segments.
 Used by the run-time estimate (:func:`mcsim.model.run_estimate.estimate_run`) and
 the planner's screen (:mod:`mcsim.planning.screen`). Scalars or arrays; seconds
 throughout.
+
+The renewal function of a Weibull law (the expected failures of a unit renewed at each failure)
+is here too, with the one solver of its renewal equation (:func:`renewal_grid`): the screen's
+failure rate of a young or aged cluster (:func:`expected_renewals`) and the failure-log fit's
+table (:func:`renewal_function`, :mod:`mcsim.fitting`) both use it.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
+
+from mcsim._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from scipy import special
+else:
+    special = lazy_module("scipy.special")
 
 
 def expected_segment_s(segment_s: ArrayLike, restart_s: ArrayLike, mtbf_s: ArrayLike) -> float | np.ndarray:
@@ -148,11 +162,96 @@ def wall_quantile_s(floor_s: ArrayLike, mean_s: ArrayLike, variance_s2: ArrayLik
     return np.where(usable, quantile, np.where(np.isfinite(var), mean, np.inf))
 
 
-# Grid of the renewal equation over [0, RENEWAL_SPAN_MEANS mean lifetimes]; beyond it the renewal
-# function grows as its asymptote t / μ + (CV² − 1) / 2 does (Cox 1962, "Renewal Theory", §4.5).
+# The renewal function of a Weibull law: the one solver of the renewal equation, for the planner's
+# screen (expected_renewals) and the failure-log fit's table (renewal_function, mcsim.fitting).
+# Grid of the screen's renewal functions over [0, RENEWAL_SPAN_MEANS mean lifetimes]; beyond it the
+# renewal function grows as its asymptote t / μ + (CV² − 1) / 2 does (Cox 1962, "Renewal Theory", §4.5).
 RENEWAL_SPAN_MEANS = 20.0
 _FINE_SPAN_MEANS = 0.5  # a finer grid for runs shorter than half a lifetime (the early renewals' curvature)
-_RENEWAL_POINTS = 2001
+# renewal_function's grid: 40 steps per Weibull scale, at least 4,000 and at most 20,000, up to
+# t/λ = 500 (a step <= λ/40); the asymptote beyond.
+_STEPS_PER_SCALE, _MIN_STEPS, _MAX_STEPS = 40, 4000, 20000
+_GRID_MAX = 500.0
+# The screen's grids (expected_renewals): 4,000 steps over each span, whatever the shape (a grid of
+# 20,000 steps costs ~25 times as much; at shape 0.05 it moves the screen's counts by 0.1 %).
+_SCREEN_STEPS = 4000
+_LOG_MAX = math.log(np.finfo(float).max)  # ~709.8: exp() of more overflows
+
+
+def renewal_function(t_over_scale: float, shape: float) -> float:
+    """Expected failures of one unit, new at time 0 and renewed at each failure, by time t.
+
+    The renewal function ``M(t)`` of a Weibull law (shape ``k``, scale ``λ``), solved on a grid
+    (:func:`renewal_grid`) for ``t/λ <= 500``; beyond, the key renewal theorem's
+    ``t/μ + (cv² − 1)/2``. Checked against the Smith–Leadbetter series of ``M`` (shapes 1/2, 2
+    and 3: within 4e-6 relative, ``tests/test_renewal.py``) and simulated renewal counts
+    (``tests/test_fitting.py``, ``t/λ`` from 0.01 to 1000, ``k`` 0.5–3: within 4 standard errors,
+    and within 1 % where the simulation resolves it). For ``k = 1`` it is ``t/λ``; for ``t ≪ λ``
+    it is close to the first-failure part ``F(t) ≈ (t/λ)^k``.
+
+    Parameters
+    ----------
+    t_over_scale : float
+        Time over the Weibull scale, ``t/λ`` [-], >= 0 and finite.
+    shape : float
+        Weibull shape ``k`` [-], > 0.
+
+    Returns
+    -------
+    float
+        ``M(t)`` [failures per unit].
+    """
+    if not (math.isfinite(t_over_scale) and t_over_scale >= 0 and math.isfinite(shape) and shape > 0):
+        raise ValueError(f"expected t/λ >= 0 and a shape > 0, got {t_over_scale} and {shape}")
+    if t_over_scale == 0:
+        return 0.0
+    if t_over_scale > _GRID_MAX:
+        # Key renewal theorem, second order (Smith 1954): M(t) ≈ t/μ + (cv² − 1)/2, μ and
+        # cv² of the law with λ = 1; its share of M is small this far out except for very
+        # heavy tails (k < 0.5), where it overstates M by a few per cent.
+        log_mu = float(special.gammaln(1.0 + 1.0 / shape))
+        cv2 = math.exp(min(float(special.gammaln(1.0 + 2.0 / shape)) - 2.0 * log_mu, _LOG_MAX)) - 1.0
+        return t_over_scale / math.exp(log_mu) + 0.5 * (cv2 - 1.0)
+    steps = int(min(max(_STEPS_PER_SCALE * t_over_scale, _MIN_STEPS), _MAX_STEPS))
+    return float(renewal_grid(t_over_scale, shape, steps)[-1])
+
+
+def renewal_grid(span_over_scale: float, shape: float, steps: int) -> np.ndarray:
+    """The renewal function of a Weibull law (scale 1) on a uniform grid over ``[0, span_over_scale]``.
+
+    ``M(t) = F(t) + ∫_0^t F(t − x) dM(x)`` with ``F(t) = 1 − exp(−t^k)``, by the Riemann–Stieltjes
+    midpoint method of Xie (M. Xie, "On the solution of renewal-type integral equations",
+    Communications in Statistics – Simulation and Computation 18(1), 1989, pp. 281–293) on ``n``
+    steps of ``h``: ``M_i (1 − F_{1/2}) = F_i + Σ_{j<i} F_{i−j+1/2} ΔM_j − F_{1/2} M_{i−1}``. Its cost
+    grows as ``n²``.
+
+    Parameters
+    ----------
+    span_over_scale : float
+        The grid's end over the Weibull scale [-], > 0.
+    shape : float
+        Weibull shape ``k`` [-], > 0.
+    steps : int
+        ``n``, the grid's steps.
+
+    Returns
+    -------
+    np.ndarray
+        ``M(i h)``, ``i = 0..n`` [failures per unit].
+    """
+    n = steps
+    h = span_over_scale / n
+    with np.errstate(under="ignore"):
+        f_grid = -np.expm1(-((h * np.arange(n + 1)) ** shape))  # F(i h), i = 0..n
+        f_mid = -np.expm1(-((h * (np.arange(n) + 0.5)) ** shape))  # F((j + 1/2) h), j = 0..n-1
+    m = np.zeros(n + 1)
+    dm = np.zeros(n + 1)
+    reversed_mid = np.ascontiguousarray(f_mid[::-1])  # [n − i : n − 1] = F_{i−1/2}, ..., F_{3/2}
+    for i in range(1, n + 1):
+        conv = float(np.dot(reversed_mid[n - i : n - 1], dm[1:i])) if i > 1 else 0.0
+        m[i] = (f_grid[i] + conv - f_mid[0] * m[i - 1]) / (1.0 - f_mid[0])
+        dm[i] = m[i] - m[i - 1]
+    return m
 
 
 def expected_renewals(t_s: ArrayLike, shape: float, mtbf_s: float, initial_age: str | float) -> np.ndarray:
@@ -160,14 +259,11 @@ def expected_renewals(t_s: ArrayLike, shape: float, mtbf_s: float, initial_age: 
 
     ``initial_age``: ``"stationary"`` (the unit has run for long: ``t / mtbf_s`` exactly), ``"new"`` (an
     ordinary renewal process) or an age in hours (a delayed one: the first lifetime is the residual life
-    at that age). Failed units are replaced by new ones. The renewal function is solved from the renewal
-    equation ``M(t) = G(t) + ∫ M(t − x) dF(x)`` on a uniform grid (trapezoidal Riemann–Stieltjes sums,
-    Xie 1989, "On the solution of renewal-type integral equations", Commun. Stat. Simul. 18(1)), up to
-    :data:`RENEWAL_SPAN_MEANS` mean lifetimes and by the asymptote beyond. Used by the planner's screen
-    for the mean failure rate of a run on a young or aged cluster (docs/model.md §9).
+    at that age). Failed units are replaced by new ones. The renewal function is solved on a grid
+    (:func:`renewal_grid`) up to :data:`RENEWAL_SPAN_MEANS` mean lifetimes, interpolated linearly
+    within it, and continued by the asymptote's slope beyond. Used by the planner's screen for the
+    mean failure rate of a run on a young or aged cluster (docs/model.md §9).
     """
-    import math
-
     t = np.asarray(t_s, dtype=np.float64)
     if initial_age == "stationary" or shape == 1.0:
         return t / mtbf_s
@@ -186,34 +282,20 @@ def expected_renewals(t_s: ArrayLike, shape: float, mtbf_s: float, initial_age: 
 @functools.lru_cache(maxsize=64)
 def _renewal_on_grid(span_s: float, shape: float, scale_s: float, age_s: float) -> tuple[np.ndarray, np.ndarray]:
     """The (delayed) renewal function on a uniform grid over ``[0, span_s]``: the grid and its values
-    (cached: the screen asks for the same class's function many times; treat as read-only)."""
-    grid = np.linspace(0.0, span_s, _RENEWAL_POINTS)
-    lifetime = -np.expm1(-((grid / scale_s) ** shape))  # F
-    ordinary = _renewal_solution(lifetime, lifetime)
+    (cached: the screen asks for the same class's function many times; treat as read-only).
+
+    A unit of age ``a`` at the start first fails after its residual life, of law
+    ``G(t) = 1 − S(a + t)/S(a)``; then ``M_d(t) = G(t) + ∫_0^t G(t − x) dM(x)``, the same midpoint
+    sums as :func:`renewal_grid`'s: ``M_d(t_i) = G_i + Σ_{j<=i} G_{i−j+1/2} ΔM_j``.
+    """
+    ordinary = renewal_grid(span_s / scale_s, shape, _SCREEN_STEPS)
+    grid = np.linspace(0.0, span_s, ordinary.size)
     if age_s == 0.0:
         return grid, ordinary
-    first = -np.expm1((age_s / scale_s) ** shape - ((grid + age_s) / scale_s) ** shape)  # G: residual life
-    return grid, _convolved(first, ordinary)
-
-
-def _renewal_solution(first: np.ndarray, lifetime: np.ndarray) -> np.ndarray:
-    """``M`` on the grid with ``M(t) = first(t) + ∫ M(t − x) dF(x)``, ``M(0) = 0``.
-
-    ``M_i = first_i + Σ_{j=1..i} ΔF_j (M_{i−j+1} + M_{i−j}) / 2``; the ``j = 1`` term holds ``M_i``
-    itself, which is solved for.
-    """
-    d_f = np.diff(lifetime)
-    m = np.zeros_like(first)
-    for i in range(1, m.size):
-        known = np.sum(d_f[:i] * (m[i:0:-1] + m[i - 1 :: -1]))  # m[i] is still 0 here
-        m[i] = (first[i] + 0.5 * known) / (1.0 - 0.5 * d_f[0])
-    return m
-
-
-def _convolved(first: np.ndarray, ordinary: np.ndarray) -> np.ndarray:
-    """The delayed renewal function ``M_d(t) = G(t) + ∫ M(t − x) dG(x)`` on the grid (``first`` = G)."""
-    d_g = np.diff(first)
-    out = np.array(first, dtype=np.float64)
-    for i in range(1, out.size):
-        out[i] += 0.5 * np.sum(d_g[:i] * (ordinary[i:0:-1] + ordinary[i - 1 :: -1]))
-    return out
+    mid = 0.5 * (grid[:-1] + grid[1:])  # (j + 1/2) h
+    with np.errstate(under="ignore"):
+        first = -np.expm1((age_s / scale_s) ** shape - ((grid + age_s) / scale_s) ** shape)  # G(i h)
+        first_mid = -np.expm1((age_s / scale_s) ** shape - ((mid + age_s) / scale_s) ** shape)  # G((j + 1/2) h)
+    delayed = np.array(first)
+    delayed[1:] += np.convolve(first_mid, np.diff(ordinary))[: ordinary.size - 1]
+    return grid, delayed

@@ -15,9 +15,9 @@ A plan file is a scenario (every table of ``mcsim run``'s files except
   ``first_runs``, ``max_runs``, ``max_total_runs``, ``finalists``, ``pool``, ``margin``,
   ``pilot_runs``, ``pilot_families``.
 
-The keys of the three tables are declared like the scenario's (:func:`~mcsim.scenario.schema.param`
+The keys of the three tables are declared like the scenario's (:func:`~mcsim.scenario.validation.param`
 fields of :class:`Search`, :class:`Constraints` and :class:`PlanOptions`) and checked by the
-scenario's validator (:func:`~mcsim.scenario.schema.build_section`); what relates two keys is
+scenario's validator (:func:`~mcsim.scenario.validation.build_section`); what relates two keys is
 checked here. Every mistake is a :class:`~mcsim.errors.ScenarioError`: one line naming
 file and key. The objective is one home here too: its names (:data:`OBJECTIVES`), the weights
 of a plan's (:attr:`Plan.objective_weights`) and the weighted sum of named outputs
@@ -40,11 +40,14 @@ from mcsim.errors import ScenarioError
 from mcsim.model.layouts import RECOMPUTE_CODES
 from mcsim.model.strategies import STRATEGIES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
-from mcsim.scenario.config import Scenario, check_depth, override_items, read_toml, scenario_from_dict, set_dotted
-from mcsim.scenario.overrides import Override
-from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, TOP_LEVEL_KEYS, Interval, build_section, coerce_value, param
+from mcsim.scenario.config import Scenario, scenario_from_dict
+from mcsim.scenario.overrides import Override, override_items, set_dotted
+from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, TOP_LEVEL_KEYS, Interval
 from mcsim.scenario.shipped import resolve_scenario
-from mcsim.scenario.uncertain import parse_uncertain, saltelli_block
+from mcsim.scenario.toml import check_depth, read_toml
+from mcsim.scenario.uncertain import saltelli_block
+from mcsim.scenario.uncertain_table import parse_uncertain
+from mcsim.scenario.validation import build_section, coerce_value, param
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 # Default relative screen margin: the largest relative error of the screen's cost, energy and

@@ -7,7 +7,8 @@ import math
 import numpy as np
 from scipy import stats
 
-from mcsim.scenario.fitting import FailureLog, WeibullFit, product_limit
+from mcsim.fitting.failure_log import FailureLog
+from mcsim.fitting.weibull import WeibullFit, product_limit
 
 
 def probability_plot(log: FailureLog, fit: WeibullFit):

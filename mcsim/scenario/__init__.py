@@ -1,13 +1,18 @@
 """Input: what a user writes, validated (layer 1, above ``kernels``, ``io`` and ``errors``).
 
-- ``schema``: every TOML key of a scenario and a plan, its type, bounds, default and unit;
-  the one validator and error format.
-- ``catalog``: GPU types and their datasheet figures.
+- ``schema``: every TOML key of a scenario, its type, bounds, default and unit (the declarations).
+- ``validation``: how a key is declared and checked: ``param`` fields, field kinds, the one validator.
+- ``consistency``: the rules between keys of one configuration that per-key bounds cannot state.
 - ``config``: scenario files to :class:`~mcsim.scenario.config.Scenario`, a sweep of
-  :class:`~mcsim.scenario.config.Config`; overrides; TOML out.
-- ``uncertain``: the ``[uncertain]`` table: distributions, designs, draws.
+  :class:`~mcsim.scenario.config.Config`; the configurations of the parameter draws.
+- ``overrides``: ``--set KEY=VALUE`` and its Python forms, applied to the raw tables.
+- ``toml``: TOML files read (depth-limited) and written back; numbers as text that reads back.
+- ``catalog``: GPU types, their datasheet figures and rental prices.
+- ``uncertain``: uncertain inputs, their distributions, and the draws of a design.
+- ``uncertain_table``: the ``[uncertain]`` table, read and validated.
 - ``limits``: the memory and time budgets checked before anything runs.
-- ``fitting``, ``priors``: a Weibull law from a failure log, and its ``[uncertain]`` prior.
+- ``shipped``: the scenarios and plans shipped with mcsim, and a name or path to a file.
+- ``frozen``: frozen records hashed once (the sections and configurations as cache keys).
 """
 
 from mcsim.scenario.config import Config, Scenario, load_scenario, reference_scenario_path

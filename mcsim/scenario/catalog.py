@@ -31,7 +31,7 @@ A rented GPU of type T costs, in USD per GPU-hour (docs/model.md §5), the first
 A type with none of the three cannot be rented: :func:`check_type_prices` refuses it. A
 scenario or plan that compares several GPU types while one explicit ``gpu_hour_usd``
 prices two or more of them is refused as well: its cost ranking would only restate that
-one price (issue 22).
+one price.
 """
 
 from __future__ import annotations
@@ -117,117 +117,62 @@ _A100_SOURCES = (
     "logs, 55-65 W); d2h: derived, PCIe Gen4 x16 effective"
 )
 
-GPU_CATALOG: dict[str, GpuSpec] = {
+# The figures of a GPU type, in the order of GpuSpec's fields: peak_tflops, memory_gb, tdp_w, idle_w,
+# freq_max_mhz, freq_min_mhz, d2h_gbps, hbm_gbps, fp8_tflops.
+_Figures = tuple[float, float, float, float, float, float, float, float, float]
+# Each type's figures: each row's comment cites them; _SOURCES below names the source of each in the
+# entry itself.
+_FIGURES: dict[str, _Figures] = {
     # NVIDIA A100 Tensor Core GPU datasheet (2021), A100 40GB SXM4:
-    # BF16 312 TFLOP/s dense (624 sparse), 400 W, 1410 MHz boost, HBM2 40 GB.
-    "A100-40GB": GpuSpec(
-        peak_tflops=312.0,
-        memory_gb=40.0,
-        tdp_w=400.0,
-        idle_w=60.0,
-        freq_max_mhz=1410.0,
-        freq_min_mhz=210.0,
-        d2h_gbps=_PCIE_GEN4_EFF_GBPS,
-        hbm_gbps=1555.0,  # HBM 1,555 GB/s: A100 datasheet (2021), 40GB SXM
-        fp8_tflops=0.0,  # no FP8 tensor cores (A100 datasheet: FP16/BF16, TF32, INT8)
-        sources="memory 40 GB HBM2; " + _A100_SOURCES,
-    ),
+    # BF16 312 TFLOP/s dense (624 sparse), 400 W, 1410 MHz boost, HBM2 40 GB;
+    # HBM 1,555 GB/s: A100 datasheet (2021), 40GB SXM; no FP8 tensor cores (A100 datasheet: FP16/BF16, TF32, INT8).
+    "A100-40GB": (312.0, 40.0, 400.0, 60.0, 1410.0, 210.0, _PCIE_GEN4_EFF_GBPS, 1555.0, 0.0),
     # NVIDIA A100 Tensor Core GPU datasheet (2021), A100 80GB SXM4:
-    # same compute/power/clocks as the 40 GB part, HBM2e 80 GB.
-    "A100-80GB": GpuSpec(
-        peak_tflops=312.0,
-        memory_gb=80.0,
-        tdp_w=400.0,
-        idle_w=60.0,
-        freq_max_mhz=1410.0,
-        freq_min_mhz=210.0,
-        d2h_gbps=_PCIE_GEN4_EFF_GBPS,
-        hbm_gbps=2039.0,  # HBM 2,039 GB/s: A100 datasheet (2021), 80GB SXM
-        fp8_tflops=0.0,  # no FP8 tensor cores (A100 datasheet)
-        sources="memory 80 GB HBM2e; " + _A100_SOURCES,
-    ),
+    # same compute/power/clocks as the 40 GB part, HBM2e 80 GB;
+    # HBM 2,039 GB/s: A100 datasheet (2021), 80GB SXM; no FP8 tensor cores (A100 datasheet).
+    "A100-80GB": (312.0, 80.0, 400.0, 60.0, 1410.0, 210.0, _PCIE_GEN4_EFF_GBPS, 2039.0, 0.0),
     # NVIDIA H100 Tensor Core GPU datasheet (2022/2023), H100 SXM5 80GB:
-    # BF16 1979 TFLOP/s with sparsity -> 989 dense, up to 700 W, 1980 MHz max.
-    "H100-SXM": GpuSpec(
-        peak_tflops=989.0,
-        memory_gb=80.0,
-        tdp_w=700.0,
-        idle_w=80.0,
-        freq_max_mhz=1980.0,
-        freq_min_mhz=210.0,
-        d2h_gbps=_PCIE_GEN5_EFF_GBPS,
-        hbm_gbps=3350.0,  # HBM 3.35 TB/s: H100 datasheet (2023), SXM5
-        fp8_tflops=1979.0,  # FP8 3,958 TFLOP/s sparse / 2: H100 datasheet (2023), SXM5
-        sources=(
-            "peak (1979 sparse / 2)/memory/TDP: NVIDIA H100 Tensor Core GPU "
-            "datasheet (2023), SXM5; max clock: NVIDIA H100 spec (1980 MHz); "
-            "min clock: nvidia-smi supported clocks; idle: measured captures "
-            "(70-90 W); d2h: derived, PCIe Gen5 x16 effective"
-        ),
-    ),
+    # BF16 1979 TFLOP/s with sparsity -> 989 dense, up to 700 W, 1980 MHz max;
+    # HBM 3.35 TB/s: H100 datasheet (2023), SXM5; FP8 3,958 TFLOP/s sparse / 2: H100 datasheet (2023), SXM5.
+    "H100-SXM": (989.0, 80.0, 700.0, 80.0, 1980.0, 210.0, _PCIE_GEN5_EFF_GBPS, 3350.0, 1979.0),
     # NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM 141GB HBM3e:
-    # same GH100 compute as H100 (BF16 1979 sparse -> 989 dense), up to 700 W.
-    "H200": GpuSpec(
-        peak_tflops=989.0,
-        memory_gb=141.0,
-        tdp_w=700.0,
-        idle_w=80.0,
-        freq_max_mhz=1980.0,
-        freq_min_mhz=210.0,
-        d2h_gbps=_PCIE_GEN5_EFF_GBPS,
-        hbm_gbps=4800.0,  # HBM 4.8 TB/s: H200 datasheet (2024)
-        fp8_tflops=1979.0,  # FP8 3,958 TFLOP/s sparse / 2: H200 datasheet (2024)
-        sources=(
-            "peak (1979 sparse / 2)/memory/TDP: NVIDIA H200 Tensor Core GPU "
-            "datasheet (2024), SXM; clocks: as H100 SXM (same GH100 die); "
-            "idle: assumed equal to H100; d2h: derived, PCIe Gen5 x16 effective"
-        ),
-    ),
+    # same GH100 compute as H100 (BF16 1979 sparse -> 989 dense), up to 700 W;
+    # HBM 4.8 TB/s: H200 datasheet (2024); FP8 3,958 TFLOP/s sparse / 2: H200 datasheet (2024).
+    "H200": (989.0, 141.0, 700.0, 80.0, 1980.0, 210.0, _PCIE_GEN5_EFF_GBPS, 4800.0, 1979.0),
     # NVIDIA GH200 Grace Hopper Superchip datasheet (2023), 96 GB HBM3 variant
     # (the 144 GB HBM3e variant is not modelled). Module power is configurable
     # 450-1000 W for CPU+GPU+memory; tdp_w=700 is an ASSUMED GPU share,
     # matching H100 SXM. NVLink-C2C 900 GB/s total = 450 GB/s per direction.
-    "GH200": GpuSpec(
-        peak_tflops=989.0,
-        memory_gb=96.0,
-        tdp_w=700.0,
-        idle_w=96.0,
-        freq_max_mhz=1980.0,
-        freq_min_mhz=210.0,
-        d2h_gbps=_NVLINK_C2C_PER_DIR_GBPS,
-        hbm_gbps=4000.0,  # HBM 4 TB/s (96 GB HBM3): GH200 datasheet (2023)
-        fp8_tflops=1979.0,  # FP8 3,958 TFLOP/s sparse / 2: GH200 datasheet (2023)
-        sources=(
-            "peak/memory (96 GB HBM3)/C2C 900 GB/s: NVIDIA GH200 Grace Hopper "
-            "Superchip datasheet (2023); tdp: assumption, 700 W GPU share of "
-            "the 450-1000 W module; clocks: as H100 SXM; idle: measured "
-            "captures (EuroMLSys'26 DVFS study, ~96 W); d2h: derived, "
-            "NVLink-C2C per-direction peak"
-        ),
-    ),
+    # HBM 4 TB/s (96 GB HBM3): GH200 datasheet (2023); FP8 3,958 TFLOP/s sparse / 2: GH200 datasheet (2023).
+    "GH200": (989.0, 96.0, 700.0, 96.0, 1980.0, 210.0, _NVLINK_C2C_PER_DIR_GBPS, 4000.0, 1979.0),
     # NVIDIA HGX B200 datasheet (2024/2025): FP16/BF16 4.5 PFLOPS per GPU with
     # sparsity -> 2250 TFLOP/s dense, up to 1000 W. Memory: the B200 package
     # carries 192 GB HBM3e (8 stacks), but HGX/DGX B200 systems expose 180 GB
     # per GPU (DGX B200 datasheet: 1,440 GB total for 8 GPUs; nvidia-smi
     # reports ~179 GB). We use 180 GB since it is what a training job can use.
-    "B200": GpuSpec(
-        peak_tflops=2250.0,
-        memory_gb=180.0,
-        tdp_w=1000.0,
-        idle_w=100.0,
-        freq_max_mhz=1965.0,
-        freq_min_mhz=210.0,
-        d2h_gbps=_PCIE_GEN5_EFF_GBPS,
-        hbm_gbps=8000.0,  # HBM 8 TB/s: HGX B200 datasheet (2024)
-        fp8_tflops=4500.0,  # FP8 9 PFLOP/s sparse / 2: HGX B200 datasheet (2024)
-        sources=(
-            "peak (4.5 PF sparse / 2)/TDP: NVIDIA HGX B200 datasheet (2024); "
-            "memory: DGX B200 datasheet (1,440 GB / 8 GPUs = 180 GB usable of "
-            "192 GB physical); boost clock: approximate, from public spec "
-            "listings; min clock: assumed like Hopper; idle: assumed ~100 W; "
-            "d2h: derived, PCIe Gen5 x16 effective"
-        ),
-    ),
+    # HBM 8 TB/s: HGX B200 datasheet (2024); FP8 9 PFLOP/s sparse / 2: HGX B200 datasheet (2024).
+    "B200": (2250.0, 180.0, 1000.0, 100.0, 1965.0, 210.0, _PCIE_GEN5_EFF_GBPS, 8000.0, 4500.0),
+}
+
+# Each type's sources, as the entry's ``sources`` text.
+_SOURCES: dict[str, str] = {
+    "A100-40GB": "memory 40 GB HBM2; " + _A100_SOURCES,
+    "A100-80GB": "memory 80 GB HBM2e; " + _A100_SOURCES,
+    "H100-SXM": "peak (1979 sparse / 2)/memory/TDP: NVIDIA H100 Tensor Core GPU datasheet (2023), SXM5; max clock: "
+    "NVIDIA H100 spec (1980 MHz); min clock: nvidia-smi supported clocks; idle: measured captures (70-90 W); "
+    "d2h: derived, PCIe Gen5 x16 effective",
+    "H200": "peak (1979 sparse / 2)/memory/TDP: NVIDIA H200 Tensor Core GPU datasheet (2024), SXM; clocks: as H100 "
+    "SXM (same GH100 die); idle: assumed equal to H100; d2h: derived, PCIe Gen5 x16 effective",
+    "GH200": "peak/memory (96 GB HBM3)/C2C 900 GB/s: NVIDIA GH200 Grace Hopper Superchip datasheet (2023); tdp: "
+    "assumption, 700 W GPU share of the 450-1000 W module; clocks: as H100 SXM; idle: measured captures "
+    "(EuroMLSys'26 DVFS study, ~96 W); d2h: derived, NVLink-C2C per-direction peak",
+    "B200": "peak (4.5 PF sparse / 2)/TDP: NVIDIA HGX B200 datasheet (2024); memory: DGX B200 datasheet (1,440 GB / "
+    "8 GPUs = 180 GB usable of 192 GB physical); boost clock: approximate, from public spec listings; min clock: "
+    "assumed like Hopper; idle: assumed ~100 W; d2h: derived, PCIe Gen5 x16 effective",
+}
+
+GPU_CATALOG: dict[str, GpuSpec] = {
+    name: GpuSpec(*figures, sources=_SOURCES[name]) for name, figures in _FIGURES.items()
 }
 
 

@@ -1,8 +1,10 @@
 """Scenario files: TOML -> validated :class:`Scenario` of one or more :class:`Config`.
 
-A scenario is read with :mod:`tomllib`, command-line overrides (``--set
-KEY=VALUE``) are applied to the raw tables, and every section is validated by
-:mod:`mcsim.schema`. A ``[sweep]`` table turns dotted keys into dimensions:
+A scenario is read with :mod:`tomllib` (:func:`mcsim.scenario.toml.read_toml`), command-line
+overrides (``--set KEY=VALUE``, :mod:`mcsim.scenario.overrides`) are applied to the raw tables,
+every section is validated against its declaration (:mod:`mcsim.scenario.schema`,
+:mod:`mcsim.scenario.validation`) and the keys against each other
+(:mod:`mcsim.scenario.consistency`). A ``[sweep]`` table turns dotted keys into dimensions:
 the scenario expands to the Cartesian product of their values, one
 :class:`Config` each, in C order (last axis fastest).
 """
@@ -15,9 +17,7 @@ import functools
 import hashlib
 import itertools
 import json
-import math
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +27,14 @@ import numpy as np
 
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
+from mcsim.scenario.consistency import FAILURE_NAME, check_configuration
 from mcsim.scenario.frozen import hash_once
 from mcsim.scenario.limits import check_sweep_size
-from mcsim.scenario.overrides import Override, normal_key, parse_override, plain_value
+from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
 from mcsim.scenario.schema import (
+    FLEET_KINDS,
     PLAN_TABLES,
     REQUIRED_SECTIONS,
-    RUN_KEYS,
     SECTIONS,
     TOP_LEVEL_KEYS,
     CarbonSection,
@@ -51,13 +52,7 @@ from mcsim.scenario.schema import (
     RestartSection,
     RunSection,
     StragglerSection,
-    build_section,
-    check_text,
-    coerce_value,
-    field_meta,
-    format_number,
     key_meta,
-    run_option,
 )
 from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped_scenarios_folder: public here too)
     REFERENCE_SCENARIO,
@@ -65,8 +60,10 @@ from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped
     resolve_scenario,
     shipped_scenarios_folder,
 )
-from mcsim.scenario.toml import MAX_DEPTH, dumps_toml, toml_value
-from mcsim.scenario.uncertain import UncertainInput, parse_uncertain
+from mcsim.scenario.toml import check_depth, dumps_toml, read_toml
+from mcsim.scenario.uncertain import UncertainInput
+from mcsim.scenario.uncertain_table import parse_uncertain
+from mcsim.scenario.validation import build_section, check_text, coerce_value
 
 
 @hash_once
@@ -213,74 +210,6 @@ def safe_file_stem(name: str) -> str:
     return f"{readable}-{digest}"
 
 
-def override_items(overrides: Any) -> list[Override]:
-    """``(key, value)`` pairs of ``overrides``: ``KEY=VALUE`` text or typed pairs (see :func:`load_scenario`)."""
-    if isinstance(overrides, str):
-        overrides = [overrides]
-    items = overrides.items() if isinstance(overrides, Mapping) else overrides
-    pairs = []
-    for item in items:
-        if isinstance(item, str):
-            pairs.append(parse_override(item))
-        elif isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
-            check_depth(item[1], "--set")
-            pairs.append((normal_key(item[0]), plain_value(item[1])))
-        else:
-            raise TypeError(f"an override is 'KEY=VALUE' or a (key, value) pair, got {item!r}")
-    return pairs
-
-
-def apply_override(raw: dict, key: str, value: Any, source: str) -> None:
-    """Apply one override to the raw tables of the file ``source``.
-
-    A list sets the sweep axis ``key`` (added, or its values replaced), unless the key's value is a
-    list itself (``phases.token_shares``, ``failures.<class>.recovery_durations_minutes``): then it
-    sets the value; a scalar sets the value and removes the axis if ``key`` was swept (the dimension
-    disappears).
-    """
-    sweep = raw.get("sweep", {})
-    if not isinstance(sweep, dict):
-        raise ScenarioError(source, "sweep", "expected a table of KEY = [values]")
-    if isinstance(value, list) and not _holds_a_list(key):
-        set_dotted(copy.deepcopy(raw), key, value[0] if value else None, "--set")  # the key must resolve
-        raw["sweep"] = {**sweep, key: value}
-        return
-    set_dotted(raw, key, value, "--set")
-    if key in sweep:
-        raw["sweep"] = {k: v for k, v in sweep.items() if k != key}
-
-
-def _holds_a_list(key: str) -> bool:
-    """Whether the scenario key ``key`` takes a list as its value (a kind that cannot be swept)."""
-    meta = key_meta(key)
-    return meta is not None and not getattr(meta["kind"], "SWEEPABLE", True)
-
-
-def read_toml(path: str | Path) -> dict:
-    """The tables of the TOML file ``path`` (a scenario or a plan file), nested at most ``MAX_DEPTH`` deep.
-
-    Raises
-    ------
-    ScenarioError
-        When the file cannot be read, is not valid TOML or is nested too deeply.
-    """
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ScenarioError(source, "(file)", f"cannot read: {getattr(err, 'strerror', err)}") from err
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
-    except RecursionError:
-        raise ScenarioError(
-            source, "(syntax)", f"arrays or tables nested too deeply (at most {MAX_DEPTH} levels are accepted)"
-        ) from None
-    check_depth(raw, source)
-    return raw
-
-
 def load_scenario(
     path: str | Path | None = None, overrides: Iterable[str | Override] | Mapping[str, Any] = (), **run_overrides: Any
 ) -> Scenario:
@@ -310,37 +239,8 @@ def load_scenario(
     path = resolve_scenario(path) if path is not None else reference_scenario_path()
     source = str(path)
     raw = read_toml(path)
-    applied = []
-    for key, value in override_items(overrides):
-        check_depth({key: value}, "--set")
-        apply_override(raw, key, value, source)
-        applied.append(f"{key} = {toml_value(value)}")
-    for key, value in run_overrides.items():
-        if value is not None:
-            option = f"load_scenario({key}=...)"
-            if field_meta("run", key) is None:
-                raise ScenarioError(option, key, f"unknown [run] key; expected one of {', '.join(RUN_KEYS)}")
-            raw.setdefault("run", {})
-            if not isinstance(raw["run"], dict):
-                raise ScenarioError(source, "run", "expected a table")
-            raw["run"][key] = run_option(key, plain_value(value), option)
-            applied.append(f"run.{key} = {toml_value(raw['run'][key])}")
+    applied = apply_overrides(raw, overrides, run_overrides, source)
     return dataclasses.replace(scenario_from_dict(raw, source), overrides=tuple(applied))
-
-
-def check_depth(raw: Any, source: str) -> None:
-    """Refuse values nested deeper than :data:`MAX_DEPTH` (iteratively: no recursion limit)."""
-    stack = [(raw, 0, "")]
-    while stack:
-        value, depth, where = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ScenarioError(
-                source, where or "(value)", f"expected a value nested at most {MAX_DEPTH} deep (arrays and tables)"
-            )
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in value.items())
-        elif isinstance(value, (list, tuple)):
-            stack.extend((v, depth + 1, where) for v in value)
 
 
 def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
@@ -363,12 +263,10 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     check_sweep_size(
         tuple(len(axis.values) for axis in axes), base.run.runs * max(1, base.run.draws), source
     )  # before expanding
-    configs = []
-    for combo in itertools.product(*(axis.values for axis in axes)):
-        varied = copy.deepcopy(raw)
-        for axis, value in zip(axes, combo, strict=False):
-            set_dotted(varied, axis.key, _as_raw(value), source)
-        configs.append(_build_config(varied, source, context=_combo_text(axes, combo)))
+    configs = [
+        _build_config(with_keys_set(raw, _point_values(axes, combo), source), source, context=_combo_text(axes, combo))
+        for combo in itertools.product(*(axis.values for axis in axes))
+    ]
     check_prices(configs, (axis.key for axis in axes), (entry.key for entry in uncertain), source)
     return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs), uncertain=uncertain)
 
@@ -402,14 +300,16 @@ def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float
 
     Used for the parameter draws of the ``[uncertain]`` inputs (:mod:`mcsim.uncertain`).
     """
-    varied = copy.deepcopy(scenario.raw)
-    combo = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
-    for axis, index in zip(scenario.axes, combo, strict=False):
-        set_dotted(varied, axis.key, _as_raw(axis.values[index]), scenario.source)
-    for key, value in values.items():
-        set_dotted(varied, key, float(value), scenario.source)
-    axes_text = _combo_text(scenario.axes, tuple(axis.values[i] for axis, i in zip(scenario.axes, combo, strict=False)))
-    return _build_config(varied, scenario.source, context=", ".join(t for t in (axes_text, context) if t))
+    indices = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
+    combo = tuple(axis.values[i] for axis, i in zip(scenario.axes, indices, strict=False))
+    assigned = _point_values(scenario.axes, combo) + [(key, float(value)) for key, value in values.items()]
+    context = ", ".join(t for t in (_combo_text(scenario.axes, combo), context) if t)
+    return _build_config(with_keys_set(scenario.raw, assigned, scenario.source), scenario.source, context=context)
+
+
+def _point_values(axes: Sequence[SweepAxis], combo: tuple) -> list[tuple[str, Any]]:
+    """The (key, value) of each axis at a sweep point, values as the raw tables hold them."""
+    return [(axis.key, _as_raw(value)) for axis, value in zip(axes, combo, strict=False)]
 
 
 def _combo_text(axes: Sequence[SweepAxis], combo: tuple) -> str:
@@ -424,35 +324,6 @@ def _as_raw(value: Any) -> Any:
 
 def _coord(value: Any) -> Any:
     return value.label if isinstance(value, Interval) else value
-
-
-def set_dotted(raw: dict, key: str, value: Any, source: str) -> None:
-    """Set the scenario key ``key`` (``SECTION.KEY``, ``failures.<class>.<field>``, ``name``,
-    ``description``) in the raw tables ``raw`` (raises :class:`ScenarioError` naming ``source``)."""
-    parts = key.split(".")
-    if parts[0] == "failures":
-        if len(parts) != 3:
-            raise ScenarioError(source, key, "expected failures.<class name>.<field>")
-        classes = raw.get("failures", [])
-        if not isinstance(classes, list):
-            raise ScenarioError(source, "failures", "expected an array of tables [[failures]]")
-        matches = [c for c in classes if isinstance(c, dict) and c.get("name") == parts[1]]
-        if not matches:
-            names = ", ".join(str(c.get("name")) for c in classes if isinstance(c, dict))
-            raise ScenarioError(source, key, f"no failure class named {parts[1]!r} (classes: {names or 'none'})")
-        matches[0][parts[2]] = value
-        return
-    if len(parts) == 1 and parts[0] in ("name", "description"):
-        raw[parts[0]] = value
-        return
-    if len(parts) != 2 or parts[0] not in SECTIONS:
-        raise ScenarioError(
-            source, key, f"expected SECTION.KEY with SECTION one of {', '.join(SECTIONS)}, or failures.<class>.<field>"
-        )
-    table = raw.setdefault(parts[0], {})
-    if not isinstance(table, dict):
-        raise ScenarioError(source, parts[0], "expected a table")
-    table[parts[1]] = value
 
 
 def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
@@ -507,79 +378,21 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
         _with_durations(build_section(FailureClass, table, where, _failure_prefix(table, i)), table, where)
         for i, table in enumerate(failures_raw)
     )
-    names = [f.name for f in failures]
-    for i, fname in enumerate(names):
-        if not _FAILURE_NAME.fullmatch(fname):
-            raise ScenarioError(where, f"failures[{i}].name", f"expected letters, digits, _ or -, got {fname!r}")
-        if names.index(fname) != i:
-            raise ScenarioError(where, f"failures[{i}].name", f"duplicate failure class name {fname!r}")
     hardware: HardwareSection = sections["hardware"]
+    gpu = _gpu_of(hardware)
+    check_configuration(sections, gpu, failures, where)
+    failures = tuple(in_fleet(f, hardware.failure_rate_factor) for f in failures)
+    return Config(name=name, gpu=gpu, failures=failures, **sections)
+
+
+def _gpu_of(hardware: HardwareSection) -> GpuSpec:
+    """The catalog entry of ``hardware.gpu`` with the ``[hardware]`` table's figures that are set."""
     overrides = {
         f.name: getattr(hardware, f.name)
         for f in dataclasses.fields(GpuSpec)
         if f.name != "sources" and getattr(hardware, f.name) is not None
     }
-    gpu = dataclasses.replace(lookup_gpu(hardware.gpu), **overrides)
-    if gpu.freq_min_mhz > gpu.freq_max_mhz:
-        raise ScenarioError(
-            where,
-            "hardware.freq_min_mhz",
-            f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, got {format_number(gpu.freq_min_mhz)}",
-        )
-    model = sections["model"]
-    heads = model.heads or max(1, model.hidden // 128)
-    if model.kv_heads and (model.kv_heads > heads or heads % model.kv_heads):
-        raise ScenarioError(
-            where,
-            "model.kv_heads",
-            f"expected a divisor of the {heads} attention heads (0: heads), got {model.kv_heads}",
-        )
-    compute = sections["compute"]
-    tables = float(model.vocab) * float(model.hidden) * (1.0 if model.tied_embeddings else 2.0)
-    if compute.step_model == "operators" and model.vocab > 0 and model.params <= tables:
-        raise ScenarioError(
-            where,
-            "model.params",
-            f"expected more than the {format_number(tables)} parameters of the embedding and output tables "
-            f"(vocab x hidden, {'tied' if model.tied_embeddings else 'x 2 untied'}), got {format_number(model.params)}",
-        )
-    if compute.fp8 and compute.step_model != "operators":
-        raise ScenarioError(
-            where, "compute.fp8", 'expected false unless compute.step_model = "operators" (FP8 is modelled there only)'
-        )
-    if gpu.idle_w > gpu.tdp_w:
-        raise ScenarioError(
-            where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
-        )
-    _check_phases(sections["phases"], where)
-    for fclass in failures:
-        _check_failure_class(fclass, where)
-    failures = tuple(in_fleet(f, hardware.failure_rate_factor) for f in failures)
-    return Config(name=name, gpu=gpu, failures=failures, **sections)
-
-
-def _check_phases(phases: PhasesSection, where: str) -> None:
-    """The phases' lists agree: as many batches and sequence lengths (when given) as shares, summing to 1."""
-    shares = phases.token_shares
-    for key in ("global_batch", "seq_len"):
-        given = len(getattr(phases, key))
-        if given and given != len(shares):
-            raise ScenarioError(
-                where,
-                f"phases.{key}",
-                f"expected one value per phase ({len(shares)}, as phases.token_shares), got {given}",
-            )
-    if shares and abs(math.fsum(shares) - 1.0) > 1e-6:
-        raise ScenarioError(
-            where,
-            "phases.token_shares",
-            f"expected shares that sum to 1, got a sum of {format_number(math.fsum(shares))}",
-        )
-
-
-# The kinds of failure class whose rate is the fleet's (hardware.failure_rate_factor scales it): hardware
-# and software faults; a training instability is the model's, a planned stop the operator's.
-FLEET_KINDS = ("fail_stop", "hang")
+    return dataclasses.replace(lookup_gpu(hardware.gpu), **overrides)
 
 
 def in_fleet(fclass: FailureClass, failure_rate_factor: float, mtbf_hours: Any = None) -> FailureClass:
@@ -609,62 +422,8 @@ def _with_durations(fclass: FailureClass, table: dict, where: str) -> FailureCla
     return dataclasses.replace(fclass, recovery_minutes=sum(durations) / len(durations))
 
 
-def _check_failure_class(fclass: FailureClass, where: str) -> None:
-    """The keys of a failure class that only some scopes or kinds use (docs/model.md §3)."""
-    prefix = f"failures.{fclass.name}"
-    if fclass.domain_nodes > 1 and fclass.scope != "node":
-        raise ScenarioError(
-            where,
-            f"{prefix}.domain_nodes",
-            f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)",
-        )
-    if fclass.kind == "planned" and fclass.scope != "cluster":
-        raise ScenarioError(
-            where, f"{prefix}.scope", "expected 'cluster' for kind 'planned' (a planned stop stops the whole job)"
-        )
-    if fclass.kind == "hang" and fclass.detection_minutes == 0:
-        raise ScenarioError(
-            where,
-            f"{prefix}.detection_minutes",
-            "expected > 0 for kind 'hang' (the watchdog timeout; Megatron-LM's --distributed-timeout-minutes "
-            "defaults to 10)",
-        )
-    if fclass.detection_minutes > 0 and fclass.kind != "hang":
-        raise ScenarioError(where, f"{prefix}.detection_minutes", f"expected 0 for kind {fclass.kind!r} (hangs only)")
-    if fclass.rollback_checkpoints > 0 and fclass.kind != "instability":
-        raise ScenarioError(
-            where, f"{prefix}.rollback_checkpoints", f"expected 0 for kind {fclass.kind!r} (instabilities only)"
-        )
-    if fclass.manual_hours > 0 and fclass.manual_share == 0:
-        raise ScenarioError(
-            where, f"{prefix}.manual_share", "expected > 0 where manual_hours is set (or manual_hours 0)"
-        )
-    _check_bad_replacements(fclass, where, prefix)
-
-
-def _check_bad_replacements(fclass: FailureClass, where: str, prefix: str) -> None:
-    """Bad replacements: GPUs and nodes replaced after a hardware failure (fail-stop or hang), with a life."""
-    share, hours = fclass.bad_replacement_share, fclass.bad_replacement_hours
-    if share > 0 and (fclass.scope == "cluster" or fclass.kind not in FLEET_KINDS):
-        raise ScenarioError(
-            where,
-            f"{prefix}.bad_replacement_share",
-            f"expected 0 for scope {fclass.scope!r}, kind {fclass.kind!r} (GPUs and nodes are replaced after "
-            "fail-stop failures and hangs)",
-        )
-    if share > 0 and hours == 0:
-        raise ScenarioError(where, f"{prefix}.bad_replacement_hours", "expected > 0 where bad_replacement_share is")
-    if hours > 0 and share == 0:
-        raise ScenarioError(
-            where, f"{prefix}.bad_replacement_share", "expected > 0 where bad_replacement_hours is set (or hours 0)"
-        )
-
-
-_FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")
-
-
 def _failure_prefix(table: Any, index: int) -> str:
     """How errors name a failure class: ``failures.<name>`` (as sweep keys and --set do), or
     ``failures[<index>]`` while it has no usable name."""
     name = table.get("name") if isinstance(table, dict) else None
-    return f"failures.{name}" if isinstance(name, str) and _FAILURE_NAME.fullmatch(name) else f"failures[{index}]"
+    return f"failures.{name}" if isinstance(name, str) and FAILURE_NAME.fullmatch(name) else f"failures[{index}]"

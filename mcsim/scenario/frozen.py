@@ -5,7 +5,7 @@ checkpoint plan and kernel inputs (:func:`mcsim.scenario.config.cached_per_confi
 its sections are the keys of the step model's cache (:func:`mcsim.model.workload.step_sections`).
 A frozen dataclass recomputes its hash from every field at each lookup, recursively through the
 sections: 9,146 hashes of configurations (69,146 with their sections) took 0.04 s of a
-480-configuration sweep's 0.4 s around its kernel (issue 26 item 4). :func:`hash_once` keeps the
+480-configuration sweep's 0.4 s around its kernel. :func:`hash_once` keeps the
 value, which cannot change, on the instance.
 """
 
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar, dataclass_transform
 
 _Record = TypeVar("_Record")
 
@@ -47,3 +48,10 @@ def hash_once(cls: type[_Record]) -> type[_Record]:
     cls.__hash__ = __hash__  # type: ignore[method-assign]
     cls.__getstate__ = __getstate__  # type: ignore[method-assign]
     return cls
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+def section(cls: type[_Record]) -> type[_Record]:
+    """Class decorator of a table of a scenario file (:mod:`mcsim.scenario.schema`): a frozen dataclass
+    of keyword-only fields, hashed once (:func:`hash_once`)."""
+    return hash_once(dataclass(frozen=True, kw_only=True)(cls))

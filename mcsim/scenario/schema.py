@@ -1,17 +1,11 @@
 """The scenario schema: every TOML key, its type, bounds, default and unit, once.
 
-Each section of a scenario file is a frozen dataclass below. A field's
-metadata (made by :func:`param`) holds what the validator checks and what the
-documentation prints; a field without a default is required. Unknown keys,
-wrong types, NaN/inf and out-of-range values are :class:`ScenarioError` with
-one line that names the file, the key and what was expected.
-
-The same mechanism (:func:`param` fields, :func:`build_section`, :func:`coerce_value`)
-declares the tables of plan files (:mod:`mcsim.planning.plan`), the parameters of
-``[uncertain]`` distributions (:mod:`mcsim.scenario.uncertain`) and the options of
-``mcsim fit-failures`` (:mod:`mcsim.scenario.fitting`): one validator and one error format.
-A field kind other than the built-in ones (float, int, str, bool, :class:`StateOrNumber`)
-is a class with a ``from_toml(value, meta, source, key)`` classmethod (:class:`Interval`).
+Each section of a scenario file is a frozen dataclass below (:func:`~mcsim.scenario.frozen.section`),
+each key a field made by :func:`~mcsim.scenario.validation.param`; the one validator
+(:mod:`mcsim.scenario.validation`) checks a table against them. The scenario's own field kinds
+are here too: :class:`Interval` (a checkpoint interval) and :class:`PricesByType` (a price per GPU
+type); so are the lookups of a dotted key's declaration (:func:`field_meta`, :func:`key_meta`) and
+the check of a ``[run]`` value given outside the file (:func:`run_option`).
 
 Defaults are assumptions unless ``docs/model.md`` ("Defaults and their sources")
 cites the publication they are taken from.
@@ -21,58 +15,36 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from mcsim.errors import ScenarioError  # noqa: F401  (raised here; public from this module too)
+from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
-from mcsim.scenario.frozen import hash_once
+from mcsim.scenario.frozen import section
+from mcsim.scenario.toml import format_number
+from mcsim.scenario.validation import (
+    Counts,
+    Durations,
+    Shares,
+    StateOrNumber,
+    coerce_number,
+    coerce_value,
+    is_integral,
+    is_number,
+    param,
+    type_name,
+)
 
 # The checkpoint strategies a scenario may name; mcsim.model.strategies holds one record for each
 # (and checks at import that its names are these).
 CHECKPOINT_STRATEGIES = ("sync", "async", "gockpt", "in_memory")
 # The kinds of failure class (docs/model.md §3 "Kinds of interruption"), in the kernel's code order.
 FAILURE_KINDS = ("fail_stop", "hang", "instability", "planned")
+# The kinds of failure class whose rate is the fleet's (hardware.failure_rate_factor scales it): hardware
+# and software faults; a training instability is the model's, a planned stop the operator's.
+FLEET_KINDS = ("fail_stop", "hang")
 
-_REQUIRED = dataclasses.MISSING
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
-
-
-def param(
-    default: Any = _REQUIRED,
-    *,
-    kind: type = float,
-    gt: float | None = None,
-    ge: float | None = None,
-    le: float | None = None,
-    lt: float | None = None,
-    choices: tuple[str, ...] | None = None,
-    many: bool = False,
-    unit: str = "",
-    doc: str = "",
-    key: str | None = None,
-) -> Any:
-    """A validated field of a TOML table.
-
-    Parameters
-    ----------
-    default : Any
-        The value when the key is absent; left out, the key is required.
-    kind : type
-        float, int, str, bool, :class:`StateOrNumber`, or a class with a ``from_toml`` classmethod.
-    gt, ge, le, lt : float, optional
-        Bounds of a number (in ``unit``).
-    choices : tuple of str, optional
-        The strings a ``str`` (or :class:`StateOrNumber`) value may take.
-    many : bool
-        The value is a non-empty list of distinct values, each checked as above (typed as a tuple).
-    unit, doc : str
-        Shown in error messages and the documentation.
-    key : str, optional
-        The TOML key when it is not the field's name (a Python keyword such as ``from``).
-    """
-    meta = dict(kind=kind, gt=gt, ge=ge, le=le, lt=lt, choices=choices, many=many, unit=unit, doc=doc, key=key)
-    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True)
@@ -96,10 +68,6 @@ class Interval:
         return value if isinstance(value, Interval) else _coerce_interval(value, source, key)
 
 
-class StateOrNumber:
-    """Field kind: one of the field's ``choices`` (a string) or a number within its bounds."""
-
-
 class PricesByType:
     """Field kind: a table of catalog GPU types to numbers within the field's bounds.
 
@@ -118,7 +86,7 @@ class PricesByType:
             raise ScenarioError(
                 source,
                 key,
-                f"expected a table of GPU type = number, e.g. {{ H100-SXM = 3.1 }}, got {_type_name(value)}",
+                f"expected a table of GPU type = number, e.g. {{ H100-SXM = 3.1 }}, got {type_name(value)}",
             )
         pairs = []
         for name, number in value.items():
@@ -126,56 +94,11 @@ class PricesByType:
                 raise ScenarioError(
                     source, f"{key}.{name}", f"unknown GPU type; expected one of {', '.join(GPU_CATALOG)}"
                 )
-            pairs.append((name, float(_coerce_number(meta, number, source, f"{key}.{name}", integer=False))))
+            pairs.append((name, float(coerce_number(meta, number, source, f"{key}.{name}", integer=False))))
         return tuple(pairs)
 
 
-class Durations:
-    """Field kind: a list of durations within the field's bounds, e.g. ``[4, 9, 15, 120]``.
-
-    Typed as a tuple of floats (hashable, in the file's order; at most :data:`MAX_ENTRIES`). It
-    cannot be swept (:data:`SWEEPABLE`). Subclasses change what the list holds.
-    """
-
-    SWEEPABLE = False
-    MAX_ENTRIES = 100_000
-    NOUN, EXAMPLE, INTEGER = "durations", "[4, 9, 15, 120]", False
-
-    @classmethod
-    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple:
-        """The numbers a TOML array lists (a tuple passes through)."""
-        if isinstance(value, tuple):
-            return value
-        if not isinstance(value, list) or len(value) > cls.MAX_ENTRIES:
-            raise ScenarioError(
-                source,
-                key,
-                f"expected a list of at most {cls.MAX_ENTRIES:,} {cls.NOUN}, e.g. {cls.EXAMPLE}, got "
-                + (f"{len(value):,} of them" if isinstance(value, list) else _type_name(value)),
-            )
-        kind = int if cls.INTEGER else float
-        return tuple(
-            kind(_coerce_number(meta, number, source, f"{key}[{i}]", integer=cls.INTEGER))
-            for i, number in enumerate(value)
-        )
-
-
-class Shares(Durations):
-    """Field kind: a list of shares, e.g. ``[0.01, 0.94, 0.05]`` (one per training phase)."""
-
-    MAX_ENTRIES = 64
-    NOUN, EXAMPLE = "shares", "[0.01, 0.94, 0.05]"
-
-
-class Counts(Durations):
-    """Field kind: a list of whole numbers, e.g. ``[512, 2048, 2048]`` (one per training phase)."""
-
-    MAX_ENTRIES = 64
-    NOUN, EXAMPLE, INTEGER = "whole numbers", "[512, 2048, 2048]", True
-
-
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class ModelSection:
     params: float = param(gt=0, le=1e15, unit="parameters", doc="N, model parameters")
     layers: int = param(kind=int, ge=1, le=100_000, doc="L, transformer layers")
@@ -201,8 +124,7 @@ class ModelSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class HardwareSection:
     gpu: str = param("H100-SXM", kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
     gpus_per_node: int = param(8, kind=int, ge=1, le=1024, doc="GPUs per node")
@@ -227,8 +149,7 @@ class HardwareSection:
     fp8_tflops: float | None = param(None, ge=0, le=1e6, unit="TFLOP/s", doc="override (0: no FP8)")
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class ParallelismSection:
     gpus: int = param(kind=int, ge=1, le=MAX_GPUS, doc="G, GPUs in the job")
     tp: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="tensor-parallel degree")
@@ -247,8 +168,7 @@ class ParallelismSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class ComputeSection:
     efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
     freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="GPU core frequency; default: the GPU's maximum")
@@ -267,8 +187,7 @@ class ComputeSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class NetworkSection:
     intra_gbps: float = param(900.0, gt=0, le=1e6, unit="GB/s", doc="per GPU within a node")
     inter_gbps: float = param(50.0, gt=0, le=1e6, unit="GB/s", doc="per GPU across nodes")
@@ -287,8 +206,7 @@ class NetworkSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class PhasesSection:
     """Training phases (docs/model.md §2 "Training phases"): none given, one phase from [model]."""
 
@@ -313,8 +231,7 @@ class PhasesSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class StragglerSection:
     sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of per-rank, per-iteration factor")
     job_sigma: float = param(0.0, ge=0, le=5, doc="lognormal shape of the per-run factor")
@@ -340,8 +257,7 @@ class StragglerSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class RestartSection:
     from_parts: bool = param(
         False,
@@ -374,8 +290,7 @@ class RestartSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class FailureClass:
     name: str = param(kind=str, doc="unique name, used in sweep keys")
     scope: str = param("gpu", kind=str, choices=("gpu", "node", "cluster"))
@@ -443,8 +358,7 @@ class FailureClass:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class CheckpointSection:
     strategy: str = param("async", kind=str, choices=CHECKPOINT_STRATEGIES)
     interval: Interval = param(Interval("young_daly"), kind=Interval)
@@ -472,8 +386,7 @@ class CheckpointSection:
     )
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class EnergySection:
     pue: float = param(1.1, ge=1, le=5)
     node_overhead_w: float = param(2500.0, ge=0, le=1e6, unit="W", doc="per node, while allocated")
@@ -493,8 +406,7 @@ class EnergySection:
     storage_pj_per_bit: float = param(100.0, ge=0, le=1e6, unit="pJ/bit", doc="storage energy per bit written or read")
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class CostSection:
     model: str = param(
         "rental",
@@ -535,16 +447,14 @@ class CostSection:
     amortization_years: float = param(5.0, gt=0, le=100, unit="years")
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class CarbonSection:
     grid_g_per_kwh: float = param(380.0, ge=0, le=1e4, unit="gCO2e/kWh")
     embodied_kg_per_gpu: float = param(150.0, ge=0, le=1e6, unit="kgCO2e")
     lifetime_years: float = param(5.0, gt=0, le=100, unit="years")
 
 
-@hash_once
-@dataclass(frozen=True, kw_only=True)
+@section
 class RunSection:
     runs: int = param(1000, kind=int, ge=1, le=10_000_000)
     seed: int = param(0, kind=int, ge=0, le=2**63 - 1)
@@ -588,175 +498,17 @@ TOP_LEVEL_KEYS = ("name", "description", "failures", "sweep", "uncertain", *SECT
 PLAN_TABLES = ("search", "constraints", "plan")
 
 
-def _type_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"boolean {str(value).lower()}"
-    if isinstance(value, str):
-        return f"string {value!r}"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return f"{type(value).__name__} {value!r}"
-
-
-def format_number(value: float) -> str:
-    """``value`` as text that reads back as exactly ``value``.
-
-    Whole numbers below 1e16 in full (``10000001``, not ``1e+07``); others in the
-    short ``%g`` form when that is exact (``0.05``, ``1e+18``), else in full precision.
-    """
-    if isinstance(value, int) or (math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16):
-        return str(int(value))
-    short = f"{value:g}"
-    return short if float(short) == value else repr(float(value))
-
-
-def _bounds_text(meta: dict) -> str:
-    parts = [
-        f"{sign} {format_number(meta[name])}"
-        for name, sign in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
-        if meta.get(name) is not None
-    ]
-    unit = f" {meta['unit']}" if meta["unit"] else ""
-    return (" " + " and ".join(parts) if parts else "") + unit
-
-
 def _coerce_interval(value: Any, source: str, key: str) -> Interval:
     expected = 'expected "young_daly", "optimize", { minutes = M } or { iterations = K }'
     if value in ("young_daly", "optimize"):
         return Interval(value)
     if isinstance(value, dict) and len(value) == 1:
         ((kind, number),) = value.items()
-        if kind == "minutes" and _is_number(number) and math.isfinite(number) and 0 < number <= 1e7:
+        if kind == "minutes" and is_number(number) and math.isfinite(number) and 0 < number <= 1e7:
             return Interval("minutes", float(number))
-        if kind == "iterations" and _is_integral(number) and 1 <= number <= 1e12:
+        if kind == "iterations" and is_integral(number) and 1 <= number <= 1e12:
             return Interval("iterations", float(int(number)))
-    raise ScenarioError(source, key, f"{expected}, got {_type_name(value)}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_integral(value: Any) -> bool:
-    return _is_number(value) and math.isfinite(value) and float(value).is_integer()
-
-
-def _coerce_choice_or_number(meta: dict, value: Any, source: str, key: str) -> Any:
-    if isinstance(value, str) and value in meta["choices"]:
-        return value
-    if not _is_number(value):
-        options = " or ".join(f'"{c}"' for c in meta["choices"])
-        raise ScenarioError(source, key, f"expected {options} or a number{_bounds_text(meta)}, got {_type_name(value)}")
-    return _coerce_number(meta, value, source, key, integer=False)
-
-
-def _coerce_bool(meta: dict, value: Any, source: str, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ScenarioError(source, key, f"expected true or false, got {_type_name(value)}")
-    return value
-
-
-def _coerce_str(meta: dict, value: Any, source: str, key: str) -> str:
-    if not isinstance(value, str):
-        raise ScenarioError(source, key, f"expected a string, got {_type_name(value)}")
-    if meta["choices"] is not None and value not in meta["choices"]:
-        options = ", ".join(meta["choices"])
-        raise ScenarioError(source, key, f"expected one of {options}; got {value!r}")
-    return value
-
-
-def _coerce_number(meta: dict, value: Any, source: str, key: str, *, integer: bool) -> int | float:
-    """A finite number (a whole one when ``integer``) within the field's bounds."""
-    if not _is_number(value):
-        raise ScenarioError(source, key, f"expected a number{_bounds_text(meta)}, got {_type_name(value)}")
-    if isinstance(value, int) and abs(value) > 2**63 - 1:
-        raise ScenarioError(
-            source, key, f"expected a value{_bounds_text(meta)}, got a {len(str(abs(value)))}-digit integer"
-        )
-    if not math.isfinite(value):
-        raise ScenarioError(source, key, f"expected a finite number{_bounds_text(meta)}, got {value}")
-    if integer and (not float(value).is_integer() or abs(value) > 2**63 - 1):
-        raise ScenarioError(source, key, f"expected a whole number{_bounds_text(meta)}, got {value!r}")
-    number: int | float = int(value) if integer else float(value)
-    too_small = (meta["gt"] is not None and not number > meta["gt"]) or (
-        meta["ge"] is not None and not number >= meta["ge"]
-    )
-    too_large = (meta["le"] is not None and not number <= meta["le"]) or (
-        meta.get("lt") is not None and not number < meta["lt"]
-    )
-    if too_small or too_large:
-        raise ScenarioError(source, key, f"expected a value{_bounds_text(meta)}, got {format_number(number)}")
-    return number
-
-
-def _items_text(meta: dict) -> str:
-    """What each element of a ``many`` field is, for messages: ``whole numbers >= 1``, ``H100-SXM, A100-40GB``."""
-    kind = meta["kind"]
-    if meta["choices"] is not None:
-        return ", ".join(meta["choices"])
-    if kind is int:
-        return f"whole numbers{_bounds_text(meta)}"
-    if kind is float:
-        return f"numbers{_bounds_text(meta)}"
-    return getattr(kind, "ITEMS_TEXT", kind.__name__)
-
-
-def _coerce_list(meta: dict, value: Any, source: str, key: str) -> tuple:
-    if not isinstance(value, list) or not value:
-        raise ScenarioError(source, key, f"expected a non-empty list of {_items_text(meta)}, got {_type_name(value)}")
-    one = {**meta, "many": False}
-    items = tuple(coerce_value(one, item, source, f"{key}[{i}]") for i, item in enumerate(value))
-    if len(set(items)) != len(items):
-        raise ScenarioError(source, key, f"expected distinct values, got {value!r}")
-    return items
-
-
-def coerce_value(meta: dict, value: Any, source: str, key: str) -> Any:
-    """Check one value against its field metadata (:func:`param`) and return it typed.
-
-    Raises :class:`ScenarioError` naming ``source`` and ``key`` and what was expected.
-    """
-    if meta.get("many"):
-        return _coerce_list(meta, value, source, key)
-    kind = meta["kind"]
-    from_toml = getattr(kind, "from_toml", None)
-    if from_toml is not None:
-        return from_toml(value, meta, source, key)
-    if kind is StateOrNumber:
-        return _coerce_choice_or_number(meta, value, source, key)
-    if kind is bool:
-        return _coerce_bool(meta, value, source, key)
-    if kind is str:
-        return _coerce_str(meta, value, source, key)
-    return _coerce_number(meta, value, source, key, integer=kind is int)
-
-
-def build_section(cls: type, table: Any, source: str, prefix: str) -> Any:
-    """Validate one TOML table into the dataclass ``cls``.
-
-    ``prefix`` is the dotted name of the table, used in error messages.
-    """
-    if not isinstance(table, dict):
-        raise ScenarioError(source, prefix, f"expected a table, got {_type_name(table)}")
-    known = {f.metadata.get("key") or f.name: f for f in dataclasses.fields(cls)}
-    for key in table:
-        if key not in known:
-            raise ScenarioError(source, f"{prefix}.{key}", f"unknown key; expected one of {', '.join(known)}")
-    values: dict[str, Any] = {}
-    for name, fld in known.items():
-        key = f"{prefix}.{name}"
-        if name in table:
-            value = table[name]
-            if value is None and fld.default is None:
-                values[fld.name] = None
-                continue
-            values[fld.name] = coerce_value(dict(fld.metadata), value, source, key)
-        elif fld.default is _REQUIRED:
-            doc = fld.metadata.get("doc")
-            raise ScenarioError(source, key, "required key is missing" + (f"; expected {doc}" if doc else ""))
-    return cls(**values)
+    raise ScenarioError(source, key, f"{expected}, got {type_name(value)}")
 
 
 def field_meta(section: str, name: str) -> dict | None:
@@ -785,23 +537,3 @@ def run_option(name: str, value: Any, source: str) -> Any:
     if meta is None:
         raise ScenarioError(source, f"run.{name}", f"unknown key; expected one of {', '.join(RUN_KEYS)}")
     return coerce_value(meta, value, source, f"run.{name}")
-
-
-def _short_repr(text: str, limit: int = 60) -> str:
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
-
-
-def check_text(text: Any, source: str, key: str, *, one_line: bool) -> str:
-    """A free-text scenario string (``name``, ``description``), checked.
-
-    It must be a string of Unicode text (no lone surrogates, which no file format
-    can store); with ``one_line`` also non-empty and free of control characters
-    (C0, DEL, C1: a name is a label printed in tables, titles and progress lines).
-    """
-    if not isinstance(text, str) or (one_line and not text):
-        raise ScenarioError(source, key, f"expected a {'non-empty ' if one_line else ''}string, got {_type_name(text)}")
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
-        raise ScenarioError(source, key, f"expected Unicode text, got a lone surrogate in {_short_repr(text)}")
-    if one_line and any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text):
-        raise ScenarioError(source, key, f"expected one line without control characters, got {_short_repr(text)}")
-    return text

@@ -1,11 +1,18 @@
-"""Scenario tables as TOML text: the writer whose output reads back to the same table (``Scenario.to_toml``,
-the ``scenario_toml`` attribute of result files).
+"""Scenario and plan files as TOML: read (:func:`read_toml`, nested at most :data:`MAX_DEPTH` deep) and
+written so that the text reads back to the same tables (:func:`dumps_toml`: ``Scenario.to_toml``, the
+``scenario_toml`` attribute of result files; :func:`format_number`: a number as text that reads back
+as the same number).
 """
 
 from __future__ import annotations
 
+import math
 import re
+import tomllib
+from pathlib import Path
 from typing import Any
+
+from mcsim.errors import ScenarioError
 
 # Deepest nesting a scenario needs: [sweep] -> "key" = [...] -> { minutes = M } -> value.
 MAX_DEPTH = 8
@@ -57,22 +64,74 @@ def _toml_key(key: str) -> str:
 
 def dumps_toml(raw: dict) -> str:
     """Write scenario tables as TOML (scalars first, then tables, then arrays of tables)."""
-    lines = []
     tables = {k: v for k, v in raw.items() if isinstance(v, dict)}
     arrays = {k: v for k, v in raw.items() if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)}
-    for key, value in raw.items():
-        if key not in tables and key not in arrays:
-            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    lines = _key_value_lines({k: v for k, v in raw.items() if k not in tables and k not in arrays})
     for key, table in tables.items():
-        lines += ["", f"[{_toml_key(key)}]"]
-        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+        lines += ["", f"[{_toml_key(key)}]", *_key_value_lines(table)]
     for key, array in arrays.items():
         for table in array:
-            lines += ["", f"[[{_toml_key(key)}]]"]
-            lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
+            lines += ["", f"[[{_toml_key(key)}]]", *_key_value_lines(table)]
     return "\n".join(lines) + "\n"
+
+
+def _key_value_lines(table: dict) -> list[str]:
+    """``KEY = VALUE`` lines of a table's entries, in its order."""
+    return [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items()]
 
 
 def toml_value(value: Any) -> str:
     """One value (number, string, boolean, list or table) as TOML text."""
     return _toml_value(value)
+
+
+def format_number(value: float) -> str:
+    """``value`` as text that reads back as exactly ``value``.
+
+    Whole numbers below 1e16 in full (``10000001``, not ``1e+07``); others in the
+    short ``%g`` form when that is exact (``0.05``, ``1e+18``), else in full precision.
+    """
+    if isinstance(value, int) or (math.isfinite(value) and float(value).is_integer() and abs(value) < 1e16):
+        return str(int(value))
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
+def read_toml(path: str | Path) -> dict:
+    """The tables of the TOML file ``path`` (a scenario or a plan file), nested at most ``MAX_DEPTH`` deep.
+
+    Raises
+    ------
+    ScenarioError
+        When the file cannot be read, is not valid TOML or is nested too deeply.
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(source, "(file)", f"cannot read: {getattr(err, 'strerror', err)}") from err
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ScenarioError(source, "(syntax)", f"not valid TOML: {err}") from err
+    except RecursionError:
+        raise ScenarioError(
+            source, "(syntax)", f"arrays or tables nested too deeply (at most {MAX_DEPTH} levels are accepted)"
+        ) from None
+    check_depth(raw, source)
+    return raw
+
+
+def check_depth(raw: Any, source: str) -> None:
+    """Refuse values nested deeper than :data:`MAX_DEPTH` (iteratively: no recursion limit)."""
+    stack = [(raw, 0, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ScenarioError(
+                source, where or "(value)", f"expected a value nested at most {MAX_DEPTH} deep (arrays and tables)"
+            )
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1, where) for v in value)

@@ -18,18 +18,13 @@ from scipy import special, stats
 
 from mcsim.cli.main import main
 from mcsim.errors import ScenarioError
+from mcsim.fitting import failure_log
+from mcsim.fitting.failure_log import FailureLog, read_failure_log
+from mcsim.fitting.failure_table import failure_ratio, failures_table_toml
+from mcsim.fitting.weibull import fit_weibull, product_limit
+from mcsim.model.reliability import renewal_function
 from mcsim.report import failures
-from mcsim.scenario import failure_log
 from mcsim.scenario.config import scenario_from_dict
-from mcsim.scenario.fitting import (
-    FailureLog,
-    failure_ratio,
-    failures_table_toml,
-    fit_weibull,
-    product_limit,
-    read_failure_log,
-    renewal_function,
-)
 
 Z95 = float(stats.norm.ppf(0.975))
 
@@ -794,7 +789,7 @@ def _log_mtbf_shape(theta: np.ndarray) -> np.ndarray:
 
 def _fit_prior(fit) -> tuple[np.ndarray, np.ndarray]:
     """Mean and covariance of (log MTBF, log k) from the fit: delta method with a Jacobian by
-    central differences (independent of mcsim/priors.py's closed-form digamma Jacobian)."""
+    central differences (independent of mcsim.fitting.failure_table's closed-form digamma Jacobian)."""
     theta = np.array([math.log(fit.shape), math.log(fit.scale_hours)])
     h = 1e-6
     jac = np.column_stack(

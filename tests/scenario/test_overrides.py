@@ -11,7 +11,8 @@ import xarray as xr
 
 from mcsim.cli.main import main
 from mcsim.errors import ScenarioError
-from mcsim.scenario.config import load_scenario, parse_override
+from mcsim.scenario.config import load_scenario
+from mcsim.scenario.overrides import parse_override
 
 CAPACITY = Path(__file__).parents[2] / "scenarios" / "capacity-planning.toml"  # sweeps gpus, strategy, interval
 

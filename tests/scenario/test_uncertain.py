@@ -17,7 +17,8 @@ from mcsim.errors import ScenarioError
 from mcsim.io.netcdf import write_results
 from mcsim.kernels import types as mc
 from mcsim.scenario.config import config_with_values, scenario_from_dict
-from mcsim.scenario.uncertain import draw_values, parse_input
+from mcsim.scenario.uncertain import draw_values
+from mcsim.scenario.uncertain_table import parse_input
 
 
 def _entry(key, **spec):

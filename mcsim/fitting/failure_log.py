@@ -1,6 +1,41 @@
-"""Read a log of unit lifetimes for ``mcsim fit-failures`` (the format is documented in
-:mod:`mcsim.scenario.fitting`): every deviation raises one :class:`~mcsim.errors.ScenarioError` naming the
-file, the line and the column.
+"""The log of unit lifetimes that ``mcsim fit-failures`` reads, and its reader.
+
+Log format
+----------
+A CSV file (UTF-8) with a header row and these four columns, in this order, optionally
+followed by a fifth, ``entry_hours``::
+
+    unit,start_hours,end_hours,failed,entry_hours
+    gpu-0017,0,1830.5,1,2200
+    gpu-0017,1830.5,4380,0,0
+    node-3,120,4380,0,0
+
+One row per unit lifetime:
+
+``unit``
+    Any string id of the unit (a GPU, a node, the cluster). It is not used by the fit;
+    a unit that failed and was replaced or repaired has one row per lifetime.
+``start_hours``
+    When observation of this lifetime started [h] (a clock time: when the log opened,
+    or when the unit entered service if that was later).
+``end_hours``
+    When it ended [h]: the failure time if ``failed`` is true, otherwise the end of
+    observation (the lifetime is right-censored: it lasted *at least* this long).
+``failed``
+    ``1``/``true`` (the lifetime ended in a failure) or ``0``/``false`` (censored),
+    case-insensitive.
+``entry_hours`` (optional column; 0 when absent)
+    Age of the unit at ``start_hours`` [h], >= 0: how long it had already been in
+    service when observation began (left truncation). A new or replaced unit has 0.
+
+The unit's age at the end of the row is ``entry_hours + end_hours - start_hours``;
+``end_hours - start_hours`` must be > 0. Blank lines and lines whose first non-blank
+character is ``#`` are ignored. Any other deviation (missing file, wrong header, wrong
+number of fields, a line over 1 MiB, a device or pipe instead of a file, a number that
+is not a finite number or whose sum overflows,
+``end_hours <= start_hours``, a negative ``entry_hours``, a bad ``failed`` flag, no data
+rows, more than :data:`MAX_ROWS` rows, no failure at all) raises
+:class:`mcsim.errors.ScenarioError` naming the file, the line and the column.
 """
 
 from __future__ import annotations
@@ -118,27 +153,33 @@ def _read_rows(source: str, lines: Iterator[str]) -> tuple[tuple[str, ...] | Non
             raise ScenarioError(source, key, f"expected {len(columns)} fields ({','.join(columns)}), got {len(fields)}")
         if len(durations) >= MAX_ROWS:
             raise ScenarioError(source, key, f"more than {MAX_ROWS:,} lifetimes; aggregate or sample the log")
-        start, end = (_number(source, key, name, value) for name, value in zip(HEADER[1:3], fields[1:3], strict=False))
-        if not end > start:
-            raise ScenarioError(source, key, f"end_hours must be > start_hours, got {fields[2]} <= {fields[1]}")
-        flag = _FLAGS.get(fields[3].lower())
-        if flag is None:
-            raise ScenarioError(source, key, f"failed: expected 1, 0, true or false, got {fields[3]!r}")
-        entry = _number(source, key, ENTRY_COLUMN, fields[4]) if len(columns) > 4 else 0.0
-        if entry < 0:
-            raise ScenarioError(source, key, f"{ENTRY_COLUMN}: expected an age >= 0 hours, got {fields[4]!r}")
-        duration = end - start
-        if not math.isfinite(duration) or not math.isfinite(entry + duration):
-            raise ScenarioError(
-                source,
-                key,
-                f"end_hours - start_hours + {ENTRY_COLUMN}: expected a finite "
-                f"number of hours, got an overflow ({fields[2]} - {fields[1]})",
-            )
+        duration, flag, entry = _lifetime(source, key, fields)
         durations.append(duration)
         entries.append(entry)
         flags.append(flag)
     return columns, durations, flags, entries
+
+
+def _lifetime(source: str, key: str, fields: list[str]) -> tuple[float, bool, float]:
+    """One row's observed time [h], failure flag and entry age [h] (0 without the column), checked."""
+    start, end = (_number(source, key, name, value) for name, value in zip(HEADER[1:3], fields[1:3], strict=False))
+    if not end > start:
+        raise ScenarioError(source, key, f"end_hours must be > start_hours, got {fields[2]} <= {fields[1]}")
+    flag = _FLAGS.get(fields[3].lower())
+    if flag is None:
+        raise ScenarioError(source, key, f"failed: expected 1, 0, true or false, got {fields[3]!r}")
+    entry = _number(source, key, ENTRY_COLUMN, fields[4]) if len(fields) > 4 else 0.0
+    if entry < 0:
+        raise ScenarioError(source, key, f"{ENTRY_COLUMN}: expected an age >= 0 hours, got {fields[4]!r}")
+    duration = end - start
+    if not math.isfinite(duration) or not math.isfinite(entry + duration):
+        raise ScenarioError(
+            source,
+            key,
+            f"end_hours - start_hours + {ENTRY_COLUMN}: expected a finite "
+            f"number of hours, got an overflow ({fields[2]} - {fields[1]})",
+        )
+    return duration, flag, entry
 
 
 def _header(source: str, key: str, fields: list[str], line: str) -> tuple[str, ...]:

@@ -1,0 +1,160 @@
+"""What the keys of one configuration must satisfy together: the rules between keys that the schema's
+per-key declarations (:mod:`mcsim.scenario.schema`) cannot state.
+
+:func:`check_configuration` checks a validated configuration's sections, its GPU (the catalog entry
+with the ``[hardware]`` figures) and its failure classes, in a fixed order; the first rule broken is
+a :class:`~mcsim.errors.ScenarioError` naming the key (``failures.<class>.<key>`` for a class, as
+sweep keys and ``--set`` name it) and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from mcsim.errors import ScenarioError
+from mcsim.scenario.catalog import GpuSpec
+from mcsim.scenario.schema import FLEET_KINDS, ComputeSection, FailureClass, ModelSection, PhasesSection
+from mcsim.scenario.toml import format_number
+
+# A failure class's name: it names the class in sweep keys, --set and [uncertain] keys.
+FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def check_configuration(
+    sections: Mapping[str, Any], gpu: GpuSpec, failures: tuple[FailureClass, ...], where: str
+) -> None:
+    """Refuse a configuration whose keys contradict each other.
+
+    Parameters
+    ----------
+    sections : mapping of str to section
+        The validated sections, by table name (:data:`mcsim.scenario.schema.SECTIONS`).
+    gpu : GpuSpec
+        The GPU: the catalog entry with the ``[hardware]`` figures that are set.
+    failures : tuple of FailureClass
+        The validated failure classes.
+    where : str
+        The file (and the sweep point or draw), for the message.
+    """
+    _check_failure_names(failures, where)
+    if gpu.freq_min_mhz > gpu.freq_max_mhz:
+        raise ScenarioError(
+            where,
+            "hardware.freq_min_mhz",
+            f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, got {format_number(gpu.freq_min_mhz)}",
+        )
+    _check_model(sections["model"], sections["compute"], where)
+    if gpu.idle_w > gpu.tdp_w:
+        raise ScenarioError(
+            where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
+        )
+    _check_phases(sections["phases"], where)
+    for fclass in failures:
+        _check_failure_class(fclass, where)
+
+
+def _check_failure_names(failures: tuple[FailureClass, ...], where: str) -> None:
+    """Each class has a name of letters, digits, ``_`` and ``-``, distinct from the others'."""
+    names = [f.name for f in failures]
+    for i, fname in enumerate(names):
+        if not FAILURE_NAME.fullmatch(fname):
+            raise ScenarioError(where, f"failures[{i}].name", f"expected letters, digits, _ or -, got {fname!r}")
+        if names.index(fname) != i:
+            raise ScenarioError(where, f"failures[{i}].name", f"duplicate failure class name {fname!r}")
+
+
+def _check_model(model: ModelSection, compute: ComputeSection, where: str) -> None:
+    """Key/value heads divide the attention heads; the operators model's parameters outnumber the
+    embedding and output tables; FP8 only in the operators model."""
+    heads = model.heads or max(1, model.hidden // 128)
+    if model.kv_heads and (model.kv_heads > heads or heads % model.kv_heads):
+        raise ScenarioError(
+            where,
+            "model.kv_heads",
+            f"expected a divisor of the {heads} attention heads (0: heads), got {model.kv_heads}",
+        )
+    tables = float(model.vocab) * float(model.hidden) * (1.0 if model.tied_embeddings else 2.0)
+    if compute.step_model == "operators" and model.vocab > 0 and model.params <= tables:
+        raise ScenarioError(
+            where,
+            "model.params",
+            f"expected more than the {format_number(tables)} parameters of the embedding and output tables "
+            f"(vocab x hidden, {'tied' if model.tied_embeddings else 'x 2 untied'}), got {format_number(model.params)}",
+        )
+    if compute.fp8 and compute.step_model != "operators":
+        raise ScenarioError(
+            where, "compute.fp8", 'expected false unless compute.step_model = "operators" (FP8 is modelled there only)'
+        )
+
+
+def _check_phases(phases: PhasesSection, where: str) -> None:
+    """The phases' lists agree: as many batches and sequence lengths (when given) as shares, summing to 1."""
+    shares = phases.token_shares
+    for key in ("global_batch", "seq_len"):
+        given = len(getattr(phases, key))
+        if given and given != len(shares):
+            raise ScenarioError(
+                where,
+                f"phases.{key}",
+                f"expected one value per phase ({len(shares)}, as phases.token_shares), got {given}",
+            )
+    if shares and abs(math.fsum(shares) - 1.0) > 1e-6:
+        raise ScenarioError(
+            where,
+            "phases.token_shares",
+            f"expected shares that sum to 1, got a sum of {format_number(math.fsum(shares))}",
+        )
+
+
+def _check_failure_class(fclass: FailureClass, where: str) -> None:
+    """The keys of a failure class that only some scopes or kinds use (docs/model.md §3)."""
+    prefix = f"failures.{fclass.name}"
+    if fclass.domain_nodes > 1 and fclass.scope != "node":
+        raise ScenarioError(
+            where,
+            f"{prefix}.domain_nodes",
+            f"expected 1 for scope {fclass.scope!r}; domains are groups of nodes (scope node)",
+        )
+    if fclass.kind == "planned" and fclass.scope != "cluster":
+        raise ScenarioError(
+            where, f"{prefix}.scope", "expected 'cluster' for kind 'planned' (a planned stop stops the whole job)"
+        )
+    if fclass.kind == "hang" and fclass.detection_minutes == 0:
+        raise ScenarioError(
+            where,
+            f"{prefix}.detection_minutes",
+            "expected > 0 for kind 'hang' (the watchdog timeout; Megatron-LM's --distributed-timeout-minutes "
+            "defaults to 10)",
+        )
+    if fclass.detection_minutes > 0 and fclass.kind != "hang":
+        raise ScenarioError(where, f"{prefix}.detection_minutes", f"expected 0 for kind {fclass.kind!r} (hangs only)")
+    if fclass.rollback_checkpoints > 0 and fclass.kind != "instability":
+        raise ScenarioError(
+            where, f"{prefix}.rollback_checkpoints", f"expected 0 for kind {fclass.kind!r} (instabilities only)"
+        )
+    if fclass.manual_hours > 0 and fclass.manual_share == 0:
+        raise ScenarioError(
+            where, f"{prefix}.manual_share", "expected > 0 where manual_hours is set (or manual_hours 0)"
+        )
+    _check_bad_replacements(fclass, where, prefix)
+
+
+def _check_bad_replacements(fclass: FailureClass, where: str, prefix: str) -> None:
+    """Bad replacements: GPUs and nodes replaced after a hardware failure (fail-stop or hang), with a life."""
+    share, hours = fclass.bad_replacement_share, fclass.bad_replacement_hours
+    if share > 0 and (fclass.scope == "cluster" or fclass.kind not in FLEET_KINDS):
+        raise ScenarioError(
+            where,
+            f"{prefix}.bad_replacement_share",
+            f"expected 0 for scope {fclass.scope!r}, kind {fclass.kind!r} (GPUs and nodes are replaced after "
+            "fail-stop failures and hangs)",
+        )
+    if share > 0 and hours == 0:
+        raise ScenarioError(where, f"{prefix}.bad_replacement_hours", "expected > 0 where bad_replacement_share is")
+    if hours > 0 and share == 0:
+        raise ScenarioError(
+            where, f"{prefix}.bad_replacement_share", "expected > 0 where bad_replacement_hours is set (or hours 0)"
+        )
