@@ -37,6 +37,7 @@ The package is a pipeline of subpackages, each importing only from those below i
 =============  ==========================================================
 """
 
+import importlib
 from typing import TYPE_CHECKING
 
 from mcsim import report
@@ -61,8 +62,6 @@ _LAZY = {"plan": "mcsim.planning.run", "fit_failures": "mcsim.fitting.failure_ta
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
 

@@ -17,13 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mcsim._lazy import lazy_module
 from mcsim.engine.backends import Backend
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import Piece, Task
 from mcsim.kernels import types as kernel
 
 if TYPE_CHECKING:
+    from tqdm import auto as _tqdm_auto
+    from tqdm import std as _tqdm_std
+
     from mcsim.model.preparation import RowSimulator, TaskKey
+else:  # the notebook bar's module imports IPython's machinery: loaded when a bar is first made
+    _tqdm_auto = lazy_module("tqdm.auto")
+    _tqdm_std = lazy_module("tqdm.std")
 
 OnRows = Callable[[Task, np.ndarray], None]
 
@@ -44,11 +51,7 @@ def bar_class() -> type:
     found``) and falls back to text; choosing the text bar first gives the same bar
     without the warning.
     """
-    if importlib.util.find_spec("ipywidgets") is not None:
-        from tqdm.auto import tqdm
-    else:
-        from tqdm.std import tqdm
-    return tqdm
+    return (_tqdm_auto if importlib.util.find_spec("ipywidgets") is not None else _tqdm_std).tqdm
 
 
 def progress_bar(progress: bool | None = None, **options: Any) -> Any:

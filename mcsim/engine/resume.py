@@ -27,6 +27,7 @@ import hashlib
 import json
 import re
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -101,8 +102,6 @@ class PieceStore:
         if self.folder.is_symlink() or (self.folder.exists() and not self.folder.is_dir()):
             return f"resume folder {self.folder} exists and is not a folder; remove it or use --no-resume"
         if self.folder.is_dir():
-            import tempfile
-
             for entry in sorted(self.folder.iterdir()):  # a piece path taken by a folder or link could never be saved
                 if entry.name.endswith(".npz") and (entry.is_symlink() or not entry.is_file()):
                     return (

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from mcsim.io.netcdf import open_results
 from mcsim.scenario.shard import Shard, parse_shard
 
 # The provenance of each part that the combined file keeps (in ``shard_parts``, JSON).
@@ -72,8 +73,6 @@ def combine(paths: list[str | Path]) -> xr.Dataset:
     OSError
         A file cannot be read.
     """
-    from mcsim.io.netcdf import open_results
-
     if isinstance(paths, (str, Path)):
         raise TypeError("paths: expected a list of part files, got one path")
     files = [Path(path) for path in paths]

@@ -127,6 +127,15 @@ def table_key(key: str) -> bool:
     return (f"failures.*.{parts[-1]}" if parts[0] == "failures" else key) in TABLE_KEYS
 
 
+def tabled_draws(scenario: Scenario) -> bool:
+    """Whether a scenario's draws are simulated as draw tables: every uncertain key is one a table evaluates
+    (:data:`TABLE_KEYS`) and no configuration's interval is optimised (every draw has its own optimum)."""
+    keys = [entry.key for entry in scenario.uncertain]
+    return all(table_key(k) for k in keys) and not any(
+        cfg.checkpoint.interval.kind == "optimize" for cfg in scenario.configs
+    )
+
+
 def with_values(cfg: Config, values: Mapping[str, Any]) -> Config:
     """``cfg`` with the scenario keys ``values`` set (scalars or arrays over draws), not validated again.
 
@@ -194,19 +203,12 @@ class DrawPlan:
         self.first_runs = np.array(
             [draw_offset(d, self.runs, run.design, len(self.keys)) for d in range(self.count)], dtype=np.int64
         )
-        self.tabled = (
-            bool(self.count)
-            and all(table_key(k) for k in self.keys)
-            and not any(cfg.checkpoint.interval.kind == "optimize" for cfg in scenario.configs)
-        )
+        self.tabled = bool(self.count) and tabled_draws(scenario)
         self.arrays: list[Config] = []
         if not self.count:
             self.configs = list(scenario.configs)
         elif self.tabled:
-            rows = [dict(zip(self.keys, map(float, row), strict=False)) for row in self.values]
-            self.configs = [with_values(cfg, values) for cfg in scenario.configs for values in rows]
-            columns = {k: np.array(self.values[:, i], dtype=np.float64) for i, k in enumerate(self.keys)}
-            self.arrays = [with_values(cfg, columns) for cfg in scenario.configs]
+            self.configs, self.arrays = self._tabled_configs()
         else:
             self.configs = [
                 config_with_values(scenario, flat, dict(zip(self.keys, self.values[d], strict=False)), f"draw {d}")
@@ -214,3 +216,13 @@ class DrawPlan:
                 for d in range(self.count)
             ]
         self.held = None if shard is None else [shard.holds(c // max(self.count, 1)) for c in range(len(self.configs))]
+
+    def _tabled_configs(self) -> tuple[list[Config], list[Config]]:
+        """Draw tables: every (configuration, draw) with its drawn values set, and each sweep configuration
+        with the drawn keys as arrays over the draws (:func:`with_values`, not validated again)."""
+        sweep = self.scenario.configs
+        rows = [dict(zip(self.keys, map(float, row), strict=False)) for row in self.values]
+        columns = {k: np.array(self.values[:, i], dtype=np.float64) for i, k in enumerate(self.keys)}
+        return [with_values(cfg, values) for cfg in sweep for values in rows], [
+            with_values(cfg, columns) for cfg in sweep
+        ]
