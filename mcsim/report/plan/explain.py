@@ -19,15 +19,15 @@ import xarray as xr
 from mcsim.io.format import format_compact, format_usd
 from mcsim.planning.planner import PLAN_VARIABLES, layout_label, missed_text, screen_error_text
 from mcsim.planning.screen import KEPT
-from mcsim.report.plan_calibration import calibration_section, check_calibration, pilot_bound, pilot_claim
-from mcsim.report.plan_finalists import (
+from mcsim.report.plan.calibration import calibration_section, check_calibration, pilot_bound, pilot_claim
+from mcsim.report.plan.finalists import (
     equivalent_finalists,
     indifference_zone,
     paired_difference,
     ranked_finalists,
     recommended_finalist,
 )
-from mcsim.report.plan_steptime import memory_lines, step_time_section
+from mcsim.report.plan.steptime import memory_lines, step_time_section
 
 
 def is_plan_file(path: str | Path) -> bool:
