@@ -144,7 +144,8 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
     from mcsim.planning.planner import layout_label
-    from mcsim.report.plan.explain import explain_plan, plan_table
+    from mcsim.report.plan.explain import explain_plan
+    from mcsim.report.plan.table import plan_table
 
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0

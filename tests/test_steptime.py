@@ -426,7 +426,7 @@ def test_a_plan_over_software_choices_recommends_a_scenario_that_runs(tmp_path):
 
     from mcsim.cli.main import main
     from mcsim.io.netcdf import open_results
-    from mcsim.report.plan.explain import recommended_toml
+    from mcsim.report.plan.files import recommended_toml
 
     path = write_toml(PLAN, tmp_path / "plan.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "plan.nc"), "--quiet"]) == 0

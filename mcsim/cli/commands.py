@@ -352,7 +352,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """
     from mcsim.errors import BackendUnavailable
     from mcsim.io.atomic import folder_problem
-    from mcsim.report.plan.explain import is_plan_file
+    from mcsim.report.plan.files import is_plan_file
     from mcsim.report.writer import report
 
     source = Path(args.file)

@@ -89,7 +89,7 @@ def report(
         The folder or a file in it cannot be written; nothing is left behind.
     """
     from mcsim.analysis.compare import check_days, check_probability
-    from mcsim.report.plan.explain import is_plan_file, write_plan_report
+    from mcsim.report.plan.files import is_plan_file, write_plan_report
 
     if deadline is not None:
         check_days(deadline)
