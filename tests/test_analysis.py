@@ -11,7 +11,11 @@ from conftest import SMALL_SCENARIO
 from scipy import stats
 
 import mcsim
-from mcsim.analysis.compare import best, cheapest_within, pareto_front, prob_better
+from mcsim.analysis.compare import prob_better
+from mcsim.analysis.configurations import completed_share
+from mcsim.analysis.deadline import cheapest_within
+from mcsim.analysis.pareto import nondominated
+from mcsim.analysis.ranking import best, pareto_front
 from mcsim.engine.optimize import optimize_interval
 from mcsim.errors import NoneQualifies
 from mcsim.scenario.config import scenario_from_dict
@@ -213,7 +217,7 @@ def test_a_configuration_with_censored_runs_is_never_ranked():
     ds["completed"][1, 0] = False
     with pytest.raises(ValueError, match="max_wall_days"):
         best(ds, "cost")
-    assert list(mcsim.analysis.compare.completed_share(ds).values) == [0.0, 0.75, 0.75]
+    assert list(completed_share(ds).values) == [0.0, 0.75, 0.75]
 
 
 @pytest.fixture(scope="module")
@@ -258,4 +262,4 @@ def test_pareto_front_matches_the_naive_reference(k):
         if trial % 3 == 0:
             values[: n // 2] = values[n // 2 : 2 * (n // 2)]  # exact duplicate rows
         expected = pareto_front_naive(values)
-        np.testing.assert_array_equal(mcsim.analysis.compare.nondominated(values), expected)
+        np.testing.assert_array_equal(nondominated(values), expected)

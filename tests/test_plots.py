@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from conftest import SMALL_SCENARIO  # noqa: E402
 
 import mcsim  # noqa: E402
-from mcsim.analysis import compare as analysis  # noqa: E402
+from mcsim.analysis import ranking  # noqa: E402
 from mcsim.cli.main import main  # noqa: E402
 from mcsim.errors import BackendUnavailable  # noqa: E402
 from mcsim.report import plots  # noqa: E402
@@ -112,7 +112,7 @@ def test_scaling_with_many_combinations_fixes_the_other_dims(sweep_file):
     wide = xr.concat([ds] * 5, dim=xr.DataArray(list("abcde"), dims="site", name="site"))  # 2 x 5 > 8 lines
     fig = plots.plot_scaling(wide)
     try:
-        optimum = analysis.best(wide, "cost")["configuration"]
+        optimum = ranking.best(wide, "cost")["configuration"]
         assert "fixed at the cost-optimal values" in fig.get_suptitle().replace("\n", " ")
         assert f"strategy={optimum['strategy']}" in fig.get_suptitle()
         assert len(fig.axes[0].get_lines()) == 1
@@ -141,7 +141,7 @@ def test_report(sweep_file, tmp_path, capsys):
     assert main(["report", str(sweep_file), "-o", str(folder), "--deadline", "30"]) == 0
     readme = (folder / "README.md").read_text()
     ds = mcsim.open_results(sweep_file)
-    optimum = analysis.best(ds, "cost")["configuration"]
+    optimum = ranking.best(ds, "cost")["configuration"]
     named = ", ".join(f"{d}={v}" for d, v in optimum.items())
     assert f"### Cost-optimal: {named}" in readme
     assert "Energy-optimal" in readme and "Fastest" in readme and "Pareto front" in readme
@@ -410,8 +410,8 @@ def test_report_says_when_picks_are_equivalent(sweep_file):
     energy = ds["energy"].copy()
     energy.loc[green] = float(energy.min()) / 2  # green is energy-optimal by far
     ds["energy"] = energy
-    assert analysis.best(ds, "cost")["configuration"] == cheap
-    assert analysis.best(ds, "energy")["configuration"] == green
+    assert ranking.best(ds, "cost")["configuration"] == cheap
+    assert ranking.best(ds, "energy")["configuration"] == green
     section = report_markdown(ds, []).split("### Energy-optimal")[1].split("###")[0]
     cost_text = next(part for part in section.split("; ") if part.lstrip().startswith("cost"))
     assert "equivalent within the uncertainty" in cost_text
@@ -480,7 +480,7 @@ def test_report_when_no_configuration_can_be_ranked(hard_file, tmp_path, capsys)
     path = tmp_path / "censored.nc"
     mcsim.write_results(only_censored, path)
     with pytest.raises(ValueError, match="max_wall_days"):
-        analysis.best(only_censored, "cost")
+        ranking.best(only_censored, "cost")
     assert main(["report", str(path), "-o", str(tmp_path / "r")]) == 0
     readme = (tmp_path / "r" / "README.md").read_text()
     assert "No configuration can be ranked" in readme and "Cost-optimal" not in readme
@@ -537,7 +537,7 @@ def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys
     from mcsim.report.tornado import plot_sensitivity
 
     ds = mcsim.open_results(draws_file)
-    point = {"pue": float(analysis.best(ds, "cost")["configuration"]["pue"])}
+    point = {"pue": float(ranking.best(ds, "cost")["configuration"]["pue"])}
     at = sensitivity(ds.sel(point), "cost")  # the indices of the configuration the figure shows
     expected = [str(k) for k in at.input.values[np.argsort(-at["delta"].values)]]
     assert expected[-1] == "carbon.grid_g_per_kwh"  # no effect on cost: ranked last

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from mcsim.analysis import compare as analysis
+from mcsim.analysis.configurations import configuration_array, eligible
 from mcsim.analysis.decisions import draw_means, mean_interval
+from mcsim.analysis.ranking import decision_table
 from mcsim.analysis.sensitivity import uncertain_inputs
 from mcsim.io.variables import objective_direction, sweep_dims
 
@@ -128,12 +129,12 @@ def robustness(ds: xr.Dataset, objective: str = "cost", groups: int = 2) -> dict
         raise ValueError(
             f"groups: expected a whole number from 2 to the number of draws ({ds.sizes['draw']}), got {groups!r}"
         )
-    table = analysis.decision_table(ds, objective)
+    table = decision_table(ds, objective)
     sign = -1.0 if objective_direction(objective) == "higher" else 1.0
     configs = _configurations(ds)
     flat = {name: table[name].values.ravel() for name in table.data_vars}
     pick = int(np.nanargmin(flat["expected_regret"]))
-    values = analysis.configuration_array(ds, ds[objective].where(analysis.eligible(ds)))
+    values = configuration_array(ds, ds[objective].where(eligible(ds)))
     means = draw_means(sign * values)  # m(c, d), minimising, NaN where c cannot be ranked
 
     def summary(c: int) -> dict:

@@ -48,7 +48,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def option_error(args: argparse.Namespace) -> str | None:
     """What is wrong with ``--deadline``, ``--probability`` or ``--resamples`` (None when nothing)."""
-    from mcsim.analysis.compare import check_days, check_probability
+    from mcsim.analysis.configurations import check_days, check_probability
     from mcsim.analysis.sensitivity import check_resamples
 
     checks = (

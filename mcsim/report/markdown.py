@@ -35,7 +35,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from mcsim.analysis import compare as analysis
+from mcsim.analysis.compare import paired_difference
+from mcsim.analysis.configurations import check_days, check_probability, completed_share, config_record, eligible
+from mcsim.analysis.deadline import cheapest_within, prob_within
+from mcsim.analysis.ranking import best, pareto_front
 from mcsim.errors import NoneQualifies
 from mcsim.io.atomic import write_atomic
 from mcsim.io.format import format_coordinate, format_money, format_significant
@@ -149,13 +152,13 @@ def _config_table(ds: xr.Dataset, configuration: dict) -> list[str]:
     """Mean, 95 % CI of the mean and 5–95 % range of cost, energy and wall time at a configuration."""
     lines = [f"| quantity | mean | 95 % CI of the mean | 5–95 % of {_over(ds)} |", "|---|---:|---:|---:|"]
     for name, title, scale in _QUANTITIES:
-        lines.append(_stats_row(analysis.config_record(ds, configuration, name), title, scale))
+        lines.append(_stats_row(config_record(ds, configuration, name), title, scale))
     return lines
 
 
 def _censored_configs(ds: xr.Dataset) -> list[tuple[dict, float]]:
     """Feasible configurations with runs censored at max_wall_days, with their completed share."""
-    share = analysis.completed_share(ds)
+    share = completed_share(ds)
     dims = sweep_dims(ds)
     found = []
     for index in np.ndindex(*share.shape):
@@ -185,7 +188,7 @@ def _what(ds: xr.Dataset, source: str | None) -> list[str]:
     attrs = ds.attrs
     dims = sweep_dims(ds)
     n_configs = int(np.prod([ds.sizes[d] for d in dims])) if dims else 1
-    n_feasible = int(analysis.completed_share(ds).notnull().sum()) if "feasible" in ds else n_configs
+    n_feasible = int(completed_share(ds).notnull().sum()) if "feasible" in ds else n_configs
     rows = [
         (
             "scenario",
@@ -307,7 +310,7 @@ def _description(attrs: dict) -> str:
 
 
 def _pareto_table(ds: xr.Dataset) -> list[str]:
-    front = analysis.pareto_front(ds, ("wall_time", "cost"))
+    front = pareto_front(ds, ("wall_time", "cost"))
     dims = sweep_dims(ds)
     points = [
         {d: ds[d].values[i].item() for d, i in zip(dims, index, strict=False)}
@@ -340,7 +343,7 @@ def _pareto_table(ds: xr.Dataset) -> list[str]:
         "## Pareto front of wall time and cost",
         "",
         f"The feasible configurations that no other beats on both mean wall time and mean cost "
-        f"({len(rows)} of the {int(analysis.eligible(ds).sum())} feasible configurations whose runs all "
+        f"({len(rows)} of the {int(eligible(ds).sum())} feasible configurations whose runs all "
         "completed), fastest first; "
         f"mean (5th – 95th percentile over {_over(ds)}).",
         "",
@@ -368,7 +371,7 @@ def _deadline(ds: xr.Dataset, days: float | None, probability: float) -> list[st
         "",
     ]
     try:
-        pick = analysis.cheapest_within(ds, days, probability)
+        pick = cheapest_within(ds, days, probability)
     except NoneQualifies as err:
         lines.append(f"**No configuration finishes within {days:g} days with probability ≥ {probability:g}.**")
         if err.closest is not None:
@@ -413,7 +416,7 @@ _SHOWN = {name: (title.split(" [")[0], title.split("[")[1].rstrip("]"), scale) f
 
 def _difference_text(ds: xr.Dataset, record: dict, other: dict, objective: str) -> str:
     """Paired difference of ``objective`` between two picks, and whether it is within the uncertainty."""
-    diff = analysis.paired_difference(ds, record["configuration"], other["configuration"], objective)
+    diff = paired_difference(ds, record["configuration"], other["configuration"], objective)
     title, unit, scale = _SHOWN[objective]
     mean, (low, high) = diff["mean"] * scale, (v * scale for v in diff["ci95"])
     d = _decimals((high - low) / 2)
@@ -501,7 +504,7 @@ def decision_section(
         "",
     ]
     if days is not None:
-        within = analysis.prob_within(ds, days, probability)
+        within = prob_within(ds, days, probability)
         one = within.sel(choice["configuration"]) if choice["configuration"] else within
         interval = (float(one["p_within_ci95_low"]), float(one["p_within_ci95_high"]))
         lines += [
@@ -620,8 +623,8 @@ def report_markdown(
     configuration within a deadline"; without a deadline it says how to ask it.
     """
     if deadline is not None:
-        deadline = analysis.check_days(deadline)
-    probability = analysis.check_probability(probability)
+        deadline = check_days(deadline)
+    probability = check_probability(probability)
     name = ds.attrs.get("scenario_name", "mcsim results")
     runs = ds.sizes["run"]
     if "draw" in ds.dims:
@@ -643,7 +646,7 @@ def report_markdown(
     lines += _what(ds, source) + [""]
     lines += ["## Best configurations", ""]
     try:
-        records = {objective: analysis.best(ds, objective) for _, objective, _ in _PICKS}
+        records = {objective: best(ds, objective) for _, objective, _ in _PICKS}
     except ValueError as err:
         records = None
         lines += [f"**No configuration can be ranked**: {err}.", ""]
@@ -683,8 +686,8 @@ def write_report(
     (:func:`mcsim.analysis.sensitivity.sensitivity`), with parameter draws.
     """
     if deadline is not None:
-        deadline = analysis.check_days(deadline)
-    probability = analysis.check_probability(probability)
+        deadline = check_days(deadline)
+    probability = check_probability(probability)
     made = {}
     shown = pooled_over_draws(ds)  # figures: each configuration's draws and runs together
     try:

@@ -160,7 +160,7 @@ def _line_combinations(ds: xr.Dataset, others: list[str]) -> tuple[list[dict], s
     combos = _points(ds, others)
     if len(combos) <= MAX_LINES:
         return combos, ""
-    from mcsim.analysis.compare import best
+    from mcsim.analysis.ranking import best
 
     try:
         optimum = best(ds, "cost")["configuration"]

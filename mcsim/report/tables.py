@@ -175,7 +175,8 @@ def _with_deadline(
     ds: xr.Dataset, stats: xr.Dataset, days: float, probability: float
 ) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]], list[str]]:
     """``stats`` with the probability of finishing within ``days``, its column, and the line of the pick."""
-    from mcsim.analysis.compare import cheapest_within, check_probability, prob_within
+    from mcsim.analysis.configurations import check_probability
+    from mcsim.analysis.deadline import cheapest_within, prob_within
     from mcsim.errors import NoneQualifies
     from mcsim.io.format import format_coordinate
 
@@ -310,7 +311,7 @@ def _with_decisions(
 ) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]]]:
     """``stats`` with ``name``'s P(best) and expected regret over draws, and their columns (none when
     ``name`` cannot be ranked: no direction, or no configuration with all its runs completed)."""
-    from mcsim.analysis.compare import decision_table
+    from mcsim.analysis.ranking import decision_table
 
     try:
         table = decision_table(ds, name)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from mcsim.analysis.ranking import best
 from mcsim.analysis.sensitivity import sensitivity
 from mcsim.io.format import format_significant
 from mcsim.io.variables import sweep_dims
@@ -31,13 +32,11 @@ def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
 
     Returns ``{}`` for a result without sweep dims.
     """
-    from mcsim.analysis import compare as analysis
-
     dims = sweep_dims(ds)
     if not dims:
         return {}
     try:
-        return dict(analysis.best(ds, output)["configuration"])
+        return dict(best(ds, output)["configuration"])
     except ValueError:  # no direction (e.g. n_failures) or nothing eligible: the first feasible point
         feasible = ds["feasible"].all("draw") if "feasible" in ds else xr.ones_like(ds["wall_time"].isel(draw=0, run=0))
         for index in np.ndindex(*feasible.shape):

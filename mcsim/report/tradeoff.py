@@ -43,7 +43,7 @@ def plot_pareto(ds: xr.Dataset, x: str = "wall_time", y: str = "cost"):
     minimised, means over runs); its points are connected and labelled with
     their configuration and mean values.
     """
-    from mcsim.analysis.compare import pareto_front
+    from mcsim.analysis.ranking import pareto_front
 
     _check_variable(ds, x)
     _check_variable(ds, y)

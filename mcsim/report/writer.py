@@ -88,7 +88,7 @@ def report(
     OSError
         The folder or a file in it cannot be written; nothing is left behind.
     """
-    from mcsim.analysis.compare import check_days, check_probability
+    from mcsim.analysis.configurations import check_days, check_probability
     from mcsim.report.plan.files import is_plan_file, write_plan_report
 
     if deadline is not None:
