@@ -227,7 +227,7 @@ def test_split_groups_are_equal_count_parts():
 
 
 def test_report_sentence_names_the_changing_input(kinked):
-    from mcsim.report.markdown import _changing_text
+    from mcsim.report.uncertainty import _changing_text
 
     text = _changing_text(robustness(kinked, "cost"))
     # B is the robust choice; below the median of x (0.495, the largest x of the lower half) A is better

@@ -346,7 +346,7 @@ def test_coordinate_labels_are_rounded(sweep_file, capsys, tmp_path):
 
     text = summary_table(ds)
     assert "gpus=1 strategy" in text and "1.000000000001" not in text
-    from mcsim.report.markdown import report_markdown
+    from mcsim.report.result_report import report_markdown
 
     assert "1.000000000001" not in report_markdown(ds, [])
 
@@ -393,7 +393,7 @@ def test_summary_all_and_sort(tmp_path, capsys):
 
 
 def test_report_says_when_picks_are_equivalent(sweep_file):
-    from mcsim.report.markdown import report_markdown
+    from mcsim.report.result_report import report_markdown
 
     ds = mcsim.open_results(sweep_file)
     runs = ds.sizes["run"]
@@ -490,7 +490,7 @@ def test_scenario_text_is_inert_in_the_report_markdown(single_file):
     # Issue 11, item 18: a scenario's name and description went into the report's Markdown
     # unescaped. Hostile text must come out escaped: no link, image, HTML, heading or
     # table cell break can be formed from it, and no line break.
-    from mcsim.report.markdown import report_markdown
+    from mcsim.report.result_report import report_markdown
 
     ds = mcsim.open_results(single_file)
     hostile = "x](http://evil) <img src=x onerror=alert(1)> | # *bold*\n# Injected heading"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import xarray as xr
 
-from mcsim.report.markdown import PROBABILITY, write_report
+from mcsim.analysis.deadline import PROBABILITY
+from mcsim.report.result_report import write_report
 
 
 def default_folder(source: str | Path) -> Path:
