@@ -180,11 +180,11 @@ def _fit_output(source: str, option: str, value: str | None) -> Path | None:
 def _fit_plot_backend() -> None:
     """Fail early, before reading the log, when --plot cannot be drawn."""
     from mcsim.errors import BackendUnavailable, ScenarioError
-    from mcsim.report.style import _pyplot
+    from mcsim.report.style import pyplot
 
     _use_agg()
     try:
-        _pyplot()
+        pyplot()
     except BackendUnavailable as err:
         raise ScenarioError("--plot", "matplotlib", str(err)) from None
 

@@ -37,9 +37,9 @@ def probability_plot(log: FailureLog, fit: WeibullFit):
     mcsim.errors.BackendUnavailable
         Without matplotlib.
     """
-    from mcsim.report.style import _plain_log_axis, _pyplot
+    from mcsim.report import style
 
-    plt = _pyplot()
+    plt = style.pyplot()
     u, survival, greenwood = product_limit(log)
     keep = (survival > 0) & (survival < 1) & np.isfinite(greenwood)
     u, survival, greenwood = u[keep], survival[keep], greenwood[keep]
@@ -84,7 +84,7 @@ def probability_plot(log: FailureLog, fit: WeibullFit):
         label=f"product-limit (Kaplan–Meier) estimate, Greenwood {level}",
     )
     ax.set_xscale("log")
-    _plain_log_axis(ax.xaxis)
+    style.plain_log_axis(ax.xaxis)
     ax.set_xlabel("age t [h]" + (f" (conditioned on survival to {s0:.4g} h)" if s0 > 0 else ""))
     ax.set_ylabel("log(−log(1 − F(t)))")
     probabilities = np.array([0.001, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999])

@@ -22,7 +22,7 @@ from mcsim.analysis.ranking import best
 from mcsim.analysis.sensitivity import sensitivity
 from mcsim.io.format import format_significant
 from mcsim.io.variables import sweep_dims
-from mcsim.report.style import _pyplot, _scenario, _style, _title, config_label
+from mcsim.report import style
 
 _INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
 
@@ -140,12 +140,12 @@ def plot_sensitivity(
         point, result = point_sensitivity(ds, output, point, resamples=resamples, progress=progress)
     elif point is None:  # indices given for every configuration: show the default one
         point = chosen_configuration(ds, output)
-    plt = _pyplot()
+    plt = style.pyplot()
     rows = ranking(ds, result, point)
     main, first = _indices(result)
     n = len(rows)
     positions = np.arange(n)
-    with _style():
+    with style.house_style():
         fig, ax = plt.subplots(figsize=(8.5, 2.2 + 0.62 * n), layout="constrained")
         for name, offset, colour in ((main, -0.19, "C0"), (first, 0.19, "C1")):
             value = np.array([row[name][0] for row in rows])
@@ -181,7 +181,7 @@ def plot_sensitivity(
         lower = min([0.0] + [row[name][1] for row in rows for name in (main, first) if np.isfinite(row[name][1])])
         ax.set_xlim(lower - 0.02, min(1.05, upper * 1.1 + 0.02))
         ax.legend(loc="lower right")
-        where = f"{config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
+        where = f"{style.config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
         detail = (
             f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
             f"design); inputs ranked by {main}, most influential at the top"
@@ -192,7 +192,7 @@ def plot_sensitivity(
                 + ", ".join(result.attrs["correlated_inputs"].split())
                 + ") overlap and do not add up"
             )
-        _title(fig, f"Which uncertain input matters most: {_scenario(ds)}", detail)
+        style.figure_title(fig, f"Which uncertain input matters most: {style.scenario_name(ds)}", detail)
     return fig
 
 
