@@ -143,43 +143,12 @@ def plot_sensitivity(
     plt = style.pyplot()
     rows = ranking(ds, result, point)
     main, first = _indices(result)
-    n = len(rows)
-    positions = np.arange(n)
+    positions = np.arange(len(rows))
     with style.house_style():
-        fig, ax = plt.subplots(figsize=(8.5, 2.2 + 0.62 * n), layout="constrained")
+        fig, ax = plt.subplots(figsize=(8.5, 2.2 + 0.62 * len(rows)), layout="constrained")
         for name, offset, colour in ((main, -0.19, "C0"), (first, 0.19, "C1")):
-            value = np.array([row[name][0] for row in rows])
-            low = np.array([row[name][1] for row in rows])
-            high = np.array([row[name][2] for row in rows])
-            shown = np.nan_to_num(value)
-            ax.barh(
-                positions + offset,
-                shown,
-                height=0.36,
-                color=colour,
-                label=f"{_INDEX_TEXT[name]}, 95 % bootstrap interval",
-            )
-            ax.errorbar(
-                shown,
-                positions + offset,
-                xerr=np.nan_to_num(np.vstack([value - low, high - value])),
-                fmt="none",
-                ecolor="0.15",
-                elinewidth=1.0,
-                capsize=3,
-            )
-        ax.axvline(0.0, color="0.3", linewidth=0.8)
-        ax.set_yticks(positions)
-        ax.set_yticklabels([_input_label(row) for row in rows], fontsize=8)
-        ax.invert_yaxis()
-        ax.grid(axis="y", visible=False)
-        ax.set_xlabel(
-            f"sensitivity index of the mean {output.replace('_', ' ')} per draw [1]"
-            + (" (share of its variance over draws)" if main == "ST" else "")
-        )
-        upper = max([1e-9] + [row[name][2] for row in rows for name in (main, first) if np.isfinite(row[name][2])])
-        lower = min([0.0] + [row[name][1] for row in rows for name in (main, first) if np.isfinite(row[name][1])])
-        ax.set_xlim(lower - 0.02, min(1.05, upper * 1.1 + 0.02))
+            _index_bars(ax, rows, name, positions + offset, colour)
+        _index_axes(ax, rows, (main, first), positions, output)
         ax.legend(loc="lower right")
         where = f"{style.config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
         detail = (
@@ -194,6 +163,47 @@ def plot_sensitivity(
             )
         style.figure_title(fig, f"Which uncertain input matters most: {style.scenario_name(ds)}", detail)
     return fig
+
+
+def _index_bars(ax, rows: list[dict], name: str, positions: np.ndarray, colour: str) -> None:
+    """The bars of one index, one per input, with their 95 % bootstrap intervals."""
+    value = np.array([row[name][0] for row in rows])
+    low = np.array([row[name][1] for row in rows])
+    high = np.array([row[name][2] for row in rows])
+    shown = np.nan_to_num(value)
+    ax.barh(
+        positions,
+        shown,
+        height=0.36,
+        color=colour,
+        label=f"{_INDEX_TEXT[name]}, 95 % bootstrap interval",
+    )
+    ax.errorbar(
+        shown,
+        positions,
+        xerr=np.nan_to_num(np.vstack([value - low, high - value])),
+        fmt="none",
+        ecolor="0.15",
+        elinewidth=1.0,
+        capsize=3,
+    )
+
+
+def _index_axes(ax, rows: list[dict], names: tuple[str, str], positions: np.ndarray, output: str) -> None:
+    """The inputs' labels, most influential at the top; the x axis from 0 (or the lowest bound) to the
+    highest bound of the intervals."""
+    ax.axvline(0.0, color="0.3", linewidth=0.8)
+    ax.set_yticks(positions)
+    ax.set_yticklabels([_input_label(row) for row in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
+    ax.set_xlabel(
+        f"sensitivity index of the mean {output.replace('_', ' ')} per draw [1]"
+        + (" (share of its variance over draws)" if names[0] == "ST" else "")
+    )
+    upper = max([1e-9] + [row[name][2] for row in rows for name in names if np.isfinite(row[name][2])])
+    lower = min([0.0] + [row[name][1] for row in rows for name in names if np.isfinite(row[name][1])])
+    ax.set_xlim(lower - 0.02, min(1.05, upper * 1.1 + 0.02))
 
 
 __all__ = ["chosen_configuration", "point_sensitivity", "ranking", "plot_sensitivity"]
