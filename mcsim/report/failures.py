@@ -44,16 +44,7 @@ def probability_plot(log: FailureLog, fit: WeibullFit):
     u, y, se = _product_limit_points(log)
     grid, curve, fit_se = _fitted_curve(log, fit)
     fig, ax = plt.subplots(figsize=(7, 5), layout="constrained")
-    ax.fill_between(
-        grid,
-        curve - z * fit_se,
-        curve + z * fit_se,
-        color="C0",
-        alpha=0.2,
-        lw=0,
-        label=f"fit, pointwise {level} band",
-    )
-    ax.plot(grid, curve, color="C0", label=f"Weibull fit: k = {fit.shape:.3g}, λ = {fit.scale_hours:.4g} h")
+    _draw_fit(ax, grid, curve, z * fit_se, level, fit)
     ax.errorbar(
         u,
         y,
@@ -75,6 +66,20 @@ def probability_plot(log: FailureLog, fit: WeibullFit):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     return fig
+
+
+def _draw_fit(ax, grid: np.ndarray, curve: np.ndarray, half_width: np.ndarray, level: str, fit: WeibullFit) -> None:
+    """The fitted curve with its pointwise band (``curve`` ± ``half_width``)."""
+    ax.fill_between(
+        grid,
+        curve - half_width,
+        curve + half_width,
+        color="C0",
+        alpha=0.2,
+        lw=0,
+        label=f"fit, pointwise {level} band",
+    )
+    ax.plot(grid, curve, color="C0", label=f"Weibull fit: k = {fit.shape:.3g}, λ = {fit.scale_hours:.4g} h")
 
 
 def _product_limit_points(log: FailureLog) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -150,19 +150,22 @@ def plot_sensitivity(
             _index_bars(ax, rows, name, positions + offset, colour)
         _index_axes(ax, rows, (main, first), positions, output)
         ax.legend(loc="lower right")
-        where = f"{style.config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
-        detail = (
-            f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
-            f"design); inputs ranked by {main}, most influential at the top"
-        )
-        if result.attrs.get("correlated_inputs"):
-            detail += (
-                "; correlated inputs ("
-                + ", ".join(result.attrs["correlated_inputs"].split())
-                + ") overlap and do not add up"
-            )
+        detail = _detail(ds, result, point, output, main)
         style.figure_title(fig, f"Which uncertain input matters most: {style.scenario_name(ds)}", detail)
     return fig
+
+
+def _detail(ds: xr.Dataset, result: xr.Dataset, point: dict, output: str, main: str) -> str:
+    """The subtitle: the configuration shown, the draws and runs, the ranking, a warning on correlated inputs."""
+    where = f"{style.config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
+    detail = (
+        f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
+        f"design); inputs ranked by {main}, most influential at the top"
+    )
+    if result.attrs.get("correlated_inputs"):
+        correlated = ", ".join(result.attrs["correlated_inputs"].split())
+        detail += f"; correlated inputs ({correlated}) overlap and do not add up"
+    return detail
 
 
 def _index_bars(ax, rows: list[dict], name: str, positions: np.ndarray, colour: str) -> None:
