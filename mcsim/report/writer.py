@@ -98,23 +98,15 @@ def report(
         check_days(deadline)
     check_probability(probability)
     if isinstance(source, xr.Dataset):
-        return _dataset_report(source, folder, name, deadline, probability, resamples, progress)
+        return _result_report(source, _dataset_folder(folder), name, deadline, probability, resamples, progress)
     return _file_report(Path(source), folder, name, deadline, probability, resamples, progress)
 
 
-def _dataset_report(
-    ds: xr.Dataset,
-    folder: str | Path | None,
-    name: str | None,
-    deadline: float | None,
-    probability: float,
-    resamples: int | None,
-    progress: bool | None,
-) -> list[Path]:
-    """The report of a result dataset into ``folder``, which must be given."""
+def _dataset_folder(folder: str | Path | None) -> Path:
+    """The folder of a dataset's report, which must be given."""
     if folder is None:
         raise ValueError("folder: give the folder to write the report of a dataset into")
-    return _result_report(ds, Path(folder), name, deadline, probability, resamples, progress)
+    return Path(folder)
 
 
 def _file_report(
