@@ -147,7 +147,7 @@ def prob_within(ds: xr.Dataset, days: float, probability: float | None = None) -
     runs censored at ``max_wall_days`` count as late. With parameter draws the
     probability is pooled over draws and runs (the predictive probability: input
     uncertainty and chance), its 95 % interval the Wilson interval at the effective
-    number of trials of draws as clusters (:func:`mcsim.decisions.within_arrays`);
+    number of trials of draws as clusters (:func:`mcsim.analysis.decisions.within_arrays`);
     with ``probability`` also the share of draws whose own probability is at least
     ``probability`` (``draws_meeting``, Wilson over draws). Without draws: the share of
     runs with its Wilson interval over runs.

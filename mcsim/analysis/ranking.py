@@ -147,7 +147,7 @@ def decision_table(ds: xr.Dataset, objective: str = "cost") -> xr.Dataset:
     over the D draws; its regret in draw d is the amount by which m(c, d) falls short
     of the best m(., d) (objective units, >= 0, in the objective's direction), and the
     expected regret is the mean over draws with its normal 95 % interval. m carries the
-    runs' noise (see :mod:`mcsim.decisions`): ``p_best_clear`` counts only the draws won
+    runs' noise (see :mod:`mcsim.analysis.decisions`): ``p_best_clear`` counts only the draws won
     by more than 1.96 standard errors of the paired difference to the runner-up.
 
     Returns

@@ -6,7 +6,7 @@ the leading configurations, and for each uncertain input what happens to the dec
 when the draws are split by the input's value (below or above its median, or into
 terciles): which configuration wins in each part, and how much the robust choice loses
 there against that part's winner. Definitions: docs/model.md, "Decisions under
-uncertainty"; estimators: :mod:`mcsim.decisions`.
+uncertainty"; estimators: :mod:`mcsim.analysis.decisions`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ SESMO 2022):
   indices from the Saltelli design (Saltelli et al. 2010, Comput. Phys. Commun.
   181: 259-270; SALib ``analyze.sobol``), each with a bootstrap confidence
   interval. The draws of one base point share their random streams
-  (:func:`mcsim.uncertain.draw_offset`), so an input without effect has ``ST``
+  (:func:`mcsim.scenario.uncertain.draw_offset`), so an input without effect has ``ST``
   exactly 0.
 * any other design (given data): the first-order index ``S1`` and the
   moment-independent ``delta`` (Borgonovo 2007, Reliab. Eng. Syst. Saf. 92:
@@ -34,7 +34,7 @@ of the draws, so they move with the resampling stream by about their half-width.
 Progress: a bar over the (configuration, input) pairs (:func:`mcsim.engine.execution.progress_bar`),
 drawn once the work has taken 2 s.
 
-Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.uncertain.parse_joint`):
+Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.scenario.uncertain.parse_joint`):
 Sobol's variance decomposition, and the Saltelli estimators of ``S1`` and ``ST``,
 assume independent inputs, so a scenario with a joint group cannot use the Saltelli
 design (refused when it is read). The given-data ``S1`` (the correlation ratio

@@ -259,7 +259,7 @@ def save_figure(fig, path: str | Path) -> Path:
 
     PNG (150 dpi) when the name has no suffix; any format matplotlib writes
     (png, pdf, svg, jpg, ...) by suffix; another suffix raises ``ValueError``
-    (:func:`figure_format`). Written through :func:`mcsim.atomic.atomic_open`:
+    (:func:`figure_format`). Written through :func:`mcsim.io.atomic.atomic_open`:
     a temporary file in the destination folder (created if needed), renamed
     over ``path`` only once complete.
     """

@@ -2,12 +2,12 @@
 
 :func:`plot_sensitivity` draws, for one configuration of a result with parameter
 draws, a pair of horizontal bars per uncertain input, most influential at the top (the
-ranking of :func:`mcsim.sensitivity.sensitivity`): the total index ``ST`` (Saltelli
+ranking of :func:`mcsim.analysis.sensitivity.sensitivity`): the total index ``ST`` (Saltelli
 design) or the moment-independent ``delta`` (any other design) as the upper bar, the
 first-order index ``S1`` as the bar below it, each with its 95 % bootstrap
 interval. Each input is labelled with its unit and the 5-95 % range of its draws.
 
-The configuration shown is the one :func:`mcsim.analysis.best` picks on the output
+The configuration shown is the one :func:`mcsim.analysis.ranking.best` picks on the output
 (the robust choice: best mean over draws and runs), the one a planner would buy; a
 result without a sweep has only one. ``mcsim plot --kind sensitivity`` and ``mcsim
 report`` (section "Which input matters most") use it.
@@ -55,7 +55,7 @@ def point_sensitivity(
 ) -> tuple[dict, xr.Dataset]:
     """The configuration shown (default :func:`chosen_configuration`) and its indices.
 
-    :func:`mcsim.sensitivity.sensitivity` of that one configuration only (the bootstrap
+    :func:`mcsim.analysis.sensitivity.sensitivity` of that one configuration only (the bootstrap
     intervals of the delta method take seconds per configuration), with its ``resamples``
     and ``progress``.
     """
