@@ -1,4 +1,4 @@
-"""Decisions under uncertainty (issue 13, step 5): P(best), expected regret, deadline
+"""Decisions under uncertainty (parameter draws of the uncertain inputs): P(best), expected regret, deadline
 probability over draws and runs, the robust choice and the input that would change it."""
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def test_report_sentence_names_the_changing_input(kinked):
     assert "y" not in text.split("save")[1]  # y is worth nothing: not listed as the next input
 
 
-# ---------------------------------------------------------------- hostile arguments (issue 22)
+# ---------------------------------------------------------------- hostile arguments: one-line errors
 
 
 @pytest.mark.parametrize(

@@ -216,7 +216,7 @@ def test_matplotlib_missing(sweep_file, tmp_path, capsys, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-# ---------------------------------------------------------------- issue 11: items 8, 10, 12, 17
+# ---------------------------------------------------------------- censored and infeasible configurations, damaged files
 
 
 @pytest.fixture(scope="module")
@@ -398,9 +398,10 @@ def test_report_says_when_picks_are_equivalent(sweep_file):
     ds = mcsim.open_results(sweep_file)
     runs = ds.sizes["run"]
     cheap, green = {"gpus": 64, "strategy": "async"}, {"gpus": 128, "strategy": "gockpt"}
-    # Cost (the issue's case): green costs 12 USD more than cheap on 1 MUSD, plus paired noise of
-    # +-1,000 USD alternating over the (even number of) runs: mean difference exactly 12 USD,
-    # standard deviation ~1,017 USD, so the 95 % CI of the paired difference is 12 +- ~364 USD.
+    # Cost (two picks that differ by less than the noise): green costs 12 USD more than cheap on
+    # 1 MUSD, plus paired noise of +-1,000 USD alternating over the (even number of) runs: mean
+    # difference exactly 12 USD, standard deviation ~1,017 USD, so the 95 % CI of the paired
+    # difference is 12 +- ~364 USD.
     base = 1e6 + 5e4 * np.sin(np.arange(runs))
     cost = np.full(ds["cost"].shape, np.nan)
     cost[...] = base + 1e5  # the two others: far dearer
@@ -420,7 +421,7 @@ def test_report_says_when_picks_are_equivalent(sweep_file):
 
 
 def _broken(ds, how):
-    """A netCDF dataset that lacks what mcsim's analysis needs (issue 11, item 10)."""
+    """A netCDF dataset that lacks what mcsim's analysis needs: refused in one line, naming what is wrong."""
     if how == "no cost":
         return ds.drop_vars("cost")
     if how == "no feasible":
@@ -487,9 +488,9 @@ def test_report_when_no_configuration_can_be_ranked(hard_file, tmp_path, capsys)
 
 
 def test_scenario_text_is_inert_in_the_report_markdown(single_file):
-    # Issue 11, item 18: a scenario's name and description went into the report's Markdown
-    # unescaped. Hostile text must come out escaped: no link, image, HTML, heading or
-    # table cell break can be formed from it, and no line break.
+    # A scenario's name and description are user text in the report's Markdown. Hostile text
+    # must come out escaped: no link, image, HTML, heading or table cell break can be formed
+    # from it, and no line break.
     from mcsim.report.result_report import report_markdown
 
     ds = mcsim.open_results(single_file)
