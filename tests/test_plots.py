@@ -216,7 +216,7 @@ def test_matplotlib_missing(sweep_file, tmp_path, capsys, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-# ---------------------------------------------------------------- censored and infeasible configurations, damaged files
+# ------------------------------------- hard cases: infeasible and censored configurations, wide ranges, damaged files
 
 
 @pytest.fixture(scope="module")
