@@ -26,6 +26,7 @@ import math
 import numbers
 import warnings
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -198,7 +199,7 @@ def point_text(point: Mapping) -> str:
     return ", ".join(f"{d}={plain_value(v)}" for d, v in point.items()) or "the single configuration"
 
 
-def plain_value(value):
+def plain_value(value: Any) -> Any:
     """A coordinate value as a Python scalar (a NumPy scalar's ``item()``)."""
     return value.item() if hasattr(value, "item") else value
 
