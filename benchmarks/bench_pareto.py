@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from mcsim.analysis.compare import pareto_front
+from mcsim.analysis.ranking import pareto_front
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from naive import pareto_front_naive  # noqa: E402

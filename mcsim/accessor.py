@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import xarray as xr
 
-from mcsim.analysis import compare as analysis
+from mcsim.analysis import compare, configurations, deadline, ranking
 from mcsim.analysis.summary import summarize
 from mcsim.io.netcdf import scenario_names
 from mcsim.io.variables import sweep_dims
@@ -99,15 +99,15 @@ class McsimAccessor:
 
     def pareto(self, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean") -> xr.DataArray:
         """Non-dominated configurations (:func:`mcsim.analysis.pareto_front`)."""
-        return analysis.pareto_front(self._ds, objectives, stat)
+        return ranking.pareto_front(self._ds, objectives, stat)
 
     def best(self, objective: str = "cost", stat: str | float = "mean") -> dict:
         """The best configuration on ``objective``, in its direction (:func:`mcsim.analysis.best`)."""
-        return analysis.best(self._ds, objective, stat)
+        return ranking.best(self._ds, objective, stat)
 
-    def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> analysis.Probability:
+    def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> compare.Probability:
         """P(a beats b) from paired runs, with its 95 % Wilson interval (:func:`mcsim.analysis.prob_better`)."""
-        return analysis.prob_better(self._ds, a, b, objective)
+        return compare.prob_better(self._ds, a, b, objective)
 
     def cheapest_within(self, days: float, probability: float = 0.9) -> dict:
         """Cheapest configuration finishing within ``days`` with ``probability`` in (0, 1).
@@ -115,37 +115,37 @@ class McsimAccessor:
         See :func:`mcsim.analysis.cheapest_within`; raises :class:`mcsim.errors.NoneQualifies`
         (carrying the closest configuration) when none qualifies.
         """
-        return analysis.cheapest_within(self._ds, days, probability)
+        return deadline.cheapest_within(self._ds, days, probability)
 
     def paired_difference(self, a: Mapping, b: Mapping, objective: str = "cost") -> dict:
         """Mean of a - b over paired runs with its 95 % CI (:func:`mcsim.analysis.paired_difference`)."""
-        return analysis.paired_difference(self._ds, a, b, objective)
+        return compare.paired_difference(self._ds, a, b, objective)
 
-    def prob_better_by_draw(self, a: Mapping, b: Mapping, objective: str = "cost") -> analysis.Probability:
+    def prob_better_by_draw(self, a: Mapping, b: Mapping, objective: str = "cost") -> compare.Probability:
         """P(a's mean over a draw's runs beats b's) over parameter draws.
 
         See :func:`mcsim.analysis.prob_better_by_draw`.
         """
-        return analysis.prob_better_by_draw(self._ds, a, b, objective)
+        return compare.prob_better_by_draw(self._ds, a, b, objective)
 
     def decision_table(self, objective: str = "cost") -> xr.Dataset:
         """P(best) and expected regret per configuration over draws (:func:`mcsim.analysis.decision_table`)."""
-        return analysis.decision_table(self._ds, objective)
+        return ranking.decision_table(self._ds, objective)
 
     def prob_best(self, objective: str = "cost") -> xr.DataArray:
         """P(best) per configuration over parameter draws (:func:`mcsim.analysis.prob_best`)."""
-        return analysis.prob_best(self._ds, objective)
+        return ranking.prob_best(self._ds, objective)
 
     def expected_regret(self, objective: str = "cost") -> xr.DataArray:
         """Expected regret of each configuration over parameter draws (:func:`mcsim.analysis.expected_regret`)."""
-        return analysis.expected_regret(self._ds, objective)
+        return ranking.expected_regret(self._ds, objective)
 
     def prob_within(self, days: float, probability: float | None = None) -> xr.Dataset:
         """P(finishing within ``days``) per configuration, pooled over draws and runs.
 
         See :func:`mcsim.analysis.prob_within`.
         """
-        return analysis.prob_within(self._ds, days, probability)
+        return deadline.prob_within(self._ds, days, probability)
 
     def robustness(self, objective: str = "cost", groups: int = 2) -> dict:
         """The robust choice and the uncertain input that would change it (:func:`mcsim.robustness.robustness`)."""
@@ -164,7 +164,7 @@ class McsimAccessor:
 
     def completed_share(self) -> xr.DataArray:
         """Share of completed runs per configuration (:func:`mcsim.analysis.completed_share`)."""
-        return analysis.completed_share(self._ds)
+        return configurations.completed_share(self._ds)
 
     @property
     def plot(self) -> _Plots:

@@ -19,7 +19,7 @@ import xarray as xr
 from builders import SMALL_SCENARIO
 
 import mcsim
-from mcsim.analysis import compare as analysis
+from mcsim.analysis import compare, ranking
 from mcsim.cli.main import main
 from mcsim.scenario.config import load_scenario, scenario_from_dict
 from mcsim.scenario.toml import dumps_toml
@@ -55,17 +55,17 @@ def sweep_file(tmp_path_factory):
 def test_best_names_the_objectives_of_the_dataset():
     ds = _configs({"wall_time": [20, 40], "cost": [10, 5]})
     with pytest.raises(ValueError, match=r"objective 'cots' is not a variable of this dataset; expected one of") as e:
-        analysis.best(ds, "cots")
+        ranking.best(ds, "cots")
     assert "wall_time, cost" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(TypeError, match="objective: expected a variable name"):
-        analysis.best(ds, ["cost"])
+        ranking.best(ds, ["cost"])
 
 
 def test_pareto_refuses_a_bare_string():
     ds = _configs({"wall_time": [20, 40], "cost": [10, 5]})
     # a string is a sequence of one-letter names: it used to fail on 'c' not being a variable
     with pytest.raises(TypeError, match=r"objectives: expected a sequence of variable names .* got the string 'cost'"):
-        analysis.pareto_front(ds, "cost")
+        ranking.pareto_front(ds, "cost")
 
 
 @pytest.mark.parametrize(
@@ -79,13 +79,13 @@ def test_pareto_refuses_a_bare_string():
 def test_prob_better_names_the_valid_configurations(a, match):
     ds = _configs({"wall_time": [20, 40], "cost": [10, 5]})
     with pytest.raises((ValueError, TypeError), match=match):
-        analysis.prob_better(ds, a, {"config": "B"})
+        compare.prob_better(ds, a, {"config": "B"})
 
 
 def test_prob_better_asks_for_every_sweep_dimension():
     ds = _configs({"wall_time": [20, 40], "cost": [10, 5]}).expand_dims(size=[1, 2]).transpose("config", "size", "run")
     with pytest.raises(ValueError, match="a: selects more than one configuration; also give size"):
-        analysis.prob_better(ds, {"config": "A"}, {"config": "B", "size": 1})
+        compare.prob_better(ds, {"config": "A"}, {"config": "B", "size": 1})
 
 
 def test_open_results_refuses_a_foreign_netcdf_file(tmp_path, capsys):
@@ -219,7 +219,7 @@ def test_summary_deadline_and_probability(sweep_file, capsys):
     assert main(["summary", str(sweep_file), "--deadline", f"{days}", "--probability", "0.8"]) == 0
     out = capsys.readouterr().out
     assert f"P(<= {days:g} d)" in out and "100.0%" in out
-    cheaper = analysis.best(ds, "cost")["configuration"]["gpus"]
+    cheaper = ranking.best(ds, "cost")["configuration"]["gpus"]
     assert f"the cheapest configuration finishing in time with probability >= 0.8 is gpus={cheaper}" in out
     for argv, message in (
         (["--deadline", "-2"], "--deadline: expected a finite number of days > 0, got -2.0"),

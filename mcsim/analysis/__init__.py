@@ -1,8 +1,14 @@
 """Decisions on results: summaries, comparisons, sensitivity (layer 4, above ``engine``).
 
-- ``summary``: ``summarize(ds)``, per-variable statistics.
-- ``compare``: best, Pareto front, paired comparisons, deadlines (``ds.mcsim``'s engine).
-- ``decisions``, ``pareto``: the estimators and the non-dominated sort they use.
-- ``robustness``, ``sensitivity``: what changes under uncertain inputs.
-- ``validation``: published runs against simulation.
+- ``summary``: ``summarize(ds)``, per-variable statistics over runs, and ``check_results``.
+- ``configurations``: which configurations of a result may be ranked, their values and statistics.
+- ``ranking``: the best configuration, the Pareto front, and P(best) and expected regret over draws.
+- ``compare``: paired comparisons of two configurations (``ds.mcsim.prob_better``, ``paired_difference``).
+- ``deadline``: the probability of finishing within a deadline, and the cheapest configuration that does.
+- ``decisions``: the estimators of decisions under uncertain inputs, on plain arrays.
+- ``pareto``: the non-dominated sort that ``ranking`` and the planner use.
+- ``robustness``: the robust choice over parameter draws, and the input that would change it.
+- ``sensitivity``: Sobol and delta indices of the uncertain inputs (SALib).
+- ``validation``: published figures of real training runs against simulation (``mcsim validate``).
+- ``steptime_validation``: published iteration times against the step-time model.
 """

@@ -4,7 +4,7 @@ A result with parameter draws holds, per configuration c, draw d and run r, a va
 x[c, d, r] of an objective. These functions take such arrays, already signed so that
 lower is better (the objective times +1, or -1 where higher is better), and return
 the decision statistics that :mod:`mcsim.analysis` puts on the sweep's coordinates and
-:mod:`mcsim.robustness` splits by input. Definitions (docs/model.md, "Decisions under
+:mod:`mcsim.analysis.robustness` splits by input. Definitions (docs/model.md, "Decisions under
 uncertainty"):
 
 * ``m[c, d]``, the mean over the R runs of draw d: the objective of c "in draw d";

@@ -1,6 +1,6 @@
 """Non-dominated sorting: which points no other point beats on every objective.
 
-Used by :func:`mcsim.analysis.pareto_front`; all objectives are minimised here (the
+Used by :func:`mcsim.analysis.ranking.pareto_front`; all objectives are minimised here (the
 analysis signs them by their direction first).
 """
 

@@ -6,19 +6,21 @@ the leading configurations, and for each uncertain input what happens to the dec
 when the draws are split by the input's value (below or above its median, or into
 terciles): which configuration wins in each part, and how much the robust choice loses
 there against that part's winner. Definitions: docs/model.md, "Decisions under
-uncertainty"; estimators: :mod:`mcsim.decisions`.
+uncertainty"; estimators: :mod:`mcsim.analysis.decisions`.
 """
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from mcsim.analysis import compare as analysis
+from mcsim.analysis.configurations import configuration_array, eligible
 from mcsim.analysis.decisions import draw_means, mean_interval
+from mcsim.analysis.ranking import decision_table
 from mcsim.analysis.sensitivity import uncertain_inputs
 from mcsim.io.variables import objective_direction, sweep_dims
 
@@ -100,7 +102,7 @@ def robustness(ds: xr.Dataset, objective: str = "cost", groups: int = 2) -> dict
     -------
     dict
         ``objective``, ``units``, ``direction``, ``draws``;
-        ``choice``: the configuration of least expected regret (:func:`mcsim.analysis.decision_table`),
+        ``choice``: the configuration of least expected regret (:func:`mcsim.analysis.ranking.decision_table`),
         with its ``p_best``, ``p_best_ci95``, ``p_best_clear``, ``expected_regret`` and
         ``expected_regret_ci95`` (objective units);
         ``leaders``: up to 5 configurations with P(best) > 0, highest first, each a dict
@@ -124,56 +126,67 @@ def robustness(ds: xr.Dataset, objective: str = "cost", groups: int = 2) -> dict
         a direction, or nothing to rank.
     """
     keys = uncertain_inputs(ds)
-    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or not 2 <= groups <= ds.sizes["draw"]:
-        raise ValueError(
-            f"groups: expected a whole number from 2 to the number of draws ({ds.sizes['draw']}), got {groups!r}"
-        )
-    table = analysis.decision_table(ds, objective)
+    _check_groups(groups, ds.sizes["draw"])
+    table = decision_table(ds, objective)
     sign = -1.0 if objective_direction(objective) == "higher" else 1.0
     configs = _configurations(ds)
     flat = {name: table[name].values.ravel() for name in table.data_vars}
     pick = int(np.nanargmin(flat["expected_regret"]))
-    values = analysis.configuration_array(ds, ds[objective].where(analysis.eligible(ds)))
-    means = draw_means(sign * values)  # m(c, d), minimising, NaN where c cannot be ranked
+    # m(c, d), minimising, NaN where c cannot be ranked
+    means = draw_means(sign * configuration_array(ds, ds[objective].where(eligible(ds))))
+    inputs = _input_splits(ds, keys, means, pick, int(groups), configs)
+    return {
+        "objective": objective,
+        "units": _units(ds, objective),
+        "direction": "higher" if sign < 0 else "lower",
+        "draws": int(table.attrs["draws"]),
+        "choice": _decision_record(flat, configs, pick),
+        "leaders": [_decision_record(flat, configs, c) for c in _leaders(flat["p_best"])],
+        "inputs": inputs,
+        "changing_input": next((item["input"] for item in inputs if item["changes"]), None),
+    }
 
-    def summary(c: int) -> dict:
-        return {
-            "configuration": configs[c],
-            "p_best": float(flat["p_best"][c]),
-            "p_best_ci95": (float(flat["p_best_ci95_low"][c]), float(flat["p_best_ci95_high"][c])),
-            "p_best_clear": float(flat["p_best_clear"][c]),
-            "expected_regret": float(flat["expected_regret"][c]),
-            "expected_regret_ci95": (
-                float(flat["expected_regret_ci95_low"][c]),
-                float(flat["expected_regret_ci95_high"][c]),
-            ),
-        }
 
-    order = [c for c in np.argsort(-np.nan_to_num(flat["p_best"], nan=-1.0), kind="stable") if flat["p_best"][c] > 0][
-        :LEADERS
-    ]
-    units = ds[objective].attrs.get("units", "")
+def _input_splits(
+    ds: xr.Dataset, keys: list[str], means: np.ndarray, pick: int, groups: int, configs: list[dict]
+) -> list[dict]:
+    """:func:`_input_split` of every uncertain input, the most decisive (largest value of information) first."""
     inputs = [
-        _input_split(
-            key,
-            np.asarray(ds[key].values, dtype=float),
-            means,
-            pick,
-            int(groups),
-            configs,
-            ds[key].attrs.get("units", ""),
-        )
+        _input_split(key, np.asarray(ds[key].values, dtype=float), means, pick, groups, configs, _units(ds, key))
         for key in keys
     ]
     inputs.sort(key=lambda item: -item["value_of_information"])
-    changing = next((item["input"] for item in inputs if item["changes"]), None)
+    return inputs
+
+
+def _check_groups(groups: int, draws: int) -> None:
+    """Raise ValueError (one line) unless ``groups`` is a whole number from 2 to ``draws``."""
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or not 2 <= groups <= draws:
+        raise ValueError(f"groups: expected a whole number from 2 to the number of draws ({draws}), got {groups!r}")
+
+
+def _units(ds: xr.Dataset, name: str) -> str:
+    """The units of the variable ``name`` ("" when it has none)."""
+    return ds[name].attrs.get("units", "")
+
+
+def _leaders(p_best: np.ndarray) -> list[int]:
+    """The configurations with P(best) > 0, highest first, at most :data:`LEADERS`."""
+    order = np.argsort(-np.nan_to_num(p_best, nan=-1.0), kind="stable")
+    return [c for c in order if p_best[c] > 0][:LEADERS]
+
+
+def _decision_record(flat: Mapping[Hashable, np.ndarray], configs: list[dict], c: int) -> dict:
+    """Configuration ``c`` with its P(best), its interval, its share won clearly, and its expected regret
+    with its interval (``flat``: :func:`mcsim.analysis.ranking.decision_table` over the flat sweep)."""
     return {
-        "objective": objective,
-        "units": units,
-        "direction": "higher" if sign < 0 else "lower",
-        "draws": int(table.attrs["draws"]),
-        "choice": summary(pick),
-        "leaders": [summary(c) for c in order],
-        "inputs": inputs,
-        "changing_input": changing,
+        "configuration": configs[c],
+        "p_best": float(flat["p_best"][c]),
+        "p_best_ci95": (float(flat["p_best_ci95_low"][c]), float(flat["p_best_ci95_high"][c])),
+        "p_best_clear": float(flat["p_best_clear"][c]),
+        "expected_regret": float(flat["expected_regret"][c]),
+        "expected_regret_ci95": (
+            float(flat["expected_regret_ci95_low"][c]),
+            float(flat["expected_regret_ci95_high"][c]),
+        ),
     }

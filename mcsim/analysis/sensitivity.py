@@ -9,7 +9,7 @@ SESMO 2022):
   indices from the Saltelli design (Saltelli et al. 2010, Comput. Phys. Commun.
   181: 259-270; SALib ``analyze.sobol``), each with a bootstrap confidence
   interval. The draws of one base point share their random streams
-  (:func:`mcsim.uncertain.draw_offset`), so an input without effect has ``ST``
+  (:func:`mcsim.scenario.uncertain.draw_offset`), so an input without effect has ``ST``
   exactly 0.
 * any other design (given data): the first-order index ``S1`` and the
   moment-independent ``delta`` (Borgonovo 2007, Reliab. Eng. Syst. Saf. 92:
@@ -34,7 +34,7 @@ of the draws, so they move with the resampling stream by about their half-width.
 Progress: a bar over the (configuration, input) pairs (:func:`mcsim.engine.execution.progress_bar`),
 drawn once the work has taken 2 s.
 
-Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.uncertain.parse_joint`):
+Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.scenario.uncertain.parse_joint`):
 Sobol's variance decomposition, and the Saltelli estimators of ``S1`` and ``ST``,
 assume independent inputs, so a scenario with a joint group cannot use the Saltelli
 design (refused when it is read). The given-data ``S1`` (the correlation ratio
@@ -53,13 +53,22 @@ import io
 import numbers
 import warnings
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
+from mcsim._lazy import lazy_module
+from mcsim.engine.execution import progress_bar
 from mcsim.io.variables import PER_RUN
+
+if TYPE_CHECKING:
+    from SALib.analyze import delta as salib_delta
+    from SALib.analyze import sobol as salib_sobol
+else:  # imported at the first indices: SALib takes a noticeable share of the start-up of every command
+    salib_delta = lazy_module("SALib.analyze.delta")
+    salib_sobol = lazy_module("SALib.analyze.sobol")
 
 INDICES = ("S1", "ST", "delta")
 CONF_LEVEL = 0.95
@@ -136,27 +145,23 @@ def _indices(
     bounds = [[float(np.min(x[:, i])), float(np.max(x[:, i])) or 1.0] for i in range(k)]
     seed += 1  # SALib leaves its generator unseeded for seed 0
     # One BLAS thread: SALib's estimators run many small linear-algebra calls, for which a
-    # multi-threaded OpenBLAS spends ~14x longer synchronising than computing (issue 22: 438 s
-    # against 31 s, identical output); the results do not depend on the thread count.
+    # multi-threaded OpenBLAS spends ~14x longer synchronising than computing (438 s against
+    # 31 s on one result, with identical output); the results do not depend on the thread count.
     with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
         warnings.simplefilter("ignore")
         if design == "saltelli":
-            from SALib.analyze import sobol
-
             problem = {"num_vars": k, "names": names, "bounds": bounds}
-            result = sobol.analyze(
+            result = salib_sobol.analyze(
                 problem, y, calc_second_order=False, num_resamples=resamples, conf_level=CONF_LEVEL, seed=seed
             )
             _store(out, result, ("S1", "ST"), slice(None))
             bar.update(k)
             return out
-        from SALib.analyze import delta
-
         for i in range(k):  # one input at a time: the given-data estimators need no other column
             problem = {"num_vars": 1, "names": [names[i]], "bounds": [bounds[i]]}
             # SALib >= 1.5 prints bin notices, and turns warnings back on ("once") to show others
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                result = delta.analyze(
+                result = salib_delta.analyze(
                     problem, x[:, i : i + 1], y, num_resamples=resamples, conf_level=CONF_LEVEL, seed=seed + i
                 )
             _store(out, result, ("S1", "delta"), slice(i, i + 1))
@@ -212,8 +217,40 @@ def sensitivity(
         No parameter draws, fewer than :func:`draws_needed`, ``output`` is not a per-run variable, or
         ``resamples`` out of range.
     """
-    from mcsim.engine.execution import progress_bar
+    resamples, keys, design, correlated = _checked_request(ds, output, resamples)
+    x = np.column_stack([np.asarray(ds[key].values, dtype=float) for key in keys])
+    with warnings.catch_warnings():  # infeasible configurations: all NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = ds[output].astype(float).mean("run")
+    sweep_dims = [d for d in means.dims if d != "draw"]
+    means = means.transpose(*sweep_dims, "draw")
+    shape = tuple(ds.sizes[d] for d in sweep_dims)
+    description = f"sensitivity of {output} ({resamples} resamples)"
+    arrays = _every_configuration(x, means.values, shape, keys, design, seed, resamples, progress, description)
+    coords: dict[Hashable, xr.DataArray | list[str]] = {d: ds[d] for d in sweep_dims if d in ds.coords}
+    coords["input"] = keys
+    result = xr.Dataset(_index_variables(arrays, design, (*sweep_dims, "input")), coords=coords)
+    result = result.transpose("input", *sweep_dims)
+    result.attrs = _attributes(ds, output, design, correlated, resamples)
+    return result
 
+
+def _attributes(ds: xr.Dataset, output: str, design: str, correlated: list[str], resamples: int) -> dict:
+    """The attributes of the indices: method, output, draws, design, correlated inputs, resamples, scenario."""
+    return {
+        "method": "sobol" if design == "saltelli" else "delta",
+        "output": output,
+        "draws": ds.sizes["draw"],
+        "design": design,
+        "correlated_inputs": " ".join(correlated),
+        "resamples": resamples,
+        "scenario_name": str(ds.attrs.get("scenario_name", "scenario")),
+    }
+
+
+def _checked_request(ds: xr.Dataset, output: str, resamples: int | None) -> tuple[int, list[str], str, list[str]]:
+    """(resamples, the uncertain inputs, the design, the correlated inputs) of a request for indices of
+    ``output``; a one-line ValueError when it cannot be answered (see :func:`sensitivity`)."""
     if not isinstance(output, str) or output not in PER_RUN or output not in ds:
         raise ValueError(f"output: expected a per-run variable ({', '.join(PER_RUN)}), got {output!r}")
     resamples = RESAMPLES if resamples is None else check_resamples(resamples)
@@ -229,60 +266,59 @@ def sensitivity(
             f"{ds.sizes['draw']} parameter draws are too few for sensitivity indices of {len(keys)} uncertain "
             f"input{'s' if len(keys) != 1 else ''} ({design} design): need at least {need} (run.draws >= {need})"
         )
-    x = np.column_stack([np.asarray(ds[key].values, dtype=float) for key in keys])
-    with warnings.catch_warnings():  # infeasible configurations: all NaN
-        warnings.simplefilter("ignore", RuntimeWarning)
-        means = ds[output].astype(float).mean("run")
-    sweep_dims = [d for d in means.dims if d != "draw"]
-    means = means.transpose(*sweep_dims, "draw")
-    shape = tuple(ds.sizes[d] for d in sweep_dims)
-    arrays = {name: np.full(shape + (len(keys),), np.nan) for name in (*INDICES, *(f"{n}_conf" for n in INDICES))}
+    return resamples, keys, design, correlated
+
+
+def _every_configuration(
+    x: np.ndarray,
+    means: np.ndarray,
+    shape: tuple[int, ...],
+    keys: list[str],
+    design: str,
+    seed: int,
+    resamples: int,
+    progress: bool | None,
+    description: str,
+) -> dict[str, np.ndarray]:
+    """The estimates and half-widths of every index, (configurations..., inputs), from the draw means
+    ``means`` (configurations..., draws) of each configuration, with a progress bar over the pairs."""
+    names = (*INDICES, *(f"{n}_conf" for n in INDICES))
+    arrays = {name: np.full(shape + (len(keys),), np.nan) for name in names}
     configurations = int(np.prod(shape)) if shape else 1
     with progress_bar(
         progress,
         total=configurations * len(keys),
         unit="input",
-        desc=f"sensitivity of {output} ({resamples} resamples)",
+        desc=description,
         leave=False,
         delay=PROGRESS_DELAY_S,
         dynamic_ncols=True,
     ) as bar:
         for index in np.ndindex(*shape):
-            found = _indices(x, means.values[index], keys, design, seed, resamples, bar)
+            found = _indices(x, means[index], keys, design, seed, resamples, bar)
             for name, values in found.items():
                 arrays[name][index] = values
+    return arrays
+
+
+_INDEX_TEXT = {
+    "S1": "first-order Sobol index",
+    "ST": "total Sobol index",
+    "delta": "delta moment-independent measure",
+}
+
+
+def _index_variables(arrays: dict[str, np.ndarray], design: str, dims: tuple[Hashable, ...]) -> dict[str, xr.Variable]:
+    """Each index with the bounds of its interval, and the inputs' ranks, as variables of the result."""
     data = {}
     for name in INDICES:
         value, conf = arrays[name], arrays[f"{name}_conf"]
-        data[name] = (
-            value,
-            "first-order Sobol index"
-            if name == "S1"
-            else "total Sobol index"
-            if name == "ST"
-            else "delta moment-independent measure",
-        )
+        data[name] = (value, _INDEX_TEXT[name])
         data[f"{name}_low"] = (value - conf, f"{CONF_LEVEL:.0%} bootstrap interval of {name}: lower bound")
         data[f"{name}_high"] = (value + conf, f"{CONF_LEVEL:.0%} bootstrap interval of {name}: upper bound")
     score = arrays["ST"] if design == "saltelli" else arrays["delta"]
     order = np.argsort(-np.nan_to_num(score, nan=-np.inf), axis=-1, kind="stable")
     rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(1, len(keys) + 1) + np.zeros_like(order), axis=-1)
+    np.put_along_axis(rank, order, np.arange(1, score.shape[-1] + 1) + np.zeros_like(order), axis=-1)
     data["rank"] = (rank, "rank of the input, 1 = most influential (by ST, or delta without a Saltelli design)")
-    dims = (*sweep_dims, "input")
-    variables = {
-        name: xr.Variable(dims, value, {"units": "1", "long_name": text}) for name, (value, text) in data.items()
-    }
-    coords: dict[Hashable, xr.DataArray | list[str]] = {d: ds[d] for d in sweep_dims if d in ds.coords}
-    coords["input"] = keys
-    result = xr.Dataset(variables, coords=coords).transpose("input", *sweep_dims)
-    result.attrs = {
-        "method": "sobol" if design == "saltelli" else "delta",
-        "output": output,
-        "draws": ds.sizes["draw"],
-        "design": design,
-        "correlated_inputs": " ".join(correlated),
-        "resamples": resamples,
-        "scenario_name": str(ds.attrs.get("scenario_name", "scenario")),
-    }
-    return result
+    return {name: xr.Variable(dims, value, {"units": "1", "long_name": text}) for name, (value, text) in data.items()}

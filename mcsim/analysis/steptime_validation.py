@@ -316,7 +316,7 @@ def ordered_pairs(results: list[CaseResult], resolved_only: bool = False) -> tup
     return right, total
 
 
-TOLERANCE = 0.10  # every case within +-10 % (issue 24)
+TOLERANCE = 0.10  # every case within +-10 % of its measured time
 ORDERED_SHARE = 0.90  # and at least 90 % of the comparisons' resolved pairs ordered as measured
 
 

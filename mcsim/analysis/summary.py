@@ -7,9 +7,8 @@ along a ``stat`` dimension. Runs that are NaN (infeasible configurations) are
 skipped. Censored runs are included as they are (their wall time is a lower
 bound); ``completed``'s mean is the fraction of runs that finished.
 
-Also here: :func:`format_coordinate` (from :mod:`mcsim.io.format`; coordinate values as text, for every table and
-figure) and :func:`check_results` (what ``mcsim summary``, ``plot`` and ``report``
-require of a result file).
+Also here: :func:`check_results` (what ``mcsim summary``, ``plot`` and ``report`` require of a
+result file).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from mcsim.io.format import format_coordinate  # noqa: F401  (re-exported: mcsim.analysis.summary.format_coordinate)
 from mcsim.io.variables import LATER_VARIABLES, PER_RUN, VARIABLES
 
 STATS = ("mean", "std", "p5", "p50", "p95", "ci95_low", "ci95_high")
@@ -143,6 +141,24 @@ def check_results(ds: xr.Dataset) -> None:
     ValueError
         One line saying what is missing or wrong.
     """
+    _check_kind(ds)
+    _check_variables(ds)
+    if ds.sizes["run"] == 0:
+        raise ValueError("no runs (the run dimension is empty)")
+    empty = [d for d in ds["wall_time"].dims if d != "run" and ds.sizes[d] == 0]
+    if empty:
+        raise ValueError(f"no configurations (sweep dimension {str(empty[0])!r} is empty)")
+    feasible = ds["feasible"].astype(bool)
+    if not bool(feasible.any()):
+        raise ValueError("no feasible configuration")
+    for name in ("wall_time", "energy", "cost"):
+        finite = xr.apply_ufunc(np.isfinite, ds[name].astype(float)).any("run")
+        if bool((feasible & ~finite).any()):
+            raise ValueError(f"{name}: no finite value in a feasible configuration (all NaN)")
+
+
+def _check_kind(ds: xr.Dataset) -> None:
+    """Refuse a summary, a ``draw`` dimension without uncertain inputs, and a part of a sharded run."""
     if "stat" in ds.dims:
         raise ValueError("has a dimension named 'stat' (a summary from mcsim.summarize, not a result of mcsim run)")
     if "draw" in ds.dims and not str(ds.attrs.get("uncertain_inputs", "")).strip():
@@ -155,13 +171,22 @@ def check_results(ds: xr.Dataset) -> None:
             f"part {ds.attrs['shard']} of a sharded run (mcsim run --shard): it holds only that part's "
             "configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, or mcsim.combine)"
         )
+
+
+def _check_variables(ds: xr.Dataset) -> None:
+    """Refuse a dataset without every registered variable, each on the dims of ``wall_time`` (with ``run`` or
+    without, as registered) and of numbers (but text)."""
     missing = [name for name in VARIABLES if name not in ds.variables and name not in LATER_VARIABLES]
     if missing:
         shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
         raise ValueError(f"not an mcsim result file: no variable {shown}")
     if "run" not in ds["wall_time"].dims:
         raise ValueError("not an mcsim result file: wall_time has no run dimension")
-    sweep = [str(d) for d in ds["wall_time"].dims if d != "run"]
+    _check_dims_and_types(ds, [str(d) for d in ds["wall_time"].dims if d != "run"])
+
+
+def _check_dims_and_types(ds: xr.Dataset, sweep: list[str]) -> None:
+    """Refuse a registered variable off the ``sweep`` dims (and ``run`` for a per-run one), or not of numbers."""
     for name, var in VARIABLES.items():
         if name not in ds.variables:
             continue  # one of LATER_VARIABLES, in a file written before it existed
@@ -172,15 +197,3 @@ def check_results(ds: xr.Dataset) -> None:
             )
         if var.dtype != "str" and ds[name].dtype.kind not in "fiub":
             raise ValueError(f"{name}: expected numbers, got {ds[name].dtype}")
-    if ds.sizes["run"] == 0:
-        raise ValueError("no runs (the run dimension is empty)")
-    empty = [d for d in sweep if ds.sizes[d] == 0]
-    if empty:
-        raise ValueError(f"no configurations (sweep dimension {empty[0]!r} is empty)")
-    feasible = ds["feasible"].astype(bool)
-    if not bool(feasible.any()):
-        raise ValueError("no feasible configuration")
-    for name in ("wall_time", "energy", "cost"):
-        finite = xr.apply_ufunc(np.isfinite, ds[name].astype(float)).any("run")
-        if bool((feasible & ~finite).any()):
-            raise ValueError(f"{name}: no finite value in a feasible configuration (all NaN)")

@@ -48,7 +48,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def option_error(args: argparse.Namespace) -> str | None:
     """What is wrong with ``--deadline``, ``--probability`` or ``--resamples`` (None when nothing)."""
-    from mcsim.analysis.compare import check_days, check_probability
+    from mcsim.analysis.configurations import check_days, check_probability
     from mcsim.analysis.sensitivity import check_resamples
 
     checks = (
@@ -179,11 +179,11 @@ def _fit_output(source: str, option: str, value: str | None) -> Path | None:
 def _fit_plot_backend() -> None:
     """Fail early, before reading the log, when --plot cannot be drawn."""
     from mcsim.errors import BackendUnavailable, ScenarioError
-    from mcsim.report.style import _pyplot
+    from mcsim.report.style import pyplot
 
     _use_agg()
     try:
-        _pyplot()
+        pyplot()
     except BackendUnavailable as err:
         raise ScenarioError("--plot", "matplotlib", str(err)) from None
 
@@ -351,7 +351,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """
     from mcsim.errors import BackendUnavailable
     from mcsim.io.atomic import folder_problem
-    from mcsim.report.plan import is_plan_file
+    from mcsim.report.plan.files import is_plan_file
     from mcsim.report.writer import report
 
     source = Path(args.file)

@@ -27,7 +27,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from mcsim.io.netcdf import is_result_file
     from mcsim.planning.plan_file import load_plan
     from mcsim.planning.run import plan as plan_result
-    from mcsim.report.plan import plan_table
+    from mcsim.report.plan.table import plan_table
 
     plan = load_plan(args.plan, args.overrides)
     output = Path(args.output) if args.output is not None else Path("results") / f"{plan.scenario.file_stem}.nc"

@@ -7,25 +7,15 @@ dimension it is drawn against.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import xarray as xr
 
+from mcsim.analysis.ranking import best
 from mcsim.io.format import format_coordinate
 from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
-from mcsim.report.style import (
-    _label,
-    _log_worthy,
-    _plain_log_axis,
-    _points,
-    _pyplot,
-    _scenario,
-    _style,
-    _title,
-    _units,
-    config_label,
-)
+from mcsim.report import style
 
 if TYPE_CHECKING:
     from matplotlib.typing import LineStyleType
@@ -88,66 +78,90 @@ def plot_scaling(ds: xr.Dataset, x: str | None = None):
     x = scaling_dimension(ds, x)
     # a curve per parameter draw: each draw's scaling is its own line (its runs give the band)
     dims = sweep_dims(ds) + [d for d in SAMPLE_DIMS if d != "run" and d in ds["wall_time"].dims]
-    plt = _pyplot()
-    from matplotlib.lines import Line2D
-
+    plt = style.pyplot()
     others = [d for d in dims if d != x]
     combos, fixed_note = _line_combinations(ds, others)
-    # colour by the largest other dim, line style by the next (when it has at most 4 values)
-    colour_dim = max(others, key=lambda d: ds.sizes[d]) if others and len(combos) > 1 else None
-    style_dim = next((d for d in others if d != colour_dim and ds.sizes[d] <= 4), None) if colour_dim else None
-    colour_by_value = bool(colour_dim) and not [d for d in others if d not in (colour_dim, style_dim)]
-
+    look = _line_look(ds, others, combos)
     xs = ds[x].values
     numeric = np.issubdtype(xs.dtype, np.number)
     positions = xs.astype(float) if numeric else np.arange(xs.size, dtype=float)
     marks = {"infeasible": False, "censored": False}
-    with _style():
+    with style.house_style():
         fig, axes = plt.subplots(2, 2, figsize=(11, 8.2), sharex=True, layout="constrained")
-        handles = []
-        for k, combo in enumerate(combos):
-            colour_index = ds[colour_dim].values.tolist().index(combo[colour_dim]) if colour_by_value else k
-            colour = f"C{colour_index % 10}"
-            style_index = ds[style_dim].values.tolist().index(combo[style_dim]) if style_dim else 0
-            line_style, marker = _LINE_STYLES[style_index % 4], _MARKERS[style_index % 4]
-            sub = ds.sel(combo) if combo else ds
-            feasible = sub["feasible"].values.astype(bool) if "feasible" in sub else np.ones(xs.size, bool)
-            censored = feasible & (sub["completed"].mean("run").values < 1.0 if "completed" in sub else False)
-            marks["infeasible"] |= bool((~feasible).any())
-            marks["censored"] |= bool(censored.any())
-            for ax, (name, _) in zip(axes.flat, _PANELS, strict=False):
-                values = sub[name].values.astype(float) * _units(ds, name)[0]
-                _draw_line(ax, positions, values, feasible, censored, colour, line_style, marker)
-            line = Line2D(
-                [],
-                [],
-                color=colour,
-                linestyle=line_style,
-                marker=marker,
-                markersize=4,
-                label=config_label(combo, "mean"),
-            )
-            handles.append((colour_index, style_index, line))
+        handles = [_draw_combination(ds, axes, k, combo, look, positions, marks) for k, combo in enumerate(combos)]
         _label_panels(ds, axes)
         _label_x_axes(axes[1], x, xs, positions, numeric)
-        band = Line2D([], [], color="0.5", alpha=0.3, linewidth=8, label="5–95 % of runs")
-        legend_title = " · ".join(others) if len(combos) > 1 else None
-        # legend columns: one per colour, its line styles one under the other
-        rows = ds.sizes[style_dim] if style_dim else max(1, -(-len(handles) // 4))
-        legend_handles = [h for _, _, h in sorted(handles, key=lambda item: item[:2])] + [band] + _mark_handles(marks)
-        fig.legend(
-            handles=legend_handles,
-            loc="outside lower center",
-            ncols=-(-len(legend_handles) // rows),
-            title=legend_title,
-            frameon=False,
-        )
-        _title(
+        _legend(fig, ds, handles, marks, " · ".join(others) if len(combos) > 1 else None, look.style_dim)
+        style.figure_title(
             fig,
-            f"Scaling with {'the number of GPUs' if x == 'gpus' else x}: {_scenario(ds)}",
+            f"Scaling with {'the number of GPUs' if x == 'gpus' else x}: {style.scenario_name(ds)}",
             f"mean (line) and 5–95 % band over {ds.sizes['run']} runs per configuration{fixed_note}",
         )
     return fig
+
+
+class _LineLook(NamedTuple):
+    """How the lines differ: colour by the largest other dim, line style by the next (at most 4 values)."""
+
+    colour_dim: str | None
+    style_dim: str | None
+    colour_by_value: bool  # the colour follows the colour dim's value (no third dim varies along the lines)
+
+
+def _line_look(ds: xr.Dataset, others: list[str], combos: list[dict]) -> _LineLook:
+    """The dims that colour and style the lines of ``combos``."""
+    colour_dim = max(others, key=lambda d: ds.sizes[d]) if others and len(combos) > 1 else None
+    style_dim = next((d for d in others if d != colour_dim and ds.sizes[d] <= 4), None) if colour_dim else None
+    colour_by_value = bool(colour_dim) and not [d for d in others if d not in (colour_dim, style_dim)]
+    return _LineLook(colour_dim, style_dim, colour_by_value)
+
+
+def _draw_combination(
+    ds: xr.Dataset, axes, k: int, combo: dict, look: _LineLook, positions: np.ndarray, marks: dict[str, bool]
+) -> tuple[int, int, Any]:
+    """The ``k``-th combination's line on every panel; ``marks`` notes whether it has infeasible or censored
+    points. Returns (colour index, style index, its legend entry)."""
+    from matplotlib.lines import Line2D
+
+    colour_index = ds[look.colour_dim].values.tolist().index(combo[look.colour_dim]) if look.colour_by_value else k
+    colour = f"C{colour_index % 10}"
+    style_index = ds[look.style_dim].values.tolist().index(combo[look.style_dim]) if look.style_dim else 0
+    line_style, marker = _LINE_STYLES[style_index % 4], _MARKERS[style_index % 4]
+    sub = ds.sel(combo) if combo else ds
+    feasible = sub["feasible"].values.astype(bool) if "feasible" in sub else np.ones(positions.size, bool)
+    censored = feasible & (sub["completed"].mean("run").values < 1.0 if "completed" in sub else False)
+    marks["infeasible"] |= bool((~feasible).any())
+    marks["censored"] |= bool(censored.any())
+    for ax, (name, _) in zip(axes.flat, _PANELS, strict=False):
+        values = sub[name].values.astype(float) * style.display_units(ds, name)[0]
+        _draw_line(ax, positions, values, feasible, censored, colour, line_style, marker)
+    line = Line2D(
+        [],
+        [],
+        color=colour,
+        linestyle=line_style,
+        marker=marker,
+        markersize=4,
+        label=style.config_label(combo, "mean"),
+    )
+    return colour_index, style_index, line
+
+
+def _legend(fig, ds: xr.Dataset, handles: list, marks: dict[str, bool], title: str | None, style_dim: str | None):
+    """The figure's legend: the lines by colour and style, the band, the marks shown; one column per colour,
+    its line styles one under the other."""
+    from matplotlib.lines import Line2D
+
+    band = Line2D([], [], color="0.5", alpha=0.3, linewidth=8, label="5–95 % of runs")
+    rows = ds.sizes[style_dim] if style_dim else max(1, -(-len(handles) // 4))
+    legend_handles = [h for _, _, h in sorted(handles, key=lambda item: item[:2])] + [band] + _mark_handles(marks)
+    fig.legend(
+        handles=legend_handles,
+        loc="outside lower center",
+        ncols=-(-len(legend_handles) // rows),
+        title=title,
+        frameon=False,
+    )
 
 
 def _line_combinations(ds: xr.Dataset, others: list[str]) -> tuple[list[dict], str]:
@@ -157,11 +171,9 @@ def _line_combinations(ds: xr.Dataset, others: list[str]) -> tuple[list[dict], s
     cost-optimal configuration (the first combination when nothing can be ranked), with a
     note naming the fixed values ("" when all are drawn).
     """
-    combos = _points(ds, others)
+    combos = style.sweep_points(ds, others)
     if len(combos) <= MAX_LINES:
         return combos, ""
-    from mcsim.analysis.compare import best
-
     try:
         optimum = best(ds, "cost")["configuration"]
     except ValueError:  # nothing can be ranked (all censored): the first combination
@@ -225,13 +237,13 @@ def _label_panels(ds: xr.Dataset, axes) -> None:
     """Title and y label of each panel; a log y axis where its lines span more than a factor 20 (not ETTR)."""
     for ax, (name, title) in zip(axes.flat, _PANELS, strict=False):
         ax.set_title(title)
-        ax.set_ylabel(_label(ds, name) if name != "ettr" else "ETTR (ideal time / wall time)")
+        ax.set_ylabel(style.axis_label(ds, name) if name != "ettr" else "ETTR (ideal time / wall time)")
         lines = np.concatenate(
             [np.asarray(line.get_ydata(), float) for line in ax.get_lines() if line.get_marker() != "x"]
         )
-        if name != "ettr" and _log_worthy(lines):
+        if name != "ettr" and style.log_worthy(lines):
             ax.set_yscale("log")
-            _plain_log_axis(ax.yaxis)
+            style.plain_log_axis(ax.yaxis)
 
 
 def _label_x_axes(bottom_axes, x: str, xs: np.ndarray, positions: np.ndarray, numeric: bool) -> None:

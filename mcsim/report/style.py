@@ -2,12 +2,13 @@
 
 The figure modules (:mod:`mcsim.report.scaling`, :mod:`mcsim.report.distributions`,
 :mod:`mcsim.report.tradeoff`, :mod:`mcsim.report.tornado`, :mod:`mcsim.report.failures`)
-draw with these: :func:`_pyplot` imports matplotlib (Agg without a display) or raises
-:class:`mcsim.errors.BackendUnavailable`; :func:`_style` is the rc context every
-figure is drawn in; :func:`_units` and :func:`_label` convert a variable to the units a
-planner reads (wall time in days, cost in MUSD, energy in MWh); :func:`_select` and
-:func:`_points` pick the configurations shown; :func:`save_figure` writes a figure
-atomically in the format its file name's suffix names.
+draw with these: :func:`pyplot` imports matplotlib (Agg without a display) or raises
+:class:`mcsim.errors.BackendUnavailable`; :func:`house_style` is the rc context every
+figure is drawn in; :func:`display_units` and :func:`axis_label` convert a variable to the
+units a planner reads (wall time in days, cost in MUSD, energy in MWh);
+:func:`cheapest_and_dearest` and :func:`sweep_points` pick the configurations shown;
+:func:`figure_title` writes a figure's title and subtitle; :func:`save_figure` writes a
+figure atomically in the format its file name's suffix names.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,7 @@ import xarray as xr
 from mcsim._version import DISTRIBUTION
 from mcsim.errors import BackendUnavailable
 from mcsim.io.atomic import atomic_open
-from mcsim.io.variables import SAMPLE_DIMS, sweep_dims
+from mcsim.io.variables import SAMPLE_DIMS, VARIABLES, sweep_dims
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -65,7 +67,7 @@ _STYLE: dict[RcKeyType, Any] = {
 }
 
 
-def _pyplot():
+def pyplot():
     """matplotlib.pyplot, with the Agg backend when there is no display."""
     try:
         import matplotlib
@@ -83,24 +85,24 @@ def _pyplot():
     return plt
 
 
-def _style():
+def house_style():
+    """The rc context every figure is drawn in (:data:`_STYLE`)."""
     import matplotlib
 
     return matplotlib.rc_context(_STYLE)
 
 
-def _check_variable(ds: xr.Dataset, name: str) -> None:
+def check_variable(ds: xr.Dataset, name: str) -> None:
+    """Raise ValueError (one line, naming the per-run variables) unless ``name`` is a per-run variable of ``ds``."""
     if name not in ds or "run" not in ds[name].dims:
         per_run = sorted(str(v) for v in ds.data_vars if "run" in ds[v].dims)
         raise ValueError(f"{name!r} is not a per-run variable of this dataset; expected one of {', '.join(per_run)}")
 
 
-def _units(ds: xr.Dataset, name: str) -> tuple[float, str]:
+def display_units(ds: xr.Dataset, name: str) -> tuple[float, str]:
     """Factor from the stored unit to the shown one, and the shown unit (days, MUSD, MWh)."""
     units = ds[name].attrs.get("units")
     if units is None:
-        from mcsim.io.variables import VARIABLES
-
         units = VARIABLES[name].units if name in VARIABLES else ""
     ladder = _DISPLAY_UNITS.get(units, ((1.0, units),))
     values = np.abs(np.asarray(ds[name].values, dtype=float))
@@ -111,18 +113,19 @@ def _units(ds: xr.Dataset, name: str) -> tuple[float, str]:
     return ladder[-1]
 
 
-def _label(ds: xr.Dataset, name: str) -> str:
+def axis_label(ds: xr.Dataset, name: str) -> str:
     """Axis label: name and unit, e.g. 'wall time [days]'."""
-    unit = _units(ds, name)[1]
+    unit = display_units(ds, name)[1]
     text = _NAMES.get(name, name.replace("_", " "))
     return f"{text} [{unit}]" if unit else text
 
 
-def _name(name: str) -> str:
+def display_name(name: str) -> str:
+    """A variable's name in a sentence or a title: 'wall time', 'ETTR', 'CO$_2$'."""
     return _NAMES.get(name, name.replace("_", " "))
 
 
-def _points(ds: xr.Dataset, dims: Sequence[str]) -> list[dict]:
+def sweep_points(ds: xr.Dataset, dims: Sequence[str]) -> list[dict]:
     """Every combination of the coordinates of ``dims``, in C order."""
     return [
         dict(zip(dims, values, strict=False)) for values in itertools.product(*(ds[d].values.tolist() for d in dims))
@@ -130,6 +133,7 @@ def _points(ds: xr.Dataset, dims: Sequence[str]) -> list[dict]:
 
 
 def _value_text(dim: str, value) -> str:
+    """One coordinate of a configuration's label: '1,024 GPUs', 'gockpt', 'tp=4'."""
     if dim == "gpus":
         return f"{value:,} GPUs"
     if isinstance(value, str):
@@ -142,29 +146,42 @@ def config_label(point: dict, fallback: str = "") -> str:
     return " · ".join(_value_text(d, v) for d, v in point.items()) or fallback
 
 
-def _runs_of(ds: xr.Dataset, point: dict, name: str) -> np.ndarray:
+def runs_of(ds: xr.Dataset, point: dict, name: str) -> np.ndarray:
     """Per-run values of ``name`` at ``point``, in shown units."""
-    return ds[name].sel(point).values.astype(float).ravel() * _units(ds, name)[0]
+    return ds[name].sel(point).values.astype(float).ravel() * display_units(ds, name)[0]
 
 
-def _feasible(ds: xr.Dataset, point: dict) -> bool:
+def is_feasible(ds: xr.Dataset, point: dict) -> bool:
+    """Whether the configuration ``point`` is feasible (in every draw; True without ``feasible``)."""
     return bool(ds["feasible"].sel(point).all()) if "feasible" in ds else True
 
 
-def _scenario(ds: xr.Dataset) -> str:
+def scenario_name(ds: xr.Dataset) -> str:
+    """The scenario's name, for titles ('mcsim results' when the file has none)."""
     return str(ds.attrs.get("scenario_name", "mcsim results"))
 
 
-def _select(ds: xr.Dataset, limit: int) -> tuple[list[dict], list[dict], str]:
+def feasible_points(ds: xr.Dataset) -> list[dict]:
+    """The feasible configurations, in C order of the sweep.
+
+    Raises
+    ------
+    ValueError
+        When there is none.
+    """
+    points = [p for p in sweep_points(ds, sweep_dims(ds)) if is_feasible(ds, p)]
+    if not points:
+        raise ValueError("no feasible configuration in the dataset")
+    return points
+
+
+def cheapest_and_dearest(ds: xr.Dataset, limit: int) -> tuple[list[dict], list[dict], str]:
     """Feasible configurations by mean cost; more than ``limit``: the cheapest and dearest halves.
 
     Returns (cheapest, dearest, note): ``dearest`` is empty when all are shown.
     """
-    dims = sweep_dims(ds)
-    points = _points(ds, dims)
-    feasible = [p for p in points if _feasible(ds, p)]
-    if not feasible:
-        raise ValueError("no feasible configuration in the dataset")
+    points = sweep_points(ds, sweep_dims(ds))
+    feasible = feasible_points(ds)
     mean_cost = ds["cost"].mean([d for d in SAMPLE_DIMS if d in ds["cost"].dims])
     feasible.sort(key=lambda p: float(mean_cost.sel(p)))
     note = []
@@ -181,12 +198,13 @@ def _select(ds: xr.Dataset, limit: int) -> tuple[list[dict], list[dict], str]:
     return cheap, dear, "; ".join(note)
 
 
-def _log_worthy(values: np.ndarray, ratio: float = 20.0) -> bool:
+def log_worthy(values: np.ndarray, ratio: float = 20.0) -> bool:
+    """Whether the finite ``values`` are all positive and span more than a factor ``ratio`` (a log axis then)."""
     values = values[np.isfinite(values)]
     return values.size > 0 and values.min() > 0 and values.max() / values.min() > ratio
 
 
-def _plain_log_axis(axis) -> None:
+def plain_log_axis(axis) -> None:
     """Log axis ticked at 1, 2, 5 x 10^k with plain numbers."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -195,19 +213,19 @@ def _plain_log_axis(axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def _title(fig, what: str, detail: str) -> None:
-    import textwrap
-
+def figure_title(fig, what: str, detail: str) -> None:
+    """The figure's title ``what`` and, wrapped to the figure's width, its subtitle ``detail``."""
     width = int(fig.get_figwidth() * 10)  # characters of the 12-point subtitle that fit
     fig.suptitle(f"{what}\n" + textwrap.fill(detail, width, break_on_hyphens=False), fontsize=12)
 
 
-def _completed(ds: xr.Dataset, point: dict) -> float:
+def completed_at(ds: xr.Dataset, point: dict) -> float:
     """Share of the runs of ``point`` that completed (1 when the dataset does not say)."""
     return float(ds["completed"].sel(point).values.mean()) if "completed" in ds else 1.0
 
 
-def _censored_text(share: float) -> str:
+def censored_text(share: float) -> str:
+    """`` (80% completed)`` after the label of a configuration with censored runs, else ""."""
     return f" ({share:.0%} completed)" if share < 1.0 else ""
 
 
@@ -241,7 +259,7 @@ def save_figure(fig, path: str | Path) -> Path:
 
     PNG (150 dpi) when the name has no suffix; any format matplotlib writes
     (png, pdf, svg, jpg, ...) by suffix; another suffix raises ``ValueError``
-    (:func:`figure_format`). Written through :func:`mcsim.atomic.atomic_open`:
+    (:func:`figure_format`). Written through :func:`mcsim.io.atomic.atomic_open`:
     a temporary file in the destination folder (created if needed), renamed
     over ``path`` only once complete.
     """

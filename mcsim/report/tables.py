@@ -1,17 +1,41 @@
-"""The text tables the command line prints: the summary of a result file and its sensitivity indices."""
+"""The text tables the command line prints: the summary of a result file and its sensitivity indices.
+
+:func:`summary_table` (``mcsim summary``, and ``mcsim run`` after a run) prints one row per
+configuration: the mean and 95 % CI half-width of each output (:data:`COLUMNS`), then the columns
+that apply (with parameter draws: the predictive range, the epistemic share, P(best) and the
+expected regret; with a deadline: the probability of finishing in time), and the completed share;
+then notes, the energy breakdown and the layout the result answers for (:func:`layout_note`).
+:func:`sensitivity_table` (``mcsim sensitivity``) ranks the uncertain inputs of each configuration.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Hashable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
 
-from mcsim.io.format import format_compact
+from mcsim.analysis.configurations import check_probability
+from mcsim.analysis.deadline import PROBABILITY, cheapest_within, prob_within
+from mcsim.analysis.ranking import decision_table
+from mcsim.analysis.sensitivity import sensitivity
+from mcsim.analysis.summary import summarize
+from mcsim.errors import NoneQualifies
+from mcsim.io.format import format_compact, format_coordinate
+from mcsim.io.variables import PER_RUN, VARIABLES, sweep_dims
+from mcsim.model.energy import ENERGY_PARTS
+from mcsim.scenario.schema import SECTIONS, Interval
+
+MAX_TABLE_ROWS = 16  # more configurations: the 5 best and the 5 worst (--all shows every one)
+EXTREMES = 5  # ... this many at each end
+BREAKDOWN_ROWS = 12  # configurations whose energy breakdown is printed, at most
 
 # column title, variable, scale from the stored unit
-_COLUMNS = (
+COLUMNS = (
     ("wall time [d]", "wall_time", 1 / 24),
     ("energy [MWh]", "energy", 1.0),
     ("cost [MUSD]", "cost", 1e-6),
@@ -19,6 +43,27 @@ _COLUMNS = (
     ("failures", "n_failures", 1.0),
     ("ETTR", "ettr", 1.0),
 )
+
+# a column that applies to some results only: its title, and its cell from a configuration's statistics
+Column = tuple[str, Callable[[xr.Dataset], str]]
+
+# the choices a scenario fixes and `mcsim plan` searches: dotted key, label
+_LAYOUT_KEYS = {
+    "hardware.gpu": "GPU",
+    "parallelism.gpus": "GPUs",
+    "parallelism.tp": "tp",
+    "parallelism.pp": "pp",
+    "checkpoint.strategy": "checkpoint strategy",
+    "checkpoint.interval": "checkpoint interval",
+}
+
+
+class _Entry(NamedTuple):
+    """A row of the summary table and where it sorts."""
+
+    group: int  # 0: every run completed, 1: runs censored, 2: infeasible
+    key: float  # the order within the group: the signed mean of the sort variable, or -completed share
+    cells: list[str]
 
 
 def _pm(mean: float, half: float, scale: float) -> str:
@@ -31,9 +76,13 @@ def _pm(mean: float, half: float, scale: float) -> str:
 
 
 def _sort_direction(name: str) -> float:
-    from mcsim.io.variables import VARIABLES
-
+    """-1 for a variable where higher is better (rows sorted by its mean, highest first), else +1."""
     return -1.0 if VARIABLES[name].direction == "higher" else 1.0
+
+
+def _point_label(coordinates: xr.Dataset, dims: Sequence[Hashable], index: tuple[int, ...]) -> str:
+    """A configuration by the positions of its coordinates: ``gpus=1024 strategy=async`` ("" without dims)."""
+    return " ".join(f"{d}={format_coordinate(coordinates[d].values[i])}" for d, i in zip(dims, index, strict=False))
 
 
 def summary_table(
@@ -41,14 +90,14 @@ def summary_table(
     show_all: bool = False,
     sort: str | None = None,
     deadline: float | None = None,
-    probability: float = 0.9,
+    probability: float = PROBABILITY,
 ) -> str:
     """Mean and 95 % confidence interval per configuration, as aligned text.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        A result of :func:`mcsim.simulate` (checked by :func:`mcsim.summary.check_results`).
+        A result of :func:`mcsim.simulate` (checked by :func:`mcsim.analysis.summary.check_results`).
     show_all : bool
         Every configuration; otherwise, with more than ``MAX_TABLE_ROWS``, the 5 best and
         the 5 worst completed ones by ``sort`` (cost by default).
@@ -59,7 +108,7 @@ def summary_table(
         ones come last.
     deadline : float, optional
         A deadline [days]: adds each configuration's probability of finishing within
-        it (:func:`mcsim.analysis.prob_within`) and a line naming the cheapest
+        it (:func:`mcsim.analysis.deadline.prob_within`) and a line naming the cheapest
         configuration that does so with ``probability`` (or the closest one).
     probability : float
         Required probability of finishing within ``deadline``, in (0, 1).
@@ -69,116 +118,138 @@ def summary_table(
     ValueError
         ``sort`` is not a per-run variable, or ``deadline`` / ``probability`` out of range.
     """
-    from mcsim.analysis.summary import summarize
-    from mcsim.io import variables
-    from mcsim.io.format import format_coordinate
-    from mcsim.io.variables import PER_RUN
-
     if sort is not None and sort not in PER_RUN:
         raise ValueError(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {sort!r}")
-    stats = summarize(ds)
-    sweep_dims = variables.sweep_dims(ds)
-    draws = ds.sizes.get("draw", 0)
     key_name = sort or "cost"
-    sign = _sort_direction(key_name)
-    uncertain_columns = _uncertain_columns(key_name) if draws else []
-    if draws:
-        stats, decision_columns = _with_decisions(ds, stats, key_name)
-        uncertain_columns += decision_columns
-    deadline_lines: list[str] = []
-    if deadline is not None:
-        stats, deadline_column, deadline_lines = _with_deadline(ds, stats, deadline, probability)
-        uncertain_columns += deadline_column
-    header = ["configuration"] + [c[0] for c in _COLUMNS] + [c[0] for c in uncertain_columns] + ["completed"]
-    entries = []  # (group, key, row): group 0 completed, 1 censored, 2 infeasible
-    for index in np.ndindex(*(ds.sizes[d] for d in sweep_dims)):
-        point = dict(zip(sweep_dims, index, strict=False))
-        sel = stats.isel(point)
-        if sweep_dims:
-            label = " ".join(f"{d}={format_coordinate(ds[d].values[i])}" for d, i in point.items())
-        else:
-            label = ds.attrs.get("scenario_name", "scenario")
-        if not bool(sel["feasible"].all()):
-            entries.append((2, 0.0, [label, f"infeasible: {_infeasible_text(sel)}"]))
-            continue
-        row = [label]
-        for _, name, scale in _COLUMNS:
-            mean = float(sel[name].sel(stat="mean"))
-            row.append(_pm(mean, float(sel[name].sel(stat="ci95_high")) - mean, scale))
-        row += [cell(sel) for _, cell in uncertain_columns]
-        share = float(sel["completed"].sel(stat="mean"))
-        row.append(f"{share:.1%}" + (" *" if share < 1.0 else ""))
-        if share < 1.0:
-            entries.append((1, -share, row))
-        else:
-            entries.append((0, sign * float(sel[key_name].sel(stat="mean")), row))
-    counts = [sum(1 for e in entries if e[0] == g) for g in range(3)]
-    ranked = sorted(entries, key=lambda e: (e[0], e[1]))
-    note = []
-    if show_all or len(entries) <= MAX_TABLE_ROWS:
-        shown = ranked if sort else entries
-    else:
-        done = [e for e in ranked if e[0] == 0]
-        shown = done if len(done) <= 10 else done[:5] + done[-5:]
-        left = len(entries) - len(shown)
-        what = (
-            f"the 5 best and the 5 worst by mean {key_name}"
-            if len(done) > 10
-            else f"the {len(done)} whose runs all completed, by mean {key_name}"
-        )
-        note = [
-            f"{len(entries)} configurations ({counts[0]} completed, {counts[1]} with censored runs, "
-            f"{counts[2]} infeasible): {what}; {left} not shown (--all shows every one; all are in the file)"
-        ]
-    rows = [e[2] for e in shown]
-    widths = [max(len(r[k]) for r in [header] + [r for r in rows if len(r) == len(header)]) for k in range(len(header))]
-    lines = note + ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
-    for row in rows:
-        lines.append(
-            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
-            if len(row) == len(header)
-            else "  ".join(row)
-        )
-    runs = ds.sizes["run"]
-    if draws:
-        lines.append(
-            f"mean ± half-width of the 95 % confidence interval of the mean over {draws} parameter draws "
-            f"x {runs} runs (from the spread of the draw means; seed {ds.attrs.get('seed')}, mode "
-            f"{ds.attrs.get('mode')}); {key_name} 5-95 %: predictive interval over draws and runs; "
-            f"epistemic: share of its variance due to the uncertain inputs "
-            f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw"
-            + (
-                f"; P(best): share of draws in which its mean {key_name} over the draw's runs is the best, "
-                f"regret: mean over draws of what it loses against the draw's best (docs/model.md)"
-                if "p_best" in stats
-                else ""
-            )
-        )
-    else:
-        lines.append(
-            f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
-            f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})"
-        )
+    stats, columns, deadline_lines = _with_columns(ds, summarize(ds), key_name, deadline, probability)
+    header = ["configuration"] + [c[0] for c in COLUMNS] + [c[0] for c in columns] + ["completed"]
+    entries = _entries(ds, stats, columns, key_name)
+    counts = [sum(1 for e in entries if e.group == g) for g in range(3)]
+    note, shown = _shown(entries, counts, show_all or len(entries) <= MAX_TABLE_ROWS, sort, key_name)
+    lines = note + _aligned(header, [e.cells for e in shown])
+    lines.append(_statistics_note(ds, stats, key_name))
     if counts[1]:
         lines.append(
             "* runs censored at max_wall_days: time, energy and cost are truncated (lower bounds), "
             "so the configuration is never ranked (best, Pareto front, report)"
         )
     lines += deadline_lines
-    lines += _breakdown_lines(stats, sweep_dims)
+    lines += _breakdown_lines(stats, sweep_dims(ds))
     if layout := layout_note(ds):
         lines.append(layout)
     return "\n".join(lines)
 
 
+def _with_columns(
+    ds: xr.Dataset, stats: xr.Dataset, name: str, deadline: float | None, probability: float
+) -> tuple[xr.Dataset, list[Column], list[str]]:
+    """``stats`` with what the columns beyond :data:`COLUMNS` read, those columns, and the line of the
+    deadline's pick: with parameter draws, ``name``'s predictive range, epistemic share, P(best) and regret;
+    with a deadline, the probability of finishing within it."""
+    columns: list[Column] = []
+    if ds.sizes.get("draw", 0):
+        columns += _uncertain_columns(name)
+        stats, decision_columns = _with_decisions(ds, stats, name)
+        columns += decision_columns
+    deadline_lines: list[str] = []
+    if deadline is not None:
+        stats, deadline_column, deadline_lines = _with_deadline(ds, stats, deadline, probability)
+        columns += deadline_column
+    return stats, columns, deadline_lines
+
+
+def _entries(ds: xr.Dataset, stats: xr.Dataset, columns: list[Column], key_name: str) -> list[_Entry]:
+    """One entry per configuration, in the order of the sweep."""
+    dims = sweep_dims(ds)
+    sign = _sort_direction(key_name)
+    entries = []
+    for index in np.ndindex(*(ds.sizes[d] for d in dims)):
+        sel = stats.isel(dict(zip(dims, index, strict=False)))
+        label = _point_label(ds, dims, index) if dims else ds.attrs.get("scenario_name", "scenario")
+        entries.append(_entry(sel, label, columns, key_name, sign))
+    return entries
+
+
+def _entry(sel: xr.Dataset, label: str, columns: list[Column], key_name: str, sign: float) -> _Entry:
+    """The row of one configuration's statistics ``sel``: infeasible, with censored runs, or completed."""
+    if not bool(sel["feasible"].all()):
+        return _Entry(2, 0.0, [label, f"infeasible: {_infeasible_text(sel)}"])
+    row = [label]
+    for _, name, scale in COLUMNS:
+        mean = float(sel[name].sel(stat="mean"))
+        row.append(_pm(mean, float(sel[name].sel(stat="ci95_high")) - mean, scale))
+    row += [cell(sel) for _, cell in columns]
+    share = float(sel["completed"].sel(stat="mean"))
+    row.append(f"{share:.1%}" + (" *" if share < 1.0 else ""))
+    if share < 1.0:
+        return _Entry(1, -share, row)
+    return _Entry(0, sign * float(sel[key_name].sel(stat="mean")), row)
+
+
+def _shown(
+    entries: list[_Entry], counts: list[int], every: bool, sort: str | None, key_name: str
+) -> tuple[list[str], list[_Entry]]:
+    """(the note on what is left out, the entries shown): ``every`` one (ranked when ``sort`` is given,
+    else in the sweep's order), or the best and worst completed ones by ``key_name``."""
+    ranked = sorted(entries, key=lambda e: (e.group, e.key))
+    if every:
+        return [], ranked if sort else entries
+    done = [e for e in ranked if e.group == 0]
+    shown = done if len(done) <= 2 * EXTREMES else done[:EXTREMES] + done[-EXTREMES:]
+    what = (
+        f"the {EXTREMES} best and the {EXTREMES} worst by mean {key_name}"
+        if len(done) > 2 * EXTREMES
+        else f"the {len(done)} whose runs all completed, by mean {key_name}"
+    )
+    note = (
+        f"{len(entries)} configurations ({counts[0]} completed, {counts[1]} with censored runs, "
+        f"{counts[2]} infeasible): {what}; {len(entries) - len(shown)} not shown (--all shows every one; all are "
+        "in the file)"
+    )
+    return [note], shown
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> list[str]:
+    """``header`` and ``rows`` in columns two spaces apart (a row of another length, an infeasible one, as it is)."""
+    full = [header] + [r for r in rows if len(r) == len(header)]
+    widths = [max(len(r[k]) for r in full) for k in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=False)).rstrip()]
+    for row in rows:
+        lines.append(
+            "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip()
+            if len(row) == len(header)
+            else "  ".join(row)
+        )
+    return lines
+
+
+def _statistics_note(ds: xr.Dataset, stats: xr.Dataset, key_name: str) -> str:
+    """What the table's statistics are over (runs, or draws and runs), with the seed and mode."""
+    runs, draws = ds.sizes["run"], ds.sizes.get("draw", 0)
+    if not draws:
+        return (
+            f"mean ± half-width of the 95 % confidence interval of the mean over {runs} runs "
+            f"(seed {ds.attrs.get('seed')}, mode {ds.attrs.get('mode')})"
+        )
+    return (
+        f"mean ± half-width of the 95 % confidence interval of the mean over {draws} parameter draws "
+        f"x {runs} runs (from the spread of the draw means; seed {ds.attrs.get('seed')}, mode "
+        f"{ds.attrs.get('mode')}); {key_name} 5-95 %: predictive interval over draws and runs; "
+        f"epistemic: share of its variance due to the uncertain inputs "
+        f"({ds.attrs.get('uncertain_inputs', '')}), the rest is chance within a draw"
+        + (
+            f"; P(best): share of draws in which its mean {key_name} over the draw's runs is the best, "
+            f"regret: mean over draws of what it loses against the draw's best (docs/model.md)"
+            if "p_best" in stats
+            else ""
+        )
+    )
+
+
 def _with_deadline(
     ds: xr.Dataset, stats: xr.Dataset, days: float, probability: float
-) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]], list[str]]:
+) -> tuple[xr.Dataset, list[Column], list[str]]:
     """``stats`` with the probability of finishing within ``days``, its column, and the line of the pick."""
-    from mcsim.analysis.compare import cheapest_within, check_probability, prob_within
-    from mcsim.errors import NoneQualifies
-    from mcsim.io.format import format_coordinate
-
     probability = check_probability(probability)
     table = prob_within(ds, days)
     stats = stats.assign(p_within=table["p_within"])
@@ -202,22 +273,8 @@ def _with_deadline(
     return stats, [(f"P(<= {days:g} d)", p_within)], [line]
 
 
-MAX_TABLE_ROWS = 16
-
-# (table, key, label) of the choices a scenario fixes and `mcsim plan` searches
-_LAYOUT_KEYS = (
-    ("hardware", "gpu", "GPU"),
-    ("parallelism", "gpus", "GPUs"),
-    ("parallelism", "tp", "tp"),
-    ("parallelism", "pp", "pp"),
-    ("checkpoint", "strategy", "checkpoint strategy"),
-    ("checkpoint", "interval", "checkpoint interval"),
-)
-
-
 def _layout_text(key: str, value: object) -> str:
-    from mcsim.scenario.schema import Interval
-
+    """A layout value as the table shows it: a checkpoint interval by its label, whole numbers with commas."""
     if key == "interval":
         try:
             return Interval.from_toml(value, {}, "", key).label
@@ -236,11 +293,6 @@ def layout_assumptions(ds: xr.Dataset) -> tuple[list[tuple[str, str]], list[str]
     A key the scenario leaves out has the schema's default. None when the file records
     no scenario.
     """
-    import dataclasses
-    import tomllib
-
-    from mcsim.scenario.schema import SECTIONS
-
     try:
         raw = tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
     except tomllib.TOMLDecodeError:
@@ -249,10 +301,11 @@ def layout_assumptions(ds: xr.Dataset) -> tuple[list[tuple[str, str]], list[str]
         return None
     swept_keys = raw.get("sweep", {}) if isinstance(raw.get("sweep"), dict) else {}
     fixed, swept = [], []
-    for table, key, label in _LAYOUT_KEYS:
-        if f"{table}.{key}" in swept_keys:
+    for dotted, label in _LAYOUT_KEYS.items():
+        if dotted in swept_keys:
             swept.append(label)
             continue
+        table, key = dotted.split(".")
         value = raw.get(table, {}).get(key) if isinstance(raw.get(table), dict) else None
         if value is None:
             default = next((f.default for f in dataclasses.fields(SECTIONS[table]) if f.name == key), None)
@@ -288,11 +341,17 @@ def _infeasible_text(sel: xr.Dataset) -> str:
     return reason if feasible.size == 1 else f"{reason} (in {int((~feasible).sum())} of {feasible.size} draws)"
 
 
-def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]]]:
-    """Columns of the summary table with parameter draws: ``name``'s predictive 5-95 % and epistemic share."""
-    title, scale = next(((t, k) for t, n, k in _COLUMNS if n == name), (name, 1.0))
+def _title_parts(name: str) -> tuple[str, str, float]:
+    """``name``'s column title without its unit, the unit in brackets ("" without one), and its scale."""
+    title, scale = next(((t, k) for t, n, k in COLUMNS if n == name), (name, 1.0))
     unit = title[title.index("[") :] if "[" in title else ""
     base = title[: title.index("[")].strip() if "[" in title else title
+    return base, unit, scale
+
+
+def _uncertain_columns(name: str) -> list[Column]:
+    """Columns of the summary table with parameter draws: ``name``'s predictive 5-95 % and epistemic share."""
+    base, unit, scale = _title_parts(name)
 
     def interval(sel: xr.Dataset) -> str:
         low, high = (float(sel[name].sel(stat=s)) * scale for s in ("p5", "p95"))
@@ -305,21 +364,15 @@ def _uncertain_columns(name: str) -> list[tuple[str, Callable[[xr.Dataset], str]
     return [(f"{base} 5-95 % {unit}".strip(), interval), (f"{base} epistemic", share)]
 
 
-def _with_decisions(
-    ds: xr.Dataset, stats: xr.Dataset, name: str
-) -> tuple[xr.Dataset, list[tuple[str, Callable[[xr.Dataset], str]]]]:
+def _with_decisions(ds: xr.Dataset, stats: xr.Dataset, name: str) -> tuple[xr.Dataset, list[Column]]:
     """``stats`` with ``name``'s P(best) and expected regret over draws, and their columns (none when
     ``name`` cannot be ranked: no direction, or no configuration with all its runs completed)."""
-    from mcsim.analysis.compare import decision_table
-
     try:
         table = decision_table(ds, name)
     except ValueError:
         return stats, []
     stats = stats.assign(p_best=table["p_best"], expected_regret=table["expected_regret"])
-    title, scale = next(((t, k) for t, n, k in _COLUMNS if n == name), (name, 1.0))
-    unit = title[title.index("[") :] if "[" in title else ""
-    base = title[: title.index("[")].strip() if "[" in title else title
+    base, unit, scale = _title_parts(name)
 
     def p_best(sel: xr.Dataset) -> str:
         value = float(sel["p_best"])
@@ -332,38 +385,33 @@ def _with_decisions(
     return stats, [(f"P(best {base})", p_best), (f"{base} regret {unit}".strip(), regret)]
 
 
-def _breakdown_lines(stats: xr.Dataset, sweep_dims: list[str]) -> list[str]:
-    """Mean energy breakdown, cost and carbon split, per configuration (first 12)."""
-    from mcsim.io.format import format_coordinate
-    from mcsim.model.energy import ENERGY_PARTS
-
-    if "energy_compute" not in stats or int(np.prod([stats.sizes[d] for d in sweep_dims])) > MAX_TABLE_ROWS:
+def _breakdown_lines(stats: xr.Dataset, dims: list[str]) -> list[str]:
+    """Mean energy breakdown, cost and carbon split, per configuration (the first :data:`BREAKDOWN_ROWS`)."""
+    if "energy_compute" not in stats or int(np.prod([stats.sizes[d] for d in dims])) > MAX_TABLE_ROWS:
         return []
     lines = ["energy breakdown [MWh] (facility; parts add up to the total), cost [MUSD] and CO2 [t] splits:"]
-    shape = tuple(stats.sizes[d] for d in sweep_dims)
+    shape = tuple(stats.sizes[d] for d in dims)
     for n, index in enumerate(np.ndindex(*shape)):
-        if n == 12:
-            lines.append(f"  ... {int(np.prod(shape)) - 12} more configurations in the file")
+        if n == BREAKDOWN_ROWS:
+            lines.append(f"  ... {int(np.prod(shape)) - BREAKDOWN_ROWS} more configurations in the file")
             break
-        point = stats.isel(dict(zip(sweep_dims, index, strict=False))).sel(stat="mean")
-        if not bool(point["feasible"].all()):  # all draws, with parameter draws
-            continue
-        label = (
-            " ".join(f"{d}={format_coordinate(stats[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False))
-            or "all runs"
-        )
-        parts = "  ".join(f"{k} {format_compact(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
-        lines.append(
-            f"  {label}: {parts}  = {format_compact(float(point['energy']), 5)}"
-            f"  (GPUs alone, IT: {format_compact(float(point['energy_gpu']), 4)})"
-        )
-        lines.append(
-            f"  {' ' * len(label)}  cost allocation {format_compact(float(point['cost_allocation']) / 1e6, 4)}"
-            f" + electricity {format_compact(float(point['cost_electricity']) / 1e6, 4)};"
-            f" CO2 operational {format_compact(float(point['co2_operational']), 4)}"
-            f" + embodied {format_compact(float(point['co2_embodied']), 4)}"
-        )
+        point = stats.isel(dict(zip(dims, index, strict=False))).sel(stat="mean")
+        if bool(point["feasible"].all()):  # all draws, with parameter draws
+            lines += _breakdown_of(point, _point_label(stats, dims, index) or "all runs")
     return lines
+
+
+def _breakdown_of(point: xr.Dataset, label: str) -> list[str]:
+    """The energy of one configuration by part [MWh], its cost split [MUSD] and its CO2 split [t]."""
+    parts = "  ".join(f"{k} {format_compact(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
+    return [
+        f"  {label}: {parts}  = {format_compact(float(point['energy']), 5)}"
+        f"  (GPUs alone, IT: {format_compact(float(point['energy_gpu']), 4)})",
+        f"  {' ' * len(label)}  cost allocation {format_compact(float(point['cost_allocation']) / 1e6, 4)}"
+        f" + electricity {format_compact(float(point['cost_electricity']) / 1e6, 4)};"
+        f" CO2 operational {format_compact(float(point['co2_operational']), 4)}"
+        f" + embodied {format_compact(float(point['co2_embodied']), 4)}",
+    ]
 
 
 def sensitivity_table(
@@ -384,47 +432,48 @@ def sensitivity_table(
     ValueError
         No parameter draws, or ``output`` is not a per-run variable.
     """
-    from mcsim.analysis.sensitivity import sensitivity
-    from mcsim.io.format import format_coordinate
-
     if result is None:
         if ds is None:
             raise ValueError("give the dataset or its indices (result=)")
         result = sensitivity(ds, output, resamples=resamples, progress=progress)
-    output = str(result.attrs["output"])
-    sweep_dims = [d for d in result["rank"].dims if d != "input"]
-    method = result.attrs["method"]
-    names = ("S1", "ST") if method == "sobol" else ("S1", "delta")
+    dims = [d for d in result["rank"].dims if d != "input"]
+    names = ("S1", "ST") if result.attrs["method"] == "sobol" else ("S1", "delta")
     lines = []
-    for index in np.ndindex(*(result.sizes[d] for d in sweep_dims)):
-        point = result.isel(dict(zip(sweep_dims, index, strict=False)))
-        label = " ".join(
-            f"{d}={format_coordinate(result[d].values[i])}" for d, i in zip(sweep_dims, index, strict=False)
-        )
+    for index in np.ndindex(*(result.sizes[d] for d in dims)):
+        label = _point_label(result, dims, index)
         lines.append(f"{label or result.attrs.get('scenario_name', 'scenario')}:")
-        order = np.argsort(point["rank"].values)
-        width = max(len(str(k)) for k in point["input"].values)
-        for i in order:
-            cells = [
-                f"{n} {float(point[n][i]):.3f} [{float(point[f'{n}_low'][i]):.3f}, {float(point[f'{n}_high'][i]):.3f}]"
-                for n in names
-            ]
-            lines.append(
-                f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  " + "  ".join(cells)
-            )
+        lines += _ranked_inputs(result.isel(dict(zip(dims, index, strict=False))), names)
+    return "\n".join(lines + _sensitivity_notes(result))
+
+
+def _ranked_inputs(point: xr.Dataset, names: tuple[str, str]) -> list[str]:
+    """The inputs of one configuration, most influential first, each with its indices and their intervals."""
+    width = max(len(str(k)) for k in point["input"].values)
+    lines = []
+    for i in np.argsort(point["rank"].values):
+        cells = [
+            f"{n} {float(point[n][i]):.3f} [{float(point[f'{n}_low'][i]):.3f}, {float(point[f'{n}_high'][i]):.3f}]"
+            for n in names
+        ]
+        lines.append(f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  " + "  ".join(cells))
+    return lines
+
+
+def _sensitivity_notes(result: xr.Dataset) -> list[str]:
+    """Which indices the table shows and over what, and a warning when inputs are correlated."""
     how = (
         "first-order (S1) and total (ST) Sobol indices from the Saltelli design"
-        if method == "sobol"
+        if result.attrs["method"] == "sobol"
         else f"first-order index (S1) and delta measure from the given {result.attrs['design']} draws "
         '(a total index needs run.design = "saltelli")'
     )
-    lines.append(
-        f"{how} of the mean {output} per draw over {result.attrs['draws']} draws, "
+    lines = [
+        f"{how} of the mean {result.attrs['output']} per draw over {result.attrs['draws']} draws, "
         f"[95 % bootstrap interval, {result.attrs.get('resamples', '?')} resamples]; 1 = most influential"
-    )
+    ]
     if result.attrs.get("correlated_inputs"):
         lines.append(
             f"correlated inputs: {', '.join(result.attrs['correlated_inputs'].split())}; each one's S1 and "
             "delta include the effect it carries through the others, so they overlap and do not add up"
         )
-    return "\n".join(lines)
+    return lines

@@ -2,12 +2,12 @@
 
 :func:`plot_sensitivity` draws, for one configuration of a result with parameter
 draws, a pair of horizontal bars per uncertain input, most influential at the top (the
-ranking of :func:`mcsim.sensitivity.sensitivity`): the total index ``ST`` (Saltelli
+ranking of :func:`mcsim.analysis.sensitivity.sensitivity`): the total index ``ST`` (Saltelli
 design) or the moment-independent ``delta`` (any other design) as the upper bar, the
 first-order index ``S1`` as the bar below it, each with its 95 % bootstrap
 interval. Each input is labelled with its unit and the 5-95 % range of its draws.
 
-The configuration shown is the one :func:`mcsim.analysis.best` picks on the output
+The configuration shown is the one :func:`mcsim.analysis.ranking.best` picks on the output
 (the robust choice: best mean over draws and runs), the one a planner would buy; a
 result without a sweep has only one. ``mcsim plot --kind sensitivity`` and ``mcsim
 report`` (section "Which input matters most") use it.
@@ -18,10 +18,11 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from mcsim.analysis.ranking import best
 from mcsim.analysis.sensitivity import sensitivity
 from mcsim.io.format import format_significant
 from mcsim.io.variables import sweep_dims
-from mcsim.report.style import _pyplot, _scenario, _style, _title, config_label
+from mcsim.report import style
 
 _INDEX_TEXT = {"ST": "total Sobol index ST", "S1": "first-order index S1", "delta": "delta (moment-independent)"}
 
@@ -31,13 +32,11 @@ def chosen_configuration(ds: xr.Dataset, output: str = "cost") -> dict:
 
     Returns ``{}`` for a result without sweep dims.
     """
-    from mcsim.analysis import compare as analysis
-
     dims = sweep_dims(ds)
     if not dims:
         return {}
     try:
-        return dict(analysis.best(ds, output)["configuration"])
+        return dict(best(ds, output)["configuration"])
     except ValueError:  # no direction (e.g. n_failures) or nothing eligible: the first feasible point
         feasible = ds["feasible"].all("draw") if "feasible" in ds else xr.ones_like(ds["wall_time"].isel(draw=0, run=0))
         for index in np.ndindex(*feasible.shape):
@@ -56,7 +55,7 @@ def point_sensitivity(
 ) -> tuple[dict, xr.Dataset]:
     """The configuration shown (default :func:`chosen_configuration`) and its indices.
 
-    :func:`mcsim.sensitivity.sensitivity` of that one configuration only (the bootstrap
+    :func:`mcsim.analysis.sensitivity.sensitivity` of that one configuration only (the bootstrap
     intervals of the delta method take seconds per configuration), with its ``resamples``
     and ``progress``.
     """
@@ -141,60 +140,73 @@ def plot_sensitivity(
         point, result = point_sensitivity(ds, output, point, resamples=resamples, progress=progress)
     elif point is None:  # indices given for every configuration: show the default one
         point = chosen_configuration(ds, output)
-    plt = _pyplot()
+    plt = style.pyplot()
     rows = ranking(ds, result, point)
     main, first = _indices(result)
-    n = len(rows)
-    positions = np.arange(n)
-    with _style():
-        fig, ax = plt.subplots(figsize=(8.5, 2.2 + 0.62 * n), layout="constrained")
+    positions = np.arange(len(rows))
+    with style.house_style():
+        fig, ax = plt.subplots(figsize=(8.5, 2.2 + 0.62 * len(rows)), layout="constrained")
         for name, offset, colour in ((main, -0.19, "C0"), (first, 0.19, "C1")):
-            value = np.array([row[name][0] for row in rows])
-            low = np.array([row[name][1] for row in rows])
-            high = np.array([row[name][2] for row in rows])
-            shown = np.nan_to_num(value)
-            ax.barh(
-                positions + offset,
-                shown,
-                height=0.36,
-                color=colour,
-                label=f"{_INDEX_TEXT[name]}, 95 % bootstrap interval",
-            )
-            ax.errorbar(
-                shown,
-                positions + offset,
-                xerr=np.nan_to_num(np.vstack([value - low, high - value])),
-                fmt="none",
-                ecolor="0.15",
-                elinewidth=1.0,
-                capsize=3,
-            )
-        ax.axvline(0.0, color="0.3", linewidth=0.8)
-        ax.set_yticks(positions)
-        ax.set_yticklabels([_input_label(row) for row in rows], fontsize=8)
-        ax.invert_yaxis()
-        ax.grid(axis="y", visible=False)
-        ax.set_xlabel(
-            f"sensitivity index of the mean {output.replace('_', ' ')} per draw [1]"
-            + (" (share of its variance over draws)" if main == "ST" else "")
-        )
-        upper = max([1e-9] + [row[name][2] for row in rows for name in (main, first) if np.isfinite(row[name][2])])
-        lower = min([0.0] + [row[name][1] for row in rows for name in (main, first) if np.isfinite(row[name][1])])
-        ax.set_xlim(lower - 0.02, min(1.05, upper * 1.1 + 0.02))
+            _index_bars(ax, rows, name, positions + offset, colour)
+        _index_axes(ax, rows, (main, first), positions, output)
         ax.legend(loc="lower right")
-        where = f"{config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
-        detail = (
-            f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
-            f"design); inputs ranked by {main}, most influential at the top"
-        )
-        if result.attrs.get("correlated_inputs"):
-            detail += (
-                "; correlated inputs ("
-                + ", ".join(result.attrs["correlated_inputs"].split())
-                + ") overlap and do not add up"
-            )
-        _title(fig, f"Which uncertain input matters most: {_scenario(ds)}", detail)
+        detail = _detail(ds, result, point, output, main)
+        style.figure_title(fig, f"Which uncertain input matters most: {style.scenario_name(ds)}", detail)
     return fig
+
+
+def _detail(ds: xr.Dataset, result: xr.Dataset, point: dict, output: str, main: str) -> str:
+    """The subtitle: the configuration shown, the draws and runs, the ranking, a warning on correlated inputs."""
+    where = f"{style.config_label(point)} (best mean {output.replace('_', ' ')}): " if point else ""
+    detail = (
+        f"{where}{ds.sizes['draw']:,} draws × {ds.sizes['run']:,} runs ({result.attrs['design']} "
+        f"design); inputs ranked by {main}, most influential at the top"
+    )
+    if result.attrs.get("correlated_inputs"):
+        correlated = ", ".join(result.attrs["correlated_inputs"].split())
+        detail += f"; correlated inputs ({correlated}) overlap and do not add up"
+    return detail
+
+
+def _index_bars(ax, rows: list[dict], name: str, positions: np.ndarray, colour: str) -> None:
+    """The bars of one index, one per input, with their 95 % bootstrap intervals."""
+    value = np.array([row[name][0] for row in rows])
+    low = np.array([row[name][1] for row in rows])
+    high = np.array([row[name][2] for row in rows])
+    shown = np.nan_to_num(value)
+    ax.barh(
+        positions,
+        shown,
+        height=0.36,
+        color=colour,
+        label=f"{_INDEX_TEXT[name]}, 95 % bootstrap interval",
+    )
+    ax.errorbar(
+        shown,
+        positions,
+        xerr=np.nan_to_num(np.vstack([value - low, high - value])),
+        fmt="none",
+        ecolor="0.15",
+        elinewidth=1.0,
+        capsize=3,
+    )
+
+
+def _index_axes(ax, rows: list[dict], names: tuple[str, str], positions: np.ndarray, output: str) -> None:
+    """The inputs' labels, most influential at the top; the x axis from 0 (or the lowest bound) to the
+    highest bound of the intervals."""
+    ax.axvline(0.0, color="0.3", linewidth=0.8)
+    ax.set_yticks(positions)
+    ax.set_yticklabels([_input_label(row) for row in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.grid(axis="y", visible=False)
+    ax.set_xlabel(
+        f"sensitivity index of the mean {output.replace('_', ' ')} per draw [1]"
+        + (" (share of its variance over draws)" if names[0] == "ST" else "")
+    )
+    upper = max([1e-9] + [row[name][2] for row in rows for name in names if np.isfinite(row[name][2])])
+    lower = min([0.0] + [row[name][1] for row in rows for name in names if np.isfinite(row[name][1])])
+    ax.set_xlim(lower - 0.02, min(1.05, upper * 1.1 + 0.02))
 
 
 __all__ = ["chosen_configuration", "point_sensitivity", "ranking", "plot_sensitivity"]

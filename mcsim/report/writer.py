@@ -2,8 +2,8 @@
 
 The function behind ``mcsim report`` (the command adds only the checks of its ``-o``
 and the printed line): a result of ``mcsim run`` gets the figures that apply and a
-``README.md`` (:func:`mcsim.report.markdown.write_report`); a plan file of ``mcsim plan``
-gets the explanation of its recommendation (:func:`mcsim.report.plan.write_plan_report`).
+``README.md`` (:func:`mcsim.report.result_report.write_report`); a plan file of ``mcsim plan``
+gets the explanation of its recommendation (:func:`mcsim.report.plan.files.write_plan_report`).
 Figures need matplotlib (the ``plot`` extra).
 """
 
@@ -15,7 +15,13 @@ from pathlib import Path
 
 import xarray as xr
 
-from mcsim.report.markdown import PROBABILITY, write_report
+from mcsim.analysis.configurations import check_days, check_probability
+from mcsim.analysis.deadline import PROBABILITY
+from mcsim.analysis.summary import check_results
+from mcsim.io.atomic import folder_problem, staged_folder
+from mcsim.io.netcdf import open_results
+from mcsim.report.plan.files import is_plan_file, write_plan_report
+from mcsim.report.result_report import write_report
 
 
 def default_folder(source: str | Path) -> Path:
@@ -88,17 +94,31 @@ def report(
     OSError
         The folder or a file in it cannot be written; nothing is left behind.
     """
-    from mcsim.analysis.compare import check_days, check_probability
-    from mcsim.report.plan import is_plan_file, write_plan_report
-
     if deadline is not None:
         check_days(deadline)
     check_probability(probability)
     if isinstance(source, xr.Dataset):
-        if folder is None:
-            raise ValueError("folder: give the folder to write the report of a dataset into")
-        return _result_report(source, Path(folder), name, deadline, probability, resamples, progress)
-    path = Path(source)
+        return _result_report(source, _dataset_folder(folder), name, deadline, probability, resamples, progress)
+    return _file_report(Path(source), folder, name, deadline, probability, resamples, progress)
+
+
+def _dataset_folder(folder: str | Path | None) -> Path:
+    """The folder of a dataset's report, which must be given."""
+    if folder is None:
+        raise ValueError("folder: give the folder to write the report of a dataset into")
+    return Path(folder)
+
+
+def _file_report(
+    path: Path,
+    folder: str | Path | None,
+    name: str | None,
+    deadline: float | None,
+    probability: float,
+    resamples: int | None,
+    progress: bool | None,
+) -> list[Path]:
+    """The report of a plan file or a result file into ``folder`` (default: :func:`default_folder`)."""
     target = default_folder(path) if folder is None else Path(folder)
     if path.is_dir():
         raise ValueError(f"{path}: is a directory; expected a result file written by mcsim")
@@ -106,9 +126,6 @@ def report(
         if deadline is not None:
             raise ValueError(f"deadline: applies to a result of mcsim run; {path} is a plan file")
         return _staged(target, lambda staging: write_plan_report(path, staging))
-    from mcsim.analysis.summary import check_results
-    from mcsim.io.netcdf import open_results
-
     ds = open_results(path)
     try:
         check_results(ds)
@@ -129,8 +146,6 @@ def _staged(folder: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
     FileExistsError
         ``folder`` holds files mcsim did not write (before or while the report is made).
     """
-    from mcsim.io.atomic import folder_problem, staged_folder
-
     if problem := folder_problem(folder):
         raise FileExistsError(errno.EEXIST, problem, str(folder))
     with staged_folder(folder) as staging:

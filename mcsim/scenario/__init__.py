@@ -1,4 +1,4 @@
-"""Input: what a user writes, validated (layer 1, above ``kernels``, ``io`` and ``errors``).
+"""Input: what a user writes, validated (above ``kernels``, ``io`` and ``errors``).
 
 - ``schema``: every TOML key of a scenario, its type, bounds, default and unit (the declarations).
 - ``validation``: how a key is declared and checked: ``param`` fields, field kinds, the one validator.
@@ -10,6 +10,9 @@
 - ``catalog``: GPU types, their datasheet figures and rental prices.
 - ``uncertain``: uncertain inputs, their distributions, and the draws of a design.
 - ``uncertain_table``: the ``[uncertain]`` table, read and validated.
+- ``draws``: the simulated configurations of a scenario, with the draws of its uncertain inputs
+  (stage 1 of ``simulate()``).
+- ``shard``: one part of a sweep (``mcsim run --shard i/n``): which configurations a job simulates.
 - ``limits``: the memory and time budgets checked before anything runs.
 - ``shipped``: the scenarios and plans shipped with mcsim, and a name or path to a file.
 - ``frozen``: frozen records hashed once (the sections and configurations as cache keys).

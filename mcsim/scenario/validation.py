@@ -4,7 +4,7 @@ A table of a scenario or a plan file is a frozen dataclass whose fields are made
 :func:`param`: a field's metadata holds what the validator checks (kind, bounds, choices) and
 what the documentation prints (unit, doc); a field without a default is required. The
 declarations themselves are elsewhere: the scenario's sections in :mod:`mcsim.scenario.schema`,
-the plan's tables in :mod:`mcsim.planning.plan`, the parameters of ``[uncertain]`` distributions
+the plan's tables in :mod:`mcsim.planning.plan_file`, the parameters of ``[uncertain]`` distributions
 in :mod:`mcsim.scenario.uncertain_table`, the options of ``mcsim fit-failures`` in
 :mod:`mcsim.fitting.failure_table`.
 

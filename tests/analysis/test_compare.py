@@ -11,7 +11,11 @@ from builders import SMALL_SCENARIO
 from scipy import stats
 
 import mcsim
-from mcsim.analysis.compare import best, cheapest_within, pareto_front, prob_better
+from mcsim.analysis.compare import prob_better
+from mcsim.analysis.configurations import completed_share
+from mcsim.analysis.deadline import cheapest_within
+from mcsim.analysis.pareto import nondominated
+from mcsim.analysis.ranking import best, pareto_front
 from mcsim.engine.optimize import optimize_interval
 from mcsim.errors import NoneQualifies
 from mcsim.scenario.config import scenario_from_dict
@@ -157,7 +161,7 @@ def test_optimizer_on_a_two_iteration_run_picks_a_grid_point():
     assert opt.interval_iterations in (1, 2) and opt.ci95_s[0] == opt.ci95_s[1] == opt.interval_s
 
 
-# ---------------------------------------------------------------- directions (issue 11, item 7)
+# ---------------------------------------------------------------- directions: lower cost, higher ETTR
 
 
 def test_each_objective_is_ranked_in_its_registered_direction():
@@ -196,7 +200,7 @@ def test_every_per_run_variable_has_a_stated_direction_or_none():
     assert VARIABLES["ettr"].direction == "higher" and VARIABLES["cost"].direction == "lower"
 
 
-# ---------------------------------------------------------------- censored runs (issue 11, item 8)
+# ---------------------------------------------------------------- censored runs: truncated values, never ranked
 
 
 def test_a_configuration_with_censored_runs_is_never_ranked():
@@ -213,12 +217,12 @@ def test_a_configuration_with_censored_runs_is_never_ranked():
     ds["completed"][1, 0] = False
     with pytest.raises(ValueError, match="max_wall_days"):
         best(ds, "cost")
-    assert list(mcsim.analysis.compare.completed_share(ds).values) == [0.0, 0.75, 0.75]
+    assert list(completed_share(ds).values) == [0.0, 0.75, 0.75]
 
 
 @pytest.fixture(scope="module")
 def censored_sweep():
-    """8 vs 64 GPUs with a wall-time limit that no 8-GPU run meets (the issue's case)."""
+    """8 vs 64 GPUs with a wall-time limit that no 8-GPU run meets: its truncated runs look cheapest."""
     raw = copy.deepcopy(SMALL_SCENARIO)
     raw["run"].update(runs=40, mode="fast", max_wall_days=0.05)  # 1.2 h; 8 GPUs need ~4 h of compute
     raw["sweep"] = {"parallelism.gpus": [8, 64]}
@@ -243,7 +247,7 @@ def test_ettr_of_censored_runs_counts_the_work_done(censored_sweep):
     assert np.allclose(censored_sweep["wall_time"].sel(gpus=8), 0.05 * 24, rtol=1e-9)
 
 
-# ---------------------------------------------------------------- fast Pareto front (issue 11, item 24)
+# ---------------------------------------------------------------- fast Pareto front: the naive one's answers
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
@@ -258,4 +262,4 @@ def test_pareto_front_matches_the_naive_reference(k):
         if trial % 3 == 0:
             values[: n // 2] = values[n // 2 : 2 * (n // 2)]  # exact duplicate rows
         expected = pareto_front_naive(values)
-        np.testing.assert_array_equal(mcsim.analysis.compare.nondominated(values), expected)
+        np.testing.assert_array_equal(nondominated(values), expected)

@@ -1,4 +1,4 @@
-"""Decisions under uncertainty (issue 13, step 5): P(best), expected regret, deadline
+"""Decisions under uncertainty (parameter draws of the uncertain inputs): P(best), expected regret, deadline
 probability over draws and runs, the robust choice and the input that would change it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from mcsim.analysis import compare as analysis
+from mcsim.analysis import compare, configurations, deadline, decisions, ranking
 from mcsim.analysis.robustness import robustness, split_groups
 from mcsim.errors import NoneQualifies
 
@@ -53,7 +53,7 @@ def kinked():
 
 
 def test_p_best_and_regret_match_the_closed_form(kinked):
-    table = analysis.decision_table(kinked, "cost")
+    table = ranking.decision_table(kinked, "cost")
     # On the design, x < 0.3 in 30 of the 100 draws: P(best A) = 0.3, P(best B) = 0.7 exactly.
     np.testing.assert_allclose(table.p_best.values, [0.3, 0.7], atol=1e-12)
     # Regret of A: E[max(x - 0.3, 0)] = (1 - 0.3)^2 / 2 = 0.245; of B: E[max(0.3 - x, 0)] = 0.3^2 / 2 = 0.045.
@@ -62,7 +62,7 @@ def test_p_best_and_regret_match_the_closed_form(kinked):
     np.testing.assert_allclose(table.expected_regret.values, [0.245, 0.045], atol=1e-12)
     assert table.expected_regret.attrs["units"] == "USD"
     # Wilson interval of 30 successes in 100 draws (Wilson 1927, the formula in analysis' docstring)
-    low, high = analysis.wilson_interval(30, 100)
+    low, high = decisions.wilson_interval(30, 100)
     assert (float(table.p_best_ci95_low[0]), float(table.p_best_ci95_high[0])) == pytest.approx((low, high))
     assert 0.21 < low < 0.3 < high < 0.40
     # paired run noise is zero (same offsets in both): every draw is won clearly
@@ -77,36 +77,36 @@ def test_p_best_and_regret_match_the_closed_form(kinked):
 def test_direction_higher_is_better(kinked):
     ettr = kinked.cost.rename("ettr")
     ds = kinked.assign(ettr=ettr)  # higher is better: A (x) wins where x > 0.3, 70 of the draws
-    table = analysis.decision_table(ds, "ettr")
+    table = ranking.decision_table(ds, "ettr")
     np.testing.assert_allclose(table.p_best.values, [0.7, 0.3], atol=1e-12)
     np.testing.assert_allclose(table.expected_regret.values, [0.045, 0.245], atol=1e-12)
 
 
 def test_best_adds_p_best_and_regret_of_the_pick(kinked):
-    record = analysis.best(kinked, "cost")
+    record = ranking.best(kinked, "cost")
     assert record["configuration"] == {"config": "B"}
     assert record["p_best"] == pytest.approx(0.7) and record["expected_regret"] == pytest.approx(0.045)
     assert record["draws"] == DRAWS and record["runs"] == DRAWS * RUNS
     # the CI of the mean comes from the draw means (all 0.3 for B: zero width)
     assert record["ci95"] == pytest.approx((0.3, 0.3))
-    a = analysis.config_record(kinked, {"config": "A"}, "cost")
+    a = configurations.config_record(kinked, {"config": "A"}, "cost")
     half = 1.959964 * kinked.x.values.std(ddof=1) / math.sqrt(DRAWS)  # A's draw means are x
     assert a["ci95"][1] - a["mean"] == pytest.approx(half, rel=1e-6)
-    assert analysis.best(kinked, "cost")["configuration"] == {"config": "B"}
+    assert ranking.best(kinked, "cost")["configuration"] == {"config": "B"}
 
 
 def test_prob_better_pairs_draws_and_runs(kinked):
     # pooled over (draw, run) pairs with the same offsets: A beats B in the 30 draws with x < 0.3
-    p, ci, n = analysis.prob_better(kinked, {"config": "A"}, {"config": "B"}, "cost")
+    p, ci, n = compare.prob_better(kinked, {"config": "A"}, {"config": "B"}, "cost")
     assert (p, n) == (pytest.approx(0.3), DRAWS * RUNS)
-    q, (low, high), draws = analysis.prob_better_by_draw(kinked, {"config": "A"}, {"config": "B"}, "cost")
+    q, (low, high), draws = compare.prob_better_by_draw(kinked, {"config": "A"}, {"config": "B"}, "cost")
     assert (q, draws) == (pytest.approx(0.3), DRAWS)
-    assert (low, high) == pytest.approx(analysis.wilson_interval(30, 100))
+    assert (low, high) == pytest.approx(decisions.wilson_interval(30, 100))
     # unpaired (run order reversed in B) the pooled estimate would differ: pairing is by (draw, run)
     shuffled = kinked.copy(deep=True)
     shuffled["cost"].values[1] = shuffled["cost"].values[1][:, ::-1] + np.linspace(-0.5, 0.5, RUNS)
-    assert analysis.prob_better(shuffled, {"config": "A"}, {"config": "B"}, "cost").probability != pytest.approx(0.3)
-    diff = analysis.paired_difference(kinked, {"config": "A"}, {"config": "B"}, "cost")
+    assert compare.prob_better(shuffled, {"config": "A"}, {"config": "B"}, "cost").probability != pytest.approx(0.3)
+    diff = compare.paired_difference(kinked, {"config": "A"}, {"config": "B"}, "cost")
     # CI from the spread of the per-draw mean differences x_d - 0.3
     half = 1.959964 * kinked.x.values.std(ddof=1) / math.sqrt(DRAWS)
     assert diff["mean"] == pytest.approx(0.2) and diff["ci95"][1] - diff["mean"] == pytest.approx(half, rel=1e-6)
@@ -119,7 +119,7 @@ def test_noise_within_a_draw_is_not_counted_as_a_clear_win():
     rng = np.random.default_rng(3)
     ds = _designed(lambda x: np.zeros_like(x), lambda x: np.zeros_like(x), runs=20)
     ds["cost"].values[:] = rng.normal(0.0, 1.0, ds["cost"].shape)
-    table = analysis.decision_table(ds, "cost")
+    table = ranking.decision_table(ds, "cost")
     assert float(table.p_best.sum()) == pytest.approx(1.0)
     assert float(table.p_best_clear.sum()) < 0.15  # ~0.05 expected; binomial(100, 0.05): P(> 15) < 1e-4
 
@@ -127,13 +127,13 @@ def test_noise_within_a_draw_is_not_counted_as_a_clear_win():
 def test_refusals(kinked):
     plain = kinked.isel(draw=0, drop=True)
     with pytest.raises(ValueError, match="no parameter draws"):
-        analysis.decision_table(plain, "cost")
+        ranking.decision_table(plain, "cost")
     with pytest.raises(ValueError, match="no parameter draws"):
         robustness(plain, "cost")
     with pytest.raises(ValueError, match="groups"):
         robustness(kinked, "cost", groups=1)
     with pytest.raises(ValueError):
-        analysis.decision_table(kinked.assign(n_memory_recoveries=kinked.cost), "n_memory_recoveries")
+        ranking.decision_table(kinked.assign(n_memory_recoveries=kinked.cost), "n_memory_recoveries")
 
 
 # ---------------------------------------------------------------- deadlines
@@ -145,15 +145,15 @@ def test_pooled_deadline_probability_designed_exactly():
     draws, runs = 10, 10
     wall = np.where(np.arange(runs)[None, :] < np.arange(draws)[:, None], 24.0, 120.0)
     ds = _designed(lambda x: x, lambda x: x + 1, draws=draws, runs=runs, wall=np.stack([wall, wall]))
-    table = analysis.prob_within(ds, days=2.0, probability=0.7)
+    table = deadline.prob_within(ds, days=2.0, probability=0.7)
     np.testing.assert_allclose(table.p_within.values, [0.45, 0.45])
     np.testing.assert_allclose(table.draws_meeting.values, [0.3, 0.3])
     # cheapest_within uses the pooled probability and says so
-    pick = analysis.cheapest_within(ds, 2.0, 0.4)
+    pick = deadline.cheapest_within(ds, 2.0, 0.4)
     assert pick["configuration"] == {"config": "A"} and pick["p_within"] == pytest.approx(0.45)
     assert pick["probability_basis"].startswith("predictive") and pick["draws_meeting"] is not None
     with pytest.raises(NoneQualifies) as caught:  # 0.45 < 0.5, although 5 draws reach 0.5
-        analysis.cheapest_within(ds, 2.0, 0.5)
+        deadline.cheapest_within(ds, 2.0, 0.5)
     assert caught.value.closest["p_within"] == pytest.approx(0.45)  # A and B tie; A is the cheaper
     assert caught.value.closest["configuration"] == {"config": "A"}
 
@@ -166,7 +166,7 @@ def test_pooled_deadline_probability_matches_the_lomax_closed_form():
     rate = rng.gamma(a, 1 / b, draws)
     wall = rng.exponential(1 / rate[:, None], (draws, runs)) * 24.0
     ds = _designed(lambda x: x, lambda x: x, draws=draws, runs=runs, wall=np.stack([wall, wall]))
-    table = analysis.prob_within(ds, days=t, probability=0.8)
+    table = deadline.prob_within(ds, days=t, probability=0.8)
     exact = 1 - (b / (b + t)) ** a
     per_draw = (wall <= t * 24.0).mean(axis=1)
     se = per_draw.std(ddof=1) / math.sqrt(draws)  # draws are the independent units
@@ -186,9 +186,9 @@ def test_pooled_deadline_probability_matches_the_lomax_closed_form():
 def test_without_draws_prob_within_is_the_share_of_runs(kinked):
     plain = kinked.isel(draw=0, drop=True)
     plain["wall_time"].values[0, :3] = 100.0
-    table = analysis.prob_within(plain, days=2.0)
+    table = deadline.prob_within(plain, days=2.0)
     np.testing.assert_allclose(table.p_within.values, [0.25, 1.0])
-    assert "probability_basis" not in analysis.cheapest_within(plain, 2.0, 0.9)
+    assert "probability_basis" not in deadline.cheapest_within(plain, 2.0, 0.9)
 
 
 # ---------------------------------------------------------------- robustness
@@ -227,7 +227,7 @@ def test_split_groups_are_equal_count_parts():
 
 
 def test_report_sentence_names_the_changing_input(kinked):
-    from mcsim.report.markdown import _changing_text
+    from mcsim.report.uncertainty import _changing_text
 
     text = _changing_text(robustness(kinked, "cost"))
     # B is the robust choice; below the median of x (0.495, the largest x of the lower half) A is better
@@ -235,21 +235,21 @@ def test_report_sentence_names_the_changing_input(kinked):
     assert "y" not in text.split("save")[1]  # y is worth nothing: not listed as the next input
 
 
-# ---------------------------------------------------------------- hostile arguments (issue 22)
+# ---------------------------------------------------------------- hostile arguments: one-line errors
 
 
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda ds: analysis.cheapest_within(ds, days=-1), r"days: expected a finite number of days > 0, got -1"),
-        (lambda ds: analysis.cheapest_within(ds, days=math.nan), r"days: .* got nan"),
-        (lambda ds: analysis.cheapest_within(ds, days=math.inf), r"days: .* got inf"),
-        (lambda ds: analysis.cheapest_within(ds, days="3"), r"days: .* got '3'"),
-        (lambda ds: analysis.cheapest_within(ds, days=2, probability=2), r"probability: expected a number in \(0, 1\)"),
-        (lambda ds: analysis.cheapest_within(ds, days=2, probability=90), r"not a percentage: 0\.9 for 90 %"),
-        (lambda ds: analysis.cheapest_within(ds, days=2, probability=0), r"probability: .* got 0"),
-        (lambda ds: analysis.prob_within(ds, days=-3), r"days: .* got -3"),
-        (lambda ds: analysis.prob_within(ds, days=2, probability=-0.1), r"probability: .* got -0\.1"),
+        (lambda ds: deadline.cheapest_within(ds, days=-1), r"days: expected a finite number of days > 0, got -1"),
+        (lambda ds: deadline.cheapest_within(ds, days=math.nan), r"days: .* got nan"),
+        (lambda ds: deadline.cheapest_within(ds, days=math.inf), r"days: .* got inf"),
+        (lambda ds: deadline.cheapest_within(ds, days="3"), r"days: .* got '3'"),
+        (lambda ds: deadline.cheapest_within(ds, days=2, probability=2), r"probability: expected a number in \(0, 1\)"),
+        (lambda ds: deadline.cheapest_within(ds, days=2, probability=90), r"not a percentage: 0\.9 for 90 %"),
+        (lambda ds: deadline.cheapest_within(ds, days=2, probability=0), r"probability: .* got 0"),
+        (lambda ds: deadline.prob_within(ds, days=-3), r"days: .* got -3"),
+        (lambda ds: deadline.prob_within(ds, days=2, probability=-0.1), r"probability: .* got -0\.1"),
         (lambda ds: robustness(ds, "cost", groups=2.5), r"groups: expected a whole number from 2 to .* got 2\.5"),
         (lambda ds: robustness(ds, "cost", groups=True), r"groups: .* got True"),
     ],

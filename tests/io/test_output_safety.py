@@ -461,8 +461,8 @@ def test_one_atomic_writer_in_the_package():
 def test_every_writer_gives_the_usual_mode_and_cleans_up(reference, tmp_path, monkeypatch):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
-    from mcsim.report import markdown as report
     from mcsim.report import plots
+    from mcsim.report import result_report as report
 
     scenario, ds = reference
     old = os.umask(0o027)

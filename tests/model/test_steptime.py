@@ -429,7 +429,7 @@ def test_a_plan_over_software_choices_recommends_a_scenario_that_runs(tmp_path):
 
     from mcsim.cli.main import main
     from mcsim.io.netcdf import open_results
-    from mcsim.report.plan import recommended_toml
+    from mcsim.report.plan.files import recommended_toml
 
     path = write_toml(PLAN, tmp_path / "plan.toml")
     assert main(["plan", str(path), "-o", str(tmp_path / "plan.nc"), "--quiet"]) == 0
@@ -439,9 +439,9 @@ def test_a_plan_over_software_choices_recommends_a_scenario_that_runs(tmp_path):
     text = recommended_toml(ds)
     best = int(ds["recommended"])
     assert f"zero_stage = {int(ds['zero_stage'][best])}" in text
-    # Near-ties: brute force over the file's candidates against mcsim.report.plan_steptime.
+    # Near-ties: brute force over the file's candidates against mcsim.report.plan.steptime.
     from mcsim.model.steptime import STEP_TIME_ERROR
-    from mcsim.report.plan_steptime import step_time_section, step_time_ties
+    from mcsim.report.plan.steptime import step_time_section, step_time_ties
 
     error, ties = step_time_ties(ds)
     assert error == STEP_TIME_ERROR["operators"]
@@ -790,7 +790,7 @@ def test_memory_range_is_the_validations():
 def test_report_widens_the_recommendations_memory():
     import xarray as xr
 
-    from mcsim.report.plan_steptime import memory_lines
+    from mcsim.report.plan.steptime import memory_lines
 
     operators = '[compute]\nstep_model = "operators"\n'
 
@@ -830,7 +830,7 @@ def test_a_corrupted_stored_scenario_reads_as_the_aggregate_model(stored):
     """A plan file is not trusted: an unreadable or ill-typed step model is the default, never a crash."""
     import xarray as xr
 
-    from mcsim.report.plan_steptime import memory_lines, step_model
+    from mcsim.report.plan.steptime import memory_lines, step_model
 
     ds = xr.Dataset({"screen_memory_per_gpu": ("candidate", [60.0])}, attrs={"scenario_toml": stored})
     assert step_model(ds.assign(recommended=0)) == "aggregate"

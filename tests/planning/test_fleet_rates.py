@@ -23,7 +23,7 @@ from mcsim import simulate
 from mcsim.cli.main import main
 from mcsim.io.netcdf import open_results
 from mcsim.model.checkpointing import system_mtbf_s
-from mcsim.report.plan import is_failure_rate_key
+from mcsim.report.plan.explain import is_failure_rate_key
 from mcsim.scenario.config import config_with_values, scenario_from_dict
 from mcsim.scenario.draws import with_values
 
@@ -172,7 +172,7 @@ def test_spread_line_by_hand():
     # 0.14^2 + 0.15^2 = 0.0421: 53 %.
     import xarray as xr
 
-    from mcsim.report.plan import _spread_from_rates
+    from mcsim.report.plan.explain import _spread_from_rates
 
     objective = np.array([[[90.0, 50.0], [104.0, 60.0]], [[97.0, 55.0], [112.0, 58.0]]])
     ds = xr.Dataset({"uncertain_objective": (("uncertain_input", "quantile", "finalist"), objective)})

@@ -84,7 +84,7 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
     # more runs: with common random numbers the two means then differ by run-to-run noise, and the report
     # said the runner-up was *better* than the recommendation (seen: "objective -0.002123 (-0.14 %)",
     # "cost -0 USD less"). The comparison must be paired: over the runs both simulated.
-    from mcsim.report.plan import explain_plan
+    from mcsim.report.plan.explain import explain_plan
 
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
@@ -117,7 +117,8 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
     from mcsim.planning.dataset import layout_label
-    from mcsim.report.plan import explain_plan, plan_table
+    from mcsim.report.plan.explain import explain_plan
+    from mcsim.report.plan.table import plan_table
 
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
@@ -185,7 +186,7 @@ def test_selecting_again_after_a_drop_reuses_the_runs_already_simulated(tmp_path
 def test_report_on_a_plan_file_without_the_per_run_objective(tmp_path):
     # Plan files written before the per-run objective was kept: with a weighted objective there is no
     # variable to pair, and the report raised KeyError (a traceback) instead of falling back to the means.
-    from mcsim.report.plan import explain_plan
+    from mcsim.report.plan.explain import explain_plan
 
     out = tmp_path / "p.nc"
     raw = hostile_plan(plan={"objective": {"cost": 1.0, "wall_time": 100.0}})

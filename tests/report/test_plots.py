@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from builders import SMALL_SCENARIO  # noqa: E402
 
 import mcsim  # noqa: E402
-from mcsim.analysis import compare as analysis  # noqa: E402
+from mcsim.analysis import ranking  # noqa: E402
 from mcsim.cli.main import main  # noqa: E402
 from mcsim.errors import BackendUnavailable  # noqa: E402
 from mcsim.report import plots  # noqa: E402
@@ -112,7 +112,7 @@ def test_scaling_with_many_combinations_fixes_the_other_dims(sweep_file):
     wide = xr.concat([ds] * 5, dim=xr.DataArray(list("abcde"), dims="site", name="site"))  # 2 x 5 > 8 lines
     fig = plots.plot_scaling(wide)
     try:
-        optimum = analysis.best(wide, "cost")["configuration"]
+        optimum = ranking.best(wide, "cost")["configuration"]
         assert "fixed at the cost-optimal values" in fig.get_suptitle().replace("\n", " ")
         assert f"strategy={optimum['strategy']}" in fig.get_suptitle()
         assert len(fig.axes[0].get_lines()) == 1
@@ -141,7 +141,7 @@ def test_report(sweep_file, tmp_path, capsys):
     assert main(["report", str(sweep_file), "-o", str(folder), "--deadline", "30"]) == 0
     readme = (folder / "README.md").read_text()
     ds = mcsim.open_results(sweep_file)
-    optimum = analysis.best(ds, "cost")["configuration"]
+    optimum = ranking.best(ds, "cost")["configuration"]
     named = ", ".join(f"{d}={v}" for d, v in optimum.items())
     assert f"### Cost-optimal: {named}" in readme
     assert "Energy-optimal" in readme and "Fastest" in readme and "Pareto front" in readme
@@ -216,7 +216,7 @@ def test_matplotlib_missing(sweep_file, tmp_path, capsys, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-# ---------------------------------------------------------------- issue 11: items 8, 10, 12, 17
+# ------------------------------------- hard cases: infeasible and censored configurations, wide ranges, damaged files
 
 
 @pytest.fixture(scope="module")
@@ -346,7 +346,7 @@ def test_coordinate_labels_are_rounded(sweep_file, capsys, tmp_path):
 
     text = summary_table(ds)
     assert "gpus=1 strategy" in text and "1.000000000001" not in text
-    from mcsim.report.markdown import report_markdown
+    from mcsim.report.result_report import report_markdown
 
     assert "1.000000000001" not in report_markdown(ds, [])
 
@@ -393,14 +393,15 @@ def test_summary_all_and_sort(tmp_path, capsys):
 
 
 def test_report_says_when_picks_are_equivalent(sweep_file):
-    from mcsim.report.markdown import report_markdown
+    from mcsim.report.result_report import report_markdown
 
     ds = mcsim.open_results(sweep_file)
     runs = ds.sizes["run"]
     cheap, green = {"gpus": 64, "strategy": "async"}, {"gpus": 128, "strategy": "gockpt"}
-    # Cost (the issue's case): green costs 12 USD more than cheap on 1 MUSD, plus paired noise of
-    # +-1,000 USD alternating over the (even number of) runs: mean difference exactly 12 USD,
-    # standard deviation ~1,017 USD, so the 95 % CI of the paired difference is 12 +- ~364 USD.
+    # Cost (two picks that differ by less than the noise): green costs 12 USD more than cheap on
+    # 1 MUSD, plus paired noise of +-1,000 USD alternating over the (even number of) runs: mean
+    # difference exactly 12 USD, standard deviation ~1,017 USD, so the 95 % CI of the paired
+    # difference is 12 +- ~364 USD.
     base = 1e6 + 5e4 * np.sin(np.arange(runs))
     cost = np.full(ds["cost"].shape, np.nan)
     cost[...] = base + 1e5  # the two others: far dearer
@@ -410,8 +411,8 @@ def test_report_says_when_picks_are_equivalent(sweep_file):
     energy = ds["energy"].copy()
     energy.loc[green] = float(energy.min()) / 2  # green is energy-optimal by far
     ds["energy"] = energy
-    assert analysis.best(ds, "cost")["configuration"] == cheap
-    assert analysis.best(ds, "energy")["configuration"] == green
+    assert ranking.best(ds, "cost")["configuration"] == cheap
+    assert ranking.best(ds, "energy")["configuration"] == green
     section = report_markdown(ds, []).split("### Energy-optimal")[1].split("###")[0]
     cost_text = next(part for part in section.split("; ") if part.lstrip().startswith("cost"))
     assert "equivalent within the uncertainty" in cost_text
@@ -420,7 +421,7 @@ def test_report_says_when_picks_are_equivalent(sweep_file):
 
 
 def _broken(ds, how):
-    """A netCDF dataset that lacks what mcsim's analysis needs (issue 11, item 10)."""
+    """A netCDF dataset that lacks what mcsim's analysis needs: refused in one line, naming what is wrong."""
     if how == "no cost":
         return ds.drop_vars("cost")
     if how == "no feasible":
@@ -480,17 +481,17 @@ def test_report_when_no_configuration_can_be_ranked(hard_file, tmp_path, capsys)
     path = tmp_path / "censored.nc"
     mcsim.write_results(only_censored, path)
     with pytest.raises(ValueError, match="max_wall_days"):
-        analysis.best(only_censored, "cost")
+        ranking.best(only_censored, "cost")
     assert main(["report", str(path), "-o", str(tmp_path / "r")]) == 0
     readme = (tmp_path / "r" / "README.md").read_text()
     assert "No configuration can be ranked" in readme and "Cost-optimal" not in readme
 
 
 def test_scenario_text_is_inert_in_the_report_markdown(single_file):
-    # Issue 11, item 18: a scenario's name and description went into the report's Markdown
-    # unescaped. Hostile text must come out escaped: no link, image, HTML, heading or
-    # table cell break can be formed from it, and no line break.
-    from mcsim.report.markdown import report_markdown
+    # A scenario's name and description are user text in the report's Markdown. Hostile text
+    # must come out escaped: no link, image, HTML, heading or table cell break can be formed
+    # from it, and no line break.
+    from mcsim.report.result_report import report_markdown
 
     ds = mcsim.open_results(single_file)
     hostile = "x](http://evil) <img src=x onerror=alert(1)> | # *bold*\n# Injected heading"
@@ -537,7 +538,7 @@ def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys
     from mcsim.report.tornado import plot_sensitivity
 
     ds = mcsim.open_results(draws_file)
-    point = {"pue": float(analysis.best(ds, "cost")["configuration"]["pue"])}
+    point = {"pue": float(ranking.best(ds, "cost")["configuration"]["pue"])}
     at = sensitivity(ds.sel(point), "cost")  # the indices of the configuration the figure shows
     expected = [str(k) for k in at.input.values[np.argsort(-at["delta"].values)]]
     assert expected[-1] == "carbon.grid_g_per_kwh"  # no effect on cost: ranked last

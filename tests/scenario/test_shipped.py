@@ -225,7 +225,7 @@ def test_report_writes_the_recommendation_as_a_scenario_mcsim_run_runs(tmp_path,
 def test_report_refuses_a_recommendation_that_is_not_a_candidate(tmp_path, capsys):
     plan_nc = tmp_path / "p.nc"
     assert main(["plan", str(write_toml(SMALL_PLAN, tmp_path / "p.toml")), "-o", str(plan_nc), "--quiet"]) == 0
-    from mcsim.report.plan import recommended_toml
+    from mcsim.report.plan.files import recommended_toml
 
     ds = open_results(plan_nc).load()
     ds["recommended"] = ds["recommended"] * 0 + ds.sizes["candidate"]

@@ -377,7 +377,7 @@ def test_analysis_treats_draws_as_samples_not_configurations(paired):
 
 
 def test_report_has_a_decision_section(paired, tmp_path):
-    from mcsim.report.markdown import pooled_over_draws, report_markdown, write_report
+    from mcsim.report.result_report import pooled_over_draws, report_markdown, write_report
 
     _, ds = paired
     text = report_markdown(ds, [], deadline=2 * float(ds.wall_time.median()) / 24)

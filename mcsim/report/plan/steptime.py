@@ -6,7 +6,7 @@ docs/validation.md "Step time"). Layouts of the recommendation's GPU type and co
 with its checkpoint strategy, interval and clock, that fit in memory and whose ideal
 iteration time is within that error of the recommendation's are *near-ties*: the
 screen and the simulation rank them by a difference the model cannot resolve, so a
-user should measure them before committing (issue 24 item 6).
+user should measure them before committing.
 """
 
 from __future__ import annotations

@@ -36,24 +36,35 @@ def check_calibration(ds: xr.Dataset) -> None:
     a whole number of pilot runs (0 only when no family was piloted)."""
     if not any(name in ds.variables for name in _FAMILY_DIMS):
         return
+    _check_family_variables(ds)
+    pilot = ds["family_pilot_candidate"].values
+    n = ds.sizes.get("candidate", 0)
+    if pilot.dtype.kind not in "iu" or not np.all((pilot == -1) | ((pilot >= 0) & (pilot < n))):
+        _damaged("family_pilot_candidate", f"whole numbers: -1 or a candidate index in [0, {n})")
+    _check_errors(ds)
+    runs = ds.attrs.get("pilot_runs")
+    if not isinstance(runs, (int, np.integer)) or runs < 0 or (runs == 0) != bool(np.all(pilot == -1)):
+        _damaged("pilot_runs", "a whole number of runs >= 0 (attribute), 0 exactly when no family was piloted")
+
+
+def _check_family_variables(ds: xr.Dataset) -> None:
+    """Every pilot variable on its dimensions, and error kinds among :data:`ERROR_NAMES`."""
     for name, dims in _FAMILY_DIMS.items():
         if name not in ds.variables or ds[name].dims != dims:
             _damaged(name, f"a variable of dimensions {dims} (the calibration pilot's)")
     if "error_kind" not in ds.variables or set(map(str, ds["error_kind"].values)) - set(ERROR_NAMES):
         _damaged("error_kind", f"names among {', '.join(ERROR_NAMES)}")
-    pilot = ds["family_pilot_candidate"].values
-    n = ds.sizes.get("candidate", 0)
-    if pilot.dtype.kind not in "iu" or not np.all((pilot == -1) | ((pilot >= 0) & (pilot < n))):
-        _damaged("family_pilot_candidate", f"whole numbers: -1 or a candidate index in [0, {n})")
+
+
+def _check_errors(ds: xr.Dataset) -> None:
+    """Errors, their standard errors and the margins: real numbers (a margin may be infinite), none negative
+    but the errors."""
     for name in ("family_pilot_error", "family_pilot_error_se", "family_margin"):
         values = ds[name].values
         if values.dtype.kind != "f" or (np.isinf(values).any() and name != "family_margin"):  # a margin may be inf
             _damaged(name, "real numbers (finite, or NaN where not measured)")
     if np.any(ds["family_pilot_error_se"].values < 0) or np.any(ds["family_margin"].values < 0):
         _damaged("family_pilot_error_se", "standard errors and margins >= 0")
-    runs = ds.attrs.get("pilot_runs")
-    if not isinstance(runs, (int, np.integer)) or runs < 0 or (runs == 0) != bool(np.all(pilot == -1)):
-        _damaged("pilot_runs", "a whole number of runs >= 0 (attribute), 0 exactly when no family was piloted")
 
 
 def _damaged(name: str, expected: str) -> None:
