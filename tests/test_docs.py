@@ -8,6 +8,7 @@ writes, CITATION.cff is well formed, and the tutorial notebook runs without a ce
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import re
@@ -149,3 +150,40 @@ def test_tutorial_notebook_runs():
     (figure,) = [cell for cell in nb.cells if cell.cell_type == "code" and ".plot." in cell.source]
     assert any(out.get("output_type") == "display_data" for out in figure.outputs), "the figure is shown"
     assert elapsed < 600, elapsed
+
+
+DOCUMENTS = [
+    "README.md",
+    "ARCHITECTURE.md",
+    "CONTRIBUTING.md",
+    "benchmarks/README.md",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
+]
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``mcsim.a.b.c`` names a module of the package or an attribute of one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(value, name):
+                return False
+            value = getattr(value, name)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_module_path_and_name_the_docs_give_exists(document):
+    """A file path under ``mcsim/`` or ``tests/`` and a dotted ``mcsim.…`` name in the docs point at code that
+    exists (the changelog records history and is not checked)."""
+    text = (ROOT / document).read_text()
+    paths = set(re.findall(r"\b((?:mcsim|tests|benchmarks)/[\w/]+\.py)\b", text))
+    names = {n.rstrip(".") for n in re.findall(r"(?<![\w.])mcsim(?:\.\w+)+", text)}  # not ds.mcsim.…
+    missing = sorted(p for p in paths if not (ROOT / p).exists())
+    missing += sorted(n for n in names if not _resolves(n))
+    assert not missing, f"{document} names what does not exist: {missing}"
