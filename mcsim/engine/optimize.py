@@ -109,10 +109,9 @@ def optimize_interval(
 
     Parameters
     ----------
-    cfg : Config
-        A feasible configuration (its own interval setting is ignored).
-    objective : {"wall_time", "energy", "cost"}
-        Per-run output whose mean is minimised.
+    cfg, objective
+        The configuration and the per-run output minimised, as :class:`~mcsim.model.interval_search.IntervalSearch`
+        takes them.
     runs, seed, mode
         Monte Carlo runs per grid point (runs ``0 .. runs - 1`` of the streams of
         ``seed``, the same at every point), seed, mode.
