@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 # Target duration of one local kernel call, s: Ctrl-C acts and the progress bar
 # moves at least this often (plus the length of one run, which cannot be split).
 CALL_SECONDS = 0.5
-# Estimated seconds of work in one dask submission at least (issue 26): a submission costs the
+# Estimated seconds of work in one dask submission at least: a submission costs the
 # client ~3 ms of CPU, so cheap tasks are sent several at a time (:func:`task_batches`).
 BATCH_SECONDS = 0.2
 # Seconds to wait for a dask scheduler to answer (env MCSIM_SCHEDULER_TIMEOUT overrides).
@@ -132,7 +132,7 @@ class LocalBackend:
 
         ``rows``: the simulator of each task's key ``(config, optimize_every)``; ``seed``: the scenario's.
         Consecutive tasks of one key whose runs follow on share kernel calls (:func:`contiguous_span`):
-        a cheap configuration's 250-run tasks each cost a call's overhead otherwise (issue 26 item 4).
+        a cheap configuration's 250-run tasks each cost a call's overhead otherwise.
         A run depends only on its index and seed, so the rows are those of one call per task.
         """
         threads = numba.get_num_threads()
@@ -422,7 +422,7 @@ def task_batches(
 ) -> list[list[Task]]:
     """``tasks`` in order, grouped into dask submissions of at least ``batch_s`` estimated seconds.
 
-    A submission costs the client a few ms, more than a cheap configuration's runs (issue 26), so
+    A submission costs the client a few ms, more than a cheap configuration's runs, so
     consecutive tasks are sent together until their estimated work (:func:`estimate_run`, per run,
     times the task's runs) reaches ``batch_s``; where the whole work is small, the target shrinks to
     keep four submissions per worker, so that every worker gets some. A batch never changes a
