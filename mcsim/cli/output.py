@@ -5,6 +5,7 @@ Shared by ``mcsim run``, ``mcsim combine`` and ``mcsim plan`` (and the figure an
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
 import os
@@ -33,7 +34,7 @@ ENVIRONMENT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.E
 PIECES_KEPT = "the pieces finished before it are kept; rerun to resume"
 
 
-def progress_notes(quiet: bool) -> Callable[[str], None]:
+def _progress_notes(quiet: bool) -> Callable[[str], None]:
     """The ``notify`` of a command: ``mcsim: <message>`` on stderr, nothing with ``--quiet``."""
 
     def notify(message: str) -> None:
@@ -47,7 +48,7 @@ def _say_nothing(message: str) -> None:
     """The ``notify`` of a command that reports no progress."""
 
 
-def resume_store(
+def _resume_store(
     no_resume: bool, output: Path, scenario: Scenario, chunk_runs: int, notify: Callable[[str], None]
 ) -> PieceStore | None | int:
     """The resume store of ``output`` (None with ``--no-resume``), or the exit status of its error line."""
@@ -83,6 +84,29 @@ def locked_write(
         if (status := write_and_clear(ds, output, store, notify, previous)) is not None:
             return status
     return ds
+
+
+def write_resumable(
+    args: argparse.Namespace,
+    output: Path,
+    scenario: Scenario,
+    chunk_runs: int,
+    make: Callable[[PieceStore | None, Callable[[str], None]], xr.Dataset | int],
+    table: Callable[[xr.Dataset], str],
+) -> int:
+    """Write the dataset ``make(store, notify)`` computes to ``output``; returns the exit status.
+
+    For ``mcsim run`` and ``mcsim plan``: their progress notes (``args.quiet``), the resume store of
+    tasks of ``chunk_runs`` runs of ``scenario`` (``args.no_resume``), the writer lock held while the
+    dataset is computed and written (:func:`locked_write`), then ``table(ds)`` and ``wrote OUTPUT``.
+    ``make`` returns the dataset, or the exit status of its own failure (reported).
+    """
+    notify = _progress_notes(args.quiet)
+    store = _resume_store(args.no_resume, output, scenario, chunk_runs, notify)
+    if isinstance(store, int):
+        return store
+    ds = locked_write(output, lambda: make(store, notify), store, notify)
+    return ds if isinstance(ds, int) else print_written(args.quiet, table, ds, output)
 
 
 def print_written(quiet: bool, table: Callable[[xr.Dataset], str], ds: xr.Dataset, output: Path) -> int:

@@ -9,18 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcsim.cli.output import (
-    PIECES_KEPT,
-    locked_write,
-    output_problem,
-    print_written,
-    progress_notes,
-    resume_store,
-    write_failed,
-)
+from mcsim.cli.output import PIECES_KEPT, output_problem, write_failed, write_resumable
 from mcsim.cli.parser import usage_error
 from mcsim.cli.run import execution_option_error
 from mcsim.errors import BackendUnavailable, NoCandidate, PieceWriteError
@@ -28,6 +21,8 @@ from mcsim.io.netcdf import is_result_file
 
 if TYPE_CHECKING:
     import xarray as xr
+
+    from mcsim.engine.resume import PieceStore
 
 EXIT_NO_CANDIDATE = 1  # the plan's constraints rule out every candidate
 
@@ -46,12 +41,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return usage_error(f"-o: {output}: {problem}")  # with the path, even for -o ''
     if message := execution_option_error(args):
         return usage_error(message)
-    notify = progress_notes(args.quiet)
-    store = resume_store(args.no_resume, output, plan.scenario, DEFAULT_CHUNK_RUNS, notify)
-    if isinstance(store, int):
-        return store
 
-    def planned() -> xr.Dataset | int:
+    def planned(store: PieceStore | None, notify: Callable[[str], None]) -> xr.Dataset | int:
         try:
             return plan_result(
                 plan,
@@ -72,5 +63,4 @@ def cmd_plan(args: argparse.Namespace) -> int:
         except PieceWriteError as err:
             return write_failed(err.path, err.error, PIECES_KEPT)
 
-    ds = locked_write(output, planned, store, notify)  # one writer per output, as mcsim run
-    return ds if isinstance(ds, int) else print_written(args.quiet, plan_table, ds, output)
+    return write_resumable(args, output, plan.scenario, DEFAULT_CHUNK_RUNS, planned, plan_table)

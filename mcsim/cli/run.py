@@ -15,9 +15,8 @@ from mcsim.cli.output import (
     output_error,
     output_problem,
     print_written,
-    progress_notes,
-    resume_store,
     write_failed,
+    write_resumable,
 )
 from mcsim.cli.parser import EXIT_USAGE, usage_error
 from mcsim.errors import BackendUnavailable, PieceWriteError, ScenarioError
@@ -67,19 +66,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return usage_error(message)
     check_feasible(scenario)
     chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
-    notify = progress_notes(args.quiet)
-    store = resume_store(args.no_resume, output, scenario, chunk, notify)
-    if isinstance(store, int):
-        return store
 
-    def simulated() -> xr.Dataset | int:
+    def simulated(store: PieceStore | None, notify: Callable[[str], None]) -> xr.Dataset | int:
         ds = simulate_reporting_errors(args, scenario, chunk, store, notify, shard)
         if not isinstance(ds, int) and (problem := output_problem(output, inputs, is_result_file)):
             return usage_error(f"-o: {output}: {problem}")  # something put there meanwhile
         return ds
 
-    ds = locked_write(output, simulated, store, notify)
-    return ds if isinstance(ds, int) else print_written(args.quiet, summary_table, ds, output)
+    return write_resumable(args, output, scenario, chunk, simulated, summary_table)
 
 
 def _load_scenario(args: argparse.Namespace) -> Scenario:
