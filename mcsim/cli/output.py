@@ -202,7 +202,7 @@ def output_problem(
         return f"cannot be examined ({getattr(err, 'strerror', None) or err})"
     if info is not None and (problem := _existing_file_problem(path, info, inputs, may_replace)):
         return problem
-    return _folder_problem(path.parent)
+    return _unwritable_folder(path.parent)
 
 
 def _name_problem(text: str) -> str:
@@ -234,7 +234,7 @@ def _existing_file_problem(
     return ""
 
 
-def _folder_problem(folder: Path) -> str:
+def _unwritable_folder(folder: Path) -> str:
     """Why no file can be created in ``folder`` (or, missing, in its nearest existing ancestor), or ""."""
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent

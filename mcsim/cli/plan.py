@@ -31,8 +31,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``mcsim plan`` (:func:`mcsim.plan`, with a resume store, the output's lock and its file);
     returns the exit status (ScenarioError propagates to the caller's handler)."""
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
+    from mcsim.planning import planner
     from mcsim.planning.plan import load_plan
-    from mcsim.planning.planner import plan as plan_result
     from mcsim.report.plan import plan_table
 
     plan = load_plan(args.plan, args.overrides)
@@ -44,7 +44,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     def planned(store: PieceStore | None, notify: Callable[[str], None]) -> xr.Dataset | int:
         try:
-            return plan_result(
+            return planner.plan(
                 plan,
                 workers=args.workers,
                 scheduler=args.scheduler,
