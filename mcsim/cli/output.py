@@ -34,45 +34,24 @@ ENVIRONMENT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.E
 PIECES_KEPT = "the pieces finished before it are kept; rerun to resume"
 
 
-def _progress_notes(quiet: bool) -> Callable[[str], None]:
-    """The ``notify`` of a command: ``mcsim: <message>`` on stderr, nothing with ``--quiet``."""
-
-    def notify(message: str) -> None:
-        if not quiet:
-            print(f"mcsim: {message}", file=sys.stderr)
-
-    return notify
-
-
 def _say_nothing(message: str) -> None:
     """The ``notify`` of a command that reports no progress."""
-
-
-def _resume_store(
-    no_resume: bool, output: Path, scenario: Scenario, chunk_runs: int, notify: Callable[[str], None]
-) -> PieceStore | None | int:
-    """The resume store of ``output`` (None with ``--no-resume``), or the exit status of its error line."""
-    from mcsim.engine.resume import PieceStore
-
-    if no_resume:
-        return None
-    store = PieceStore(output, scenario, chunk_runs, notify=notify)
-    if problem := store.problem():
-        return usage_error(f"-o: {output}: {problem}")
-    return store
 
 
 def locked_write(
     output: Path,
     make: Callable[[], xr.Dataset | int],
+    table: Callable[[xr.Dataset], str],
+    quiet: bool,
     store: PieceStore | None = None,
     notify: Callable[[str], None] = _say_nothing,
-) -> xr.Dataset | int:
-    """Under the writer lock of ``output``: the dataset ``make()`` returns, written to ``output``.
+) -> int:
+    """Under the writer lock of ``output``, write the dataset ``make()`` returns; then, unless
+    ``quiet``, print ``table(ds)`` and ``wrote OUTPUT``. Returns the exit status.
 
     One writer per output (:func:`lock_output`); the file at ``output`` when the lock is taken is
-    the only one the write may replace (:func:`write_and_clear`). Returns the dataset written, or
-    the exit status of a failure: the lock taken by another, ``make()``'s own (an int), the write's.
+    the only one the write may replace (:func:`write_and_clear`). ``make`` returns the dataset, or
+    the exit status of its own failure (reported).
     """
     with contextlib.ExitStack() as held:
         if (status := lock_output(held, output)) is not None:
@@ -83,7 +62,10 @@ def locked_write(
             return ds
         if (status := write_and_clear(ds, output, store, notify, previous)) is not None:
             return status
-    return ds
+    if not quiet:
+        print(table(ds))
+        print(f"wrote {output}")
+    return 0
 
 
 def write_resumable(
@@ -94,27 +76,21 @@ def write_resumable(
     make: Callable[[PieceStore | None, Callable[[str], None]], xr.Dataset | int],
     table: Callable[[xr.Dataset], str],
 ) -> int:
-    """Write the dataset ``make(store, notify)`` computes to ``output``; returns the exit status.
+    """:func:`locked_write` of the dataset ``make(store, notify)`` computes, for ``mcsim run`` and ``mcsim plan``.
 
-    For ``mcsim run`` and ``mcsim plan``: their progress notes (``args.quiet``), the resume store of
-    tasks of ``chunk_runs`` runs of ``scenario`` (``args.no_resume``), the writer lock held while the
-    dataset is computed and written (:func:`locked_write`), then ``table(ds)`` and ``wrote OUTPUT``.
-    ``make`` returns the dataset, or the exit status of its own failure (reported).
+    ``notify`` prints their progress notes (none with ``--quiet``); ``store`` keeps the finished tasks
+    (of ``chunk_runs`` runs of ``scenario``) beside ``output`` to resume from (None with ``--no-resume``).
     """
-    notify = _progress_notes(args.quiet)
-    store = _resume_store(args.no_resume, output, scenario, chunk_runs, notify)
-    if isinstance(store, int):
-        return store
-    ds = locked_write(output, lambda: make(store, notify), store, notify)
-    return ds if isinstance(ds, int) else print_written(args.quiet, table, ds, output)
+    from mcsim.engine.resume import PieceStore
 
+    def notify(message: str) -> None:
+        if not args.quiet:
+            print(f"mcsim: {message}", file=sys.stderr)
 
-def print_written(quiet: bool, table: Callable[[xr.Dataset], str], ds: xr.Dataset, output: Path) -> int:
-    """Unless ``quiet``, print ``table(ds)`` and ``wrote OUTPUT``; returns the exit status 0."""
-    if not quiet:
-        print(table(ds))
-        print(f"wrote {output}")
-    return 0
+    store = None if args.no_resume else PieceStore(output, scenario, chunk_runs, notify=notify)
+    if store is not None and (problem := store.problem()):
+        return usage_error(f"-o: {output}: {problem}")
+    return locked_write(output, lambda: make(store, notify), table, args.quiet, store, notify)
 
 
 def output_error(given: str | None, output: Path, problem: str) -> int:

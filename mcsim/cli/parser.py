@@ -72,11 +72,10 @@ class Command:
     dest: str | None = None
 
 
-def build_parser(command: Command | None = None) -> argparse.ArgumentParser:
-    """The argparse parser of ``command`` (default :data:`MCSIM`, the whole command line)."""
-    command = MCSIM if command is None else command
-    parser = _Parser(prog=command.name, description=command.description)
-    _add_arguments(parser, command)
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the whole command line, :data:`MCSIM`."""
+    parser = _Parser(prog=MCSIM.name, description=MCSIM.description)
+    _add_arguments(parser, MCSIM)
     return parser
 
 

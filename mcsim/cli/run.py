@@ -14,7 +14,6 @@ from mcsim.cli.output import (
     locked_write,
     output_error,
     output_problem,
-    print_written,
     write_failed,
     write_resumable,
 )
@@ -202,5 +201,4 @@ def cmd_combine(args: argparse.Namespace) -> int:
         combined = combine_parts(parts, [Path(name).name for name in args.parts])
     except ValueError as err:
         return usage_error(f"combine: {err}")
-    written = locked_write(output, lambda: combined)
-    return written if isinstance(written, int) else print_written(args.quiet, summary_table, written, output)
+    return locked_write(output, lambda: combined, summary_table, args.quiet)
