@@ -16,7 +16,7 @@ from tests_helpers import chunk_cache_during_write
 
 import mcsim
 from mcsim.engine.simulate import simulate_config
-from mcsim.io.variables import PER_CONFIG, PER_RUN, VARIABLES
+from mcsim.io.variables import PER_CONFIG, PER_RUN, VARIABLES, Variable, variable_table
 from mcsim.scenario.config import scenario_from_dict
 
 REQUIRED_PER_RUN = {
@@ -63,6 +63,20 @@ def test_dataset_has_spec_variables_with_units(small_ds):
     assert small_ds["completed"].dtype == bool and small_ds["completed"].all()
     assert small_ds.attrs["seed"] == 7 and small_ds.attrs["mode"] == "exact"
     assert tomllib.loads(small_ds.attrs["scenario_toml"])["name"] == "small"
+
+
+def test_variable_table_reads_rows_continued_meanings_and_comments():
+    """The registry's text table: six cells a row, a line without '|' continues the meaning, '#' a comment."""
+    table = """
+    # name | per    | units | dtype   | better | meaning
+    a      | run    | MW h  | float64 | higher | first line
+                                                 and its continuation
+    b      | config | 1     | int64   | -      | a count
+    """
+    assert variable_table(table) == [
+        Variable("a", True, "MW h", "first line and its continuation", "float64", "higher"),
+        Variable("b", False, "1", "a count", "int64", None),
+    ]
 
 
 def test_netcdf_round_trip_and_atomic_write(small_ds, tmp_path):
