@@ -16,13 +16,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import xarray as xr
 
-from mcsim.analysis import compare, configurations, deadline, ranking
+from mcsim._lazy import lazy_module
+from mcsim.analysis import compare, configurations, deadline, ranking, robustness, sensitivity
 from mcsim.analysis.summary import summarize
 from mcsim.io.netcdf import scenario_names
 from mcsim.io.variables import sweep_dims
+
+if TYPE_CHECKING:
+    from mcsim.report import plots
+else:  # the figure modules, imported at the first figure: not with mcsim, whose most uses draw none
+    plots = lazy_module("mcsim.report.plots")
 
 
 class _Plots:
@@ -31,27 +38,19 @@ class _Plots:
 
     def scaling(self, **kwargs):
         """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.report.plots.plot_scaling`)."""
-        from mcsim.report.plots import plot_scaling
-
-        return plot_scaling(self._ds, **kwargs)
+        return plots.plot_scaling(self._ds, **kwargs)
 
     def cdf(self, **kwargs):
         """Distributions per configuration (:func:`mcsim.report.plots.plot_cdf`)."""
-        from mcsim.report.plots import plot_cdf
-
-        return plot_cdf(self._ds, **kwargs)
+        return plots.plot_cdf(self._ds, **kwargs)
 
     def pareto(self, **kwargs):
         """Time versus cost or energy with the front (:func:`mcsim.report.plots.plot_pareto`)."""
-        from mcsim.report.plots import plot_pareto
-
-        return plot_pareto(self._ds, **kwargs)
+        return plots.plot_pareto(self._ds, **kwargs)
 
     def breakdown(self, **kwargs):
         """Where time and energy go (:func:`mcsim.report.plots.plot_breakdown`)."""
-        from mcsim.report.plots import plot_breakdown
-
-        return plot_breakdown(self._ds, **kwargs)
+        return plots.plot_breakdown(self._ds, **kwargs)
 
 
 @xr.register_dataset_accessor("mcsim")
@@ -98,72 +97,74 @@ class McsimAccessor:
         return summarize(self._ds)
 
     def pareto(self, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean") -> xr.DataArray:
-        """Non-dominated configurations (:func:`mcsim.analysis.pareto_front`)."""
+        """Non-dominated configurations (:func:`mcsim.analysis.ranking.pareto_front`)."""
         return ranking.pareto_front(self._ds, objectives, stat)
 
     def best(self, objective: str = "cost", stat: str | float = "mean") -> dict:
-        """The best configuration on ``objective``, in its direction (:func:`mcsim.analysis.best`)."""
+        """The best configuration on ``objective``, in its direction (:func:`mcsim.analysis.ranking.best`)."""
         return ranking.best(self._ds, objective, stat)
 
     def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> compare.Probability:
-        """P(a beats b) from paired runs, with its 95 % Wilson interval (:func:`mcsim.analysis.prob_better`)."""
+        """P(a beats b) from paired runs, with its 95 % Wilson interval (:func:`mcsim.analysis.compare.prob_better`)."""
         return compare.prob_better(self._ds, a, b, objective)
 
     def cheapest_within(self, days: float, probability: float = 0.9) -> dict:
         """Cheapest configuration finishing within ``days`` with ``probability`` in (0, 1).
 
-        See :func:`mcsim.analysis.cheapest_within`; raises :class:`mcsim.errors.NoneQualifies`
+        See :func:`mcsim.analysis.deadline.cheapest_within`; raises :class:`mcsim.errors.NoneQualifies`
         (carrying the closest configuration) when none qualifies.
         """
         return deadline.cheapest_within(self._ds, days, probability)
 
     def paired_difference(self, a: Mapping, b: Mapping, objective: str = "cost") -> dict:
-        """Mean of a - b over paired runs with its 95 % CI (:func:`mcsim.analysis.paired_difference`)."""
+        """Mean of a - b over paired runs with its 95 % CI (:func:`mcsim.analysis.compare.paired_difference`)."""
         return compare.paired_difference(self._ds, a, b, objective)
 
     def prob_better_by_draw(self, a: Mapping, b: Mapping, objective: str = "cost") -> compare.Probability:
         """P(a's mean over a draw's runs beats b's) over parameter draws.
 
-        See :func:`mcsim.analysis.prob_better_by_draw`.
+        See :func:`mcsim.analysis.compare.prob_better_by_draw`.
         """
         return compare.prob_better_by_draw(self._ds, a, b, objective)
 
     def decision_table(self, objective: str = "cost") -> xr.Dataset:
-        """P(best) and expected regret per configuration over draws (:func:`mcsim.analysis.decision_table`)."""
+        """P(best) and expected regret per configuration over draws (:func:`mcsim.analysis.ranking.decision_table`)."""
         return ranking.decision_table(self._ds, objective)
 
     def prob_best(self, objective: str = "cost") -> xr.DataArray:
-        """P(best) per configuration over parameter draws (:func:`mcsim.analysis.prob_best`)."""
+        """P(best) per configuration over parameter draws (:func:`mcsim.analysis.ranking.prob_best`)."""
         return ranking.prob_best(self._ds, objective)
 
     def expected_regret(self, objective: str = "cost") -> xr.DataArray:
-        """Expected regret of each configuration over parameter draws (:func:`mcsim.analysis.expected_regret`)."""
+        """Expected regret of each configuration over parameter draws.
+
+        See :func:`mcsim.analysis.ranking.expected_regret`.
+        """
         return ranking.expected_regret(self._ds, objective)
 
     def prob_within(self, days: float, probability: float | None = None) -> xr.Dataset:
         """P(finishing within ``days``) per configuration, pooled over draws and runs.
 
-        See :func:`mcsim.analysis.prob_within`.
+        See :func:`mcsim.analysis.deadline.prob_within`.
         """
         return deadline.prob_within(self._ds, days, probability)
 
     def robustness(self, objective: str = "cost", groups: int = 2) -> dict:
-        """The robust choice and the uncertain input that would change it (:func:`mcsim.robustness.robustness`)."""
-        from mcsim.analysis.robustness import robustness
+        """The robust choice and the uncertain input that would change it.
 
-        return robustness(self._ds, objective, groups)
+        See :func:`mcsim.analysis.robustness.robustness`.
+        """
+        return robustness.robustness(self._ds, objective, groups)
 
     def sensitivity(self, output: str = "cost", seed: int = 0) -> xr.Dataset:
         """Sobol indices of the uncertain inputs on ``output``, per configuration.
 
         See :func:`mcsim.analysis.sensitivity.sensitivity`.
         """
-        from mcsim.analysis.sensitivity import sensitivity
-
-        return sensitivity(self._ds, output, seed)
+        return sensitivity.sensitivity(self._ds, output, seed)
 
     def completed_share(self) -> xr.DataArray:
-        """Share of completed runs per configuration (:func:`mcsim.analysis.completed_share`)."""
+        """Share of completed runs per configuration (:func:`mcsim.analysis.configurations.completed_share`)."""
         return configurations.completed_share(self._ds)
 
     @property

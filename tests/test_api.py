@@ -1,4 +1,4 @@
-"""The Python API of every command and what its answers assume (issue 22, items 5, 6 and 9).
+"""The Python API of every command and what its answers assume.
 
 Top-level functions the command line calls, typed one-line errors with the valid
 choices, useful reprs, progress bars in notebooks, overrides and layout recorded in

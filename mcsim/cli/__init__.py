@@ -1,8 +1,15 @@
 """The ``mcsim`` command line (top layer): argument parsing, commands, output files.
 
-- ``main``: the parser and the commands ``run``, ``summary``, ``validate``,
-  ``sensitivity``, ``fit-failures``, ``plot`` and ``report``.
+- ``main``: ``main()``, the entry point: runs the command named, reports a refused standard output
+  and an interrupt.
+- ``parser``: the command line as a table (commands, options, help texts) and the argparse parser
+  built from it.
+- ``commands``: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot``, ``report``
+  and ``scenarios``.
+- ``run``: ``mcsim run`` and ``mcsim combine``.
 - ``plan``: ``mcsim plan``.
+- ``output``: the output files of the commands: which paths may be written, the writer lock, the
+  write and what a failed write says.
 """
 
 from mcsim.cli.main import main

@@ -9,12 +9,16 @@ import argparse
 import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import xarray as xr
 
-from mcsim.cli.output import output_problem, path_text_problem, same_path, write_failed
-from mcsim.cli.parser import EXIT_USAGE
+from mcsim.cli.output import output_error, output_problem, path_text_problem, same_path, write_failed
+from mcsim.cli.parser import EXIT_USAGE, usage_error
+from mcsim.errors import BackendUnavailable, ScenarioError
+from mcsim.io.atomic import folder_problem, write_atomic
+from mcsim.io.netcdf import open_results
 from mcsim.report.tables import sensitivity_table, summary_table
 
 
@@ -26,8 +30,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for name in ("runs", "seed"):  # blamed on the option, not on the reference scenarios
         run_option(name, getattr(args, name), f"--{name}")
     if args.runs < 2:
-        print(f"mcsim: error: --runs: expected a whole number >= 2, got {args.runs}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"--runs: expected a whole number >= 2, got {args.runs}")
     if args.step_time:
         from mcsim.analysis.steptime_validation import (
             leave_one_out,
@@ -68,11 +71,9 @@ def option_error(args: argparse.Namespace) -> str | None:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     if message := option_error(args):
-        print(f"mcsim: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(message)
     if args.probability is not None and args.deadline is None:
-        print("mcsim: error: --probability: applies with --deadline DAYS", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error("--probability: applies with --deadline DAYS")
     ds = open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
@@ -85,8 +86,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
             probability=0.9 if args.probability is None else args.probability,
         )
     except ValueError as err:
-        print(f"mcsim: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(str(err))
     print(text)
     return 0
 
@@ -96,23 +96,20 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     from mcsim.analysis.sensitivity import sensitivity
 
     if message := option_error(args):
-        print(f"mcsim: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(message)
     ds = open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
     try:
         result = sensitivity(ds, args.output, resamples=args.resamples)
     except ValueError as err:
-        print(f"mcsim: error: {args.file}: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"{args.file}: {err}")
     print(sensitivity_table(result=result))
     return 0
 
 
 def cmd_fit_failures(args: argparse.Namespace) -> int:
     """``mcsim fit-failures``: :func:`mcsim.fit_failures`, its table printed, the table and figure written."""
-    from mcsim.errors import ScenarioError
     from mcsim.fitting.failure_table import fit_failures, fit_options
 
     source = str(args.log)
@@ -156,8 +153,6 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
 
 def _fit_output(source: str, option: str, value: str | None) -> Path | None:
     """The checked path of a ``fit-failures`` output option, or None when not given."""
-    from mcsim.errors import ScenarioError
-
     if value is None:
         return None
     if not value.strip() or "\0" in value:
@@ -178,7 +173,6 @@ def _fit_output(source: str, option: str, value: str | None) -> Path | None:
 
 def _fit_plot_backend() -> None:
     """Fail early, before reading the log, when --plot cannot be drawn."""
-    from mcsim.errors import BackendUnavailable, ScenarioError
     from mcsim.report.style import pyplot
 
     _use_agg()
@@ -189,7 +183,7 @@ def _fit_plot_backend() -> None:
 
 
 def _fit_figure(source: str, log, fit):
-    from mcsim.errors import ScenarioError
+    """The Weibull probability plot of ``--plot``; a log it cannot draw is the log's error."""
     from mcsim.report.failures import probability_plot
 
     try:
@@ -213,8 +207,6 @@ def _write_fit_outputs(source: str, table: str, output: Path | None, figure, fig
             finally:
                 plt.close(figure)
         if output is not None:
-            from mcsim.io.atomic import write_atomic
-
             write_atomic(output, table)
             written.append(output)
     except OSError as err:
@@ -234,24 +226,25 @@ def open_result_file(name: str, complete: bool = True) -> xr.Dataset | None:
     ``complete``: also refuse a file that is not a complete result
     (:func:`mcsim.analysis.summary.check_results`); False for the parts of a sharded run.
     """
-    from mcsim.io.netcdf import open_results
+    found = _read_result_file(Path(name), complete)
+    if isinstance(found, str):
+        usage_error(found)
+        return None
+    return found
 
-    path = Path(name)
+
+def _read_result_file(path: Path, complete: bool) -> xr.Dataset | str:
+    """The dataset of the result file ``path``, or what is wrong with it (the error line's text)."""
     if path.is_dir():
-        print(f"mcsim: error: {path}: is a directory; expected a result file written by mcsim", file=sys.stderr)
-        return None
+        return f"{path}: is a directory; expected a result file written by mcsim"
     if not path.is_file():
-        print(f"mcsim: error: {path}: no such file", file=sys.stderr)
-        return None
+        return f"{path}: no such file"
     try:
         ds = open_results(path)
     except ValueError as err:  # a netCDF file mcsim did not write names the file itself
-        text = str(err) if str(err).startswith(str(path)) else f"{path}: not a readable netCDF result file ({err})"
-        print(f"mcsim: error: {text}", file=sys.stderr)
-        return None
+        return str(err) if str(err).startswith(str(path)) else f"{path}: not a readable netCDF result file ({err})"
     except OSError as err:
-        print(f"mcsim: error: {path}: not a readable netCDF result file ({err})", file=sys.stderr)
-        return None
+        return f"{path}: not a readable netCDF result file ({err})"
     if not complete:
         return ds
     from mcsim.analysis.summary import check_results
@@ -260,8 +253,7 @@ def open_result_file(name: str, complete: bool = True) -> xr.Dataset | None:
         check_results(ds)
     except ValueError as err:
         hint = " (a plan file: read it with `mcsim report`)" if ds.attrs.get("mcsim_kind") == "plan" else ""
-        print(f"mcsim: error: {path}: {err}{hint}", file=sys.stderr)
-        return None
+        return f"{path}: {err}{hint}"
     return ds
 
 
@@ -273,64 +265,70 @@ def _use_agg() -> None:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from mcsim.errors import BackendUnavailable
-
-    if message := option_error(args):
-        print(f"mcsim: error: {message}", file=sys.stderr)
+    """``mcsim plot``: one figure of a result file (``--kind``), written to ``-o``."""
+    if message := option_error(args) or _plot_option_error(args):
+        return usage_error(message)
+    output = Path(args.output)
+    if problem := output_problem(args.output, inputs=[args.file]) or _figure_format_problem(output):
+        return output_error(args.output, output, problem)
+    ds = open_result_file(args.file)
+    if ds is None:
         return EXIT_USAGE
+    _use_agg()
+    try:
+        figure = _draw(args, ds)
+    except BackendUnavailable as err:
+        return usage_error(str(err))
+    except ValueError as err:
+        return usage_error(f"{args.file}: {err}")
+    return _save_figure(figure, output)
+
+
+def _plot_option_error(args: argparse.Namespace) -> str | None:
+    """Which of ``--x``, ``--variable`` and ``--resamples`` was given to a ``--kind`` it does not apply to."""
     for option, value, kinds in (
         ("--x", args.x, ("scaling",)),
         ("--variable", args.variable, ("cdf", "sensitivity")),
         ("--resamples", args.resamples, ("sensitivity",)),
     ):
         if value is not None and args.kind not in kinds:
-            print(f"mcsim: error: {option}: applies to --kind {' or '.join(kinds)} only", file=sys.stderr)
-            return EXIT_USAGE
-    output = Path(args.output)
-    if problem := output_problem(args.output, inputs=[args.file]) or _figure_format_problem(output):
-        print(
-            f"mcsim: error: -o: {output}: {problem}" if args.output else f"mcsim: error: -o: {problem}", file=sys.stderr
-        )
-        return EXIT_USAGE
-    ds = open_result_file(args.file)
-    if ds is None:
-        return EXIT_USAGE
-    _use_agg()
-    try:
-        from mcsim.report import plots
+            return f"{option}: applies to --kind {' or '.join(kinds)} only"
+    return None
 
-        if args.kind == "scaling":
-            fig = plots.plot_scaling(ds, x=args.x)
-        elif args.kind == "cdf":
-            fig = plots.plot_cdf(ds, variable=args.variable or "wall_time")
-        elif args.kind == "sensitivity":
-            from mcsim.report.tornado import plot_sensitivity
 
-            fig = plot_sensitivity(ds, output=args.variable or "cost", resamples=args.resamples)
-        else:
-            fig = getattr(plots, f"plot_{args.kind}")(ds)
-    except (BackendUnavailable, ValueError) as err:
-        print(
-            f"mcsim: error: {args.file}: {err}" if isinstance(err, ValueError) else f"mcsim: error: {err}",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+def _draw(args: argparse.Namespace, ds: xr.Dataset):
+    """The figure ``--kind`` names, of ``ds``."""
+    from mcsim.report import plots
+
+    if args.kind == "scaling":
+        return plots.plot_scaling(ds, x=args.x)
+    if args.kind == "cdf":
+        return plots.plot_cdf(ds, variable=args.variable or "wall_time")
+    if args.kind == "sensitivity":
+        from mcsim.report.tornado import plot_sensitivity
+
+        return plot_sensitivity(ds, output=args.variable or "cost", resamples=args.resamples)
+    return getattr(plots, f"plot_{args.kind}")(ds)
+
+
+def _save_figure(figure, output: Path) -> int:
+    """Write ``figure`` to ``output`` and close it; returns the exit status."""
     import matplotlib.pyplot as plt
 
+    from mcsim.report.plots import save_figure
+
     try:
-        plots.save_figure(fig, output)
+        save_figure(figure, output)
     except OSError as err:
         return write_failed(output, err)
     finally:
-        plt.close(fig)
+        plt.close(figure)
     print(f"wrote {output}")
     return 0
 
 
 def _figure_format_problem(output: Path) -> str:
     """Why no figure can be written under ``output``'s suffix, or ""."""
-    from mcsim.errors import BackendUnavailable
-
     try:
         from mcsim.report.plots import figure_format
 
@@ -349,58 +347,57 @@ def cmd_report(args: argparse.Namespace) -> int:
     are made in a staging folder and moved into place only when all are written
     (:func:`mcsim.io.atomic.staged_folder`): a failure leaves nothing behind.
     """
-    from mcsim.errors import BackendUnavailable
-    from mcsim.io.atomic import folder_problem
-    from mcsim.report.plan.files import is_plan_file
-    from mcsim.report.writer import report
-
     source = Path(args.file)
     folder = report_folder(args)
     if folder is None:
         return EXIT_USAGE
     if message := option_error(args):
-        print(f"mcsim: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(message)
     if problem := folder_problem(folder) or output_problem(folder / "README.md"):
-        print(f"mcsim: error: -o: {folder}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    options = {"deadline": args.deadline, "probability": args.probability, "resamples": args.resamples}
-    if is_plan_file(source):
-        if args.deadline is not None or args.resamples is not None:
-            given = "--deadline" if args.deadline is not None else "--resamples"
-            print(f"mcsim: error: {given}: applies to a result of mcsim run; {source} is a plan file", file=sys.stderr)
-            return EXIT_USAGE
-        write = functools.partial(report, source, folder)
-    else:
-        ds = open_result_file(args.file)
-        if ds is None:
-            return EXIT_USAGE
-        write = functools.partial(report, ds, folder, name=source.name, **options)
+        return usage_error(f"-o: {folder}: {problem}")
+    write = _report_writer(args, source, folder)
+    if isinstance(write, int):
+        return write
     try:
         written = write()
     except BackendUnavailable as err:
-        print(f"mcsim: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(str(err))
     except ValueError as err:
-        print(f"mcsim: error: {source}: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"{source}: {err}")
     except FileExistsError as err:
-        print(f"mcsim: error: -o: {folder}: {err.strerror}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"-o: {folder}: {err.strerror}")
     except OSError as err:
         return write_failed(folder, err, "nothing was left behind")
     print(f"wrote {', '.join(p.name for p in written)} in {folder}")
     return 0
 
 
+def _report_writer(args: argparse.Namespace, source: Path, folder: Path) -> Callable[[], list[Path]] | int:
+    """The call that writes the report of ``source`` (a plan file or a result file) into ``folder``,
+    or the exit status of the error line."""
+    from mcsim.report.plan.files import is_plan_file
+    from mcsim.report.writer import report
+
+    if is_plan_file(source):
+        if args.deadline is not None or args.resamples is not None:
+            given = "--deadline" if args.deadline is not None else "--resamples"
+            return usage_error(f"{given}: applies to a result of mcsim run; {source} is a plan file")
+        return functools.partial(report, source, folder)
+    ds = open_result_file(args.file)
+    if ds is None:
+        return EXIT_USAGE
+    options = {"deadline": args.deadline, "probability": args.probability, "resamples": args.resamples}
+    return functools.partial(report, ds, folder, name=source.name, **options)
+
+
 def report_folder(args: argparse.Namespace) -> Path | None:
     """The folder ``mcsim report`` writes (``-o``, else FILE without .nc + -report), or None after the error line."""
     source = Path(args.file)
     if args.output == "":
-        print("mcsim: error: -o: expected a folder name, got ''", file=sys.stderr)
+        usage_error("-o: expected a folder name, got ''")
         return None
     if args.output is not None and (problem := path_text_problem(args.output)):
-        print(f"mcsim: error: -o: {problem}", file=sys.stderr)
+        usage_error(f"-o: {problem}")
         return None
     return (
         Path(args.output)
@@ -426,40 +423,31 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
+_EXISTS = "exists; refusing to overwrite it (remove it or give another DEST)"
+
+
 def _copy_scenario(name: str, dest: str | None) -> int:
     """Write the shipped file ``name`` to ``dest`` (a file, or a folder to hold NAME.toml), never over a file."""
     from mcsim.scenario.shipped import shipped_names, shipped_scenario
 
     entry = shipped_scenario(name)
     if entry is None:
-        print(
-            f"mcsim: error: scenarios copy: {name}: not a shipped scenario; "
-            f"expected one of {', '.join(shipped_names())}",
-            file=sys.stderr,
+        return usage_error(
+            f"scenarios copy: {name}: not a shipped scenario; expected one of {', '.join(shipped_names())}"
         )
-        return EXIT_USAGE
     target = Path(dest) if dest is not None else Path(f"{entry.name}.toml")
     if dest is not None and target.is_dir():
         target = target / f"{entry.name}.toml"
     if os.path.lexists(target):
-        print(
-            f"mcsim: error: {target}: exists; refusing to overwrite it (remove it or give another DEST)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return usage_error(f"{target}: {_EXISTS}")
     if problem := output_problem(target):
-        print(f"mcsim: error: {target}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"{target}: {problem}")
     data = entry.path.read_bytes()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # never over a file made meanwhile
     except FileExistsError:
-        print(
-            f"mcsim: error: {target}: exists; refusing to overwrite it (remove it or give another DEST)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return usage_error(f"{target}: {_EXISTS}")
     except OSError as err:
         return write_failed(target, err)
     try:

@@ -30,11 +30,13 @@ and exits with status 1, leaving no partial file.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
-import errno
 import os
 import sys
+from collections.abc import Callable
 
+from mcsim._version import __version__
 from mcsim.cli.commands import (
     cmd_fit_failures,
     cmd_plot,
@@ -44,8 +46,25 @@ from mcsim.cli.commands import (
     cmd_summary,
     cmd_validate,
 )
-from mcsim.cli.parser import EXIT_USAGE, build_parser
+from mcsim.cli.output import ENVIRONMENT_ERRORS
+from mcsim.cli.parser import EXIT_USAGE, build_parser, usage_error
+from mcsim.cli.plan import cmd_plan
 from mcsim.cli.run import cmd_combine, cmd_run_within_limits
+from mcsim.errors import ScenarioError
+
+# The function of each command (parser.MCSIM's subcommands), by the name args.command holds.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run_within_limits,
+    "combine": cmd_combine,
+    "validate": cmd_validate,
+    "summary": cmd_summary,
+    "sensitivity": cmd_sensitivity,
+    "fit-failures": cmd_fit_failures,
+    "plot": cmd_plot,
+    "report": cmd_report,
+    "plan": cmd_plan,
+    "scenarios": cmd_scenarios,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,17 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         _drop_stdout()
         return 1
     except OSError as err:
-        if not (_stdout_fails() or (err.filename is None and err.errno in _STDOUT_ERRORS)):
+        # a write the standard output refused (full disk or device, quota, size limit, I/O error); file
+        # writes are reported by the commands themselves, with their path
+        if not (_stdout_fails() or (err.filename is None and err.errno in ENVIRONMENT_ERRORS)):
             raise
         _drop_stdout()
         print(f"mcsim: error: cannot write the standard output: {err.strerror or err}", file=sys.stderr)
         return 1
     return status
-
-
-# errno of a write the standard output refused (full disk or device, quota, size limit, I/O error); file
-# writes are reported by the commands themselves, with their path
-_STDOUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 def _stdout_fails() -> bool:
@@ -100,40 +116,15 @@ def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from mcsim._version import __version__
-
         print(f"mcsim {__version__}")
         return 0
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    from mcsim.errors import ScenarioError
-
     try:
-        if args.command == "run":
-            return cmd_run_within_limits(args)
-        if args.command == "validate":
-            return cmd_validate(args)
-        if args.command == "fit-failures":
-            return cmd_fit_failures(args)
-        if args.command == "plot":
-            return cmd_plot(args)
-        if args.command == "report":
-            return cmd_report(args)
-        if args.command == "sensitivity":
-            return cmd_sensitivity(args)
-        if args.command == "scenarios":
-            return cmd_scenarios(args)
-        if args.command == "combine":
-            return cmd_combine(args)
-        if args.command == "plan":
-            from mcsim.cli.plan import cmd_plan
-
-            return cmd_plan(args)
-        return cmd_summary(args)
+        return COMMANDS[args.command](args)
     except ScenarioError as err:
-        print(f"mcsim: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(str(err))
     except KeyboardInterrupt:
         _silence_shutdown_logs()
         print("mcsim: interrupted; no output written", file=sys.stderr)

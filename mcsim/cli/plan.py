@@ -8,52 +8,43 @@ line naming the file and key, no output file).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-EXIT_NO_CANDIDATE = 1
-EXIT_USAGE = 2
+from mcsim.cli.output import PIECES_KEPT, output_problem, write_failed, write_resumable
+from mcsim.cli.parser import usage_error
+from mcsim.cli.run import execution_option_error
+from mcsim.errors import BackendUnavailable, NoCandidate, PieceWriteError
+from mcsim.io.netcdf import is_result_file
+
+if TYPE_CHECKING:
+    import xarray as xr
+
+    from mcsim.engine.resume import PieceStore
+
+EXIT_NO_CANDIDATE = 1  # the plan's constraints rule out every candidate
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Run ``mcsim plan`` (:func:`mcsim.plan`, with a resume store, the output's lock and its file);
     returns the exit status (ScenarioError propagates to the caller's handler)."""
-    from mcsim.cli.output import lock_output, output_problem, write_and_clear, write_failed
-    from mcsim.engine.resume import PieceStore
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
-    from mcsim.errors import BackendUnavailable, NoCandidate, PieceWriteError
-    from mcsim.io.atomic import file_identity
-    from mcsim.io.netcdf import is_result_file
+    from mcsim.planning import run as plan_run
     from mcsim.planning.plan_file import load_plan
-    from mcsim.planning.run import plan as plan_result
     from mcsim.report.plan.table import plan_table
 
     plan = load_plan(args.plan, args.overrides)
     output = Path(args.output) if args.output is not None else Path("results") / f"{plan.scenario.file_stem}.nc"
     if problem := output_problem(args.output if args.output is not None else output, [plan.source], is_result_file):
-        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    from mcsim.cli.run import execution_option_error
-
+        return usage_error(f"-o: {output}: {problem}")  # with the path, even for -o ''
     if message := execution_option_error(args):
-        print(f"mcsim: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(message)
 
-    def notify(message: str) -> None:
-        if not args.quiet:
-            print(f"mcsim: {message}", file=sys.stderr)
-
-    store = None if args.no_resume else PieceStore(output, plan.scenario, DEFAULT_CHUNK_RUNS, notify=notify)
-    if store is not None and (problem := store.problem()):
-        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    with contextlib.ExitStack() as held:
-        if (status := lock_output(held, output)) is not None:  # one writer per output, as mcsim run
-            return status
-        previous = file_identity(output)  # the output is claimed: only this file may be replaced
+    def planned(store: PieceStore | None, notify: Callable[[str], None]) -> xr.Dataset | int:
         try:
-            ds = plan_result(
+            return plan_run.plan(
                 plan,
                 workers=args.workers,
                 scheduler=args.scheduler,
@@ -68,13 +59,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"mcsim: no recommendation: {err}", file=sys.stderr)
             return EXIT_NO_CANDIDATE
         except BackendUnavailable as err:
-            print(f"mcsim: error: {err}", file=sys.stderr)
-            return EXIT_USAGE
+            return usage_error(str(err))
         except PieceWriteError as err:
-            return write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
-        if (status := write_and_clear(ds, output, store, notify, previous)) is not None:
-            return status
-    if not args.quiet:
-        print(plan_table(ds))
-        print(f"wrote {output}")
-    return 0
+            return write_failed(err.path, err.error, PIECES_KEPT)
+
+    return write_resumable(args, output, plan.scenario, DEFAULT_CHUNK_RUNS, planned, plan_table)

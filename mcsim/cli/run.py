@@ -1,16 +1,25 @@
-"""``mcsim run``: simulate a scenario, print its summary table, write its result file."""
+"""``mcsim run``: simulate a scenario, print its summary table, write its result file; ``mcsim combine``."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcsim.cli.output import lock_output, output_problem, write_and_clear, write_failed
-from mcsim.cli.parser import EXIT_USAGE
+from mcsim.cli.commands import open_result_file
+from mcsim.cli.output import (
+    PIECES_KEPT,
+    locked_write,
+    output_error,
+    output_problem,
+    write_failed,
+    write_resumable,
+)
+from mcsim.cli.parser import EXIT_USAGE, usage_error
+from mcsim.errors import BackendUnavailable, PieceWriteError, ScenarioError
+from mcsim.io.netcdf import is_result_file
 from mcsim.report.tables import summary_table
 
 if TYPE_CHECKING:
@@ -28,11 +37,9 @@ def cmd_run_within_limits(args: argparse.Namespace) -> int:
     try:
         max_memory = None if args.max_memory is None else parse_bytes(args.max_memory)
     except ValueError as err:
-        print(f"mcsim: error: --max-memory: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"--max-memory: {err}")
     if args.max_hours is not None and not args.max_hours > 0:
-        print(f"mcsim: error: --max-hours: expected a number of hours > 0, got {args.max_hours:g}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"--max-hours: expected a number of hours > 0, got {args.max_hours:g}")
     with limits(max_memory, args.max_hours):
         return cmd_run(args)
 
@@ -43,62 +50,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     Returns the exit status: 0, ``EXIT_USAGE`` for a user error (reported on stderr), 130
     when interrupted, or that of a failed write.
     """
-    from mcsim.engine.resume import PieceStore
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
-    from mcsim.io.atomic import file_identity
-    from mcsim.io.netcdf import is_result_file
+
+    scenario = _load_scenario(args)
+    shard = None if args.shard is None else run_shard(args.shard, len(scenario.configs))
+    if args.shard is not None and shard is None:
+        return EXIT_USAGE
+    stem = scenario.file_stem if shard is None else f"{scenario.file_stem}.part{shard.index}of{shard.count}"
+    output = Path(args.output) if args.output is not None else Path("results") / f"{stem}.nc"
+    inputs = [scenario.source] if args.scenario else []  # a shipped scenario's name resolved to its file
+    if problem := output_problem(args.output if args.output is not None else output, inputs, is_result_file):
+        return output_error(args.output, output, problem)
+    if message := execution_option_error(args):
+        return usage_error(message)
+    check_feasible(scenario)
+    chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
+
+    def simulated(store: PieceStore | None, notify: Callable[[str], None]) -> xr.Dataset | int:
+        ds = simulate_reporting_errors(args, scenario, chunk, store, notify, shard)
+        if not isinstance(ds, int) and (problem := output_problem(output, inputs, is_result_file)):
+            return usage_error(f"-o: {output}: {problem}")  # something put there meanwhile
+        return ds
+
+    return write_resumable(args, output, scenario, chunk, simulated, summary_table)
+
+
+def _load_scenario(args: argparse.Namespace) -> Scenario:
+    """The scenario of ``mcsim run``'s arguments; a bad ``--runs`` or ``--seed`` is blamed on the option."""
     from mcsim.scenario.config import load_scenario
     from mcsim.scenario.schema import run_option
 
     for name in ("runs", "seed"):  # blamed on the option, not on the scenario file
         if getattr(args, name) is not None:
             run_option(name, getattr(args, name), f"--{name}")
-    scenario = load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
-    shard = None
-    if args.shard is not None:
-        shard = run_shard(args.shard, len(scenario.configs))
-        if shard is None:
-            return EXIT_USAGE
-    stem = scenario.file_stem if shard is None else f"{scenario.file_stem}.part{shard.index}of{shard.count}"
-    output = Path(args.output) if args.output is not None else Path("results") / f"{stem}.nc"
-    inputs = [scenario.source] if args.scenario else []  # a shipped scenario's name resolved to its file
-    problem = output_problem(args.output if args.output is not None else output, inputs, is_result_file)
-    if problem:
-        print(
-            f"mcsim: error: -o: {output}: {problem}" if args.output != "" else f"mcsim: error: -o: {problem}",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    if message := execution_option_error(args):
-        print(f"mcsim: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
-    check_feasible(scenario)
-    chunk = args.chunk_runs or DEFAULT_CHUNK_RUNS
-
-    def notify(message: str) -> None:
-        if not args.quiet:
-            print(f"mcsim: {message}", file=sys.stderr)
-
-    store = None if args.no_resume else PieceStore(output, scenario, chunk, notify=notify)
-    if store is not None and (problem := store.problem()):
-        print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    with contextlib.ExitStack() as held:
-        if (status := lock_output(held, output)) is not None:
-            return status
-        previous = file_identity(output)  # the output is claimed: only this file may be replaced
-        ds = simulate_reporting_errors(args, scenario, chunk, store, notify, shard)
-        if isinstance(ds, int):
-            return ds
-        if problem := output_problem(output, inputs, is_result_file):  # something put there meanwhile
-            print(f"mcsim: error: -o: {output}: {problem}", file=sys.stderr)
-            return EXIT_USAGE
-        if (status := write_and_clear(ds, output, store, notify, previous)) is not None:
-            return status
-    if not args.quiet:
-        print(summary_table(ds))
-        print(f"wrote {output}")
-    return 0
+    return load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
 
 
 def execution_option_error(args: argparse.Namespace) -> str | None:
@@ -137,7 +122,6 @@ def simulate_reporting_errors(
     where the finished tasks are kept. Other errors propagate.
     """
     from mcsim.engine.simulate import simulate
-    from mcsim.errors import BackendUnavailable, PieceWriteError
 
     try:
         return simulate(
@@ -151,15 +135,13 @@ def simulate_reporting_errors(
             shard=shard,
         )
     except BackendUnavailable as err:
-        print(f"mcsim: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(str(err))
     except PieceWriteError as err:
-        return write_failed(err.path, err.error, "the pieces finished before it are kept; rerun to resume")
+        return write_failed(err.path, err.error, PIECES_KEPT)
     except (OSError, TimeoutError) as err:
         if not args.scheduler:
             raise
-        print(f"mcsim: error: --scheduler: {args.scheduler}: lost the scheduler ({err})", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_error(f"--scheduler: {args.scheduler}: lost the scheduler ({err})")
     except KeyboardInterrupt:  # the backend (and any dask cluster) is closed by now
         from mcsim.engine.backends import silence_shutdown_logs
 
@@ -175,7 +157,6 @@ def simulate_reporting_errors(
 
 def check_feasible(scenario: Scenario) -> None:
     """A lone infeasible configuration, or a sweep with none feasible, is a user error."""
-    from mcsim.errors import ScenarioError
     from mcsim.model.workload import workload
 
     results = [workload(cfg) for cfg in scenario.configs]
@@ -198,24 +179,18 @@ def run_shard(text: str, configurations: int) -> Shard | None:
         shard = parse_shard(text)
         shard.check_sweep(configurations)
     except ValueError as err:
-        print(f"mcsim: error: --{err}", file=sys.stderr)
+        usage_error(f"--{err}")
         return None
     return shard
 
 
 def cmd_combine(args: argparse.Namespace) -> int:
     """``mcsim combine PART.nc... -o OUT.nc``: the whole result of a sharded run (:func:`mcsim.combine`)."""
-    from mcsim.cli.commands import open_result_file
     from mcsim.engine.shards import combine_parts
-    from mcsim.io.atomic import file_identity
-    from mcsim.io.netcdf import is_result_file
 
     output = Path(args.output)
     if problem := output_problem(args.output, list(args.parts), is_result_file):
-        print(
-            f"mcsim: error: -o: {output}: {problem}" if args.output else f"mcsim: error: -o: {problem}", file=sys.stderr
-        )
-        return EXIT_USAGE
+        return output_error(args.output, output, problem)
     parts = []
     for name in args.parts:
         ds = open_result_file(name, complete=False)
@@ -225,15 +200,5 @@ def cmd_combine(args: argparse.Namespace) -> int:
     try:
         combined = combine_parts(parts, [Path(name).name for name in args.parts])
     except ValueError as err:
-        print(f"mcsim: error: combine: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    with contextlib.ExitStack() as held:
-        if (status := lock_output(held, output)) is not None:
-            return status
-        previous = file_identity(output)
-        if (status := write_and_clear(combined, output, None, lambda message: None, previous)) is not None:
-            return status
-    if not args.quiet:
-        print(summary_table(combined))
-        print(f"wrote {output}")
-    return 0
+        return usage_error(f"combine: {err}")
+    return locked_write(output, lambda: combined, summary_table, args.quiet)

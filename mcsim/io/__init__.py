@@ -1,6 +1,8 @@
 """Files: output variables and how they are written (bottom layer: imports only ``errors``).
 
-- ``variables``: every output variable, registered once with dims, units and description.
+- ``variables``: every output variable, registered once (a table) with dims, units and description.
 - ``netcdf``: write and open result files (CF-1.10).
-- ``atomic``: temporary file then rename; the writer lock of an output.
+- ``atomic``: temporary file then rename; the writer lock of an output; report folders.
+- ``format``: display formatting of numbers, amounts, durations and sizes.
+- ``pages``: ordinary memory pages (no huge-page advice) while a result is filled and written.
 """

@@ -29,14 +29,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import secrets
+import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from mcsim.errors import OutputBusy  # noqa: F401  (raised here; public from this module too)
+from mcsim.errors import OutputBusy
 
 NAME_MAX = 255  # bytes in one path component (Linux, macOS, Windows)
 _TEMP_TAIL = re.compile(r"\.[0-9a-f]{8}\.tmp")
@@ -297,8 +300,6 @@ def _owner_lock(owner: Path) -> Iterator[Path]:
     An owner file of this host whose process is gone (a ``kill -9``) is taken over; one of
     another host cannot be checked from here, so the error says how to remove it.
     """
-    import socket
-
     me = f"{socket.gethostname()} {os.getpid()}\n"
     for _ in range(2):
         try:
@@ -333,8 +334,6 @@ def _read_owner(owner: Path) -> str:
 
 def _stale_owner(owner: Path) -> bool:
     """Whether ``owner`` names a process of this host that no longer runs."""
-    import socket
-
     host, _, pid = _read_owner(owner).rpartition(" ")
     if host != socket.gethostname() or not pid.isdigit():
         return False
@@ -384,8 +383,6 @@ def _file_sha256(path: Path) -> str:
 
 def _manifest(folder: Path) -> dict[str, str]:
     """The files an earlier report wrote into ``folder`` (name -> SHA-256), from its manifest; {} if none."""
-    import json
-
     try:
         recorded = json.loads((folder / REPORT_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -414,19 +411,7 @@ def folder_problem(folder: str | Path) -> str:
     except OSError as err:
         return f"cannot be listed ({err.strerror or err})"
     recorded = _manifest(folder)
-    foreign = []
-    for name in entries:
-        path = folder / name
-        if name == REPORT_MANIFEST and recorded:
-            continue
-        try:
-            ours = (
-                name in recorded and path.is_file() and not path.is_symlink() and _file_sha256(path) == recorded[name]
-            )
-        except OSError:
-            ours = False
-        if not ours:
-            foreign.append(name)
+    foreign = [name for name in entries if not _written_by_report(folder, name, recorded)]
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         return (
@@ -434,6 +419,18 @@ def folder_problem(folder: str | Path) -> str:
             "refusing to overwrite them (choose a new folder or empty this one)"
         )
     return ""
+
+
+def _written_by_report(folder: Path, name: str, recorded: dict[str, str]) -> bool:
+    """Whether the entry ``name`` of ``folder`` is a file an earlier report wrote and nobody changed since
+    (``recorded``: its manifest, :func:`_manifest`), or that manifest itself."""
+    if name == REPORT_MANIFEST and recorded:
+        return True
+    path = folder / name
+    try:
+        return name in recorded and path.is_file() and not path.is_symlink() and _file_sha256(path) == recorded[name]
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -455,9 +452,6 @@ def staged_folder(folder: str | Path) -> Iterator[Path]:
     OSError
         A file cannot be written or moved.
     """
-    import json
-    import shutil
-
     folder = Path(folder)
     target = folder.resolve() if folder.exists() else folder
     created = _missing_ancestors(target.parent)

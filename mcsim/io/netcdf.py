@@ -1,7 +1,7 @@
 """Reading and writing result files: compressed netCDF4, written atomically.
 
 A result is written to a temporary file in the destination folder and renamed
-over the destination only once complete (:mod:`mcsim.atomic`), so an
+over the destination only once complete (:mod:`mcsim.io.atomic`), so an
 interrupted or failed write never leaves a half-written file (nor a stray
 temporary one) behind.
 """
@@ -17,12 +17,19 @@ import sys
 import zlib
 from collections.abc import Hashable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
+from mcsim._lazy import lazy_module
 from mcsim.io.atomic import ANY, atomic_path
 from mcsim.io.pages import ordinary_pages
+
+if TYPE_CHECKING:
+    import netCDF4
+else:  # imported at its first use (a write, or a check of a file), not with mcsim: 50-100 ms of every start
+    netCDF4 = lazy_module("netCDF4")
 
 ZLIB = {"zlib": True, "complevel": 1, "shuffle": True}
 ZSTD = {"compression": "zstd", "complevel": 1, "shuffle": False}  # netCDF4-python shuffles only with zlib
@@ -37,15 +44,13 @@ def compression() -> dict:
     ``nc_def_var_deflate`` alone; ``Variable.filters()`` reports no shuffle on a Zstandard
     variable), so Zstandard sees the bytes unshuffled: :func:`worth_compressing` samples them so.
 
-    Measured on a 480-configuration x 1,000-run sweep (131 MB in memory, issue 26 item 4): zlib level 4
+    Measured on a 480-configuration x 1,000-run sweep (131 MB in memory): zlib level 4
     wrote it in 1.35 s (53 MB), zlib level 1 1.17 s, Zstandard level 1 0.18 s (65 MB), no filter 0.15 s
     (131 MB). A library may claim Zstandard and lack its filter (netCDF4-python 1.6.5's wheels), hence
     the trial. Reading Zstandard needs an HDF5 with its filter: netCDF4-python's recent wheels carry it;
     other tools may need the plugin (docs/model.md §7).
     """
     try:
-        import netCDF4
-
         if not getattr(netCDF4, "__has_zstandard_support__", False):
             return ZLIB
         trial = netCDF4.Dataset("mcsim-zstd-trial.nc", "w", memory=4096)  # in memory, never on disk
@@ -56,13 +61,13 @@ def compression() -> dict:
         with netCDF4.Dataset("mcsim-zstd-trial.nc", "r", memory=bytes(written)) as back:
             if not np.array_equal(back["v"][:], np.arange(64.0)):
                 return ZLIB
-    except Exception:  # noqa: BLE001 (any failure of the filter means: use zlib)
+    except Exception:  # noqa: BLE001 (any failure of the filter, or no netCDF4 at all, means: use zlib)
         return ZLIB
     return ZSTD
 
 
 # A variable is compressed when a sample of it, as the filter sees it, compresses to at most this
-# share. Measured on a 480-configuration x 1,000-run sweep (issue 26 item 4): Zstandard level 1 wrote
+# share. Measured on a 480-configuration x 1,000-run sweep: Zstandard level 1 wrote
 # the variables that shrink to 0.53-0.69 (energy_wait, energy_compute, straggler_persistent_time) at
 # 1.8-3.0 ms a megabyte, six to ten times the 0.3 ms of writing them as they are, to save a third to
 # a half of their bytes; counts, flags and near-constant columns shrink to 0.003-0.08 at 0.6-1.9 ms.
@@ -133,7 +138,7 @@ def worth_compressing(values: np.ndarray, shuffle: bool | None = None) -> bool:
     The sample is :data:`_SAMPLE_SLICES` runs of :data:`_SAMPLE_SLICE_VALUES` consecutive values
     spread evenly over the variable (all of it when smaller). ``shuffle``: whether the filter
     byte-shuffles (default: that of :func:`compression`). Measured on a 480-configuration x
-    1,000-run sweep (issue 26 item 4): unshuffled, as Zstandard gets them, its simulated times and
+    1,000-run sweep: unshuffled, as Zstandard gets them, its simulated times and
     costs compress to 0.88, for 1 ms a megabyte (twenty times the cost of writing them); shuffled, to
     0.71-0.73; its counts, flags and near-constant columns to 0.004-0.2 either way; its energies of
     waiting and computing to 0.69-0.74, not enough to pay (:data:`COMPRESS_BELOW`).
@@ -186,19 +191,10 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     converted: dict[Hashable, xr.DataArray | xr.Variable] = {}
     for name, var in {**ds.data_vars, **ds.coords}.items():
         if var.dtype.kind in "fiub":
-            encoding[name] = dict(compression()) if worth_compressing(var.values) else {}
-            if encoding[name] and var.nbytes < _ONE_CHUNK_BYTES:  # one chunk: HDF5's default ones cost a third more
-                encoding[name]["chunksizes"] = var.shape
-            if name in ds.dims and var.dtype.kind == "f":  # CF-1.10 §2.5.1: no _FillValue on a coordinate variable
-                encoding[name]["_FillValue"] = None
+            encoding[name] = _number_encoding(var, name in ds.dims)
         elif var.dtype.kind in "OUST":
-            if name in ds.dims:  # a sweep's few values (an index): text, as xarray encodes it
-                if var.dtype.kind != "U":
-                    converted[name] = var.astype(str)
-            elif isinstance(var.data, np.ndarray):  # as a Variable: a DataArray is aligned on coordinates
-                converted[name] = _utf8_bytes(var.variable if var.dtype.kind == "U" else var.variable.astype(str))
-            elif var.dtype.kind != "U":  # a lazy (dask) array: xarray encodes it, as before
-                converted[name] = var.astype(str)
+            if (text := _text_form(var, name in ds.dims)) is not None:
+                converted[name] = text
             encoding[name] = {"dtype": "S1", "char_dim_name": f"{name}_strlen"}
     if converted:
         ds = ds.assign_coords({k: v for k, v in converted.items() if k in ds.coords})
@@ -206,11 +202,30 @@ def netcdf_form(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, dict]]:
     return ds, encoding
 
 
+def _number_encoding(var: xr.DataArray, is_dimension: bool) -> dict:
+    """The netCDF encoding of the numbers ``var`` (``is_dimension``: a dimension's own values)."""
+    encoding = dict(compression()) if worth_compressing(var.values) else {}
+    if encoding and var.nbytes < _ONE_CHUNK_BYTES:  # one chunk: HDF5's default ones cost a third more
+        encoding["chunksizes"] = var.shape
+    if is_dimension and var.dtype.kind == "f":  # CF-1.10 §2.5.1: no _FillValue on a coordinate variable
+        encoding["_FillValue"] = None
+    return encoding
+
+
+def _text_form(var: xr.DataArray, is_dimension: bool) -> xr.DataArray | xr.Variable | None:
+    """The text ``var`` as it is written (:func:`netcdf_form`), or None when it is written as it is."""
+    if is_dimension:  # a sweep's few values (an index): text, as xarray encodes it
+        return None if var.dtype.kind == "U" else var.astype(str)
+    if isinstance(var.data, np.ndarray):  # as a Variable: a DataArray is aligned on coordinates
+        return _utf8_bytes(var.variable if var.dtype.kind == "U" else var.variable.astype(str))
+    return None if var.dtype.kind == "U" else var.astype(str)  # a lazy (dask) array: xarray encodes it
+
+
 def _utf8_bytes(var: xr.Variable) -> xr.Variable:
     """Fixed-width text as its UTF-8 bytes with ``_Encoding = "utf-8"``, as xarray would store it, at once.
 
     xarray encodes text element by element in Python (0.24 s of a plan's write: four texts over
-    217,800 candidates, issue 26 item 5); ASCII text (every name mcsim writes) is its code points
+    217,800 candidates); ASCII text (every name mcsim writes) is its code points
     narrowed to bytes (:func:`_ascii_bytes`), other text NumPy's cast, and where that fails, xarray's
     encoding. Text held lazily is left to xarray (a dask array's cast would happen at write time, to a
     width its ``<U1`` placeholder type gives, and could not fall back).
@@ -229,7 +244,7 @@ def _ascii_bytes(values: np.ndarray) -> np.ndarray | None:
     """Fixed-width Unicode text as fixed-width bytes when every code point is ASCII (else None): NumPy
     stores a ``<U`` character as a 4-byte code point, so the bytes are those code points narrowed, 8 to
     20 times faster than its per-element cast (``astype("S")``: 27 ms for 217,800 nine-character
-    names; measured in issue 26 item 5), and the same bytes."""
+    names), and the same bytes."""
     width = values.dtype.itemsize // 4
     if values.dtype.kind != "U" or not values.dtype.isnative or width == 0 or values.size == 0:
         return None
@@ -283,14 +298,12 @@ def _chunks_not_cached(ds: xr.Dataset):
 
     Its default (64 MiB per variable) kept every compressed variable's whole chunk (each variable is
     one chunk, written at once) in memory until the file closed: writing a 135 MB sweep took 131 MB
-    more, 1 MB with a cache smaller than a chunk, which HDF5 then writes straight through, as fast
-    (issue 26 item 4). A dataset with dask arrays is written piece by piece into each chunk, which
+    more, 1 MB with a cache smaller than a chunk, which HDF5 then writes straight through, as fast.
+    A dataset with dask arrays is written piece by piece into each chunk, which
     the cache must then hold (with 1 MiB every piece recompressed the whole chunk: 5 times slower
     at 100 pieces), so it keeps the default. The setting is global in the library, so it is
     restored after the write.
     """
-    import netCDF4
-
     if _held_lazily(ds):
         yield
         return
@@ -309,7 +322,7 @@ def _to_netcdf(ds: xr.Dataset, path: Path, encoding: dict[Hashable, dict]) -> No
 
     Every read and write of a netCDF file holds the HDF5 library's one lock, so a file-to-file copy gains
     nothing from threads; and with the lowest xarray and dask releases mcsim allows, a reading and a
-    writing thread deadlocked on xarray's file locks (seen once in CI, issue 26). The scheduler is given
+    writing thread deadlocked on xarray's file locks (seen once in CI). The scheduler is given
     to this one computation, not set for the process (other threads' dask work is left alone), and a
     dataset persisted on a cluster is written through its client.
     """
@@ -418,25 +431,29 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
         lazy = xr.open_dataset(path, engine="netcdf4", chunks=chunks)
         if "mcsim_version" not in lazy.attrs:
             lazy.close()
-            raise ValueError(
-                f"{path}: not an mcsim result file (no 'mcsim_version' attribute: it was not written by "
-                "mcsim run, mcsim plan or mcsim.write_results of a simulated result)"
-            )
-        for name in ("completed", "feasible"):
-            if name in lazy and lazy[name].dtype != np.bool_:
-                lazy[name] = lazy[name].astype(bool)
-        return _portable_encoding(_text_as_unicode(lazy))
+            raise _not_written_by_mcsim(path)
+        return _portable_encoding(_text_as_unicode(_flags_as_bool(lazy)))
     with xr.open_dataset(path, engine="netcdf4") as ds:
         if "mcsim_version" not in ds.attrs:
-            raise ValueError(
-                f"{path}: not an mcsim result file (no 'mcsim_version' attribute: it was not written by "
-                "mcsim run, mcsim plan or mcsim.write_results of a simulated result)"
-            )
+            raise _not_written_by_mcsim(path)
         loaded = ds.load()
+    return _portable_encoding(_text_as_unicode(scenario_names(_flags_as_bool(loaded))))
+
+
+def _not_written_by_mcsim(path: str | Path) -> ValueError:
+    """The error of a netCDF file without the ``mcsim_version`` attribute, in one line naming it."""
+    return ValueError(
+        f"{path}: not an mcsim result file (no 'mcsim_version' attribute: it was not written by "
+        "mcsim run, mcsim plan or mcsim.write_results of a simulated result)"
+    )
+
+
+def _flags_as_bool(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with ``completed`` and ``feasible`` as bool, whatever type they were read back as."""
     for name in ("completed", "feasible"):
-        if name in loaded and loaded[name].dtype != np.bool_:
-            loaded[name] = loaded[name].astype(bool)
-    return _portable_encoding(_text_as_unicode(scenario_names(loaded)))
+        if name in ds and ds[name].dtype != np.bool_:
+            ds[name] = ds[name].astype(bool)
+    return ds
 
 
 # Encoding keys of a variable read back that name its filter and storage layout in the file.
@@ -477,8 +494,6 @@ def is_result_file(path: str | Path) -> bool:
         with open(path, "rb") as handle:
             if handle.read(len(_HDF5_SIGNATURE)) != _HDF5_SIGNATURE:
                 return False
-        import netCDF4
-
         with netCDF4.Dataset(path, "r") as nc:
             return "mcsim_version" in nc.ncattrs()
     except (OSError, RuntimeError, ValueError):

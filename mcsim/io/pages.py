@@ -5,7 +5,7 @@ NumPy advises the kernel to back every array of 4 MiB or more with transparent h
 default), each such fault may compact memory first. mcsim's output arrays are written once,
 in order, and read a few times, so huge pages bring nothing; the compaction cost was measured
 on a 960-configuration × 1,000-run sweep (``benchmarks/bench_sweep.py --efficiencies 0.54 0.64``:
-7.7 MB per variable, 270 MB in all; issue 26 item 4):
+7.7 MB per variable, 270 MB in all):
 0.5 to 1.1 s of system time with the advice, 0.5 s without, and the sweep end to end went from
 1.20-1.22 to 1.13-1.15 times the kernel's own CPU time. Below 4 MiB an array never gets the advice, so
 the 480-configuration sweep (3.8 MB per variable) is unchanged.
@@ -18,6 +18,7 @@ Where NumPy has no such setting (it is private: ``_set_madvise_hugepage``), it d
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 from collections.abc import Callable, Iterator
 
@@ -28,8 +29,6 @@ _saved = True
 
 def _hugepage_setter() -> Callable[[bool], bool] | None:
     """NumPy's ``_set_madvise_hugepage`` (returns the previous setting), or None where it has none."""
-    import importlib
-
     try:
         multiarray = importlib.import_module("numpy._core.multiarray")  # NumPy 2
     except ImportError:  # pragma: no cover - NumPy 1.26, the lowest allowed

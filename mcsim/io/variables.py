@@ -32,170 +32,138 @@ class Variable:
     direction: str | None = None
 
 
-_VARIABLES = [
-    # per run (docs/model.md §7)
-    Variable("wall_time", True, "h", "job start to the last durable iteration", direction="lower"),
-    Variable("energy", True, "MW h", "facility energy (IT x PUE)", direction="lower"),
-    Variable("cost", True, "USD", "allocation plus electricity", direction="lower"),
-    Variable("co2", True, "t", "operational plus embodied emissions, tonnes CO2e", direction="lower"),
-    Variable(
-        "n_failures", True, "1", "failure events, those that strike during a recovery included", direction="lower"
-    ),
-    Variable("lost_time", True, "h", "compute time rolled back by failures", direction="lower"),
-    Variable("checkpoint_time", True, "h", "time training stood still for checkpoints", direction="lower"),
-    Variable("recovery_time", True, "h", "time spent recovering", direction="lower"),
-    Variable("straggler_time", True, "h", "time added by stragglers over the ideal iteration time", direction="lower"),
-    Variable(
-        "ettr",
-        True,
-        "1",
-        "effective training time ratio: ideal time of the iterations done / wall_time "
-        "(a censored run counts only the surviving iterations it did)",
-        direction="higher",
-    ),
-    Variable("completed", True, "1", "false when censored at max_wall_days", "bool", direction="higher"),
-    # per run: breakdowns
-    Variable("straggler_transient_time", True, "h", "straggler time from per-iteration rank noise", direction="lower"),
-    Variable(
-        "straggler_persistent_time",
-        True,
-        "h",
-        "straggler time from the job factor and slow-node episodes",
-        direction="lower",
-    ),
-    Variable("n_memory_recoveries", True, "1", "recoveries from an in-memory snapshot (in_memory)"),
-    Variable(
-        "spare_wait_time", True, "h", "part of recovery_time spent waiting for repaired spare nodes", direction="lower"
-    ),
-    Variable("n_hangs", True, "1", "interruptions by hangs (part of n_failures)", direction="lower"),
-    Variable(
-        "n_instabilities",
-        True,
-        "1",
-        "interruptions by training instabilities (part of n_failures)",
-        direction="lower",
-    ),
-    Variable(
-        "hang_time",
-        True,
-        "h",
-        "compute time rolled back and recovery time (detection included) caused by hangs",
-        direction="lower",
-    ),
-    Variable(
-        "hang_detection_time",
-        True,
-        "h",
-        "time hung before detection, GPUs drawing waiting power (part of recovery_time and hang_time)",
-        direction="lower",
-    ),
-    Variable(
-        "instability_time",
-        True,
-        "h",
-        "compute time rolled back and recovery time caused by training instabilities",
-        direction="lower",
-    ),
-    Variable("n_planned_stops", True, "1", "planned stops (part of n_failures)", direction="lower"),
-    Variable(
-        "planned_time",
-        True,
-        "h",
-        "time down for planned stops (windows, loads, the interrupted partial iteration)",
-        direction="lower",
-    ),
-    Variable(
-        "restart_time",
-        True,
-        "h",
-        "time in the restarts' parts: re-scheduling, process start, communicators, warm-up (part of recovery_time)",
-        direction="lower",
-    ),
-    Variable(
-        "load_time",
-        True,
-        "h",
-        "time reading the state back from storage or a peer, loads cut short included (part of recovery_time)",
-        direction="lower",
-    ),
-    Variable(
-        "energy_compute", True, "MW h", "facility energy of GPUs computing surviving iterations", direction="lower"
-    ),
-    Variable(
-        "energy_wait", True, "MW h", "facility energy of GPUs waiting at barriers or exchanging data", direction="lower"
-    ),
-    Variable(
-        "energy_checkpoint",
-        True,
-        "MW h",
-        "facility energy of checkpoint stalls and checkpoint writes",
-        direction="lower",
-    ),
-    Variable("energy_recovery", True, "MW h", "facility energy of recoveries and checkpoint loads", direction="lower"),
-    Variable("energy_lost", True, "MW h", "facility energy of GPUs on work later rolled back", direction="lower"),
-    Variable(
-        "energy_network",
-        True,
-        "MW h",
-        "facility energy of the bits moved on intra- and inter-node links",
-        direction="lower",
-    ),
-    Variable(
-        "energy_node", True, "MW h", "facility energy of node overhead (CPUs, memory, NICs, fans)", direction="lower"
-    ),
-    Variable(
-        "energy_gpu", True, "MW h", "IT energy of the GPUs alone (no PUE, links, storage or nodes)", direction="lower"
-    ),
-    Variable("cost_allocation", True, "USD", "rental or amortised capital cost of the allocation", direction="lower"),
-    Variable("cost_electricity", True, "USD", "electricity cost of the facility energy", direction="lower"),
-    Variable("co2_operational", True, "t", "emissions of the facility energy, tonnes CO2e", direction="lower"),
-    Variable("co2_embodied", True, "t", "embodied emissions of the GPUs over the run, tonnes CO2e", direction="lower"),
-    # per configuration (docs/model.md §7)
-    Variable(
-        "iteration_time",
-        False,
-        "s",
-        "ideal iteration time (compute + exposed communication; with phases, the mean)",
-    ),
-    Variable("compute_time", False, "s", "compute time per iteration, pipeline bubble included"),
-    Variable("comm_time", False, "s", "exposed communication time per iteration"),
-    Variable("iterations", False, "1", "training iterations", "int64"),
-    Variable("checkpoint_interval", False, "s", "ideal training time between checkpoints"),
-    Variable("checkpoint_stall", False, "s", "training stall per checkpoint"),
-    Variable("memory_per_gpu", False, "Gbyte", "memory per GPU: model state and activations"),
-    Variable("mfu_ideal", False, "1", "model FLOPs utilisation without failures or stragglers"),
-    Variable("hfu_ideal", False, "1", "hardware FLOPs utilisation (recomputation counted), as mfu_ideal"),
-    Variable("feasible", False, "1", "whether the configuration can run", "bool"),
-    Variable("infeasible_reason", False, "1", "why the configuration cannot run (empty if feasible)", "str"),
-    # per configuration: further detail
-    Variable("ideal_time", False, "h", "iterations x ideal iteration time"),
-    Variable("checkpoint_write_time", False, "s", "time to write one checkpoint to storage"),
-    Variable("checkpoint_load_time", False, "s", "time to load a checkpoint on recovery"),
-    Variable(
-        "restart_overhead",
-        False,
-        "s",
-        "one restart's parts beyond the class's recovery and the load (0 unless restart.from_parts)",
-    ),
-    Variable("system_mtbf", False, "h", "mean time between failures of the whole job (planned stops left out)"),
-    Variable(
-        "checkpoint_interval_ci_low",
-        False,
-        "s",
-        'interval = "optimize": lower bound of the 95 % interval of the optimum (NaN otherwise)',
-    ),
-    Variable(
-        "checkpoint_interval_ci_high",
-        False,
-        "s",
-        'interval = "optimize": upper bound of the 95 % interval of the optimum (NaN otherwise)',
-    ),
-    Variable("iteration_energy", False, "J", "GPU energy of one ideal iteration, all GPUs"),
-    Variable("gpu_power", False, "W", "mean power per GPU over an ideal iteration"),
-]
+# Whether a variable is per run or per configuration, as the table says it.
+_PER = {"run": True, "config": False}
+# Which way is better, as the table says it ("-": not an objective).
+_BETTER = {"lower": "lower", "higher": "higher", "-": None}
+
+
+def variable_table(table: str) -> list[Variable]:
+    """The variables of a text table, one row each: ``name | per | units | dtype | better | meaning``.
+
+    Parameters
+    ----------
+    table : str
+        Rows of six cells separated by ``|``: the name; ``run`` (dims: sweep dims + ``run``) or
+        ``config`` (the sweep dims); the units (UDUNITS spelling); the dtype (``float64``,
+        ``int64``, ``bool``, or ``str`` for text); ``lower``, ``higher`` or ``-`` (which way is better, ``-``
+        for a variable that is not an objective); the meaning (the ``long_name``). A line without
+        ``|`` continues the meaning of the row above (joined with one space); blank lines and
+        lines starting with ``#`` are skipped.
+
+    Returns
+    -------
+    list of Variable
+        In the order of the rows.
+    """
+    rows: list[list[str]] = []
+    for line in table.splitlines():
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if "|" not in text:
+            rows[-1][-1] += f" {text}"
+            continue
+        rows.append([cell.strip() for cell in text.split("|")])
+    return [
+        Variable(name, _PER[per], units, meaning, dtype, _BETTER[better])
+        for name, per, units, dtype, better, meaning in rows
+    ]
+
+
+_VARIABLES = variable_table(
+    """
+# name                      | per    | units | dtype   | better | meaning
+# per run (docs/model.md §7)
+wall_time                   | run    | h     | float64 | lower  | job start to the last durable iteration
+energy                      | run    | MW h  | float64 | lower  | facility energy (IT x PUE)
+cost                        | run    | USD   | float64 | lower  | allocation plus electricity
+co2                         | run    | t     | float64 | lower  | operational plus embodied emissions, tonnes CO2e
+n_failures                  | run    | 1     | float64 | lower  | failure events, those that strike during a recovery
+                                                                  included
+lost_time                   | run    | h     | float64 | lower  | compute time rolled back by failures
+checkpoint_time             | run    | h     | float64 | lower  | time training stood still for checkpoints
+recovery_time               | run    | h     | float64 | lower  | time spent recovering
+straggler_time              | run    | h     | float64 | lower  | time added by stragglers over the ideal iteration time
+ettr                        | run    | 1     | float64 | higher | effective training time ratio: ideal time of the
+                                                                  iterations done / wall_time (a censored run counts
+                                                                  only the surviving iterations it did)
+completed                   | run    | 1     | bool    | higher | false when censored at max_wall_days
+# per run: breakdowns
+straggler_transient_time    | run    | h     | float64 | lower  | straggler time from per-iteration rank noise
+straggler_persistent_time   | run    | h     | float64 | lower  | straggler time from the job factor and slow-node
+                                                                  episodes
+n_memory_recoveries         | run    | 1     | float64 | -      | recoveries from an in-memory snapshot (in_memory)
+spare_wait_time             | run    | h     | float64 | lower  | part of recovery_time spent waiting for repaired spare
+                                                                  nodes
+n_hangs                     | run    | 1     | float64 | lower  | interruptions by hangs (part of n_failures)
+n_instabilities             | run    | 1     | float64 | lower  | interruptions by training instabilities (part of
+                                                                  n_failures)
+hang_time                   | run    | h     | float64 | lower  | compute time rolled back and recovery time (detection
+                                                                  included) caused by hangs
+hang_detection_time         | run    | h     | float64 | lower  | time hung before detection, GPUs drawing waiting power
+                                                                  (part of recovery_time and hang_time)
+instability_time            | run    | h     | float64 | lower  | compute time rolled back and recovery time caused by
+                                                                  training instabilities
+n_planned_stops             | run    | 1     | float64 | lower  | planned stops (part of n_failures)
+planned_time                | run    | h     | float64 | lower  | time down for planned stops (windows, loads, the
+                                                                  interrupted partial iteration)
+restart_time                | run    | h     | float64 | lower  | time in the restarts' parts: re-scheduling, process
+                                                                  start, communicators, warm-up (part of recovery_time)
+load_time                   | run    | h     | float64 | lower  | time reading the state back from storage or a peer,
+                                                                  loads cut short included (part of recovery_time)
+energy_compute              | run    | MW h  | float64 | lower  | facility energy of GPUs computing surviving iterations
+energy_wait                 | run    | MW h  | float64 | lower  | facility energy of GPUs waiting at barriers or
+                                                                  exchanging data
+energy_checkpoint           | run    | MW h  | float64 | lower  | facility energy of checkpoint stalls and checkpoint
+                                                                  writes
+energy_recovery             | run    | MW h  | float64 | lower  | facility energy of recoveries and checkpoint loads
+energy_lost                 | run    | MW h  | float64 | lower  | facility energy of GPUs on work later rolled back
+energy_network              | run    | MW h  | float64 | lower  | facility energy of the bits moved on intra- and
+                                                                  inter-node links
+energy_node                 | run    | MW h  | float64 | lower  | facility energy of node overhead (CPUs, memory, NICs,
+                                                                  fans)
+energy_gpu                  | run    | MW h  | float64 | lower  | IT energy of the GPUs alone (no PUE, links, storage or
+                                                                  nodes)
+cost_allocation             | run    | USD   | float64 | lower  | rental or amortised capital cost of the allocation
+cost_electricity            | run    | USD   | float64 | lower  | electricity cost of the facility energy
+co2_operational             | run    | t     | float64 | lower  | emissions of the facility energy, tonnes CO2e
+co2_embodied                | run    | t     | float64 | lower  | embodied emissions of the GPUs over the run, tonnes
+                                                                  CO2e
+# per configuration (docs/model.md §7)
+iteration_time              | config | s     | float64 | -      | ideal iteration time (compute + exposed communication;
+                                                                  with phases, the mean)
+compute_time                | config | s     | float64 | -      | compute time per iteration, pipeline bubble included
+comm_time                   | config | s     | float64 | -      | exposed communication time per iteration
+iterations                  | config | 1     | int64   | -      | training iterations
+checkpoint_interval         | config | s     | float64 | -      | ideal training time between checkpoints
+checkpoint_stall            | config | s     | float64 | -      | training stall per checkpoint
+memory_per_gpu              | config | Gbyte | float64 | -      | memory per GPU: model state and activations
+mfu_ideal                   | config | 1     | float64 | -      | model FLOPs utilisation without failures or stragglers
+hfu_ideal                   | config | 1     | float64 | -      | hardware FLOPs utilisation (recomputation counted), as
+                                                                  mfu_ideal
+feasible                    | config | 1     | bool    | -      | whether the configuration can run
+infeasible_reason           | config | 1     | str     | -      | why the configuration cannot run (empty if feasible)
+# per configuration: further detail
+ideal_time                  | config | h     | float64 | -      | iterations x ideal iteration time
+checkpoint_write_time       | config | s     | float64 | -      | time to write one checkpoint to storage
+checkpoint_load_time        | config | s     | float64 | -      | time to load a checkpoint on recovery
+restart_overhead            | config | s     | float64 | -      | one restart's parts beyond the class's recovery and
+                                                                  the load (0 unless restart.from_parts)
+system_mtbf                 | config | h     | float64 | -      | mean time between failures of the whole job (planned
+                                                                  stops left out)
+checkpoint_interval_ci_low  | config | s     | float64 | -      | interval = "optimize": lower bound of the 95 %
+                                                                  interval of the optimum (NaN otherwise)
+checkpoint_interval_ci_high | config | s     | float64 | -      | interval = "optimize": upper bound of the 95 %
+                                                                  interval of the optimum (NaN otherwise)
+iteration_energy            | config | J     | float64 | -      | GPU energy of one ideal iteration, all GPUs
+gpu_power                   | config | W     | float64 | -      | mean power per GPU over an ideal iteration
+"""
+)
 VARIABLES: dict[str, Variable] = {v.name: v for v in _VARIABLES}
-# Variables added after files were first written (issue 25): a file without them is still read as a
-# result (mcsim summary, report, plot), without them.
+# Variables added to the registry after result files were first written (the counts and times of
+# hangs, instabilities, planned stops and the parts of a restart): a file written before them is still
+# read as a result (mcsim summary, report, plot), without them.
 LATER_VARIABLES = frozenset(
     {
         "n_hangs",

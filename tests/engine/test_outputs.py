@@ -16,7 +16,7 @@ from netcdf_cache import chunk_cache_during_write
 
 import mcsim
 from mcsim.engine.simulate import simulate_config
-from mcsim.io.variables import PER_CONFIG, PER_RUN, VARIABLES
+from mcsim.io.variables import PER_CONFIG, PER_RUN, VARIABLES, Variable, variable_table
 from mcsim.scenario.config import scenario_from_dict
 
 REQUIRED_PER_RUN = {
@@ -63,6 +63,20 @@ def test_dataset_has_spec_variables_with_units(small_ds):
     assert small_ds["completed"].dtype == bool and small_ds["completed"].all()
     assert small_ds.attrs["seed"] == 7 and small_ds.attrs["mode"] == "exact"
     assert tomllib.loads(small_ds.attrs["scenario_toml"])["name"] == "small"
+
+
+def test_variable_table_reads_rows_continued_meanings_and_comments():
+    """The registry's text table: six cells a row, a line without '|' continues the meaning, '#' a comment."""
+    table = """
+    # name | per    | units | dtype   | better | meaning
+    a      | run    | MW h  | float64 | higher | first line
+                                                 and its continuation
+    b      | config | 1     | int64   | -      | a count
+    """
+    assert variable_table(table) == [
+        Variable("a", True, "MW h", "first line and its continuation", "float64", "higher"),
+        Variable("b", False, "1", "a count", "int64", None),
+    ]
 
 
 def test_netcdf_round_trip_and_atomic_write(small_ds, tmp_path):
@@ -117,7 +131,7 @@ def test_compression_is_judged_as_the_filter_sees_the_bytes():
 
 
 def test_write_does_not_cache_whole_chunks(small_ds, tmp_path, monkeypatch):
-    # Issue 26 item 4: the library's default chunk cache (64 MiB per variable) held every compressed
+    # The library's default chunk cache (64 MiB per variable) held every compressed
     # variable until the file closed (131 MB more for a 135 MB sweep). During the write the cache is
     # smaller than a per-run variable of 480 configurations x 1,000 runs (HDF5 writes it through), and
     # restored after.
@@ -313,7 +327,7 @@ def test_zlib_where_the_library_lacks_zstandard(monkeypatch, small_ds, tmp_path)
 
 
 def test_ascii_text_is_narrowed_to_the_bytes_numpy_would_encode():
-    # Issue 26 item 5: NumPy's per-element cast (astype("S")) took 27 ms per 217,800-name variable of a
+    # NumPy's per-element cast (astype("S")) took 27 ms per 217,800-name variable of a
     # plan; ASCII text is its 4-byte code points narrowed. The bytes must be the cast's, every shape.
     from mcsim.io.netcdf import _ascii_bytes
 
@@ -342,7 +356,7 @@ def _hugepage_advice() -> bool:
 
 
 def test_output_arrays_are_allocated_without_huge_page_advice(monkeypatch):
-    # Issue 26 item 4: NumPy advises huge pages for arrays of 4 MiB or more; where the kernel then
+    # NumPy advises huge pages for arrays of 4 MiB or more; where the kernel then
     # compacts memory on each fault, a 960-configuration sweep spent 0.5-1.1 s more in the system.
     # The advice is off while mcsim allocates its outputs and writes a file, and back afterwards,
     # also when uses overlap across threads.
@@ -396,7 +410,7 @@ def tasks_prepared():
 
 
 def test_a_variable_kept_alone_keeps_only_itself_alive():
-    # Review of issue 26 item 4: the per-run variables were views of one array, so keeping one (a
+    # A review found that the per-run variables were views of one array, so keeping one (a
     # variable's values, ds[["wall_time"]], drop_vars) kept all 35 alive. Each is its own array.
     import mcsim
     from mcsim.scenario.config import load_scenario
@@ -408,7 +422,7 @@ def test_a_variable_kept_alone_keeps_only_itself_alive():
 
 
 def test_failure_classes_are_each_callers_own():
-    # Review of issue 26 item 4: the classes are computed once per distinct classes and cluster shape;
+    # The failure classes are computed once per distinct classes and cluster shape (a review found them shared);
     # a caller writing into its arrays (a what-if) must not change another configuration's run.
     from mcsim.engine.simulate import run_task
     from mcsim.kernels import types as kernel

@@ -152,7 +152,7 @@ def test_text_stored_as_utf8_char_arrays_and_read_back_unchanged(sweep_ds, tmp_p
 
 
 def test_ascii_text_takes_the_fast_path_and_reads_back_the_same(sweep_ds, tmp_path):
-    # ASCII text is encoded with one NumPy cast (issue 26 item 5), not element by element: the file
+    # ASCII text is encoded with one NumPy cast (fast for a plan's 217,800 names), not element by element: the file
     # holds the same UTF-8 char array with _Encoding as xarray writes, and reads back unchanged.
     netCDF4 = pytest.importorskip("netCDF4")
     from mcsim.io.netcdf import netcdf_form
@@ -216,7 +216,7 @@ def test_no_python_object_arrays_reach_the_netcdf_writer(sweep_ds):
 def test_lazy_write_runs_on_one_thread(sweep_ds, tmp_path, monkeypatch):
     # A lazily held dataset is written on dask's synchronous scheduler, given to that computation only:
     # the HDF5 lock serialises the file's reads and writes anyway, and the lowest xarray/dask releases
-    # deadlocked a reading and a writing thread on xarray's file locks (CI, issue 26). A review found
+    # deadlocked a reading and a writing thread on xarray's file locks (seen once in CI). A review found
     # that setting it for the process moved other threads' dask work off their client.
     base = pytest.importorskip("dask.base")
     import dask

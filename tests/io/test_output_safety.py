@@ -1,6 +1,7 @@
 """Output safety: -o checks, the resume store's checks, the writer's lock, failed and atomic writes.
 
-Issue 11, items 2, 4, 5, 6, 10 (output part), 18 (plot paths) and 22 (one atomic writer).
+Every output path is checked before any work (results, figures, report folders, fitted tables);
+one writer per output; every file goes through one atomic writer, so no failure leaves a partial file.
 """
 
 from __future__ import annotations
@@ -544,8 +545,8 @@ def test_output_lock_is_exclusive_survives_a_stale_file_and_leaves_nothing(tmp_p
 
 def test_pieces_are_not_flushed_to_disk_and_results_are(tmp_path, monkeypatch):
     # A resume piece carries a SHA-256 of its rows and is run again when it fails it, so it is written
-    # atomically but without fsync (two disk flushes per piece: a plan writes ~70, a sweep thousands;
-    # issue 26 item 5). A result file keeps both flushes.
+    # atomically but without fsync (two disk flushes per piece: a plan writes ~70, a sweep thousands).
+    # A result file keeps both flushes.
     flushed = []
     original = atomic._fsync
     monkeypatch.setattr(
