@@ -37,7 +37,7 @@ import numpy as np
 import mcsim
 from mcsim.engine.prepare import KernelInputs, run_params
 from mcsim.engine.threads import run_kernel
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.checkpointing import checkpoint_plan
 from mcsim.model.workload import workload
 from mcsim.scenario.config import load_scenario

@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 
 

@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 
 from mcsim.io.variables import PER_RUN
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.energy import (
     BITS_PER_BYTE,
@@ -44,7 +44,7 @@ def run_energy_j(
 ) -> dict[str, np.ndarray]:
     """Energy of each run by component, J; facility level except ``gpu`` (IT).
 
-    ``out`` is the kernel's per-run matrix (columns ``mcsim.kernels.types.OUT_*``).
+    ``out`` is the kernel's per-run matrix (columns ``mcsim.kernels.interface.OUT_*``).
     """
     gpus, pue = cfg.parallelism.gpus, cfg.energy.pue
     net = cfg.network

@@ -1,6 +1,6 @@
 """The compiled per-run accounting against its slow twin, bit for bit (issue 26 item 4).
 
-:func:`mcsim.kernels.types.account_runs` (through :func:`mcsim.engine.outputs.per_run_outputs` and the
+:func:`mcsim.kernels.interface.account_runs` (through :func:`mcsim.engine.outputs.per_run_outputs` and the
 sweep's :class:`mcsim.engine.outputs.OutputArrays`) must give the same bytes as the NumPy formulation it
 replaced, kept unchanged in ``tests/naive_accounting.py``: energy by part, cost (rental and owned),
 carbon, ETTR and the columns in hours, for simulated runs of shipped scenarios (phases, hangs,
@@ -18,7 +18,7 @@ import mcsim
 from mcsim.engine.outputs import per_run_outputs
 from mcsim.engine.simulate import run_task
 from mcsim.io.variables import PER_RUN
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import workload_and_plan
 from mcsim.scenario.config import load_scenario
 

@@ -17,7 +17,7 @@ from mcsim.engine import draws as draws_module
 from mcsim.engine.draws import DrawPlan
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import placements, plan_sweep_tasks
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.scenario.config import scenario_from_dict
 
 UNCERTAIN = {

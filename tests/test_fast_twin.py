@@ -43,7 +43,7 @@ from test_twin import (
     set_mean_iteration_times,
 )
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.block_law import short_block_law
 from mcsim.model.stragglers import factor_law
 

@@ -8,7 +8,7 @@ import numpy as np
 from conftest import failure_classes, kernel_params
 
 from mcsim.kernels import montecarlo
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.kernels.accelerate import _COMMON, _UNMANAGED
 
 

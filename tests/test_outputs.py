@@ -411,7 +411,7 @@ def test_failure_classes_are_each_callers_own():
     # Review of issue 26 item 4: the classes are computed once per distinct classes and cluster shape;
     # a caller writing into its arrays (a what-if) must not change another configuration's run.
     from mcsim.engine.simulate import run_task
-    from mcsim.kernels import types as kernel
+    from mcsim.kernels import interface as kernel
     from mcsim.model.checkpointing import failure_classes
     from mcsim.scenario.config import load_scenario
 

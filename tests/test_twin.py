@@ -26,7 +26,7 @@ import pytest
 from conftest import SMALL_SCENARIO, failure_classes, kernel_params
 
 from mcsim.engine.prepare import run_params
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.checkpointing import checkpoint_plan
 from mcsim.model.stragglers import factor_law
 from mcsim.model.workload import workload

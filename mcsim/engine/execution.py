@@ -20,7 +20,7 @@ import numpy as np
 from mcsim.engine.backends import Backend
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import Piece, Task
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 
 if TYPE_CHECKING:
     from mcsim.engine.prepare import RowSimulator, TaskKey

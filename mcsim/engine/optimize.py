@@ -37,7 +37,7 @@ from mcsim.engine.outputs import per_run_outputs
 from mcsim.engine.prepare import KernelInputs, Prepared, kernel_inputs, with_fixed_interval
 from mcsim.engine.tasks import OPTIMIZE_SEED_OFFSET, Task, plan_tasks
 from mcsim.engine.threads import run_kernel
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan, checkpoint_plan, daly_interval_s
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config

@@ -38,7 +38,7 @@ from mcsim.engine.resume import PieceStore
 from mcsim.engine.shards import Shard
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, placements, plan_sweep_tasks, plan_tasks
 from mcsim.engine.threads import run_kernel
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config, Scenario

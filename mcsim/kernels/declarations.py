@@ -9,7 +9,7 @@
 * :func:`params_table`, :func:`classes_table`: parameter sets as arrays, for the draw tables.
 
 The run loop (:mod:`mcsim.kernels.montecarlo`) imports these; Python code above the
-kernels reaches them, with the entry points, through :mod:`mcsim.kernels.types`.
+kernels reaches them, with the entry points, through :mod:`mcsim.kernels.interface`.
 """
 
 from __future__ import annotations

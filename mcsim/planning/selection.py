@@ -35,7 +35,7 @@ from mcsim.engine.outputs import config_outputs_per_run
 from mcsim.engine.prepare import prepare
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, Task, plan_tasks
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.workload import workload
 from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
 from mcsim.scenario.config import Config
