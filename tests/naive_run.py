@@ -97,7 +97,7 @@ FAIL_STOP, HANG, INSTABILITY, PLANNED = 0, 1, 2, 3  # the kernel's codes of the 
 SYNC, ASYNC, IN_MEMORY = 0, 1, 2  # the kernel's strategy codes (gockpt runs as async)
 START_NEW, START_STATIONARY, START_AGED = 0, 1, 2  # the kernel's start-state codes (FailureClasses.start)
 
-# The output of one run, in the kernel's column order (mcsim/kernels/montecarlo.py OUT_*).
+# The output of one run, in the kernel's column order (mcsim/kernels/declarations.py OUT_*).
 OUTPUT_NAMES = (
     "wall_s",
     "failures",
@@ -992,7 +992,7 @@ class Run:
         for j in range(1, n + 1):
             if j < n:
                 share = j / n
-                # The kernel's interpolation (montecarlo._stretch_point), in its order.
+                # The kernel's interpolation (checkpoints._stretch_point), in its order.
                 s.t = t0 + share * blocks_s + j * plan.fixed_s
                 s.progress = interpolated_progress(start, end, share, start.iterations + j * plan.block_iterations)
             else:

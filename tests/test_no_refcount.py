@@ -7,8 +7,8 @@ import numba
 import numpy as np
 from conftest import failure_classes, kernel_params
 
-from mcsim.kernels import montecarlo
 from mcsim.kernels import interface as mc
+from mcsim.kernels import montecarlo, workspace
 from mcsim.kernels.accelerate import _COMMON, _UNMANAGED
 
 
@@ -22,7 +22,7 @@ def _llvm_of(run_loop, params, classes, phases) -> str:
         1,
         0,
         np.zeros(mc.N_OUT),
-        montecarlo._workspace.py_func(classes.units, phases.size),
+        workspace.allocate_workspace.py_func(classes.units, phases.size),
     )
     signature = tuple(numba.typeof(a) for a in args)
     run_loop.compile(signature)
