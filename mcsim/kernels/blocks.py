@@ -20,8 +20,9 @@ import math
 import numpy as np
 
 from .accelerate import jit_inline, jit_unmanaged
-from .checkpoints import stretch_writes
-from .declarations import STRATEGY_ASYNC, STRATEGY_IN_MEMORY, STRATEGY_SYNC
+from .checkpoints import gate_s, stretch_writes
+from .conditions import factor_law, iteration_terms
+from .declarations import STRATEGY_IN_MEMORY, STRATEGY_SYNC
 from .normal import max_lognormal_factor, ndtri_acklam
 from .rng import uniform
 from .workspace import (
@@ -39,16 +40,12 @@ from .workspace import (
     PT_STRETCH_START,
     X_BUSY,
     X_CHECKPOINT,
-    X_COMM,
-    X_COMPUTE,
     X_CUT_BLOCK,
     X_CUT_DT,
     X_CUT_START,
     X_CUT_TOTAL,
-    X_DEGRADE,
     X_EXECUTED,
     X_GATE,
-    X_JOB,
     X_PARTIAL,
     X_PENDING_READY,
     X_T,
@@ -75,6 +72,108 @@ def _short_block_sum(p, z):
 
 
 @jit_inline
+def _transient_s(p, active, c, iterations, total):
+    """The transient straggler excess of drawn ``iterations`` of factor sum ``total``, s: the per-iteration
+    rank noise, at its expectation in an episode (the rest of the excess is persistent)."""
+    if active:
+        return c * iterations * (p.factor_mean - 1.0)
+    return c * (total - iterations)
+
+
+@jit_inline
+def _book_drawn(p, x, pts, active, iterations, dt, total, c, job, comm):
+    """``iterations`` drawn at once (a fast block, or a stretch's blocks) took ``dt`` seconds, their factor
+    sum ``total``: the run's counts and times, the straggler excess split into its two parts."""
+    x[X_EXECUTED] += iterations
+    pts[PT_NOW, P_ALIVE] += dt
+    x[X_BUSY] += dt
+    transient = _transient_s(p, active, c, iterations, total)
+    if active:
+        pts[PT_NOW, P_EPISODE_PHASE] += c * job * total
+    pts[PT_NOW, P_TRANSIENT] += transient
+    pts[PT_NOW, P_PERSISTENT] += dt - iterations * (c + comm) - transient
+
+
+@jit_inline
+def _fast_block_size(p, x, active, block, transition):
+    """Whether fast mode draws the ``block`` iterations ahead at once, and how many: those that start
+    before the conditions change at ``transition``, in expectation. Returns ``(block, drawn at once)``."""
+    f_mean, _, min_block = factor_law(p, active)
+    short = float(p.short_block) if p.fast and not active else -1.0  # a short block with its own law
+    use_fast = p.fast and (block >= min_block or block == short)
+    if use_fast and transition < np.inf:
+        c, job, comm = iteration_terms(x)
+        fit = math.ceil((transition - x[X_T]) / (c * job * f_mean + comm))
+        block = min(block, float(max(1, fit)))
+        use_fast = block >= min_block or block == short
+    return block, use_fast
+
+
+@jit_inline
+def _draw_block(p, x, pts, it_stream, horizon, active, block, t, done):
+    """Fast mode: the ``block`` iterations from ``t`` drawn at once (their factor sum from its normal law,
+    or a short block's); returns ``(t, done, interrupted)``. A block that ``horizon`` interrupts is noted
+    in the ``X_CUT_*`` slots, its share of iterations run counted."""
+    c, job, comm = iteration_terms(x)
+    f_mean, f_std, min_block = factor_law(p, active)
+    z = ndtri_acklam(uniform(it_stream))
+    if block >= min_block:
+        total = block * f_mean + math.sqrt(block) * f_std * z
+    else:
+        total = _short_block_sum(p, z)
+    total = max(total, 0.0)
+    dt = c * job * total + block * comm
+    if t + dt > horizon:
+        x[X_EXECUTED] += block * (horizon - t) / dt
+        x[X_CUT_BLOCK] = block
+        x[X_CUT_START] = t
+        x[X_CUT_DT] = dt
+        x[X_CUT_TOTAL] = total
+        return t, done, True
+    _book_drawn(p, x, pts, active, block, dt, total, c, job, comm)
+    return t + dt, done + block, False
+
+
+@jit_inline
+def _walk_block(p, x, pts, it_stream, horizon, active, transition, stop, t, done):
+    """Iterations drawn one by one from ``t`` until ``done`` reaches ``stop``, the conditions change at
+    ``transition`` or ``horizon`` strikes (the partial iteration's share counted as run); returns
+    ``(t, done, interrupted)``. The accounts are kept in locals and written once."""
+    c, job, comm = iteration_terms(x)
+    interrupted = False
+    executed = x[X_EXECUTED]
+    alive_s = pts[PT_NOW, P_ALIVE]
+    busy_s = x[X_BUSY]
+    transient_s = pts[PT_NOW, P_TRANSIENT]
+    persistent_s = pts[PT_NOW, P_PERSISTENT]
+    episode_phase_s = pts[PT_NOW, P_EPISODE_PHASE]
+    while done < stop and t < transition:
+        m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
+        factor = max(m, p.episode_slowdown) if active else m
+        dt = c * job * factor + comm
+        if t + dt > horizon:
+            interrupted = True
+            executed += (horizon - t) / dt
+            break
+        t += dt
+        done += 1.0
+        executed += 1.0
+        alive_s += dt
+        busy_s += dt
+        if active:
+            episode_phase_s += c * job * factor
+        transient_s += c * (m - 1.0)
+        persistent_s += c * (job * factor - m)
+    x[X_EXECUTED] = executed
+    pts[PT_NOW, P_ALIVE] = alive_s
+    x[X_BUSY] = busy_s
+    pts[PT_NOW, P_TRANSIENT] = transient_s
+    pts[PT_NOW, P_PERSISTENT] = persistent_s
+    pts[PT_NOW, P_EPISODE_PHASE] = episode_phase_s
+    return t, done, interrupted
+
+
+@jit_inline
 def advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     """Advance a block of iterations up to the next checkpoint, the end, or an episode change.
 
@@ -83,84 +182,15 @@ def advance_block(p, x, k, pts, it_stream, horizon, active, transition):
     ``X_CUT_*`` slots (for :func:`keep_block_share`). Returns a ``BLOCK_*`` code.
     """
     x[X_CUT_BLOCK] = 0.0
-    if active:
-        f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
-    else:
-        f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
-    job = x[X_JOB] * x[X_DEGRADE]
-    c, comm = x[X_COMPUTE], x[X_COMM]
     t = x[X_T]
     done = pts[PT_NOW, P_DONE]
-    ideal_iter = c + comm
-    interrupted = False
     target = float(min(k[K_NEXT_CHECKPOINT], p.iterations))
     block = float(min(k[K_NEXT_CHECKPOINT], k[K_PHASE_END])) - done
-    short = float(p.short_block) if p.fast and not active else -1.0  # a short block with its own law
-    use_fast = p.fast and (block >= min_block or block == short)
-    if use_fast and transition < np.inf:
-        # Iterations that start before the episode or degradation state changes, in expectation.
-        fit = math.ceil((transition - t) / (c * job * f_mean + comm))
-        block = min(block, float(max(1, fit)))
-        use_fast = block >= min_block or block == short
+    block, use_fast = _fast_block_size(p, x, active, block, transition)
     if use_fast:
-        z = ndtri_acklam(uniform(it_stream))
-        if block >= min_block:
-            total = block * f_mean + math.sqrt(block) * f_std * z
-        else:
-            total = _short_block_sum(p, z)
-        total = max(total, 0.0)
-        dt = c * job * total + block * comm
-        if t + dt > horizon:
-            interrupted = True
-            x[X_EXECUTED] += block * (horizon - t) / dt
-            x[X_CUT_BLOCK] = block
-            x[X_CUT_START] = t
-            x[X_CUT_DT] = dt
-            x[X_CUT_TOTAL] = total
-        else:
-            t += dt
-            done += block
-            x[X_EXECUTED] += block
-            pts[PT_NOW, P_ALIVE] += dt
-            x[X_BUSY] += dt
-            if active:  # transient share at its expectation; the rest is persistent
-                transient = c * block * (p.factor_mean - 1.0)
-                pts[PT_NOW, P_EPISODE_PHASE] += c * job * total
-            else:
-                transient = c * (total - block)
-            pts[PT_NOW, P_TRANSIENT] += transient
-            pts[PT_NOW, P_PERSISTENT] += dt - block * ideal_iter - transient
+        t, done, interrupted = _draw_block(p, x, pts, it_stream, horizon, active, block, t, done)
     else:
-        stop = done + block
-        executed = x[X_EXECUTED]
-        alive_s = pts[PT_NOW, P_ALIVE]
-        busy_s = x[X_BUSY]
-        transient_s = pts[PT_NOW, P_TRANSIENT]
-        persistent_s = pts[PT_NOW, P_PERSISTENT]
-        episode_phase_s = pts[PT_NOW, P_EPISODE_PHASE]
-        while done < stop and t < transition:
-            m = max_lognormal_factor(uniform(it_stream), p.n_ranks, p.sigma)
-            factor = max(m, p.episode_slowdown) if active else m
-            dt = c * job * factor + comm
-            if t + dt > horizon:
-                interrupted = True
-                executed += (horizon - t) / dt
-                break
-            t += dt
-            done += 1.0
-            executed += 1.0
-            alive_s += dt
-            busy_s += dt
-            if active:
-                episode_phase_s += c * job * factor
-            transient_s += c * (m - 1.0)
-            persistent_s += c * (job * factor - m)
-        x[X_EXECUTED] = executed
-        pts[PT_NOW, P_ALIVE] = alive_s
-        x[X_BUSY] = busy_s
-        pts[PT_NOW, P_TRANSIENT] = transient_s
-        pts[PT_NOW, P_PERSISTENT] = persistent_s
-        pts[PT_NOW, P_EPISODE_PHASE] = episode_phase_s
+        t, done, interrupted = _walk_block(p, x, pts, it_stream, horizon, active, transition, done + block, t, done)
     pts[PT_NOW, P_DONE] = done
     x[X_PARTIAL] = 0.0
     if interrupted:
@@ -187,15 +217,13 @@ def keep_block_share(p, x, pts, active):
     kept = math.floor(block * (x[X_T] - t0) / dt)
     if block == 0.0 or kept <= 0.0:
         return
-    c, job = x[X_COMPUTE], x[X_JOB] * x[X_DEGRADE]
+    c, job, comm = iteration_terms(x)
     share = kept / block
     kept_s = share * dt
+    transient = _transient_s(p, active, c, block, total)
     if active:
-        transient = c * block * (p.factor_mean - 1.0)
         pts[PT_NOW, P_EPISODE_PHASE] += share * c * job * total
-    else:
-        transient = c * (total - block)
-    persistent = dt - block * (c + x[X_COMM]) - transient
+    persistent = dt - block * (c + comm) - transient
     pts[PT_NOW, P_ALIVE] += kept_s
     pts[PT_NOW, P_TRANSIENT] += share * transient
     pts[PT_NOW, P_PERSISTENT] += share * persistent
@@ -242,6 +270,44 @@ def _stretch_tail(p, x, k, t, cycle_mean, cycle_std):
 
 
 @jit_inline
+def _stretch_cycles(p, x, k, pts, horizon, active, transition):
+    """How many whole checkpoint cycles a stretch from now may advance (see :func:`advance_stretch`), and
+    whether each waits for the previous write (``heavy``); ``(0, False)`` when none."""
+    K = p.checkpoint_every
+    done = pts[PT_NOW, P_DONE]
+    if k[K_NEXT_CHECKPOINT] - done != K:
+        return 0, False
+    f_mean, f_std, min_block = factor_law(p, active)
+    n_max = (k[K_PHASE_END] - int(done) - 1) // K  # cycles that end with a checkpoint, in this phase
+    if n_max < 1 or n_max * K < min_block:
+        return 0, False
+    t = x[X_T]
+    c, job, comm = iteration_terms(x)
+    iter_mean = c * job * f_mean + comm
+    block_mean = K * iter_mean
+    block_std = c * job * math.sqrt(K) * f_std
+    write = gate_s(p)
+    heavy = False
+    if write <= block_mean - STRETCH_Z * block_std:
+        cycle_mean, cycle_std = block_mean + p.checkpoint_stall_s, block_std
+    elif write >= block_mean + STRETCH_Z * block_std and x[X_GATE] == t + write:
+        heavy = True
+        cycle_mean, cycle_std = write + p.checkpoint_stall_s, 0.0
+    else:
+        return 0, False  # the write and the block overlap: cycles are walked
+    tail = _stretch_tail(p, x, k, t, cycle_mean, cycle_std)
+    if tail < 0:
+        return 0, False
+    n = _cycles_within(horizon - t, cycle_mean, cycle_std) - tail
+    if transition < np.inf:
+        n = min(n, _cycles_within(transition - t - block_mean, cycle_mean, cycle_std))
+    n = min(n, n_max)
+    if n < 1 or n * K < min_block:
+        return 0, False
+    return n, heavy
+
+
+@jit_inline
 def advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     """Fast mode: advance ``n`` whole checkpoint cycles (block, wait, stall) with one normal draw.
 
@@ -254,68 +320,26 @@ def advance_stretch(p, x, k, pts, it_stream, horizon, active, transition):
     walked one by one (so that every restore point a failure can reach is walked), and
     ``8 sd`` plus one block from the next episode change. Returns the cycles advanced (0: none).
     """
+    n, heavy = _stretch_cycles(p, x, k, pts, horizon, active, transition)
+    if n == 0:
+        return 0
     K = p.checkpoint_every
     done = pts[PT_NOW, P_DONE]
-    if k[K_NEXT_CHECKPOINT] - done != K:
-        return 0
-    if active:
-        f_mean, f_std, min_block = p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
-    else:
-        f_mean, f_std, min_block = p.factor_mean, p.factor_std, p.fast_min_block
-    n_max = (k[K_PHASE_END] - int(done) - 1) // K  # cycles that end with a checkpoint, in this phase
-    if n_max < 1 or n_max * K < min_block:
-        return 0
     t = x[X_T]
-    job = x[X_JOB] * x[X_DEGRADE]
-    c, comm = x[X_COMPUTE], x[X_COMM]
-    iter_mean = c * job * f_mean + comm
-    block_mean = K * iter_mean
-    block_std = c * job * math.sqrt(K) * f_std
-    if p.strategy == STRATEGY_SYNC:
-        write = 0.0
-    elif p.strategy == STRATEGY_ASYNC:
-        write = p.checkpoint_write_s
-    else:
-        write = p.replicate_s
-    heavy = False
-    if write <= block_mean - STRETCH_Z * block_std:
-        cycle_mean, cycle_std = block_mean + p.checkpoint_stall_s, block_std
-    elif write >= block_mean + STRETCH_Z * block_std and x[X_GATE] == t + write:
-        heavy = True
-        cycle_mean, cycle_std = write + p.checkpoint_stall_s, 0.0
-    else:
-        return 0  # the write and the block overlap: cycles are walked
-    tail = _stretch_tail(p, x, k, t, cycle_mean, cycle_std)
-    if tail < 0:
-        return 0
-    n = _cycles_within(horizon - t, cycle_mean, cycle_std) - tail
-    if transition < np.inf:
-        n = min(n, _cycles_within(transition - t - block_mean, cycle_mean, cycle_std))
-    n = min(n, n_max)
-    if n < 1 or n * K < min_block:
-        return 0
-
+    c, job, comm = iteration_terms(x)
+    f_mean, f_std, _ = factor_law(p, active)
     iterations = float(n * K)
     total = iterations * f_mean + math.sqrt(iterations) * f_std * ndtri_acklam(uniform(it_stream))
     total = max(total, 0.0)
     dt_sum = c * job * total + iterations * comm
-    extra = write + p.checkpoint_stall_s if heavy else p.checkpoint_stall_s
+    extra = gate_s(p) + p.checkpoint_stall_s if heavy else p.checkpoint_stall_s
     t_end = t + n * extra if heavy else t + dt_sum + n * extra
     if t_end > horizon:
         return 0  # beyond 8 sd (probability < 1e-15): walk instead
     x[X_CHECKPOINT] += n * extra - dt_sum if heavy else n * extra
     copy_point(pts, PT_STRETCH_START, PT_NOW)
     pts[PT_NOW, P_DONE] = done + iterations
-    x[X_EXECUTED] += iterations
-    pts[PT_NOW, P_ALIVE] += dt_sum
-    x[X_BUSY] += dt_sum
-    if active:  # transient share at its expectation; the rest is persistent
-        transient = c * iterations * (p.factor_mean - 1.0)
-        pts[PT_NOW, P_EPISODE_PHASE] += c * job * total
-    else:
-        transient = c * (total - iterations)
-    pts[PT_NOW, P_TRANSIENT] += transient
-    pts[PT_NOW, P_PERSISTENT] += dt_sum - iterations * (c + comm) - transient
+    _book_drawn(p, x, pts, active, iterations, dt_sum, total, c, job, comm)
     x[X_T] = t_end
     k[K_CHECKPOINTS] += n
     k[K_NEXT_CHECKPOINT] = int(done) + (n + 1) * K

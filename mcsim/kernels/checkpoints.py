@@ -110,6 +110,17 @@ def restores_from_memory(p):
 
 
 @jit_inline
+def gate_s(p):
+    """How long after its stall a checkpoint makes the next one wait (``X_GATE``), s: nothing for sync,
+    the storage write for async, the replication for in_memory."""
+    if p.strategy == STRATEGY_SYNC:
+        return 0.0
+    if p.strategy == STRATEGY_ASYNC:
+        return p.checkpoint_write_s
+    return p.replicate_s
+
+
+@jit_inline
 def checkpoint(p, x, k, pts, horizon):
     """Checkpoint begins: wait for the previous write (``X_GATE``), stall, then the strategy's hook.
 

@@ -29,6 +29,8 @@ from .workspace import (
     K_PHASE_END,
     K_PHASES,
     N_X,
+    P_DONE,
+    PT_NOW,
     X_ATTEMPT_START,
     X_COMM,
     X_COMPUTE,
@@ -36,6 +38,7 @@ from .workspace import (
     X_DEGRADE_NEXT,
     X_EPISODE_NEXT,
     X_EPISODE_UNTIL,
+    X_JOB,
     X_PHASE_START,
     X_T,
 )
@@ -54,6 +57,21 @@ def job_factor(state, job_sigma):
 def exponential(state):
     """An Exp(1) draw from the stream ``state``."""
     return -math.log(uniform(state))
+
+
+@jit_inline
+def iteration_terms(x):
+    """The terms of an iteration's time ``c J D F + comm`` under the current conditions: ``(c, J D, comm)``."""
+    return x[X_COMPUTE], x[X_JOB] * x[X_DEGRADE], x[X_COMM]
+
+
+@jit_inline
+def factor_law(p, active):
+    """The law of the rank factor ``F`` in fast mode, in an episode (``active``) or not: its mean and
+    standard deviation, and the shortest block drawn at once with the normal law of its sum."""
+    if active:
+        return p.factor_mean_episode, p.factor_std_episode, p.fast_min_block_episode
+    return p.factor_mean, p.factor_std, p.fast_min_block
 
 
 @jit_inline
@@ -139,3 +157,33 @@ def degradation_at(p, x):
         x[X_DEGRADE] = 1.0 + added
         x[X_DEGRADE_NEXT] = t_a + (j + 1.0) * step
     return x[X_DEGRADE_NEXT]
+
+
+@jit_inline
+def conditions_now(p, x, k, pts, ep_stream, has_phases):
+    """The conditions at the run's time and progress: the phase entered when the progress left the
+    current one (``has_phases``: the run has a phase table), the episodes' arrivals processed, and the
+    degradation's step; returns ``(episode active, time of the next change of episode or degradation)``."""
+    if has_phases and not x[X_PHASE_START] <= pts[PT_NOW, P_DONE] < k[K_PHASE_END]:
+        enter_phase(p, x, k, pts[PT_NOW, P_DONE])
+    active, transition = episodes_at(p, x, ep_stream)
+    if p.degradation_per_s > 0.0:
+        transition = min(transition, degradation_at(p, x))
+    return active, transition
+
+
+@jit_inline
+def start_conditions(p, phases, x, k, job_stream, ep_stream):
+    """The conditions at t = 0: the first phase (of ``phases``, the run's phase table, or ``p``'s
+    iteration times when it has no rows), the first attempt and its job factor, the first episode's
+    arrival (never without episodes)."""
+    x[X_COMPUTE] = p.compute_time_s
+    x[X_COMM] = p.comm_time_s
+    k[K_PHASE_END] = p.iterations
+    if phases.shape[0] > 0:
+        load_phases(p, phases, x, k)
+    begin_attempt(p, x, 0.0)
+    x[X_JOB] = job_factor(job_stream, p.job_sigma)
+    x[X_EPISODE_NEXT] = np.inf
+    if p.episode_rate_per_s > 0.0:
+        x[X_EPISODE_NEXT] = exponential(ep_stream) / p.episode_rate_per_s

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 
-from .accelerate import jit_unmanaged
+from .accelerate import jit_inline, jit_unmanaged
 
 _EPS = 1e-17  # series / continued-fraction stopping ratio
 _TINY = 1e-300  # Lentz's guard against division by zero
@@ -144,6 +144,17 @@ def _initial_log_x(a, h, lower):
     return math.log(x)
 
 
+@jit_inline
+def _inside_bracket(lo, hi):
+    """A point of the bracket ``(lo, hi)`` when Newton's step leaves it: its middle, or a step of at least
+    1 away from its one finite end."""
+    if math.isfinite(lo) and math.isfinite(hi):
+        return 0.5 * (lo + hi)
+    if math.isfinite(lo):
+        return lo + max(1.0, abs(lo))
+    return hi - max(1.0, abs(hi))
+
+
 @jit_unmanaged
 def log_gammaincc_inv(a, h):
     """``y = log x`` with ``Q(a, x) = e^-h``: the inverse of Q in log space.
@@ -190,12 +201,7 @@ def log_gammaincc_inv(a, h):
             return y + step  # converged (a step this small may round onto a bracket end)
         y_new = min(y + step, _MAX_LOG_X)
         if not (lo < y_new < hi) or not math.isfinite(y_new):
-            if math.isfinite(lo) and math.isfinite(hi):
-                y_new = 0.5 * (lo + hi)
-            elif math.isfinite(lo):
-                y_new = lo + max(1.0, abs(lo))
-            else:
-                y_new = hi - max(1.0, abs(hi))
+            y_new = _inside_bracket(lo, hi)
             step = y_new - y
         y = y_new
         if abs(step) <= 1e-15 * max(1.0, abs(y)) or hi - lo <= 1e-15 * max(1.0, abs(y)):

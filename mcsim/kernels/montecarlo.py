@@ -39,7 +39,7 @@ import numpy as np
 from .accelerate import jit, jit_inline, jit_unmanaged
 from .blocks import BLOCK_CUT, BLOCK_DONE, BLOCK_INTERRUPTED, advance_block, advance_stretch, keep_block_share
 from .checkpoints import checkpoint
-from .conditions import begin_attempt, degradation_at, enter_phase, episodes_at, exponential, job_factor, load_phases
+from .conditions import conditions_now, start_conditions
 from .declarations import (
     KIND_PLANNED,
     STREAM_EPISODE,
@@ -59,20 +59,14 @@ from .workspace import (
     K_FAILURES,
     K_NEXT_CHECKPOINT,
     K_OVERFLOW,
-    K_PHASE_END,
     K_SOURCE,
     K_SPARES_FREE,
     P_DONE,
     PT_NOW,
     RUN_DONE,
     RUN_FAILURE_HEAP_FULL,
-    X_COMM,
-    X_COMPUTE,
-    X_EPISODE_NEXT,
     X_FAIL_T,
     X_GATE,
-    X_JOB,
-    X_PHASE_START,
     X_T,
     allocate_workspace,
     clear_state,
@@ -92,6 +86,16 @@ def _has_kind(fc, kind):
 # --- The run loop --------------------------------------------------------------------------
 
 
+@jit_inline
+def _run_over(p, x, k, pts):
+    """Whether the run has ended: all its iterations done (``K_COMPLETED`` set), or censored at
+    ``max_wall_s`` or after ``max_failures`` failures."""
+    if pts[PT_NOW, P_DONE] >= p.iterations:
+        k[K_COMPLETED] = 1
+        return True
+    return x[X_T] >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures
+
+
 # Compiled on its own, not inlined into simulate_runs: one call per run costs nothing
 # measurable, and inlining the whole run loop (with the events it inlines) into the
 # entry point made the first compile about 2.6x longer (docs/model.md §4 "Compile time").
@@ -105,23 +109,15 @@ def _simulate_run(p, fc, phases, seed, run, row, ws):
     """
     x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
     _start_run(p, fc, phases, seed, run, ws)
-    it_stream, job_stream, ep_stream, rec_stream = run_streams[0], run_streams[1], run_streams[2], run_streams[3]
-    pool_left, pool_hazard, pool_next = pools[0], pools[1], pools[2]
+    it_stream, job_stream, ep_stream = run_streams[0], run_streams[1], run_streams[2]
     has_phases = phases.shape[0] > 0
     has_planned = _has_kind(fc, KIND_PLANNED)  # read once: the loop asks the next kind only when it may matter
 
     while True:
         horizon = min(x[X_FAIL_T], p.max_wall_s)
-        if pts[PT_NOW, P_DONE] >= p.iterations:
-            k[K_COMPLETED] = 1
+        if _run_over(p, x, k, pts):
             break
-        if x[X_T] >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
-            break
-        if has_phases and not x[X_PHASE_START] <= pts[PT_NOW, P_DONE] < k[K_PHASE_END]:
-            enter_phase(p, x, k, pts[PT_NOW, P_DONE])
-        active, transition = episodes_at(p, x, ep_stream)
-        if p.degradation_per_s > 0.0:
-            transition = min(transition, degradation_at(p, x))
+        active, transition = conditions_now(p, x, k, pts, ep_stream, has_phases)
         if p.fast and advance_stretch(p, x, k, pts, it_stream, horizon, active, transition) > 0:
             continue
         status = advance_block(p, x, k, pts, it_stream, horizon, active, transition)
@@ -135,22 +131,7 @@ def _simulate_run(p, fc, phases, seed, run, row, ws):
         if has_planned and status == BLOCK_INTERRUPTED and next_kind(fc, k, heap_class) == KIND_PLANNED:
             keep_block_share(p, x, pts, active)
         fail(x, k, pts)
-        recover(
-            p,
-            fc,
-            x,
-            k,
-            pts,
-            streams,
-            rec_stream,
-            pool_left,
-            pool_hazard,
-            pool_next,
-            heap_time,
-            heap_class,
-            repair_time,
-            repair_tag,
-        )
+        recover(p, fc, ws)
         if k[K_OVERFLOW] != RUN_DONE:
             return k[K_OVERFLOW]
         restart(p, x, job_stream, ep_stream)
@@ -161,7 +142,8 @@ def _simulate_run(p, fc, phases, seed, run, row, ws):
 @jit_inline
 def _start_run(p, fc, phases, seed, run, ws):
     """The run's state at t = 0 in the workspace: its streams seeded, the failure processes in their
-    start states, the first phase, attempt, job factor and episode arrival, the first pending failure."""
+    start states, its conditions (:func:`~mcsim.kernels.conditions.start_conditions`), the first pending
+    failure."""
     x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
     for c in range(fc.units.shape[0]):
         seed_stream(streams[c], seed, run, STREAM_FIRST_FAILURE_CLASS + c)
@@ -171,17 +153,8 @@ def _start_run(p, fc, phases, seed, run, ws):
     clear_state(x, k, pts)
     k[K_SPARES_FREE] = p.spare_nodes
     k[K_NEXT_CHECKPOINT] = p.checkpoint_every
-    x[X_COMPUTE] = p.compute_time_s
-    x[X_COMM] = p.comm_time_s
-    k[K_PHASE_END] = p.iterations
-    if phases.shape[0] > 0:
-        load_phases(p, phases, x, k)
-    begin_attempt(p, x, 0.0)
     x[X_GATE] = -np.inf
-    x[X_JOB] = job_factor(run_streams[1], p.job_sigma)
-    x[X_EPISODE_NEXT] = np.inf
-    if p.episode_rate_per_s > 0.0:
-        x[X_EPISODE_NEXT] = exponential(run_streams[2]) / p.episode_rate_per_s
+    start_conditions(p, phases, x, k, run_streams[1], run_streams[2])
     # The earliest pending failure changes only when a failure is consumed.
     x[X_FAIL_T], k[K_SOURCE] = next_failure(pools[2], heap_time, 0)
 

@@ -236,27 +236,79 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream
 
 
 @jit_inline
-def recover(
-    p,
-    fc,
-    x,
-    k,
-    pts,
-    streams,
-    rec_stream,
-    pool_left,
-    pool_hazard,
-    pool_next,
-    heap_time,
-    heap_class,
-    repair_time,
-    repair_tag,
-):
-    """Recovery, restarted by every fail-stop failure that strikes during it.
+def _consume_failure(fc, k, t, streams, pools, heap_time, heap_class):
+    """The pending failure at ``t`` consumed and its unit replaced; returns its class, or -1 when the
+    failure heap was full (``K_OVERFLOW`` set)."""
+    failing = pending_class(k[K_SOURCE], heap_class)  # the failing unit's class, for its replacement
+    c, heap_size = consume_failure(
+        k[K_SOURCE],
+        t,
+        pools[0],
+        pools[1],
+        pools[2],
+        heap_time,
+        heap_class,
+        k[K_HEAP_SIZE],
+        fc.shape,
+        fc.scale_s,
+        fc.start,
+        fc.age_s,
+        streams,
+        fc.bad_share[failing],
+        fc.bad_mean_s[failing],
+    )
+    if heap_size < 0:
+        k[K_OVERFLOW] = RUN_FAILURE_HEAP_FULL
+        return -1
+    k[K_HEAP_SIZE] = heap_size
+    return c
+
+
+@jit_inline
+def _restore_for(p, fc, c, x, k, pts, opening, from_memory):
+    """The restore a fail-stop failure of class ``c`` causes: the event's own when it opens the recovery
+    (``opening``, :func:`_interrupt`), else the fall-back to storage when it destroys the snapshot being
+    loaded. Returns whether the recovery loads from memory."""
+    if opening:
+        from_memory = _interrupt(p, fc.kind[c], fc.rollback_checkpoints[c], fc.memory_ok[c], x, k, pts)
+    elif from_memory and fc.memory_ok[c] == 0:
+        # The snapshot being restored is destroyed: fall back to storage.
+        _restore(p, x, k, pts, PT_DURABLE)
+        from_memory = False
+        k[K_MEMORY_RECOVERIES] -= 1
+    copy_point(pts, PT_MEMORY, PT_NOW)
+    # After a restore from storage no replica of the restored state exists yet.
+    if not from_memory:
+        k[K_MEMORY_VALID] = 0
+    return from_memory
+
+
+@jit_inline
+def _incident(fc, c, k, t, opening, from_memory, wait_until, kind, detect_end, ready_end, rec_stream):
+    """The load a failure of class ``c`` at ``t`` starts, and the incident training waits for: returns
+    the ``(kind, detection end, ready time)`` of the recovery under way after it."""
+    if from_memory:
+        k[K_MEMORY_LOADS] += 1
+    else:
+        k[K_STORAGE_LOADS] += 1
+    detect_new = t + fc.detect_s[c] if fc.kind[c] == KIND_HANG else t
+    ready_new = max(detect_new, wait_until) + _class_recovery_s(fc, c, rec_stream)
+    # The recovery already under way for a detected incident (a replacement, a decision, a
+    # person's time) goes on: training restarts after the later of the two, charged to its cause.
+    if opening or t < detect_end or ready_new >= ready_end:
+        return fc.kind[c], detect_new, ready_new
+    return kind, detect_end, ready_end
+
+
+@jit_inline
+def recover(p, fc, ws):
+    """Recovery, restarted by every fail-stop failure that strikes during it, in the workspace ``ws``.
 
     A hang or an instability needs a running job: one that falls in a recovery is dropped (its
     unit renews; it is not counted). Stops early with ``K_OVERFLOW`` set when a heap is full.
     """
+    x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
+    rec_stream = run_streams[3]
     from_memory = False
     first = True
     wait_until = x[X_T]
@@ -267,64 +319,26 @@ def recover(
     restart_end = x[X_T]  # the restart's parts end here; the load follows
     while True:
         t = x[X_T]
-        # The failing unit's class, for its replacement.
-        failing = pending_class(k[K_SOURCE], heap_class)
-        c, heap_size = consume_failure(
-            k[K_SOURCE],
-            t,
-            pool_left,
-            pool_hazard,
-            pool_next,
-            heap_time,
-            heap_class,
-            k[K_HEAP_SIZE],
-            fc.shape,
-            fc.scale_s,
-            fc.start,
-            fc.age_s,
-            streams,
-            fc.bad_share[failing],
-            fc.bad_mean_s[failing],
-        )
-        if heap_size < 0:
-            k[K_OVERFLOW] = RUN_FAILURE_HEAP_FULL
+        c = _consume_failure(fc, k, t, streams, pools, heap_time, heap_class)
+        if c < 0:
             return
-        k[K_HEAP_SIZE] = heap_size
         if not first and fc.kind[c] != KIND_FAIL_STOP:
             k[K_DROPPED] += 1
         else:
             k[K_FAILURES] += 1
-            opening = first
-            if first:
-                from_memory = _interrupt(p, fc.kind[c], fc.rollback_checkpoints[c], fc.memory_ok[c], x, k, pts)
-                first = False
-            elif from_memory and fc.memory_ok[c] == 0:
-                # The snapshot being restored is destroyed: fall back to storage.
-                _restore(p, x, k, pts, PT_DURABLE)
-                from_memory = False
-                k[K_MEMORY_RECOVERIES] -= 1
-            copy_point(pts, PT_MEMORY, PT_NOW)
-            # After a restore from storage no replica of the restored state exists yet.
-            if not from_memory:
-                k[K_MEMORY_VALID] = 0
+            from_memory = _restore_for(p, fc, c, x, k, pts, first, from_memory)
             if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
                 wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream)
                 if k[K_OVERFLOW] != RUN_DONE:
                     return
             load = p.load_memory_s if from_memory else p.load_s
-            if from_memory:
-                k[K_MEMORY_LOADS] += 1
-            else:
-                k[K_STORAGE_LOADS] += 1
-            detect_new = t + fc.detect_s[c] if fc.kind[c] == KIND_HANG else t
-            ready_new = max(detect_new, wait_until) + _class_recovery_s(fc, c, rec_stream)
-            # The recovery already under way for a detected incident (a replacement, a decision, a
-            # person's time) goes on: training restarts after the later of the two, charged to its cause.
-            if opening or t < detect_end or ready_new >= ready_end:
-                kind, detect_end, ready_end = fc.kind[c], detect_new, ready_new
+            kind, detect_end, ready_end = _incident(
+                fc, c, k, t, first, from_memory, wait_until, kind, detect_end, ready_end, rec_stream
+            )
+            first = False
             restart_end = ready_end + p.restart_s
             recovery_end = restart_end + load
-        fail_t, source = next_failure(pool_next, heap_time, heap_size)
+        fail_t, source = next_failure(pools[2], heap_time, k[K_HEAP_SIZE])
         x[X_FAIL_T] = fail_t
         k[K_SOURCE] = source
         stop = min(recovery_end, fail_t, p.max_wall_s)
