@@ -17,6 +17,8 @@ from scipy import special
 
 from mcsim.kernels import gamma
 
+pytestmark = pytest.mark.plain_python  # also run with the kernels as plain Python (CI, for coverage)
+
 RTOL = 1e-12
 SHAPES_A = 1.0 / np.geomspace(0.05, 20.0, 25)  # a = 1/k for the schema's k range
 

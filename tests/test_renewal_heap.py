@@ -1,10 +1,12 @@
 """The renewal heap of replaced units (mcsim/kernels/renewal.py) and the run's workspace: order, a
-full heap, and runs that outgrow their first arrays (issue 26: the run loop allocates nothing)."""
+full heap, and runs that outgrow their first arrays (the run loop allocates nothing: the entry point
+grows them and runs the run again)."""
 
 from __future__ import annotations
 
 import naive_run
 import numpy as np
+import pytest
 from conftest import failure_classes, kernel_params
 
 from mcsim.kernels import interface as mc
@@ -12,6 +14,7 @@ from mcsim.kernels import workspace
 from mcsim.kernels.renewal import heap_pop, heap_push
 
 
+@pytest.mark.plain_python
 def test_heap_pops_in_time_order_and_refuses_a_push_when_full():
     # 300 pushes into arrays of capacity 4: a push into a full heap returns -1 and changes nothing;
     # the caller then copies the entries into arrays twice as long (as the kernel's entry point grows

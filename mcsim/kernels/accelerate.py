@@ -62,6 +62,10 @@ _COMMON: dict[str, Any] = dict(nopython=True, nogil=True, fastmath=False, error_
 # ... and for the run loop: without Numba's reference counting (jit_unmanaged).
 _UNMANAGED: dict[str, Any] = dict(_COMMON, _nrt=False)
 _KERNEL_FOLDER = Path(__file__).resolve().parent
+# NUMBA_DISABLE_JIT=1: Numba's decorators return the plain Python functions, which run as they are (the
+# kernels' coverage is measured so). numba.config sets its settings at import, from a function into
+# globals(): invisible to mypy.
+JIT_DISABLED = bool(numba.config.DISABLE_JIT)  # type: ignore[attr-defined]
 
 
 def kernel_source_hash(folder: Path = _KERNEL_FOLDER) -> str:
@@ -191,8 +195,14 @@ if CACHE_FOLDER is None:
 
 
 def _with_cache(dispatcher):
-    """``dispatcher`` caching its compiled code as :data:`CACHE_MODE` says (see the module docstring)."""
+    """``dispatcher`` caching its compiled code as :data:`CACHE_MODE` says (see the module docstring).
+
+    Under ``NUMBA_DISABLE_JIT=1`` Numba's decorators return the plain Python function, which is
+    returned as it is: nothing is compiled, so nothing is cached.
+    """
     global CACHE_MODE
+    if JIT_DISABLED:
+        return dispatcher
     if CACHE_MODE == "mcsim" and _FUNCTION_CACHE is not None:
         try:
             dispatcher._cache = _FUNCTION_CACHE(dispatcher.py_func)

@@ -214,8 +214,10 @@ def keep_block_share(p, x, pts, active):
     there costs speed was not settled: the one measurement that said so came from the first process
     after a compile)."""
     block, t0, dt, total = x[X_CUT_BLOCK], x[X_CUT_START], x[X_CUT_DT], x[X_CUT_TOTAL]
+    if block == 0.0:  # no fast block was cut (dt is 0 then: the share below would be NaN)
+        return
     kept = math.floor(block * (x[X_T] - t0) / dt)
-    if block == 0.0 or kept <= 0.0:
+    if kept <= 0.0:
         return
     c, job, comm = iteration_terms(x)
     share = kept / block

@@ -22,7 +22,7 @@ why the kernels live inside the package):
 
 from __future__ import annotations
 
-from .accelerate import COMPILE_SECONDS, cached
+from .accelerate import COMPILE_SECONDS, JIT_DISABLED, cached
 from .accounting import ACCOUNTED, ENERGY_PARTS, N_ACCOUNTED, PARAMS, account_runs
 from .declarations import (  # the declarations, re-exported whole
     KIND_FAIL_STOP,
@@ -90,7 +90,7 @@ def compiled(table: bool = False) -> bool | None:
     :data:`COMPILE_SECONDS` seconds.
     """
     dispatcher = simulate_runs_table if table else simulate_runs
-    if dispatcher.signatures:  # compiled (or loaded) in this process already
+    if JIT_DISABLED or dispatcher.signatures:  # plain Python, or compiled (or loaded) already
         return True
     return cached(dispatcher)
 
