@@ -1,4 +1,4 @@
-"""The per-run outputs as NumPy computed them before issue 26 (one operation over the runs at a time):
+"""The per-run outputs as NumPy computed them before the compiled pass (one operation over the runs at a time):
 the slow twin of :func:`mcsim.kernels.accounting.account_runs`, compared with it output by output and bit
 for bit in ``tests/test_accounting.py``.
 

@@ -5,7 +5,7 @@ randomness), not from the kernel's code: named state, one function per event
 (a stretch of training, a checkpoint, a failure and its recovery, a restart),
 and plain loops. It draws from the same random streams as the kernel, so the
 two must agree run for run (``tests/test_twin.py``); it is the reference the
-kernel is refactored against (issue 12).
+kernel is refactored against.
 
 Random streams of run ``r`` (docs/model.md §6), each a xoshiro256** generator
 seeded from ``(seed, r, stream)`` (``naive.seed_state``):
@@ -63,7 +63,7 @@ numbers and must change it here too:
   says so.
 
 Training phases and the throughput degradation (docs/model.md §4; the twin is written from
-their specification, issue 25 item 4):
+their specification, not from the kernel):
 
 * phases: a table of rows (start iteration, compute s, comm s); the phase of the run is the
   last row whose start is at most the iterations done, read afresh at the top of every pass

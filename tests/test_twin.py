@@ -254,7 +254,7 @@ def _cases() -> list[Case]:
     return cases
 
 
-# Training phases and the throughput degradation (docs/model.md §4, issue 25 item 4). Three phases of
+# Training phases and the throughput degradation (docs/model.md §4). Three phases of
 # other iteration times on 400 iterations: the first ends off the checkpoint grid (130), the second on it
 # (240, a multiple of the interval); checkpoints every 60 iterations (in_memory persists every 3rd),
 # long against a phase, so that failures roll back across phase ends.

@@ -2,11 +2,12 @@
 
 Every kernel is compiled through :func:`jit` (serial functions that may allocate: the
 entry points ``simulate_runs`` and ``simulate_runs_table``;
-:func:`mcsim.engine.tasks.run_kernel` splits runs over threads), :func:`jit_unmanaged`
+:func:`mcsim.engine.threads.run_kernel` splits runs over threads), :func:`jit_unmanaged`
 (the run loop and its helpers: no reference counting, no allocation) or
 :func:`jit_inline` (small helpers inlined into their callers);
-:func:`jit_parallel` (a ``prange`` entry point) is kept for the frozen pre-issue-12
-kernel in ``benchmarks/``. The options below are the only ones in the code base:
+:func:`jit_parallel` (a ``prange`` entry point) is kept for the frozen copy of the run loop
+as it was before it became a loop of events (``benchmarks/baseline_kernel.py``). The options
+below are the only ones in the code base:
 
 - ``nopython``: kernels never fall back to Python objects.
 - ``nogil``: a caller's threads (e.g. dask workers) can run kernels concurrently.
@@ -217,7 +218,8 @@ def _with_cache(dispatcher):
 # Compiling the run kernel (first call, empty cache): 16.0-16.6 s wall, 15.1-15.5 s CPU for a
 # whole first `mcsim run` on a quiet 2-core machine, of which ~14 s compiling (README, "Speed",
 # measured by benchmarks/bench_startup.py). On the same 2 cores shared with other work (load
-# ~13), a cold first simulate() took 128 s CPU and 453 s wall (measured once for issue 22).
+# ~13), a cold first simulate() took 128 s CPU and 453 s wall (measured once, to size the progress
+# message that announces a compile).
 COMPILE_SECONDS = 15.0
 
 
@@ -243,7 +245,7 @@ def jit(func):
 
 
 def jit_unmanaged(func):
-    """Compile a kernel helper without Numba's reference counting (``_nrt=False``, issue 26).
+    """Compile a kernel helper without Numba's reference counting (``_nrt=False``).
 
     For the run loop and everything it calls: it takes its arrays from the caller and never
     allocates, so no array it touches is reference-counted. Numba's counting (an atomic

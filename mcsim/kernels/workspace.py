@@ -56,8 +56,8 @@ X_ATTEMPT_START = 29  # the current attempt (since the start or the last restart
 X_LOADING = 30  # time reading the state back (loads, those cut short included), s
 N_X = 31
 # After the N_X slots, x holds the run's phase table, row j at N_X + N_PH j (K_PHASES rows): read by the
-# events that need it without passing another array to them (each array argument costs reference
-# counting, issue 26).
+# events that need it without passing another array to them (an array argument is reference-counted
+# in managed code, and one more argument to every event).
 # Integer scalars (``k``).
 K_FAILURES = 0
 K_CHECKPOINTS = 1
