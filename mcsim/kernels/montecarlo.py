@@ -36,20 +36,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import declarations as decl
 from .accelerate import jit, jit_inline, jit_unmanaged
 from .blocks import BLOCK_CUT, BLOCK_DONE, BLOCK_INTERRUPTED, advance_block, advance_stretch, keep_block_share
 from .checkpoints import checkpoint
 from .conditions import conditions_now, start_conditions
-from .declarations import (
-    KIND_PLANNED,
-    STREAM_EPISODE,
-    STREAM_FIRST_FAILURE_CLASS,
-    STREAM_ITERATION,
-    STREAM_JOB,
-    STREAM_RECOVERY,
-    FailureClasses,
-    RunParams,
-)
 from .recovery import fail, next_kind, recover, restart
 from .renewal import init_failures, next_failure
 from .rng import seed_stream
@@ -99,7 +90,8 @@ def _run_over(p, x, k, pts):
 # Compiled on its own, not inlined into simulate_runs: one call per run costs nothing
 # measurable, and inlining the whole run loop (with the events it inlines) into the
 # entry point made the first compile about 2.6x longer (docs/model.md §4 "Compile time").
-# Unmanaged (no reference counting, issue 26): every array comes from the caller's workspace.
+# Unmanaged (no reference counting: it was most of fast mode's time): every array comes from the
+# caller's workspace.
 @jit_unmanaged
 def _simulate_run(p, fc, phases, seed, run, row, ws):
     """Run ``run`` of the configuration into ``row``, in the workspace ``ws``
@@ -111,7 +103,7 @@ def _simulate_run(p, fc, phases, seed, run, row, ws):
     _start_run(p, fc, phases, seed, run, ws)
     it_stream, job_stream, ep_stream = run_streams[0], run_streams[1], run_streams[2]
     has_phases = phases.shape[0] > 0
-    has_planned = _has_kind(fc, KIND_PLANNED)  # read once: the loop asks the next kind only when it may matter
+    has_planned = _has_kind(fc, decl.KIND_PLANNED)  # read once: the loop asks the next kind only when it may matter
 
     while True:
         horizon = min(x[X_FAIL_T], p.max_wall_s)
@@ -128,7 +120,7 @@ def _simulate_run(p, fc, phases, seed, run, row, ws):
                 continue
         if horizon < x[X_FAIL_T]:
             break  # censored at max_wall_s
-        if has_planned and status == BLOCK_INTERRUPTED and next_kind(fc, k, heap_class) == KIND_PLANNED:
+        if has_planned and status == BLOCK_INTERRUPTED and next_kind(fc, k, heap_class) == decl.KIND_PLANNED:
             keep_block_share(p, x, pts, active)
         fail(x, k, pts)
         recover(p, fc, ws)
@@ -146,8 +138,8 @@ def _start_run(p, fc, phases, seed, run, ws):
     failure."""
     x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
     for c in range(fc.units.shape[0]):
-        seed_stream(streams[c], seed, run, STREAM_FIRST_FAILURE_CLASS + c)
-    for i, stream in enumerate((STREAM_ITERATION, STREAM_JOB, STREAM_EPISODE, STREAM_RECOVERY)):
+        seed_stream(streams[c], seed, run, decl.STREAM_FIRST_FAILURE_CLASS + c)
+    for i, stream in enumerate((decl.STREAM_ITERATION, decl.STREAM_JOB, decl.STREAM_EPISODE, decl.STREAM_RECOVERY)):
         seed_stream(run_streams[i], seed, run, stream)
     init_failures(fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams, pools[0], pools[1], pools[2])
     clear_state(x, k, pts)
@@ -182,7 +174,7 @@ def _run_growing(p, fc, phases, seed, run, row, ws):
 @jit_inline
 def _row_params(t, j):
     """Parameter set ``j`` of the table ``t`` (a RunParams of arrays) as a RunParams of scalars."""
-    return RunParams(
+    return decl.RunParams(
         t.iterations[j],
         t.compute_time_s[j],
         t.comm_time_s[j],
@@ -228,7 +220,7 @@ def _row_params(t, j):
 @jit_inline
 def _row_classes(c, j):
     """Parameter set ``j`` of the failure-class table ``c`` (2-D: set x class) as FailureClasses."""
-    return FailureClasses(
+    return decl.FailureClasses(
         c.units[j],
         c.shape[j],
         c.scale_s[j],
@@ -256,7 +248,7 @@ def _row_classes(c, j):
 def simulate_runs_table(table, classes, phases, row_param, row_stream_run, seed, out):
     """Simulate one run per output row, each with its own parameter set and random streams, in this thread.
 
-    Serial and ``nogil`` like :func:`simulate_runs`: :func:`mcsim.engine.tasks.run_kernel` runs
+    Serial and ``nogil`` like :func:`simulate_runs`: :func:`mcsim.engine.threads.run_kernel` runs
     slices of the rows on several threads at once (each row depends only on its own
     parameter set and stream index, so the split never changes a result).
 
@@ -295,7 +287,7 @@ def simulate_runs_table(table, classes, phases, row_param, row_stream_run, seed,
 def simulate_runs(p, fc, phases, seed, first_run, out):
     """Simulate runs ``first_run .. first_run + out.shape[0] - 1`` of one configuration, in this thread.
 
-    It holds no GIL (``nogil``): :func:`mcsim.engine.tasks.run_kernel` runs slices of the runs
+    It holds no GIL (``nogil``): :func:`mcsim.engine.threads.run_kernel` runs slices of the runs
     on several threads at once. Each run depends only on its index, so the split never
     changes a result.
 
