@@ -17,7 +17,9 @@ why the kernels live inside the package):
   :func:`simulate_runs_table` (one run per row of a parameter table), from
   :mod:`mcsim.kernels.montecarlo`. Importing them compiles nothing: Numba compiles (or
   loads from its cache) at the first call; :func:`compiled` says which it will be, and
-  :data:`COMPILE_SECONDS` how long compiling takes.
+  :data:`COMPILE_SECONDS` how long compiling takes. Under ``NUMBA_DISABLE_JIT=1`` they run as
+  plain Python, about 1000 times slower, with the same results bit for bit
+  (``tests/test_plain_python.py``).
 """
 
 from __future__ import annotations
