@@ -155,7 +155,7 @@ def checkpoint(p, x, k, pts, horizon):
 @jit_inline
 def _stretch_point(pts, dst, j, n, t0, t_of_n_frac, stall_and_wait_s):
     """Progress point after ``j`` of the ``n`` cycles of a stretch, by interpolation (never reached
-    by a failure: see :func:`advance_stretch`); returns its time."""
+    by a failure: see :func:`mcsim.kernels.blocks.advance_stretch`); returns its time."""
     share = j / n
     for col in range(N_P):
         pts[dst, col] = pts[PT_STRETCH_START, col] + share * (pts[PT_NOW, col] - pts[PT_STRETCH_START, col])

@@ -257,11 +257,11 @@ def simulate_runs_table(table, classes, phases, row_param, row_stream_run, seed,
     table : RunParams of arrays
         Every field an array over the parameter sets (e.g. the parameter draws of one
         configuration): int64, float64 or bool as the field's scalar type
-        (:func:`params_table`).
+        (:func:`~mcsim.kernels.declarations.params_table`).
     classes : FailureClasses of 2-D arrays
-        Per parameter set (rows) and failure class (columns) (:func:`classes_table`).
+        Per parameter set (rows) and failure class (columns) (:func:`~mcsim.kernels.declarations.classes_table`).
     phases : float64[n_sets, n_phases, N_PH]
-        Per parameter set, its phase table (:func:`phases_table`; no rows: one phase).
+        Per parameter set, its phase table (:func:`~mcsim.kernels.declarations.phases_table`; no rows: one phase).
     row_param : int64[n_rows]
         Parameter set of each output row.
     row_stream_run : int64[n_rows]
@@ -299,7 +299,7 @@ def simulate_runs(p, fc, phases, seed, first_run, out):
         Per-class arrays of the failure processes.
     phases : float64[n_phases, N_PH]
         The training phases, one row each (``PH_*`` columns; no rows: one phase with ``p``'s
-        iteration times; :func:`no_phases`).
+        iteration times; :func:`~mcsim.kernels.declarations.no_phases`).
     seed : int
         Scenario seed; with the run index it names every random stream.
     first_run : int
