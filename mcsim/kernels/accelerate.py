@@ -58,6 +58,13 @@ from typing import Any
 
 import numba
 
+try:  # Numba's private caching classes, which _kernel_function_cache extends
+    from numba.core import caching
+
+    _NUMBA_CACHING = True
+except ImportError:  # pragma: no cover (every supported Numba has the module)
+    _NUMBA_CACHING = False
+
 # Any: numba.jit's stubs type each option; a dict of mixed values matches none of its overloads.
 _COMMON: dict[str, Any] = dict(nopython=True, nogil=True, fastmath=False, error_model="numpy")
 # ... and for the run loop: without Numba's reference counting (jit_unmanaged).
@@ -144,8 +151,9 @@ if CACHE_FOLDER is not None and not _usable(CACHE_FOLDER):
 def _kernel_function_cache() -> type | None:
     """Numba's ``FunctionCache`` with mcsim's locator (:data:`CACHE_FOLDER`, :data:`SOURCE_HASH`), or
     None when ``numba.core.caching`` no longer has the classes it extends."""
+    if not _NUMBA_CACHING:
+        return None
     try:
-        from numba.core import caching
 
         class KernelCacheLocator(caching._CacheLocator):
             """Numba cache locator: :data:`CACHE_FOLDER`, stamped by :data:`SOURCE_HASH`."""
@@ -176,7 +184,7 @@ def _kernel_function_cache() -> type | None:
         class KernelFunctionCache(caching.FunctionCache):
             _impl_class = KernelCacheImpl
 
-    except (ImportError, AttributeError, TypeError):
+    except (AttributeError, TypeError):
         return None
     return KernelFunctionCache
 
