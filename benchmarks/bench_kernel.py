@@ -36,7 +36,7 @@ import numpy as np
 
 import mcsim
 from mcsim.engine.threads import run_kernel
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.checkpointing import checkpoint_plan
 from mcsim.model.preparation import KernelInputs, run_params
 from mcsim.model.workload import workload

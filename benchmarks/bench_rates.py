@@ -19,7 +19,7 @@ import numba
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_kernel import SMALL_CLUSTER, _params, _rate  # noqa: E402
 
-from mcsim.kernels import types as mc  # noqa: E402
+from mcsim.kernels import interface as mc  # noqa: E402
 
 CASES = (
     ("fast, 16,384 GPUs, sync", ["checkpoint.strategy=sync"], "fast", 600),

@@ -56,7 +56,7 @@ import numpy as np
 
 import mcsim
 from mcsim.engine.simulate import simulate_config
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.kernels.normal import max_lognormal_factor
 from mcsim.kernels.renewal import consume_failure, init_failures, next_failure
 from mcsim.kernels.rng import seed_stream, uniform

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
 from mcsim.scenario.config import dumps_toml
 

@@ -141,7 +141,8 @@ def daly_interval_ref(c: float, m: float) -> float:
 def simulate_run(params, classes, seed: int, run: int, phases=None) -> list[float]:
     """One run of docs/model.md §4 in plain Python, drawing the kernel's random streams.
 
-    The slow twin of ``mcsim.kernels.montecarlo.simulate_runs`` (issue 12): ``params`` is
+    The slow twin of ``mcsim.kernels.montecarlo.simulate_runs`` (the reference its rewrite as a loop
+    of events was checked against): ``params`` is
     a ``RunParams``, ``classes`` a ``FailureClasses``; returns the run's ``N_OUT``
     outputs in the kernel's column order. Written out in ``tests/naive_run.py``. ``phases``:
     the phase table (rows: start iteration, compute s, comm s; None: one phase).

@@ -1,4 +1,4 @@
-"""The per-run outputs as NumPy computed them before issue 26 (one operation over the runs at a time):
+"""The per-run outputs as NumPy computed them before the compiled pass (one operation over the runs at a time):
 the slow twin of :func:`mcsim.kernels.accounting.account_runs`, compared with it output by output and bit
 for bit in ``tests/kernels/test_accounting.py``.
 
@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 
 from mcsim.io.variables import PER_RUN
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.energy import (
     BITS_PER_BYTE,
@@ -44,7 +44,7 @@ def run_energy_j(
 ) -> dict[str, np.ndarray]:
     """Energy of each run by component, J; facility level except ``gpu`` (IT).
 
-    ``out`` is the kernel's per-run matrix (columns ``mcsim.kernels.types.OUT_*``).
+    ``out`` is the kernel's per-run matrix (columns ``mcsim.kernels.interface.OUT_*``).
     """
     gpus, pue = cfg.parallelism.gpus, cfg.energy.pue
     net = cfg.network

@@ -5,7 +5,7 @@ randomness), not from the kernel's code: named state, one function per event
 (a stretch of training, a checkpoint, a failure and its recovery, a restart),
 and plain loops. It draws from the same random streams as the kernel, so the
 two must agree run for run (``tests/kernels/test_twin_exact.py``); it is the reference the
-kernel is refactored against (issue 12).
+kernel is refactored against.
 
 Random streams of run ``r`` (docs/model.md §6), each a xoshiro256** generator
 seeded from ``(seed, r, stream)`` (``naive.seed_state``):
@@ -63,7 +63,7 @@ numbers and must change it here too:
   says so.
 
 Training phases and the throughput degradation (docs/model.md §4; the twin is written from
-their specification, issue 25 item 4):
+their specification, not from the kernel):
 
 * phases: a table of rows (start iteration, compute s, comm s); the phase of the run is the
   last row whose start is at most the iterations done, read afresh at the top of every pass
@@ -97,7 +97,7 @@ FAIL_STOP, HANG, INSTABILITY, PLANNED = 0, 1, 2, 3  # the kernel's codes of the 
 SYNC, ASYNC, IN_MEMORY = 0, 1, 2  # the kernel's strategy codes (gockpt runs as async)
 START_NEW, START_STATIONARY, START_AGED = 0, 1, 2  # the kernel's start-state codes (FailureClasses.start)
 
-# The output of one run, in the kernel's column order (mcsim/kernels/montecarlo.py OUT_*).
+# The output of one run, in the kernel's column order (mcsim/kernels/declarations.py OUT_*).
 OUTPUT_NAMES = (
     "wall_s",
     "failures",
@@ -992,7 +992,7 @@ class Run:
         for j in range(1, n + 1):
             if j < n:
                 share = j / n
-                # The kernel's interpolation (montecarlo._stretch_point), in its order.
+                # The kernel's interpolation (checkpoints._stretch_point), in its order.
                 s.t = t0 + share * blocks_s + j * plan.fixed_s
                 s.progress = interpolated_progress(start, end, share, start.iterations + j * plan.block_iterations)
             else:

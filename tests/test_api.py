@@ -272,7 +272,7 @@ def test_a_run_override_keeps_the_description(small_raw, tmp_path):
 
 def test_kernel_cache_state_is_read_not_guessed(small_raw, monkeypatch):
     from mcsim.kernels import accelerate
-    from mcsim.kernels import types as kernel
+    from mcsim.kernels import interface as kernel
 
     mcsim.simulate(scenario_from_dict(small_raw | {"run": small_raw["run"] | {"runs": 2}}), progress=False)
     assert kernel.compiled() is True
@@ -286,7 +286,7 @@ def test_kernel_cache_state_is_read_not_guessed(small_raw, monkeypatch):
 
 
 def test_cold_cache_says_compiling_instead_of_a_frozen_bar(small_raw, monkeypatch):
-    from mcsim.kernels import types as kernel
+    from mcsim.kernels import interface as kernel
 
     monkeypatch.setattr(kernel, "compiled", lambda table=False: False)
     messages: list[str] = []

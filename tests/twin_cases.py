@@ -10,7 +10,7 @@ import naive_run
 import numpy as np
 from builders import SMALL_SCENARIO, failure_classes, kernel_params
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.stragglers import factor_law
 from mcsim.scenario.config import scenario_from_dict
 
@@ -239,7 +239,7 @@ def _cases() -> list[Case]:
     return cases
 
 
-# Training phases and the throughput degradation (docs/model.md §4, issue 25 item 4). Three phases of
+# Training phases and the throughput degradation (docs/model.md §4). Three phases of
 # other iteration times on 400 iterations: the first ends off the checkpoint grid (130), the second on it
 # (240, a multiple of the interval); checkpoints every 60 iterations (in_memory persists every 3rd),
 # long against a phase, so that failures roll back across phase ends.

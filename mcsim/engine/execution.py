@@ -21,7 +21,7 @@ from mcsim._lazy import lazy_module
 from mcsim.engine.backends import Backend
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import Piece, Task
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 
 if TYPE_CHECKING:
     from tqdm import auto as _tqdm_auto

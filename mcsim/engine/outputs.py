@@ -14,7 +14,7 @@ import numpy as np
 
 from mcsim.io.pages import ordinary_pages
 from mcsim.io.variables import PER_CONFIG, PER_RUN
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.preparation import Prepared
 from mcsim.model.run_outputs import account_runs_into, configuration_outputs
 

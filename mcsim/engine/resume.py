@@ -37,7 +37,7 @@ from mcsim._version import RESULT_LIBRARIES, RESULT_PACKAGES, library_versions, 
 from mcsim.engine.tasks import Task
 from mcsim.errors import PieceWriteError  # noqa: F401  (raised here; public from this module too)
 from mcsim.io.atomic import atomic_open, sidecar
-from mcsim.kernels.types import N_OUT
+from mcsim.kernels.interface import N_OUT
 from mcsim.scenario.config import Scenario
 
 PIECE_FORMAT = "mcsim-piece-1"

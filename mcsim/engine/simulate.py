@@ -35,7 +35,7 @@ from mcsim.engine.outputs import OutputArrays
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS, placements, plan_sweep_tasks, plan_tasks
 from mcsim.engine.threads import run_kernel
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.preparation import KernelInputs, Prepared, kernel_inputs, prepare_draws
 from mcsim.model.run_estimate import time_estimate

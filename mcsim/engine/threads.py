@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from mcsim.engine.tasks import OPTIMIZE_SEED_OFFSET, Task
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 
 if TYPE_CHECKING:
     from mcsim.model.preparation import RowSimulator

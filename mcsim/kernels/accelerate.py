@@ -2,11 +2,12 @@
 
 Every kernel is compiled through :func:`jit` (serial functions that may allocate: the
 entry points ``simulate_runs`` and ``simulate_runs_table``;
-:func:`mcsim.engine.tasks.run_kernel` splits runs over threads), :func:`jit_unmanaged`
+:func:`mcsim.engine.threads.run_kernel` splits runs over threads), :func:`jit_unmanaged`
 (the run loop and its helpers: no reference counting, no allocation) or
 :func:`jit_inline` (small helpers inlined into their callers);
-:func:`jit_parallel` (a ``prange`` entry point) is kept for the frozen pre-issue-12
-kernel in ``benchmarks/``. The options below are the only ones in the code base:
+:func:`jit_parallel` (a ``prange`` entry point) is kept for the frozen copy of the run loop
+as it was before it became a loop of events (``benchmarks/baseline_kernel.py``). The options
+below are the only ones in the code base:
 
 - ``nopython``: kernels never fall back to Python objects.
 - ``nogil``: a caller's threads (e.g. dask workers) can run kernels concurrently.
@@ -57,11 +58,22 @@ from typing import Any
 
 import numba
 
+try:  # Numba's private caching classes, which _kernel_function_cache extends
+    from numba.core import caching
+
+    _NUMBA_CACHING = True
+except ImportError:  # pragma: no cover (every supported Numba has the module)
+    _NUMBA_CACHING = False
+
 # Any: numba.jit's stubs type each option; a dict of mixed values matches none of its overloads.
 _COMMON: dict[str, Any] = dict(nopython=True, nogil=True, fastmath=False, error_model="numpy")
 # ... and for the run loop: without Numba's reference counting (jit_unmanaged).
 _UNMANAGED: dict[str, Any] = dict(_COMMON, _nrt=False)
 _KERNEL_FOLDER = Path(__file__).resolve().parent
+# NUMBA_DISABLE_JIT=1: Numba's decorators return the plain Python functions, which run as they are (the
+# kernels' coverage is measured so). numba.config sets its settings at import, from a function into
+# globals(): invisible to mypy.
+JIT_DISABLED = bool(numba.config.DISABLE_JIT)  # type: ignore[attr-defined]
 
 
 def kernel_source_hash(folder: Path = _KERNEL_FOLDER) -> str:
@@ -139,8 +151,9 @@ if CACHE_FOLDER is not None and not _usable(CACHE_FOLDER):
 def _kernel_function_cache() -> type | None:
     """Numba's ``FunctionCache`` with mcsim's locator (:data:`CACHE_FOLDER`, :data:`SOURCE_HASH`), or
     None when ``numba.core.caching`` no longer has the classes it extends."""
+    if not _NUMBA_CACHING:
+        return None
     try:
-        from numba.core import caching
 
         class KernelCacheLocator(caching._CacheLocator):
             """Numba cache locator: :data:`CACHE_FOLDER`, stamped by :data:`SOURCE_HASH`."""
@@ -171,7 +184,7 @@ def _kernel_function_cache() -> type | None:
         class KernelFunctionCache(caching.FunctionCache):
             _impl_class = KernelCacheImpl
 
-    except (ImportError, AttributeError, TypeError):
+    except (AttributeError, TypeError):
         return None
     return KernelFunctionCache
 
@@ -191,8 +204,14 @@ if CACHE_FOLDER is None:
 
 
 def _with_cache(dispatcher):
-    """``dispatcher`` caching its compiled code as :data:`CACHE_MODE` says (see the module docstring)."""
+    """``dispatcher`` caching its compiled code as :data:`CACHE_MODE` says (see the module docstring).
+
+    Under ``NUMBA_DISABLE_JIT=1`` Numba's decorators return the plain Python function, which is
+    returned as it is: nothing is compiled, so nothing is cached.
+    """
     global CACHE_MODE
+    if JIT_DISABLED:
+        return dispatcher
     if CACHE_MODE == "mcsim" and _FUNCTION_CACHE is not None:
         try:
             dispatcher._cache = _FUNCTION_CACHE(dispatcher.py_func)
@@ -207,7 +226,8 @@ def _with_cache(dispatcher):
 # Compiling the run kernel (first call, empty cache): 16.0-16.6 s wall, 15.1-15.5 s CPU for a
 # whole first `mcsim run` on a quiet 2-core machine, of which ~14 s compiling (README, "Speed",
 # measured by benchmarks/bench_startup.py). On the same 2 cores shared with other work (load
-# ~13), a cold first simulate() took 128 s CPU and 453 s wall (measured once for issue 22).
+# ~13), a cold first simulate() took 128 s CPU and 453 s wall (measured once, to size the progress
+# message that announces a compile).
 COMPILE_SECONDS = 15.0
 
 
@@ -233,7 +253,7 @@ def jit(func):
 
 
 def jit_unmanaged(func):
-    """Compile a kernel helper without Numba's reference counting (``_nrt=False``, issue 26).
+    """Compile a kernel helper without Numba's reference counting (``_nrt=False``).
 
     For the run loop and everything it calls: it takes its arrays from the caller and never
     allocates, so no array it touches is reference-counted. Numba's counting (an atomic

@@ -2,11 +2,12 @@
 
 One compiled pass over a configuration's kernel rows writes every floating-point per-run output
 (docs/model.md §5, §11) into rows of the caller's array, in the order of :data:`ACCOUNTED`:
-``mcsim.engine.outputs`` gives it the configuration's scalars (:data:`N_PARAMS` slots ``A_*``,
+``mcsim.engine.outputs`` gives it the configuration's scalars (:data:`N_PARAMS` slots, :data:`SLOT` by name,
 built by :func:`mcsim.model.energy.accounting_parameters`) and the sweep's output arrays, so the
 outputs are computed where they are stored, with no temporary arrays. Computed in NumPy, one
 operation over the runs at a time, the same outputs cost 0.1 ms a configuration, a quarter of a
-480-configuration sweep's CPU around its kernel (issue 26 item 4).
+480-configuration sweep's CPU around its kernel, when the sweep's overhead around the kernel was
+cut.
 
 Every expression is evaluated as the NumPy formulation it replaced did, operation by operation
 and in the same order (a product of scalars first where NumPy formed it first), so the outputs are
@@ -30,96 +31,50 @@ iterations (``compute_s + straggler_s``), ``E`` its part in slow-node episodes (
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from . import declarations as decl
 from .accelerate import jit, jit_inline
-from .declarations import (
-    OUT_CHECKPOINT_S,
-    OUT_CHECKPOINTS,
-    OUT_COMPLETED,
-    OUT_EPISODE_PHASE_S,
-    OUT_EXECUTED_ITERATIONS,
-    OUT_FAILURES,
-    OUT_HANG_DETECTION_S,
-    OUT_HANG_S,
-    OUT_HANGS,
-    OUT_INSTABILITIES,
-    OUT_INSTABILITY_S,
-    OUT_LOAD_S,
-    OUT_LOST_S,
-    OUT_MEMORY_LOADS,
-    OUT_MEMORY_RECOVERIES,
-    OUT_PLANNED_S,
-    OUT_PLANNED_STOPS,
-    OUT_RECOVERY_S,
-    OUT_RESTART_S,
-    OUT_SPARE_WAIT_S,
-    OUT_STORAGE_LOADS,
-    OUT_STORAGE_WRITES,
-    OUT_STRAGGLER_PERSISTENT_S,
-    OUT_STRAGGLER_S,
-    OUT_STRAGGLER_TRANSIENT_S,
-    OUT_WALL_S,
-)
+
 
 # --- A configuration's scalars: the parameter vector's slots, by name -----------------------------
 # A caller fills the vector by these names (mcsim.model.energy.accounting_parameters).
-PARAMS = (
-    "gpus",  # G, GPUs (as a float)
-    "nodes",  # nodes
-    "pue",
-    "busy_w",  # per-GPU power computing, W
-    "wait_w",  # ... waiting at a barrier or exchanging data, W
-    "idle_w",  # ... allocated and idle, W
-    "checkpoint_w",  # ... stalled for a checkpoint or restarting, W
-    "busy_share",  # b: share of the compute phase computing, outside episodes
-    "busy_share_episode",  # b_ep: ... in a slow-node episode
-    "iteration_w",  # mean per-GPU power over an executed iteration (rolled-back time), W
-    "storage_j",  # one copy of the checkpoint written to or read from storage, J
-    "peer_j",  # one copy of it sent to a peer node, J
-    "peer_copies",  # copies a snapshot sends to peers (in_memory), per checkpoint
-    "load_s",  # a full load from storage, s
-    "load_memory_s",  # a full load from a peer's memory, s
-    "bits_j",  # links' energy of one iteration, all GPUs, J
-    "node_w",  # per-node overhead power, W
-    "rental",  # 1: rented at gpu_hour_usd; 0: owned, amortised
-    "gpu_hour_usd",  # USD per GPU-hour (rental)
-    "capital_usd",  # GPUs' and nodes' capital cost (owned), USD
-    "amortization_h",  # amortisation period (owned), h
-    "usd_per_kwh",  # electricity price, USD/kWh
-    "grid_g_per_kwh",  # grid carbon intensity, g CO2e/kWh
-    "embodied_kg",  # embodied emissions of the GPUs held, kg CO2e (per GPU x G)
-    "lifetime_s",  # GPU lifetime over which embodied emissions are spread, s
-    "ideal_s",  # failure-free time of the whole job, s
-)
+class ParamSlots(NamedTuple):
+    """The slot of each scalar in a configuration's parameter vector, by its name (the fields' order)."""
+
+    gpus: int  # G, GPUs (as a float)
+    nodes: int  # nodes
+    pue: int
+    busy_w: int  # per-GPU power computing, W
+    wait_w: int  # ... waiting at a barrier or exchanging data, W
+    idle_w: int  # ... allocated and idle, W
+    checkpoint_w: int  # ... stalled for a checkpoint or restarting, W
+    busy_share: int  # b: share of the compute phase computing, outside episodes
+    busy_share_episode: int  # b_ep: ... in a slow-node episode
+    iteration_w: int  # mean per-GPU power over an executed iteration (rolled-back time), W
+    storage_j: int  # one copy of the checkpoint written to or read from storage, J
+    peer_j: int  # one copy of it sent to a peer node, J
+    peer_copies: int  # copies a snapshot sends to peers (in_memory), per checkpoint
+    load_s: int  # a full load from storage, s
+    load_memory_s: int  # a full load from a peer's memory, s
+    bits_j: int  # links' energy of one iteration, all GPUs, J
+    node_w: int  # per-node overhead power, W
+    rental: int  # 1: rented at gpu_hour_usd; 0: owned, amortised
+    gpu_hour_usd: int  # USD per GPU-hour (rental)
+    capital_usd: int  # GPUs' and nodes' capital cost (owned), USD
+    amortization_h: int  # amortisation period (owned), h
+    usd_per_kwh: int  # electricity price, USD/kWh
+    grid_g_per_kwh: int  # grid carbon intensity, g CO2e/kWh
+    embodied_kg: int  # embodied emissions of the GPUs held, kg CO2e (per GPU x G)
+    lifetime_s: int  # GPU lifetime over which embodied emissions are spread, s
+    ideal_s: int  # failure-free time of the whole job, s
+
+
+PARAMS = ParamSlots._fields
 N_PARAMS = len(PARAMS)
-A_GPUS = PARAMS.index("gpus")
-A_NODES = PARAMS.index("nodes")
-A_PUE = PARAMS.index("pue")
-A_BUSY_W = PARAMS.index("busy_w")
-A_WAIT_W = PARAMS.index("wait_w")
-A_IDLE_W = PARAMS.index("idle_w")
-A_CHECKPOINT_W = PARAMS.index("checkpoint_w")
-A_BUSY_SHARE = PARAMS.index("busy_share")
-A_BUSY_SHARE_EPISODE = PARAMS.index("busy_share_episode")
-A_ITERATION_W = PARAMS.index("iteration_w")
-A_STORAGE_J = PARAMS.index("storage_j")
-A_PEER_J = PARAMS.index("peer_j")
-A_PEER_COPIES = PARAMS.index("peer_copies")
-A_LOAD_S = PARAMS.index("load_s")
-A_LOAD_MEMORY_S = PARAMS.index("load_memory_s")
-A_BITS_J = PARAMS.index("bits_j")
-A_NODE_W = PARAMS.index("node_w")
-A_RENTAL = PARAMS.index("rental")
-A_GPU_HOUR_USD = PARAMS.index("gpu_hour_usd")
-A_CAPITAL_USD = PARAMS.index("capital_usd")
-A_AMORTIZATION_H = PARAMS.index("amortization_h")
-A_USD_PER_KWH = PARAMS.index("usd_per_kwh")
-A_GRID_G_PER_KWH = PARAMS.index("grid_g_per_kwh")
-A_EMBODIED_KG = PARAMS.index("embodied_kg")
-A_LIFETIME_S = PARAMS.index("lifetime_s")
-A_IDEAL_S = PARAMS.index("ideal_s")
+SLOT = ParamSlots(*range(N_PARAMS))  # ``p[SLOT.gpus]``: compiled as constants
 
 J_PER_MWH = 3.6e9
 J_PER_KWH = 3.6e6
@@ -143,24 +98,24 @@ _COMPUTED = (
 )
 # Kernel columns stored as they are (counts) or in hours (times): (output, kernel column, in hours).
 _COLUMN_OUTPUTS = (
-    ("n_failures", OUT_FAILURES, False),
-    ("lost_time", OUT_LOST_S, True),
-    ("checkpoint_time", OUT_CHECKPOINT_S, True),
-    ("recovery_time", OUT_RECOVERY_S, True),
-    ("straggler_time", OUT_STRAGGLER_S, True),
-    ("straggler_transient_time", OUT_STRAGGLER_TRANSIENT_S, True),
-    ("straggler_persistent_time", OUT_STRAGGLER_PERSISTENT_S, True),
-    ("n_memory_recoveries", OUT_MEMORY_RECOVERIES, False),
-    ("spare_wait_time", OUT_SPARE_WAIT_S, True),
-    ("n_hangs", OUT_HANGS, False),
-    ("n_instabilities", OUT_INSTABILITIES, False),
-    ("hang_time", OUT_HANG_S, True),
-    ("hang_detection_time", OUT_HANG_DETECTION_S, True),
-    ("instability_time", OUT_INSTABILITY_S, True),
-    ("n_planned_stops", OUT_PLANNED_STOPS, False),
-    ("planned_time", OUT_PLANNED_S, True),
-    ("restart_time", OUT_RESTART_S, True),
-    ("load_time", OUT_LOAD_S, True),
+    ("n_failures", decl.OUT_FAILURES, False),
+    ("lost_time", decl.OUT_LOST_S, True),
+    ("checkpoint_time", decl.OUT_CHECKPOINT_S, True),
+    ("recovery_time", decl.OUT_RECOVERY_S, True),
+    ("straggler_time", decl.OUT_STRAGGLER_S, True),
+    ("straggler_transient_time", decl.OUT_STRAGGLER_TRANSIENT_S, True),
+    ("straggler_persistent_time", decl.OUT_STRAGGLER_PERSISTENT_S, True),
+    ("n_memory_recoveries", decl.OUT_MEMORY_RECOVERIES, False),
+    ("spare_wait_time", decl.OUT_SPARE_WAIT_S, True),
+    ("n_hangs", decl.OUT_HANGS, False),
+    ("n_instabilities", decl.OUT_INSTABILITIES, False),
+    ("hang_time", decl.OUT_HANG_S, True),
+    ("hang_detection_time", decl.OUT_HANG_DETECTION_S, True),
+    ("instability_time", decl.OUT_INSTABILITY_S, True),
+    ("n_planned_stops", decl.OUT_PLANNED_STOPS, False),
+    ("planned_time", decl.OUT_PLANNED_S, True),
+    ("restart_time", decl.OUT_RESTART_S, True),
+    ("load_time", decl.OUT_LOAD_S, True),
 )
 ACCOUNTED = _COMPUTED + tuple(name for name, _, _ in _COLUMN_OUTPUTS)
 N_ACCOUNTED = len(ACCOUNTED)
@@ -201,33 +156,36 @@ def _maximum(a, b):
 @jit_inline
 def _energy(out, i, compute_s, comm_s, p, into):
     """Run ``i``'s energy by part and the GPUs' own into their rows (MWh); returns the facility total, J."""
-    gpus, pue = p[A_GPUS], p[A_PUE]
-    lost = out[i, OUT_LOST_S]
-    stalled = out[i, OUT_CHECKPOINT_S]
-    recovering = out[i, OUT_RECOVERY_S]
-    compute_phase = compute_s + out[i, OUT_STRAGGLER_S]
-    episode_phase = _minimum(out[i, OUT_EPISODE_PHASE_S], compute_phase)
+    gpus, pue = p[SLOT.gpus], p[SLOT.pue]
+    lost = out[i, decl.OUT_LOST_S]
+    stalled = out[i, decl.OUT_CHECKPOINT_S]
+    recovering = out[i, decl.OUT_RECOVERY_S]
+    compute_phase = compute_s + out[i, decl.OUT_STRAGGLER_S]
+    episode_phase = _minimum(out[i, decl.OUT_EPISODE_PHASE_S], compute_phase)
     calm_phase = compute_phase - episode_phase
-    busy_share, busy_share_episode = p[A_BUSY_SHARE], p[A_BUSY_SHARE_EPISODE]
+    busy_share, busy_share_episode = p[SLOT.busy_share], p[SLOT.busy_share_episode]
     computing = busy_share * calm_phase + busy_share_episode * episode_phase
     waiting = (1.0 - busy_share) * calm_phase + (1.0 - busy_share_episode) * episode_phase
-    gpu_compute = gpus * p[A_BUSY_W] * computing
-    gpu_wait = gpus * p[A_WAIT_W] * (waiting + comm_s)
-    gpu_lost = gpus * p[A_ITERATION_W] * lost
-    gpu_stalled = gpus * p[A_CHECKPOINT_W] * stalled
-    hung = out[i, OUT_HANG_DETECTION_S]
-    restarting = _minimum(out[i, OUT_RESTART_S] + out[i, OUT_LOAD_S], _maximum(recovering - hung, 0.0))
+    gpu_compute = gpus * p[SLOT.busy_w] * computing
+    gpu_wait = gpus * p[SLOT.wait_w] * (waiting + comm_s)
+    gpu_lost = gpus * p[SLOT.iteration_w] * lost
+    gpu_stalled = gpus * p[SLOT.checkpoint_w] * stalled
+    hung = out[i, decl.OUT_HANG_DETECTION_S]
+    restarting = _minimum(out[i, decl.OUT_RESTART_S] + out[i, decl.OUT_LOAD_S], _maximum(recovering - hung, 0.0))
     gpu_recovering = gpus * (
-        p[A_IDLE_W] * (recovering - hung - restarting) + p[A_WAIT_W] * hung + p[A_CHECKPOINT_W] * restarting
+        p[SLOT.idle_w] * (recovering - hung - restarting) + p[SLOT.wait_w] * hung + p[SLOT.checkpoint_w] * restarting
     )
-    writes_j = out[i, OUT_STORAGE_WRITES] * p[A_STORAGE_J]
-    if p[A_PEER_COPIES] != 0.0:
-        writes_j = writes_j + out[i, OUT_CHECKPOINTS] * p[A_PEER_COPIES] * p[A_PEER_J]
-    reads_j = out[i, OUT_STORAGE_LOADS] * p[A_STORAGE_J] + out[i, OUT_MEMORY_LOADS] * p[A_PEER_J] / p[A_NODES]
-    full_s = out[i, OUT_STORAGE_LOADS] * p[A_LOAD_S] + out[i, OUT_MEMORY_LOADS] * p[A_LOAD_MEMORY_S]
+    writes_j = out[i, decl.OUT_STORAGE_WRITES] * p[SLOT.storage_j]
+    if p[SLOT.peer_copies] != 0.0:
+        writes_j = writes_j + out[i, decl.OUT_CHECKPOINTS] * p[SLOT.peer_copies] * p[SLOT.peer_j]
+    reads_j = (
+        out[i, decl.OUT_STORAGE_LOADS] * p[SLOT.storage_j]
+        + out[i, decl.OUT_MEMORY_LOADS] * p[SLOT.peer_j] / p[SLOT.nodes]
+    )
+    full_s = out[i, decl.OUT_STORAGE_LOADS] * p[SLOT.load_s] + out[i, decl.OUT_MEMORY_LOADS] * p[SLOT.load_memory_s]
     share = 0.0
     if full_s > 0:
-        share = _minimum(out[i, OUT_LOAD_S] / full_s, 1.0)
+        share = _minimum(out[i, decl.OUT_LOAD_S] / full_s, 1.0)
     reads_j = reads_j * share
     parts = (
         pue * gpu_compute,
@@ -235,8 +193,8 @@ def _energy(out, i, compute_s, comm_s, p, into):
         pue * (gpu_stalled + writes_j),
         pue * (gpu_recovering + reads_j),
         pue * gpu_lost,
-        pue * p[A_BITS_J] * out[i, OUT_EXECUTED_ITERATIONS],
-        pue * p[A_NODES] * p[A_NODE_W] * out[i, OUT_WALL_S],
+        pue * p[SLOT.bits_j] * out[i, decl.OUT_EXECUTED_ITERATIONS],
+        pue * p[SLOT.nodes] * p[SLOT.node_w] * out[i, decl.OUT_WALL_S],
     )
     total_j = 0.0
     for k in range(N_PARTS):
@@ -250,13 +208,13 @@ def _energy(out, i, compute_s, comm_s, p, into):
 def _cost_and_carbon(wall_s, total_j, p, into, i):
     """Run ``i``'s cost (USD) and emissions (t CO2e), totals and parts, into their rows."""
     hours = wall_s / S_PER_H
-    if p[A_RENTAL] != 0.0:
-        allocation = p[A_GPUS] * hours * p[A_GPU_HOUR_USD]
+    if p[SLOT.rental] != 0.0:
+        allocation = p[SLOT.gpus] * hours * p[SLOT.gpu_hour_usd]
     else:
-        allocation = p[A_CAPITAL_USD] * hours / p[A_AMORTIZATION_H]
-    electricity = total_j / J_PER_KWH * p[A_USD_PER_KWH]
-    operational = total_j / J_PER_KWH * p[A_GRID_G_PER_KWH] / 1e6
-    embodied = p[A_EMBODIED_KG] * wall_s / p[A_LIFETIME_S] / 1e3
+        allocation = p[SLOT.capital_usd] * hours / p[SLOT.amortization_h]
+    electricity = total_j / J_PER_KWH * p[SLOT.usd_per_kwh]
+    operational = total_j / J_PER_KWH * p[SLOT.grid_g_per_kwh] / 1e6
+    embodied = p[SLOT.embodied_kg] * wall_s / p[SLOT.lifetime_s] / 1e3
     into[R_COST, i] = allocation + electricity
     into[R_CO2, i] = operational + embodied
     into[R_COST_ALLOCATION, i] = allocation
@@ -276,20 +234,20 @@ def account_runs(out, done_compute_s, done_comm_s, params, into):
     done_compute_s, done_comm_s : ndarray, (runs,)
         Compute and exposed communication time of each run's surviving iterations, s.
     params : ndarray, (N_PARAMS,)
-        The configuration's scalars (slots ``A_*``).
+        The configuration's scalars (slots :data:`SLOT`).
     into : ndarray, (N_ACCOUNTED, runs), C order
         Written: the outputs named by :data:`ACCOUNTED`, one a row, in the variables' units (hours,
         MWh, USD, t CO2e).
     """
     for i in range(out.shape[0]):
-        wall_s = out[i, OUT_WALL_S]
+        wall_s = out[i, decl.OUT_WALL_S]
         total_j = _energy(out, i, done_compute_s[i], done_comm_s[i], params, into)
         into[R_WALL_TIME, i] = wall_s / S_PER_H
         into[R_ENERGY, i] = total_j / J_PER_MWH
         _cost_and_carbon(wall_s, total_j, params, into, i)
         # ETTR: the ideal time of the work done (the run's own where faster than nominal) / wall time.
-        ideal_s = params[A_IDEAL_S] if out[i, OUT_COMPLETED] == 1.0 else done_compute_s[i] + done_comm_s[i]
-        ideal_s = ideal_s + _minimum(out[i, OUT_STRAGGLER_S], 0.0)
+        ideal_s = params[SLOT.ideal_s] if out[i, decl.OUT_COMPLETED] == 1.0 else done_compute_s[i] + done_comm_s[i]
+        ideal_s = ideal_s + _minimum(out[i, decl.OUT_STRAGGLER_S], 0.0)
         into[R_ETTR, i] = ideal_s / wall_s if wall_s > 0 else math.nan
         for j in range(_COLUMNS.shape[0]):
             value = out[i, _COLUMNS[j, 0]]

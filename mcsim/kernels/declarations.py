@@ -8,8 +8,9 @@
 * ``STRATEGY_*``: the kernel's checkpoint hooks; ``STREAM_*``: the random streams of a run;
 * :func:`params_table`, :func:`classes_table`: parameter sets as arrays, for the draw tables.
 
-The run loop (:mod:`mcsim.kernels.montecarlo`) imports these; Python code above the
-kernels reaches them, with the entry points, through :mod:`mcsim.kernels.types`.
+The run loop's modules (:mod:`mcsim.kernels.montecarlo` and the modules of its parts) and the
+accounting import these; Python code above the kernels reaches them, with the entry points,
+through :mod:`mcsim.kernels.interface`.
 """
 
 from __future__ import annotations

@@ -32,15 +32,32 @@ Accuracy against SciPy (``tests/kernels/test_gamma.py``, which asks for 1e-12): 
 
 from __future__ import annotations
 
+import ctypes
 import math
 
-from .accelerate import jit_unmanaged
+from numba import _helperlib
+
+from .accelerate import JIT_DISABLED, jit_inline, jit_unmanaged
 
 _EPS = 1e-17  # series / continued-fraction stopping ratio
 _TINY = 1e-300  # Lentz's guard against division by zero
 _MAX_TERMS = 10_000
 _LOG_HALF = -math.log(2.0)
 _MAX_LOG_X = 50.0  # x = 5e21: Q = e^-x is far below any double, so the root is left of it
+
+
+def _c_lgamma():
+    """``log |Γ(x)|`` as the compiled kernels compute it: the C library's ``lgamma``, which Numba compiles
+    ``math.lgamma`` into. CPython's ``math.lgamma`` is an implementation of its own that differs from it
+    in the last bits, so the kernels run as plain Python (``NUMBA_DISABLE_JIT=1``) call the C function,
+    through Numba's helper library (private: where it lacks the function, Python's is the fall-back)."""
+    address = getattr(_helperlib, "c_helpers", {}).get("lgamma")
+    if not JIT_DISABLED or address is None:
+        return math.lgamma
+    return ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(address)
+
+
+_lgamma = _c_lgamma()
 
 
 @jit_unmanaged
@@ -56,7 +73,7 @@ def _log_p_series(a, y, x):
         if term < total * _EPS:
             break
     # The small terms first, x last: one rounding at the magnitude of the result.
-    return (a * y - math.lgamma(a + 1.0) + math.log(total)) - x
+    return (a * y - _lgamma(a + 1.0) + math.log(total)) - x
 
 
 @jit_unmanaged
@@ -80,7 +97,7 @@ def _log_q_fraction(a, y, x):
         h *= delta
         if abs(delta - 1.0) < _EPS:
             break
-    return (a * y - math.lgamma(a) + math.log(h)) - x
+    return (a * y - _lgamma(a) + math.log(h)) - x
 
 
 @jit_unmanaged
@@ -136,12 +153,23 @@ def _initial_log_x(a, h, lower):
     """A starting ``y = log x`` for :func:`log_gammaincc_inv` (left of the root for the P branch)."""
     if lower:
         # P ≈ x^a / Γ(a+1) for small x (an upper bound of P: the start is left of the root).
-        return min((_log1m_exp(-h) + math.lgamma(a + 1.0)) / a, math.log(a + 1.0))
+        return min((_log1m_exp(-h) + _lgamma(a + 1.0)) / a, math.log(a + 1.0))
     # Q ≈ x^(a-1) e^-x / Γ(a) for large x: x = h - lgamma(a) + (a-1) log x, two fixed-point steps.
-    x = max(h - math.lgamma(a), a, 1.0)
+    x = max(h - _lgamma(a), a, 1.0)
     for _ in range(2):
-        x = max(h - math.lgamma(a) + (a - 1.0) * math.log(x), 0.5 * x, 1e-3)
+        x = max(h - _lgamma(a) + (a - 1.0) * math.log(x), 0.5 * x, 1e-3)
     return math.log(x)
+
+
+@jit_inline
+def _inside_bracket(lo, hi):
+    """A point of the bracket ``(lo, hi)`` when Newton's step leaves it: its middle, or a step of at least
+    1 away from its one finite end."""
+    if math.isfinite(lo) and math.isfinite(hi):
+        return 0.5 * (lo + hi)
+    if math.isfinite(lo):
+        return lo + max(1.0, abs(lo))
+    return hi - max(1.0, abs(hi))
 
 
 @jit_unmanaged
@@ -175,10 +203,10 @@ def log_gammaincc_inv(a, h):
         # f(y) = log P - target (increasing), or -(log Q - target) (increasing too).
         if lower:
             f = log_p - target
-            slope = math.exp(a * y - x - math.lgamma(a) - log_p)
+            slope = math.exp(a * y - x - _lgamma(a) - log_p)
         else:
             f = target - log_q
-            slope = math.exp(a * y - x - math.lgamma(a) - log_q)
+            slope = math.exp(a * y - x - _lgamma(a) - log_q)
         if f == 0.0:
             return y
         if f < 0.0:
@@ -190,12 +218,7 @@ def log_gammaincc_inv(a, h):
             return y + step  # converged (a step this small may round onto a bracket end)
         y_new = min(y + step, _MAX_LOG_X)
         if not (lo < y_new < hi) or not math.isfinite(y_new):
-            if math.isfinite(lo) and math.isfinite(hi):
-                y_new = 0.5 * (lo + hi)
-            elif math.isfinite(lo):
-                y_new = lo + max(1.0, abs(lo))
-            else:
-                y_new = hi - max(1.0, abs(hi))
+            y_new = _inside_bracket(lo, hi)
             step = y_new - y
         y = y_new
         if abs(step) <= 1e-15 * max(1.0, abs(y)) or hi - lo <= 1e-15 * max(1.0, abs(y)):

@@ -14,32 +14,36 @@ SplitMix64 outputs from ``key`` fill the xoshiro256** state (Blackman & Vigna,
 "Scrambled linear pseudorandom number generators", ACM TOMS 2021), which is the
 seeding procedure its authors recommend.
 
-A state is a ``uint64`` array of length 4, mutated in place.
+A state is a ``uint64`` array of length 4, mutated in place. Its arithmetic wraps modulo 2**64,
+compiled or as plain Python (``NUMBA_DISABLE_JIT=1``, where NumPy's ``uint64`` scalars wrap the same
+way), so both give the same numbers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .accelerate import jit_unmanaged
+from .accelerate import JIT_DISABLED, jit_unmanaged
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_S30 = np.uint64(30)
-_S27 = np.uint64(27)
-_S31 = np.uint64(31)
-_S17 = np.uint64(17)
-_S45 = np.uint64(45)
-_S7 = np.uint64(7)
-_S57 = np.uint64(57)
-_S11 = np.uint64(11)
-_FIVE = np.uint64(5)
-_NINE = np.uint64(9)
+# Every constant a uint64, shift counts included: with a Python int operand Numba would promote the
+# uint64 operand to a float.
+_GOLDEN, _MIX1, _MIX2 = (np.uint64(c) for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
+_S30, _S27, _S31, _S17, _S45, _S7, _S57, _S11 = (np.uint64(s) for s in (30, 27, 31, 17, 45, 7, 57, 11))
+_FIVE, _NINE = np.uint64(5), np.uint64(9)
 _TWO_M53 = 2.0**-53
 
 
+def _wrapping(func):
+    """``func`` with NumPy's overflow warnings off when it runs as plain Python (``NUMBA_DISABLE_JIT=1``):
+    its ``uint64`` scalars wrap modulo 2**64 as the compiled code does, but warn at every wrap. Compiled,
+    ``func`` is returned as it is."""
+    if JIT_DISABLED:
+        return np.errstate(over="ignore")(func)
+    return func
+
+
 @jit_unmanaged
+@_wrapping
 def splitmix64_mix(z):
     """SplitMix64 finaliser of one ``uint64`` (bijective avalanche mix)."""
     z = (z ^ (z >> _S30)) * _MIX1
@@ -48,6 +52,7 @@ def splitmix64_mix(z):
 
 
 @jit_unmanaged
+@_wrapping
 def seed_stream(state, seed, run, stream):
     """Fill ``state`` (uint64[4]) for stream ``stream`` of run ``run`` under ``seed``."""
     key = splitmix64_mix(np.uint64(seed) + _GOLDEN)
@@ -64,6 +69,7 @@ def _rotl(x, k, k_complement):
 
 
 @jit_unmanaged
+@_wrapping
 def next_u64(state):
     """Next 64-bit output of xoshiro256** and advance ``state`` in place."""
     s0 = state[0]

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from mcsim.kernels.types import (
+from mcsim.kernels.interface import (
     KIND_FAIL_STOP,
     KIND_HANG,
     KIND_INSTABILITY,

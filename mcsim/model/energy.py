@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES
@@ -130,8 +130,8 @@ def ideal_iteration_energy_j(cfg: Config, wl: Workload, pm: PowerModel) -> float
 
 def accounting_parameters(cfg: Config, wl: Workload, plan: CheckpointPlan, pm: PowerModel) -> np.ndarray:
     """The scalars of a feasible configuration that the per-run accounting reads
-    (:func:`mcsim.kernels.types.account_runs`: energy by part, cost, carbon, ETTR), by the names of
-    :data:`mcsim.kernels.types.PARAMS`.
+    (:func:`mcsim.kernels.interface.account_runs`: energy by part, cost, carbon, ETTR), by the names of
+    :data:`mcsim.kernels.interface.PARAMS`.
 
     Products of scalars that the accounting forms before it meets a run's value are formed here,
     as the NumPy formulation did (``tests/naive_accounting.py``): a checkpoint copy's energy, the

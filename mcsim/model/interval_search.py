@@ -32,7 +32,7 @@ from typing import cast
 
 import numpy as np
 
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan, checkpoint_plan, daly_interval_s
 from mcsim.model.preparation import Prepared, with_fixed_interval
 from mcsim.model.run_outputs import run_outputs

@@ -23,7 +23,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.block_law import DEGREE as BLOCK_LAW_DEGREE
 from mcsim.model.block_law import ShortBlockLaw, short_block_law
 from mcsim.model.checkpointing import (

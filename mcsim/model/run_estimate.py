@@ -13,7 +13,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from mcsim.kernels.types import FailureClasses, RunParams
+from mcsim.kernels.interface import FailureClasses, RunParams
 from mcsim.model.checkpointing import mean_life_with_bad
 from mcsim.model.reliability import expected_run_wall_s
 from mcsim.model.stragglers import degradation_over_run

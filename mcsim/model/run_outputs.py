@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from mcsim.io.variables import PER_CONFIG, PER_RUN
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan, workload_and_plan
 from mcsim.model.energy import accounting_parameters, ideal_iteration_energy_j, power_model
 from mcsim.model.restart import restart_overhead_s
@@ -63,10 +63,10 @@ def run_outputs(
 def account_runs_into(cfg: Config, wl: Workload, plan: CheckpointPlan, rows: np.ndarray, into: np.ndarray) -> None:
     """The floating-point per-run outputs of a feasible configuration's kernel rows, written into the
     rows of ``into`` (``(N_ACCOUNTED, runs)``, C order, the variables in the order of
-    :data:`mcsim.kernels.types.ACCOUNTED`).
+    :data:`mcsim.kernels.interface.ACCOUNTED`).
 
     Energy by part, cost, carbon and ETTR (docs/model.md §5, §11) are computed by one compiled pass
-    (:func:`mcsim.kernels.types.account_runs`) from the configuration's scalars
+    (:func:`mcsim.kernels.interface.account_runs`) from the configuration's scalars
     (:func:`mcsim.model.energy.accounting_parameters`) and the compute and communication time of each
     run's surviving iterations, each at its phase's times (:meth:`Workload.times_of_first`).
     ETTR = ideal time of the work done / wall time: a completed run did all the iterations, a

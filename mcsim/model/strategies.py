@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.scenario.schema import CHECKPOINT_STRATEGIES
 
 if TYPE_CHECKING:  # only for annotations

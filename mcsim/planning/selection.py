@@ -36,7 +36,7 @@ from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.options import ExecutionOptions
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import Task, plan_tasks
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.preparation import prepare
 from mcsim.model.run_estimate import RunInputs, estimate_run
 from mcsim.model.run_outputs import run_outputs

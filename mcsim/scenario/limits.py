@@ -35,7 +35,7 @@ from pathlib import Path
 from mcsim.errors import ScenarioError
 from mcsim.io.format import format_bytes, format_duration
 from mcsim.io.variables import PER_RUN
-from mcsim.kernels.types import N_OUT
+from mcsim.kernels.interface import N_OUT
 
 BYTES_PER_CONFIG = 4096
 # Configurations whose kernel rows are held at once while their tasks come in: the local backend

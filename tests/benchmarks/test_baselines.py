@@ -17,7 +17,7 @@ import pytest
 from builders import kernel_params, run_kernel
 from scipy import stats
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.stragglers import factor_law
 
 pytest.importorskip("simpy")

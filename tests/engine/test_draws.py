@@ -15,7 +15,7 @@ from builders import SMALL_SCENARIO, failure_classes, kernel_params
 import mcsim
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import placements, plan_sweep_tasks
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.scenario import draws as draws_module
 from mcsim.scenario.config import scenario_from_dict
 from mcsim.scenario.draws import DrawPlan

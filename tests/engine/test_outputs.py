@@ -425,7 +425,7 @@ def test_failure_classes_are_each_callers_own():
     # The failure classes are computed once per distinct classes and cluster shape (a review found them shared);
     # a caller writing into its arrays (a what-if) must not change another configuration's run.
     from mcsim.engine.simulate import run_task
-    from mcsim.kernels import types as kernel
+    from mcsim.kernels import interface as kernel
     from mcsim.model.checkpointing import failure_classes
     from mcsim.scenario.config import load_scenario
 

@@ -2,7 +2,7 @@
 
 Traced in a subprocess with :func:`sys.setprofile` while ``simulate()`` runs a tiny swept scenario with
 uncertain draws (draw tables). The compiled kernel is invisible to a profiler (and ``NUMBA_DISABLE_JIT``
-cannot load the kernels' cache), so its entry points in :mod:`mcsim.kernels.types` are wrapped by a
+cannot load the kernels' cache), so its entry points in :mod:`mcsim.kernels.interface` are wrapped by a
 Python function that the trace sees before it calls the kernel.
 
 Definitions
@@ -65,10 +65,10 @@ package = mcsim.__path__[0] + "/"
 first, returns, kernel, derived = [], [], [], []
 KERNEL_FILE = "<mcsim kernel entry point>"
 for name in ("simulate_runs", "simulate_runs_table"):
-    namespace = {"compiled": getattr(mcsim.kernels.types, name)}
+    namespace = {"compiled": getattr(mcsim.kernels.interface, name)}
     exec(compile(f"def {name}(*args):\n    return compiled(*args)\n", KERNEL_FILE, "exec"), namespace)
-    namespace[name].signatures = namespace["compiled"].signatures  # what kernels.types.compiled asks
-    setattr(mcsim.kernels.types, name, namespace[name])
+    namespace[name].signatures = namespace["compiled"].signatures  # what kernels.interface.compiled asks
+    setattr(mcsim.kernels.interface, name, namespace[name])
 
 
 def stage_of(code):

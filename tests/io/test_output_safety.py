@@ -27,7 +27,7 @@ from mcsim.cli.main import main
 from mcsim.engine import resume
 from mcsim.engine.resume import PieceStore
 from mcsim.io import atomic
-from mcsim.kernels.types import N_OUT
+from mcsim.kernels.interface import N_OUT
 from mcsim.scenario.config import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,7 +245,7 @@ def test_tampered_pieces_are_recomputed_with_a_line(tamper, reference, tmp_path)
 # and files of the layers that only decide on, plan with or present the rows.
 _CHANGES_ROWS = (
     "kernels/montecarlo.py",
-    "kernels/types.py",
+    "kernels/interface.py",
     "model/workload.py",
     "model/energy.py",
     "engine/tasks.py",

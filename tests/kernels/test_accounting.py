@@ -1,6 +1,6 @@
-"""The compiled per-run accounting against its slow twin, bit for bit (issue 26 item 4).
+"""The compiled per-run accounting against its slow twin, bit for bit (the NumPy formulation it replaced).
 
-:func:`mcsim.kernels.types.account_runs` (through :func:`mcsim.model.run_outputs.run_outputs` and the
+:func:`mcsim.kernels.interface.account_runs` (through :func:`mcsim.model.run_outputs.run_outputs` and the
 sweep's :class:`mcsim.engine.outputs.OutputArrays`) must give the same bytes as the NumPy formulation it
 replaced, kept unchanged in ``tests/naive_accounting.py``: energy by part, cost (rental and owned),
 carbon, ETTR and the columns in hours, for simulated runs of shipped scenarios (phases, hangs,
@@ -17,7 +17,7 @@ from naive_accounting import naive_run_outputs
 import mcsim
 from mcsim.engine.simulate import run_task
 from mcsim.io.variables import PER_RUN
-from mcsim.kernels import types as kernel
+from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import workload_and_plan
 from mcsim.model.run_outputs import run_outputs
 from mcsim.scenario.config import load_scenario
@@ -58,6 +58,7 @@ def test_simulated_runs_are_accounted_as_numpy_did(name, overrides):
         _assert_same_bytes(run_outputs(cfg, rows, wl, plan), naive_run_outputs(cfg, wl, plan, rows), name)
 
 
+@pytest.mark.plain_python
 def test_rows_no_run_produces_are_accounted_as_numpy_did():
     # Every column drawn from a mix of NaN, +-0, tiny, ordinary and huge values (and completed 0/1/NaN):
     # the branches of the accounting (loads cut short, no load, wall time 0, negative straggler time)
@@ -98,6 +99,7 @@ def test_a_sweep_stores_what_the_twin_computes():
         _assert_same_bytes(got, expected, f"configuration {flat}")
 
 
+@pytest.mark.plain_python
 def test_infinite_columns_give_the_same_values_up_to_the_nan_sign():
     # A column of +-inf (the kernel never writes one) makes NaN in two energy parts at once, one
     # negative (inf - inf, 0 * inf: the processor's default NaN) and one positive: which of them a

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import mcsim
-from mcsim.kernels import accelerate
+from mcsim.kernels import accelerate, interface
 
 PACKAGE = Path(mcsim.__file__).resolve().parent
 NO_CACHE_WARNING = "mcsim: no writable folder for compiled kernels"
@@ -258,3 +258,47 @@ def test_read_only_install_uses_a_private_temp_folder(tmp_path):
     assert Path(result["file"]).is_relative_to(package) and folder == private / result["stamp"][:16]
     assert result["misses"] == 1 and any(folder.glob("*probe*.nbi")) and any(folder.glob("*probe*.nbc"))
     assert private.stat().st_mode & 0o777 == folder.stat().st_mode & 0o777 == 0o700
+
+
+# ----------------------------------------------------------- the fall-backs, in this process
+
+
+def _probe(x):
+    return x + 1
+
+
+def test_fall_backs_seen_in_this_process(monkeypatch):
+    """The fall-backs that the child processes above go through, taken here where coverage sees them: a
+    Numba without the caching classes mcsim extends, or whose classes refuse a kernel, caches by Numba's
+    own ``cache=True``; a cache index that cannot be read means "unknown"."""
+    if accelerate.JIT_DISABLED:
+        pytest.skip("the kernels are plain Python here: nothing is cached")
+    monkeypatch.setattr(accelerate, "_NUMBA_CACHING", False)
+    assert accelerate._kernel_function_cache() is None
+    monkeypatch.setattr(accelerate, "_NUMBA_CACHING", True)
+    monkeypatch.delattr(accelerate.caching, "_CacheLocator")
+    assert accelerate._kernel_function_cache() is None
+
+    def refuses(py_func):
+        raise TypeError("the private classes changed")
+
+    monkeypatch.setattr(accelerate, "_FUNCTION_CACHE", refuses)
+    monkeypatch.setattr(accelerate, "CACHE_MODE", "mcsim")
+    dispatcher = accelerate.jit_parallel(_probe)  # not compiled: a dispatcher is all it takes
+    assert accelerate.CACHE_MODE == "numba" and dispatcher.targetoptions["parallel"]
+    assert type(dispatcher._cache).__name__ == "FunctionCache"  # Numba's own, as numba.jit(cache=True) sets
+
+    class Unreadable:
+        def _load_index(self):
+            raise OSError("unreadable index")
+
+    cache = type("Cache", (), {"_cache_file": Unreadable()})
+    assert accelerate.cached(type("Dispatcher", (), {"_cache": cache})) is None
+
+
+def test_compiled_asks_the_cache_for_an_entry_point_not_compiled_here(monkeypatch):
+    if accelerate.JIT_DISABLED:
+        pytest.skip("the kernels are plain Python here: nothing to compile")
+    fresh = type("Dispatcher", (), {"signatures": [], "_cache": None})  # no machine code, no cache: unknown
+    monkeypatch.setattr(interface, "simulate_runs", fresh)
+    assert interface.compiled() is None

@@ -23,7 +23,7 @@ import pytest
 from builders import failure_classes, kernel_params
 from scipy import stats
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.block_law import short_block_law
 from mcsim.model.stragglers import factor_law
 

@@ -17,6 +17,8 @@ from scipy import special
 
 from mcsim.kernels import gamma
 
+pytestmark = pytest.mark.plain_python  # also run with the kernels as plain Python (CI, for coverage)
+
 RTOL = 1e-12
 SHAPES_A = 1.0 / np.geomspace(0.05, 20.0, 25)  # a = 1/k for the schema's k range
 
@@ -69,3 +71,12 @@ def test_exponential_case_is_the_identity():
     # a = 1: Q(1, x) = e^-x, so the inverse of e^-h is h.
     for h in (1e-12, 0.01, 0.5, 1.0, 7.0, 300.0):
         assert math.exp(gamma.log_gammaincc_inv(1.0, h)) == pytest.approx(h, rel=1e-14)
+
+
+def test_ends_of_the_range():
+    # The documented ends: Q(a, 0) = 1 and Q(a, inf) = 0 in log space, and their inverses (h = 0, h = inf).
+    for a in (0.05, 1.0, 20.0):
+        assert gamma.log_gamma_pq(a, -math.inf) == (-math.inf, 0.0)
+        assert gamma.log_gamma_pq(a, math.inf) == (0.0, -math.inf)
+        assert gamma.log_gammaincc_inv(a, 0.0) == -math.inf
+        assert gamma.log_gammaincc_inv(a, math.inf) == math.inf

@@ -40,7 +40,7 @@ from scipy import integrate, stats
 from mcsim.analysis.summary import check_results
 from mcsim.cli.main import main
 from mcsim.io.variables import LATER_VARIABLES
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.scenario.toml import dumps_toml
 
 TAU = 1.0  # s per iteration (0.9 compute + 0.1 communication, no stragglers)

@@ -1,5 +1,6 @@
-"""The run loop holds no reference-counted value (issue 26 item 1): its machine code calls none of
-Numba's NRT functions, so a later change that brings reference counting back fails here."""
+"""The run loop holds no reference-counted value (the counting was most of fast mode's time): its
+machine code calls none of Numba's NRT functions, so a later change that brings reference counting
+back fails here."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import numba
 import numpy as np
 from builders import failure_classes, kernel_params
 
-from mcsim.kernels import montecarlo
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
+from mcsim.kernels import montecarlo, workspace
 from mcsim.kernels.accelerate import _COMMON, _UNMANAGED
 
 
@@ -22,7 +23,7 @@ def _llvm_of(run_loop, params, classes, phases) -> str:
         1,
         0,
         np.zeros(mc.N_OUT),
-        montecarlo._workspace.py_func(classes.units, phases.size),
+        workspace.allocate_workspace.py_func(classes.units, phases.size),
     )
     signature = tuple(numba.typeof(a) for a in args)
     run_loop.compile(signature)

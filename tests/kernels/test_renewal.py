@@ -1,17 +1,20 @@
 """The renewal heap of replaced units (mcsim/kernels/renewal.py) and the run's workspace: order, a
-full heap, and runs that outgrow their first arrays (issue 26: the run loop allocates nothing)."""
+full heap, and runs that outgrow their first arrays (the run loop allocates nothing: the entry point
+grows them and runs the run again)."""
 
 from __future__ import annotations
 
 import naive_run
 import numpy as np
+import pytest
 from builders import failure_classes, kernel_params
 
-from mcsim.kernels import montecarlo
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
+from mcsim.kernels import workspace
 from mcsim.kernels.renewal import heap_pop, heap_push
 
 
+@pytest.mark.plain_python
 def test_heap_pops_in_time_order_and_refuses_a_push_when_full():
     # 300 pushes into arrays of capacity 4: a push into a full heap returns -1 and changes nothing;
     # the caller then copies the entries into arrays twice as long (as the kernel's entry point grows
@@ -45,7 +48,7 @@ def test_runs_that_outgrow_the_repair_heap_equal_the_twin():
     classes = failure_classes([(600, 1.0, 600 * 100.0, 30.0, 1, 1, 10_000.0)])
     out = np.zeros((4, mc.N_OUT))
     mc.simulate_runs(params, classes, mc.no_phases(), 3, 0, out)
-    assert 10_000.0 / 100.0 > 1.5 * montecarlo.REPAIR_HEAP_START  # nodes in repair at once, on average
+    assert 10_000.0 / 100.0 > 1.5 * workspace.REPAIR_HEAP_START  # nodes in repair at once, on average
     assert out[:, mc.OUT_SPARE_WAIT_S].max() > 0  # more than the 100 spares in repair: that heap grew
     for r in range(4):
         np.testing.assert_allclose(naive_run.simulate_run(params, classes, 3, r), out[r], rtol=1e-12, atol=1e-9)
@@ -64,5 +67,5 @@ def test_a_run_that_outgrows_the_failure_heap_is_the_same_run():
     both, alone = np.zeros((2, mc.N_OUT)), np.zeros((1, mc.N_OUT))
     mc.simulate_runs(params, classes, mc.no_phases(), 5, 0, both)
     mc.simulate_runs(params, classes, mc.no_phases(), 5, 1, alone)
-    assert both[:, mc.OUT_FAILURES].min() > 1.2 * montecarlo.FAILURE_HEAP_MAX
+    assert both[:, mc.OUT_FAILURES].min() > 1.2 * workspace.FAILURE_HEAP_MAX
     np.testing.assert_array_equal(both[1], alone[0])

@@ -11,6 +11,8 @@ from scipy import special, stats
 
 from mcsim.kernels import normal, rng
 
+pytestmark = pytest.mark.plain_python  # also run with the kernels as plain Python (CI, for coverage)
+
 
 @pytest.mark.parametrize("seed,run,stream", [(0, 0, 0), (12345, 999, 3), (2**63 - 1, 2**40, 17)])
 def test_xoshiro_matches_reference(seed, run, stream):

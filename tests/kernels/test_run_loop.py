@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from builders import kernel_params, run_kernel
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.stragglers import max_lognormal_moments
 
 

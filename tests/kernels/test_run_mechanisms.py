@@ -17,7 +17,7 @@ from builders import SMALL_SCENARIO, kernel_params, run_kernel
 from scipy import integrate, optimize, special, stats
 
 from mcsim.engine.simulate import simulate_config
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.scenario.config import scenario_from_dict
 
 

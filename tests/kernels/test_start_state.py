@@ -25,7 +25,7 @@ from builders import SMALL_SCENARIO, kernel_params
 
 from mcsim.engine.simulate import simulate, simulate_config
 from mcsim.errors import ScenarioError
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY, first_failure_s
 from mcsim.model import checkpointing
 from mcsim.scenario.config import scenario_from_dict

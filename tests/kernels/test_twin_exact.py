@@ -35,7 +35,7 @@ from twin_cases import (
     phase_table,
 )
 
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.checkpointing import checkpoint_plan
 from mcsim.model.preparation import run_params
 from mcsim.model.workload import workload

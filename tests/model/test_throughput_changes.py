@@ -13,7 +13,7 @@ from scipy import integrate
 
 from mcsim.cli.main import main
 from mcsim.engine.simulate import simulate
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.model.stragglers import degradation_added_share
 from mcsim.model.workload import workload
 from mcsim.scenario.config import load_scenario, scenario_from_dict

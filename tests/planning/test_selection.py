@@ -17,7 +17,7 @@ from selection_spaces import INTERVALS, STRATEGIES, space_raw
 
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.simulate import simulate, simulate_config
-from mcsim.kernels.types import OUT_WALL_S
+from mcsim.kernels.interface import OUT_WALL_S
 from mcsim.planning.kim_nelson import bonferroni_pcs, kn_constants
 from mcsim.planning.selection import ExecutionOptions, select_best
 from mcsim.scenario.config import scenario_from_dict

@@ -15,7 +15,7 @@ from mcsim.engine.resume import PieceStore
 from mcsim.engine.simulate import simulate_config
 from mcsim.errors import ScenarioError
 from mcsim.io.netcdf import write_results
-from mcsim.kernels import types as mc
+from mcsim.kernels import interface as mc
 from mcsim.scenario.config import config_with_values, scenario_from_dict
 from mcsim.scenario.uncertain import draw_values
 from mcsim.scenario.uncertain_table import parse_input

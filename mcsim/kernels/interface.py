@@ -17,12 +17,14 @@ why the kernels live inside the package):
   :func:`simulate_runs_table` (one run per row of a parameter table), from
   :mod:`mcsim.kernels.montecarlo`. Importing them compiles nothing: Numba compiles (or
   loads from its cache) at the first call; :func:`compiled` says which it will be, and
-  :data:`COMPILE_SECONDS` how long compiling takes.
+  :data:`COMPILE_SECONDS` how long compiling takes. Under ``NUMBA_DISABLE_JIT=1`` they run as
+  plain Python, about 1000 times slower, with the same results bit for bit
+  (``tests/test_plain_python.py``).
 """
 
 from __future__ import annotations
 
-from .accelerate import COMPILE_SECONDS, cached
+from .accelerate import COMPILE_SECONDS, JIT_DISABLED, cached
 from .accounting import ACCOUNTED, ENERGY_PARTS, N_ACCOUNTED, PARAMS, account_runs
 from .declarations import (  # the declarations, re-exported whole
     KIND_FAIL_STOP,
@@ -90,7 +92,7 @@ def compiled(table: bool = False) -> bool | None:
     :data:`COMPILE_SECONDS` seconds.
     """
     dispatcher = simulate_runs_table if table else simulate_runs
-    if dispatcher.signatures:  # compiled (or loaded) in this process already
+    if JIT_DISABLED or dispatcher.signatures:  # plain Python, or compiled (or loaded) already
         return True
     return cached(dispatcher)
 
