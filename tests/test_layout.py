@@ -93,7 +93,7 @@ def test_every_module_is_on_the_architecture_map():
 
 def _table_cells(text: str, module: str) -> str:
     """The layer table's row of the module's subpackage (where modules are named without their folder)."""
-    folder = module.rsplit("/", 1)[0] + "/" if "/" in module else ""
+    folder = module.split("/", 1)[0] + "/" if "/" in module else ""  # report/plan/x.py: the report/ row
     rows = [line for line in text.splitlines() if folder and line.startswith("|") and f"`{folder}`" in line]
     return " ".join(rows)
 
