@@ -45,7 +45,8 @@ class NoCandidate(Exception):
 
 
 class NoneQualifies(LookupError):
-    """No configuration meets a deadline with the required probability (:func:`mcsim.analysis.cheapest_within`).
+    """No configuration meets a deadline with the required probability (``cheapest_within`` of
+    :mod:`mcsim.analysis.deadline`).
 
     The valid question has no answer; :attr:`closest` says which eligible configuration
     came nearest: its record (as ``cheapest_within`` returns for a pick, with

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dotted_names import unresolved
 
 import mcsim
 
@@ -109,3 +110,14 @@ def test_no_test_module_imports_another():
                 names = [node.module]
             offenders += [f"{path.relative_to(tests)}: {n}" for n in names if n.split(".")[-1].startswith("test_")]
     assert not offenders, offenders
+
+
+def test_every_mcsim_name_in_the_package_exists():
+    """The ``mcsim.…`` names the package's docstrings and comments give (cross-references) name a module or
+    an attribute that exists: a move that left one behind fails here."""
+    missing = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name in unresolved(path.read_text())
+    ]
+    assert not missing, missing

@@ -34,7 +34,7 @@ of the draws, so they move with the resampling stream by about their half-width.
 Progress: a bar over the (configuration, input) pairs (:func:`mcsim.engine.execution.progress_bar`),
 drawn once the work has taken 2 s.
 
-Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.scenario.uncertain.parse_joint`):
+Correlated inputs (a joint ``mvlognormal`` group, :func:`mcsim.scenario.uncertain_table.parse_joint`):
 Sobol's variance decomposition, and the Saltelli estimators of ``S1`` and ``ST``,
 assume independent inputs, so a scenario with a joint group cannot use the Saltelli
 design (refused when it is read). The given-data ``S1`` (the correlation ratio

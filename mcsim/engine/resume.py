@@ -1,7 +1,7 @@
 """Resume: finished (configuration, run chunk) pieces recorded next to the output.
 
 While a sweep runs, each finished task's rows are saved atomically
-(:mod:`mcsim.atomic`) in a folder beside the output file,
+(:mod:`mcsim.io.atomic`) in a folder beside the output file,
 ``.<output name>.parts-<key>``, where the key hashes everything that
 determines the rows: the scenario as TOML (overrides applied, so seed, runs and
 mode included), the chunk size and the source of the kernels and model modules

@@ -296,7 +296,7 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
     Raises
     ------
     ValueError
-        If a value lies outside what a scenario accepts (see :mod:`mcsim.schema`).
+        If a value lies outside what a scenario accepts (see :mod:`mcsim.scenario.schema`).
     """
     if not name or not name.replace("_", "").replace("-", "").isalnum() or not name.isascii():
         raise ValueError(f"name: expected letters, digits, _ or -, got {name[:100]!r}")

@@ -329,7 +329,7 @@ def coordinate_attrs(key: str, meta: dict | None, numeric: bool) -> dict[str, st
     key : str
         The dotted scenario key (``parallelism.gpus``).
     meta : dict or None
-        The field's schema metadata (:func:`mcsim.schema.field_meta`): its ``unit`` and ``doc``.
+        The field's schema metadata (:func:`mcsim.scenario.schema.field_meta`): its ``unit`` and ``doc``.
     numeric : bool
         Whether the coordinate values are numbers; text labels (strategies, intervals) get
         no ``units``.

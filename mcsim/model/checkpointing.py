@@ -71,7 +71,7 @@ def checkpoint_every(
 
     Fixed iterations as given; fixed minutes, or Daly's optimum (``young_daly``, and
     ``optimize`` wherever a plan is needed before the simulation resolves it,
-    :mod:`mcsim.optimize`), rounded to whole iterations; every iteration's worth
+    :mod:`mcsim.engine.optimize`), rounded to whole iterations; every iteration's worth
     (no checkpoint) without failures.
     """
     iterations = np.asarray(iterations)

@@ -325,7 +325,7 @@ class DrawTable:
     cfg : Config
         The sweep configuration.
     configs : list of Config
-        Its D draws, each with the drawn values set (:attr:`mcsim.scenario.draws.DrawPlan.configs`).
+        Its D draws, each with the drawn values set (:attr:`mcsim.scenario.draws.DrawPlan`).
     arrays : Config
         The sweep configuration with every drawn key as an array over the D draws.
     mode : {"fast", "exact"}
@@ -354,7 +354,7 @@ class DrawTable:
 
 
 def _workload_at(wa, d: int) -> Workload:
-    """The :class:`Workload` of feasible draw ``d`` of ``wa`` (as :func:`mcsim.workload.workload` makes it)."""
+    """The :class:`Workload` of feasible draw ``d`` of ``wa`` (as :func:`mcsim.model.workload.workload` makes it)."""
     return Workload(
         True,
         "",
@@ -368,7 +368,7 @@ def _workload_at(wa, d: int) -> Workload:
 
 
 def _checkpoint_plans(arrays: Config, configs: list[Config], wa, count: int) -> list[CheckpointPlan]:
-    """:func:`mcsim.checkpointing.checkpoint_plan` of every draw, the equations on arrays over the draws.
+    """:func:`mcsim.model.checkpointing.checkpoint_plan` of every draw, the equations on arrays over the draws.
 
     ``arrays``: the configuration with the drawn keys as arrays; ``configs``: each draw's.
     Values of infeasible draws are meaningless (never used).

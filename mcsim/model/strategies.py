@@ -4,7 +4,7 @@ A :class:`Strategy` holds everything mcsim needs to know about a strategy
 outside the kernel (docs/model.md §3 states what each computes):
 
 * ``kernel_hook``: which of the kernel's checkpoint hooks runs it
-  (``mcsim.kernels.montecarlo.STRATEGY_<HOOK>``): ``"sync"`` (durable when the
+  (a kernel hook ``STRATEGY_<HOOK>`` of :mod:`mcsim.kernels.interface`): ``"sync"`` (durable when the
   stall ends), ``"async"`` (durable a background write after the stall; the
   next checkpoint waits for it) or ``"in_memory"`` (a snapshot replicated to a
   peer, persisted to storage every n-th time);

@@ -143,7 +143,7 @@ class Scenario:
     base: Config
     axes: tuple[SweepAxis, ...]
     configs: tuple[Config, ...]
-    uncertain: tuple[UncertainInput, ...] = ()  # the [uncertain] table (mcsim.uncertain)
+    uncertain: tuple[UncertainInput, ...] = ()  # the [uncertain] table (mcsim.scenario.uncertain)
     overrides: tuple[str, ...] = ()  # "KEY = VALUE" (TOML) of each override load_scenario applied, in order
 
     def __repr__(self) -> str:
@@ -298,7 +298,7 @@ def check_prices(configs: Sequence[Config], swept: Iterable[str], uncertain: Ite
 def config_with_values(scenario: Scenario, flat: int, values: Mapping[str, float], context: str = "") -> Config:
     """Configuration ``flat`` of the sweep with the scenario keys ``values`` set (validated again).
 
-    Used for the parameter draws of the ``[uncertain]`` inputs (:mod:`mcsim.uncertain`).
+    Used for the parameter draws of the ``[uncertain]`` inputs (:mod:`mcsim.scenario.uncertain`).
     """
     indices = np.unravel_index(flat, scenario.shape) if scenario.axes else ()
     combo = tuple(axis.values[i] for axis, i in zip(scenario.axes, indices, strict=False))

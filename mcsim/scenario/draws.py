@@ -1,30 +1,30 @@
 """Stage 1 of :func:`mcsim.simulate`: the configurations with the draws of the ``[uncertain]`` inputs.
 
 With ``run.draws = D`` every configuration of a sweep is simulated with each of the D
-parameter sets of :func:`mcsim.uncertain.draw_values`. Run r of draw d uses the
-kernel streams of global run ``draw_offset(d) + r`` (:func:`mcsim.uncertain.draw_offset`),
+parameter sets of :func:`mcsim.scenario.uncertain.draw_values`. Run r of draw d uses the
+kernel streams of global run ``draw_offset(d) + r`` (:func:`mcsim.scenario.uncertain.draw_offset`),
 so a draw has the same parameter values and the same streams in every configuration.
 
 Two ways to get there, with bit-identical results:
 
 * **Draw tables** (:class:`mcsim.model.preparation.DrawTable`, prepared in stage 2; whenever every uncertain key is in
   :data:`TABLE_KEYS` and no interval is optimised): one configuration's D draws are
-  evaluated together. The workload model (:func:`mcsim.workload.workload_arrays`) and
+  evaluated together. The workload model (:func:`mcsim.model.workload.workload_arrays`) and
   the checkpoint transfers, strategy timings, job MTBF and interval
-  (:mod:`mcsim.checkpointing`) take arrays over the draws; the kernel's parameters
-  become one :class:`~mcsim.kernels.montecarlo.RunParams` of arrays (a
-  :func:`~mcsim.kernels.montecarlo.params_table`) and the failure classes a 2-D table,
+  (:mod:`mcsim.model.checkpointing`) take arrays over the draws; the kernel's parameters
+  become one :class:`~mcsim.kernels.interface.RunParams` of arrays (a
+  :func:`~mcsim.kernels.interface.params_table`) and the failure classes a 2-D table,
   and a task is a range of the configuration's ``D x runs`` rows (draw-major: row
   ``q`` is run ``q % runs`` of draw ``q // runs``) that
-  :func:`~mcsim.kernels.montecarlo.simulate_runs_table` runs in one call, whatever
+  :func:`~mcsim.kernels.interface.simulate_runs_table` runs in one call, whatever
   draws it spans. Per draw in Python are only what holds scalars by design: the
-  straggler law's quadrature (:func:`mcsim.stragglers.factor_law`, cached per sigma),
+  straggler law's quadrature (:func:`mcsim.model.stragglers.factor_law`, cached per sigma),
   the failure-class rows, and the light configuration each draw's energy, cost and
   CO2 outputs are computed from (:func:`with_values`: the sweep configuration with
   the drawn values set, not validated again; the values lie inside the keys' bounds
   by construction; made here, with the configuration of arrays over the draws).
 * **Per-draw configurations** (any other case): each (configuration, draw) is a
-  configuration of its own (:func:`mcsim.scenario.config_with_values`, validated again)
+  configuration of its own (:func:`mcsim.scenario.config.config_with_values`, validated again)
   with its own tasks, as for a key whose value changes what the workload model is
   built from (model size and tokens, GPU overrides, the core clock) or an optimised
   interval (every draw has its own optimum).

@@ -13,7 +13,7 @@ Two limits, both overridable (``mcsim run --max-memory`` / ``--max-hours``, or
   estimated (30 configurations x 2,000 runs). A sweep whose estimate exceeds
   half the memory available (``MemAvailable`` of /proc/meminfo, the cgroup's
   limit where lower) is refused before its configurations are built.
-* **Time.** :func:`mcsim.tasks.estimate_run` gives the kernel time of a run;
+* **Time.** :func:`mcsim.model.run_estimate.estimate_run` gives the kernel time of a run;
   summed over tasks and divided by the runs simulated at once (Numba threads,
   dask workers), it is printed before the run starts, and a run estimated at
   more than :data:`DEFAULT_MAX_HOURS` hours is refused (an estimate that large

@@ -27,7 +27,7 @@ The table is read and checked by :mod:`mcsim.scenario.uncertain_table` into the
 :class:`UncertainInput` records here. ``run.draws`` points of a design on the unit cube
 (scrambled Sobol, Latin hypercube, or a Saltelli design for Sobol indices) are mapped through
 the truncated inverse CDFs to ``draws`` parameter sets (:func:`draw_values`); every configuration
-of a sweep is simulated with each of them (:mod:`mcsim.engine.draws`).
+of a sweep is simulated with each of them (:mod:`mcsim.scenario.draws`).
 
 SciPy's statistics module and SALib are imported when first used (:mod:`mcsim._lazy`): importing
 :mod:`scipy.stats` costs ~0.5 s, and most runs have no draws.

@@ -95,7 +95,7 @@ def _interval_value(label: str) -> str | dict[str, float | int]:
 def recommended_scenario(ds: xr.Dataset) -> dict:
     """The raw tables of a scenario file for the plan's recommendation: the plan's scenario
     (``scenario_toml``) with the recommended GPU type, size, layout, recomputation, checkpoint
-    strategy and interval and clock, as :func:`mcsim.planning.screen.candidate_config` makes it.
+    strategy and interval and clock, as :func:`mcsim.planning.candidates.candidate_config` makes it.
 
     Raises
     ------
