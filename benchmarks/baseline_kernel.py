@@ -363,7 +363,7 @@ def _simulate_run(p, fc, seed, run, row):
                 fc.start,
                 fc.age_s,
                 streams,
-                0.0,  # today's renewal code takes the failing class's bad-replacement share (issue 25); none here
+                0.0,  # the failing class's bad-replacement share, a later argument of the renewal code; none here
                 1.0,
             )
             if first:

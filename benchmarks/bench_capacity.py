@@ -5,7 +5,7 @@
 Two worker processes run the same command, ``mcsim.simulate`` of
 ``scenarios/capacity-planning.toml`` with the local backend and no progress bar:
 one imports mcsim from this source tree, the other from the tree of ``--against``
-(default ``a7da51b``, the code before issue 12; a commit is extracted once with
+(default ``a7da51b``, the code before the run loop and the sweep were made faster; a commit is extracted once with
 ``git archive`` into ``benchmarks/results/tree-COMMIT``, untracked, where its
 compiled kernels are cached too). Each worker first simulates 2 runs of every
 configuration (compiling its kernels or loading them from its cache: the

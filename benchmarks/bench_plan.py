@@ -1,4 +1,4 @@
-"""`mcsim plan` against exhaustive simulation: runs simulated and time, with and without the pilot (issue 23).
+"""`mcsim plan` against exhaustive simulation: runs simulated and time, with and without the pilot.
 
 ``.venv/bin/python benchmarks/bench_plan.py [--only NAME ...]``
 
@@ -6,8 +6,8 @@ For each shipped plan and each space of ``tests/planning/test_plan_exhaustive.py
 one process, back to back: as shipped (with the calibration pilot, docs/model.md §9 "Calibration") and
 with ``plan.pilot_runs = 0``, ``--rounds`` times alternating (the least time of each is kept). Printed per
 plan: the candidates that pass the exact checks (the screen's ranking); the runs the plan simulated, each
-(candidate, run) once (the pilot's among them); their share of exhaustive simulation, as issue 23's
-exhaustive checks ran it (2,000 runs of every candidate; the issue asks at most 5 %) and, stricter, with
+(candidate, run) once (the pilot's among them); their share of exhaustive simulation, as the exhaustive
+checks of the plan's answers ran it (2,000 runs of every candidate; the target is at most 5 %) and, stricter, with
 as many runs of every candidate as the recommendation got; the wall time of each variant (screen and
 start-up included, kernels compiled before) and their ratio (the machine may be loaded: compare the
 ratio, not the absolute times); and whether the two variants recommend the same candidate.
@@ -29,7 +29,7 @@ from mcsim.planning.run import run_plan
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from plans import BUDGET_SPACE, DEADLINE_SPACE, WRITE_SPACE  # noqa: E402
 
-EXHAUSTIVE_RUNS = 2000  # runs of every candidate in issue 23's exhaustive checks
+EXHAUSTIVE_RUNS = 2000  # runs of every candidate in the exhaustive checks of the plan's answers
 SHIPPED = ("plan-llama3-70b", "plan-gpt3-175b", "plan-bloom-176b", "plan-llama3-405b")
 SPACES = {"deadline-space": DEADLINE_SPACE, "budget-space": BUDGET_SPACE, "write-space": WRITE_SPACE}
 

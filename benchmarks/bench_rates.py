@@ -6,7 +6,8 @@ Fast mode at 16,384 GPUs (sync and async checkpoints), fast mode at 1,024 GPUs a
 16,384 GPUs, each the mean of its best of five timed calls. To compare two versions of the kernel,
 run it in a checkout of each, back to back on the same machine (``git worktree add /tmp/before REV``,
 then ``PYTHONPATH=/tmp/before python /tmp/before/benchmarks/bench_rates.py`` if the older tree lacks
-this script, copy it there): the figures of issue 26 in docs/model.md §4 were taken that way.
+this script, copy it there): the figures in docs/model.md §4 of the run loop without reference counting
+and of fast mode's short blocks were taken that way.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The planner's screen against simulation, one model feature at a time (issue 23, item 1).
+"""The planner's screen against simulation, one model feature at a time.
 
 ``.venv/bin/python benchmarks/bench_screen_features.py [--runs N] [--only NAME ...]``
 
@@ -86,7 +86,7 @@ SPACES = {
             {"name": "rack", "scope": "node", "domain_nodes": 4, "mtbf_hours": 400.0, "recovery_minutes": 60.0},
         ]
     ),
-    # Every kind of interruption (issue 25): GPU failures with lognormal recoveries, a tenth needing
+    # Every kind of interruption: GPU failures with lognormal recoveries, a tenth needing
     # a person for 2 h, a fifth of the replacement GPUs bad (failing again after 2 h on average);
     # hangs found after 10 min; instabilities rolling back two checkpoints more; a weekly 4-h
     # maintenance window (shape 20: nearly periodic, at a random phase); restarts from their parts.
@@ -128,7 +128,7 @@ SPACES = {
                 "recovery_minutes": 240.0,
             },
         ],
-        # The restart's parts (issue 25 item 3), communicators set up at MegaScale's unoptimised 0.5 s
+        # The restart's parts, communicators set up at MegaScale's unoptimised 0.5 s
         # a GPU: they grow with the candidate's GPUs.
         restart={"from_parts": True, "communicator_ms_per_gpu": 500.0},
     ),

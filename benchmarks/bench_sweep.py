@@ -1,9 +1,9 @@
-"""A sweep end to end against the kernel's own CPU time, and its peak memory (issue 26 item 4).
+"""A sweep end to end against the kernel's own CPU time, and its peak memory.
 
 ``.venv/bin/python benchmarks/bench_sweep.py [--runs N] [--prices P ...] [--efficiencies E ...] [-o FILE.nc]``
 
 The capacity-planning scenario swept over 15 checkpoint intervals and the four strategies (480
-configurations; ``--prices 0.08 0.12`` sweeps the electricity price too: 960, the issue's "1,000",
+configurations; ``--prices 0.08 0.12`` sweeps the electricity price too: 960, the target's "1,000",
 each configuration's kernel work unchanged; ``--efficiencies 0.54 0.64`` sweeps
 ``compute.efficiency`` instead, whose lower value makes each run's kernel work about twice as
 large), ``--runs`` runs each (default 1,000), simulated with one Numba thread and written to a

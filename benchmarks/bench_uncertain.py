@@ -1,9 +1,9 @@
 """Cost of input uncertainty: ``draws x runs`` two-level sampling versus plain runs.
 
-Issue 13's speed requirement: 256 parameter draws x 200 runs of the reference
+The speed requirement of input uncertainty: 256 parameter draws x 200 runs of the reference
 scenario (Llama 3 405B) must cost at most 2x the time of 51,200 plain runs. Both
 go through :func:`mcsim.simulate` end to end (tasks, backend, outputs), warm
-(the kernel compiled first). The uncertain inputs are the issue's examples: the
+(the kernel compiled first). The uncertain inputs are the requirement's examples: the
 GPU failure class's MTBF, the achieved efficiency, the straggler sigma, the
 recovery time and the storage bandwidth.
 

@@ -14,7 +14,7 @@ process against baselines doing the same work:
 * ``fast floor``: a minimal Numba loop that only draws what fast mode's failures need (the
   same per-unit Weibull renewal processes and generator, ``mcsim.kernels.renewal``), as many
   failures per run as mcsim's fast case had: the upper bound for fast mode, whose cost
-  follows the failures (issue 26);
+  follows the failures;
 * ``numpy`` / ``simpy``: what a user writes without mcsim (``benchmarks/baselines.py``),
   run at a reduced size and compared per simulated run and per iteration-rank;
 * ``cold start``: a first ``mcsim run`` in a fresh process with an empty Numba
@@ -314,12 +314,12 @@ def _cold_start(quick: bool) -> list[dict]:
 
 
 def _sweeps(quick: bool) -> list[dict]:
-    """Issue 26 item 4: the capacity sweep end to end against the kernel's own CPU, and its peak memory,
+    """The capacity sweep end to end against the kernel's own CPU, and its peak memory,
     each in a process of its own (``bench_sweep.py``: one thread; peak memory is a process's high-water mark).
 
     Three processes per sweep (one with ``--quick``), the one of median end-to-end ratio reported: the
     system CPU of placing 135 MB in memory and 73 MB in the page cache varies between processes by
-    0.04-0.12 s (measured in issue 26), a twentieth of the kernel's time."""
+    0.04-0.12 s (measured while the sweep's overhead was cut), a twentieth of the kernel's time."""
     rows = []
     variants = [("480", [])] if quick else [("480", []), ("960", ["--prices", "0.08", "0.12"])]
     for label, extra in variants:
@@ -347,7 +347,7 @@ def _median_wall_s(cmd: list[str], cwd: str) -> float:
 
 
 def _plan_start(quick: bool) -> list[dict]:
-    """Issue 26 item 5: a warm ``mcsim plan`` of a shipped plan against a warm ``mcsim run`` of the scenario it
+    """A plan's start-up: a warm ``mcsim plan`` of a shipped plan against a warm ``mcsim run`` of the scenario it
     recommends (``mcsim report``'s ``recommended.toml``), alternating, median wall time of each."""
     plan_file = HERE.parent / "scenarios" / "plan-llama3-70b.toml"
     mcsim_cmd = [sys.executable, "-m", "mcsim.cli.main"]

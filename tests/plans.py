@@ -43,7 +43,7 @@ BUDGET_SPACE = {
 }
 
 
-# GoCkpt and async against sync on slow storage (issue 23's second failing space): a 94 GB checkpoint
+# GoCkpt and async against sync on slow storage (a space the first-order screen got wrong): a 94 GB checkpoint
 # written at 0.3 GB/s takes 313 s, longer than the compute between checkpoints at Daly's interval for
 # async's and gockpt's short stalls, so every async and gockpt checkpoint waits for the previous write.
 # Objective wall time. A screen without the wait was 45-86 % optimistic for them and ranked a gockpt

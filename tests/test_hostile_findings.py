@@ -1,4 +1,4 @@
-"""The hostile findings of issue 22 (item 12): one test per finding, each failed before its fix.
+"""Findings of a hostile review of the command line and the API: one test per finding, each failed before its fix.
 
 Wrong results or lost data first, then crashes, then messages. Scenarios are small (20-120 runs) and
 plans are the two-size plan of tests/planning/test_plan_hostile.py.

@@ -57,7 +57,7 @@ def test_python_dash_m_mcsim_runs_the_command_line():
     ],
 )
 def test_run_and_plan_do_not_import_scipy_stats(tmp_path, command):
-    # Importing scipy.stats costs ~0.5 s of a warm `mcsim plan` (issue 26 item 5): a shipped plan (its pilot, a
+    # Importing scipy.stats costs ~0.5 s of a warm `mcsim plan`: a shipped plan (its pilot, a
     # decided selection, no spares) and a run without draws need none of it.
     code = (
         "import sys; from mcsim.cli.main import main; "

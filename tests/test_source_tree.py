@@ -2,8 +2,8 @@
 
 The README's snippets (``results/...`` paths) and notebooks run from the repository
 root, where Python puts the current folder first on ``sys.path``. The source tree must
-then be a complete package: the kernels and the shipped scenarios included (issue 11,
-item 13: it failed with ``No module named 'mcsim.kernels'`` after ``pip install .``).
+then be a complete package: the kernels and the shipped scenarios included (it once failed
+with ``No module named 'mcsim.kernels'`` after ``pip install .``).
 """
 
 from __future__ import annotations

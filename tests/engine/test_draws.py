@@ -1,4 +1,4 @@
-"""Draw tables (issue 13 item 2): a configuration's parameter draws evaluated together and
+"""Draw tables: a configuration's parameter draws evaluated together and
 simulated by one kernel entry that takes per-run parameters (mcsim/draws.py,
 ``simulate_runs_table``). The reference is the per-draw-configuration path, where every
 (configuration, draw) is a validated configuration of its own with its own tasks: the two

@@ -1,4 +1,4 @@
-"""Execution hardening (issue 11, items 10, 11, 16): schedulers, Ctrl-C, bounded work, budgets,
+"""Execution hardening: schedulers, Ctrl-C, bounded work, budgets,
 and the interval optimiser run as tasks."""
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def _sweep_rows(configs: int, runs: int):
 
 
 def test_dask_batches_reach_the_target_work_and_keep_every_task_once():
-    # Issue 26 item 4: a dask submission costs ~3 ms of client CPU, so cheap tasks go together.
+    # A dask submission costs ~3 ms of client CPU, so cheap tasks go together.
     tasks, rows, per_run_s = _sweep_rows(configs=4000, runs=500)
     assert per_run_s * 4000 * 500 > 0.2 * 4 * 2  # enough work that the target is not shrunk
     batches = task_batches(tasks, rows, parallelism=2, batch_s=0.2)
@@ -156,7 +156,7 @@ def test_dask_batches_shrink_so_that_every_worker_gets_work():
 
 
 def test_local_backend_runs_consecutive_tasks_of_a_configuration_in_one_call(monkeypatch):
-    # Issue 26 item 4: four 250-run tasks of a cheap configuration were four kernel calls. Consecutive
+    # Four 250-run tasks of a cheap configuration were four kernel calls, each with its overhead. Consecutive
     # tasks of one key whose runs follow on now share calls, each task still gets its own rows, and
     # those are the rows of one call per task (a run depends only on its index and the seed).
     import mcsim.engine.backends as backends

@@ -2,7 +2,7 @@
 
 Counted by wrapping ``mcsim.model.preparation.workload`` and ``mcsim.model.preparation.checkpoint_plan``.
 
-Issue 12 item 2: a sweep computes each configuration's workload and checkpoint plan
+A sweep computes each configuration's workload and checkpoint plan
 once, shared by the time estimate, every task and the output variables (and each
 interval-optimiser grid point's plan once). The counts below are what that promise
 means; before it, they grew with the number of tasks (4 per configuration here).
@@ -62,7 +62,7 @@ def test_workload_and_plan_are_computed_once_per_configuration(monkeypatch):
 
 
 def test_a_configuration_prepared_again_is_not_recomputed(monkeypatch):
-    # A plan's selection prepares its growing list of candidates at every round (issue 26 item 5):
+    # A plan's selection prepares its growing list of candidates at every round (preparing them again slowed the plan):
     # a configuration already prepared in this process reuses its workload and kernel inputs.
     workloads, plans = _counting(monkeypatch, "workload"), _counting(monkeypatch, "checkpoint_plan")
     configs = scenario_from_dict(_sweep()).configs
@@ -119,7 +119,7 @@ class _Unreadable:
 
 def test_step_model_reads_only_its_cache_key():
     # mcsim.model.workload.own_layout_arrays keeps the arrays of each distinct step_sections(cfg)
-    # (issue 26 item 4): that is right only if workload_arrays reads nothing else. Every other
+    # (a sweep computes them once per layout): that is right only if workload_arrays reads nothing else. Every other
     # section is replaced by one that fails on any read; the arrays must come out the same.
     from mcsim.model import workload as wl
 

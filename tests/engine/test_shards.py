@@ -1,4 +1,4 @@
-"""Sharded sweeps (issue 22 item 8): ``mcsim run --shard i/n`` runs one part of a sweep and
+"""Sharded sweeps: ``mcsim run --shard i/n`` runs one part of a sweep and
 ``mcsim combine`` merges the parts.
 
 The reference is the unsharded run of the same scenario: run r of a configuration uses the

@@ -192,7 +192,7 @@ BAD_LOGS = [
     ("no_rows.csv", "unit,start_hours,end_hours,failed\n# nothing yet\n\n", "rows"),
     ("no_failures.csv", "unit,start_hours,end_hours,failed\ngpu,0,5,0\ngpu,0,9,false\n", "failed"),
     ("same_failure_times.csv", "unit,start_hours,end_hours,failed\na,0,5,1\nb,0,5,1\nc,10,15,1\n", "fit"),
-    # overflow and underflow (issue 11, item 10)
+    # overflow and underflow: one error line, never a traceback
     (
         "overflowing_lifetime.csv",
         "unit,start_hours,end_hours,failed\na,-1e308,1e308,1\nb,0,5,1\n",
@@ -364,7 +364,7 @@ def test_renewal_function_closed_forms():
 
 
 def test_failure_ratio_of_the_issue_example():
-    # Issue 11, item 9: capacity planning, GPU class MTBF 79,230 h, k = 0.7, units new at
+    # The reported capacity-planning example: GPU class MTBF 79,230 h, k = 0.7, units new at
     # job start. For a job of T hours ≪ λ, each GPU fails about (T/λ)^k times instead of
     # T/MTBF: the first-failure part of the renewal function.
     shape, mtbf = 0.7, 79230.0
@@ -778,7 +778,7 @@ def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, entry, tmp_path, capsys):
         assert status == 2 and err.count("\n") == 1 and err.startswith("mcsim: error: ") and not out.exists()
 
 
-# ---------------------------------------------------------------- fit-failures --uncertain (issue 13, item 6)
+# ---------------------------------------------------------------- fit-failures --uncertain
 
 
 def _log_mtbf_shape(theta: np.ndarray) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Start states of the failure processes (docs/model.md §4 "Failure processes", issue 12 item 4).
+"""Start states of the failure processes (docs/model.md §4 "Failure processes").
 
 A failure class's ``initial_age`` says how old its units are when the job starts:
 ``"stationary"`` (default) runs the renewal process in equilibrium, so the expected
@@ -178,7 +178,7 @@ def test_stationary_is_the_default_and_values_are_checked(small_raw):
         small_raw["failures"][0]["initial_age"] = bad
         with pytest.raises(ScenarioError) as err:
             scenario_from_dict(small_raw)
-        assert err.value.key == "failures.gpu.initial_age"  # errors name the class (issue 11, item 18)
+        assert err.value.key == "failures.gpu.initial_age"  # errors name the class, as other class keys' do
         assert '"stationary" or "new" or a number' in err.value.message or "expected a" in err.value.message
 
 

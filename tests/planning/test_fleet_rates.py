@@ -1,4 +1,4 @@
-"""Failure rates as ranges (issue 25 item 6): the fleet's factor on the rates, the shipped plans' prior on
+"""Failure rates as ranges: the fleet's factor on the rates, the shipped plans' prior on
 it, and the plan report's share of the spread that comes from the rates (docs/model.md §3 "The fleet's
 failure rate", §9).
 
@@ -145,8 +145,8 @@ def test_report_says_the_rates_share_of_the_spread(tmp_path):
     ],
 )
 def test_normal_laws_are_scipy_stats_bit_for_bit(spec):
-    # The shipped plans' prior is drawn without importing scipy.stats (issue 26 item 5); its cdf and ppf
-    # must be scipy.stats' own values, so draws stay bit-identical.
+    # The shipped plans' prior is drawn without importing scipy.stats (~0.5 s of a warm `mcsim plan`); its
+    # cdf and ppf must be scipy.stats' own values, so draws stay bit-identical.
     from scipy import stats
 
     from mcsim.scenario.uncertain import Z_95, _frozen

@@ -1,4 +1,4 @@
-"""mcsim plan against exhaustive simulation (issue 23, item 6): the recommendation must be in the true
+"""mcsim plan against exhaustive simulation: the recommendation must be in the true
 indifference zone, found by simulating every candidate with common random numbers.
 
 The fast space: a deadline at probability 0.9 that binds between two sizes under heavy failures. A 6.7B
@@ -188,7 +188,7 @@ def _feature_spaces() -> dict:
     return module.SPACES
 
 
-# Spaces where a first-order screen is wrong (issue 23 item 6): slow-node episodes (the screen without them was
+# Spaces where a first-order screen is wrong: slow-node episodes (the screen without them was
 # 15 % optimistic), Weibull shape 0.6 on a new cluster (51 % before, 8.3 % pessimistic at 512 GPUs now) and one
 # spare node with 12-hour repairs (99.7 % before, 5-13 % optimistic now); docs/planning.md. Each plan, on three
 # seeds, must recommend a member of the true indifference zone (every candidate simulated 500 times).

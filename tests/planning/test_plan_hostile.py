@@ -112,7 +112,7 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
 
 
 def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_path):
-    # Issue 23 item 7: every simulated candidate within the indifference zone of the recommendation is
+    # Near-ties: every simulated candidate within the indifference zone of the recommendation is
     # listed as equivalent, with its paired difference. Reference: the paired mean difference computed
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
@@ -242,12 +242,12 @@ def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path)
 
 def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatch):
     # The margin "covers the screen's model error" (docs/model.md §9), but a screen can miss an effect: the
-    # screen left slow-node episodes out until issue 23, and the simulated mean wall time was then ~20 %
+    # screen once left slow-node episodes out, and the simulated mean wall time was then ~20 %
     # above its estimate, four times the 5 % margin, and nothing told the user that candidates the margin
     # ruled out might be better. The same miss is made here on purpose (the screen's iteration time 20 %
     # short), so the test stays about the plan's reaction, whatever the screen models. The pool widens its
     # margin to the error and brings in the candidates it can no longer rule out; with at most 10
-    # simulated it is full before it closes, so the recommendation is not "decided" (issue 23).
+    # simulated it is full before it closes, so the recommendation is not "decided".
     import mcsim.planning.estimates as estimates_module
 
     iteration_power = estimates_module._iteration_power

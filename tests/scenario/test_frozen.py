@@ -1,4 +1,4 @@
-"""Configurations and their sections hashed once (mcsim.scenario.frozen.hash_once, issue 26 item 4)."""
+"""Configurations and their sections hashed once, not at every use in a sweep (mcsim.scenario.frozen.hash_once)."""
 
 from __future__ import annotations
 

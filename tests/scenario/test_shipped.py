@@ -1,4 +1,4 @@
-"""Shipped scenarios from anywhere (issue 22, item 7): by name, listed, copied to edit; `mcsim plan --set`;
+"""Shipped scenarios from anywhere: by name, listed, copied to edit; `mcsim plan --set`;
 a plan's [uncertain] without run.draws; `mcsim report PLAN.nc` writes the recommendation as a scenario that
 `mcsim run` runs."""
 

@@ -1,4 +1,4 @@
-"""Uncertain inputs (issue 13): distributions, two-level sampling, paired draws."""
+"""Uncertain inputs: distributions, two-level sampling, paired draws."""
 
 from __future__ import annotations
 
