@@ -1,4 +1,4 @@
-"""Baseline for benchmarks/bench_kernel.py: the run loop as it was before issue #12 (items 2-3).
+"""Baseline for benchmarks/bench_kernel.py: the run loop before it became event functions over a workspace.
 
 A frozen copy of ``mcsim/kernels/montecarlo.py`` at commit c763bab (one function,
 every checkpoint an event), kept importable so that speed-ups are measured as

@@ -286,7 +286,7 @@ def test_lock_path_that_is_a_directory_is_named_as_the_lock(tmp_path, capsys):
     assert "lock" in line and ".out.nc.lock" in line
 
 
-# --------------------------------------------------------------------------- item 8: a lock without flock
+# --------------------------------------------------------------------------- a lock without flock
 
 
 def test_lock_without_flock_falls_back_to_an_owner_file(tmp_path, monkeypatch):
@@ -357,7 +357,7 @@ def test_sensitivity_on_too_few_draws_says_how_many_are_needed(tmp_path, capsys)
     assert "8 parameter draws are too few" in line and f"at least {MIN_GIVEN_DATA_DRAWS}" in line
 
 
-# --------------------------------------------------------------------------- item 8: lazy opening
+# --------------------------------------------------------------------------- lazy opening
 
 
 def test_open_results_with_chunks_stays_lazy(result_file):

@@ -54,7 +54,7 @@ def _one_line_error(err: str, *needles: str) -> str:
     return lines[0]
 
 
-# --- item 10: dask schedulers that are not there ------------------------------------------------
+# --- dask schedulers that are not there ------------------------------------------------
 
 
 def test_malformed_scheduler_address_is_one_line(tmp_path, capsys):
@@ -233,7 +233,7 @@ def test_a_dataset_persisted_on_a_cluster_is_written_through_its_client(tmp_path
     np.testing.assert_array_equal(back["wall_time"].values, sweep_ds["wall_time"].values)
 
 
-# --- item 10: Ctrl-C ----------------------------------------------------------------------------
+# --- Ctrl-C ----------------------------------------------------------------------------
 
 
 def _start_and_interrupt(cmd: list[str], cwd: Path, after_s: float, group: bool) -> tuple[int, str, float]:
@@ -332,7 +332,7 @@ def test_local_backend_bounds_each_kernel_call_and_stays_bit_identical():
     np.testing.assert_array_equal(rows, run_task(cfg, 7, "exact", 10, 410))
 
 
-# --- item 11: unbounded work ---------------------------------------------------------------------
+# --- unbounded work ---------------------------------------------------------------------
 
 
 def test_huge_sweep_refused_before_its_configurations_are_built(monkeypatch):
@@ -482,7 +482,7 @@ def test_workers_capped_at_the_cpu_count(tmp_path, capsys):
     _one_line_error(capsys.readouterr().err, "--workers", f"expected at most {too_many - 1}", f"got {too_many}")
 
 
-# --- item 16: interval = "optimize" through tasks, backends and the resume store ---------------
+# --- interval = "optimize" through tasks, backends and the resume store ---------------
 
 
 class _RecordingBackend(LocalBackend):

@@ -319,7 +319,7 @@ def test_failures_table_toml_rejects_what_a_scenario_rejects():
             failures_table_toml(fit, *args)
 
 
-# ---------------------------------------------------------------- how the simulator uses the shape (item 9)
+# ---------------------------------------------------------------- how the simulator uses the shape
 
 
 def simulated_renewals(t: float, shape: float, paths: int, seed: int) -> tuple[float, float]:
@@ -435,7 +435,7 @@ def test_table_says_how_the_shape_is_used():
     assert 'initial_age = "stationary"' in exponential_text
 
 
-# ---------------------------------------------------------------- left truncation (item 23)
+# ---------------------------------------------------------------- left truncation
 
 
 def truncated_sample(shape: float, scale: float, units: int, seed: int, max_age: float, window: float) -> FailureLog:
@@ -511,7 +511,7 @@ def test_cli_reads_the_entry_column(tmp_path, capsys):
     np.testing.assert_allclose(read_failure_log(path).entry_h, log.entry_h)
 
 
-# ---------------------------------------------------------------- probability plot (item 23)
+# ---------------------------------------------------------------- probability plot
 
 
 def test_product_limit_by_hand():
@@ -571,7 +571,7 @@ def test_plot_without_matplotlib_is_one_line(tmp_path, capsys, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.csv"]
 
 
-# ---------------------------------------------------------------- options and outputs (item 10, 18)
+# ---------------------------------------------------------------- options and outputs
 
 
 @pytest.mark.parametrize(
@@ -678,7 +678,7 @@ def test_row_limit(tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and "line 5" in err and "more than 3 lifetimes" in err
 
 
-# ---------------------------------------------------------------- fuzzing with extreme floats (item 10)
+# ---------------------------------------------------------------- fuzzing with extreme floats
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

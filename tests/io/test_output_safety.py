@@ -63,7 +63,7 @@ def _subprocess(code: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-# --------------------------------------------------------------------------- item 2 and 18: -o checks
+# --------------------------------------------------------------------------- -o checks
 
 
 @pytest.mark.parametrize("target", ["scenario", "text file", "directory", "device", "empty", "foreign netcdf"])
@@ -144,7 +144,7 @@ def test_resume_folder_not_writable_is_refused(scenario_file, tmp_path, capsys, 
     assert status == 2 and "not writable" in _one_error_line(capsys.readouterr().err)
 
 
-# --------------------------------------------------------------------------- item 4: the resume store
+# --------------------------------------------------------------------------- the resume store
 
 
 @pytest.fixture(scope="module")
@@ -319,7 +319,7 @@ def test_changed_model_source_changes_the_sweep_key(reference, monkeypatch):
     assert resume.sweep_key(scenario, CHUNK) != before
 
 
-# --------------------------------------------------------------------------- item 5: one writer per output
+# --------------------------------------------------------------------------- one writer per output
 
 
 def test_second_writer_of_the_same_output_is_refused(scenario_file, tmp_path, capsys):
@@ -362,7 +362,7 @@ def test_temporary_file_of_a_killed_write_is_removed_by_the_next_run(scenario_fi
     assert atomic.temp_files(tmp_path / "out.nc") == [] and all(p.exists() for p in others)
 
 
-# --------------------------------------------------------------------------- item 6 and 10: failed writes
+# --------------------------------------------------------------------------- failed writes
 
 
 def test_file_size_limit_during_the_netcdf_write(scenario_file, tmp_path):
@@ -447,7 +447,7 @@ def test_broken_pipe_exits_quietly(scenario_file, tmp_path):
     assert (tmp_path / "out.nc").exists()
 
 
-# --------------------------------------------------------------------------- item 22: one atomic writer
+# --------------------------------------------------------------------------- one atomic writer
 
 
 def test_one_atomic_writer_in_the_package():
