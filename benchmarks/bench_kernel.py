@@ -1,4 +1,4 @@
-"""The run loop against its frozen version from before the event functions: ``python benchmarks/bench_kernel.py [--quick]``.
+"""The run loop against its frozen version of before the event functions: ``python benchmarks/bench_kernel.py``.
 
 Both kernels (``mcsim.kernels.montecarlo`` and the frozen copy
 ``benchmarks/baseline_kernel.py``) run the same configurations with the same
