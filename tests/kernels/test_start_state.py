@@ -50,14 +50,8 @@ def _failures_in_horizon(classes: mc.FailureClasses, runs: int, horizon_s: float
     Fast mode with one block up to the (never reached) end: one kernel event per failure.
     """
     never = 10**15
-    params = kernel_params(
-        iterations=never,
-        checkpoint_every=never,
-        max_wall_s=horizon_s,
-        fast=True,
-        fast_min_block=1,
-        fast_min_block_episode=1,
-    )
+    # kernel_params' block thresholds (fast_min_block and fast_min_block_episode) are 1 iteration
+    params = kernel_params(iterations=never, checkpoint_every=never, max_wall_s=horizon_s, fast=True)
     out = np.zeros((runs, mc.N_OUT))
     mc.simulate_runs(params, classes, mc.no_phases(), seed, 0, out)
     assert not out[:, mc.OUT_COMPLETED].any()
