@@ -7,15 +7,7 @@ import copy
 
 DEADLINE_SPACE = {
     "name": "deadline-binds-between-sizes",
-    "model": {
-        "params": 6.7e9,
-        "layers": 32,
-        "hidden": 4096,
-        "heads": 32,
-        "seq_len": 2048,
-        "tokens": 5e11,
-        "global_batch": 1024,
-    },
+    "model": dict(params=6.7e9, layers=32, hidden=4096, heads=32, seq_len=2048, tokens=5e11, global_batch=1024),
     "hardware": {"gpus_per_node": 8},
     "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 768.0, "recovery_minutes": 20.0}],
     "stragglers": {"sigma": 0.02},
@@ -65,15 +57,7 @@ WRITE_SPACE = {
 # A small plan: 1.3B model, two GPU types, 16..64 GPUs, every default layout.
 SMALL_PLAN = {
     "name": "small-plan",
-    "model": {
-        "params": 1.3e9,
-        "layers": 24,
-        "hidden": 2048,
-        "heads": 16,
-        "seq_len": 2048,
-        "tokens": 2e10,
-        "global_batch": 512,
-    },
+    "model": dict(params=1.3e9, layers=24, hidden=2048, heads=16, seq_len=2048, tokens=2e10, global_batch=512),
     "hardware": {"gpus_per_node": 8},
     "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
     "run": {"seed": 3, "mode": "fast"},
