@@ -1,9 +1,14 @@
 """Plan files shared by the planning tests: the small plan, its hostile variant, and the spaces whose
-binding constraint (deadline, budget) falls between candidate sizes."""
+binding constraint (deadline, budget) falls between candidate sizes; and :func:`planned`, one plan run."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
+
+from builders import write_toml
+
+from mcsim.cli.main import main
 
 DEADLINE_SPACE = {
     "name": "deadline-binds-between-sizes",
@@ -87,3 +92,11 @@ def small_plan(**tables) -> dict:
 def hostile_plan(**tables) -> dict:
     """A fresh copy of :data:`HOSTILE_PLAN`, each named table updated with the given keys."""
     return _with_tables(HOSTILE_PLAN, tables)
+
+
+def planned(raw: dict, folder: Path) -> Path:
+    """``mcsim plan --quiet`` on ``raw``, written to ``folder / "p.toml"``, into ``folder / "p.nc"``; checks that
+    it exits 0 and returns the plan file's path."""
+    out = folder / "p.nc"
+    assert main(["plan", str(write_toml(raw, folder / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    return out
