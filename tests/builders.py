@@ -9,6 +9,8 @@ import numpy as np
 
 from mcsim.kernels import interface as mc
 from mcsim.kernels.renewal import START_AGED, START_NEW, START_STATIONARY
+from mcsim.model.block_law import short_block_law
+from mcsim.model.stragglers import factor_law
 from mcsim.scenario.config import dumps_toml
 
 # A small, valid scenario: 64 GPUs, short training, one exponential GPU failure class.
@@ -33,59 +35,65 @@ SMALL_SCENARIO = {
 }
 
 
+# RunParams of a simple configuration, by subject.
+KERNEL_DEFAULTS = {
+    # 1 s iterations (0.9 s compute, 0.1 s exposed communication) on one rank, no stragglers
+    **dict(iterations=1000, compute_time_s=0.9, comm_time_s=0.1, n_ranks=1.0, sigma=0.0, job_sigma=0.0),
+    # a sync checkpoint every 100 iterations (10 s stall), 5 s loads from storage, no memory tier
+    **dict(strategy=mc.STRATEGY_SYNC, checkpoint_every=100, checkpoint_stall_s=10.0, checkpoint_write_s=0.0),
+    **dict(replicate_s=0.0, persist_every=1, load_s=5.0, load_memory_s=0.0),
+    # no slow-node episodes; no spare pool (-1), limits far away
+    **dict(episode_rate_per_s=0.0, episode_mean_s=1.0, episode_slowdown=1.0),
+    **dict(spare_nodes=-1, max_wall_s=1e9, max_failures=10**6),
+    # exact mode; fast mode's factor laws out of and in episodes: every iteration's factor 1
+    **dict(fast=False, fast_min_block=1, factor_mean=1.0, factor_std=0.0),
+    **dict(fast_min_block_episode=1, factor_mean_episode=1.0, factor_std_episode=0.0),
+    # no restart parts, no throughput degradation
+    **dict(restart_s=0.0, degradation_per_s=0.0, degradation_step_s=3600.0, degradation_max=1.0),
+}
+
+
 def kernel_params(**overrides) -> mc.RunParams:
-    """RunParams of a simple configuration (1 s iterations, sync checkpoints), with overrides."""
-    values = dict(
-        iterations=1000,
-        compute_time_s=0.9,
-        comm_time_s=0.1,
-        n_ranks=1.0,
-        sigma=0.0,
-        job_sigma=0.0,
-        strategy=mc.STRATEGY_SYNC,
-        checkpoint_every=100,
-        checkpoint_stall_s=10.0,
-        checkpoint_write_s=0.0,
-        replicate_s=0.0,
-        persist_every=1,
-        load_s=5.0,
-        load_memory_s=0.0,
-        episode_rate_per_s=0.0,
-        episode_mean_s=1.0,
-        episode_slowdown=1.0,
-        spare_nodes=-1,
-        max_wall_s=1e9,
-        max_failures=10**6,
-        fast=False,
-        fast_min_block=1,
-        factor_mean=1.0,
-        factor_std=0.0,
-        fast_min_block_episode=1,
-        factor_mean_episode=1.0,
-        factor_std_episode=0.0,
-        restart_s=0.0,
-        degradation_per_s=0.0,
-        degradation_step_s=3600.0,
-        degradation_max=1.0,
-    )
+    """RunParams of :data:`KERNEL_DEFAULTS` (1 s iterations, sync checkpoints), with overrides."""
+    values = dict(KERNEL_DEFAULTS)
     if overrides.pop("is_async", False):
         values["strategy"] = mc.STRATEGY_ASYNC
     values.update(overrides)
     return mc.RunParams(**values)
 
 
+def factor_fields(values: dict, min_block: int | None = None, min_block_episode: int | None = None) -> dict:
+    """Fast mode's fields of RunParams for the ranks, sigma and episode slowdown in ``values``, as
+    mcsim.model.preparation sets them: the iteration factor's law out of and in episodes and the block
+    thresholds (the W1 rule's unless given)."""
+    law = factor_law(values["n_ranks"], values["sigma"])
+    episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
+    return dict(
+        fast_min_block=law.fast_min_block() if min_block is None else min_block,
+        factor_mean=law.mean,
+        factor_std=law.std,
+        fast_min_block_episode=episode.fast_min_block() if min_block_episode is None else min_block_episode,
+        factor_mean_episode=episode.mean,
+        factor_std_episode=episode.std,
+    )
+
+
+def short_block_fields(values: dict) -> dict:
+    """RunParams' short-block law for the ranks, sigma and checkpoint interval in ``values`` (as
+    mcsim.model.preparation sets it: the interval's own law where it is below the threshold), or {}."""
+    short = short_block_law(values["n_ranks"], values["sigma"], values["checkpoint_every"])
+    if short is None:
+        return {}
+    return dict(short_block=short.block, **{f"short_block_c{j}": c for j, c in enumerate(short.coefficients)})
+
+
 # The FailureClasses fields of the kinds of interruption and the recovery law, at their defaults.
-KIND_DEFAULTS = dict(
-    kind=mc.KIND_FAIL_STOP,
-    detect_s=0.0,
-    rollback_checkpoints=0,
-    recovery_sigma=0.0,
-    manual_share=0.0,
-    manual_s=0.0,
-    bad_share=0.0,
-    bad_mean_s=3600.0,
-    repair_sigma=0.0,
-)
+KIND_DEFAULTS = {
+    # fail-stop: no detection delay, no rollback beyond the last checkpoint
+    **dict(kind=mc.KIND_FAIL_STOP, detect_s=0.0, rollback_checkpoints=0),
+    # fixed recoveries needing no person, no bad replacements, fixed repairs
+    **dict(recovery_sigma=0.0, manual_share=0.0, manual_s=0.0, bad_share=0.0, bad_mean_s=3600.0, repair_sigma=0.0),
+}
 
 
 def failure_classes(classes: list[tuple]) -> mc.FailureClasses:

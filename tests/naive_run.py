@@ -81,7 +81,7 @@ their specification, not from the kernel):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from naive import seed_state, xoshiro256ss_next
 from scipy import special
@@ -1327,29 +1327,18 @@ class Run:
         }
 
 
+# The casts of FailureClass's scalar fields (by their annotations), each read from the FailureClasses
+# array of its name; start and durations_s are read apart.
+CASTS = {"int": int, "float": float, "bool": bool}
+
+
 def failure_class_list(classes) -> list[FailureClass]:
     """Plain per-class records from the kernel's FailureClasses arrays."""
     starts = {START_NEW: "new", START_STATIONARY: "stationary", START_AGED: "aged"}
     return [
         FailureClass(
-            units=int(classes.units[c]),
-            shape=float(classes.shape[c]),
-            scale_s=float(classes.scale_s[c]),
-            recovery_s=float(classes.recovery_s[c]),
-            nodes_taken=int(classes.nodes_taken[c]),
-            memory_ok=bool(classes.memory_ok[c]),
-            repair_s=float(classes.repair_s[c]),
+            **{f.name: CASTS[f.type](getattr(classes, f.name)[c]) for f in fields(FailureClass) if f.type in CASTS},
             start=starts[int(classes.start[c])],
-            age_s=float(classes.age_s[c]),
-            kind=int(classes.kind[c]),
-            detect_s=float(classes.detect_s[c]),
-            rollback_checkpoints=int(classes.rollback_checkpoints[c]),
-            recovery_sigma=float(classes.recovery_sigma[c]),
-            manual_share=float(classes.manual_share[c]),
-            manual_s=float(classes.manual_s[c]),
-            bad_share=float(classes.bad_share[c]),
-            bad_mean_s=float(classes.bad_mean_s[c]),
-            repair_sigma=float(classes.repair_sigma[c]),
             durations_s=tuple(float(d) for d in classes.durations_s[c, : int(classes.durations_count[c])]),
         )
         for c in range(len(classes.units))

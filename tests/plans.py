@@ -1,21 +1,18 @@
 """Plan files shared by the planning tests: the small plan, its hostile variant, and the spaces whose
-binding constraint (deadline, budget) falls between candidate sizes."""
+binding constraint (deadline, budget) falls between candidate sizes; and :func:`planned`, one plan run."""
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
+
+from builders import write_toml
+
+from mcsim.cli.main import main
 
 DEADLINE_SPACE = {
     "name": "deadline-binds-between-sizes",
-    "model": {
-        "params": 6.7e9,
-        "layers": 32,
-        "hidden": 4096,
-        "heads": 32,
-        "seq_len": 2048,
-        "tokens": 5e11,
-        "global_batch": 1024,
-    },
+    "model": dict(params=6.7e9, layers=32, hidden=4096, heads=32, seq_len=2048, tokens=5e11, global_batch=1024),
     "hardware": {"gpus_per_node": 8},
     "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 768.0, "recovery_minutes": 20.0}],
     "stragglers": {"sigma": 0.02},
@@ -65,15 +62,7 @@ WRITE_SPACE = {
 # A small plan: 1.3B model, two GPU types, 16..64 GPUs, every default layout.
 SMALL_PLAN = {
     "name": "small-plan",
-    "model": {
-        "params": 1.3e9,
-        "layers": 24,
-        "hidden": 2048,
-        "heads": 16,
-        "seq_len": 2048,
-        "tokens": 2e10,
-        "global_batch": 512,
-    },
+    "model": dict(params=1.3e9, layers=24, hidden=2048, heads=16, seq_len=2048, tokens=2e10, global_batch=512),
     "hardware": {"gpus_per_node": 8},
     "failures": [{"name": "gpu", "scope": "gpu", "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
     "run": {"seed": 3, "mode": "fast"},
@@ -103,3 +92,11 @@ def small_plan(**tables) -> dict:
 def hostile_plan(**tables) -> dict:
     """A fresh copy of :data:`HOSTILE_PLAN`, each named table updated with the given keys."""
     return _with_tables(HOSTILE_PLAN, tables)
+
+
+def planned(raw: dict, folder: Path) -> Path:
+    """``mcsim plan --quiet`` on ``raw``, written to ``folder / "p.toml"``, into ``folder / "p.nc"``; checks that
+    it exits 0 and returns the plan file's path."""
+    out = folder / "p.nc"
+    assert main(["plan", str(write_toml(raw, folder / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    return out

@@ -19,6 +19,10 @@ sync or async. Exhaustive means (seed 11, 2,000 runs each, cost in USD):
 
 from __future__ import annotations
 
+import copy
+
+from builders import SMALL_SCENARIO
+
 INTERVALS = (7, 10, 14, 20, 30)
 STRATEGIES = ("sync", "async")
 
@@ -26,28 +30,13 @@ STRATEGIES = ("sync", "async")
 def space_raw(runs: int, seed: int, kind: str = "quiet") -> dict:
     """Scenario tables of the ten candidates (a sweep), ``runs`` runs on ``seed``, fast mode."""
     quiet = kind == "quiet"
-    return {
-        "name": f"selection-{kind}",
-        "model": {
-            "params": 1.3e9,
-            "layers": 24,
-            "hidden": 2048,
-            "seq_len": 2048,
-            "tokens": 4e9 if quiet else 4e8,
-            "global_batch": 512,
-            "recompute": "selective",
-        },
-        "hardware": {"gpu": "A100-80GB", "gpus_per_node": 8},
-        "parallelism": {"gpus": 64, "tp": 2, "pp": 2, "microbatch": 1},
-        "compute": {"efficiency": 0.5},
-        "stragglers": {"sigma": 0.05},
-        "failures": [
-            {"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 8.0, "recovery_minutes": 1.0 if quiet else 10.0}
-        ],
-        "checkpoint": {"strategy": "sync", "interval": {"iterations": 50}},
-        "run": {"runs": runs, "seed": seed, "mode": "fast", "max_wall_days": 365.0},
-        "sweep": {
-            "checkpoint.interval": [{"iterations": k} for k in INTERVALS],
-            "checkpoint.strategy": list(STRATEGIES),
-        },
+    raw = copy.deepcopy(SMALL_SCENARIO)  # its model, hardware, layout, stragglers and sync checkpoints
+    raw["name"] = f"selection-{kind}"
+    raw["model"]["tokens"] = 4e9 if quiet else 4e8
+    raw["failures"][0].update(mtbf_hours=8.0, recovery_minutes=1.0 if quiet else 10.0)
+    raw["run"].update(runs=runs, seed=seed, mode="fast")
+    raw["sweep"] = {
+        "checkpoint.interval": [{"iterations": k} for k in INTERVALS],
+        "checkpoint.strategy": list(STRATEGIES),
     }
+    return raw

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from child_python import run_python
 from dotted_names import unresolved
 
 import mcsim
@@ -33,7 +34,7 @@ RETIRED = [
 @pytest.mark.parametrize("old", RETIRED)
 def test_a_retired_flat_module_path_no_longer_imports(old):
     code = f"import {old}"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = run_python(code, timeout=120)
     assert proc.returncode != 0 and "ModuleNotFoundError" in proc.stderr, proc.stderr
 
 
@@ -63,7 +64,7 @@ def test_run_and_plan_do_not_import_scipy_stats(tmp_path, command):
         "import sys; from mcsim.cli.main import main; "
         f"status = main({command!r}); print(status, 'scipy.stats' in sys.modules)"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = run_python(code, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-2:] == ["0", "False"], proc.stdout
 

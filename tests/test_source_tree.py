@@ -9,9 +9,9 @@ with ``No module named 'mcsim.kernels'`` after ``pip install .``).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
+
+from child_python import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ print(scenario.name, mcsim.reference_scenario_path().is_file())
 
 def test_import_from_repository_root_uses_a_complete_source_tree():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    done = run_python(PROBE, cwd=ROOT, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     package, kernels, scenario = done.stdout.splitlines()
     assert Path(package) == ROOT / "mcsim"  # the source tree, not an installed copy

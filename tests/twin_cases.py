@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 
 import naive_run
 import numpy as np
-from builders import SMALL_SCENARIO, failure_classes, kernel_params
+from builders import SMALL_SCENARIO, factor_fields, failure_classes, kernel_params
 
 from mcsim.kernels import interface as mc
-from mcsim.model.stragglers import factor_law
 from mcsim.scenario.config import scenario_from_dict
 
 RTOL = 1e-12
@@ -22,18 +21,13 @@ NODES, GPUS_PER_NODE = 8, 8
 # a checkpoint every 20 iterations, 8 s storage load. gockpt is async with GoCkpt's short
 # stall and a durability delay of an overlap window (3 iterations) plus the storage write.
 # async's write (25 s) is longer than the interval: every checkpoint waits for the previous.
+# in_memory replicates its snapshot in 2 s, persists every 3rd and loads from memory in 1 s.
+MEMORY_TIER = dict(replicate_s=2.0, persist_every=3, load_memory_s=1.0)
 STRATEGIES = {
     "sync": dict(strategy=mc.STRATEGY_SYNC, checkpoint_stall_s=8.0),
     "async": dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=1.5, checkpoint_write_s=25.0),
     "gockpt": dict(strategy=mc.STRATEGY_ASYNC, checkpoint_stall_s=0.2, checkpoint_write_s=3 * 1.0 + 12.0),
-    "in_memory": dict(
-        strategy=mc.STRATEGY_IN_MEMORY,
-        checkpoint_stall_s=0.5,
-        replicate_s=2.0,
-        checkpoint_write_s=30.0,
-        persist_every=3,
-        load_memory_s=1.0,
-    ),
+    "in_memory": dict(strategy=mc.STRATEGY_IN_MEMORY, checkpoint_stall_s=0.5, checkpoint_write_s=30.0, **MEMORY_TIER),
 }
 
 
@@ -332,30 +326,21 @@ def ideal_s(params: mc.RunParams, phases=()) -> float:
     return sum(n * (row[1] + row[2]) for n, row in zip(lengths, phases, strict=True))
 
 
-def case_params(case: Case, fast: bool) -> mc.RunParams:
-    values = dict(
-        iterations=ITERATIONS,
-        n_ranks=float(NODES * GPUS_PER_NODE),
-        sigma=0.05,
-        checkpoint_every=20,
-        load_s=8.0,
-        **STRATEGIES[case.strategy],
-    )
+def case_values(case: Case, iterations: int = ITERATIONS) -> dict:
+    """RunParams' values of a case, for kernel_params: ``iterations`` 1 s iterations on 64 ranks (sigma 0.05), a
+    checkpoint every 20, 8 s loads, the case's strategy, then its overrides; with phases, the mean iteration times."""
+    values = dict(iterations=iterations, n_ranks=float(NODES * GPUS_PER_NODE), sigma=0.05, checkpoint_every=20)
+    values.update(load_s=8.0, **STRATEGIES[case.strategy])
     values.update(case.overrides)
     set_mean_iteration_times(values, case.phases)
+    return values
+
+
+def case_params(case: Case, fast: bool) -> mc.RunParams:
+    values = case_values(case)
     if fast:
-        law = factor_law(values["n_ranks"], values["sigma"])
-        episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
         # A small threshold (not the W1 one): blocks at once, cut at episode changes, and short exact ones.
-        values.update(
-            fast=True,
-            fast_min_block=4,
-            factor_mean=law.mean,
-            factor_std=law.std,
-            fast_min_block_episode=4,
-            factor_mean_episode=episode.mean,
-            factor_std_episode=episode.std,
-        )
+        values.update(fast=True, **factor_fields(values, min_block=4, min_block_episode=4))
     return kernel_params(**values)
 
 

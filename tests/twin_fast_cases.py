@@ -4,7 +4,7 @@ kernel parameters and the features their runs go through (used by the fast twin 
 from __future__ import annotations
 
 import naive_run
-from builders import failure_classes, kernel_params
+from builders import factor_fields, failure_classes, kernel_params, short_block_fields
 from twin_cases import (
     DEGRADATION_FEATURES,
     JOB,
@@ -12,6 +12,7 @@ from twin_cases import (
     PHASE_FEATURES,
     STRATEGIES,
     Case,
+    case_values,
     cluster,
     domain,
     features_seen,
@@ -19,12 +20,9 @@ from twin_cases import (
     kinds_classes,
     node,
     phase_table,
-    set_mean_iteration_times,
 )
 
 from mcsim.kernels import interface as mc
-from mcsim.model.block_law import short_block_law
-from mcsim.model.stragglers import factor_law
 
 # Small thresholds (not the W1 ones), different in and out of episodes: the block and
 # the stretch paths both occur, and blocks cut below the threshold are drawn one by one.
@@ -240,31 +238,12 @@ FAST_CASES = _fast_cases()
 
 def fast_case_params(case: Case) -> mc.RunParams:
     """Kernel parameters of a fast-mode case: 1 s iterations on 64 ranks, a checkpoint every 20."""
-    values = dict(
-        iterations=ITERATIONS,
-        n_ranks=64.0,
-        sigma=0.05,
-        checkpoint_every=20,
-        load_s=8.0,
-        **STRATEGIES[case.strategy],
-    )
-    values.update(case.overrides)
+    values = case_values(case, ITERATIONS)
     if values.pop("short_law", False):
-        short = short_block_law(values["n_ranks"], values["sigma"], values["checkpoint_every"])
-        assert short is not None
-        values.update(short_block=short.block, **{f"short_block_c{j}": c for j, c in enumerate(short.coefficients)})
-    set_mean_iteration_times(values, case.phases)
-    law = factor_law(values["n_ranks"], values["sigma"])
-    episode = factor_law(values["n_ranks"], values["sigma"], floor=values.get("episode_slowdown", 1.0))
-    values.update(
-        fast=True,
-        fast_min_block=MIN_BLOCK,
-        factor_mean=law.mean,
-        factor_std=law.std,
-        fast_min_block_episode=MIN_BLOCK_EPISODE,
-        factor_mean_episode=episode.mean,
-        factor_std_episode=episode.std,
-    )
+        short = short_block_fields(values)
+        assert short
+        values.update(short)
+    values.update(fast=True, **factor_fields(values, MIN_BLOCK, MIN_BLOCK_EPISODE))
     return kernel_params(**values)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from builders import SMALL_SCENARIO, write_toml
+from child_python import run_python
 
 import mcsim
 import mcsim.engine.optimize
@@ -302,7 +303,7 @@ def test_an_interrupt_silences_what_a_dying_cluster_still_logs(tmp_path):
         "logging.getLogger('distributed.core').error('Exception while handling op scatter')\n"
         "sys.exit(status)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    proc = run_python(script, timeout=300)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 130, proc.stderr
     assert len(err) == 1 and err[0].startswith("mcsim: interrupted; no output written"), err

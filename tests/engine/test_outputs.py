@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
+from child_python import outputs_by_thread_count
 from netcdf_cache import chunk_cache_during_write
 
 import mcsim
@@ -253,32 +251,8 @@ def test_chunking_and_split_calls_bit_identical(small_raw):
     np.testing.assert_array_equal(whole, np.vstack([first, second]))
 
 
-_THREAD_SCRIPT = """
-import json, sys, numpy as np, numba
-from mcsim.scenario.config import scenario_from_dict
-from mcsim.engine.simulate import simulate_config
-raw = json.loads(sys.argv[1])
-cfg = scenario_from_dict(raw).base
-out = np.vstack([simulate_config(cfg, 300, 7, mode)[0] for mode in ("exact", "fast")])
-sys.stdout.write(str(numba.get_num_threads()) + " " + out.tobytes().hex())
-"""
-
-
 def test_bit_identical_for_any_thread_count(small_raw, tmp_path):
-    results = {}
-    for threads in ("1", "2"):
-        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
-        proc = subprocess.run(
-            [sys.executable, "-c", _THREAD_SCRIPT, json.dumps(small_raw)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-            cwd=tmp_path,
-        )
-        n, data = proc.stdout.split()
-        assert n == threads
-        results[threads] = data
+    results = outputs_by_thread_count(small_raw, tmp_path)
     assert results["1"] == results["2"]
 
 

@@ -26,11 +26,10 @@ from __future__ import annotations
 import copy
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from builders import SMALL_SCENARIO
+from child_python import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,14 +120,7 @@ def _tiny_scenario() -> dict:
 
 def _trace() -> dict:
     env = {**os.environ, "NUMBA_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", _TRACER, json.dumps(STAGES), json.dumps(_tiny_scenario())],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-    )
+    done = run_python(_TRACER, json.dumps(STAGES), json.dumps(_tiny_scenario()), env=env, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -707,14 +707,13 @@ ROW = st.one_of(
     ),
 )
 
+# The fuzz tests' settings: reproducible (derandomized, no example database), no deadline; those that
+# take tmp_path also reuse it across examples (each writes its file afresh).
+FUZZ = settings(deadline=None, derandomize=True, database=None)
+FUZZ_IN_TMP_PATH = settings(FUZZ, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-@settings(
-    max_examples=300,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+
+@settings(FUZZ_IN_TMP_PATH, max_examples=300)
 @given(rows=st.lists(ROW, min_size=1, max_size=8), entry=st.booleans())
 def test_fuzz_reader_fit_and_table_raise_only_user_errors(rows, entry, tmp_path):
     # Any log of extreme or malformed numbers: the reader, the fit and the table either
@@ -735,7 +734,7 @@ def test_fuzz_reader_fit_and_table_raise_only_user_errors(rows, entry, tmp_path)
     assert math.isfinite(fit.shape) and math.isfinite(fit.mtbf_hours) and fit.mtbf_hours > 0
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@settings(FUZZ, max_examples=300)
 @given(durations=st.lists(st.one_of(EXTREME, POSITIVE), min_size=1, max_size=10), data=st.data())
 def test_fuzz_fit_with_extreme_floats(durations, data):
     n = len(durations)
@@ -752,13 +751,7 @@ def test_fuzz_fit_with_extreme_floats(durations, data):
         failure_ratio(min(max(fit.shape, 0.05), 20.0), min(max(fit.mtbf_hours, 1e-300), 1e9), 720.0)
 
 
-@settings(
-    max_examples=100,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@settings(FUZZ_IN_TMP_PATH, max_examples=100)
 @given(rows=st.lists(ROW, min_size=1, max_size=6), entry=st.booleans())
 def test_fuzz_cli_is_exit_0_or_one_line_exit_2(rows, entry, tmp_path, capsys):
     path = tmp_path / "fuzz.csv"

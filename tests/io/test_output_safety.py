@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from builders import SMALL_SCENARIO, write_toml
+from child_python import run_python
 
 import mcsim
 from mcsim import _version, errors
@@ -58,9 +59,7 @@ def scenario_file(tmp_path) -> Path:
 
 def _subprocess(code: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, capture_output=True, text=True, env=env, timeout=300
-    )
+    return run_python(textwrap.dedent(code), cwd=cwd, env=env, timeout=300)
 
 
 # --------------------------------------------------------------------------- -o checks

@@ -12,10 +12,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_python import run_python
 
 import mcsim
 from mcsim.kernels import accelerate, interface
@@ -84,9 +84,7 @@ def _run(code: str, env: dict, cwd: Path, tempdir: Path | None = None) -> subpro
     """Run ``code`` in a fresh interpreter; ``tempdir`` replaces tempfile's choice (which would fall
     back from an unusable TMPDIR to /tmp) before mcsim is imported."""
     prefix = f"import tempfile; tempfile.tempdir = {str(tempdir)!r}\n" if tempdir is not None else ""
-    return subprocess.run(
-        [sys.executable, "-c", prefix + code], env=env, cwd=cwd, capture_output=True, text=True, timeout=900
-    )
+    return run_python(prefix + code, env=env, cwd=cwd, timeout=900)
 
 
 def _tiny_scenario_json(small_raw: dict) -> str:

@@ -13,15 +13,12 @@ the number of failures in [0, T).
 from __future__ import annotations
 
 import copy
-import json
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from builders import SMALL_SCENARIO, kernel_params
+from child_python import outputs_by_thread_count
 
 from mcsim.engine.simulate import simulate, simulate_config
 from mcsim.errors import ScenarioError
@@ -53,14 +50,8 @@ def _failures_in_horizon(classes: mc.FailureClasses, runs: int, horizon_s: float
     Fast mode with one block up to the (never reached) end: one kernel event per failure.
     """
     never = 10**15
-    params = kernel_params(
-        iterations=never,
-        checkpoint_every=never,
-        max_wall_s=horizon_s,
-        fast=True,
-        fast_min_block=1,
-        fast_min_block_episode=1,
-    )
+    # kernel_params' block thresholds (fast_min_block and fast_min_block_episode) are 1 iteration
+    params = kernel_params(iterations=never, checkpoint_every=never, max_wall_s=horizon_s, fast=True)
     out = np.zeros((runs, mc.N_OUT))
     mc.simulate_runs(params, classes, mc.no_phases(), seed, 0, out)
     assert not out[:, mc.OUT_COMPLETED].any()
@@ -202,29 +193,6 @@ def test_start_states_are_bit_identical_for_any_chunking():
     assert whole[200:].tobytes() == second.tobytes()
 
 
-_THREAD_SCRIPT = """
-import json, sys, numpy as np, numba
-from mcsim.scenario.config import scenario_from_dict
-from mcsim.engine.simulate import simulate_config
-cfg = scenario_from_dict(json.loads(sys.argv[1])).base
-out = np.vstack([simulate_config(cfg, 300, 7, mode)[0] for mode in ("exact", "fast")])
-sys.stdout.write(str(numba.get_num_threads()) + " " + out.tobytes().hex())
-"""
-
-
 def test_start_states_are_bit_identical_for_any_thread_count(tmp_path):
-    results = {}
-    for threads in ("1", "2"):
-        env = dict(os.environ, NUMBA_NUM_THREADS=threads)
-        proc = subprocess.run(
-            [sys.executable, "-c", _THREAD_SCRIPT, json.dumps(_weibull_start_raw())],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=True,
-            cwd=tmp_path,
-        )
-        n, data = proc.stdout.split()
-        assert n == threads
-        results[threads] = data
+    results = outputs_by_thread_count(_weibull_start_raw(), tmp_path)
     assert results["1"] == results["2"]

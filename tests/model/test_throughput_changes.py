@@ -82,15 +82,8 @@ def _staircase_wall_s(c, m, iterations, every, stall, per_s, step_s, max_share):
 @pytest.mark.parametrize("fast", [False, True])
 def test_degradation_without_failures_follows_its_staircase(fast):
     per_s, step_s, max_share = 0.5 / 86400.0, 600.0, 0.05  # the cap is reached in step 14
-    p = kernel_params(
-        iterations=20_000,
-        checkpoint_every=1000,
-        checkpoint_stall_s=10.0,
-        fast=fast,
-        degradation_per_s=per_s,
-        degradation_step_s=step_s,
-        degradation_max=max_share,
-    )
+    degradation = dict(degradation_per_s=per_s, degradation_step_s=step_s, degradation_max=max_share)
+    p = kernel_params(iterations=20_000, checkpoint_every=1000, checkpoint_stall_s=10.0, fast=fast, **degradation)
     out = run_kernel(p, [], runs=2)
     expected = _staircase_wall_s(0.9, 0.1, 20_000, 1000, 10.0, per_s, step_s, max_share)
     assert out[:, mc.OUT_WALL_S] == pytest.approx(expected, rel=1e-12)
@@ -126,17 +119,9 @@ def test_degradation_restarts_reset_it_exact_mean():
     iteration times from a restart (each iteration at its start's step)."""
     c, m, n, mtbf = 4.5, 0.5, 2000, 1800.0
     per_s, step_s, max_share = 4.0 / 86400.0, 300.0, 0.3
-    p = kernel_params(
-        iterations=n,
-        compute_time_s=c,
-        comm_time_s=m,
-        checkpoint_every=1,
-        checkpoint_stall_s=0.0,
-        load_s=0.0,
-        degradation_per_s=per_s,
-        degradation_step_s=step_s,
-        degradation_max=max_share,
-    )
+    degradation = dict(degradation_per_s=per_s, degradation_step_s=step_s, degradation_max=max_share)
+    iteration = dict(iterations=n, compute_time_s=c, comm_time_s=m)
+    p = kernel_params(**iteration, checkpoint_every=1, checkpoint_stall_s=0.0, load_s=0.0, **degradation)
     out = run_kernel(p, [(1, 1.0, mtbf, 0.0)], runs=2000, seed=7)
     tau, t = [], 0.0
     for _ in range(n):

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from builders import write_toml as _write
-from plans import SMALL_PLAN, small_plan
+from plans import SMALL_PLAN, planned, small_plan
 
 import mcsim
 from mcsim.cli.main import main
@@ -231,8 +231,7 @@ def test_uncertain_inputs_move_the_finalists_screen_objective(tmp_path):
     # the values are the truncated distribution's quantiles (uniform 0.35..0.6: 0.3625 and 0.5875).
     raw = small_plan(run={"draws": 4})
     raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(raw, tmp_path)
     ds = open_results(out)
     assert list(ds["uncertain_input"].values) == ["compute.efficiency"]
     np.testing.assert_allclose(ds["uncertain_value"].values[0], [0.3625, 0.5875], rtol=1e-12)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from builders import write_toml as _write
-from plans import hostile_plan
+from plans import hostile_plan, planned
 
 from mcsim.cli.main import main
 from mcsim.io.netcdf import open_results
@@ -44,8 +44,7 @@ def test_plan_file_passes_cf_checker_but_currency(tmp_path):
 
     raw = hostile_plan(run={"draws": 4})
     raw["uncertain"] = {"compute.efficiency": {"dist": "uniform", "low": 0.35, "high": 0.6}}
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(raw, tmp_path)
     assert _not_currency(_checker_messages(out)) == []
     ds = open_results(out)
     assert ds.attrs["title"] and "hostile-plan" in ds.attrs["history"]
@@ -59,8 +58,7 @@ def test_screen_does_not_rank_candidates_on_a_wall_time_cut_at_max_wall_days(tmp
     from mcsim.planning.screen import CONSTRAINT_CODES
 
     raw = hostile_plan(run={"max_wall_days": 0.1}, plan={"objective": "cost"})
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(raw, tmp_path)
     ds = open_results(out)
     best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
     assert int(ds["gpus"][int(ds["recommended"])]) == 64 and bool(ds["decided"])
@@ -86,8 +84,7 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
     # "cost -0 USD less"). The comparison must be paired: over the runs both simulated.
     from mcsim.report.plan.explain import explain_plan
 
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(hostile_plan(), tmp_path)
     ds = open_results(out).load()
     best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
     other = 1 if best == 0 else 0
@@ -120,8 +117,7 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     from mcsim.report.plan.explain import explain_plan
     from mcsim.report.plan.table import plan_table
 
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(hostile_plan(), tmp_path)
     ds = open_results(out).load()
     assert np.isfinite(ds.attrs["indifference_zone"]) and ds.attrs["indifference_zone"] > 0
     best = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
@@ -188,9 +184,8 @@ def test_report_on_a_plan_file_without_the_per_run_objective(tmp_path):
     # variable to pair, and the report raised KeyError (a traceback) instead of falling back to the means.
     from mcsim.report.plan.explain import explain_plan
 
-    out = tmp_path / "p.nc"
     raw = hostile_plan(plan={"objective": {"cost": 1.0, "wall_time": 100.0}})
-    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(raw, tmp_path)
     text = explain_plan(open_results(out).drop_vars("objective"))
     assert "(means over each one's own runs: this file has no per-run objective)" in text
 
@@ -226,8 +221,7 @@ def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path)
 
     raw = hostile_plan(run={"draws": 4})
     raw["uncertain"] = {"hardware.memory_gb": {"dist": "uniform", "low": 1.0, "high": 100.0}}
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(raw, tmp_path)
     ds = open_results(out)
     memory = ds["screen_memory_per_gpu"].values[ds["finalist_candidate"].values]
     assert np.all(memory > 5.95)  # the premise: at 5.95 GB none of them fits
@@ -288,8 +282,7 @@ def test_objective_zero_for_every_candidate(tmp_path, capsys):
     # gap 0/0 was NaN, neither within the margin nor beyond it, so no candidate became a finalist and the
     # plan printed a RuntimeWarning and a wrong reason ("no searched GPU count is within ..." / the horizon).
     raw = hostile_plan(carbon={"grid_g_per_kwh": 0.0, "embodied_kg_per_gpu": 0.0}, plan={"objective": "co2"})
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(raw, tmp_path)
     assert "Warning" not in capsys.readouterr().err
     ds = open_results(out)
     assert ds.attrs["screen_error"] == 0.0  # 0 simulated against 0 estimated
@@ -327,8 +320,7 @@ def test_report_on_a_plan_file_missing_a_variable_is_one_line(tmp_path, capsys):
     # A damaged or edited plan file (mcsim_kind = plan, a variable gone) gave a KeyError traceback.
     from mcsim.io.netcdf import write_results
 
-    out = tmp_path / "p.nc"
-    assert main(["plan", str(_write(hostile_plan(), tmp_path / "p.toml")), "-o", str(out), "--quiet"]) == 0
+    out = planned(hostile_plan(), tmp_path)
     write_results(open_results(out).load().drop_vars("pcs"), tmp_path / "broken.nc")
     capsys.readouterr()
     assert main(["report", str(tmp_path / "broken.nc"), "-o", str(tmp_path / "rep")]) == 2

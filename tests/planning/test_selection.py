@@ -152,25 +152,14 @@ def test_resume_store_reuses_pieces(tmp_path):
     assert a.stages > 1 and not lines
     pieces = sorted(store.folder.glob("*.npz"))
     assert len(pieces) > len(configs)  # the first stage's and later stages' tasks
-    b = select_best(
-        configs,
-        "cost",
-        seed=5,
-        first_runs=10,
-        execution=ExecutionOptions(progress=False, store=store, notify=lines.append),
-    )
+    again = ExecutionOptions(progress=False, store=store, notify=lines.append)
+    b = select_best(configs, "cost", seed=5, first_runs=10, execution=again)
     assert _resumed(lines) == len(pieces)
     _assert_same(a, b)
     for piece in pieces[::2]:
         piece.unlink()
     lines.clear()
-    c = select_best(
-        configs,
-        "cost",
-        seed=5,
-        first_runs=10,
-        execution=ExecutionOptions(progress=False, store=store, notify=lines.append),
-    )
+    c = select_best(configs, "cost", seed=5, first_runs=10, execution=again)
     assert _resumed(lines) == len(pieces) - len(pieces[::2])
     _assert_same(a, c)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from plans import SMALL_PLAN
 
 import mcsim
 from mcsim.errors import ScenarioError
@@ -109,15 +110,7 @@ def test_owned_model_needs_no_rental_price(small_raw):
 
 
 PLAN = {
-    "model": {
-        "params": 1.3e9,
-        "layers": 24,
-        "hidden": 2048,
-        "heads": 16,
-        "seq_len": 2048,
-        "tokens": 2e10,
-        "global_batch": 512,
-    },
+    "model": SMALL_PLAN["model"],  # the small plan's 1.3B model
     "failures": [{"name": "gpu", "mtbf_hours": 2000.0}],
     "search": {"gpu_types": ["A100-80GB", "H100-SXM", "GH200"], "gpus": [64]},
 }
