@@ -1,11 +1,14 @@
-"""The screen's estimates: every candidate's expected run, analytically, in arrays (docs/model.md §9).
+"""Candidate runs' first-order expected wall time, energy, cost and CO2, analytically, in arrays (docs/model.md §9).
 
-Per candidate, from its workload arrays (iteration time and memory, exactly as ``mcsim run``:
-:func:`mcsim.planning.candidates.layout_workload`): the checkpoint
-plan's stall and interval (:mod:`mcsim.model.checkpointing`), the system MTBF of its size, and a
-first-order expected wall time under Poisson failures (Daly 2006,
-:func:`mcsim.model.reliability.expected_run_wall_s`) with its ``deadline_probability``-quantile,
-then energy, cost and CO2 from the same phase powers as the simulation (:mod:`mcsim.model.energy`).
+Per candidate (:class:`CandidateRuns`: a search's candidates as arrays, beside one base configuration):
+its workload (iteration time and memory, exactly as ``mcsim run``:
+:func:`mcsim.model.workload.workload_arrays`, once per distinct layout) and whether its checkpoint
+strategy and failure domains fit its size (:func:`mcsim.model.feasibility.configuration_problem`);
+then, where it can run, the checkpoint plan's stall and interval (:mod:`mcsim.model.checkpointing`), the
+system MTBF of its size, and a first-order expected wall time under Poisson failures (Daly 2006,
+:func:`mcsim.model.reliability.expected_run_wall_s`) with its quantile, then energy, cost and CO2
+from the same phase powers as the simulation (:mod:`mcsim.model.energy`). The planner's screen
+(:mod:`mcsim.planning.screen`) rules candidates out and ranks them by these estimates.
 
 Daly's estimate is corrected, to first order, for the effects the simulation models beyond it,
 each in one function here: the wait for a checkpoint write or replica that outlasts the compute
@@ -24,6 +27,7 @@ dozen groups at most).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -45,7 +49,6 @@ from mcsim.model.checkpointing import (
 from mcsim.model.energy import (
     BITS_PER_BYTE,
     J_PER_KWH,
-    J_PER_MWH,
     allocation_usd,
     co2_t,
     iteration_power_w,
@@ -53,17 +56,16 @@ from mcsim.model.energy import (
     phase_powers_w,
     rank_factor_mean,
 )
+from mcsim.model.feasibility import FEASIBLE, configuration_problem
+from mcsim.model.layouts import Layouts
 from mcsim.model.reliability import expected_renewals, expected_run_wall_s, run_wall_variance_s2, wall_quantile_s
 from mcsim.model.restart import restart_parts
 from mcsim.model.spares import wall_with_spares_s
 from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
-from mcsim.model.workload import WorkloadArrays
-from mcsim.planning.candidates import Candidates, gpu_field
-from mcsim.planning.plan_file import Plan, weighted_objective
-from mcsim.scenario.catalog import gpu_hour_usd
+from mcsim.model.workload import WorkloadArrays, workload_arrays
 from mcsim.scenario.config import Config
-from mcsim.scenario.schema import FailureClass
+from mcsim.scenario.schema import FailureClass, Interval
 
 # Choice: one mean rate over the whole run. Daly segments at the rate of each piece of the run
 # (16 pieces in order) were 20-27 % pessimistic on the young-cluster space of
@@ -76,9 +78,37 @@ BISECTIONS = 60
 
 
 @dataclass(frozen=True)
-class Estimates:
-    """The screen's estimates per candidate (SI units but where named)."""
+class CandidateRuns:
+    """Candidate runs as equal-length arrays (one element per candidate), on one base configuration.
 
+    The GPU fields are each candidate's GPU type's catalog entry (with the scenario's overrides).
+    """
+
+    layouts: Layouts  # the workload model's layouts: size, parallelism, clock and the GPU's fields
+    same_layout: np.ndarray  # per candidate, the index of a candidate with its layout (the workload is computed once)
+    strategy: np.ndarray  # index into strategies
+    interval: np.ndarray  # index into intervals
+    d2h_gbps: np.ndarray  # the GPU's device-to-host bandwidth, GB/s
+    tdp_w: np.ndarray
+    idle_w: np.ndarray
+    gpu_hour_usd: np.ndarray  # rental price, USD/(GPU h); NaN where none (the owned cost model uses none)
+    strategies: tuple[str, ...]  # checkpoint strategy names
+    intervals: tuple[Interval, ...]  # checkpoint interval rules
+
+    def __len__(self) -> int:
+        return int(self.layouts.gpus.size)
+
+    @property
+    def gpus(self) -> np.ndarray:
+        return self.layouts.gpus
+
+
+@dataclass(frozen=True)
+class ExpectedRuns:
+    """Every candidate run's first-order estimates (SI units but where named)."""
+
+    feasibility: np.ndarray  # the workload model's code (FEASIBLE where its layout can run)
+    configuration_fits: np.ndarray  # bool: its checkpoint strategy and failure domains fit its size
     iteration_time_s: np.ndarray  # ideal, exactly mcsim run's iteration_time
     memory_per_gpu_gb: np.ndarray  # exactly mcsim run's memory_per_gpu
     checkpoint_stall_s: np.ndarray
@@ -86,15 +116,14 @@ class Estimates:
     system_mtbf_s: np.ndarray
     power_mw: np.ndarray  # facility power while computing (all GPUs busy), MW
     wall_s: np.ndarray  # expected wall time (Daly)
-    wall_quantile_s: np.ndarray  # its deadline_probability-quantile (gamma); NaN where ruled out before
+    wall_quantile_s: np.ndarray  # its deadline_probability-quantile (gamma); NaN where the run cannot run
     energy_j: np.ndarray  # facility
     cost_usd: np.ndarray
     co2_t: np.ndarray
-    objective: np.ndarray  # in the objective's per-run units (h, MWh, USD, t)
 
 
 class _Checkpoints(NamedTuple):
-    """Every candidate's checkpoint plan and failure rate, as the estimates read them."""
+    """Every candidate's checkpoint plan and failure rates, as the estimates read them."""
 
     mtbf_s: np.ndarray  # the job's stationary mean time between failures
     stall_s: np.ndarray  # training stall per checkpoint
@@ -102,11 +131,22 @@ class _Checkpoints(NamedTuple):
     load_s: np.ndarray  # checkpoint load on a restart
     every: np.ndarray  # checkpoint interval, iterations
     storage_load_s: np.ndarray  # the load from storage (a planned stop's)
+    classes: tuple[FailureClass, ...]  # every failure class of the base configuration
+    rolls_back: tuple[bool, ...]  # per class: its events roll work back (all but planned stops)
+    units: tuple[np.ndarray, ...]  # per class, its units per candidate (GPUs, domains or the cluster)
+    unit_mtbf_s: tuple[float, ...]  # per class, a unit's MTBF with its bad replacements (stationary), s
+    nodes_taken: tuple[int, ...]  # per class, the nodes one of its failures takes out
+
+    def rolling_back(self) -> Iterator[tuple[FailureClass, np.ndarray, float]]:
+        """``(class, units, unit MTBF s)`` of the classes whose events roll work back, in their order."""
+        for k, fclass in enumerate(self.classes):
+            if self.rolls_back[k]:
+                yield fclass, self.units[k], self.unit_mtbf_s[k]
 
 
 def by_group(keys: np.ndarray) -> Iterator[tuple[Any, np.ndarray]]:
     """``(value, indices)`` for every distinct value of ``keys`` (a field of the candidates, or a key made
-    of several), values ascending: the screen's loops run over these groups, never over candidates."""
+    of several), values ascending: the estimates' loops run over these groups, never over candidates."""
     values, inverse = np.unique(keys, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
     bounds = np.searchsorted(inverse[order], np.arange(values.size + 1))
@@ -114,95 +154,138 @@ def by_group(keys: np.ndarray) -> Iterator[tuple[Any, np.ndarray]]:
         yield value, order[bounds[k] : bounds[k + 1]]
 
 
-def estimate(plan: Plan, cand: Candidates, wl: WorkloadArrays, live: np.ndarray) -> Estimates:
-    """Every candidate's estimates (the module docstring); the wall time's quantile only where ``live``
-    (not ruled out before: no later check reads it elsewhere, and its gamma quantile is the costliest
-    part of the screen)."""
-    base = plan.scenario.base
-    ck = _checkpoints(plan, cand, wl)
-    mean_iteration_s, power = _iteration_power(plan, cand, wl, ck.mtbf_s)
-    restart_parts_s = np.asarray(restart_parts(base.restart, cand.gpus, wl.iteration_time_s).total_s)
-    restart = _restart_s(base, cand, ck.load_s) + restart_parts_s
+def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float) -> ExpectedRuns:
+    """Every candidate's estimates (the module docstring); the wall time's ``deadline_probability``-quantile
+    only where the candidate can run (its gamma quantile is the costliest part of the estimates)."""
+    wl = layout_workload(base, runs)
+    fits = configuration_fits(base, runs)
+    ck = _checkpoints(base, runs, wl)
+    mean_iteration_s, power = _iteration_power(base, runs, wl, ck.mtbf_s)
+    restart_parts_s = np.asarray(restart_parts(base.restart, runs.gpus, wl.iteration_time_s).total_s)
+    restart = _restart_s(ck) + restart_parts_s
     cycle_stall, rollback = write_window(ck.every, mean_iteration_s, ck.stall_s, ck.background_s)
-    rollback = rollback + _instability_rollback_s(plan, cand, ck.every, mean_iteration_s, wl.iterations)
+    rollback = rollback + _instability_rollback_s(base, runs, ck, mean_iteration_s, wl.iterations)
     lost = restart + rollback
+    live = (wl.code == FEASIBLE) & fits
+    floor, job_spread = _job_factor_floor(base, wl, mean_iteration_s, ck.every, cycle_stall)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
+        planned = any(f.kind == "planned" for f in base.failures)
+        stretch = _planned_stretch(base, restart_parts_s + ck.storage_load_s) if planned else None
         present, run_mtbf = young_cluster_wall_s(
             base,
-            cand,
+            ck,
             lambda m: np.asarray(expected_run_wall_s(wl.iterations, ck.every, mean_iteration_s, cycle_stall, lost, m)),
             ck.mtbf_s,
         )
-        quantile = _wall_quantile_s(plan, wl, present, mean_iteration_s, ck.every, cycle_stall, lost, run_mtbf, live)
+        # The wall time's quantile (docs/model.md §9): its floor plus a gamma-distributed excess of Daly's mean
+        # and the failures' renewal variance plus the job factor's, drawn again after every restart.
+        failures_var = run_wall_variance_s2(wl.iterations, ck.every, mean_iteration_s, cycle_stall, lost, run_mtbf)
+        pieces = 1.0 + np.where(
+            np.isfinite(run_mtbf) & (run_mtbf > 0), present / np.where(run_mtbf > 0, run_mtbf, 1.0), 0.0
+        )
+        quantile = np.full(live.shape, np.nan)  # NaN where the candidate cannot run (no check reads it there)
+        low, mean, variance = (
+            np.broadcast_to(x, live.shape)[live] for x in (floor, present, failures_var + job_spread / pieces)
+        )
+        quantile[live] = wall_quantile_s(low, mean, variance, deadline_probability)
         running = present  # the planned stops' windows are idle time on top, as the spare waits
-        if any(f.kind == "planned" for f in base.failures):
-            stretch = _planned_stretch(base, restart_parts_s + ck.storage_load_s)
+        if stretch is not None:
             present, quantile = present * stretch, quantile * stretch
-        wall, quantile = with_spares(base, cand, present), with_spares(base, cand, quantile)
+        wall, quantile = with_spares(base, runs, ck, (present, quantile))
         energy, power_mw = _energy_j(
-            plan, cand, wl, running, mean_iteration_s, ck.every, cycle_stall, restart,
+            base, runs, wl, running, mean_iteration_s, ck.every, cycle_stall, restart,
             ck.load_s + restart_parts_s, run_mtbf, power, wall - running,
         )  # fmt: skip
-    # (ruled out by the screen: beyond run.max_wall_days; its energy and cost are then NaN or inf)
-    cost, co2 = _cost_co2(plan, cand, wall, energy)
-    outputs = {"cost": cost, "energy": energy / J_PER_MWH, "wall_time": wall / 3600.0, "co2": co2}
-    return Estimates(
-        wl.iteration_time_s, wl.memory_per_gpu_gb, ck.stall_s, ck.every, ck.mtbf_s, power_mw, wall, quantile,
-        energy, cost, co2, weighted_objective(outputs, plan.objective_weights),
+    # (beyond run.max_wall_days the screen rules a candidate out; its energy and cost are then NaN or inf)
+    cost, co2 = _cost_co2(base, runs, wall, energy)
+    return ExpectedRuns(
+        wl.code, fits, wl.iteration_time_s, wl.memory_per_gpu_gb, ck.stall_s, ck.every, ck.mtbf_s, power_mw, wall,
+        quantile, energy, cost, co2,
     )  # fmt: skip
 
 
-def _checkpoints(plan: Plan, cand: Candidates, wl: WorkloadArrays) -> _Checkpoints:
+def layout_workload(base: Config, runs: CandidateRuns) -> WorkloadArrays:
+    """:func:`~mcsim.model.workload.workload_arrays` of every candidate, computed once per layout
+    (``runs.same_layout``).
+
+    Identical, element by element, to evaluating every candidate; the strategies and
+    intervals of a plan multiply its candidates but not this work (docs/planning.md).
+    """
+    rep, lay = runs.same_layout, runs.layouts
+    unique = np.flatnonzero(rep == np.arange(len(runs)))
+    subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
+    once = workload_arrays(base, subset)
+    position = np.searchsorted(unique, rep)
+    taken: dict[str, Any] = {}
+    for f in dataclasses.fields(once):
+        value = getattr(once, f.name)
+        taken[f.name] = None if value is None else value[position]
+    return type(once)(**taken)
+
+
+def configuration_fits(base: Config, runs: CandidateRuns) -> np.ndarray:
+    """Per candidate, whether its checkpoint strategy and failure domains fit its size
+    (:func:`mcsim.model.feasibility.configuration_problem`), checked once per (strategy, size)."""
+    fits = np.ones(len(runs), dtype=bool)
+    key = runs.strategy.astype(np.int64) * (1 << 40) + runs.gpus
+    for value, idx in by_group(key):
+        strategy, gpus = divmod(int(value), 1 << 40)
+        cfg = dataclasses.replace(
+            base,
+            parallelism=dataclasses.replace(base.parallelism, gpus=gpus),
+            checkpoint=dataclasses.replace(base.checkpoint, strategy=runs.strategies[strategy]),
+        )
+        if configuration_problem(cfg):
+            fits[idx] = False
+    return fits
+
+
+def _checkpoints(base: Config, runs: CandidateRuns, wl: WorkloadArrays) -> _Checkpoints:
     """Every candidate's checkpoint stall, background write, load and interval (per strategy and per
     interval rule), and its job's MTBF."""
-    base = plan.scenario.base
-    strategies, intervals = list(by_group(cand.strategy)), list(by_group(cand.interval))
-    d2h = gpu_field(plan, cand, "d2h_gbps")
+    strategies, intervals = list(by_group(runs.strategy)), list(by_group(runs.interval))
     iteration_s = wl.iteration_time_s
-    n = len(cand)
+    n = len(runs)
     stall, load, every, background = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64), np.zeros(n)
-    mtbf = system_mtbf_s(base.failures, cand.gpus, base.hardware.gpus_per_node, wl.iterations * iteration_s)
+    mtbf = system_mtbf_s(base.failures, runs.gpus, base.hardware.gpus_per_node, wl.iterations * iteration_s)
     mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
-    _, read_gbps, transfers = checkpoint_transfers(base, cand.gpus, d2h)
-    read_gbps = cast(np.ndarray, read_gbps)  # cand.gpus is an array
+    _, read_gbps, transfers = checkpoint_transfers(base, runs.gpus, runs.d2h_gbps)
+    read_gbps = cast(np.ndarray, read_gbps)  # runs.gpus is an array
     size = base.model.params * base.checkpoint.bytes_per_param
     for s_index, idx in strategies:
-        strategy = STRATEGIES[plan.search.strategy[int(s_index)]]
+        strategy = STRATEGIES[runs.strategies[int(s_index)]]
         timing = strategy.timings(base, iteration_s[idx], type(transfers)(*(np.asarray(x)[idx] for x in transfers)))
         stall[idx] = timing.stall_s
         background[idx] = {"sync": 0.0, "async": timing.write_s, "in_memory": timing.replicate_s}[strategy.kernel_hook]
         load[idx] = np.where(np.asarray(timing.load_memory_s) > 0, timing.load_memory_s, size / (read_gbps[idx] * 1e9))
     for i_index, idx in intervals:
         every[idx] = checkpoint_every(
-            plan.search.interval[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
+            runs.intervals[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
         )
-    return _Checkpoints(mtbf, stall, background, load, every, size / (read_gbps * 1e9))
+    classes, losing = base.failures, {id(f) for f in losing_classes(base.failures)}
+    return _Checkpoints(
+        mtbf, stall, background, load, every, size / (read_gbps * 1e9), classes,
+        tuple(id(f) in losing for f in classes),
+        tuple(cast(np.ndarray, class_units(f, runs.gpus, base.hardware.gpus_per_node)) for f in classes),
+        tuple(float(class_mtbf_hours(f)) * 3600.0 for f in classes),
+        tuple(nodes_taken(f) for f in classes),
+    )  # fmt: skip
 
 
-def _cost_co2(plan: Plan, cand: Candidates, wall: np.ndarray, energy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _cost_co2(base: Config, runs: CandidateRuns, wall: np.ndarray, energy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Expected cost, USD (allocation plus electricity), and emissions, t CO2e (operational plus embodied)."""
-    base = plan.scenario.base
-    prices = type_prices(plan)[cand.gpu_type]
-    nodes = cand.gpus // base.hardware.gpus_per_node
+    nodes = runs.gpus // base.hardware.gpus_per_node
     cost = (
-        allocation_usd(base.cost, prices, cand.gpus, nodes, wall / 3600.0)
+        allocation_usd(base.cost, runs.gpu_hour_usd, runs.gpus, nodes, wall / 3600.0)
         + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
     )
-    co2 = co2_t(base.carbon, cand.gpus, wall, energy)
+    co2 = co2_t(base.carbon, runs.gpus, wall, energy)
     return cost, co2["operational"] + co2["embodied"]
 
 
-def type_prices(plan: Plan) -> np.ndarray:
-    """Rental price of each searched GPU type, USD/(GPU h), in ``search.gpu_types`` order.
-
-    NaN where the type has no price (only under the ``owned`` cost model, which uses none).
-    """
-    cost = plan.scenario.base.cost
-    prices = (gpu_hour_usd(cost, name) for name in plan.search.gpu_types)
-    return np.array([np.nan if price is None else price for price in prices], dtype=np.float64)
-
-
-def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tuple[np.ndarray, SimpleNamespace]:
+def _iteration_power(
+    base: Config, runs: CandidateRuns, wl: WorkloadArrays, mtbf: np.ndarray
+) -> tuple[np.ndarray, SimpleNamespace]:
     """Mean executed iteration time (stragglers' expected factors, slow-node episodes, the throughput
     degradation's mean, :func:`mcsim.model.stragglers.degradation_added_share`) and mean per-GPU
     power over it.
@@ -212,56 +295,50 @@ def _iteration_power(plan: Plan, cand: Candidates, wl, mtbf: np.ndarray) -> tupl
     iteration time is the time-weighted ``1 / ((1 − a) / t + a / t_episode)`` (fewer iterations run
     in an episode). The power stays that of the iteration outside episodes (first order).
     """
-    base = plan.scenario.base
     st = base.stragglers
-    law_mean, episode_mean = np.ones(len(cand)), np.ones(len(cand))
-    for gpus, idx in by_group(cand.gpus):  # one quadrature per size
+    law_mean, episode_mean = np.ones(len(runs)), np.ones(len(runs))
+    for gpus, idx in by_group(runs.gpus):  # one quadrature per size
         law_mean[idx] = factor_law(float(gpus), st.sigma).mean
         if st.episode_rate_per_node_day > 0:
             episode_mean[idx] = factor_law(float(gpus), st.sigma, floor=st.episode_slowdown).mean
-    busy, wait, checkpoint = phase_powers_w(
-        gpu_field(plan, cand, "tdp_w"),
-        gpu_field(plan, cand, "idle_w"),
-        cand.freq_mhz,
-        gpu_field(plan, cand, "freq_max_mhz"),
-        base.energy,
-    )
     with np.errstate(invalid="ignore", divide="ignore"):
         degraded = 1.0 + degradation_over_run(
             st.degradation_per_day / 86400.0, st.degradation_max, mtbf, wl.iterations * wl.iteration_time_s
         )
+    if st.episode_rate_per_node_day > 0:
+        rate = st.episode_rate_per_node_day * (runs.gpus // base.hardware.gpus_per_node) / 86400.0
+        active = episode_active_share(rate, st.episode_hours * 3600.0, mtbf)
+    lay = runs.layouts
+    busy, wait, checkpoint = phase_powers_w(runs.tdp_w, runs.idle_w, lay.freq_mhz, lay.freq_max_mhz, base.energy)
+    with np.errstate(invalid="ignore", divide="ignore"):
         busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
         phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * law_mean
         power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
     iteration_s = phase + wl.comm_time_s
     if st.episode_rate_per_node_day > 0:
-        rate = st.episode_rate_per_node_day * (cand.gpus // base.hardware.gpus_per_node) / 86400.0
-        active = episode_active_share(rate, st.episode_hours * 3600.0, mtbf)
         in_episode = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * episode_mean + wl.comm_time_s
         with np.errstate(invalid="ignore", divide="ignore"):
             iteration_s = 1.0 / ((1.0 - active) / iteration_s + active / in_episode)
-    return iteration_s, SimpleNamespace(
-        busy=busy, wait=wait, iteration=power, idle=gpu_field(plan, cand, "idle_w"), checkpoint=checkpoint
-    )
+    return iteration_s, SimpleNamespace(busy=busy, wait=wait, iteration=power, idle=runs.idle_w, checkpoint=checkpoint)
 
 
-def _class_mean(base: Config, cand: Candidates, per_event, scale: float = 1.0) -> np.ndarray:
+def _class_mean(ck: _Checkpoints, per_event, scale: float = 1.0) -> np.ndarray:
     """Rate-weighted mean over the failure classes that roll work back (planned stops apart:
     :func:`_planned_stretch`) of ``per_event(failure_class) * scale`` (scalar or array)."""
-    classes = losing_classes(base.failures)
-    rates = [class_units(f, cand.gpus, base.hardware.gpus_per_node) / (class_mtbf_hours(f) * 3600.0) for f in classes]
+    classes = [f for f, _, _ in ck.rolling_back()]
+    rates = [units / unit_mtbf_s for _, units, unit_mtbf_s in ck.rolling_back()]
     if not rates:
-        return np.zeros(len(cand))
+        return np.zeros(ck.mtbf_s.size)
     total = sum(rates)
     weighted = sum(r * per_event(f) * scale for r, f in zip(rates, classes, strict=False))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), 0.0)
 
 
-def _restart_s(base: Config, cand: Candidates, load: np.ndarray) -> np.ndarray:
+def _restart_s(ck: _Checkpoints) -> np.ndarray:
     """Rate-weighted mean recovery of the failure classes plus the checkpoint load, s: a recovery (its
     law's mean, :func:`recovery_s`) and, for hangs, the detection time."""
-    return _class_mean(base, cand, lambda f: recovery_s(f) / 60.0 + f.detection_minutes, 60.0) + load
+    return _class_mean(ck, lambda f: recovery_s(f) / 60.0 + f.detection_minutes, 60.0) + ck.load_s
 
 
 def _planned_stretch(base: Config, restart_load_s: np.ndarray) -> np.ndarray:
@@ -285,18 +362,16 @@ def _planned_stretch(base: Config, restart_load_s: np.ndarray) -> np.ndarray:
 
 
 def _instability_rollback_s(
-    plan: Plan, cand: Candidates, every: np.ndarray, iteration_s: np.ndarray, iterations: np.ndarray
+    base: Config, runs: CandidateRuns, ck: _Checkpoints, iteration_s: np.ndarray, iterations: np.ndarray
 ) -> np.ndarray:
     """Rate-weighted mean time an event rolls back beyond the last checkpoint, s: an instability's
     ``rollback_checkpoints`` storage checkpoints of ``every`` iterations (``every x persist_every`` for
     in_memory), done again at the mean iteration time; at most half the run's iterations (first order:
     the progress at an event is about uniform over the run, and the start bounds every rollback)."""
-    base = plan.scenario.base
-    in_memory = np.array([STRATEGIES[name].kernel_hook == "in_memory" for name in plan.search.strategy])
-    step = every * np.where(in_memory[cand.strategy], base.checkpoint.in_memory_persist_every, 1)
+    in_memory = np.array([STRATEGIES[name].kernel_hook == "in_memory" for name in runs.strategies])
+    step = ck.every * np.where(in_memory[runs.strategy], base.checkpoint.in_memory_persist_every, 1)
     return _class_mean(
-        base,
-        cand,
+        ck,
         lambda f: (
             np.minimum(f.rollback_checkpoints * step, iterations / 2.0) * iteration_s
             if f.kind == "instability"
@@ -305,7 +380,9 @@ def _instability_rollback_s(
     )
 
 
-def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall, restart, active, mtbf, power, waiting):
+def _energy_j(
+    base: Config, runs: CandidateRuns, wl, wall, iteration_s, every, stall, restart, active, mtbf, power, waiting
+):
     """Facility energy of the expected run, J, and the facility power while computing, MW.
 
     ``wall``: the expected wall time with every node present; ``stall``: checkpoint time per cycle,
@@ -313,9 +390,8 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     (the load and the restart's parts) at the checkpoint power and the rest idle; the rest of ``wall``
     beyond the useful iterations is lost work done again (computing); ``waiting``: the time waiting for
     repaired spare nodes on top (idle)."""
-    base = plan.scenario.base
     en, net = base.energy, base.network
-    gpus = cand.gpus
+    gpus = runs.gpus
     nodes = gpus // base.hardware.gpus_per_node
     checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
     stalled = checkpoints * stall
@@ -349,31 +425,22 @@ def _energy_j(plan: Plan, cand: Candidates, wl, wall, iteration_s, every, stall,
     return energy, power_mw
 
 
-def _wall_quantile_s(plan: Plan, wl, wall, iteration_s, every, stall, restart, mtbf, live) -> np.ndarray:
-    """The ``deadline_probability``-quantile of the wall time, s (docs/model.md §9); NaN where ``live`` is
-    False (ruled out before: no later check reads it there, and its gamma quantile, computed for every
-    candidate, took half the screen's time).
+def _job_factor_floor(base: Config, wl: WorkloadArrays, iteration_s, every, stall) -> tuple[np.ndarray, np.ndarray]:
+    """The wall time's floor, s (every iteration at the job factor's least, 1, no failure), and the job
+    factor's variance of the whole run's compute, s² (per piece of the run the factor is drawn for).
 
-    The wall time is its floor (every iteration at the job factor's least, 1, no failure) plus a
+    The ``deadline_probability``-quantile of the wall time (docs/model.md §9) is the floor plus a
     gamma-distributed excess whose mean is Daly's expected wall time less the floor and whose variance
     is the failures' renewal variance (:func:`mcsim.model.reliability.run_wall_variance_s2`) plus the job
     factor's, drawn at the start and after every restart (so over ``1 + failures`` pieces of the run).
     """
-    base = plan.scenario.base
     st = base.stragglers
-    failures_var = run_wall_variance_s2(wl.iterations, every, iteration_s, stall, restart, mtbf)
     job_mean = job_factor_mean(st.job_sigma)
     job_square = 0.5 + math.exp(2.0 * st.job_sigma**2) * float(special.ndtr(2.0 * st.job_sigma))
     phase_s = (iteration_s - wl.comm_time_s) / job_mean  # the compute phase at job factor 1
-    pieces = 1.0 + np.where(np.isfinite(mtbf) & (mtbf > 0), wall / np.where(mtbf > 0, mtbf, 1.0), 0.0)
-    job_var = (wl.iterations * phase_s) ** 2 * max(job_square - job_mean**2, 0.0) / pieces
+    spread = (wl.iterations * phase_s) ** 2 * max(job_square - job_mean**2, 0.0)
     checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
-    floor = wl.iterations * (phase_s + wl.comm_time_s) + checkpoints * stall
-    shape = np.shape(live)
-    floor, wall, variance = (np.broadcast_to(x, shape)[live] for x in (floor, wall, failures_var + job_var))
-    quantile = np.full(shape, np.nan)
-    quantile[live] = wall_quantile_s(floor, wall, variance, plan.constraints.deadline_probability)
-    return quantile
+    return wl.iterations * (phase_s + wl.comm_time_s) + checkpoints * stall, spread
 
 
 def ages_matter(base: Config) -> bool:
@@ -381,31 +448,28 @@ def ages_matter(base: Config) -> bool:
     return any(f.shape != 1.0 and f.initial_age != "stationary" for f in base.failures)
 
 
-def expected_failures(base: Config, cand: Candidates, t_s: np.ndarray) -> np.ndarray:
+def expected_failures(ck: _Checkpoints, t_s: np.ndarray) -> np.ndarray:
     """Expected failures of the job in ``[0, t_s]`` (every class, its units replaced when they fail)."""
-    failures = np.zeros(len(cand))
-    for f in losing_classes(base.failures):
-        units = class_units(f, cand.gpus, base.hardware.gpus_per_node)
-        failures = failures + units * expected_renewals(
-            t_s, f.shape, float(class_mtbf_hours(f)) * 3600.0, f.initial_age
-        )
+    failures = np.zeros(ck.mtbf_s.size)
+    for f, units, unit_mtbf_s in ck.rolling_back():
+        failures = failures + units * expected_renewals(t_s, f.shape, unit_mtbf_s, f.initial_age)
     return failures
 
 
-def run_mtbf_s(base: Config, cand: Candidates, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
+def run_mtbf_s(base: Config, ck: _Checkpoints, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
     """The job's mean time between failures over a run of ``wall_s``: ``wall / Σ units × expected
     failures of a unit in [0, wall]`` (:func:`mcsim.model.reliability.expected_renewals`); ``mtbf_s``
     (the stationary one) when every class is stationary or exponential, or no failure is expected."""
     if not ages_matter(base):
         return mtbf_s
     horizon = np.where(np.isfinite(wall_s) & (wall_s > 0), wall_s, 0.0)
-    failures = expected_failures(base, cand, horizon)
+    failures = expected_failures(ck, horizon)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((horizon > 0) & (failures > 0), horizon / np.where(failures > 0, failures, 1.0), mtbf_s)
 
 
 def young_cluster_wall_s(
-    base: Config, cand: Candidates, daly: Callable[[np.ndarray], np.ndarray], mtbf_s: np.ndarray
+    base: Config, ck: _Checkpoints, daly: Callable[[np.ndarray], np.ndarray], mtbf_s: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The expected wall time ``T`` with ``T = daly(run_mtbf_s(T))``, and that MTBF (s).
 
@@ -416,42 +480,40 @@ def young_cluster_wall_s(
     """
     if not ages_matter(base):
         return daly(mtbf_s), mtbf_s
-    low = np.log(daly(np.full(len(cand), np.inf)))
-    high = np.full(len(cand), np.log(2.0 * base.run.max_wall_days * 86400.0))
-    endless = _excess(base, cand, daly, np.exp(high), mtbf_s) > 0
+    low = np.log(daly(np.full(mtbf_s.size, np.inf)))
+    high = np.full(mtbf_s.size, np.log(2.0 * base.run.max_wall_days * 86400.0))
+    endless = _excess(base, ck, daly, np.exp(high), mtbf_s) > 0
     for _ in range(BISECTIONS):
         middle = 0.5 * (low + high)
-        above = _excess(base, cand, daly, np.exp(middle), mtbf_s) > 0  # the root is above the middle
+        above = _excess(base, ck, daly, np.exp(middle), mtbf_s) > 0  # the root is above the middle
         low, high = np.where(above, middle, low), np.where(above, high, middle)
     wall = np.where(endless, np.inf, np.exp(high))
-    return wall, run_mtbf_s(base, cand, wall, mtbf_s)
+    return wall, run_mtbf_s(base, ck, wall, mtbf_s)
 
 
-def _excess(base: Config, cand: Candidates, daly, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
+def _excess(base: Config, ck: _Checkpoints, daly, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
     """``daly(run_mtbf(T)) − T``: positive where the wall time ``T`` is too short to hold its failures."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.nan_to_num(daly(run_mtbf_s(base, cand, wall_s, mtbf_s)) - wall_s, nan=np.inf)
+        return np.nan_to_num(daly(run_mtbf_s(base, ck, wall_s, mtbf_s)) - wall_s, nan=np.inf)
 
 
-def with_spares(base: Config, cand: Candidates, wall_s: np.ndarray) -> np.ndarray:
-    """``wall_s`` (every node present) stretched by the waits for repaired spare nodes
+def with_spares(
+    base: Config, runs: CandidateRuns, ck: _Checkpoints, walls_s: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, ...]:
+    """Each of ``walls_s`` (every node present) stretched by the waits for repaired spare nodes
     (:func:`mcsim.model.spares.wall_with_spares_s`; unchanged without a spare pool)."""
     spares = base.hardware.spare_nodes
     if spares is None:
-        return wall_s
-    out = np.array(wall_s, dtype=np.float64)
-    for gpus in np.unique(cand.gpus):
-        idx = np.flatnonzero(cand.gpus == gpus)
+        return walls_s
+    out = tuple(np.array(wall_s, dtype=np.float64) for wall_s in walls_s)
+    for gpus in np.unique(runs.gpus):
+        idx = np.flatnonzero(runs.gpus == gpus)
         classes = [
-            (
-                float(class_units(f, int(gpus), base.hardware.gpus_per_node)) / (float(class_mtbf_hours(f)) * 3600.0),
-                nodes_taken(f),
-                f.repair_hours * 3600.0,
-                f.repair_sigma,
-            )
-            for f in base.failures
+            (float(units[idx[0]]) / unit_mtbf_s, nodes, f.repair_hours * 3600.0, f.repair_sigma)
+            for f, units, unit_mtbf_s, nodes in zip(ck.classes, ck.units, ck.unit_mtbf_s, ck.nodes_taken, strict=True)
         ]
-        out[idx] = wall_with_spares_s(out[idx], classes, spares)
+        for wall in out:
+            wall[idx] = wall_with_spares_s(wall[idx], classes, spares)
     return out
 
 

@@ -157,14 +157,14 @@ def test_pilot_runs_refused(runs):
 
 def _pessimistic_for(monkeypatch, strategy: str, gpus: int, factor: float) -> None:
     """Make the screen's iteration time ``factor`` x too long for one family (its estimates pessimistic)."""
-    import mcsim.planning.estimates as estimates_module
+    import mcsim.model.expected_runs as estimates_module
 
     iteration_power = estimates_module._iteration_power
 
-    def slow(plan, cand, *rest):
-        iteration_s, power = iteration_power(plan, cand, *rest)
-        index = plan.search.strategy.index(strategy)
-        return np.where((cand.strategy == index) & (cand.gpus == gpus), factor * iteration_s, iteration_s), power
+    def slow(base, runs, *rest):
+        iteration_s, power = iteration_power(base, runs, *rest)
+        index = runs.strategies.index(strategy)
+        return np.where((runs.strategy == index) & (runs.gpus == gpus), factor * iteration_s, iteration_s), power
 
     monkeypatch.setattr(estimates_module, "_iteration_power", slow)
 

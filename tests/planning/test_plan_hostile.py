@@ -247,7 +247,7 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
     # short), so the test stays about the plan's reaction, whatever the screen models. The pool widens its
     # margin to the error and brings in the candidates it can no longer rule out; with at most 10
     # simulated it is full before it closes, so the recommendation is not "decided" (issue 23).
-    import mcsim.planning.estimates as estimates_module
+    import mcsim.model.expected_runs as estimates_module
 
     iteration_power = estimates_module._iteration_power
 

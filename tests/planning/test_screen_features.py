@@ -19,12 +19,12 @@ import pytest
 from scipy import integrate, stats
 
 from mcsim.engine.simulate import run_task
+from mcsim.model.expected_runs import recovery_s
 from mcsim.model.reliability import expected_renewals
 from mcsim.model.run_outputs import run_outputs
 from mcsim.model.spares import nodes_available, wall_with_spares_s
 from mcsim.model.stragglers import episode_active_share
 from mcsim.planning.candidates import candidate_config, enumerate_candidates
-from mcsim.planning.estimates import recovery_s
 from mcsim.planning.plan_file import plan_from_dict
 from mcsim.planning.screen import screen
 from mcsim.scenario.schema import FailureClass
