@@ -1,25 +1,28 @@
 """Candidate runs' first-order expected wall time, energy, cost and CO2, analytically, in arrays (docs/model.md §9).
 
-Per candidate (:class:`CandidateRuns`: a search's candidates as arrays, beside one base configuration):
-its workload (iteration time and memory, exactly as ``mcsim run``:
-:func:`mcsim.model.workload.workload_arrays`, once per distinct layout) and whether its checkpoint
-strategy and failure domains fit its size (:func:`mcsim.model.feasibility.configuration_problem`);
-then, where it can run, the checkpoint plan's stall and interval (:mod:`mcsim.model.checkpointing`), the
-system MTBF of its size, and a first-order expected wall time under Poisson failures (Daly 2006,
-:func:`mcsim.model.reliability.expected_run_wall_s`) with its quantile, then energy, cost and CO2
-from the same phase powers as the simulation (:mod:`mcsim.model.energy`). The planner's screen
-(:mod:`mcsim.planning.screen`) rules candidates out and ranks them by these estimates.
+Per candidate (:class:`CandidateRuns`: a search's candidates as arrays, beside one base configuration),
+each model module asked once where the data allow, in this order: its workload (iteration time and
+memory, exactly as ``mcsim run``: :mod:`mcsim.model.workload`, once per distinct layout) and whether
+its checkpoint strategy and failure domains fit its size (:mod:`mcsim.model.feasibility`); its
+checkpoint plan (stall, background write, load, interval) and failure rates
+(:mod:`mcsim.model.checkpointing`); its mean executed iteration time and phase powers
+(:mod:`mcsim.model.stragglers`, :mod:`mcsim.model.energy`) and its restart's parts
+(:mod:`mcsim.model.restart`); then a first-order expected wall time under Poisson failures (Daly 2006,
+:mod:`mcsim.model.reliability`) with its ``deadline_probability``-quantile, the waits for repaired spare
+nodes (:mod:`mcsim.model.spares`), and energy, cost and CO2 from the same phase powers as the
+simulation (:mod:`mcsim.model.energy`). The planner's screen (:mod:`mcsim.planning.screen`) rules
+candidates out and ranks them by these estimates.
 
-Daly's estimate is corrected, to first order, for the effects the simulation models beyond it,
-each in one function here: the wait for a checkpoint write or replica that outlasts the compute
-between checkpoints and the extra rollback of a failure while it is in flight (:func:`write_window`),
-the mean failure rate over the run on a young or aged cluster (:func:`young_cluster_wall_s`), the
-waits for repaired spare nodes (:func:`with_spares`), a recovery that is a law rather than a fixed
-time (:func:`recovery_s`), planned stops (:func:`_planned_stretch`), instabilities that roll back
-beyond the last checkpoint (:func:`_instability_rollback_s`), and slow-node episodes and the
-throughput degradation in the mean iteration time (:func:`_iteration_power`). Their measured
-errors against simulation are in docs/planning.md ("The screen's error per feature",
-``benchmarks/bench_screen_features.py``).
+Daly's estimate is corrected, to first order, for the effects the simulation models beyond it: the
+wait for a checkpoint write or replica that outlasts the compute between checkpoints and the extra
+rollback of a failure while it is in flight (:func:`write_window`), a recovery that is a law rather
+than a fixed time (:func:`recovery_s`), planned stops (:func:`_planned_stretch`), instabilities that
+roll back beyond the last checkpoint (:func:`_instability_rollback_s`), slow-node episodes and the
+throughput degradation in the mean iteration time (:func:`_iteration_power`), here; the mean failure
+rate over the run on a young or aged cluster (:func:`mcsim.model.reliability.young_cluster_wall_s`)
+and the spare waits (:func:`mcsim.model.spares.wall_with_spares_by_size_s`) in the modules of their
+models. Their measured errors against simulation are in docs/planning.md ("The screen's error per
+feature", ``benchmarks/bench_screen_features.py``).
 
 No Python loop runs per candidate: loops run over GPU sizes, strategies and intervals (a few
 dozen groups at most).
@@ -47,10 +50,8 @@ from mcsim.model.checkpointing import (
     system_mtbf_s,
 )
 from mcsim.model.energy import (
-    BITS_PER_BYTE,
-    J_PER_KWH,
-    allocation_usd,
-    co2_t,
+    expected_run_cost_co2,
+    expected_run_energy_j,
     iteration_power_w,
     job_factor_mean,
     phase_powers_w,
@@ -58,23 +59,14 @@ from mcsim.model.energy import (
 )
 from mcsim.model.feasibility import FEASIBLE, configuration_problem
 from mcsim.model.layouts import Layouts
-from mcsim.model.reliability import expected_renewals, expected_run_wall_s, run_wall_variance_s2, wall_quantile_s
+from mcsim.model.reliability import expected_run_wall_s, run_wall_variance_s2, wall_quantile_s, young_cluster_wall_s
 from mcsim.model.restart import restart_parts
-from mcsim.model.spares import wall_with_spares_s
+from mcsim.model.spares import wall_with_spares_by_size_s
 from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import WorkloadArrays, workload_arrays
 from mcsim.scenario.config import Config
 from mcsim.scenario.schema import FailureClass, Interval
-
-# Choice: one mean rate over the whole run. Daly segments at the rate of each piece of the run
-# (16 pieces in order) were 20-27 % pessimistic on the young-cluster space of
-# benchmarks/bench_screen_features.py (the early failures of a young cluster come in bursts that
-# mostly restart recoveries, which Poisson segments at the piece's rate overcount); the mean rate is
-# 8.3 % pessimistic at worst there. The wall time T then solves T = Daly(T / failures in [0, T]): by bisection on log T
-# (BISECTIONS halvings), since passes of that fixed point oscillate where the rate falls steeply
-# (Weibull shape 0.05: a finite T gives a rate at which no run ends, an endless one the stationary rate).
-BISECTIONS = 60
 
 
 @dataclass(frozen=True)
@@ -135,7 +127,8 @@ class _Checkpoints(NamedTuple):
     rolls_back: tuple[bool, ...]  # per class: its events roll work back (all but planned stops)
     units: tuple[np.ndarray, ...]  # per class, its units per candidate (GPUs, domains or the cluster)
     unit_mtbf_s: tuple[float, ...]  # per class, a unit's MTBF with its bad replacements (stationary), s
-    nodes_taken: tuple[int, ...]  # per class, the nodes one of its failures takes out
+    # Per class as the spare pool reads it: (units, unit MTBF s, nodes a failure takes out, mean repair s, its log-sd).
+    repairs: tuple[tuple[np.ndarray, float, int, float, float], ...]
 
     def rolling_back(self) -> Iterator[tuple[FailureClass, np.ndarray, float]]:
         """``(class, units, unit MTBF s)`` of the classes whose events roll work back, in their order."""
@@ -171,11 +164,10 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
         planned = any(f.kind == "planned" for f in base.failures)
         stretch = _planned_stretch(base, restart_parts_s + ck.storage_load_s) if planned else None
-        present, run_mtbf = young_cluster_wall_s(
+        present, run_mtbf = _present_wall_s(
             base,
             ck,
             lambda m: np.asarray(expected_run_wall_s(wl.iterations, ck.every, mean_iteration_s, cycle_stall, lost, m)),
-            ck.mtbf_s,
         )
         # The wall time's quantile (docs/model.md §9): its floor plus a gamma-distributed excess of Daly's mean
         # and the failures' renewal variance plus the job factor's, drawn again after every restart.
@@ -191,13 +183,15 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
         running = present  # the planned stops' windows are idle time on top, as the spare waits
         if stretch is not None:
             present, quantile = present * stretch, quantile * stretch
-        wall, quantile = with_spares(base, runs, ck, (present, quantile))
-        energy, power_mw = _energy_j(
-            base, runs, wl, running, mean_iteration_s, ck.every, cycle_stall, restart,
+        wall, quantile = wall_with_spares_by_size_s(
+            (present, quantile), runs.gpus, ck.repairs, base.hardware.spare_nodes
+        )
+        energy, power_mw = expected_run_energy_j(
+            base, runs.gpus, wl, running, mean_iteration_s, ck.every, cycle_stall, restart,
             ck.load_s + restart_parts_s, run_mtbf, power, wall - running,
         )  # fmt: skip
     # (beyond run.max_wall_days the screen rules a candidate out; its energy and cost are then NaN or inf)
-    cost, co2 = _cost_co2(base, runs, wall, energy)
+    cost, co2 = expected_run_cost_co2(base, runs.gpus, runs.gpu_hour_usd, wall, energy)
     return ExpectedRuns(
         wl.code, fits, wl.iteration_time_s, wl.memory_per_gpu_gb, ck.stall_s, ck.every, ck.mtbf_s, power_mw, wall,
         quantile, energy, cost, co2,
@@ -263,24 +257,16 @@ def _checkpoints(base: Config, runs: CandidateRuns, wl: WorkloadArrays) -> _Chec
             runs.intervals[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
         )
     classes, losing = base.failures, {id(f) for f in losing_classes(base.failures)}
+    units = tuple(cast(np.ndarray, class_units(f, runs.gpus, base.hardware.gpus_per_node)) for f in classes)
+    unit_mtbf_s = tuple(float(class_mtbf_hours(f)) * 3600.0 for f in classes)
     return _Checkpoints(
         mtbf, stall, background, load, every, size / (read_gbps * 1e9), classes,
-        tuple(id(f) in losing for f in classes),
-        tuple(cast(np.ndarray, class_units(f, runs.gpus, base.hardware.gpus_per_node)) for f in classes),
-        tuple(float(class_mtbf_hours(f)) * 3600.0 for f in classes),
-        tuple(nodes_taken(f) for f in classes),
+        tuple(id(f) in losing for f in classes), units, unit_mtbf_s,
+        tuple(
+            (u, m, nodes_taken(f), f.repair_hours * 3600.0, f.repair_sigma)
+            for f, u, m in zip(classes, units, unit_mtbf_s, strict=True)
+        ),
     )  # fmt: skip
-
-
-def _cost_co2(base: Config, runs: CandidateRuns, wall: np.ndarray, energy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Expected cost, USD (allocation plus electricity), and emissions, t CO2e (operational plus embodied)."""
-    nodes = runs.gpus // base.hardware.gpus_per_node
-    cost = (
-        allocation_usd(base.cost, runs.gpu_hour_usd, runs.gpus, nodes, wall / 3600.0)
-        + energy / J_PER_KWH * base.cost.electricity_usd_per_kwh
-    )
-    co2 = co2_t(base.carbon, runs.gpus, wall, energy)
-    return cost, co2["operational"] + co2["embodied"]
 
 
 def _iteration_power(
@@ -380,51 +366,6 @@ def _instability_rollback_s(
     )
 
 
-def _energy_j(
-    base: Config, runs: CandidateRuns, wl, wall, iteration_s, every, stall, restart, active, mtbf, power, waiting
-):
-    """Facility energy of the expected run, J, and the facility power while computing, MW.
-
-    ``wall``: the expected wall time with every node present; ``stall``: checkpoint time per cycle,
-    waits included (checkpoint power); ``restart``: recovery and load per failure, of which ``active``
-    (the load and the restart's parts) at the checkpoint power and the rest idle; the rest of ``wall``
-    beyond the useful iterations is lost work done again (computing); ``waiting``: the time waiting for
-    repaired spare nodes on top (idle)."""
-    en, net = base.energy, base.network
-    gpus = runs.gpus
-    nodes = gpus // base.hardware.gpus_per_node
-    checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
-    stalled = checkpoints * stall
-    failures = np.where(np.isfinite(mtbf), wall / mtbf, 0.0)
-    recovering = failures * restart
-    # One load and the restart's parts per interruption: the failures come in busy periods of e^{restart/M}
-    # (docs/model.md §3, Takacs), so e^{-restart/M} interruptions a failure (to first order).
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        interruptions = failures * np.where(np.isfinite(mtbf), np.exp(-restart / mtbf), 1.0)
-    loading = interruptions * np.minimum(active, restart)
-    useful = wl.iterations * iteration_s
-    lost = np.maximum(wall - useful - stalled - recovering, 0.0)
-    gpu_j = gpus * (
-        power.iteration * (useful + lost)
-        + power.checkpoint * (stalled + loading)
-        + power.idle * (recovering - loading + waiting)
-    )
-    bits_j = (
-        (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
-        * BITS_PER_BYTE
-        * 1e-12
-        * gpus
-        * wl.iterations
-        * (1.0 + lost / np.where(useful > 0, useful, 1.0))
-    )
-    size = base.model.params * base.checkpoint.bytes_per_param
-    storage_j = checkpoints * size * BITS_PER_BYTE * en.storage_pj_per_bit * 1e-12
-    node_j = nodes * en.node_overhead_w * (wall + waiting)
-    energy = en.pue * (gpu_j + bits_j + storage_j + node_j)
-    power_mw = en.pue * (gpus * power.busy + nodes * en.node_overhead_w) / 1e6
-    return energy, power_mw
-
-
 def _job_factor_floor(base: Config, wl: WorkloadArrays, iteration_s, every, stall) -> tuple[np.ndarray, np.ndarray]:
     """The wall time's floor, s (every iteration at the job factor's least, 1, no failure), and the job
     factor's variance of the whole run's compute, s² (per piece of the run the factor is drawn for).
@@ -448,73 +389,16 @@ def ages_matter(base: Config) -> bool:
     return any(f.shape != 1.0 and f.initial_age != "stationary" for f in base.failures)
 
 
-def expected_failures(ck: _Checkpoints, t_s: np.ndarray) -> np.ndarray:
-    """Expected failures of the job in ``[0, t_s]`` (every class, its units replaced when they fail)."""
-    failures = np.zeros(ck.mtbf_s.size)
-    for f, units, unit_mtbf_s in ck.rolling_back():
-        failures = failures + units * expected_renewals(t_s, f.shape, unit_mtbf_s, f.initial_age)
-    return failures
-
-
-def run_mtbf_s(base: Config, ck: _Checkpoints, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
-    """The job's mean time between failures over a run of ``wall_s``: ``wall / Σ units × expected
-    failures of a unit in [0, wall]`` (:func:`mcsim.model.reliability.expected_renewals`); ``mtbf_s``
-    (the stationary one) when every class is stationary or exponential, or no failure is expected."""
-    if not ages_matter(base):
-        return mtbf_s
-    horizon = np.where(np.isfinite(wall_s) & (wall_s > 0), wall_s, 0.0)
-    failures = expected_failures(ck, horizon)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((horizon > 0) & (failures > 0), horizon / np.where(failures > 0, failures, 1.0), mtbf_s)
-
-
-def young_cluster_wall_s(
-    base: Config, ck: _Checkpoints, daly: Callable[[np.ndarray], np.ndarray], mtbf_s: np.ndarray
+def _present_wall_s(
+    base: Config, ck: _Checkpoints, daly: Callable[[np.ndarray], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The expected wall time ``T`` with ``T = daly(run_mtbf_s(T))``, and that MTBF (s).
-
-    ``daly(mtbf)``: Daly's expected wall time at a job MTBF. Bisection on ``log T`` between the run
-    without failures and twice the simulation's horizon (``run.max_wall_days``); inf where even that
-    is too short. ``T − daly(run_mtbf(T))`` falls as T grows when the rate falls with age (shape < 1)
-    and rises slower than T otherwise, so the root is unique.
-    """
+    """The expected wall time with every node present, s (``daly(mtbf)``: Daly's at a job MTBF), and the
+    job's MTBF over the run, s: the stationary one, or on a young or aged cluster the mean over the run
+    (:func:`mcsim.model.reliability.young_cluster_wall_s`; its first ``2 run.max_wall_days``)."""
     if not ages_matter(base):
-        return daly(mtbf_s), mtbf_s
-    low = np.log(daly(np.full(mtbf_s.size, np.inf)))
-    high = np.full(mtbf_s.size, np.log(2.0 * base.run.max_wall_days * 86400.0))
-    endless = _excess(base, ck, daly, np.exp(high), mtbf_s) > 0
-    for _ in range(BISECTIONS):
-        middle = 0.5 * (low + high)
-        above = _excess(base, ck, daly, np.exp(middle), mtbf_s) > 0  # the root is above the middle
-        low, high = np.where(above, middle, low), np.where(above, high, middle)
-    wall = np.where(endless, np.inf, np.exp(high))
-    return wall, run_mtbf_s(base, ck, wall, mtbf_s)
-
-
-def _excess(base: Config, ck: _Checkpoints, daly, wall_s: np.ndarray, mtbf_s: np.ndarray) -> np.ndarray:
-    """``daly(run_mtbf(T)) − T``: positive where the wall time ``T`` is too short to hold its failures."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.nan_to_num(daly(run_mtbf_s(base, ck, wall_s, mtbf_s)) - wall_s, nan=np.inf)
-
-
-def with_spares(
-    base: Config, runs: CandidateRuns, ck: _Checkpoints, walls_s: tuple[np.ndarray, ...]
-) -> tuple[np.ndarray, ...]:
-    """Each of ``walls_s`` (every node present) stretched by the waits for repaired spare nodes
-    (:func:`mcsim.model.spares.wall_with_spares_s`; unchanged without a spare pool)."""
-    spares = base.hardware.spare_nodes
-    if spares is None:
-        return walls_s
-    out = tuple(np.array(wall_s, dtype=np.float64) for wall_s in walls_s)
-    for gpus in np.unique(runs.gpus):
-        idx = np.flatnonzero(runs.gpus == gpus)
-        classes = [
-            (float(units[idx[0]]) / unit_mtbf_s, nodes, f.repair_hours * 3600.0, f.repair_sigma)
-            for f, units, unit_mtbf_s, nodes in zip(ck.classes, ck.units, ck.unit_mtbf_s, ck.nodes_taken, strict=True)
-        ]
-        for wall in out:
-            wall[idx] = wall_with_spares_s(wall[idx], classes, spares)
-    return out
+        return daly(ck.mtbf_s), ck.mtbf_s
+    classes = [(units, f.shape, unit_mtbf_s, f.initial_age) for f, units, unit_mtbf_s in ck.rolling_back()]
+    return young_cluster_wall_s(daly, classes, ck.mtbf_s, 2.0 * base.run.max_wall_days * 86400.0)
 
 
 def mean_recovery_s(fclass: FailureClass) -> float:
