@@ -7,7 +7,9 @@ run, a checkpoint strategy or failure domain that does not fit the size, the con
 exactly (GPU count, power cap), then those it estimates (the simulation's horizon, the deadline,
 the budget) beyond the margin. The rest are ranked by their objective estimate; the finalists are
 those within ``margin`` of the best, at most ``plan.finalists`` of them, and the ranking is the
-pool the plan simulates from (:mod:`mcsim.planning.pool`; docs/model.md §9).
+pool the plan simulates from (:mod:`mcsim.planning.pool`; docs/model.md §9). Where none is left,
+:func:`no_candidate_message` says in one line which constraint (or memory) rules every candidate
+out and how close the closest comes.
 
 :func:`uncertain_objectives` screens the finalists again under the plan's uncertain inputs: for every
 ``[uncertain]`` input of the plan's scenario (docs/model.md, "Uncertain inputs"), the finalists'
@@ -243,6 +245,68 @@ def binding_constraint(rejection: np.ndarray) -> str:
     counts = {name: int(np.sum(rejection == code)) for name, code in CONSTRAINT_CODES.items()}
     name, count = max(counts.items(), key=lambda kv: kv[1])
     return name if count else ""
+
+
+def no_candidate_message(plan: Plan, scr: Screen) -> str:
+    """One line: why no candidate passed the screen, and how close the closest came."""
+    fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
+    if not fits.any():
+        return _structural_message(plan, scr)
+    c = plan.constraints
+    codes = scr.rejection[fits]
+    name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
+    if name == "max_wall_days":
+        closest = float(np.min(scr.wall_s[fits])) / 86400.0
+        horizon = plan.scenario.base.run.max_wall_days
+        return (
+            f"{plan.source}: run.max_wall_days: no candidate finishes within {horizon:g} days, the simulation's "
+            f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days"
+        )
+    if name == "deadline":
+        closest = float(np.min(scr.wall_quantile_s[fits])) / 86400.0
+        return (
+            f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
+            f"with probability {c.deadline_probability:g} (the smallest screen estimate of that quantile of the "
+            f"wall time is {closest:.3g} days, beyond the deadline by more than the {plan.margin:.0%} margin)"
+        )
+    if name == "budget":
+        assert c.budget_usd is not None  # the screen rejects for the budget only when there is one
+        closest = float(np.min(scr.cost_usd[fits]))
+        budget = f"{c.budget_usd:,.0f}" if c.budget_usd >= 1 else f"{c.budget_usd:.3g}"
+        return (
+            f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {budget} USD "
+            f"(the cheapest screen estimate is {closest:,.0f} USD)"
+        )
+    if name == "power":
+        closest = float(np.min(scr.power_mw[fits]))
+        return (
+            f"{plan.source}: constraints.power_mw: no candidate fits the {c.power_mw:g} MW power cap "
+            f"(the smallest draws {closest:.2f} MW)"
+        )
+    return (
+        f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = {c.min_gpus}..{c.max_gpus}"
+    )
+
+
+def _structural_message(plan: Plan, scr: Screen) -> str:
+    """One line when no candidate passes the structural checks: the most common reason, named."""
+    codes, counts = np.unique(scr.rejection, return_counts=True)
+    code = int(codes[np.argmax(counts)])
+    if code == WORKLOAD_REJECTION[MEMORY]:
+        return (
+            f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
+            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
+        )
+    if code == WORKLOAD_REJECTION[FREQUENCY]:
+        ranges = ", ".join(
+            f"{name} {spec.freq_min_mhz:g}..{spec.freq_max_mhz:g} MHz"
+            for name, spec in zip(plan.search.gpu_types, plan.gpu_specs, strict=True)
+        )
+        return f"{plan.source}: search.freq_mhz: no searched clock is within the GPU's range ({ranges})"
+    return (
+        f"{plan.source}: search: no candidate passes the screen; {int(counts.max()):,} of "
+        f"{int(counts.sum()):,} are rejected for: {REJECTIONS[code]}"
+    )
 
 
 def uncertain_objectives(
