@@ -123,18 +123,11 @@ class _Checkpoints(NamedTuple):
     load_s: np.ndarray  # checkpoint load on a restart
     every: np.ndarray  # checkpoint interval, iterations
     storage_load_s: np.ndarray  # the load from storage (a planned stop's)
-    classes: tuple[FailureClass, ...]  # every failure class of the base configuration
-    rolls_back: tuple[bool, ...]  # per class: its events roll work back (all but planned stops)
-    units: tuple[np.ndarray, ...]  # per class, its units per candidate (GPUs, domains or the cluster)
-    unit_mtbf_s: tuple[float, ...]  # per class, a unit's MTBF with its bad replacements (stationary), s
-    # Per class as the spare pool reads it: (units, unit MTBF s, nodes a failure takes out, mean repair s, its log-sd).
+    # (class, its units per candidate, a unit's MTBF with its bad replacements s) of every class that rolls
+    # work back (all but planned stops), and, with a spare pool, of every class as the pool reads it:
+    # (units, unit MTBF s, nodes a failure takes out, mean repair s, its log-sd).
+    losing: tuple[tuple[FailureClass, np.ndarray, float], ...]
     repairs: tuple[tuple[np.ndarray, float, int, float, float], ...]
-
-    def rolling_back(self) -> Iterator[tuple[FailureClass, np.ndarray, float]]:
-        """``(class, units, unit MTBF s)`` of the classes whose events roll work back, in their order."""
-        for k, fclass in enumerate(self.classes):
-            if self.rolls_back[k]:
-                yield fclass, self.units[k], self.unit_mtbf_s[k]
 
 
 def by_group(keys: np.ndarray) -> Iterator[tuple[Any, np.ndarray]]:
@@ -256,17 +249,23 @@ def _checkpoints(base: Config, runs: CandidateRuns, wl: WorkloadArrays) -> _Chec
         every[idx] = checkpoint_every(
             runs.intervals[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
         )
-    classes, losing = base.failures, {id(f) for f in losing_classes(base.failures)}
-    units = tuple(cast(np.ndarray, class_units(f, runs.gpus, base.hardware.gpus_per_node)) for f in classes)
-    unit_mtbf_s = tuple(float(class_mtbf_hours(f)) * 3600.0 for f in classes)
-    return _Checkpoints(
-        mtbf, stall, background, load, every, size / (read_gbps * 1e9), classes,
-        tuple(id(f) in losing for f in classes), units, unit_mtbf_s,
-        tuple(
-            (u, m, nodes_taken(f), f.repair_hours * 3600.0, f.repair_sigma)
-            for f, u, m in zip(classes, units, unit_mtbf_s, strict=True)
-        ),
-    )  # fmt: skip
+    # The failure classes' units per candidate and a unit's MTBF, once (the spare pool's only with a pool).
+    gpn, pooled = base.hardware.gpus_per_node, base.failures if base.hardware.spare_nodes is not None else ()
+    losing = tuple(
+        (f, cast(np.ndarray, class_units(f, runs.gpus, gpn)), float(class_mtbf_hours(f)) * 3600.0)
+        for f in losing_classes(base.failures)
+    )
+    repairs = tuple(
+        (
+            cast(np.ndarray, class_units(f, runs.gpus, gpn)),
+            float(class_mtbf_hours(f)) * 3600.0,
+            nodes_taken(f),
+            f.repair_hours * 3600.0,
+            f.repair_sigma,
+        )
+        for f in pooled
+    )
+    return _Checkpoints(mtbf, stall, background, load, every, size / (read_gbps * 1e9), losing, repairs)
 
 
 def _iteration_power(
@@ -311,8 +310,8 @@ def _iteration_power(
 def _class_mean(ck: _Checkpoints, per_event, scale: float = 1.0) -> np.ndarray:
     """Rate-weighted mean over the failure classes that roll work back (planned stops apart:
     :func:`_planned_stretch`) of ``per_event(failure_class) * scale`` (scalar or array)."""
-    classes = [f for f, _, _ in ck.rolling_back()]
-    rates = [units / unit_mtbf_s for _, units, unit_mtbf_s in ck.rolling_back()]
+    classes = [f for f, _, _ in ck.losing]
+    rates = [units / unit_mtbf_s for _, units, unit_mtbf_s in ck.losing]
     if not rates:
         return np.zeros(ck.mtbf_s.size)
     total = sum(rates)
@@ -397,7 +396,7 @@ def _present_wall_s(
     (:func:`mcsim.model.reliability.young_cluster_wall_s`; its first ``2 run.max_wall_days``)."""
     if not ages_matter(base):
         return daly(ck.mtbf_s), ck.mtbf_s
-    classes = [(units, f.shape, unit_mtbf_s, f.initial_age) for f, units, unit_mtbf_s in ck.rolling_back()]
+    classes = [(units, f.shape, unit_mtbf_s, f.initial_age) for f, units, unit_mtbf_s in ck.losing]
     return young_cluster_wall_s(daly, classes, ck.mtbf_s, 2.0 * base.run.max_wall_days * 86400.0)
 
 
