@@ -153,8 +153,8 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
     rollback = rollback + _instability_rollback_s(base, runs, ck, mean_iteration_s, wl.iterations)
     lost = restart + rollback
     live = (wl.code == FEASIBLE) & fits
-    floor, job_spread = _job_factor_floor(base, wl, mean_iteration_s, ck.every, cycle_stall)
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
+        floor, job_spread = _job_factor_floor(base, wl, mean_iteration_s, ck.every, cycle_stall)
         planned = any(f.kind == "planned" for f in base.failures)
         stretch = _planned_stretch(base, restart_parts_s + ck.storage_load_s) if planned else None
         present, run_mtbf = _present_wall_s(

@@ -86,21 +86,10 @@ QUANTILES = (0.05, 0.95)
 
 
 @dataclass(frozen=True)
-class Screen:
-    """The screen's estimates per candidate (SI units but where named: the model's, and the plan's objective
-    of them) and the outcome."""
+class Screen(ExpectedRuns):
+    """The screen's estimates per candidate (the model's, :class:`~mcsim.model.expected_runs.ExpectedRuns`,
+    and the plan's objective of them) and the outcome."""
 
-    iteration_time_s: np.ndarray  # ideal, exactly mcsim run's iteration_time
-    memory_per_gpu_gb: np.ndarray  # exactly mcsim run's memory_per_gpu
-    checkpoint_stall_s: np.ndarray
-    checkpoint_every: np.ndarray  # iterations
-    system_mtbf_s: np.ndarray
-    power_mw: np.ndarray  # facility power while computing (all GPUs busy), MW
-    wall_s: np.ndarray  # expected wall time (Daly)
-    wall_quantile_s: np.ndarray  # its deadline_probability-quantile (gamma); NaN where ruled out before
-    energy_j: np.ndarray  # facility
-    cost_usd: np.ndarray
-    co2_t: np.ndarray
     objective: np.ndarray  # in the objective's per-run units (h, MWh, USD, t)
     rejection: np.ndarray  # REJECTIONS code
     gap: np.ndarray  # objective / best - 1 (NaN where rejected before the ranking)
@@ -140,8 +129,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
         and rejection[reference] in (DOMINATED, BEYOND_CAP, EQUIVALENT)
     ):
         finalists = np.append(finalists, reference)  # simulated too, so the report can compare with it
-    kept = {f.name for f in dataclasses.fields(Screen)}  # the model's estimates but its feasibility
-    estimates = {f.name: getattr(est, f.name) for f in dataclasses.fields(est) if f.name in kept}
+    estimates = {f.name: getattr(est, f.name) for f in dataclasses.fields(est)}
     return Screen(**estimates, objective=objective, rejection=rejection, gap=gap, finalists=finalists,
                   reference=reference, ranking=ranking, excess=excess)  # fmt: skip
 
