@@ -112,7 +112,7 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
 
 
 def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_path):
-    # Issue 23 item 7: every simulated candidate within the indifference zone of the recommendation is
+    # Every simulated candidate within the indifference zone of the recommendation is
     # listed as equivalent, with its paired difference. Reference: the paired mean difference computed
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
@@ -241,21 +241,21 @@ def test_uncertain_input_that_rules_the_recommendation_out_is_reported(tmp_path)
 
 def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatch):
     # The margin "covers the screen's model error" (docs/model.md §9), but a screen can miss an effect: the
-    # screen left slow-node episodes out until issue 23, and the simulated mean wall time was then ~20 %
+    # screen once left slow-node episodes out, and the simulated mean wall time was then ~20 %
     # above its estimate, four times the 5 % margin, and nothing told the user that candidates the margin
     # ruled out might be better. The same miss is made here on purpose (the screen's iteration time 20 %
     # short), so the test stays about the plan's reaction, whatever the screen models. The pool widens its
     # margin to the error and brings in the candidates it can no longer rule out; with at most 10
-    # simulated it is full before it closes, so the recommendation is not "decided" (issue 23).
-    import mcsim.model.expected_runs as estimates_module
+    # simulated it is full before it closes, so the recommendation is not "decided".
+    import mcsim.model.expected_runs as expected_runs_module
 
-    iteration_power = estimates_module._iteration_power
+    iteration_power = expected_runs_module._iteration_power
 
     def short(*args):
         iteration_s, power = iteration_power(*args)
         return 0.8 * iteration_s, power
 
-    monkeypatch.setattr(estimates_module, "_iteration_power", short)
+    monkeypatch.setattr(expected_runs_module, "_iteration_power", short)
     raw = hostile_plan(plan={"pool": 10})
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out)]) == 0
@@ -274,7 +274,7 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     assert "beyond the 5 % margin" in (tmp_path / "rep" / "README.md").read_text()
     # Without the miss the screen is within the margin: no warning.
-    monkeypatch.setattr(estimates_module, "_iteration_power", iteration_power)
+    monkeypatch.setattr(expected_runs_module, "_iteration_power", iteration_power)
     out2 = tmp_path / "q.nc"
     assert main(["plan", str(_write(hostile_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
     err = capsys.readouterr().err

@@ -1,11 +1,11 @@
-"""The screen's first-order effects (issue 23, item 1): each equation against an independent reference,
+"""The screen's first-order effects beyond Daly's estimate: each equation against an independent reference,
 and the screen against simulation on the stress spaces of benchmarks/bench_screen_features.py.
 
 References: Monte Carlo renewal counts drawn here with NumPy (the renewal function), the Poisson law
 of an M/D/∞ queue and the identity ∫_0^R P(Poisson(λt) <= S) dt = (1/λ) Σ_{j<=S} P(Poisson(λR) > j)
 (spares), adaptive quadrature of the busy probability of an M/M/∞ queue (episodes), and the
 simulation itself (the screen against the simulated mean, tolerances from the measured errors in
-docs/planning.md, each checked to fail on the screen before issue 23).
+docs/planning.md, each checked to fail on a screen without the effect).
 """
 
 from __future__ import annotations
@@ -124,11 +124,11 @@ def test_episode_share_is_the_busy_probability_averaged_over_the_time_since_a_re
 
 
 # (space, candidates, largest |screen / simulated - 1| allowed): the measured largest errors over every
-# candidate of the space at 200 runs (docs/planning.md: 0.36 %, 0.33 %, 8.3 %, 13 %) rounded up; before
-# issue 23 the same candidates were off by 45-80 % (write-bound), 13 % (episodes), 51 % (young Weibull)
+# candidate of the space at 200 runs (docs/planning.md: 0.36 %, 0.33 %, 8.3 %, 13 %) rounded up; without
+# these effects the same candidates were off by 45-80 % (write-bound), 13 % (episodes), 51 % (young Weibull)
 # and 91-99.7 % (spares).
 CASES = [
-    # issue 25: every kind of interruption, recovery laws, bad replacements and restarts from their parts,
+    # Every kind of interruption, recovery laws, bad replacements and restarts from their parts,
     # 0.55 % at worst on these runs since a failure no longer cuts a recovery under way short (the laws'
     # means in Daly's estimate, an M/G/inf busy period; 2.6 % with the rule of before and its
     # equivalent); the benchmark's largest over its 18 candidates is 2.4 % (1.8 standard errors).

@@ -1,4 +1,4 @@
-"""Prices per GPU type (issue 22, item 4): the catalog's rates, the scenario's overrides, the refusals.
+"""Prices per GPU type (a plan compares GPU types by cost): the catalog's rates, the scenario's overrides, the refusals.
 
 Expected prices are the published list prices themselves (docs/model.md §5): AWS EC2, Linux,
 us-east-1, instances.vantage.sh snapshot of 2026-01-21, instance price / 8 GPUs. Rental cost
