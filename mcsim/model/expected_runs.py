@@ -71,19 +71,19 @@ from mcsim.scenario.schema import FailureClass, Interval
 
 @dataclass(frozen=True)
 class CandidateRuns:
-    """Candidate runs as equal-length arrays (one element per candidate), on one base configuration.
+    """Candidate runs as arrays on one base configuration: per candidate its layout (the workload model's
+    :class:`~mcsim.model.layouts.Layouts`, the GPU's fields with the scenario's overrides), checkpoint
+    strategy and interval and GPU type; per GPU type the rest of its catalog fields and its rental price."""
 
-    The GPU fields are each candidate's GPU type's catalog entry (with the scenario's overrides).
-    """
-
-    layouts: Layouts  # the workload model's layouts: size, parallelism, clock and the GPU's fields
+    layouts: Layouts  # per candidate: size, parallelism, clock and the GPU's fields
     same_layout: np.ndarray  # per candidate, the index of a candidate with its layout (the workload is computed once)
-    strategy: np.ndarray  # index into strategies
-    interval: np.ndarray  # index into intervals
-    d2h_gbps: np.ndarray  # the GPU's device-to-host bandwidth, GB/s
-    tdp_w: np.ndarray
-    idle_w: np.ndarray
-    gpu_hour_usd: np.ndarray  # rental price, USD/(GPU h); NaN where none (the owned cost model uses none)
+    strategy: np.ndarray  # per candidate, index into strategies
+    interval: np.ndarray  # per candidate, index into intervals
+    gpu_type: np.ndarray  # per candidate, index into the per-type fields
+    d2h_gbps: np.ndarray  # per GPU type: device-to-host bandwidth, GB/s
+    tdp_w: np.ndarray  # per GPU type
+    idle_w: np.ndarray  # per GPU type
+    gpu_hour_usd: np.ndarray  # per GPU type: rental price, USD/(GPU h); NaN where none (the owned cost model)
     strategies: tuple[str, ...]  # checkpoint strategy names
     intervals: tuple[Interval, ...]  # checkpoint interval rules
 
@@ -184,7 +184,7 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
             ck.load_s + restart_parts_s, run_mtbf, power, wall - running,
         )  # fmt: skip
     # (beyond run.max_wall_days the screen rules a candidate out; its energy and cost are then NaN or inf)
-    cost, co2 = expected_run_cost_co2(base, runs.gpus, runs.gpu_hour_usd, wall, energy)
+    cost, co2 = expected_run_cost_co2(base, runs.gpus, runs.gpu_hour_usd[runs.gpu_type], wall, energy)
     return ExpectedRuns(
         wl.code, fits, wl.iteration_time_s, wl.memory_per_gpu_gb, ck.stall_s, ck.every, ck.mtbf_s, power_mw, wall,
         quantile, energy, cost, co2,
@@ -231,12 +231,13 @@ def _checkpoints(base: Config, runs: CandidateRuns, wl: WorkloadArrays) -> _Chec
     """Every candidate's checkpoint stall, background write, load and interval (per strategy and per
     interval rule), and its job's MTBF."""
     strategies, intervals = list(by_group(runs.strategy)), list(by_group(runs.interval))
+    d2h_gbps = runs.d2h_gbps[runs.gpu_type]
     iteration_s = wl.iteration_time_s
     n = len(runs)
     stall, load, every, background = np.zeros(n), np.zeros(n), np.ones(n, dtype=np.int64), np.zeros(n)
     mtbf = system_mtbf_s(base.failures, runs.gpus, base.hardware.gpus_per_node, wl.iterations * iteration_s)
     mtbf = np.broadcast_to(np.asarray(mtbf, dtype=np.float64), (n,)).copy()
-    _, read_gbps, transfers = checkpoint_transfers(base, runs.gpus, runs.d2h_gbps)
+    _, read_gbps, transfers = checkpoint_transfers(base, runs.gpus, d2h_gbps)
     read_gbps = cast(np.ndarray, read_gbps)  # runs.gpus is an array
     size = base.model.params * base.checkpoint.bytes_per_param
     for s_index, idx in strategies:
@@ -249,15 +250,19 @@ def _checkpoints(base: Config, runs: CandidateRuns, wl: WorkloadArrays) -> _Chec
         every[idx] = checkpoint_every(
             runs.intervals[int(i_index)], stall[idx], mtbf[idx], iteration_s[idx], wl.iterations[idx]
         )
-    # The failure classes' units per candidate and a unit's MTBF, once (the spare pool's only with a pool).
-    gpn, pooled = base.hardware.gpus_per_node, base.failures if base.hardware.spare_nodes is not None else ()
+    # The failure classes' units per candidate, once per kind of unit (a class's scope and domain: the
+    # classes of one kind share the array), and a unit's MTBF (the spare pool's only with a pool).
+    kinds = {(f.scope, f.domain_nodes): f for f in base.failures}
+    units = {
+        kind: cast(np.ndarray, class_units(f, runs.gpus, base.hardware.gpus_per_node)) for kind, f in kinds.items()
+    }
+    pooled = base.failures if base.hardware.spare_nodes is not None else ()
     losing = tuple(
-        (f, cast(np.ndarray, class_units(f, runs.gpus, gpn)), float(class_mtbf_hours(f)) * 3600.0)
-        for f in losing_classes(base.failures)
+        (f, units[f.scope, f.domain_nodes], float(class_mtbf_hours(f)) * 3600.0) for f in losing_classes(base.failures)
     )
     repairs = tuple(
         (
-            cast(np.ndarray, class_units(f, runs.gpus, gpn)),
+            units[f.scope, f.domain_nodes],
             float(class_mtbf_hours(f)) * 3600.0,
             nodes_taken(f),
             f.repair_hours * 3600.0,
@@ -293,8 +298,10 @@ def _iteration_power(
     if st.episode_rate_per_node_day > 0:
         rate = st.episode_rate_per_node_day * (runs.gpus // base.hardware.gpus_per_node) / 86400.0
         active = episode_active_share(rate, st.episode_hours * 3600.0, mtbf)
-    lay = runs.layouts
-    busy, wait, checkpoint = phase_powers_w(runs.tdp_w, runs.idle_w, lay.freq_mhz, lay.freq_max_mhz, base.energy)
+    lay, idle_w = runs.layouts, runs.idle_w[runs.gpu_type]
+    busy, wait, checkpoint = phase_powers_w(
+        runs.tdp_w[runs.gpu_type], idle_w, lay.freq_mhz, lay.freq_max_mhz, base.energy
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
         phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * law_mean
@@ -304,7 +311,7 @@ def _iteration_power(
         in_episode = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * episode_mean + wl.comm_time_s
         with np.errstate(invalid="ignore", divide="ignore"):
             iteration_s = 1.0 / ((1.0 - active) / iteration_s + active / in_episode)
-    return iteration_s, SimpleNamespace(busy=busy, wait=wait, iteration=power, idle=runs.idle_w, checkpoint=checkpoint)
+    return iteration_s, SimpleNamespace(busy=busy, wait=wait, iteration=power, idle=idle_w, checkpoint=checkpoint)
 
 
 def _class_mean(ck: _Checkpoints, per_event, scale: float = 1.0) -> np.ndarray:

@@ -287,22 +287,28 @@ def reference_candidate(plan: Plan, cand: Candidates) -> int:
 
 def gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
     """Per candidate, the field ``name`` of its GPU type's catalog entry (the scenario's overrides applied)."""
-    return np.array([getattr(spec, name) for spec in plan.gpu_specs], dtype=np.float64)[cand.gpu_type]
+    return _type_field(plan, name)[cand.gpu_type]
+
+
+def _type_field(plan: Plan, name: str) -> np.ndarray:
+    """Per searched GPU type, the field ``name`` of its catalog entry (the scenario's overrides applied)."""
+    return np.array([getattr(spec, name) for spec in plan.gpu_specs], dtype=np.float64)
 
 
 def candidate_runs(plan: Plan, cand: Candidates) -> CandidateRuns:
     """The candidates as the model's first-order estimates take them
     (:class:`~mcsim.model.expected_runs.CandidateRuns`): their layouts, each with the candidate whose
-    workload it shares, and per GPU type its catalog fields and its rental price."""
+    workload it shares, and per GPU type the rest of its catalog fields and its rental price."""
     return CandidateRuns(
         _layouts(plan, cand),
         _layout_representatives(plan, cand),
         cand.strategy,
         cand.interval,
-        gpu_field(plan, cand, "d2h_gbps"),
-        gpu_field(plan, cand, "tdp_w"),
-        gpu_field(plan, cand, "idle_w"),
-        type_prices(plan)[cand.gpu_type],
+        cand.gpu_type,
+        _type_field(plan, "d2h_gbps"),
+        _type_field(plan, "tdp_w"),
+        _type_field(plan, "idle_w"),
+        type_prices(plan),
         plan.search.strategy,
         plan.search.interval,
     )
