@@ -18,6 +18,8 @@
 - ``energy``: power by phase, energy, cost and carbon of a run.
 - ``preparation``: each simulated configuration prepared once into what the kernel runs (stage 2 of
   ``simulate()``), one by one or a configuration's draws together.
+- ``expected_runs``: candidate runs' first-order expected wall time, energy, cost and CO2 on arrays
+  (Daly's renewal estimate with its corrections), for the planner's screen.
 - ``run_estimate``: the expected size of one run and of a whole simulation, before it starts.
 - ``interval_search``: the checkpoint interval that minimises an objective, searched on a grid.
 - ``run_outputs``: the named outputs of one configuration, per run from its kernel rows and per

@@ -22,6 +22,9 @@ The per-run breakdown (facility level) adds up to ``energy`` exactly:
 compute + wait + checkpoint + recovery + lost + network + node.
 ``energy_gpu`` is the GPUs' own IT energy (no PUE, no links, storage or nodes),
 to compare with studies that count GPUs only.
+
+The same parts of the first-order expected run of candidate arrays (the planner's screen,
+:mod:`mcsim.model.expected_runs`): :func:`expected_run_energy_j`, :func:`expected_run_cost_co2`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.stragglers import factor_law
 from mcsim.model.strategies import STRATEGIES
-from mcsim.model.workload import Workload
+from mcsim.model.workload import Workload, WorkloadArrays
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
 
@@ -201,3 +204,63 @@ def co2_t(carbon, gpus, wall_s, energy_j) -> dict:
     lifetime_s = carbon.lifetime_years * SECONDS_PER_YEAR
     embodied = carbon.embodied_kg_per_gpu * gpus * wall_s / lifetime_s / 1e3
     return {"operational": operational, "embodied": embodied}
+
+
+def expected_run_energy_j(
+    cfg: Config, gpus, wl: WorkloadArrays, wall, iteration_s, every, stall, restart, active, mtbf, power, waiting
+):
+    """Facility energy of runs' first-order expected run (:mod:`mcsim.model.expected_runs`), J, and the
+    facility power while computing, MW (arrays over runs of ``gpus`` GPUs and workload ``wl`` each).
+
+    ``wall``: the expected wall time with every node present; ``stall``: checkpoint time per cycle,
+    waits included (checkpoint power); ``restart``: recovery and load per failure, of which ``active``
+    (the load and the restart's parts) at the checkpoint power and the rest idle; the rest of ``wall``
+    beyond the useful iterations is lost work done again (computing); ``waiting``: the time waiting for
+    repaired spare nodes on top (idle); ``power``: the per-GPU powers ``busy``, ``iteration`` (over an
+    executed iteration), ``checkpoint`` and ``idle``, W."""
+    en, net = cfg.energy, cfg.network
+    nodes = gpus // cfg.hardware.gpus_per_node
+    checkpoints = np.maximum(-(-wl.iterations // every) - 1, 0)
+    stalled = checkpoints * stall
+    failures = np.where(np.isfinite(mtbf), wall / mtbf, 0.0)
+    recovering = failures * restart
+    # One load and the restart's parts per interruption: the failures come in busy periods of e^{restart/M}
+    # (docs/model.md §3, Takacs), so e^{-restart/M} interruptions a failure (to first order).
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        interruptions = failures * np.where(np.isfinite(mtbf), np.exp(-restart / mtbf), 1.0)
+    loading = interruptions * np.minimum(active, restart)
+    useful = wl.iterations * iteration_s
+    lost = np.maximum(wall - useful - stalled - recovering, 0.0)
+    gpu_j = gpus * (
+        power.iteration * (useful + lost)
+        + power.checkpoint * (stalled + loading)
+        + power.idle * (recovering - loading + waiting)
+    )
+    bits_j = (
+        (wl.intra_bytes_per_gpu * net.intra_pj_per_bit + wl.inter_bytes_per_gpu * net.inter_pj_per_bit)
+        * BITS_PER_BYTE
+        * 1e-12
+        * gpus
+        * wl.iterations
+        * (1.0 + lost / np.where(useful > 0, useful, 1.0))
+    )
+    size = cfg.model.params * cfg.checkpoint.bytes_per_param
+    storage_j = checkpoints * size * BITS_PER_BYTE * en.storage_pj_per_bit * 1e-12
+    node_j = nodes * en.node_overhead_w * (wall + waiting)
+    energy = en.pue * (gpu_j + bits_j + storage_j + node_j)
+    power_mw = en.pue * (gpus * power.busy + nodes * en.node_overhead_w) / 1e6
+    return energy, power_mw
+
+
+def expected_run_cost_co2(
+    cfg: Config, gpus: np.ndarray, gpu_hour_usd: np.ndarray, wall: np.ndarray, energy: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Expected cost, USD (allocation plus electricity), and emissions, t CO2e (operational plus embodied),
+    of runs of ``gpus`` GPUs at ``gpu_hour_usd`` (per run), ``wall`` s and ``energy`` J each."""
+    nodes = gpus // cfg.hardware.gpus_per_node
+    cost = (
+        allocation_usd(cfg.cost, gpu_hour_usd, gpus, nodes, wall / 3600.0)
+        + energy / J_PER_KWH * cfg.cost.electricity_usd_per_kwh
+    )
+    co2 = co2_t(cfg.carbon, gpus, wall, energy)
+    return cost, co2["operational"] + co2["embodied"]

@@ -17,14 +17,16 @@ throughout.
 The renewal function of a Weibull law (the expected failures of a unit renewed at each failure)
 is here too, with the one solver of its renewal equation (:func:`renewal_grid`): the screen's
 failure rate of a young or aged cluster (:func:`expected_renewals`) and the failure-log fit's
-table (:func:`renewal_function`, :mod:`mcsim.fitting`) both use it.
+table (:func:`renewal_function`, :mod:`mcsim.fitting`) both use it. With it, Daly's estimate at the
+run's mean failure rate on a young or aged cluster (:func:`young_cluster_wall_s`, the fixed point
+of the wall time and the failures it holds).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -299,3 +301,61 @@ def _renewal_on_grid(span_s: float, shape: float, scale_s: float, age_s: float) 
     delayed = np.array(first)
     delayed[1:] += np.convolve(first_mid, np.diff(ordinary))[: ordinary.size - 1]
     return grid, delayed
+
+
+# Choice: one mean rate over the whole run. Daly segments at the rate of each piece of the run
+# (16 pieces in order) were 20-27 % pessimistic on the young-cluster space of
+# benchmarks/bench_screen_features.py (the early failures of a young cluster come in bursts that
+# mostly restart recoveries, which Poisson segments at the piece's rate overcount); the mean rate is
+# 8.3 % pessimistic at worst there. The wall time T then solves T = Daly(T / failures in [0, T]): by bisection on log T
+# (BISECTIONS halvings), since passes of that fixed point oscillate where the rate falls steeply
+# (Weibull shape 0.05: a finite T gives a rate at which no run ends, an endless one the stationary rate).
+BISECTIONS = 60
+
+
+def run_mtbf_s(
+    classes: Sequence[tuple[np.ndarray, float, float, str | float]], wall_s: np.ndarray, mtbf_s: np.ndarray
+) -> np.ndarray:
+    """The job's mean time between failures over a run of ``wall_s``, s: ``wall / Σ units × expected
+    failures of a unit in [0, wall]`` (:func:`expected_renewals`, each unit replaced when it fails);
+    ``mtbf_s`` (the stationary one) where no failure is expected.
+
+    ``classes``: ``(units per run, Weibull shape, a unit's MTBF s, initial_age)`` of every failure class
+    that rolls work back.
+    """
+    horizon = np.where(np.isfinite(wall_s) & (wall_s > 0), wall_s, 0.0)
+    failures = np.zeros(np.shape(mtbf_s))
+    for units, shape, unit_mtbf_s, initial_age in classes:
+        failures = failures + units * expected_renewals(horizon, shape, unit_mtbf_s, initial_age)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((horizon > 0) & (failures > 0), horizon / np.where(failures > 0, failures, 1.0), mtbf_s)
+
+
+def young_cluster_wall_s(
+    daly: Callable[[np.ndarray], np.ndarray],
+    classes: Sequence[tuple[np.ndarray, float, float, str | float]],
+    mtbf_s: np.ndarray,
+    longest_s: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The expected wall time ``T`` with ``T = daly(run_mtbf_s(T))``, and that MTBF (s), on a cluster whose
+    failure rate changes with age (:func:`run_mtbf_s` of ``classes``; ``mtbf_s`` the stationary MTBF).
+
+    ``daly(mtbf)``: Daly's expected wall time at a job MTBF. Bisection on ``log T`` between the run
+    without failures and ``longest_s``; inf where even that is too short. ``T − daly(run_mtbf(T))``
+    falls as T grows when the rate falls with age (shape < 1) and rises slower than T otherwise, so
+    the root is unique.
+    """
+
+    def excess(wall: np.ndarray) -> np.ndarray:  # positive where the wall time is too short to hold its failures
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.nan_to_num(daly(run_mtbf_s(classes, wall, mtbf_s)) - wall, nan=np.inf)
+
+    low = np.log(daly(np.full(mtbf_s.size, np.inf)))
+    high = np.full(mtbf_s.size, np.log(longest_s))
+    endless = excess(np.exp(high)) > 0
+    for _ in range(BISECTIONS):
+        middle = 0.5 * (low + high)
+        above = excess(np.exp(middle)) > 0  # the root is above the middle
+        low, high = np.where(above, middle, low), np.where(above, high, middle)
+    wall = np.where(endless, np.inf, np.exp(high))
+    return wall, run_mtbf_s(classes, wall, mtbf_s)

@@ -9,8 +9,9 @@ at time ``t`` are the compound-Poisson count ``K(t) = Σ_c d_c N_c``, ``N_c`` Po
 ``R_c``, fixed or lognormal with ``repair_sigma``: an M/G/∞ queue per class, empty at the start;
 :func:`in_repair_s`). The job progresses at the rate
 ``A(t) = P(K(t) <= S)``, so a run that needs ``W`` seconds with every node present takes the ``T``
-with ``∫_0^T A(t) dt = W``. Used by the planner's screen (:mod:`mcsim.planning.screen`), which
-gives ``W`` by Daly's estimate; seconds throughout.
+with ``∫_0^T A(t) dt = W``. Used by the model's first-order expected runs
+(:mod:`mcsim.model.expected_runs`, for the planner's screen), which give ``W`` by Daly's estimate, once per
+job size (:func:`wall_with_spares_by_size_s`); seconds throughout.
 """
 
 from __future__ import annotations
@@ -103,3 +104,29 @@ def wall_with_spares_s(
     with np.errstate(divide="ignore", invalid="ignore"):
         beyond = longest + (wall - done[-1]) / stationary if stationary > 0 else np.full_like(wall, np.inf)
     return np.where(wall <= done[-1], within, beyond)
+
+
+def wall_with_spares_by_size_s(
+    walls_s: tuple[np.ndarray, ...],
+    gpus: np.ndarray,
+    classes: Sequence[tuple[np.ndarray, float, int, float, float]],
+    spares: int | None,
+) -> tuple[np.ndarray, ...]:
+    """Each of ``walls_s`` (wall times of runs on ``gpus`` GPUs each, every node present) stretched by the waits
+    for repaired spare nodes: :func:`wall_with_spares_s` once per job size (unchanged without a spare pool).
+
+    ``classes``: per failure class ``(units per run, a unit's mean time between failures s, nodes one
+    failure takes out, mean repair s, repair log-sd)``.
+    """
+    if spares is None:
+        return walls_s
+    out = tuple(np.array(wall_s, dtype=np.float64) for wall_s in walls_s)
+    for size in np.unique(gpus):
+        idx = np.flatnonzero(gpus == size)
+        at_size = [
+            (float(units[idx[0]]) / unit_mtbf_s, nodes, repair_s, sigma)
+            for units, unit_mtbf_s, nodes, repair_s, sigma in classes
+        ]
+        for wall in out:
+            wall[idx] = wall_with_spares_s(wall[idx], at_size, spares)
+    return out

@@ -2,8 +2,8 @@
 
 - ``plan_file``: plan files (``[search]``, ``[constraints]``, ``[plan]``), validated; the plan's objective.
 - ``candidates``: the search enumerated into candidate arrays, each candidate in the form lower layers take.
-- ``estimates``: the screen's analytic estimates of every candidate's run (wall time, energy, cost, CO2).
-- ``screen``: candidates ruled out with their reasons or ranked, the finalists; re-screened under uncertain inputs.
+- ``screen``: candidates estimated by the model, ruled out with their reasons or ranked, the finalists
+  (or why none is left); re-screened under uncertain inputs.
 - ``calibration``: the pilot that measures the screen's error per family of candidates before the selection.
 - ``pool``: the candidates simulated, brought in from the screen's ranking until none left out could be better.
 - ``selection``, ``kim_nelson``: the finalists by simulation with common random numbers.

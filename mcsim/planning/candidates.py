@@ -3,9 +3,10 @@
 :func:`enumerate_candidates` expands the plan's ``[search]`` into :class:`Candidates` (one array
 element per candidate, no Python loop per candidate), keeping only the layouts the workload model
 can run. A candidate is then handed on in the form each lower layer reads: all of them as the
-workload model's :class:`~mcsim.model.workload.Layouts` (per GPU type the catalog fields of
-:func:`gpu_field`), evaluated once per layout (:func:`layout_workload`: iteration time and memory,
-exactly as ``mcsim run``); one of them as a :class:`~mcsim.scenario.config.Config`
+model's :class:`~mcsim.model.expected_runs.CandidateRuns` (:func:`candidate_runs`: the workload
+model's :class:`~mcsim.model.layouts.Layouts`, each with the candidate whose workload it shares,
+and per GPU type the catalog fields of :func:`gpu_field` and the price of :func:`type_prices`),
+for the screen's estimates; one of them as a :class:`~mcsim.scenario.config.Config`
 (:func:`candidate_config`, what ``mcsim run`` and the simulation take).
 """
 
@@ -13,15 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from mcsim.errors import ScenarioError
 from mcsim.io.format import format_bytes
+from mcsim.model.expected_runs import CandidateRuns
 from mcsim.model.layouts import RECOMPUTE_CODES, Layouts
-from mcsim.model.workload import WorkloadArrays, workload_arrays
 from mcsim.planning.plan_file import Plan
+from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
 from mcsim.scenario.limits import memory_limit_bytes
 
@@ -286,26 +287,41 @@ def reference_candidate(plan: Plan, cand: Candidates) -> int:
 
 def gpu_field(plan: Plan, cand: Candidates, name: str) -> np.ndarray:
     """Per candidate, the field ``name`` of its GPU type's catalog entry (the scenario's overrides applied)."""
-    return np.array([getattr(spec, name) for spec in plan.gpu_specs], dtype=np.float64)[cand.gpu_type]
+    return _type_field(plan, name)[cand.gpu_type]
 
 
-def layout_workload(plan: Plan, cand: Candidates) -> WorkloadArrays:
-    """:func:`~mcsim.model.workload.workload_arrays` of every candidate, computed once per layout.
+def _type_field(plan: Plan, name: str) -> np.ndarray:
+    """Per searched GPU type, the field ``name`` of its catalog entry (the scenario's overrides applied)."""
+    return np.array([getattr(spec, name) for spec in plan.gpu_specs], dtype=np.float64)
 
-    Identical, element by element, to evaluating every candidate; the strategies and
-    intervals of a plan multiply its candidates but not this work (docs/planning.md).
+
+def candidate_runs(plan: Plan, cand: Candidates) -> CandidateRuns:
+    """The candidates as the model's first-order estimates take them
+    (:class:`~mcsim.model.expected_runs.CandidateRuns`): their layouts, each with the candidate whose
+    workload it shares, and per GPU type the rest of its catalog fields and its rental price."""
+    return CandidateRuns(
+        _layouts(plan, cand),
+        _layout_representatives(plan, cand),
+        cand.strategy,
+        cand.interval,
+        cand.gpu_type,
+        _type_field(plan, "d2h_gbps"),
+        _type_field(plan, "tdp_w"),
+        _type_field(plan, "idle_w"),
+        type_prices(plan),
+        plan.search.strategy,
+        plan.search.interval,
+    )
+
+
+def type_prices(plan: Plan) -> np.ndarray:
+    """Rental price of each searched GPU type, USD/(GPU h), in ``search.gpu_types`` order.
+
+    NaN where the type has no price (only under the ``owned`` cost model, which uses none).
     """
-    rep = _layout_representatives(plan, cand)
-    lay = _layouts(plan, cand)
-    unique = np.flatnonzero(rep == np.arange(len(cand)))
-    subset = type(lay)(*(getattr(lay, f.name)[unique] for f in dataclasses.fields(lay)))
-    once = workload_arrays(plan.scenario.base, subset)
-    position = np.searchsorted(unique, rep)
-    taken: dict[str, Any] = {}
-    for f in dataclasses.fields(once):
-        value = getattr(once, f.name)
-        taken[f.name] = None if value is None else value[position]
-    return type(once)(**taken)
+    cost = plan.scenario.base.cost
+    prices = (gpu_hour_usd(cost, name) for name in plan.search.gpu_types)
+    return np.array([np.nan if price is None else price for price in prices], dtype=np.float64)
 
 
 def _layouts(plan: Plan, cand: Candidates) -> Layouts:

@@ -22,13 +22,12 @@ import xarray as xr
 
 from mcsim.engine.resume import PieceStore
 from mcsim.errors import NoCandidate
-from mcsim.model.feasibility import FREQUENCY, MEMORY
 from mcsim.planning.calibration import run_pilot, screen_error_text
 from mcsim.planning.candidates import enumerate_candidates
 from mcsim.planning.dataset import PlanResult, plan_dataset
 from mcsim.planning.plan_file import Plan, load_plan
 from mcsim.planning.pool import simulate_pool
-from mcsim.planning.screen import CONSTRAINT_CODES, KEPT, REJECTIONS, WORKLOAD_REJECTION, Screen, screen
+from mcsim.planning.screen import no_candidate_message, screen
 from mcsim.planning.selection import ExecutionOptions
 
 
@@ -108,65 +107,3 @@ def plan(
     loaded = plan_file if isinstance(plan_file, Plan) else load_plan(plan_file)
     execution = ExecutionOptions(progress=progress, workers=workers, scheduler=scheduler, store=store, notify=notify)
     return plan_dataset(run_plan(loaded, execution))
-
-
-def no_candidate_message(plan: Plan, scr: Screen) -> str:
-    """One line: why no candidate passed the screen, and how close the closest came."""
-    fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
-    if not fits.any():
-        return _structural_message(plan, scr)
-    c = plan.constraints
-    codes = scr.rejection[fits]
-    name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
-    if name == "max_wall_days":
-        closest = float(np.min(scr.wall_s[fits])) / 86400.0
-        horizon = plan.scenario.base.run.max_wall_days
-        return (
-            f"{plan.source}: run.max_wall_days: no candidate finishes within {horizon:g} days, the simulation's "
-            f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days"
-        )
-    if name == "deadline":
-        closest = float(np.min(scr.wall_quantile_s[fits])) / 86400.0
-        return (
-            f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
-            f"with probability {c.deadline_probability:g} (the smallest screen estimate of that quantile of the "
-            f"wall time is {closest:.3g} days, beyond the deadline by more than the {plan.margin:.0%} margin)"
-        )
-    if name == "budget":
-        assert c.budget_usd is not None  # the screen rejects for the budget only when there is one
-        closest = float(np.min(scr.cost_usd[fits]))
-        budget = f"{c.budget_usd:,.0f}" if c.budget_usd >= 1 else f"{c.budget_usd:.3g}"
-        return (
-            f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {budget} USD "
-            f"(the cheapest screen estimate is {closest:,.0f} USD)"
-        )
-    if name == "power":
-        closest = float(np.min(scr.power_mw[fits]))
-        return (
-            f"{plan.source}: constraints.power_mw: no candidate fits the {c.power_mw:g} MW power cap "
-            f"(the smallest draws {closest:.2f} MW)"
-        )
-    return (
-        f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = {c.min_gpus}..{c.max_gpus}"
-    )
-
-
-def _structural_message(plan: Plan, scr: Screen) -> str:
-    """One line when no candidate passes the structural checks: the most common reason, named."""
-    codes, counts = np.unique(scr.rejection, return_counts=True)
-    code = int(codes[np.argmax(counts)])
-    if code == WORKLOAD_REJECTION[MEMORY]:
-        return (
-            f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
-            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
-        )
-    if code == WORKLOAD_REJECTION[FREQUENCY]:
-        ranges = ", ".join(
-            f"{name} {spec.freq_min_mhz:g}..{spec.freq_max_mhz:g} MHz"
-            for name, spec in zip(plan.search.gpu_types, plan.gpu_specs, strict=True)
-        )
-        return f"{plan.source}: search.freq_mhz: no searched clock is within the GPU's range ({ranges})"
-    return (
-        f"{plan.source}: search: no candidate passes the screen; {int(counts.max()):,} of "
-        f"{int(counts.sum()):,} are rejected for: {REJECTIONS[code]}"
-    )

@@ -1,12 +1,15 @@
 """The planner's screen: every candidate ruled out with its reason, or ranked, and the finalists chosen.
 
-:func:`screen` takes every candidate's estimates (:mod:`mcsim.planning.estimates`) and rules
-candidates out in order, each keeping the first reason found (:data:`REJECTIONS`): what the workload
-model cannot run, a checkpoint strategy or failure domain that does not fit the size, the constraints
-known exactly (GPU count, power cap), then those it estimates (the simulation's horizon, the
-deadline, the budget) beyond the margin. The rest are ranked by their objective estimate; the
-finalists are those within ``margin`` of the best, at most ``plan.finalists`` of them, and the
-ranking is the pool the plan simulates from (:mod:`mcsim.planning.pool`; docs/model.md §9).
+:func:`screen` takes every candidate's estimates (the model's first-order estimates of its run,
+:mod:`mcsim.model.expected_runs`, and the plan's objective of them) and rules candidates out in
+order, each keeping the first reason found (:data:`REJECTIONS`): what the workload model cannot
+run, a checkpoint strategy or failure domain that does not fit the size, the constraints known
+exactly (GPU count, power cap), then those it estimates (the simulation's horizon, the deadline,
+the budget) beyond the margin. The rest are ranked by their objective estimate; the finalists are
+those within ``margin`` of the best, at most ``plan.finalists`` of them, and the ranking is the
+pool the plan simulates from (:mod:`mcsim.planning.pool`; docs/model.md §9). Where none is left,
+:func:`no_candidate_message` says in one line which constraint (or memory) rules every candidate
+out and how close the closest comes.
 
 :func:`uncertain_objectives` screens the finalists again under the plan's uncertain inputs: for every
 ``[uncertain]`` input of the plan's scenario (docs/model.md, "Uncertain inputs"), the finalists'
@@ -24,18 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mcsim.model.feasibility import (
-    FREQUENCY,
-    MEMORY,
-    STRUCTURAL,
-    TIME_RESOLUTION_CODE,
-    TOO_MANY_ITERATIONS,
-    configuration_problem,
-)
-from mcsim.model.workload import WorkloadArrays
-from mcsim.planning.candidates import Candidates, layout_workload, reference_candidate
-from mcsim.planning.estimates import Estimates, by_group, estimate
-from mcsim.planning.plan_file import Plan
+from mcsim.model.energy import J_PER_MWH
+from mcsim.model.expected_runs import ExpectedRuns, expected_runs
+from mcsim.model.feasibility import FREQUENCY, MEMORY, STRUCTURAL, TIME_RESOLUTION_CODE, TOO_MANY_ITERATIONS
+from mcsim.planning.candidates import Candidates, candidate_runs, reference_candidate
+from mcsim.planning.plan_file import Plan, weighted_objective
 from mcsim.scenario.config import config_with_values
 
 # Rejection codes (the first one found is kept), in the order they are assigned but for the constraints: those
@@ -90,9 +86,11 @@ QUANTILES = (0.05, 0.95)
 
 
 @dataclass(frozen=True)
-class Screen(Estimates):
-    """The screen's estimates per candidate (:class:`~mcsim.planning.estimates.Estimates`) and the outcome."""
+class Screen(ExpectedRuns):
+    """The screen's estimates per candidate (the model's, :class:`~mcsim.model.expected_runs.ExpectedRuns`,
+    and the plan's objective of them) and the outcome."""
 
+    objective: np.ndarray  # in the objective's per-run units (h, MWh, USD, t)
     rejection: np.ndarray  # REJECTIONS code
     gap: np.ndarray  # objective / best - 1 (NaN where rejected before the ranking)
     finalists: np.ndarray  # candidate indices, best screen objective first (then the reference)
@@ -107,16 +105,23 @@ class Screen(Estimates):
 def screen(plan: Plan, cand: Candidates) -> Screen:
     """Estimate every candidate, rule candidates out, rank the rest and choose the finalists (the module
     docstring)."""
-    wl = layout_workload(plan, cand)
-    rejection = _structural_rejection(plan, cand, wl)
-    est = estimate(plan, cand, wl, rejection == KEPT)
+    reference = reference_candidate(plan, cand)
+    runs = candidate_runs(plan, cand)
+    est = expected_runs(plan.scenario.base, runs, plan.constraints.deadline_probability)
+    outputs = {
+        "cost": est.cost_usd,
+        "energy": est.energy_j / J_PER_MWH,
+        "wall_time": est.wall_s / 3600.0,
+        "co2": est.co2_t,
+    }
+    objective = weighted_objective(outputs, plan.objective_weights)
+    rejection = _structural_rejection(est)
     exact = _constraints(plan, cand, rejection, est.power_mw)
     excess = constraint_excess(plan, est.wall_s, est.wall_quantile_s, est.cost_usd)
     _estimated_constraints(plan, rejection, est.wall_s, est.wall_quantile_s, est.cost_usd)
     gap, finalists, ranking = _finalists(
-        plan, est.objective, rejection, exact, excess, (est.wall_s, est.energy_j, est.memory_per_gpu_gb)
+        plan, objective, rejection, exact, excess, (est.wall_s, est.energy_j, est.memory_per_gpu_gb)
     )
-    reference = reference_candidate(plan, cand)
     if (
         reference >= 0
         and finalists.size
@@ -125,33 +130,19 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     ):
         finalists = np.append(finalists, reference)  # simulated too, so the report can compare with it
     estimates = {f.name: getattr(est, f.name) for f in dataclasses.fields(est)}
-    return Screen(**estimates, rejection=rejection, gap=gap, finalists=finalists, reference=reference,
-                  ranking=ranking, excess=excess)  # fmt: skip
+    return Screen(**estimates, objective=objective, rejection=rejection, gap=gap, finalists=finalists,
+                  reference=reference, ranking=ranking, excess=excess)  # fmt: skip
 
 
-def _structural_rejection(plan: Plan, cand: Candidates, wl: WorkloadArrays) -> np.ndarray:
-    """Per candidate, the first structural reason it cannot run (:data:`REJECTIONS`; 0: none)."""
-    rejection = np.zeros(len(cand), dtype=np.int8)
-    rejection[np.isin(wl.code, STRUCTURAL)] = LAYOUT
+def _structural_rejection(est: ExpectedRuns) -> np.ndarray:
+    """Per candidate, the first structural reason it cannot run (:data:`REJECTIONS`; 0: none): its layout,
+    then its strategy or failure domains."""
+    rejection = np.zeros(est.feasibility.size, dtype=np.int8)
+    rejection[np.isin(est.feasibility, STRUCTURAL)] = LAYOUT
     for code, reason in WORKLOAD_REJECTION.items():
-        rejection[(rejection == KEPT) & (wl.code == code)] = reason
-    _configuration_problems(plan, cand, rejection)
+        rejection[(rejection == KEPT) & (est.feasibility == code)] = reason
+    rejection[(rejection == KEPT) & ~est.configuration_fits] = STRATEGY_OR_DOMAIN
     return rejection
-
-
-def _configuration_problems(plan: Plan, cand: Candidates, rejection: np.ndarray) -> None:
-    """Strategy and failure-domain objections, checked once per (strategy, size)."""
-    base = plan.scenario.base
-    key = cand.strategy.astype(np.int64) * (1 << 40) + cand.gpus
-    for value, idx in by_group(key):
-        strategy, gpus = divmod(int(value), 1 << 40)
-        cfg = dataclasses.replace(
-            base,
-            parallelism=dataclasses.replace(base.parallelism, gpus=gpus),
-            checkpoint=dataclasses.replace(base.checkpoint, strategy=plan.search.strategy[strategy]),
-        )
-        if configuration_problem(cfg):
-            rejection[idx[rejection[idx] == KEPT]] = STRATEGY_OR_DOMAIN
 
 
 def _constraints(plan: Plan, cand: Candidates, rejection, power_mw) -> np.ndarray:
@@ -242,6 +233,68 @@ def binding_constraint(rejection: np.ndarray) -> str:
     counts = {name: int(np.sum(rejection == code)) for name, code in CONSTRAINT_CODES.items()}
     name, count = max(counts.items(), key=lambda kv: kv[1])
     return name if count else ""
+
+
+def no_candidate_message(plan: Plan, scr: Screen) -> str:
+    """One line: why no candidate passed the screen, and how close the closest came."""
+    fits = np.isin(scr.rejection, [KEPT, *CONSTRAINT_CODES.values()])
+    if not fits.any():
+        return _structural_message(plan, scr)
+    c = plan.constraints
+    codes = scr.rejection[fits]
+    name = max(CONSTRAINT_CODES, key=lambda k: int(np.sum(codes == CONSTRAINT_CODES[k])))
+    if name == "max_wall_days":
+        closest = float(np.min(scr.wall_s[fits])) / 86400.0
+        horizon = plan.scenario.base.run.max_wall_days
+        return (
+            f"{plan.source}: run.max_wall_days: no candidate finishes within {horizon:g} days, the simulation's "
+            f"horizon (the fastest screen estimate is {closest:.3g} days); raise run.max_wall_days"
+        )
+    if name == "deadline":
+        closest = float(np.min(scr.wall_quantile_s[fits])) / 86400.0
+        return (
+            f"{plan.source}: constraints.deadline_days: no candidate can finish within {c.deadline_days:g} days "
+            f"with probability {c.deadline_probability:g} (the smallest screen estimate of that quantile of the "
+            f"wall time is {closest:.3g} days, beyond the deadline by more than the {plan.margin:.0%} margin)"
+        )
+    if name == "budget":
+        assert c.budget_usd is not None  # the screen rejects for the budget only when there is one
+        closest = float(np.min(scr.cost_usd[fits]))
+        budget = f"{c.budget_usd:,.0f}" if c.budget_usd >= 1 else f"{c.budget_usd:.3g}"
+        return (
+            f"{plan.source}: constraints.budget_usd: no candidate fits the budget of {budget} USD "
+            f"(the cheapest screen estimate is {closest:,.0f} USD)"
+        )
+    if name == "power":
+        closest = float(np.min(scr.power_mw[fits]))
+        return (
+            f"{plan.source}: constraints.power_mw: no candidate fits the {c.power_mw:g} MW power cap "
+            f"(the smallest draws {closest:.2f} MW)"
+        )
+    return (
+        f"{plan.source}: constraints: no searched GPU count is within min_gpus..max_gpus = {c.min_gpus}..{c.max_gpus}"
+    )
+
+
+def _structural_message(plan: Plan, scr: Screen) -> str:
+    """One line when no candidate passes the structural checks: the most common reason, named."""
+    codes, counts = np.unique(scr.rejection, return_counts=True)
+    code = int(codes[np.argmax(counts)])
+    if code == WORKLOAD_REJECTION[MEMORY]:
+        return (
+            f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
+            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
+        )
+    if code == WORKLOAD_REJECTION[FREQUENCY]:
+        ranges = ", ".join(
+            f"{name} {spec.freq_min_mhz:g}..{spec.freq_max_mhz:g} MHz"
+            for name, spec in zip(plan.search.gpu_types, plan.gpu_specs, strict=True)
+        )
+        return f"{plan.source}: search.freq_mhz: no searched clock is within the GPU's range ({ranges})"
+    return (
+        f"{plan.source}: search: no candidate passes the screen; {int(counts.max()):,} of "
+        f"{int(counts.sum()):,} are rejected for: {REJECTIONS[code]}"
+    )
 
 
 def uncertain_objectives(

@@ -12,7 +12,7 @@ from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.cli.main import main
-from mcsim.planning.estimates import fixed_recovery, recovery_s
+from mcsim.model.expected_runs import fixed_recovery, recovery_s
 from mcsim.scenario.config import scenario_from_dict
 
 MEASURED = [4.0, 9.0, 15.0, 120.0]  # minutes

@@ -1,5 +1,5 @@
-"""The plan's calibration pilot: families, the pilot's candidates, its error estimates,
-the margins it sets, and a plan it makes right.
+"""The plan's calibration pilot (the screen's error measured per family before the selection): families,
+the pilot's candidates, its error estimates, the margins it sets, and a plan it makes right.
 
 Expected values come from brute force over the candidates (families, the pilot's choice), from closed
 forms (the standard error of a mean, the asymptotic standard error of a sample quantile,
@@ -157,16 +157,16 @@ def test_pilot_runs_refused(runs):
 
 def _pessimistic_for(monkeypatch, strategy: str, gpus: int, factor: float) -> None:
     """Make the screen's iteration time ``factor`` x too long for one family (its estimates pessimistic)."""
-    import mcsim.planning.estimates as estimates_module
+    import mcsim.model.expected_runs as expected_runs_module
 
-    iteration_power = estimates_module._iteration_power
+    iteration_power = expected_runs_module._iteration_power
 
-    def slow(plan, cand, *rest):
-        iteration_s, power = iteration_power(plan, cand, *rest)
-        index = plan.search.strategy.index(strategy)
-        return np.where((cand.strategy == index) & (cand.gpus == gpus), factor * iteration_s, iteration_s), power
+    def slow(base, runs, *rest):
+        iteration_s, power = iteration_power(base, runs, *rest)
+        index = runs.strategies.index(strategy)
+        return np.where((runs.strategy == index) & (runs.gpus == gpus), factor * iteration_s, iteration_s), power
 
-    monkeypatch.setattr(estimates_module, "_iteration_power", slow)
+    monkeypatch.setattr(expected_runs_module, "_iteration_power", slow)
 
 
 def test_pilot_finds_the_best_in_a_family_the_screen_is_pessimistic_about(tmp_path, monkeypatch):
@@ -335,8 +335,8 @@ def _families_stacked(cand):
 
 
 def test_families_equal_the_stacked_unique():
-    # Families are built from per-column codes, faster than np.unique over stacked rows; the same groups in
-    # the same order.
+    # Families are built from per-column codes (no sort of the stacked rows, for speed); the same groups in the
+    # same order as np.unique over the stacked keys.
     from types import SimpleNamespace
 
     rng = np.random.default_rng(5)

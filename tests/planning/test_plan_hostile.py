@@ -109,7 +109,7 @@ def test_report_compares_the_runner_up_over_the_runs_both_simulated(tmp_path):
 
 
 def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_path):
-    # Near-ties: every simulated candidate within the indifference zone of the recommendation is
+    # Every simulated candidate within the indifference zone of the recommendation is
     # listed as equivalent, with its paired difference. Reference: the paired mean difference computed
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
@@ -242,15 +242,15 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
     # short), so the test stays about the plan's reaction, whatever the screen models. The pool widens its
     # margin to the error and brings in the candidates it can no longer rule out; with at most 10
     # simulated it is full before it closes, so the recommendation is not "decided".
-    import mcsim.planning.estimates as estimates_module
+    import mcsim.model.expected_runs as expected_runs_module
 
-    iteration_power = estimates_module._iteration_power
+    iteration_power = expected_runs_module._iteration_power
 
     def short(*args):
         iteration_s, power = iteration_power(*args)
         return 0.8 * iteration_s, power
 
-    monkeypatch.setattr(estimates_module, "_iteration_power", short)
+    monkeypatch.setattr(expected_runs_module, "_iteration_power", short)
     raw = hostile_plan(plan={"pool": 10})
     out = tmp_path / "p.nc"
     assert main(["plan", str(_write(raw, tmp_path / "p.toml")), "-o", str(out)]) == 0
@@ -269,7 +269,7 @@ def test_screen_error_beyond_the_margin_is_reported(tmp_path, capsys, monkeypatc
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     assert "beyond the 5 % margin" in (tmp_path / "rep" / "README.md").read_text()
     # Without the miss the screen is within the margin: no warning.
-    monkeypatch.setattr(estimates_module, "_iteration_power", iteration_power)
+    monkeypatch.setattr(expected_runs_module, "_iteration_power", iteration_power)
     out2 = tmp_path / "q.nc"
     assert main(["plan", str(_write(hostile_plan(), tmp_path / "q.toml")), "-o", str(out2)]) == 0
     err = capsys.readouterr().err

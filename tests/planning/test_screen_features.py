@@ -1,11 +1,11 @@
-"""The screen's first-order effects: each equation against an independent reference,
+"""The screen's first-order effects beyond Daly's estimate: each equation against an independent reference,
 and the screen against simulation on the stress spaces of benchmarks/bench_screen_features.py.
 
 References: Monte Carlo renewal counts drawn here with NumPy (the renewal function), the Poisson law
 of an M/D/∞ queue and the identity ∫_0^R P(Poisson(λt) <= S) dt = (1/λ) Σ_{j<=S} P(Poisson(λR) > j)
 (spares), adaptive quadrature of the busy probability of an M/M/∞ queue (episodes), and the
 simulation itself (the screen against the simulated mean, tolerances from the measured errors in
-docs/planning.md, each checked to fail on the screen before it modelled these effects).
+docs/planning.md, each checked to fail on a screen without the effect).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import pytest
 from scipy import integrate, stats
 
 from mcsim.engine.simulate import run_task
+from mcsim.model.expected_runs import recovery_s
 from mcsim.model.reliability import expected_renewals
 from mcsim.model.run_outputs import run_outputs
 from mcsim.model.spares import nodes_available, wall_with_spares_s
 from mcsim.model.stragglers import episode_active_share
 from mcsim.planning.candidates import candidate_config, enumerate_candidates
-from mcsim.planning.estimates import recovery_s
 from mcsim.planning.plan_file import plan_from_dict
 from mcsim.planning.screen import screen
 from mcsim.scenario.schema import FailureClass
@@ -124,9 +124,9 @@ def test_episode_share_is_the_busy_probability_averaged_over_the_time_since_a_re
 
 
 # (space, candidates, largest |screen / simulated - 1| allowed): the measured largest errors over every
-# candidate of the space at 200 runs (docs/planning.md: 0.36 %, 0.33 %, 8.3 %, 13 %) rounded up; before the
-# screen modelled these effects the same candidates were off by 45-80 % (write-bound), 13 % (episodes),
-# 51 % (young Weibull) and 91-99.7 % (spares).
+# candidate of the space at 200 runs (docs/planning.md: 0.36 %, 0.33 %, 8.3 %, 13 %) rounded up; without
+# these effects the same candidates were off by 45-80 % (write-bound), 13 % (episodes), 51 % (young Weibull)
+# and 91-99.7 % (spares).
 CASES = [
     # Every kind of interruption, recovery laws, bad replacements and restarts from their parts,
     # 0.55 % at worst on these runs since a failure no longer cuts a recovery under way short (the laws'

@@ -13,7 +13,7 @@ from plans import SMALL_PLAN
 
 import mcsim
 from mcsim.errors import ScenarioError
-from mcsim.planning.estimates import type_prices
+from mcsim.planning.candidates import type_prices
 from mcsim.planning.plan_file import plan_from_dict
 from mcsim.scenario.catalog import GPU_CATALOG, GPU_PRICES, PRICE_RATES, gpu_hour_usd
 from mcsim.scenario.config import scenario_from_dict
