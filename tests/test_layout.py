@@ -70,7 +70,9 @@ def test_run_and_plan_do_not_import_scipy_stats(tmp_path, command):
 
 
 PACKAGE = Path(mcsim.__file__).resolve().parent
-ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+ARCHITECTURE = (
+    Path(__file__).resolve().parent.parent / "ARCHITECTURE.md"
+)  # the checkout's, not beside an installed package
 SUBPACKAGES = sorted(p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "scenarios")
 
 
