@@ -4,6 +4,8 @@ are in ``builders.py``."""
 from __future__ import annotations
 
 import copy
+import signal
+import threading
 
 import pytest
 from builders import SMALL_SCENARIO
@@ -32,3 +34,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def small_raw() -> dict:
     """A fresh copy of the small scenario's tables."""
     return copy.deepcopy(SMALL_SCENARIO)
+
+
+@pytest.fixture(autouse=True)
+def _python_handles_ctrl_c():
+    """Each test starts with Python's own SIGINT handler, whatever ran before it in the worker.
+
+    A clean-clone CI run found a pytest-xdist worker whose SIGINT was ignored after some earlier
+    test (the order differs from run to run): the interrupt tests then saw no KeyboardInterrupt,
+    and the processes they started inherited the ignored signal and ran to the end.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
