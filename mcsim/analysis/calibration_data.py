@@ -96,7 +96,7 @@ class Measurement:
         """The layout in short: ``gpus 384 tp 8 pp 6 mb 4 B 2048 dp 8``, and any other key the row sets."""
         short = {value: name for name, value in LAYOUT_COLUMNS.items()}
         short.update({"parallelism.microbatch": "mb", "model.global_batch": "B"})
-        parts = [f"{short.get(key, key)} {value}" for key, value in self.settings]
+        parts = [f"{short.get(key, key.split('.')[-1])} {value}" for key, value in self.settings]
         if self.dp is not None:
             parts.append(f"dp {self.dp}")
         return " ".join(parts)
