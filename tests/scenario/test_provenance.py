@@ -58,6 +58,16 @@ def test_shipped_scenarios_that_borrow_say_so_in_their_summary(name):
     assert all(f"  {key}: {text}" in lines for key, text in scenario.provenance)
 
 
+@pytest.mark.parametrize("name", ["plan-llama3-70b", "plan-gpt3-175b"])
+def test_shipped_plans_that_borrow_say_so(name):
+    from mcsim.planning.plan_file import load_plan
+
+    scenario = load_plan(name).scenario
+    assert scenario.provenance
+    lines = borrowed_lines(xr.Dataset(attrs={"scenario_toml": scenario.to_toml()}))  # as the plan file keeps it
+    assert all(f"  {key}: {text}" in lines for key, text in scenario.provenance)
+
+
 def test_the_reference_borrows_nothing():
     assert mcsim.load_scenario("llama3-405b").provenance == ()
 
