@@ -43,7 +43,7 @@ from mcsim.model.feasibility import Checked, objection
 from mcsim.model.workload import layouts_of, workload_arrays
 from mcsim.scenario.config import Config, Scenario, load_scenario
 from mcsim.scenario.overrides import Override, with_keys_set
-from mcsim.scenario.schema import key_meta
+from mcsim.scenario.schema import flat_provenance, key_meta
 from mcsim.scenario.toml import dumps_toml, toml_value
 
 # compute.efficiency searched from 0.05 to 1 by 0.001 (wider than the validation's grid: a user's
@@ -348,8 +348,17 @@ def _fit(
         ordered=pairs_in_order(measured / per_token, predicted / per_token, groups),
         ordered_resolved=pairs_in_order(measured / per_token, predicted / per_token, groups, repeatability),
         repeatability=repeatability,
-        raw=with_keys_set(base.raw, settings, base.source),
+        raw=_measured_here(with_keys_set(base.raw, settings, base.source), {key for key, _ in settings}),
     )
+
+
+def _measured_here(raw: dict, keys: set[str]) -> dict:
+    """``raw`` without the ``[provenance]`` entries of the calibrated ``keys``: they are measured now, not borrowed."""
+    table = raw.get("provenance")
+    if not isinstance(table, dict):
+        return raw
+    kept = {key: text for key, text in flat_provenance(table) if key not in keys}
+    return {name: value for name, value in raw.items() if name != "provenance"} | ({"provenance": kept} if kept else {})
 
 
 def _plain(key: str, value: float) -> float:

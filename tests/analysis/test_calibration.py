@@ -220,3 +220,14 @@ def test_korthikanti_2022_leave_one_out_and_ranking(tmp_path):
     found = calibrate(csv, scenario)
     assert max(abs(row.error) for row in found.rows) < 0.15  # the step-time validation's band (worst here 9.4 %)
     assert found.ordered == (28, 28)  # 8 rows: every pair, by time per token, as measured
+
+
+def test_a_calibrated_key_is_no_longer_declared_borrowed(tmp_path):
+    scenario = tmp_path / "borrowing.toml"
+    scenario.write_text(
+        BIGSCIENCE_TOML.read_text()
+        + '\n[provenance]\n"compute.efficiency" = "another model"\n"network.inter_gbps" = "another fleet"\n'
+    )
+    found = calibrate(BIGSCIENCE_CSV, scenario)
+    written = scenario_from_dict(tomllib.loads(found.to_toml()), "calibrated.toml")
+    assert written.provenance == (("network.inter_gbps", "another fleet"),)
