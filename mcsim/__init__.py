@@ -16,6 +16,7 @@ Every command has its function, which the command line calls:
 ``mcsim sensitivity``  ``mcsim.sensitivity(ds, output, resamples=...)``
 ``mcsim plan``         ``mcsim.plan(path)`` -> the plan's dataset
 ``mcsim fit-failures`` ``mcsim.fit_failures(log, name=..., scope=...)`` -> ``.fit``, ``.table``
+``mcsim calibrate``    ``mcsim.calibrate(csv, scenario, key=...)`` -> ``.efficiency``, ``.rows``, ``.write()``
 ``mcsim report``       ``mcsim.report(path_or_ds, folder, deadline=..., probability=...)``
 =====================  ===========================================================
 
@@ -53,11 +54,16 @@ from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_pa
 from mcsim.scenario.shard import Shard
 
 if TYPE_CHECKING:
+    from mcsim.analysis.calibration import calibrate
     from mcsim.fitting.failure_table import fit_failures
     from mcsim.planning.run import plan
 
 # Imported when first used: the planner and the fit are not needed by most commands.
-_LAZY = {"plan": "mcsim.planning.run", "fit_failures": "mcsim.fitting.failure_table"}
+_LAZY = {
+    "plan": "mcsim.planning.run",
+    "fit_failures": "mcsim.fitting.failure_table",
+    "calibrate": "mcsim.analysis.calibration",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -72,6 +78,7 @@ __all__ = [
     "ScenarioError",
     "Scenario",
     "Shard",
+    "calibrate",
     "combine",
     "fit_failures",
     "load_scenario",

@@ -172,7 +172,7 @@ def test_widget_bar_when_ipywidgets_is_there(monkeypatch):
 
 
 def test_every_command_has_its_function():
-    for name in ("simulate", "summarize", "sensitivity", "plan", "fit_failures", "report"):
+    for name in ("simulate", "summarize", "sensitivity", "plan", "fit_failures", "calibrate", "report"):
         assert callable(getattr(mcsim, name)), name
         assert name in mcsim.__all__
     import importlib

@@ -11,4 +11,6 @@
 - ``sensitivity``: Sobol and delta indices of the uncertain inputs (SALib).
 - ``validation``: published figures of real training runs against simulation (``mcsim validate``).
 - ``steptime_validation``: published iteration times against the step-time model.
+- ``calibration``: ``calibrate``, the efficiency that fits a user's measured iteration times (``mcsim calibrate``).
+- ``calibration_data``: the CSV file of measured layouts and iteration times that ``calibrate`` reads.
 """

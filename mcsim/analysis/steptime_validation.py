@@ -245,7 +245,17 @@ def case_config(case: StepCase) -> Config:
 
 def iteration_times(case: StepCase, efficiencies: np.ndarray = EFFICIENCY_GRID) -> np.ndarray:
     """The model's iteration time of ``case`` at each ``compute.efficiency``, s."""
-    cfg = case_config(case)
+    return config_iteration_times(case_config(case), efficiencies, f"{case.source} {case.name}")
+
+
+def config_iteration_times(cfg: Config, efficiencies: np.ndarray = EFFICIENCY_GRID, label: str = "") -> np.ndarray:
+    """The model's iteration time of the configuration ``cfg`` at each ``compute.efficiency``, s.
+
+    Raises
+    ------
+    ValueError
+        When the model calls the layout infeasible (its workload code, named with ``label``).
+    """
     lay = layouts_of([cfg])
     count = efficiencies.size
     repeated = type(lay)(*(np.repeat(getattr(lay, f.name), count) for f in dataclasses.fields(lay)))
@@ -254,8 +264,28 @@ def iteration_times(case: StepCase, efficiencies: np.ndarray = EFFICIENCY_GRID) 
     swept = dataclasses.replace(cfg, compute=compute)
     arrays = workload_arrays(swept, repeated)
     if int(arrays.code.max()) != 0:  # a published layout the model calls infeasible is a bug in the case
-        raise ValueError(f"{case.source} {case.name}: infeasible (workload code {int(arrays.code.max())})")
+        raise ValueError(f"{label}: infeasible (workload code {int(arrays.code.max())})")
     return arrays.iteration_time_s
+
+
+def best_on_grid(log_errors: np.ndarray) -> int:
+    """The grid point (column) whose squared log errors, summed over the cases (rows), are least."""
+    return int(np.argmin((log_errors**2).sum(axis=0)))
+
+
+def leave_one_out_points(log_errors: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Each case's grid point fitted to the other cases of its group, never itself.
+
+    Parameters
+    ----------
+    log_errors : np.ndarray, shape (cases, grid points)
+        log(model time / measured time) of every case at every point of the parameter grid
+        (one knob, or several flattened into one axis).
+    groups : np.ndarray, shape (cases,)
+        The group of each case (a source: one software and machine); only a case's own group is fitted.
+    """
+    index = np.arange(len(groups))
+    return np.array([best_on_grid(log_errors[(groups == groups[i]) & (index != i)]) for i in index], dtype=int)
 
 
 @dataclass(frozen=True)
@@ -276,13 +306,10 @@ def leave_one_out(cases: tuple[StepCase, ...] = STEP_CASES) -> list[CaseResult]:
     """Each case predicted with the efficiency fitted to the other cases of its source (software and machine)."""
     curves = np.array([iteration_times(c) for c in cases])
     log_error = np.log(curves / np.array([c.measured_s for c in cases])[:, None])
-    gpu = np.array([c.source for c in cases])
-    results = []
-    for i, case in enumerate(cases):
-        others = (gpu == gpu[i]) & (np.arange(len(cases)) != i)
-        best = int(np.argmin((log_error[others] ** 2).sum(axis=0)))
-        results.append(CaseResult(case, float(EFFICIENCY_GRID[best]), float(curves[i, best])))
-    return results
+    best = leave_one_out_points(log_error, np.array([c.source for c in cases]))
+    return [
+        CaseResult(case, float(EFFICIENCY_GRID[best[i]]), float(curves[i, best[i]])) for i, case in enumerate(cases)
+    ]
 
 
 def _per_sequence(measured: bool, r: CaseResult) -> float:
@@ -297,22 +324,40 @@ def ordered_pairs(results: list[CaseResult], resolved_only: bool = False) -> tup
     :data:`REPEATABILITY` (the ones the measurement itself orders). Pairs measured equal are
     left out; a pair the model predicts equal counts as not ordered.
     """
+    compared = [r for r in results if r.case.comparison]
+    return pairs_in_order(
+        np.array([_per_sequence(True, r) for r in compared]),
+        np.array([_per_sequence(False, r) for r in compared]),
+        np.array([r.case.comparison for r in compared]),
+        REPEATABILITY if resolved_only else None,
+    )
+
+
+def pairs_in_order(
+    measured: np.ndarray, predicted: np.ndarray, groups: np.ndarray, resolved: float | None = None
+) -> tuple[int, int]:
+    """(pairs the prediction orders as measured, pairs) over the pairs of cases within each group.
+
+    Parameters
+    ----------
+    measured, predicted : np.ndarray
+        Each case's measured and predicted time per unit of work (s per sequence or per token).
+    groups : np.ndarray
+        Each case's group: only cases of one group are compared.
+    resolved : float, optional
+        Count only the pairs whose measured times differ by more than this share (the ones
+        the measurement itself orders); None: every pair. Pairs measured equal are left out;
+        a pair predicted equal counts as not ordered.
+    """
     right = total = 0
-    groups: dict[str, list[CaseResult]] = {}
-    for r in results:
-        if r.case.comparison:
-            groups.setdefault(r.case.comparison, []).append(r)
-    for members in groups.values():
-        for i, a in enumerate(members):
-            for b in members[i + 1 :]:
-                measured_a, measured_b = _per_sequence(True, a), _per_sequence(True, b)
-                predicted_a, predicted_b = _per_sequence(False, a), _per_sequence(False, b)
-                if measured_a == measured_b:  # no order to reproduce
-                    continue
-                if resolved_only and max(measured_a, measured_b) / min(measured_a, measured_b) - 1.0 <= REPEATABILITY:
-                    continue
-                total += 1  # a predicted tie orders nothing: it counts as wrong
-                right += predicted_a != predicted_b and (predicted_a < predicted_b) == (measured_a < measured_b)
+    for i in range(len(measured)):
+        for j in range(i + 1, len(measured)):
+            if groups[i] != groups[j] or measured[i] == measured[j]:  # no order to reproduce
+                continue
+            if resolved is not None and max(measured[i], measured[j]) / min(measured[i], measured[j]) - 1 <= resolved:
+                continue
+            total += 1  # a predicted tie orders nothing: it counts as wrong
+            right += bool(predicted[i] != predicted[j] and (predicted[i] < predicted[j]) == (measured[i] < measured[j]))
     return right, total
 
 

@@ -459,3 +459,49 @@ def _copy_scenario(name: str, dest: str | None) -> int:
     command = "plan" if entry.kind == "plan" else "run"
     print(f"wrote {target}: edit it, then mcsim {command} {target}")
     return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``mcsim calibrate``: :func:`mcsim.calibrate`, its table printed, the calibrated scenario written with -o."""
+    from mcsim.analysis.calibration import calibrate
+    from mcsim.analysis.steptime_validation import REPEATABILITY
+
+    source = str(args.measurements)
+    output = Path(args.output) if args.output is not None else None
+    if output is not None:  # before any work: never over an existing file, never over an input
+        if os.path.lexists(output):
+            return usage_error(f"{output}: exists; refusing to overwrite it (remove it or give another -o)")
+        inputs = [source] + ([str(args.scenario)] if args.scenario else [])
+        if problem := output_problem(output, inputs=inputs):
+            return usage_error(f"{output}: {problem}")
+    found = calibrate(
+        source,
+        args.scenario,
+        overrides=args.overrides,
+        key=args.fit_key,
+        key_range=_key_range(args.key_range) if args.key_range is not None else None,
+        repeatability=REPEATABILITY if args.repeatability is None else args.repeatability,
+    )
+    print(found.table())
+    if output is None:
+        return 0
+    try:
+        found.write(output)
+    except FileExistsError:
+        return usage_error(f"{output}: a file was created there meanwhile; refusing to overwrite it")
+    except OSError as err:
+        return write_failed(output, err)
+    print(f"wrote {output}: mcsim run {output}")
+    return 0
+
+
+def _key_range(text: str) -> tuple[float, float]:
+    """``--range LOW:HIGH`` as two numbers."""
+    parts = text.split(":")
+    try:
+        low, high = (float(part) for part in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        low = high = None
+    if low is None or high is None:
+        raise ScenarioError("--range", text[:80], "expected LOW:HIGH, two numbers, e.g. 0:1")
+    return low, high

@@ -10,6 +10,8 @@
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C]
 [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
 (fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
+``mcsim calibrate MEASURED.csv [SCENARIO] [--set KEY=VALUE]... [--fit KEY [--range LOW:HIGH]] [-o OUT.toml]``
+(fit compute.efficiency of the operator step model to measured iteration times; see docs/calibration.md)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim-llm[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
@@ -38,6 +40,7 @@ from collections.abc import Callable
 
 from mcsim._version import __version__
 from mcsim.cli.commands import (
+    cmd_calibrate,
     cmd_fit_failures,
     cmd_plot,
     cmd_report,
@@ -60,6 +63,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "summary": cmd_summary,
     "sensitivity": cmd_sensitivity,
     "fit-failures": cmd_fit_failures,
+    "calibrate": cmd_calibrate,
     "plot": cmd_plot,
     "report": cmd_report,
     "plan": cmd_plan,

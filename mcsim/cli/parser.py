@@ -322,6 +322,55 @@ FIT_FAILURES = Command(
     ),
 )
 
+CALIBRATE = Command(
+    "calibrate",
+    help="fit compute.efficiency (operator step model) to your measured iteration times",
+    description="Fit compute.efficiency of the operator step-time model (and, with --fit, one more numeric "
+    "scenario key where the measurements resolve it) to measured iteration times: a CSV file of layouts and "
+    "seconds or MFU (docs/calibration.md). Prints each row's leave-one-out error, how many pairs of layouts the "
+    "model orders as measured, and the calibrated keys as --set options; -o writes the scenario with them set.",
+    options=(
+        Option(
+            ("measurements",),
+            metavar="MEASURED.csv",
+            help="CSV with columns gpus[,tp,pp,cp,dp,microbatch,interleave,global_batch,section.key...] and "
+            "seconds or mfu, one row per measured layout (docs/calibration.md)",
+        ),
+        Option(
+            ("scenario",),
+            nargs="?",
+            help="the scenario the layouts were measured on: a TOML file or a shipped name "
+            "(default: the shipped reference, llama3-405b)",
+        ),
+        _overrides("override a scenario value before fitting, as mcsim run --set does; repeatable (default: none)"),
+        Option(
+            ("--fit",),
+            metavar="KEY",
+            dest="fit_key",
+            help="also fit this numeric scenario key (e.g. parallelism.overlap_dp); refused when the "
+            "measurements do not resolve it (default: compute.efficiency alone)",
+        ),
+        Option(
+            ("--range",),
+            metavar="LOW:HIGH",
+            dest="key_range",
+            help="with --fit: the range of KEY searched (default: its bounds when it is a share in [0, 1])",
+        ),
+        Option(
+            ("--repeatability",),
+            type=float,
+            metavar="SHARE",
+            help="measured times closer than this share are not taken as ordered (default 0.028, "
+            "BigScience's repeated layout)",
+        ),
+        Option(
+            ("-o", "--output"),
+            metavar="OUT.toml",
+            help="write the scenario with the calibrated keys set (never over an existing file) (default: none)",
+        ),
+    ),
+)
+
 PLOT = Command(
     "plot",
     help="draw one figure of a result file (needs matplotlib)",
@@ -422,6 +471,6 @@ MCSIM = Command(
     "mcsim",
     description="Monte Carlo reliability simulator for LLM training clusters",
     options=(Option(("--version",), action="store_true", help="print the version and exit"),),
-    commands=(RUN, COMBINE, VALIDATE, SUMMARY, SENSITIVITY, FIT_FAILURES, PLOT, REPORT, PLAN, SCENARIOS),
+    commands=(RUN, COMBINE, VALIDATE, SUMMARY, SENSITIVITY, FIT_FAILURES, CALIBRATE, PLOT, REPORT, PLAN, SCENARIOS),
     dest="command",
 )

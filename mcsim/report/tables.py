@@ -4,7 +4,8 @@
 configuration: the mean and 95 % CI half-width of each output (:data:`COLUMNS`), then the columns
 that apply (with parameter draws: the predictive range, the epistemic share, P(best) and the
 expected regret; with a deadline: the probability of finishing in time), and the completed share;
-then notes, the energy breakdown and the layout the result answers for (:func:`layout_note`).
+then notes, the energy breakdown, the layout the result answers for (:func:`layout_note`) and the values
+the scenario borrows from another model, fleet or software (:func:`borrowed_lines`).
 :func:`sensitivity_table` (``mcsim sensitivity``) ranks the uncertain inputs of each configuration.
 """
 
@@ -28,7 +29,7 @@ from mcsim.errors import NoneQualifies
 from mcsim.io.format import format_compact, format_coordinate
 from mcsim.io.variables import PER_RUN, VARIABLES, sweep_dims
 from mcsim.model.energy import ENERGY_PARTS
-from mcsim.scenario.schema import SECTIONS, Interval
+from mcsim.scenario.schema import SECTIONS, Interval, flat_provenance
 
 MAX_TABLE_ROWS = 16  # more configurations: the 5 best and the 5 worst (--all shows every one)
 EXTREMES = 5  # ... this many at each end
@@ -137,6 +138,7 @@ def summary_table(
     lines += _breakdown_lines(stats, sweep_dims(ds))
     if layout := layout_note(ds):
         lines.append(layout)
+    lines += borrowed_lines(ds)
     return "\n".join(lines)
 
 
@@ -331,6 +333,23 @@ def layout_note(ds: xr.Dataset) -> str:
         text + "; not searched: `mcsim plan` searches GPU counts, parallelism and checkpoint intervals "
         "under a deadline or budget (docs/planning.md)"
     )
+
+
+def borrowed_lines(ds: xr.Dataset) -> list[str]:
+    """The scenario's ``[provenance]``: what its values borrow from another model, fleet or software.
+
+    Read from the scenario the file records (``scenario_toml``); empty when it declares none.
+    """
+    try:
+        raw = tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
+    except tomllib.TOMLDecodeError:
+        return []
+    table = raw.get("provenance")
+    if not isinstance(table, dict) or not table:
+        return []
+    return ["borrowed (the scenario's [provenance]): the answer rests on these values measured elsewhere"] + [
+        f"  {key}: {text}" for key, text in flat_provenance(table)
+    ]
 
 
 def _infeasible_text(sel: xr.Dataset) -> str:

@@ -53,6 +53,7 @@ from mcsim.scenario.schema import (
     RunSection,
     StragglerSection,
     key_meta,
+    provenance_entries,
 )
 from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped_scenarios_folder: public here too)
     REFERENCE_SCENARIO,
@@ -145,6 +146,7 @@ class Scenario:
     configs: tuple[Config, ...]
     uncertain: tuple[UncertainInput, ...] = ()  # the [uncertain] table (mcsim.scenario.uncertain)
     overrides: tuple[str, ...] = ()  # "KEY = VALUE" (TOML) of each override load_scenario applied, in order
+    provenance: tuple[tuple[str, str], ...] = ()  # [provenance]: (key, where its borrowed value comes from)
 
     def __repr__(self) -> str:
         """One line: name, file, sweep, runs, seed, mode, uncertain inputs and overrides (not every Config)."""
@@ -268,7 +270,16 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         for combo in itertools.product(*(axis.values for axis in axes))
     ]
     check_prices(configs, (axis.key for axis in axes), (entry.key for entry in uncertain), source)
-    return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs), uncertain=uncertain)
+    provenance = provenance_entries(raw, source, tuple(fclass.name for fclass in base.failures))
+    return Scenario(
+        source=source,
+        raw=raw,
+        base=base,
+        axes=tuple(axes),
+        configs=tuple(configs),
+        uncertain=uncertain,
+        provenance=provenance,
+    )
 
 
 def check_prices(configs: Sequence[Config], swept: Iterable[str], uncertain: Iterable[str], source: str) -> None:

@@ -106,3 +106,30 @@ def test_uncertain_capacity_scenario_is_the_certain_one_with_draws():
     }
     assert float(keys["failures.gpu.mtbf_hours"].ppf(0.5)) == pytest.approx(certain.base.failures[0].mtbf_hours)
     assert float(keys["failures.gpu.recovery_minutes"].ppf(0.5)) == pytest.approx(10.0)
+
+
+def test_model_card_rows_carry_the_cards_figures_and_say_what_they_borrow():
+    # Llama 3 model card (meta-llama/llama3 MODEL_CARD.md): 8B 1.3M, 70B 6.4M H100 GPU-hours; Llama 3.1 model card
+    # (meta-llama/llama-models models/llama3_1/MODEL_CARD.md): 8B 1.46M, 70B 7.0M, 405B 30.84M.
+    cards = {"Llama 3 8B": 1.3e6, "Llama 3 70B": 6.4e6, "Llama 3.1 8B": 1.46e6, "Llama 3.1 70B": 7.0e6,
+             "Llama 3.1 405B": 30.84e6}  # fmt: skip
+    rows = {f.quantity.split(" training")[0]: f for f in PUBLISHED if "GPU-hours (model card" in f.quantity}
+    assert set(rows) == set(cards)
+    for name, hours in cards.items():
+        row = rows[name]
+        assert row.low == pytest.approx(0.85 * hours) and row.high == pytest.approx(1.15 * hours)
+        assert row.kind == "prediction" and "MODEL_CARD.md" in row.source
+        settings = dict(row.overrides)
+        assert settings["compute.step_model"] == "operators"  # stated, not the default's
+        assert {key for key, _ in row.borrowed} == {"compute.efficiency", "failures"}
+    assert dict(rows["Llama 3.1 405B"].overrides)["parallelism.gpus"] == 16384  # Llama 3 report Table 4
+    assert dict(rows["Llama 3.1 405B"].overrides)["model.layers"] == 126  # Llama 3 report Table 3
+    assert dict(rows["Llama 3 70B"].overrides)["model.ffn_hidden"] == 28672  # Table 3
+
+
+def test_validate_says_what_the_answers_borrow(capsys):
+    from mcsim.analysis.validation import Comparison, borrowed_lines
+
+    lines = borrowed_lines([Comparison(f, 1.0, 0.5, 2.0) for f in PUBLISHED])
+    assert any(line.startswith("borrowed: compute.efficiency:") and "[byterobust-dense]" in line for line in lines)
+    assert any("Megatron-Core" in line and "Llama 3.1 405B training GPU-hours" in line for line in lines)

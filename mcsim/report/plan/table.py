@@ -22,6 +22,7 @@ from mcsim.report.plan.finalists import (
     ranked_finalists,
     recommended_finalist,
 )
+from mcsim.report.tables import borrowed_lines
 
 LEFT_OUT = 12  # the rejection code of a candidate left out of a full pool (mcsim.planning.screen.REJECTIONS)
 
@@ -48,6 +49,7 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     near = equivalent_finalists(ds)
     if near:
         lines.append(_equivalent_line(ds, near))
+    lines += borrowed_lines(ds)  # what the plan file's scenario borrows ([provenance])
     claim = screen_claim(ds)
     return "\n".join([*lines, claim] if claim else lines)
 
