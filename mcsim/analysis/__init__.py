@@ -11,4 +11,5 @@
 - ``sensitivity``: Sobol and delta indices of the uncertain inputs (SALib).
 - ``validation``: published figures of real training runs against simulation (``mcsim validate``).
 - ``steptime_validation``: published iteration times against the step-time model.
+- ``memory_validation``: published memory per GPU and out-of-memory layouts against the memory model.
 """

@@ -53,11 +53,17 @@ NCCL_BUFFER_BYTES = 4 * 2 * 16 * 4 * MIB
 # by the blocking engine's framework (BLOOM's ds_config sets only the stage).
 DEEPSPEED_REDUCE_BUCKET_BYTES = 5e8 * 2.0
 # PyTorch's caching allocator reserves more than its tensors use (block rounding, segments
-# split and cached, fragmentation; nvidia-smi counts what is reserved). No published figure
-# fixes the ratio for a training run: this is the memory model's one fitted number, fitted to
-# BigScience's per-layout measurements (mcsim/analysis/memory_validation.py, leave-one-out
-# errors in docs/validation.md, "Memory"); every other figure is from its source alone.
-ALLOCATOR_RESERVE = 1.20
+# split and cached, fragmentation; nvidia-smi counts what is reserved), by the framework's
+# allocation pattern. No published figure fixes the ratio for a training run. DeepSpeed's
+# (``blocking-1f1b``): the memory model's one fitted number, fitted to BigScience's per-layout
+# measurements (mcsim/analysis/memory_validation.py, leave-one-out errors in docs/validation.md,
+# "Memory"); every other figure is from its source alone. Megatron-LM's (``interleaved-1f1b``):
+# no per-layout measurement was found; 1 (no reserve) is an assumption, and the largest that
+# lets Llama 3 405B's published layout fit (TP 8, PP 16, 8K sequences, no recomputation,
+# FSDP sharding optimizer state and gradients, on 80 GB H100s; Llama 3 report, §3.3.2: Meta
+# profiled its allocations and freed each stage's inputs and outputs): at 1.20 the model would
+# refuse a layout that ran.
+ALLOCATOR_RESERVE = {"interleaved-1f1b": 1.0, "blocking-1f1b": 1.20}
 # The memory model's error against those measurements, leave-one-out, as model / measured
 # (docs/validation.md, "Memory"): the planner keeps 1 - the lower end free by default, and
 # mcsim report widens the recommendation's memory by the range (measured = model / ratio).
@@ -74,11 +80,11 @@ def memory_per_gpu_gb(
 ) -> np.ndarray:
     """Memory per GPU of every candidate as nvidia-smi would read it, GB (1e9 bytes).
 
-    ``(allocated x ALLOCATOR_RESERVE + fixed) / 1e9`` with :func:`memory_bytes`'s two parts.
+    ``(allocated x ALLOCATOR_RESERVE[engine] + fixed) / 1e9`` with :func:`memory_bytes`'s two parts.
     ``pipeline_engine``: one of :data:`PIPELINE_ENGINES` (the software profile's).
     """
     allocated, fixed = memory_bytes(cfg, lay, deg, stages, pipeline_engine)
-    return (allocated * ALLOCATOR_RESERVE + fixed) / 1e9
+    return (allocated * ALLOCATOR_RESERVE[pipeline_engine] + fixed) / 1e9
 
 
 def memory_bytes(
