@@ -293,7 +293,8 @@ def _structural_message(plan: Plan, scr: Screen) -> str:
     if code == WORKLOAD_REJECTION[MEMORY]:
         return (
             f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
-            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
+            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU, with constraints.memory_headroom = "
+            f"{plan.constraints.memory_headroom:g} of it free); search more GPUs, recompute or larger GPUs"
         )
     if code == WORKLOAD_REJECTION[FREQUENCY]:
         ranges = ", ".join(

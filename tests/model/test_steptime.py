@@ -40,6 +40,7 @@ BASE = {
     "parallelism.pp": 1,
     "parallelism.microbatch": 1,
     "parallelism.interleave": 1,
+    "parallelism.zero_stage": 1,  # the tests' stage (the reference scenario's is Llama 3's FSDP, stage 2)
 }
 
 
