@@ -13,4 +13,5 @@
 - ``steptime_validation``: published iteration times against the step-time model.
 - ``calibration``: ``calibrate``, the efficiency that fits a user's measured iteration times (``mcsim calibrate``).
 - ``calibration_data``: the CSV file of measured layouts and iteration times that ``calibrate`` reads.
+- ``memory_validation``: published memory per GPU and out-of-memory layouts against the memory model.
 """

@@ -5,7 +5,7 @@
 ``mcsim scenarios [list]`` (the shipped scenarios and plans) and ``mcsim scenarios copy NAME [DEST]``
 (one of them written to a file to edit; never over an existing file)
 ``mcsim summary OUT.nc [--all] [--sort VAR]``
-``mcsim validate [--runs N] [--step-time]``
+``mcsim validate [--runs N] [--step-time | --memory]``
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C]
 [--uncertain] [-o TABLE.toml] [--plot FIG.png]``

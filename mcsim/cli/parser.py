@@ -238,6 +238,11 @@ VALIDATE = Command(
             action="store_true",
             help="instead: the operator step-time model against published iteration times (no simulation)",
         ),
+        Option(
+            ("--memory",),
+            action="store_true",
+            help="instead: the memory model against published memory per GPU and out-of-memory layouts",
+        ),
     ),
 )
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mcsim.model.layouts import Layouts, ParallelDegrees
+from mcsim.model.memory import capacity_gb
 from mcsim.model.strategies import STRATEGIES
 from mcsim.scenario.config import Config
 
@@ -34,7 +35,7 @@ PP_LAYERS = 4  # parallelism.pp: p > L
 FREQUENCY = 5  # compute.freq_mhz outside the GPU's range
 TOO_MANY_ITERATIONS = 6  # model.tokens
 TIME_RESOLUTION_CODE = 7  # model.global_batch: iteration below the time resolution
-MEMORY = 8  # parallelism: memory per GPU exceeds the GPU's
+MEMORY = 8  # parallelism: memory per GPU exceeds the GPU's (its catalog GB are GiB: memory.capacity_gb)
 CP_SEQUENCE = 9  # parallelism.cp: cp does not divide seq_len (checked after TP_PP_DIVIDE)
 INTERLEAVE_LAYERS = 10  # parallelism.interleave: p v > L, a virtual stage without a layer (after PP_LAYERS)
 STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, CP_SEQUENCE, BATCH_DIVIDE, PP_LAYERS, INTERLEAVE_LAYERS)
@@ -67,7 +68,7 @@ def feasibility_codes(
         (TOO_MANY_ITERATIONS, np.full(G.shape, iterations > MAX_ITERATIONS)),
         # Below this, adding an iteration to the clock late in a run would not move it.
         (TIME_RESOLUTION_CODE, iteration_time_s < max_wall_s * TIME_RESOLUTION),
-        (MEMORY, memory_gb > lay.memory_gb),
+        (MEMORY, memory_gb > capacity_gb(lay.memory_gb)),
     )
     code = np.zeros(G.shape, dtype=np.int64)
     for which, failed in checks:
@@ -164,7 +165,8 @@ def _memory_objection(whole: Checked, phases: list[Checked]) -> Objection:
     """Memory per GPU beyond the GPU's, naming the phase that needs the most."""
     cfg = whole.cfg
     reason = (
-        f"memory per GPU {whole.memory_per_gpu_gb:.1f} GB exceeds the {cfg.hardware.gpu}'s {cfg.gpu.memory_gb:g} GB"
+        f"memory per GPU {whole.memory_per_gpu_gb:.1f} GB exceeds the {cfg.hardware.gpu}'s "
+        f"{float(capacity_gb(cfg.gpu.memory_gb)):.1f} GB ({cfg.gpu.memory_gb:g} GiB)"
     )
     if len(phases) > 1:  # name the phase that needs it
         needs = [phase.memory_per_gpu_gb for phase in phases]

@@ -38,6 +38,7 @@ import numpy as np
 
 from mcsim.errors import ScenarioError
 from mcsim.model.layouts import RECOMPUTE_CODES
+from mcsim.model.memory import MEMORY_MODEL_OVER_MEASURED
 from mcsim.model.strategies import STRATEGIES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.config import Scenario, scenario_from_dict
@@ -180,6 +181,9 @@ class Search:
     )
 
 
+DEFAULT_MEMORY_HEADROOM = round(1.0 - MEMORY_MODEL_OVER_MEASURED[0], 2)
+
+
 @dataclass(frozen=True)
 class Constraints:
     """The ``[constraints]`` table: what a recommendation must satisfy (None: no such constraint)."""
@@ -190,6 +194,11 @@ class Constraints:
     power_mw: float | None = param(None, gt=0, le=1e6, unit="MW", doc="facility power cap")
     min_gpus: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="fewest GPUs")
     max_gpus: int = param(MAX_GPUS, kind=int, ge=1, le=MAX_GPUS, doc="most GPUs")
+    # Share of the GPU's memory a recommendation leaves free: by default what the memory model
+    # under-counted at worst against published measurements (1 - MEMORY_MODEL_OVER_MEASURED's low end).
+    memory_headroom: float = param(
+        DEFAULT_MEMORY_HEADROOM, ge=0, lt=1, doc="share of GPU memory the model's memory must leave free"
+    )
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import numpy as np
 from mcsim.model.energy import J_PER_MWH
 from mcsim.model.expected_runs import ExpectedRuns, expected_runs
 from mcsim.model.feasibility import FREQUENCY, MEMORY, STRUCTURAL, TIME_RESOLUTION_CODE, TOO_MANY_ITERATIONS
+from mcsim.model.memory import capacity_gb
 from mcsim.planning.candidates import Candidates, candidate_runs, reference_candidate
 from mcsim.planning.plan_file import Plan, weighted_objective
 from mcsim.scenario.config import config_with_values
@@ -43,7 +44,7 @@ _REJECTION_TABLE = (
     (2, "frequency", "frequency outside the GPU's clock range"),
     (3, "iterations", "too many iterations"),
     (4, "time_resolution", "iteration below the time resolution"),
-    (5, "memory", "memory: does not fit in GPU memory"),
+    (5, "memory", "memory: does not fit in GPU memory with constraints.memory_headroom of it free"),
     (6, "strategy_or_domain", "checkpoint strategy or failure domain does not fit the size"),
     (7, "gpu_count", "constraint: GPU count limits"),
     (8, "power_cap", "constraint: facility power cap"),
@@ -116,6 +117,7 @@ def screen(plan: Plan, cand: Candidates) -> Screen:
     }
     objective = weighted_objective(outputs, plan.objective_weights)
     rejection = _structural_rejection(est)
+    _memory_headroom(plan, cand, rejection, est.memory_per_gpu_gb)
     exact = _constraints(plan, cand, rejection, est.power_mw)
     excess = constraint_excess(plan, est.wall_s, est.wall_quantile_s, est.cost_usd)
     _estimated_constraints(plan, rejection, est.wall_s, est.wall_quantile_s, est.cost_usd)
@@ -143,6 +145,14 @@ def _structural_rejection(est: ExpectedRuns) -> np.ndarray:
         rejection[(rejection == KEPT) & (est.feasibility == code)] = reason
     rejection[(rejection == KEPT) & ~est.configuration_fits] = STRATEGY_OR_DOMAIN
     return rejection
+
+
+def _memory_headroom(plan: Plan, cand: Candidates, rejection: np.ndarray, memory_gb: np.ndarray) -> None:
+    """Rule out, as not fitting in memory, the candidates whose memory per GPU leaves less than
+    ``constraints.memory_headroom`` of their GPU's memory free (the memory model's measured error)."""
+    catalog_gb = np.array([spec.memory_gb for spec in plan.gpu_specs])[cand.gpu_type]
+    usable = capacity_gb(catalog_gb) * (1.0 - plan.constraints.memory_headroom)
+    rejection[(rejection == KEPT) & (memory_gb > usable)] = WORKLOAD_REJECTION[MEMORY]
 
 
 def _constraints(plan: Plan, cand: Candidates, rejection, power_mw) -> np.ndarray:
@@ -283,7 +293,8 @@ def _structural_message(plan: Plan, scr: Screen) -> str:
     if code == WORKLOAD_REJECTION[MEMORY]:
         return (
             f"{plan.source}: search: no candidate fits in GPU memory (smallest need "
-            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU); search more GPUs, recompute or larger GPUs"
+            f"{np.nanmin(scr.memory_per_gpu_gb):.1f} GB per GPU, with constraints.memory_headroom = "
+            f"{plan.constraints.memory_headroom:g} of it free); search more GPUs, recompute or larger GPUs"
         )
     if code == WORKLOAD_REJECTION[FREQUENCY]:
         ranges = ", ".join(

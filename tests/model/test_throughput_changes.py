@@ -168,7 +168,7 @@ def _raw(**phases) -> dict:
 
 
 def test_workload_of_phases_combines_each_phase_alone():
-    shares, batches, lengths = (0.02, 0.9, 0.08), (128, 512, 64), (4096, 4096, 32768)
+    shares, batches, lengths = (0.02, 0.9, 0.08), (128, 512, 64), (4096, 4096, 24576)
     cfg = scenario_from_dict(_raw(token_shares=list(shares), global_batch=list(batches), seq_len=list(lengths))).base
     wl = workload(cfg)
     assert wl.feasible, wl.infeasible_reason

@@ -16,7 +16,7 @@ import tomllib
 import numpy as np
 import xarray as xr
 
-from mcsim.model.memory import MEMORY_MEASURED_OVER_MODEL
+from mcsim.model.memory import MEMORY_MODEL_OVER_MEASURED, capacity_gb
 from mcsim.model.steptime import STEP_TIME_ERROR
 from mcsim.planning.dataset import layout_label
 from mcsim.planning.screen import REJECTIONS
@@ -120,14 +120,17 @@ def memory_lines(ds: xr.Dataset) -> list[str]:
     if not np.isfinite(modelled):
         return []
     capacity = _gpu_memory_gb(scenario, str(ds["gpu_type"].values[best]))
-    low, high = (modelled * k for k in MEMORY_MEASURED_OVER_MODEL)
+    low, high = (modelled / k for k in reversed(MEMORY_MODEL_OVER_MEASURED))
     text = (
-        f"The recommendation needs {modelled:.1f} GB per GPU in the model. Measured memory was "
-        f"{MEMORY_MEASURED_OVER_MODEL[0]:g} to {MEMORY_MEASURED_OVER_MODEL[1]:g} times the model's in a published "
-        f'benchmark (docs/validation.md, "Memory"): {low:.0f} to {high:.0f} GB'
+        f"The recommendation needs {modelled:.1f} GB per GPU in the model. The model was "
+        f"{MEMORY_MODEL_OVER_MEASURED[0]:g} to {MEMORY_MODEL_OVER_MEASURED[1]:g} times the measured memory in "
+        f'published benchmarks (docs/validation.md, "Memory"): {low:.1f} to {high:.1f} GB'
     )
-    if capacity is not None and high > capacity:
-        text += f", more than the GPU's {capacity:g} GB at the top of that range: check that it fits before committing."
+    if capacity is not None and high > float(capacity_gb(capacity)):
+        text += (
+            f", more than the GPU's {float(capacity_gb(capacity)):.1f} GB ({capacity:g} GiB) at the top of that "
+            "range: check that it fits before committing."
+        )
     else:
         text += "."
     return ["## Memory", "", text, ""]
