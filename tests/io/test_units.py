@@ -157,3 +157,12 @@ def test_plain_arithmetic_keeps_xarrays_attribute_as_documented(small_result):
     # the trap ds.mcsim.to() exists for (docs/units.md): xarray copies the attribute through arithmetic
     divided = small_result["wall_time"] / 24
     assert isinstance(divided, xr.DataArray) and divided.attrs.get("units") in ("h", None)
+
+
+def test_money_in_report_text_reads_in_its_own_unit():
+    # the report's regrets said "1.07e-06 MUSD" for a dollar
+    from mcsim.io.format import format_money
+
+    assert format_money(1.07) == "1.07 USD"
+    assert format_money(4_500.0) == "4.50 kUSD"
+    assert format_money(1_234_567.0) == "1.23 MUSD"
