@@ -241,21 +241,29 @@ def summary_frame(
     if unknown:
         raise ValueError(f"not a per-run variable: {', '.join(unknown)}; expected some of {', '.join(PER_RUN)}")
     summary = summarize(ds)
-    missing = [s for s in stats if s not in summary["stat"].values]
-    if missing:
-        raise ValueError(f"unknown statistic {', '.join(missing)}; expected some of {', '.join(summary['stat'].values)}")
-    dims = [d for d in summary[variables[0]].dims if d != "stat"]
-    points = list(np.ndindex(*(summary.sizes[d] for d in dims)))
-    columns: dict[str, list] = {d: [summary[d].values[index[k]].item() for index in points] for k, d in enumerate(dims)}
-    units = {d: str(ds[d].attrs.get("units", "")) for d in dims}
-    feasible = ds["feasible"].transpose(*dims, ...).values if "feasible" in ds else None
-    columns["feasible"] = [bool(np.all(feasible[index])) for index in points] if feasible is not None else []
-    units["feasible"] = "1"
+    known = [str(s) for s in summary["stat"].values]
+    if missing := [s for s in stats if s not in known]:
+        raise ValueError(f"unknown statistic {', '.join(missing)}; expected some of {', '.join(known)}")
+    dims = [str(d) for d in summary[variables[0]].dims if d != "stat"]
+    frame = _coordinates_frame(ds, summary, dims)
+    units = frame.attrs["units"]
     for name in variables:
+        unit = str(ds[name].attrs.get("units", VARIABLES[name].units))
         for stat in stats:
-            values = np.asarray(summary[name].sel(stat=stat).transpose(*dims).values, dtype=float)
-            columns[f"{name}_{stat}"] = [float(values[index]) for index in points]
-            units[f"{name}_{stat}"] = str(ds[name].attrs.get("units", VARIABLES[name].units))
-    frame = pd.DataFrame({k: v for k, v in columns.items() if len(v) == len(points)})
-    frame.attrs["units"] = {k: v for k, v in units.items() if k in frame.columns}
+            frame[f"{name}_{stat}"] = np.asarray(summary[name].sel(stat=stat).transpose(*dims).values, float).ravel()
+            units[f"{name}_{stat}"] = unit
+    return frame
+
+
+def _coordinates_frame(ds: xr.Dataset, summary: xr.Dataset, dims: list[str]) -> pd.DataFrame:
+    """One row per configuration of ``dims`` (C order): the coordinates' values and ``feasible`` (in every
+    draw); ``attrs["units"]`` holds the coordinates' units."""
+    points = list(np.ndindex(*(summary.sizes[d] for d in dims)))
+    frame = pd.DataFrame({d: [summary[d].values[index[k]].item() for index in points] for k, d in enumerate(dims)})
+    units = {d: str(ds[d].attrs.get("units", "")) for d in dims}
+    if "feasible" in ds:
+        feasible = ds["feasible"].transpose(*dims, ...).values
+        frame["feasible"] = [bool(np.all(feasible[index])) for index in points]
+        units["feasible"] = "1"
+    frame.attrs["units"] = units
     return frame

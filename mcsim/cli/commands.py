@@ -107,8 +107,8 @@ def _summary_for_programs(ds: xr.Dataset, args: argparse.Namespace) -> int:
     mean, best first; ``--deadline``: with the probability of finishing in time, ``p_within``)."""
     from mcsim.analysis.deadline import prob_within
     from mcsim.analysis.summary import TABLE_VARIABLES, summary_frame
-    from mcsim.report.frames import render
     from mcsim.io.variables import PER_RUN, VARIABLES
+    from mcsim.report.frames import render
 
     if args.sort is not None and args.sort not in PER_RUN:
         return usage_error(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {args.sort!r}")

@@ -56,22 +56,34 @@ def _words(values: list[str]) -> str:
     return shlex.quote(" ".join(values))
 
 
+def _flags(command: Command, valued: bool = False) -> list[str]:
+    """The option strings of ``command`` (only those that take a value, when ``valued``)."""
+    options = [o for o in command.options if o.flags[0].startswith("-") and (_takes_value(o) or not valued)]
+    return [flag for option in options for flag in option.flags]
+
+
+def _choice_lines(command: Command) -> list[str]:
+    """The lines that set the completions of an option with choices, and of the positional argument."""
+    lines = [
+        f"            [[ $prev == {shlex.quote(flag)} ]] && choices={_words(list(option.choices))};"
+        for option in command.options
+        if option.choices and option.flags[0].startswith("-")
+        for flag in option.flags
+    ]
+    positional = next((o for o in command.options if not o.flags[0].startswith("-")), None)
+    if positional is not None:
+        lines.append(f"            positional={_words(list(positional.choices)) if positional.choices else '@files'};")
+    return lines
+
+
 def _command_cases(command: Command, path: str) -> list[str]:
     """The ``case`` arms of ``command`` (at ``path``: ``run``, ``scenarios copy``) and of its subcommands."""
-    flags = [f for o in command.options if o.flags[0].startswith("-") for f in o.flags] + ["-h", "--help"]
-    valued = [f for o in command.options if o.flags[0].startswith("-") and _takes_value(o) for f in o.flags]
-    arms = [f"        {shlex.quote(path)}) flags={_words(flags)}; valued={_words(valued)};"]
-    arms[0] += f" subcommands={_words([c.name for c in command.commands])};"
-    choices = [(o, o.choices) for o in command.options if o.choices]
-    for option, values in choices:
-        for flag in option.flags:
-            arms.append(f"            [[ $prev == {shlex.quote(flag)} ]] && choices={_words(list(values or ()))};")
-    positional = next((o for o in command.options if not o.flags[0].startswith("-")), None)
-    if positional is not None and positional.choices:
-        arms.append(f"            positional={_words(list(positional.choices))};")
-    elif positional is not None:
-        arms.append("            positional=@files;")
-    arms.append("            ;;")
+    arms = [
+        f"        {shlex.quote(path)}) flags={_words([*_flags(command), '-h', '--help'])}; "
+        f"valued={_words(_flags(command, valued=True))}; subcommands={_words([c.name for c in command.commands])};",
+        *_choice_lines(command),
+        "            ;;",
+    ]
     for child in command.commands:
         arms += _command_cases(child, f"{path} {child.name}".strip())
     return arms

@@ -25,7 +25,6 @@ from mcsim.report.frames import plan_frame, table_file
 from mcsim.report.plan.files import is_plan_file, write_plan_report
 from mcsim.report.result_report import write_report
 
-
 TABLE_FORMATS = ("json", "csv")  # the formats of the report's table for programs
 
 

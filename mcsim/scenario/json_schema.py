@@ -99,7 +99,9 @@ def _key(fld: dataclasses.Field) -> str:
 def section_schema(cls: type) -> dict[str, Any]:
     """The schema of one TOML table declared by the dataclass ``cls``: its keys, the required ones, no other."""
     fields = dataclasses.fields(cls)
-    required = [_key(f) for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    required = [
+        _key(f) for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {_key(f): _field(f) for f in fields},

@@ -190,7 +190,9 @@ def test_bad_scenario_on_stdin_is_one_line_exit_2(tmp_path):
 
 
 def test_fit_failures_reads_a_piped_log():
-    log = "unit,start_hours,end_hours,failed\n" + "".join(f"u{k},0,{100 + 37 * k},{int(k % 3 != 2)}\n" for k in range(9))
+    log = "unit,start_hours,end_hours,failed\n" + "".join(
+        f"u{k},0,{100 + 37 * k},{int(k % 3 != 2)}\n" for k in range(9)
+    )
     proc = subprocess.run([*MCSIM, "fit-failures", "-", "--name", "piped"], input=log, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert 'name = "piped"' in proc.stdout and "mtbf_hours" in proc.stdout
@@ -202,7 +204,10 @@ def test_fit_failures_reads_a_piped_log():
 def _complete(script: Path, words: list[str]) -> list[str]:
     """COMPREPLY of the bash function for the command line ``words`` (the last is the word being completed)."""
     quoted = " ".join(f"'{w}'" for w in words)
-    code = f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _mcsim; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    code = (
+        f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _mcsim; "
+        "printf '%s\\n' \"${COMPREPLY[@]}\""
+    )
     proc = subprocess.run(["bash", "-c", code], capture_output=True, text=True, check=True, cwd=script.parent)
     return [line for line in proc.stdout.splitlines() if line]
 

@@ -113,9 +113,9 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     # listed as equivalent, with its paired difference. Reference: the paired mean difference computed
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
+    from mcsim.io.units import format_readable
     from mcsim.planning.dataset import layout_label
     from mcsim.report.plan.explain import explain_plan
-    from mcsim.io.units import format_readable
     from mcsim.report.plan.table import objective_unit, plan_table
 
     out = planned(hostile_plan(), tmp_path)
