@@ -166,3 +166,24 @@ def test_money_in_report_text_reads_in_its_own_unit():
     assert format_money(1.07) == "1.07 USD"
     assert format_money(4_500.0) == "4.50 kUSD"
     assert format_money(1_234_567.0) == "1.23 MUSD"
+
+
+def test_plan_table_prints_the_objective_in_a_readable_unit(tmp_path):
+    # `mcsim plan` printed a cost as 2.3861e+07: the finalists' lines read in the objective's unit, no exponent
+    from plans import hostile_plan, planned
+
+    from mcsim.report.plan.explain import explain_plan
+    from mcsim.report.plan.table import plan_table
+
+    ds = mcsim.open_results(planned(hostile_plan(plan={"objective": "cost"}), tmp_path)).load()
+    objective = ds["finalist_objective"].values
+    units = {"USD": 1.0, "kUSD": 1e3, "MUSD": 1e6}
+    text = plan_table(ds)
+    header = text.splitlines()[0]
+    (unit,) = [u for u in units if f"objective cost [{u}]" in header]
+    assert not re.search(r"\de[+-]\d", text), text
+    first = text.splitlines()[1].split()[0].replace(",", "")  # the recommendation's mean, first
+    recommended = int(np.flatnonzero(ds["finalist_candidate"].values == int(ds["recommended"]))[0])
+    assert float(first) * units[unit] == pytest.approx(objective[recommended], rel=1e-4)
+    assert 1 <= np.median(objective) / units[unit] < 1000  # the unit in which the values read as plain numbers
+    assert f"| objective [{unit}] |" in explain_plan(ds)

@@ -116,7 +116,8 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     from mcsim.io.units import format_readable
     from mcsim.planning.dataset import layout_label
     from mcsim.report.plan.explain import explain_plan
-    from mcsim.report.plan.table import objective_unit, plan_table
+    from mcsim.report.plan.finalists import objective_unit
+    from mcsim.report.plan.table import plan_table
 
     out = planned(hostile_plan(), tmp_path)
     ds = open_results(out).load()

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from mcsim.io.units import format_readable, readable_unit
-from mcsim.io.variables import VARIABLES
+from mcsim.io.units import format_readable
 from mcsim.planning.dataset import layout_label
 from mcsim.planning.pool import missed_text
 from mcsim.planning.screen import KEPT
@@ -20,20 +19,12 @@ from mcsim.report.plan.calibration import pilot_bound, pilot_claim
 from mcsim.report.plan.finalists import (
     equivalent_finalists,
     indifference_zone,
+    objective_unit,
     ranked_finalists,
     recommended_finalist,
 )
 
 LEFT_OUT = 12  # the rejection code of a candidate left out of a full pool (mcsim.planning.screen.REJECTIONS)
-
-
-def objective_unit(ds: xr.Dataset) -> tuple[float, str]:
-    """The unit the plan's objective reads best in over its finalists' means, and the factor from its
-    stored unit (the objective's per-run unit: USD, MW h, h, t; a weighted objective has none: ``(1, "")``)."""
-    name = str(ds.attrs.get("objective", ""))
-    stored = VARIABLES[name].units if name in VARIABLES else "1"
-    factor, shown = readable_unit(np.asarray(ds["finalist_objective"].values, dtype=float), stored)
-    return factor, "" if shown == "1" else shown
 
 
 def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
