@@ -165,7 +165,8 @@ def finalist_table_section(ds: xr.Dataset, ranked: np.ndarray) -> list[str]:
         m = finalist_means(ds, k)
         lines.append(
             f"| {rank} | {layout_label(ds, int(ds['finalist_candidate'][k]))} | "
-            f"{format_readable(float(ds['finalist_objective'][k]) * unit[0], 5)} | {m['wall_time'] / 24:.2f} | {format_usd(m['cost'])} | "
+            f"{format_readable(float(ds['finalist_objective'][k]) * unit[0], 5)} | {m['wall_time'] / 24:.2f} | "
+            f"{format_usd(m['cost'])} | "
             f"{m['energy']:,.0f} | {int(ds['finalist_runs'][k])} | {'yes' if bool(ds['pareto'][k]) else ''} |"
         )
     return lines
