@@ -187,3 +187,12 @@ def test_plan_table_prints_the_objective_in_a_readable_unit(tmp_path):
     assert float(first) * units[unit] == pytest.approx(objective[recommended], rel=1e-4)
     assert 1 <= np.median(objective) / units[unit] < 1000  # the unit in which the values read as plain numbers
     assert f"| objective [{unit}] |" in explain_plan(ds)
+
+
+def test_report_configuration_table_reads_in_readable_units(small_result):
+    from mcsim.report.markdown import configuration_table
+
+    rows = {line.split("|")[1].strip(): line for line in configuration_table(small_result, {})[2:]}
+    assert set(rows) == {"cost [USD]", "energy [kWh]", "wall time [min]"}, rows
+    mean = float(rows["cost [USD]"].split("|")[2].replace(",", ""))
+    assert mean == pytest.approx(float(small_result["cost"].mean()), rel=5e-3)
