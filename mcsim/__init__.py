@@ -20,6 +20,9 @@ Every command has its function, which the command line calls:
 ``mcsim report``       ``mcsim.report(path_or_ds, folder, deadline=..., probability=...)``
 =====================  ===========================================================
 
+``mcsim --version --verbose`` prints what ``mcsim.show_versions()`` does: the versions of Python
+and of the scientific stack, for a report of a problem.
+
 The package is a pipeline of subpackages, each importing only from those below it
 (ARCHITECTURE.md draws the map; import-linter checks it in CI):
 
@@ -42,7 +45,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from mcsim import report
-from mcsim._version import __version__
+from mcsim._version import __version__, show_versions
 from mcsim.accessor import McsimAccessor  # noqa: F401  (registers ds.mcsim)
 from mcsim.analysis.sensitivity import sensitivity
 from mcsim.analysis.summary import summarize
@@ -87,6 +90,7 @@ __all__ = [
     "reference_scenario_path",
     "report",
     "sensitivity",
+    "show_versions",
     "simulate",
     "summarize",
     "write_results",

@@ -2,7 +2,8 @@
 
 Its own module, so that any layer may read them without importing the package: result
 files record both (:func:`mcsim.engine.dataset.provenance_attrs`) and resume pieces are
-keyed by the hash (:mod:`mcsim.engine.resume`).
+keyed by the hash (:mod:`mcsim.engine.resume`). Also the versions of the scientific stack
+(:func:`show_versions`, ``mcsim --version --verbose``), for reports of problems.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import sys
 from pathlib import Path
+from typing import TextIO
 
 DISTRIBUTION = "mcsim-llm"
 """The name mcsim is installed by (``pip install mcsim-llm``); the import name and the command are ``mcsim``."""
@@ -55,3 +58,49 @@ def model_source_hash(package: Path = _PACKAGE) -> str:
     for path in sorted(files):
         digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+# The scientific stack a report of a problem names (mcsim --version --verbose, mcsim.show_versions()):
+# the installed distributions, required and optional, by the names pip knows them by.
+STACK = (
+    "numpy",
+    "scipy",
+    "numba",
+    "llvmlite",
+    "xarray",
+    "pandas",
+    "netCDF4",
+    "cftime",
+    "SALib",
+    "tqdm",
+    "threadpoolctl",
+    "dask",
+    "distributed",
+    "matplotlib",
+    "simpy",
+    "jsonschema",
+)
+
+
+def versions() -> dict[str, str]:
+    """mcsim's version, Python's, the platform, and the installed version of each of :data:`STACK`
+    (``absent`` when not installed), read from the installed metadata: nothing is imported."""
+    found = {
+        DISTRIBUTION: __version__,
+        "python": sys.version.split()[0],
+        "platform": f"{sys.platform} ({sys.implementation.name}, {sys.maxsize.bit_length() + 1}-bit)",
+    }
+    for name in STACK:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "absent"
+    return found
+
+
+def show_versions(file: TextIO | None = None) -> None:
+    """Print :func:`versions`, one ``name: version`` a line (to ``file``, default the standard output):
+    what a report of a problem should include (``mcsim --version --verbose`` prints the same)."""
+    found = versions()
+    width = max(len(name) for name in found)
+    print("\n".join(f"{name + ':':<{width + 1}} {version}" for name, version in found.items()), file=file)

@@ -2,6 +2,8 @@
 
 >>> ds = mcsim.open_results("results/capacity-planning.nc")
 >>> ds.mcsim.summary()                          # mean, std, percentiles, 95 % CI per variable
+>>> ds.mcsim.table()                            # the same as a pandas DataFrame, one row per configuration
+>>> ds.mcsim.to("wall_time", "d")               # converted, its units attribute saying so
 >>> ds.mcsim.pareto(("wall_time", "cost"))      # boolean front over the sweep dims
 >>> ds.mcsim.best("energy")                     # the energy-optimal configuration
 >>> ds.mcsim.best("ettr")                       # the highest ETTR (each objective has a direction)
@@ -22,11 +24,14 @@ import xarray as xr
 
 from mcsim._lazy import lazy_module
 from mcsim.analysis import compare, configurations, deadline, ranking, robustness, sensitivity
-from mcsim.analysis.summary import summarize
+from mcsim.analysis.summary import TABLE_STATS, TABLE_VARIABLES, summarize, summary_frame
 from mcsim.io.netcdf import scenario_names
-from mcsim.io.variables import sweep_dims
+from mcsim.io.units import conversion_factor
+from mcsim.io.variables import VARIABLES, sweep_dims
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from mcsim.report import plots
 else:  # the figure modules, imported at the first figure: not with mcsim, whose most uses draw none
     plots = lazy_module("mcsim.report.plots")
@@ -75,6 +80,8 @@ class McsimAccessor:
         draws = f" x {ds.sizes['draw']:,} parameter draws" if "draw" in ds.dims else ""
         methods = [
             "summary",
+            "table",
+            "to",
             "best",
             "pareto",
             "cheapest_within",
@@ -85,7 +92,7 @@ class McsimAccessor:
             "plot",
         ]
         if draws:
-            methods[5:5] = ["decision_table", "robustness", "sensitivity", "prob_better_by_draw"]
+            methods[7:7] = ["decision_table", "robustness", "sensitivity", "prob_better_by_draw"]
         return (
             f"<mcsim accessor: {ds.attrs.get('scenario_name', 'result')!r}, {configurations} "
             f"configuration{'s' if configurations != 1 else ''} ({sweep}) x {ds.sizes['run']:,} runs{draws}>\n"
@@ -95,6 +102,37 @@ class McsimAccessor:
     def summary(self) -> xr.Dataset:
         """Statistics of every per-run variable along ``stat`` (:func:`mcsim.summarize`)."""
         return summarize(self._ds)
+
+    def table(self, variables: Sequence[str] = TABLE_VARIABLES, stats: Sequence[str] = TABLE_STATS) -> pd.DataFrame:
+        """The summary as a pandas DataFrame, one row per configuration (:func:`mcsim.analysis.summary.summary_frame`).
+
+        Columns ``<variable>_<stat>`` in the stored units (``frame.attrs["units"]`` names each).
+        """
+        return summary_frame(self._ds, variables, stats)
+
+    def to(self, name: str, unit: str) -> xr.DataArray:
+        """Variable ``name`` in ``unit``, its ``units`` attribute set to ``unit``.
+
+        ``ds.mcsim.to("wall_time", "d")`` divides the hours by 24 and says ``d``, where a plain
+        ``ds.wall_time / 24`` keeps the attribute ``h`` xarray copies. Units of time (s, min, h, d),
+        energy (kWh, MWh, GWh), money (USD, kUSD, MUSD, BUSD) and mass (kg, t, kt) convert within
+        their quantity (docs/units.md).
+
+        Raises
+        ------
+        KeyError
+            ``name`` is not a variable of the dataset.
+        ValueError
+            ``unit`` is not a unit of ``name``'s quantity.
+        """
+        if name not in self._ds:
+            raise KeyError(f"{name!r} is not a variable of this dataset")
+        array = self._ds[name]
+        stored = str(array.attrs.get("units", VARIABLES[name].units if name in VARIABLES else ""))
+        factor = conversion_factor(stored, unit)
+        converted = array * factor
+        converted.attrs = {**array.attrs, "units": unit}
+        return converted
 
     def pareto(self, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean") -> xr.DataArray:
         """Non-dominated configurations (:func:`mcsim.analysis.ranking.pareto_front`)."""

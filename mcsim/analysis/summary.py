@@ -7,6 +7,9 @@ along a ``stat`` dimension. Runs that are NaN (infeasible configurations) are
 skipped. Censored runs are included as they are (their wall time is a lower
 bound); ``completed``'s mean is the fraction of runs that finished.
 
+:func:`summary_frame` is the same as a table of numbers (a pandas DataFrame: ``ds.mcsim.table()``,
+``mcsim summary --format json|csv``).
+
 Also here: :func:`check_results` (what ``mcsim summary``, ``plot`` and ``report`` require of a
 result file).
 """
@@ -14,8 +17,10 @@ result file).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from mcsim.io.variables import LATER_VARIABLES, PER_RUN, VARIABLES
@@ -197,3 +202,68 @@ def _check_dims_and_types(ds: xr.Dataset, sweep: list[str]) -> None:
             )
         if var.dtype != "str" and ds[name].dtype.kind not in "fiub":
             raise ValueError(f"{name}: expected numbers, got {ds[name].dtype}")
+
+
+# the per-run variables of the machine-readable table, and the statistics of each
+TABLE_VARIABLES = ("wall_time", "energy", "cost", "co2", "n_failures", "ettr", "completed")
+TABLE_STATS = ("mean", "ci95_low", "ci95_high", "p5", "p95")
+
+
+def summary_frame(
+    ds: xr.Dataset, variables: Sequence[str] = TABLE_VARIABLES, stats: Sequence[str] = TABLE_STATS
+) -> pd.DataFrame:
+    """The summary as a table of numbers: one row per configuration, one column per variable and statistic.
+
+    The machine-readable twin of ``mcsim summary`` (``--format json|csv``) and ``ds.mcsim.table()``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A result of :func:`mcsim.simulate`.
+    variables : sequence of str
+        Per-run variables (default :data:`TABLE_VARIABLES`).
+    stats : sequence of str
+        Statistics of :func:`summarize` (default :data:`TABLE_STATS`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns: the sweep dimensions' values, ``feasible``, then ``<variable>_<stat>`` in the
+        variable's stored unit; ``frame.attrs["units"]`` maps each column to its unit (the ``units``
+        attribute of the file: h, MW h, USD, t, 1).
+
+    Raises
+    ------
+    ValueError
+        A name that is not a per-run variable of ``ds``, or a statistic :func:`summarize` does not give.
+    """
+    unknown = [name for name in variables if name not in ds or "run" not in ds[name].dims]
+    if unknown:
+        raise ValueError(f"not a per-run variable: {', '.join(unknown)}; expected some of {', '.join(PER_RUN)}")
+    summary = summarize(ds)
+    known = [str(s) for s in summary["stat"].values]
+    if missing := [s for s in stats if s not in known]:
+        raise ValueError(f"unknown statistic {', '.join(missing)}; expected some of {', '.join(known)}")
+    dims = [str(d) for d in summary[variables[0]].dims if d != "stat"]
+    frame = _coordinates_frame(ds, summary, dims)
+    units = frame.attrs["units"]
+    for name in variables:
+        unit = str(ds[name].attrs.get("units", VARIABLES[name].units))
+        for stat in stats:
+            frame[f"{name}_{stat}"] = np.asarray(summary[name].sel(stat=stat).transpose(*dims).values, float).ravel()
+            units[f"{name}_{stat}"] = unit
+    return frame
+
+
+def _coordinates_frame(ds: xr.Dataset, summary: xr.Dataset, dims: list[str]) -> pd.DataFrame:
+    """One row per configuration of ``dims`` (C order): the coordinates' values and ``feasible`` (in every
+    draw); ``attrs["units"]`` holds the coordinates' units."""
+    points = list(np.ndindex(*(summary.sizes[d] for d in dims)))
+    frame = pd.DataFrame({d: [summary[d].values[index[k]].item() for index in points] for k, d in enumerate(dims)})
+    units = {d: str(ds[d].attrs.get("units", "")) for d in dims}
+    if "feasible" in ds:
+        feasible = ds["feasible"].transpose(*dims, ...).values
+        frame["feasible"] = [bool(np.all(feasible[index])) for index in points]
+        units["feasible"] = "1"
+    frame.attrs["units"] = units
+    return frame

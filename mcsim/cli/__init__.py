@@ -8,6 +8,7 @@
   and ``scenarios``.
 - ``run``: ``mcsim run`` and ``mcsim combine``.
 - ``plan``: ``mcsim plan``.
+- ``tools``: ``mcsim schema`` and ``mcsim completion``, the commands that describe mcsim to editors and shells.
 - ``output``: the output files of the commands: which paths may be written, the writer lock, the
   write and what a failed write says.
 """

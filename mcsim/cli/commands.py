@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from mcsim.cli.output import output_error, output_problem, path_text_problem, same_path, write_failed
@@ -19,6 +20,7 @@ from mcsim.cli.parser import EXIT_USAGE, usage_error
 from mcsim.errors import BackendUnavailable, ScenarioError
 from mcsim.io.atomic import folder_problem, write_atomic
 from mcsim.io.netcdf import open_results
+from mcsim.io.variables import sweep_dims
 from mcsim.report.tables import sensitivity_table, summary_table
 
 
@@ -31,6 +33,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         run_option(name, getattr(args, name), f"--{name}")
     if args.runs < 2:
         return usage_error(f"--runs: expected a whole number >= 2, got {args.runs}")
+    if args.step_time and args.format != "text":
+        return usage_error("--format: json and csv apply to the comparison with published runs, not --step-time")
     if args.step_time:
         from mcsim.analysis.steptime_validation import leave_one_out, step_time_table, step_times_pass
 
@@ -44,7 +48,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(memory_validation.memory_table(measured))
         return 0 if memory_validation.memory_passes(measured) else 1
     rows = validate(runs=args.runs, seed=args.seed)
-    print(validation_table(rows))
+    if args.format == "text":
+        print(validation_table(rows))
+    else:
+        from mcsim.report.frames import render, validation_frame
+
+        print(render(validation_frame(rows), args.format))
     return 0 if all(row.passes for row in rows) else 1
 
 
@@ -76,6 +85,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
     ds = open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
+    if args.format != "text":
+        return _summary_for_programs(ds, args)
     try:
         text = summary_table(
             ds,
@@ -87,6 +98,31 @@ def cmd_summary(args: argparse.Namespace) -> int:
     except ValueError as err:
         return usage_error(str(err))
     print(text)
+    return 0
+
+
+def _summary_for_programs(ds: xr.Dataset, args: argparse.Namespace) -> int:
+    """``mcsim summary --format json|csv``: every configuration's statistics (``--sort``: ordered by its
+    mean, best first; ``--deadline``: with the probability of finishing in time, ``p_within``)."""
+    from mcsim.analysis.deadline import prob_within
+    from mcsim.analysis.summary import TABLE_VARIABLES, summary_frame
+    from mcsim.io.variables import PER_RUN, VARIABLES
+    from mcsim.report.frames import render
+
+    if args.sort is not None and args.sort not in PER_RUN:
+        return usage_error(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {args.sort!r}")
+    variables = TABLE_VARIABLES if args.sort in (None, *TABLE_VARIABLES) else (*TABLE_VARIABLES, args.sort)
+    try:
+        frame = summary_frame(ds, variables)
+        if args.deadline is not None:
+            within = prob_within(ds, args.deadline)["p_within"]
+            frame["p_within"] = np.asarray(within.transpose(*sweep_dims(ds)).values, dtype=float).ravel()
+            frame.attrs["units"]["p_within"] = "1"
+    except ValueError as err:
+        return usage_error(f"{args.file}: {err}")
+    if args.sort is not None:
+        frame = frame.sort_values(f"{args.sort}_mean", ascending=VARIABLES[args.sort].direction != "higher")
+    print(render(frame, args.format))
     return 0
 
 
@@ -377,15 +413,17 @@ def _report_writer(args: argparse.Namespace, source: Path, folder: Path) -> Call
     from mcsim.report.plan.files import is_plan_file
     from mcsim.report.writer import report
 
+    tables = None if args.format == "text" else args.format
     if is_plan_file(source):
         if args.deadline is not None or args.resamples is not None:
             given = "--deadline" if args.deadline is not None else "--resamples"
             return usage_error(f"{given}: applies to a result of mcsim run; {source} is a plan file")
-        return functools.partial(report, source, folder)
+        return functools.partial(report, source, folder, tables=tables)
     ds = open_result_file(args.file)
     if ds is None:
         return EXIT_USAGE
     options = {"deadline": args.deadline, "probability": args.probability, "resamples": args.resamples}
+    options["tables"] = tables
     return functools.partial(report, ds, folder, name=source.name, **options)
 
 

@@ -19,9 +19,15 @@
 for a plan file written by ``mcsim plan``, the explanation of its recommendation and the recommendation as a
 runnable scenario, ``recommended.toml``)
 ``mcsim plan PLAN.toml|NAME [--set KEY=VALUE]... [-o PLAN.nc] [--quiet] [--workers N] [--scheduler ADDRESS]
-[--no-resume]``
+[--no-resume] [--format text|json|csv]``
 (search every cluster configuration of a plan file, screen them analytically, select the best by simulation;
 docs/model.md §9; exit 1 with one line when no candidate meets the constraints)
+
+``mcsim schema [--plan] [-o SCHEMA.json]`` (the JSON Schema of scenario or plan files) and
+``mcsim completion bash|zsh`` (a shell completion script); ``mcsim --version --verbose`` (the versions
+of the scientific stack). ``summary``, ``validate``, ``plan`` and ``report`` take ``--format json|csv``
+(tables for programs); ``-`` reads a scenario, a plan file or a failure log from the standard input;
+``mcsim --help`` lists the exit statuses.
 
 User mistakes (bad scenario, bad option value, unreadable file, an output
 path that cannot or must not be written) print one line ``mcsim: error: ...``
@@ -34,11 +40,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Callable
 
-from mcsim._version import __version__
+from mcsim._version import __version__, show_versions
 from mcsim.cli.commands import (
     cmd_calibrate,
     cmd_fit_failures,
@@ -53,6 +60,7 @@ from mcsim.cli.output import ENVIRONMENT_ERRORS
 from mcsim.cli.parser import EXIT_USAGE, build_parser, usage_error
 from mcsim.cli.plan import cmd_plan
 from mcsim.cli.run import cmd_combine, cmd_run_within_limits
+from mcsim.cli.tools import cmd_completion, cmd_schema
 from mcsim.errors import ScenarioError
 
 # The function of each command (parser.MCSIM's subcommands), by the name args.command holds.
@@ -68,7 +76,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": cmd_report,
     "plan": cmd_plan,
     "scenarios": cmd_scenarios,
+    "schema": cmd_schema,
+    "completion": cmd_completion,
 }
+# Commands whose standard output is only what they wrote or found, which -q / --quiet silences whole
+# (errors still go to stderr; the exit status still tells). run, combine and plan handle --quiet themselves.
+SILENCED_BY_QUIET = ("validate", "fit-failures", "plot", "report", "scenarios", "schema")
+# The standard input, where an option or argument that names a file to read is "-".
+STDIN = "/dev/stdin"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,12 +135,21 @@ def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        print(f"mcsim {__version__}")
+        if args.verbose:
+            show_versions()
+        else:
+            print(f"mcsim {__version__}")
         return 0
+    if args.verbose:
+        return usage_error("--verbose: applies with --version")
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
+    _read_stdin_where_dash(args)
     try:
+        if getattr(args, "quiet", False) and args.command in SILENCED_BY_QUIET:
+            with contextlib.redirect_stdout(io.StringIO()):
+                return COMMANDS[args.command](args)
         return COMMANDS[args.command](args)
     except ScenarioError as err:
         return usage_error(str(err))
@@ -133,6 +157,14 @@ def _main(argv: list[str] | None) -> int:
         _silence_shutdown_logs()
         print("mcsim: interrupted; no output written", file=sys.stderr)
         return 130
+
+
+def _read_stdin_where_dash(args: argparse.Namespace) -> None:
+    """``-`` for the file a command reads: the scenario of ``run``, the plan file of ``plan``, the log of
+    ``fit-failures``, read from the standard input (named so in messages: ``/dev/stdin``)."""
+    for name in ("scenario", "plan", "log"):
+        if getattr(args, name, None) == "-":
+            setattr(args, name, STDIN)
 
 
 def _silence_shutdown_logs() -> None:

@@ -45,9 +45,11 @@ def locked_write(
     quiet: bool,
     store: PieceStore | None = None,
     notify: Callable[[str], None] = _say_nothing,
+    machine: bool = False,
 ) -> int:
     """Under the writer lock of ``output``, write the dataset ``make()`` returns; then, unless
-    ``quiet``, print ``table(ds)`` and ``wrote OUTPUT``. Returns the exit status.
+    ``quiet``, print ``table(ds)`` and ``wrote OUTPUT`` (on stderr when ``machine``: the standard
+    output holds only the table a program reads, ``--format json|csv``). Returns the exit status.
 
     One writer per output (:func:`lock_output`); the file at ``output`` when the lock is taken is
     the only one the write may replace (:func:`write_and_clear`). ``make`` returns the dataset, or
@@ -64,7 +66,7 @@ def locked_write(
             return status
     if not quiet:
         print(table(ds))
-        print(f"wrote {output}")
+        print(f"wrote {output}", file=sys.stderr if machine else sys.stdout)
     return 0
 
 
@@ -90,7 +92,8 @@ def write_resumable(
     store = None if args.no_resume else PieceStore(output, scenario, chunk_runs, notify=notify)
     if store is not None and (problem := store.problem()):
         return usage_error(f"-o: {output}: {problem}")
-    return locked_write(output, lambda: make(store, notify), table, args.quiet, store, notify)
+    machine = getattr(args, "format", "text") != "text"
+    return locked_write(output, lambda: make(store, notify), table, args.quiet, store, notify, machine)
 
 
 def output_error(given: str | None, output: Path, problem: str) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -22,6 +23,24 @@ from mcsim.report.tables import MAX_TABLE_ROWS
 from mcsim.scenario.schema import RunSection
 
 EXIT_USAGE = 2  # the exit status of a user's mistake
+
+# what every exit status means, as `mcsim --help` lists them
+EXIT_CODES = (
+    (0, "done"),
+    (
+        1,
+        "a check failed or there is no answer: validate outside its accepted ranges, plan without a candidate "
+        "that meets the constraints; or the machine refused a write part-way (disk full, quota), leaving no partial "
+        "file; or the reader of the output went away",
+    ),
+    (
+        2,
+        "a user's mistake: a bad option, scenario, plan or result file, or an output path that must not be "
+        "written; one line 'mcsim: error: ...' naming the file and the key, and no output file",
+    ),
+    (130, "interrupted (Ctrl-C); no output written"),
+)
+FORMATS = ("text", "json", "csv")  # --format: the table for people, or for programs
 
 
 def usage_error(message: str) -> int:
@@ -72,9 +91,23 @@ class Command:
     dest: str | None = None
 
 
+def exit_codes_text() -> str:
+    """The exit statuses and what each means, one line each (the epilog of ``mcsim --help``)."""
+    lines = [
+        textwrap.fill(meaning, width=100, initial_indent=f"  {code:<4} ", subsequent_indent=" " * 7)
+        for code, meaning in EXIT_CODES
+    ]
+    return "exit status:\n" + "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the whole command line, :data:`MCSIM`."""
-    parser = _Parser(prog=MCSIM.name, description=MCSIM.description)
+    parser = _Parser(
+        prog=MCSIM.name,
+        description=MCSIM.description,
+        epilog=exit_codes_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_arguments(parser, MCSIM)
     return parser
 
@@ -102,6 +135,25 @@ _NO_RESUME = Option(
     help="do not record finished tasks beside the output, nor reuse recorded ones (default: record and reuse)",
 )
 _RESULT_FILE = Option(("file",), help="netCDF file written by mcsim run")
+
+
+def _quiet(help: str) -> Option:
+    """``-q`` / ``--quiet`` with its help text (what it leaves out)."""
+    return Option(("-q", "--quiet"), action="store_true", help=help)
+
+
+_QUIET_WROTE = _quiet("print only errors, not the line naming what was written (default: printed)")
+
+
+def _format(what: str) -> Option:
+    """``--format text|json|csv``: ``what`` for people (aligned text) or for programs."""
+    return Option(
+        ("--format",),
+        choices=FORMATS,
+        default="text",
+        help=f"{what}: aligned text for people, or JSON (rows and units) or CSV for programs, numbers in the file's "
+        "units (default text)",
+    )
 
 
 def _resamples(applies: str = "") -> Option:
@@ -139,8 +191,9 @@ RUN = Command(
         Option(
             ("scenario",),
             nargs="?",
-            help="scenario TOML, or the name of a shipped scenario (`mcsim scenarios` lists them; a file of that "
-            "name in the current folder wins) (default: the shipped Llama 3 405B reference, llama3-405b)",
+            help="scenario TOML, - for the standard input, or the name of a shipped scenario (`mcsim scenarios` "
+            "lists them; a file of that name in the current folder wins) (default: the shipped Llama 3 405B "
+            "reference, llama3-405b)",
         ),
         Option(
             ("--runs",),
@@ -172,7 +225,7 @@ RUN = Command(
             help="output file (default: results/NAME.nc, NAME the scenario's name made file-safe, "
             "see docs/model.md §1)",
         ),
-        Option(("--quiet",), action="store_true", help="no progress bar and no table (default: shown)"),
+        _quiet("no progress bar and no table (default: shown)"),
         Option(
             ("--workers",),
             type=int,
@@ -223,7 +276,7 @@ COMBINE = Command(
     options=(
         Option(("parts",), nargs="+", metavar="PART.nc", help="every part file, once each, in any order"),
         Option(("-o", "--output"), required=True, metavar="OUT.nc", help="the combined result file"),
-        Option(("--quiet",), action="store_true", help="print only errors"),
+        _quiet("print only errors"),
     ),
 )
 
@@ -243,6 +296,8 @@ VALIDATE = Command(
             action="store_true",
             help="instead: the memory model against published memory per GPU and out-of-memory layouts",
         ),
+        _format("the comparison table"),
+        _quiet("print nothing: the exit status says whether every comparison passed"),
     ),
 )
 
@@ -269,6 +324,7 @@ SUMMARY = Command(
             None,
             "with --deadline: required probability of finishing in time, in (0, 1) (default 0.9)",
         ),
+        _format("the table (json and csv: every configuration, mean, 95 % CI, 5th and 95th percentiles)"),
     ),
 )
 
@@ -294,7 +350,8 @@ FIT_FAILURES = Command(
         Option(
             ("log",),
             metavar="LOG.csv",
-            help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours] (see docs/fitting.md)",
+            help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours] (see docs/fitting.md); "
+            "- for the standard input",
         ),
         Option(("--name",), help="failure class name (default: the log's file name)"),
         Option(("--scope",), choices=("gpu", "node", "cluster"), default="gpu", help="what one unit is (default gpu)"),
@@ -324,6 +381,7 @@ FIT_FAILURES = Command(
             metavar="FIG.png",
             help="write a Weibull probability plot (PNG; PDF or SVG by suffix; needs matplotlib)",
         ),
+        _quiet("print only errors: no fit table, no [[failures]] table, no line naming what was written"),
     ),
 )
 
@@ -400,6 +458,7 @@ PLOT = Command(
             "--kind sensitivity: per-run variable whose indices are drawn (default cost)",
         ),
         _resamples("--kind sensitivity: "),
+        _QUIET_WROTE,
     ),
 )
 
@@ -416,6 +475,14 @@ REPORT = Command(
             "required probability of finishing within --deadline, in (0, 1) (default 0.9)",
         ),
         _resamples("with parameter draws: "),
+        Option(
+            ("--format",),
+            choices=FORMATS,
+            default="text",
+            help="json or csv: also write the summary table as summary.json or summary.csv in the folder, "
+            "for programs (default text: the README's tables only)",
+        ),
+        _QUIET_WROTE,
     ),
 )
 
@@ -426,8 +493,8 @@ PLAN = Command(
         Option(
             ("plan",),
             metavar="PLAN.toml",
-            help="plan file: a scenario plus [search], [constraints], [plan]; or the name of a shipped plan "
-            "(`mcsim scenarios` lists them; a file of that name in the current folder wins)",
+            help="plan file: a scenario plus [search], [constraints], [plan]; - for the standard input; or the name "
+            "of a shipped plan (`mcsim scenarios` lists them; a file of that name in the current folder wins)",
         ),
         _overrides(
             "override a value of the plan file, as mcsim run --set does: a scenario key "
@@ -436,7 +503,7 @@ PLAN = Command(
             "tables; repeatable (default: none)"
         ),
         Option(("-o", "--output"), help="output file (default: results/NAME.nc, NAME the plan's name made file-safe)"),
-        Option(("--quiet",), action="store_true", help="no progress and no table (default: shown)"),
+        _quiet("no progress and no table (default: shown)"),
         Option(
             ("--workers",),
             type=int,
@@ -445,6 +512,7 @@ PLAN = Command(
         ),
         Option(("--scheduler",), metavar="ADDRESS", help="run on the dask scheduler at ADDRESS (default: none)"),
         _NO_RESUME,
+        _format("the table of finalists"),
     ),
 )
 
@@ -466,16 +534,67 @@ SCENARIOS = Command(
                     nargs="?",
                     help="the file to write, or an existing folder to write NAME.toml in (default: NAME.toml here)",
                 ),
+                _QUIET_WROTE,
             ),
         ),
     ),
     dest="scenarios_action",
 )
 
+SCHEMA = Command(
+    "schema",
+    help="write the JSON Schema of scenario files (or of plan files), for editors to check and complete them",
+    description="Write the JSON Schema (draft 2020-12) of scenario files, generated from the one schema "
+    "(mcsim/scenario/schema.py), for editors that check and complete TOML against a JSON Schema "
+    "(e.g. taplo, Even Better TOML).",
+    options=(
+        Option(
+            ("--plan",),
+            action="store_true",
+            help="the schema of plan files: a scenario plus [search], "
+            "[constraints] and [plan] (default: of scenario files)",
+        ),
+        Option(("-o", "--output"), metavar="SCHEMA.json", help="the file to write (default: the standard output)"),
+        _QUIET_WROTE,
+    ),
+)
+
+SHELLS = ("bash", "zsh")
+
+COMPLETION = Command(
+    "completion",
+    help="print a shell completion script for bash or zsh",
+    description="Print the completion script of mcsim's commands and options for a shell, generated from "
+    'the command table. bash: eval "$(mcsim completion bash)" in ~/.bashrc; zsh: mcsim completion zsh > '
+    "a file named _mcsim in a folder of $fpath.",
+    options=(Option(("shell",), choices=SHELLS, help="the shell: bash or zsh"),),
+)
+
 MCSIM = Command(
     "mcsim",
     description="Monte Carlo reliability simulator for LLM training clusters",
-    options=(Option(("--version",), action="store_true", help="print the version and exit"),),
-    commands=(RUN, COMBINE, VALIDATE, SUMMARY, SENSITIVITY, FIT_FAILURES, CALIBRATE, PLOT, REPORT, PLAN, SCENARIOS),
+    options=(
+        Option(("--version",), action="store_true", help="print the version and exit"),
+        Option(
+            ("--verbose",),
+            action="store_true",
+            help="with --version: also Python's, the platform's and the scientific stack's versions",
+        ),
+    ),
+    commands=(
+        RUN,
+        COMBINE,
+        VALIDATE,
+        SUMMARY,
+        SENSITIVITY,
+        FIT_FAILURES,
+        CALIBRATE,
+        PLOT,
+        REPORT,
+        PLAN,
+        SCENARIOS,
+        SCHEMA,
+        COMPLETION,
+    ),
     dest="command",
 )

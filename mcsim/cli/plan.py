@@ -1,4 +1,5 @@
-"""``mcsim plan PLAN.toml``: the command (argument checks, progress, output file, terminal table).
+"""``mcsim plan PLAN.toml``: the command (argument checks, progress, output file, terminal table, or
+the finalists as JSON or CSV with ``--format``).
 
 Exit status 0 with a recommendation; 1 with one line when no candidate meets the
 constraints (docs/model.md §9, "Outcomes"); 2 for a bad plan file or option (one
@@ -63,4 +64,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         except PieceWriteError as err:
             return write_failed(err.path, err.error, PIECES_KEPT)
 
-    return write_resumable(args, output, plan.scenario, DEFAULT_CHUNK_RUNS, planned, plan_table)
+    table: Callable[[xr.Dataset], str] = plan_table
+    if args.format != "text":
+        from mcsim.report.frames import plan_frame, render
+
+        table = lambda ds: render(plan_frame(ds), args.format)  # noqa: E731  (the finalists for programs)
+    return write_resumable(args, output, plan.scenario, DEFAULT_CHUNK_RUNS, planned, table)

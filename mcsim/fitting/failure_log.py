@@ -57,6 +57,8 @@ MAX_ROWS = 10_000_000  # lifetimes per log: ~0.25 GB of arrays and a fit of minu
 _MAX_LINE = 1 << 20  # characters per line: a row is short; this bounds the memory per line
 _FLAGS = {"1": True, "true": True, "0": False, "false": False}
 
+STDIN = "/dev/stdin"  # the standard input by name: `mcsim fit-failures -` reads it
+
 
 class FailureLog(NamedTuple):
     """The lifetimes of a failure log, as arrays of one entry per row.
@@ -98,7 +100,8 @@ def read_failure_log(path: str | Path) -> FailureLog:
     """
     source = str(path)
     try:
-        if Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
+        # the standard input (mcsim fit-failures -) is read even as a pipe: asked for by name
+        if source != STDIN and Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
             raise ScenarioError(source, "file", "not a regular file (a device, a pipe?); expected a CSV file")
         with open(path, encoding="utf-8-sig", newline="") as handle:
             columns, durations, flags, entries = _read_rows(source, _lines(source, handle))

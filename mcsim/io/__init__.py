@@ -4,5 +4,6 @@
 - ``netcdf``: write and open result files (CF-1.10).
 - ``atomic``: temporary file then rename; the writer lock of an output; report folders.
 - ``format``: display formatting of numbers, amounts, durations and sizes.
+- ``units``: conversions between the units of one quantity, and the unit a table column reads best in.
 - ``pages``: ordinary memory pages (no huge-page advice) while a result is filled and written.
 """

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mcsim.io.units import readable_unit
+
 
 def format_significant(value: float, digits: int = 3) -> str:
     """``value`` to ``digits`` significant digits, trailing zeros kept; from ``10**digits`` on, whole and grouped.
@@ -36,12 +38,15 @@ def format_compact(value: float, digits: int = 3, exponent_digits: int = 3) -> s
 
 
 def format_money(value: float, units: str = "USD") -> str:
-    """A cost-like amount: US dollars in millions (``MUSD``) to 3 significant digits, other units as they are.
+    """A cost-like amount to 3 significant digits: US dollars in the unit it reads best in (USD, kUSD,
+    MUSD, BUSD: :func:`mcsim.io.units.readable_unit`), other units as they are.
 
-    ``format_money(1_234_567.0) == "1.23 MUSD"``, ``format_money(2.5, "t") == "2.50 t"``.
+    ``format_money(1_234_567.0) == "1.23 MUSD"``, ``format_money(1.07) == "1.07 USD"``,
+    ``format_money(2.5, "t") == "2.50 t"``.
     """
     if units == "USD":
-        return f"{format_significant(value * 1e-6)} MUSD"
+        factor, shown = readable_unit([value], units)
+        return f"{format_significant(value * factor)} {shown}"
     return f"{format_significant(value)} {units}".rstrip()
 
 

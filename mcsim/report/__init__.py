@@ -8,6 +8,8 @@
 - ``failures``: the probability plot of a failure log against its fitted Weibull law.
 - ``style``: the pieces every figure shares: pyplot, the house style, units and labels, saving.
 - ``tables``: the text tables the command line prints (summary, sensitivity indices).
+- ``frames``: tables for programs (``--format json|csv``): the validation's comparisons, the plan's
+  finalists, and how a table is written as JSON or CSV.
 - ``markdown``: Markdown pieces of a result report, and its section "What was simulated".
 - ``picks``: the sections on the best configurations, the Pareto front and a deadline.
 - ``uncertainty``: the sections of a result with parameter draws (decision, sensitivity).

@@ -21,7 +21,8 @@ import xarray as xr
 
 from mcsim.analysis.configurations import completed_share, config_record
 from mcsim.io.format import format_coordinate
-from mcsim.io.variables import sweep_dims
+from mcsim.io.units import readable_unit
+from mcsim.io.variables import VARIABLES, sweep_dims
 from mcsim.report.tables import layout_assumptions
 
 # variable, row title, factor from the stored unit
@@ -94,10 +95,14 @@ def _stats_row(record: dict, title: str, scale: float) -> str:
 
 
 def configuration_table(ds: xr.Dataset, configuration: dict) -> list[str]:
-    """Mean, 95 % CI of the mean and 5–95 % range of cost, energy and wall time at a configuration."""
+    """Mean, 95 % CI of the mean and 5–95 % range of cost, energy and wall time at a configuration, each in
+    the unit its mean reads best in (:func:`mcsim.io.units.readable_unit`)."""
     lines = [f"| quantity | mean | 95 % CI of the mean | 5–95 % of {over_text(ds)} |", "|---|---:|---:|---:|"]
-    for name, title, scale in QUANTITIES:
-        lines.append(_stats_row(config_record(ds, configuration, name), title, scale))
+    for name, title, _ in QUANTITIES:
+        record = config_record(ds, configuration, name)
+        stored = str(ds[name].attrs.get("units", VARIABLES[name].units))
+        scale, unit = readable_unit([record["mean"]], stored)  # 1.07 USD, not 1.07e-06 MUSD
+        lines.append(_stats_row(record, f"{title.split(' [')[0]} [{'days' if unit == 'd' else unit}]", scale))
     return lines
 
 

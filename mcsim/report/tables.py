@@ -26,7 +26,8 @@ from mcsim.analysis.ranking import decision_table
 from mcsim.analysis.sensitivity import sensitivity
 from mcsim.analysis.summary import summarize
 from mcsim.errors import NoneQualifies
-from mcsim.io.format import format_compact, format_coordinate
+from mcsim.io.format import format_coordinate
+from mcsim.io.units import format_readable, readable_unit
 from mcsim.io.variables import PER_RUN, VARIABLES, sweep_dims
 from mcsim.model.energy import ENERGY_PARTS
 from mcsim.scenario.schema import SECTIONS, Interval, flat_provenance
@@ -35,15 +36,18 @@ MAX_TABLE_ROWS = 16  # more configurations: the 5 best and the 5 worst (--all sh
 EXTREMES = 5  # ... this many at each end
 BREAKDOWN_ROWS = 12  # configurations whose energy breakdown is printed, at most
 
-# column title, variable, scale from the stored unit
+# column title (its unit is added: the one its values read best in, mcsim.io.units.readable_unit), variable
 COLUMNS = (
-    ("wall time [d]", "wall_time", 1 / 24),
-    ("energy [MWh]", "energy", 1.0),
-    ("cost [MUSD]", "cost", 1e-6),
-    ("CO2 [t]", "co2", 1.0),
-    ("failures", "n_failures", 1.0),
-    ("ETTR", "ettr", 1.0),
+    ("wall time", "wall_time"),
+    ("energy", "energy"),
+    ("cost", "cost"),
+    ("CO2", "co2"),
+    ("failures", "n_failures"),
+    ("ETTR", "ettr"),
 )
+
+# variable -> (factor from its stored unit, unit shown; "" for a number without a unit)
+Units = dict[str, tuple[float, str]]
 
 # a column that applies to some results only: its title, and its cell from a configuration's statistics
 Column = tuple[str, Callable[[xr.Dataset], str]]
@@ -68,12 +72,29 @@ class _Entry(NamedTuple):
 
 
 def _pm(mean: float, half: float, scale: float) -> str:
-    """``mean ± half`` in 4 and 2 significant digits; a half-width at the float round-off of
-    the mean (identical runs: 1e-12 of it or less) prints as 0."""
+    """``mean ± half`` in 4 and 2 significant digits, thousands grouped; a half-width at the float
+    round-off of the mean (identical runs: 1e-12 of it or less) prints as 0."""
     mean, half = mean * scale, half * scale
     if math.isfinite(half) and math.isfinite(mean) and abs(half) <= 1e-12 * abs(mean):
         half = 0.0
-    return f"{format_compact(mean, 4)} ± {format_compact(half, 2) if half else '0'}"
+    return f"{format_readable(mean, 4)} ± {format_readable(half, 2) if half else '0'}"
+
+
+def column_units(ds: xr.Dataset, stats: xr.Dataset, names: Sequence[str]) -> Units:
+    """The unit each of ``names`` reads best in over the table's means (its ``units`` attribute in ``ds``,
+    else the registered one): ``{"cost": (1e-6, "MUSD"), "ettr": (1.0, ""), ...}``."""
+    units: Units = {}
+    for name in names:
+        stored = str(ds[name].attrs.get("units", VARIABLES[name].units if name in VARIABLES else ""))
+        means = np.asarray(stats[name].sel(stat="mean").values, dtype=float).ravel()
+        factor, shown = readable_unit(means, stored)
+        units[name] = (factor, "" if shown == "1" else shown)
+    return units
+
+
+def _titled(title: str, unit: str) -> str:
+    """A column title with its unit in brackets (none for a number without a unit)."""
+    return f"{title} [{unit}]" if unit else title
 
 
 def _sort_direction(name: str) -> float:
@@ -122,9 +143,13 @@ def summary_table(
     if sort is not None and sort not in PER_RUN:
         raise ValueError(f"--sort: expected a per-run variable ({', '.join(PER_RUN)}), got {sort!r}")
     key_name = sort or "cost"
-    stats, columns, deadline_lines = _with_columns(ds, summarize(ds), key_name, deadline, probability)
-    header = ["configuration"] + [c[0] for c in COLUMNS] + [c[0] for c in columns] + ["completed"]
-    entries = _entries(ds, stats, columns, key_name)
+    stats = summarize(ds)
+    names = [name for _, name in COLUMNS]
+    units = column_units(ds, stats, names if key_name in names else [*names, key_name])
+    stats, columns, deadline_lines = _with_columns(ds, stats, units, key_name, deadline, probability)
+    header = ["configuration"] + [_titled(t, units[n][1]) for t, n in COLUMNS] + [c[0] for c in columns]
+    header.append("completed")
+    entries = _entries(ds, stats, columns, key_name, units)
     counts = [sum(1 for e in entries if e.group == g) for g in range(3)]
     note, shown = _shown(entries, counts, show_all or len(entries) <= MAX_TABLE_ROWS, sort, key_name)
     lines = note + _aligned(header, [e.cells for e in shown])
@@ -135,7 +160,7 @@ def summary_table(
             "so the configuration is never ranked (best, Pareto front, report)"
         )
     lines += deadline_lines
-    lines += _breakdown_lines(stats, sweep_dims(ds))
+    lines += _breakdown_lines(stats, sweep_dims(ds), units)
     if layout := layout_note(ds):
         lines.append(layout)
     lines += borrowed_lines(ds)
@@ -143,24 +168,24 @@ def summary_table(
 
 
 def _with_columns(
-    ds: xr.Dataset, stats: xr.Dataset, name: str, deadline: float | None, probability: float
+    ds: xr.Dataset, stats: xr.Dataset, units: Units, name: str, deadline: float | None, probability: float
 ) -> tuple[xr.Dataset, list[Column], list[str]]:
     """``stats`` with what the columns beyond :data:`COLUMNS` read, those columns, and the line of the
     deadline's pick: with parameter draws, ``name``'s predictive range, epistemic share, P(best) and regret;
     with a deadline, the probability of finishing within it."""
     columns: list[Column] = []
     if ds.sizes.get("draw", 0):
-        columns += _uncertain_columns(name)
-        stats, decision_columns = _with_decisions(ds, stats, name)
+        columns += _uncertain_columns(name, units[name])
+        stats, decision_columns = _with_decisions(ds, stats, name, units[name])
         columns += decision_columns
     deadline_lines: list[str] = []
     if deadline is not None:
-        stats, deadline_column, deadline_lines = _with_deadline(ds, stats, deadline, probability)
+        stats, deadline_column, deadline_lines = _with_deadline(ds, stats, deadline, probability, units["cost"])
         columns += deadline_column
     return stats, columns, deadline_lines
 
 
-def _entries(ds: xr.Dataset, stats: xr.Dataset, columns: list[Column], key_name: str) -> list[_Entry]:
+def _entries(ds: xr.Dataset, stats: xr.Dataset, columns: list[Column], key_name: str, units: Units) -> list[_Entry]:
     """One entry per configuration, in the order of the sweep."""
     dims = sweep_dims(ds)
     sign = _sort_direction(key_name)
@@ -168,18 +193,18 @@ def _entries(ds: xr.Dataset, stats: xr.Dataset, columns: list[Column], key_name:
     for index in np.ndindex(*(ds.sizes[d] for d in dims)):
         sel = stats.isel(dict(zip(dims, index, strict=False)))
         label = _point_label(ds, dims, index) if dims else ds.attrs.get("scenario_name", "scenario")
-        entries.append(_entry(sel, label, columns, key_name, sign))
+        entries.append(_entry(sel, label, columns, key_name, sign, units))
     return entries
 
 
-def _entry(sel: xr.Dataset, label: str, columns: list[Column], key_name: str, sign: float) -> _Entry:
+def _entry(sel: xr.Dataset, label: str, columns: list[Column], key_name: str, sign: float, units: Units) -> _Entry:
     """The row of one configuration's statistics ``sel``: infeasible, with censored runs, or completed."""
     if not bool(sel["feasible"].all()):
         return _Entry(2, 0.0, [label, f"infeasible: {_infeasible_text(sel)}"])
     row = [label]
-    for _, name, scale in COLUMNS:
+    for _, name in COLUMNS:
         mean = float(sel[name].sel(stat="mean"))
-        row.append(_pm(mean, float(sel[name].sel(stat="ci95_high")) - mean, scale))
+        row.append(_pm(mean, float(sel[name].sel(stat="ci95_high")) - mean, units[name][0]))
     row += [cell(sel) for _, cell in columns]
     share = float(sel["completed"].sel(stat="mean"))
     row.append(f"{share:.1%}" + (" *" if share < 1.0 else ""))
@@ -249,7 +274,7 @@ def _statistics_note(ds: xr.Dataset, stats: xr.Dataset, key_name: str) -> str:
 
 
 def _with_deadline(
-    ds: xr.Dataset, stats: xr.Dataset, days: float, probability: float
+    ds: xr.Dataset, stats: xr.Dataset, days: float, probability: float, cost_unit: tuple[float, str]
 ) -> tuple[xr.Dataset, list[Column], list[str]]:
     """``stats`` with the probability of finishing within ``days``, its column, and the line of the pick."""
     probability = check_probability(probability)
@@ -270,7 +295,8 @@ def _with_deadline(
         line = (
             f"deadline {days:g} days: the cheapest configuration finishing in time with probability >= "
             f"{probability:g} is {where or 'the single configuration'} (probability {pick['p_within']:.3g}, "
-            f"95 % interval {low:.3g} - {high:.3g}; mean cost {format_compact(pick['mean'] / 1e6, 4)} MUSD)"
+            f"95 % interval {low:.3g} - {high:.3g}; mean cost {format_readable(pick['mean'] * cost_unit[0], 4)} "
+            f"{cost_unit[1]})"
         )
     return stats, [(f"P(<= {days:g} d)", p_within)], [line]
 
@@ -360,30 +386,30 @@ def _infeasible_text(sel: xr.Dataset) -> str:
     return reason if feasible.size == 1 else f"{reason} (in {int((~feasible).sum())} of {feasible.size} draws)"
 
 
-def _title_parts(name: str) -> tuple[str, str, float]:
+def _title_parts(name: str, unit: tuple[float, str]) -> tuple[str, str, float]:
     """``name``'s column title without its unit, the unit in brackets ("" without one), and its scale."""
-    title, scale = next(((t, k) for t, n, k in COLUMNS if n == name), (name, 1.0))
-    unit = title[title.index("[") :] if "[" in title else ""
-    base = title[: title.index("[")].strip() if "[" in title else title
-    return base, unit, scale
+    base = next((t for t, n in COLUMNS if n == name), name)
+    return base, f"[{unit[1]}]" if unit[1] else "", unit[0]
 
 
-def _uncertain_columns(name: str) -> list[Column]:
+def _uncertain_columns(name: str, unit: tuple[float, str]) -> list[Column]:
     """Columns of the summary table with parameter draws: ``name``'s predictive 5-95 % and epistemic share."""
-    base, unit, scale = _title_parts(name)
+    base, unit_text, scale = _title_parts(name, unit)
 
     def interval(sel: xr.Dataset) -> str:
         low, high = (float(sel[name].sel(stat=s)) * scale for s in ("p5", "p95"))
-        return f"{format_compact(low, 4)} to {format_compact(high, 4)}"
+        return f"{format_readable(low, 4)} to {format_readable(high, 4)}"
 
     def share(sel: xr.Dataset) -> str:
         value = float(sel[name].sel(stat="epistemic_share"))
         return f"{value:.0%}" if math.isfinite(value) else "-"
 
-    return [(f"{base} 5-95 % {unit}".strip(), interval), (f"{base} epistemic", share)]
+    return [(f"{base} 5-95 % {unit_text}".strip(), interval), (f"{base} epistemic", share)]
 
 
-def _with_decisions(ds: xr.Dataset, stats: xr.Dataset, name: str) -> tuple[xr.Dataset, list[Column]]:
+def _with_decisions(
+    ds: xr.Dataset, stats: xr.Dataset, name: str, unit: tuple[float, str]
+) -> tuple[xr.Dataset, list[Column]]:
     """``stats`` with ``name``'s P(best) and expected regret over draws, and their columns (none when
     ``name`` cannot be ranked: no direction, or no configuration with all its runs completed)."""
     try:
@@ -391,7 +417,7 @@ def _with_decisions(ds: xr.Dataset, stats: xr.Dataset, name: str) -> tuple[xr.Da
     except ValueError:
         return stats, []
     stats = stats.assign(p_best=table["p_best"], expected_regret=table["expected_regret"])
-    base, unit, scale = _title_parts(name)
+    base, unit_text, scale = _title_parts(name, unit)
 
     def p_best(sel: xr.Dataset) -> str:
         value = float(sel["p_best"])
@@ -399,16 +425,20 @@ def _with_decisions(ds: xr.Dataset, stats: xr.Dataset, name: str) -> tuple[xr.Da
 
     def regret(sel: xr.Dataset) -> str:
         value = float(sel["expected_regret"])
-        return format_compact(value * scale, 3) if math.isfinite(value) else "-"
+        return format_readable(value * scale, 3) if math.isfinite(value) else "-"
 
-    return stats, [(f"P(best {base})", p_best), (f"{base} regret {unit}".strip(), regret)]
+    return stats, [(f"P(best {base})", p_best), (f"{base} regret {unit_text}".strip(), regret)]
 
 
-def _breakdown_lines(stats: xr.Dataset, dims: list[str]) -> list[str]:
-    """Mean energy breakdown, cost and carbon split, per configuration (the first :data:`BREAKDOWN_ROWS`)."""
+def _breakdown_lines(stats: xr.Dataset, dims: list[str], units: Units) -> list[str]:
+    """Mean energy breakdown, cost and carbon split, per configuration (the first :data:`BREAKDOWN_ROWS`),
+    in the units of the table's energy, cost and CO2 columns."""
     if "energy_compute" not in stats or int(np.prod([stats.sizes[d] for d in dims])) > MAX_TABLE_ROWS:
         return []
-    lines = ["energy breakdown [MWh] (facility; parts add up to the total), cost [MUSD] and CO2 [t] splits:"]
+    lines = [
+        f"energy breakdown [{units['energy'][1]}] (facility; parts add up to the total), cost "
+        f"[{units['cost'][1]}] and CO2 [{units['co2'][1]}] splits:"
+    ]
     shape = tuple(stats.sizes[d] for d in dims)
     for n, index in enumerate(np.ndindex(*shape)):
         if n == BREAKDOWN_ROWS:
@@ -416,20 +446,23 @@ def _breakdown_lines(stats: xr.Dataset, dims: list[str]) -> list[str]:
             break
         point = stats.isel(dict(zip(dims, index, strict=False))).sel(stat="mean")
         if bool(point["feasible"].all()):  # all draws, with parameter draws
-            lines += _breakdown_of(point, _point_label(stats, dims, index) or "all runs")
+            lines += _breakdown_of(point, _point_label(stats, dims, index) or "all runs", units)
     return lines
 
 
-def _breakdown_of(point: xr.Dataset, label: str) -> list[str]:
-    """The energy of one configuration by part [MWh], its cost split [MUSD] and its CO2 split [t]."""
-    parts = "  ".join(f"{k} {format_compact(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
+def _breakdown_of(point: xr.Dataset, label: str, units: Units) -> list[str]:
+    """The energy of one configuration by part, its cost split and its CO2 split, in ``units`` of the
+    table's energy, cost and CO2 columns."""
+
+    def shown(name: str, quantity: str, digits: int = 4) -> str:
+        return format_readable(float(point[name]) * units[quantity][0], digits)
+
+    parts = "  ".join(f"{k} {shown(f'energy_{k}', 'energy')}" for k in ENERGY_PARTS)
     return [
-        f"  {label}: {parts}  = {format_compact(float(point['energy']), 5)}"
-        f"  (GPUs alone, IT: {format_compact(float(point['energy_gpu']), 4)})",
-        f"  {' ' * len(label)}  cost allocation {format_compact(float(point['cost_allocation']) / 1e6, 4)}"
-        f" + electricity {format_compact(float(point['cost_electricity']) / 1e6, 4)};"
-        f" CO2 operational {format_compact(float(point['co2_operational']), 4)}"
-        f" + embodied {format_compact(float(point['co2_embodied']), 4)}",
+        f"  {label}: {parts}  = {shown('energy', 'energy', 5)}  (GPUs alone, IT: {shown('energy_gpu', 'energy')})",
+        f"  {' ' * len(label)}  cost allocation {shown('cost_allocation', 'cost')}"
+        f" + electricity {shown('cost_electricity', 'cost')};"
+        f" CO2 operational {shown('co2_operational', 'co2')} + embodied {shown('co2_embodied', 'co2')}",
     ]
 
 

@@ -4,7 +4,8 @@ The function behind ``mcsim report`` (the command adds only the checks of its ``
 and the printed line): a result of ``mcsim run`` gets the figures that apply and a
 ``README.md`` (:func:`mcsim.report.result_report.write_report`); a plan file of ``mcsim plan``
 gets the explanation of its recommendation (:func:`mcsim.report.plan.files.write_plan_report`).
-Figures need matplotlib (the ``plot`` extra).
+Figures need matplotlib (the ``plot`` extra). ``tables="json"`` or ``"csv"`` adds the report's table
+for programs (``mcsim report --format``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import xarray as xr
 
 from mcsim.analysis.configurations import check_days, check_probability
 from mcsim.analysis.deadline import PROBABILITY
-from mcsim.analysis.summary import check_results
+from mcsim.analysis.summary import check_results, summary_frame
 from mcsim.io.atomic import folder_problem, staged_folder
 from mcsim.io.netcdf import open_results
+from mcsim.report.frames import plan_frame, table_file
 from mcsim.report.plan.files import is_plan_file, write_plan_report
 from mcsim.report.result_report import write_report
+
+TABLE_FORMATS = ("json", "csv")  # the formats of the report's table for programs
 
 
 def default_folder(source: str | Path) -> Path:
@@ -49,6 +53,7 @@ def report(
     resamples: int | None = None,
     progress: bool | None = None,
     name: str | None = None,
+    tables: str | None = None,
 ) -> list[Path]:
     """Write the report of a result (figures and ``README.md``) into ``folder``; returns the files written.
 
@@ -75,6 +80,10 @@ def report(
     name : str, optional
         The result file's name shown in the report (default: that of ``source``; none for
         a dataset).
+    tables : {"json", "csv"}, optional
+        Also write the report's table for programs in this format (:mod:`mcsim.report.frames`):
+        ``summary.json`` / ``summary.csv`` of a result (every configuration's statistics),
+        ``finalists.json`` / ``finalists.csv`` of a plan (default: none).
 
     Returns
     -------
@@ -97,9 +106,12 @@ def report(
     if deadline is not None:
         check_days(deadline)
     check_probability(probability)
+    if tables not in (None, *TABLE_FORMATS):
+        raise ValueError(f"tables: expected one of {', '.join(TABLE_FORMATS)} or None, got {tables!r}")
+    options = (deadline, probability, resamples, progress, tables)
     if isinstance(source, xr.Dataset):
-        return _result_report(source, _dataset_folder(folder), name, deadline, probability, resamples, progress)
-    return _file_report(Path(source), folder, name, deadline, probability, resamples, progress)
+        return _result_report(source, _dataset_folder(folder), name, *options)
+    return _file_report(Path(source), folder, name, *options)
 
 
 def _dataset_folder(folder: str | Path | None) -> Path:
@@ -117,6 +129,7 @@ def _file_report(
     probability: float,
     resamples: int | None,
     progress: bool | None,
+    tables: str | None,
 ) -> list[Path]:
     """The report of a plan file or a result file into ``folder`` (default: :func:`default_folder`)."""
     target = default_folder(path) if folder is None else Path(folder)
@@ -125,13 +138,13 @@ def _file_report(
     if is_plan_file(path):
         if deadline is not None:
             raise ValueError(f"deadline: applies to a result of mcsim run; {path} is a plan file")
-        return _staged(target, lambda staging: write_plan_report(path, staging))
+        return _staged(target, lambda staging: write_plan_report(path, staging) + _plan_table(path, staging, tables))
     ds = open_results(path)
     try:
         check_results(ds)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
-    return _result_report(ds, target, name or path.name, deadline, probability, resamples, progress)
+    return _result_report(ds, target, name or path.name, deadline, probability, resamples, progress, tables)
 
 
 def _staged(folder: Path, write: Callable[[Path], list[Path]]) -> list[Path]:
@@ -161,11 +174,24 @@ def _result_report(
     probability: float,
     resamples: int | None,
     progress: bool | None,
+    tables: str | None = None,
 ) -> list[Path]:
     use_agg()
-    return _staged(
-        folder,
-        lambda staging: write_report(
+
+    def write(staging: Path) -> list[Path]:
+        written = write_report(
             ds, staging, source, deadline=deadline, probability=probability, resamples=resamples, progress=progress
-        ),
-    )
+        )
+        if tables is not None:
+            written.append(table_file(staging, "summary", summary_frame(ds), tables))
+        return written
+
+    return _staged(folder, write)
+
+
+def _plan_table(path: Path, staging: Path, tables: str | None) -> list[Path]:
+    """The plan's finalists as ``finalists.<tables>`` in ``staging`` (none when ``tables`` is None)."""
+    if tables is None:
+        return []
+    with open_results(path) as ds:
+        return [table_file(staging, "finalists", plan_frame(ds), tables)]

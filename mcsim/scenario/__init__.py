@@ -2,6 +2,7 @@
 
 - ``schema``: every TOML key of a scenario, its type, bounds, default and unit (the declarations).
 - ``validation``: how a key is declared and checked: ``param`` fields, field kinds, the one validator.
+- ``json_schema``: the JSON Schema of scenario and plan files, generated from the declarations (``mcsim schema``).
 - ``consistency``: the rules between keys of one configuration that per-key bounds cannot state.
 - ``config``: scenario files to :class:`~mcsim.scenario.config.Scenario`, a sweep of
   :class:`~mcsim.scenario.config.Config`; the configurations of the parameter draws.

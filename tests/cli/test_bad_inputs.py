@@ -102,10 +102,10 @@ def test_run_writes_file_and_prints_table(small_raw, tmp_path, capsys):
     out = tmp_path / "res" / "small.nc"
     assert main(["run", str(scenario), "-o", str(out), "--runs", "50", "--set", "stragglers.sigma=0.1"]) == 0
     stdout = capsys.readouterr().out
-    assert "wall time [d]" in stdout and "ETTR" in stdout and str(out) in stdout
+    assert "wall time [min]" in stdout and "ETTR" in stdout and str(out) in stdout
     assert out.is_file() and [p.name for p in out.parent.iterdir()] == ["small.nc"]
     assert main(["summary", str(out)]) == 0
-    assert "wall time [d]" in capsys.readouterr().out
+    assert "wall time [min]" in capsys.readouterr().out
 
 
 def test_toml_round_trip(small_raw):

@@ -113,8 +113,10 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     # listed as equivalent, with its paired difference. Reference: the paired mean difference computed
     # here from the per-run objectives (run r of every finalist shares its streams), and the zone set by
     # hand between two of them, so exactly the finalists below it must be listed.
+    from mcsim.io.units import format_readable
     from mcsim.planning.dataset import layout_label
     from mcsim.report.plan.explain import explain_plan
+    from mcsim.report.plan.finalists import objective_unit
     from mcsim.report.plan.table import plan_table
 
     out = planned(hostile_plan(), tmp_path)
@@ -136,7 +138,11 @@ def test_near_ties_are_listed_as_equivalent_with_their_paired_difference(tmp_pat
     listed = [line for line in section.splitlines() if line.startswith("- ")]
     label = layout_label(ds, int(ds["finalist_candidate"][inside]))
     assert len(listed) == 1 and listed[0].startswith(f"- {label}: {low:+.4g} ± "), listed
-    assert f"equivalent within the indifference zone ({(low + high) / 2:.4g}): {label} ({low:+.4g})" in plan_table(ds)
+    factor, unit = objective_unit(ds)  # the table's unit: the objective's, scaled to read as plain numbers
+    zone = f"{format_readable((low + high) / 2 * factor, 4)}{f' {unit}' if unit else ''}"
+    assert f"equivalent within the indifference zone ({zone}): {label} (+{format_readable(low * factor, 4)})" in (
+        plan_table(ds)
+    )
     assert low > 0  # this seed's recommendation is the best over the runs both simulated
     ds.attrs["indifference_zone"] = low / 2  # below both: none listed
     assert "No other simulated candidate is within the indifference zone" in explain_plan(ds)

@@ -360,7 +360,8 @@ def test_half_width_below_float_resolution_prints_as_zero(sweep_file):
     ds["energy"] = (ds["energy"] * 0 + 2.491e-05 + noise).assign_attrs(ds["energy"].attrs)
     assert float(ds["energy"].std()) > 0
     text = summary_table(ds)
-    assert "2.491e-05 ± 0 " in text and "e-20" not in text
+    # shown in kWh, the unit in which it reads as a plain number: 2.491e-05 MWh = 0.02491 kWh
+    assert "energy [kWh]" in text and "0.02491 ± 0 " in text and "e-20" not in text
 
 
 def test_summary_all_and_sort(tmp_path, capsys):

@@ -275,7 +275,7 @@ def test_summary_table_reports_draws(paired):
     from mcsim.report.tables import summary_table
 
     text = summary_table(paired[1])
-    assert "cost 5-95 % [MUSD]" in text and "cost epistemic" in text
+    assert "cost 5-95 % [USD]" in text and "cost epistemic" in text
     assert "over 6 parameter draws x 12 runs" in text
     assert len([line for line in text.splitlines() if line.startswith("pue=")]) >= 4  # no row per draw
 
@@ -400,7 +400,7 @@ def test_summary_table_prints_p_best_and_regret(paired):
     from mcsim.report.tables import summary_table
 
     text = summary_table(paired[1])
-    assert "P(best cost)" in text and "cost regret [MUSD]" in text
+    assert "P(best cost)" in text and "cost regret [USD]" in text
 
 
 # ---------------------------------------------------------------- joint (correlated) inputs

@@ -13,7 +13,18 @@ import numpy as np
 import xarray as xr
 
 from mcsim.io.format import format_usd
+from mcsim.io.units import format_readable, readable_unit
+from mcsim.io.variables import VARIABLES
 from mcsim.planning.dataset import layout_label
+
+
+def objective_unit(ds: xr.Dataset) -> tuple[float, str]:
+    """The unit the plan's objective reads best in over its finalists' means, and the factor from its
+    stored unit (the objective's per-run unit: USD, MW h, h, t; a weighted objective has none: ``(1, "")``)."""
+    name = str(ds.attrs.get("objective", ""))
+    stored = VARIABLES[name].units if name in VARIABLES else "1"
+    factor, shown = readable_unit(np.asarray(ds["finalist_objective"].values, dtype=float), stored)
+    return factor, "" if shown == "1" else shown
 
 
 def recommended_finalist(ds: xr.Dataset) -> int:
@@ -140,18 +151,22 @@ def equivalent_section(ds: xr.Dataset) -> list[str]:
 
 
 def finalist_table_section(ds: xr.Dataset, ranked: np.ndarray) -> list[str]:
-    """The section "Finalists": each one's objective, wall time, cost, energy, runs and Pareto membership."""
+    """The section "Finalists": each one's objective (in the unit it reads best in), wall time, cost, energy, runs
+    and Pareto membership."""
+    unit = objective_unit(ds)
     lines = [
         "## Finalists (Pareto: wall time, cost, energy)",
         "",
-        "| rank | configuration | objective | wall time [d] | cost | energy [MWh] | runs | Pareto |",
+        f"| rank | configuration | objective{f' [{unit[1]}]' if unit[1] else ''} | wall time [d] | cost | energy [MWh] "
+        "| runs | Pareto |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for rank, k in enumerate(ranked, 1):
         m = finalist_means(ds, k)
         lines.append(
             f"| {rank} | {layout_label(ds, int(ds['finalist_candidate'][k]))} | "
-            f"{float(ds['finalist_objective'][k]):.5g} | {m['wall_time'] / 24:.2f} | {format_usd(m['cost'])} | "
+            f"{format_readable(float(ds['finalist_objective'][k]) * unit[0], 5)} | {m['wall_time'] / 24:.2f} | "
+            f"{format_usd(m['cost'])} | "
             f"{m['energy']:,.0f} | {int(ds['finalist_runs'][k])} | {'yes' if bool(ds['pareto'][k]) else ''} |"
         )
     return lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from mcsim.io.format import format_compact
+from mcsim.io.units import format_readable
 from mcsim.planning.dataset import layout_label
 from mcsim.planning.pool import missed_text
 from mcsim.planning.screen import KEPT
@@ -19,6 +19,7 @@ from mcsim.report.plan.calibration import pilot_bound, pilot_claim
 from mcsim.report.plan.finalists import (
     equivalent_finalists,
     indifference_zone,
+    objective_unit,
     ranked_finalists,
     recommended_finalist,
 )
@@ -29,6 +30,7 @@ LEFT_OUT = 12  # the rejection code of a candidate left out of a full pool (mcsi
 
 def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     """The recommendation, then the other finalists by their paired objective against it, as text."""
+    unit = objective_unit(ds)
     reference = int(ds.attrs.get("reference_candidate", -1))
     own = (
         ""
@@ -37,10 +39,10 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     )
     lines = [
         f"{int((ds['rejection'] == KEPT).sum())} finalists of {ds.sizes['candidate']:,} candidates "
-        f"({ds.attrs['candidates_enumerated']:,} combinations searched){own}; objective {ds.attrs['objective']}, "
-        f"mean ± 95 % half-width over the runs simulated:"
+        f"({ds.attrs['candidates_enumerated']:,} combinations searched){own}; objective {ds.attrs['objective']}"
+        f"{f' [{unit[1]}]' if unit[1] else ''}, mean ± 95 % half-width over the runs simulated:"
     ]
-    lines += [_finalist_line(ds, k, reference) for k in _table_order(ds, rows, reference)]
+    lines += [_finalist_line(ds, k, reference, unit[0]) for k in _table_order(ds, rows, reference)]
     lines.append(
         "  * on the Pareto front of wall time, cost and energy among the finalists"
         + ("; + the plan file's own layout" if own else "")
@@ -48,7 +50,7 @@ def plan_table(ds: xr.Dataset, rows: int = 8) -> str:
     lines.append(_recommended_line(ds))
     near = equivalent_finalists(ds)
     if near:
-        lines.append(_equivalent_line(ds, near))
+        lines.append(_equivalent_line(ds, near, unit))
     lines += borrowed_lines(ds)  # what the plan file's scenario borrows ([provenance])
     claim = screen_claim(ds)
     return "\n".join([*lines, claim] if claim else lines)
@@ -67,17 +69,18 @@ def _table_order(ds: xr.Dataset, rows: int, reference: int) -> list[int]:
     return order
 
 
-def _finalist_line(ds: xr.Dataset, k: int, reference: int) -> str:
-    """One finalist: mean ± half-width, screen estimate, runs, layout, marks (* Pareto, + own layout) and
-    why it was dropped."""
+def _finalist_line(ds: xr.Dataset, k: int, reference: int, factor: float) -> str:
+    """One finalist: mean ± half-width, screen estimate (times ``factor``: in the table's unit), runs,
+    layout, marks (* Pareto, + own layout) and why it was dropped."""
     index = int(ds["finalist_candidate"][k])
     mark = (" *" if bool(ds["pareto"][k]) else "") + (" +" if index == reference else "")
     dropped = str(ds["finalist_dropped"].values[k])
     note = f" ({missed_text(dropped)})" if dropped else ""
     return (
-        f"  {format_compact(float(ds['finalist_objective'][k]), 4, 4)}"
-        f" ± {format_compact(float(ds['finalist_half_width'][k]), 4, 4)}"
-        f"  screen {format_compact(float(ds['screen_objective'][index]), 4, 4)}  runs {int(ds['finalist_runs'][k])}"
+        f"  {format_readable(float(ds['finalist_objective'][k]) * factor, 5)}"
+        f" ± {format_readable(float(ds['finalist_half_width'][k]) * factor, 2)}"
+        f"  screen {format_readable(float(ds['screen_objective'][index]) * factor, 5)}"
+        f"  runs {int(ds['finalist_runs'][k]):,}"
         f"  {layout_label(ds, index)}{mark}{note}"
     )
 
@@ -96,11 +99,18 @@ def _recommended_line(ds: xr.Dataset) -> str:
     )
 
 
-def _equivalent_line(ds: xr.Dataset, near: list[tuple[int, float, float]]) -> str:
-    """The first three finalists within the indifference zone, with their paired objective difference."""
+def _equivalent_line(ds: xr.Dataset, near: list[tuple[int, float, float]], unit: tuple[float, str]) -> str:
+    """The first three finalists within the indifference zone, with their paired objective difference
+    (in the table's ``unit``)."""
+    factor, shown = unit
+
+    def signed(value: float) -> str:
+        return ("+" if value >= 0 else "") + format_readable(value * factor, 4)
+
     return (
-        f"equivalent within the indifference zone ({indifference_zone(ds):.4g}): "
-        + "; ".join(f"{layout_label(ds, int(ds['finalist_candidate'][k]))} ({diff:+.4g})" for k, diff, _ in near[:3])
+        f"equivalent within the indifference zone ({format_readable(indifference_zone(ds) * factor, 4)}"
+        f"{f' {shown}' if shown else ''}): "
+        + "; ".join(f"{layout_label(ds, int(ds['finalist_candidate'][k]))} ({signed(diff)})" for k, diff, _ in near[:3])
         + (f"; and {len(near) - 3} more (mcsim report)" if len(near) > 3 else "")
     )
 
