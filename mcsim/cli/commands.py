@@ -38,11 +38,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             memory_table,
             step_time_table,
             step_times_pass,
+            verdict_lines,
         )
 
         results = leave_one_out()
         print(step_time_table(results))
         print(memory_table(memory_results()))
+        print("\n".join(verdict_lines(results)))
         return 0 if step_times_pass(results) else 1
     rows = validate(runs=args.runs, seed=args.seed)
     print(validation_table(rows))

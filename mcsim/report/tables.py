@@ -28,7 +28,7 @@ from mcsim.errors import NoneQualifies
 from mcsim.io.format import format_compact, format_coordinate
 from mcsim.io.variables import PER_RUN, VARIABLES, sweep_dims
 from mcsim.model.energy import ENERGY_PARTS
-from mcsim.scenario.schema import SECTIONS, Interval
+from mcsim.scenario.schema import DEFAULT_STEP_MODEL, SECTIONS, Interval
 
 MAX_TABLE_ROWS = 16  # more configurations: the 5 best and the 5 worst (--all shows every one)
 EXTREMES = 5  # ... this many at each end
@@ -137,6 +137,8 @@ def summary_table(
     lines += _breakdown_lines(stats, sweep_dims(ds))
     if layout := layout_note(ds):
         lines.append(layout)
+    if vocabulary := vocabulary_note(ds):
+        lines.append(vocabulary)
     return "\n".join(lines)
 
 
@@ -330,6 +332,31 @@ def layout_note(ds: xr.Dataset) -> str:
     return (
         text + "; not searched: `mcsim plan` searches GPU counts, parallelism and checkpoint intervals "
         "under a deadline or budget (docs/planning.md)"
+    )
+
+
+def vocabulary_note(ds: xr.Dataset) -> str:
+    """One line when the operator step model ran without a vocabulary: the output layer is not counted.
+
+    ``model.vocab = 0`` (its default) leaves the embedding and the output layer out of the
+    iteration time and the memory (docs/model.md §2b); a result says so rather than
+    under-count silently. Empty when the file records no scenario, or the scenario gives a
+    vocabulary, or it runs the aggregate model (whose FLOPs are ``6 N`` per token, tables included).
+    """
+    try:
+        raw = tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
+    except tomllib.TOMLDecodeError:
+        return ""
+    model, compute = (raw.get(name, {}) for name in ("model", "compute"))
+    if not raw or not isinstance(model, dict) or not isinstance(compute, dict):
+        return ""
+    swept = raw.get("sweep", {}) if isinstance(raw.get("sweep"), dict) else {}
+    step_model = compute.get("step_model", DEFAULT_STEP_MODEL)
+    if step_model != "operators" or model.get("vocab", 0) or "model.vocab" in swept:
+        return ""
+    return (
+        "* model.vocab not given: the embedding and the output layer are not modelled (their time and "
+        "memory are left out of the iteration); give model.vocab to count them"
     )
 
 

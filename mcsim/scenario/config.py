@@ -32,6 +32,8 @@ from mcsim.scenario.frozen import hash_once
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
 from mcsim.scenario.schema import (
+    DEFAULT_GPU,
+    DEFAULT_STEP_MODEL,
     FLEET_KINDS,
     PLAN_TABLES,
     REQUIRED_SECTIONS,
@@ -60,6 +62,7 @@ from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped
     resolve_scenario,
     shipped_scenarios_folder,
 )
+from mcsim.scenario.software import profile_defaults
 from mcsim.scenario.toml import check_depth, dumps_toml, read_toml
 from mcsim.scenario.uncertain import UncertainInput
 from mcsim.scenario.uncertain_table import parse_uncertain
@@ -368,6 +371,7 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
 
 def _build_config(raw: dict, source: str, context: str = "") -> Config:
     where = f"{source} ({context})" if context else source
+    raw = _with_software_defaults(raw)
     sections = {name: build_section(cls, raw.get(name, {}), where, name) for name, cls in SECTIONS.items()}
     name = check_text(raw["name"], source, "name", one_line=True) if "name" in raw else Path(source).stem
     check_text(raw.get("description", ""), source, "description", one_line=False)
@@ -383,6 +387,17 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
     check_configuration(sections, gpu, failures, where)
     failures = tuple(in_fleet(f, hardware.failure_rate_factor) for f in failures)
     return Config(name=name, gpu=gpu, failures=failures, **sections)
+
+
+def _with_software_defaults(raw: dict) -> dict:
+    """``raw`` with the keys it leaves to its software profile set from it (a copy; ``raw`` when none)."""
+    defaults = profile_defaults(raw, DEFAULT_GPU, DEFAULT_STEP_MODEL)
+    if not defaults:
+        return raw
+    filled = dict(raw)
+    for (section_name, key), value in defaults.items():
+        filled[section_name] = {**filled.get(section_name, {}), key: value}
+    return filled
 
 
 def _gpu_of(hardware: HardwareSection) -> GpuSpec:

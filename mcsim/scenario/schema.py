@@ -21,6 +21,7 @@ from typing import Any
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
 from mcsim.scenario.frozen import section
+from mcsim.scenario.software import DEFAULT_SOFTWARE, SOFTWARE_PROFILES
 from mcsim.scenario.toml import format_number
 from mcsim.scenario.validation import (
     Counts,
@@ -43,6 +44,11 @@ FAILURE_KINDS = ("fail_stop", "hang", "instability", "planned")
 # The kinds of failure class whose rate is the fleet's (hardware.failure_rate_factor scales it): hardware
 # and software faults; a training instability is the model's, a planned stop the operator's.
 FLEET_KINDS = ("fail_stop", "hang")
+
+# The defaults the software profiles' defaults depend on (mcsim/scenario/software.py): the step model
+# and the GPU type of a scenario that does not name them.
+DEFAULT_STEP_MODEL = "operators"
+DEFAULT_GPU = "H100-SXM"
 
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
 
@@ -126,7 +132,7 @@ class ModelSection:
 
 @section
 class HardwareSection:
-    gpu: str = param("H100-SXM", kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
+    gpu: str = param(DEFAULT_GPU, kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
     gpus_per_node: int = param(8, kind=int, ge=1, le=1024, doc="GPUs per node")
     spare_nodes: int | None = param(
         None, kind=int, ge=0, le=MAX_GPUS, doc="hot spare nodes; unset: unlimited (recovery as given)"
@@ -173,10 +179,17 @@ class ComputeSection:
     efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
     freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="GPU core frequency; default: the GPU's maximum")
     step_model: str = param(
-        "aggregate",
+        DEFAULT_STEP_MODEL,
         kind=str,
         choices=("aggregate", "operators"),
-        doc="iteration time: one efficiency for all FLOPs, or per operator (docs/model.md §2b)",
+        doc="iteration time: per operator (docs/model.md §2b), or one efficiency for all FLOPs (§2)",
+    )
+    software: str = param(
+        DEFAULT_SOFTWARE,
+        kind=str,
+        choices=tuple(SOFTWARE_PROFILES),
+        doc="software generation whose defaults (overlaps, sequence parallelism, fused attention, "
+        "efficiency) the operators model takes for the keys not given (mcsim/scenario/software.py)",
     )
     fp8: bool = param(False, kind=bool, doc="FP8 matrix operators at the GPU's FP8 peak (operators model)")
     fused_attention: bool = param(
