@@ -320,12 +320,14 @@ PUBLISHED = (
     ),
     _count(
         "megascale-175b.toml",
-        "training restarts over several weeks",
+        "training restarts in several weeks (4, as the scenario assumes)",
         "over 100",
         100.0,
         "consistency",
         "Jiang et al. 2024 §6.2",
-        _failures,
+        # per 4 weeks of the simulated run: a count of the failure process, not of the step time (the
+        # scenario's tokens last 4 weeks at the published 6.34 s, longer at the model's own iteration time)
+        lambda ds, cfg: ds["n_failures"].values * (28 * 24.0) / ds["wall_time"].values,
     ),
     Published(
         "megascale-175b.toml",
