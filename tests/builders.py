@@ -27,7 +27,8 @@ SMALL_SCENARIO = {
     },
     "hardware": {"gpu": "A100-80GB", "gpus_per_node": 8},
     "parallelism": {"gpus": 64, "tp": 2, "pp": 2, "microbatch": 1},
-    "compute": {"efficiency": 0.5},
+    # §2's aggregate model: the closed forms the tests hold it to (the operator model, the default, has its own)
+    "compute": {"efficiency": 0.5, "step_model": "aggregate"},
     "stragglers": {"sigma": 0.05},
     "failures": [{"name": "gpu", "scope": "gpu", "shape": 1.0, "mtbf_hours": 2000.0, "recovery_minutes": 10.0}],
     "checkpoint": {"strategy": "sync", "interval": {"iterations": 50}},

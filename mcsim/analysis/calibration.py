@@ -43,7 +43,8 @@ from mcsim.model.feasibility import Checked, objection
 from mcsim.model.workload import layouts_of, workload_arrays
 from mcsim.scenario.config import Config, Scenario, load_scenario
 from mcsim.scenario.overrides import Override, with_keys_set
-from mcsim.scenario.schema import flat_provenance, key_meta
+from mcsim.scenario.provenance import flat_provenance
+from mcsim.scenario.schema import key_meta
 from mcsim.scenario.toml import dumps_toml, toml_value
 
 # compute.efficiency searched from 0.05 to 1 by 0.001 (wider than the validation's grid: a user's

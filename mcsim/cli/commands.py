@@ -36,10 +36,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.step_time and args.format != "text":
         return usage_error("--format: json and csv apply to the comparison with published runs, not --step-time")
     if args.step_time:
-        from mcsim.analysis.steptime_validation import leave_one_out, step_time_table, step_times_pass
+        from mcsim.analysis.steptime_validation import leave_one_out, step_time_table, step_times_pass, verdict_lines
 
         results = leave_one_out()
         print(step_time_table(results))
+        print("\n".join(verdict_lines(results)))
         return 0 if step_times_pass(results) else 1
     if args.memory:
         from mcsim.analysis import memory_validation

@@ -324,7 +324,7 @@ SUMMARY = Command(
             None,
             "with --deadline: required probability of finishing in time, in (0, 1) (default 0.9)",
         ),
-        _format("the table (json and csv: every configuration, mean, 95 % CI, 5th and 95th percentiles)"),
+        _format("the table (json and csv: every configuration, mean, 95 %% CI, 5th and 95th percentiles)"),
     ),
 )
 

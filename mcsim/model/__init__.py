@@ -6,6 +6,8 @@
 - ``operators``: what one layer, the embedding and the output layer compute and move (§2b).
 - ``pipeline_stages``: which layers each pipeline GPU holds.
 - ``steptime``: the time of one iteration, the aggregate (§2) and the operator (§2b) step models.
+- ``software``: the software profile a configuration names, for the models (the records are
+  :mod:`mcsim.scenario.software`'s).
 - ``memory``: memory per GPU, model state and activations.
 - ``feasibility``: the feasibility checks of a layout, their codes and their reasons in words.
 - ``strategies``: the checkpoint strategies, one record each.

@@ -20,14 +20,15 @@ from mcsim.model.layouts import RECOMPUTE_CODES, Layouts, ParallelDegrees
 from mcsim.model.pipeline_stages import StageLayers
 from mcsim.scenario.config import Config
 from mcsim.scenario.schema import ModelSection
+from mcsim.scenario.software import PIPELINE_ENGINES
 
 # The pipeline engines (the software profile's ``pipeline_engine``): Megatron-LM's schedule,
 # 1F1B with optional interleaving, which frees a stage's output once sent (Megatron-Core's
 # ``deallocate_output_tensor``) and keeps FP32 main gradients; DeepSpeed's PipelineEngine
 # (Megatron-DeepSpeed, BLOOM), blocking 1F1B without interleaving, which keeps each in-flight
 # microbatch's stage output in its pipe buffers and 16-bit gradients with ZeRO's FP32 partition.
-PIPELINE_ENGINES = ("interleaved-1f1b", "blocking-1f1b")
-DEFAULT_PIPELINE_ENGINE = "interleaved-1f1b"
+# The names are declared once, with the profiles (mcsim.scenario.software).
+DEFAULT_PIPELINE_ENGINE = PIPELINE_ENGINES[0]
 
 MIB = 2**20
 # The GPU memory of the hardware catalog and of datasheets is binary: an A100 80GB shows

@@ -36,8 +36,9 @@ from mcsim.model.feasibility import (
     objection,
 )
 from mcsim.model.layouts import RECOMPUTE_CODES, Layouts, ParallelDegrees
-from mcsim.model.memory import DEFAULT_PIPELINE_ENGINE, memory_per_gpu_gb
+from mcsim.model.memory import memory_per_gpu_gb
 from mcsim.model.operators import layout_work
+from mcsim.model.software import profile_of
 from mcsim.model.steptime import aggregate_step, operator_step
 from mcsim.scenario.config import Config
 
@@ -251,8 +252,8 @@ def _one_phase_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         step, stages = aggregate_step(cfg, lay, deg), None
     # The operators model places the embedding and the output layer on the end stages.
     # The pipeline engine decides the activations in flight and the framework's buffers: the software
-    # profile's ``pipeline_engine`` (issue 40) goes here; Megatron-LM's until then.
-    memory_gb = memory_per_gpu_gb(cfg, lay, deg, stages, DEFAULT_PIPELINE_ENGINE)
+    # profile's (compute.software; docs/model.md §2b, "Software profiles").
+    memory_gb = memory_per_gpu_gb(cfg, lay, deg, stages, profile_of(cfg).pipeline_engine)
     iteration_time = step.t_comp_s + step.bubble_s + step.tp_comm_s + step.pp_comm_s + step.dp_comm_s
     G, peak_flops = deg.gpus, lay.peak_tflops * 1e12
     with np.errstate(over="ignore"):  # an absurdly long iteration (efficiency near 0): the MFU is 0, no warning

@@ -30,7 +30,8 @@ from mcsim.io.format import format_coordinate
 from mcsim.io.units import format_readable, readable_unit
 from mcsim.io.variables import PER_RUN, VARIABLES, sweep_dims
 from mcsim.model.energy import ENERGY_PARTS
-from mcsim.scenario.schema import SECTIONS, Interval, flat_provenance
+from mcsim.scenario.provenance import flat_provenance
+from mcsim.scenario.schema import DEFAULT_STEP_MODEL, SECTIONS, Interval
 
 MAX_TABLE_ROWS = 16  # more configurations: the 5 best and the 5 worst (--all shows every one)
 EXTREMES = 5  # ... this many at each end
@@ -161,10 +162,15 @@ def summary_table(
         )
     lines += deadline_lines
     lines += _breakdown_lines(stats, sweep_dims(ds), units)
-    if layout := layout_note(ds):
-        lines.append(layout)
-    lines += borrowed_lines(ds)
-    return "\n".join(lines)
+    return "\n".join(lines + scenario_notes(ds))
+
+
+def scenario_notes(ds: xr.Dataset) -> list[str]:
+    """The notes under the summary table about the scenario itself: what its layout leaves unsearched,
+    what it borrows (``[provenance]``) and a missing vocabulary under the operator step model."""
+    notes = [layout] if (layout := layout_note(ds)) else []
+    notes += borrowed_lines(ds)
+    return notes + ([vocabulary] if (vocabulary := vocabulary_note(ds)) else [])
 
 
 def _with_columns(
@@ -376,6 +382,31 @@ def borrowed_lines(ds: xr.Dataset) -> list[str]:
     return ["borrowed (the scenario's [provenance]): the answer rests on these values measured elsewhere"] + [
         f"  {key}: {text}" for key, text in flat_provenance(table)
     ]
+
+
+def vocabulary_note(ds: xr.Dataset) -> str:
+    """One line when the operator step model ran without a vocabulary: the output layer is not counted.
+
+    ``model.vocab = 0`` (its default) leaves the embedding and the output layer out of the
+    iteration time and the memory (docs/model.md §2b); a result says so rather than
+    under-count silently. Empty when the file records no scenario, or the scenario gives a
+    vocabulary, or it runs the aggregate model (whose FLOPs are ``6 N`` per token, tables included).
+    """
+    try:
+        raw = tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
+    except tomllib.TOMLDecodeError:
+        return ""
+    model, compute = (raw.get(name, {}) for name in ("model", "compute"))
+    if not raw or not isinstance(model, dict) or not isinstance(compute, dict):
+        return ""
+    swept = raw.get("sweep", {}) if isinstance(raw.get("sweep"), dict) else {}
+    step_model = compute.get("step_model", DEFAULT_STEP_MODEL)
+    if step_model != "operators" or model.get("vocab", 0) or "model.vocab" in swept:
+        return ""
+    return (
+        "* model.vocab not given: the embedding and the output layer are not modelled (their time and "
+        "memory are left out of the iteration); give model.vocab to count them"
+    )
 
 
 def _infeasible_text(sel: xr.Dataset) -> str:

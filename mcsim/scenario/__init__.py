@@ -6,9 +6,13 @@
 - ``consistency``: the rules between keys of one configuration that per-key bounds cannot state.
 - ``config``: scenario files to :class:`~mcsim.scenario.config.Scenario`, a sweep of
   :class:`~mcsim.scenario.config.Config`; the configurations of the parameter draws.
+- ``provenance``: the ``[provenance]`` table: the values a scenario borrows from another model, fleet
+  or software, checked.
 - ``overrides``: ``--set KEY=VALUE`` and its Python forms, applied to the raw tables.
 - ``toml``: TOML files read (depth-limited) and written back; numbers as text that reads back.
 - ``catalog``: GPU types, their datasheet figures and rental prices.
+- ``software``: the software profiles, one named set of defaults per training-software generation
+  (``compute.software``).
 - ``uncertain``: uncertain inputs, their distributions, and the draws of a design.
 - ``uncertain_table``: the ``[uncertain]`` table, read and validated.
 - ``draws``: the simulated configurations of a scenario, with the draws of its uncertain inputs

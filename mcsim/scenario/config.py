@@ -31,7 +31,10 @@ from mcsim.scenario.consistency import FAILURE_NAME, check_configuration
 from mcsim.scenario.frozen import hash_once
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
+from mcsim.scenario.provenance import provenance_entries
 from mcsim.scenario.schema import (
+    DEFAULT_GPU,
+    DEFAULT_STEP_MODEL,
     FLEET_KINDS,
     PLAN_TABLES,
     REQUIRED_SECTIONS,
@@ -53,7 +56,6 @@ from mcsim.scenario.schema import (
     RunSection,
     StragglerSection,
     key_meta,
-    provenance_entries,
 )
 from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped_scenarios_folder: public here too)
     REFERENCE_SCENARIO,
@@ -61,6 +63,7 @@ from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped
     resolve_scenario,
     shipped_scenarios_folder,
 )
+from mcsim.scenario.software import profile_defaults
 from mcsim.scenario.toml import check_depth, dumps_toml, read_toml
 from mcsim.scenario.uncertain import UncertainInput
 from mcsim.scenario.uncertain_table import parse_uncertain
@@ -379,6 +382,7 @@ def _build_axes(raw: dict, source: str) -> list[SweepAxis]:
 
 def _build_config(raw: dict, source: str, context: str = "") -> Config:
     where = f"{source} ({context})" if context else source
+    raw = _with_software_defaults(raw)
     sections = {name: build_section(cls, raw.get(name, {}), where, name) for name, cls in SECTIONS.items()}
     name = check_text(raw["name"], source, "name", one_line=True) if "name" in raw else Path(source).stem
     check_text(raw.get("description", ""), source, "description", one_line=False)
@@ -394,6 +398,17 @@ def _build_config(raw: dict, source: str, context: str = "") -> Config:
     check_configuration(sections, gpu, failures, where)
     failures = tuple(in_fleet(f, hardware.failure_rate_factor) for f in failures)
     return Config(name=name, gpu=gpu, failures=failures, **sections)
+
+
+def _with_software_defaults(raw: dict) -> dict:
+    """``raw`` with the keys it leaves to its software profile set from it (a copy; ``raw`` when none)."""
+    defaults = profile_defaults(raw, DEFAULT_GPU, DEFAULT_STEP_MODEL)
+    if not defaults:
+        return raw
+    filled = dict(raw)
+    for (section_name, key), value in defaults.items():
+        filled[section_name] = {**filled.get(section_name, {}), key: value}
+    return filled
 
 
 def _gpu_of(hardware: HardwareSection) -> GpuSpec:

@@ -21,13 +21,13 @@ from typing import Any
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
 from mcsim.scenario.frozen import section
+from mcsim.scenario.software import DEFAULT_SOFTWARE, SOFTWARE_PROFILES
 from mcsim.scenario.toml import format_number
 from mcsim.scenario.validation import (
     Counts,
     Durations,
     Shares,
     StateOrNumber,
-    check_text,
     coerce_number,
     coerce_value,
     is_integral,
@@ -44,6 +44,11 @@ FAILURE_KINDS = ("fail_stop", "hang", "instability", "planned")
 # The kinds of failure class whose rate is the fleet's (hardware.failure_rate_factor scales it): hardware
 # and software faults; a training instability is the model's, a planned stop the operator's.
 FLEET_KINDS = ("fail_stop", "hang")
+
+# The defaults the software profiles' defaults depend on (mcsim/scenario/software.py): the step model
+# and the GPU type of a scenario that does not name them.
+DEFAULT_STEP_MODEL = "operators"
+DEFAULT_GPU = "H100-SXM"
 
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
 
@@ -127,7 +132,7 @@ class ModelSection:
 
 @section
 class HardwareSection:
-    gpu: str = param("H100-SXM", kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
+    gpu: str = param(DEFAULT_GPU, kind=str, choices=tuple(GPU_CATALOG), doc="catalog entry")
     gpus_per_node: int = param(8, kind=int, ge=1, le=1024, doc="GPUs per node")
     spare_nodes: int | None = param(
         None, kind=int, ge=0, le=MAX_GPUS, doc="hot spare nodes; unset: unlimited (recovery as given)"
@@ -174,10 +179,17 @@ class ComputeSection:
     efficiency: float = param(0.5, gt=0, le=1, doc="achieved fraction of peak at max frequency")
     freq_mhz: float | None = param(None, gt=0, le=1e5, unit="MHz", doc="GPU core frequency; default: the GPU's maximum")
     step_model: str = param(
-        "aggregate",
+        DEFAULT_STEP_MODEL,
         kind=str,
         choices=("aggregate", "operators"),
-        doc="iteration time: one efficiency for all FLOPs, or per operator (docs/model.md §2b)",
+        doc="iteration time: per operator (docs/model.md §2b), or one efficiency for all FLOPs (§2)",
+    )
+    software: str = param(
+        DEFAULT_SOFTWARE,
+        kind=str,
+        choices=tuple(SOFTWARE_PROFILES),
+        doc="software generation whose defaults (overlaps, sequence parallelism, fused attention, "
+        "efficiency) the operators model takes for the keys not given (mcsim/scenario/software.py)",
     )
     fp8: bool = param(False, kind=bool, doc="FP8 matrix operators at the GPU's FP8 peak (operators model)")
     fused_attention: bool = param(
@@ -538,53 +550,3 @@ def run_option(name: str, value: Any, source: str) -> Any:
     if meta is None:
         raise ScenarioError(source, f"run.{name}", f"unknown key; expected one of {', '.join(RUN_KEYS)}")
     return coerce_value(meta, value, source, f"run.{name}")
-
-
-# [provenance]: a scenario key whose value is borrowed from another model, fleet or software, and where
-# from (``"compute.efficiency" = "the Llama 3 405B reference: ..."``); the summary and `mcsim validate` say so.
-MAX_PROVENANCE_TEXT = 400  # characters of one entry: a line of a table note
-
-
-def provenance_entries(raw: dict, source: str, failure_names: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
-    """The ``[provenance]`` table of a scenario's tables ``raw``, checked: ``(key, where from)`` pairs.
-
-    A key is a scenario key (quoted, ``"compute.efficiency"``, or as TOML dotted keys), ``failures``
-    (every failure class) or ``failures.<class>[.<key>]`` of a class the scenario has (``failure_names``);
-    its value one line of text, at most :data:`MAX_PROVENANCE_TEXT` characters. Raises :class:`ScenarioError` naming
-    ``provenance.<key>``.
-    """
-    table = raw.get("provenance", {})
-    if not isinstance(table, dict):
-        raise ScenarioError(source, "provenance", 'expected a table of "section.key" = "where its value comes from"')
-    entries = []
-    for key, text in flat_provenance(table):
-        where = f"provenance.{key}"
-        if not _declared_key(key, failure_names):
-            raise ScenarioError(
-                source, where, "not a key of this scenario; expected section.key, failures, failures.<class>[.key]"
-            )
-        line = check_text(text, source, where, one_line=True).strip()
-        if not line or len(line) > MAX_PROVENANCE_TEXT:
-            raise ScenarioError(source, where, f"expected one line of 1 to {MAX_PROVENANCE_TEXT} characters")
-        entries.append((key, line))
-    return tuple(entries)
-
-
-def _declared_key(key: str, failure_names: tuple[str, ...]) -> bool:
-    """A scenario key, or ``failures`` (every class), ``failures.<class>`` (one) or one of a class's keys."""
-    parts = key.split(".")
-    if parts[0] == "failures":
-        return key == "failures" or (parts[1] in failure_names and (len(parts) == 2 or key_meta(key) is not None))
-    return key_meta(key) is not None
-
-
-def flat_provenance(table: dict, prefix: str = "") -> list[tuple[str, Any]]:
-    """``(dotted key, value)`` of a ``[provenance]`` table, its nested tables (TOML dotted keys) flattened."""
-    flat: list[tuple[str, Any]] = []
-    for name, value in table.items():
-        key = f"{prefix}{name}"
-        if isinstance(value, dict) and key.count(".") < 2:
-            flat += flat_provenance(value, key + ".")
-        else:
-            flat.append((key, value))
-    return flat

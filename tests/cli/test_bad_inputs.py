@@ -132,8 +132,11 @@ def test_reference_scenario_loads_and_is_feasible():
     assert scenario.name == "llama3-405b"
     wl = workload(scenario.base)
     assert wl.feasible
-    # Llama 3 report Table 4: 38-43 % MFU on 8k-16k GPUs
-    assert 0.38 <= wl.mfu_ideal <= 0.43
+    # Llama 3 report Table 4: 38-43 % MFU on 8k-16k GPUs, measured: with the slowest rank pacing each iteration
+    from mcsim.model.stragglers import factor_law
+
+    slowest = factor_law(scenario.base.parallelism.gpus, scenario.base.stragglers.sigma).mean
+    assert 0.38 <= wl.mfu_ideal / slowest <= 0.43
     # Table 5: 419 interruptions in 54 days -> system MTBF 1296 h / 419 = 3.09 h
     from mcsim.model.checkpointing import checkpoint_plan
 

@@ -23,6 +23,7 @@ import xarray as xr
 from builders import SMALL_SCENARIO, write_toml
 from plans import hostile_plan
 
+from mcsim.cli import parser as cli_parser
 from mcsim.cli.main import main
 from mcsim.cli.parser import build_parser
 
@@ -296,3 +297,13 @@ def test_schema_to_stdout_is_the_file(schemas, capsys):
     assert json.loads(capsys.readouterr().out) == schemas["scenario"]
     assert main(["schema", "-o", ""]) == 2
     _one_error_line(capsys.readouterr())
+
+
+@pytest.mark.parametrize("command", [c.name for c in cli_parser.MCSIM.commands])
+def test_every_commands_help_prints(command, capsys):
+    """``mcsim COMMAND --help`` prints its help and exits 0 (a bare ``%`` in a help text broke argparse's
+    formatting of ``summary --help`` with a ValueError traceback)."""
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--help"])
+    assert stop.value.code == 0
+    assert f"usage: mcsim {command}" in capsys.readouterr().out

@@ -57,7 +57,7 @@ def test_hand_computed_energy_tiny_deterministic():
         },
         "hardware": {"gpu": "A100-80GB", "gpus_per_node": 1},
         "parallelism": {"gpus": 1},
-        "compute": {"efficiency": 0.5},
+        "compute": {"efficiency": 0.5, "step_model": "aggregate"},  # §2: the closed form below
         "energy": {"pue": 1.5, "node_overhead_w": 100.0},
         "cost": {"gpu_hour_usd": 3.0, "electricity_usd_per_kwh": 0.2},
         "carbon": {"grid_g_per_kwh": 500.0, "embodied_kg_per_gpu": 1000.0, "lifetime_years": 4.0},

@@ -25,6 +25,16 @@ from mcsim.scenario.config import load_scenario
 
 BASE = {
     "compute.step_model": "operators",
+    # Plain GPT shape and the settings of the tests' closed forms, not the reference scenario's or its
+    # software profile's: MHA, a GeLU MLP of 4 h, efficiency 0.64, DP 0.8 hidden, TP and PP exposed.
+    "model.kv_heads": 0,
+    "model.gated_mlp": False,
+    "model.ffn_hidden": 0,
+    "compute.efficiency": 0.64,
+    "compute.fused_attention": False,
+    "parallelism.overlap_dp": 0.8,
+    "parallelism.overlap_tp": 0.0,
+    "parallelism.overlap_pp": 0.0,
     "hardware.gpu": "A100-80GB",
     "hardware.memory_gb": 1e6,
     "model.params": 1.0,  # no optimizer step or gradient to speak of unless a test sets it
@@ -290,10 +300,32 @@ def test_validate_step_time_cli():
     done = subprocess.run(
         [sys.executable, "-m", "mcsim", "validate", "--step-time"], capture_output=True, text=True, timeout=300
     )
-    lines = 1 + 51 + 5 + 3  # header, cases, sources, comparisons (memory: mcsim validate --memory)
+    # header, cases, sources, comparisons, verdicts, the threshold's line (memory: mcsim validate --memory)
+    lines = 1 + 51 + 5 + 3 + 5 + 1
     assert "korthikanti2022: 8 cases" in done.stdout and len(done.stdout.splitlines()) == lines
-    # Exit 1: cases outside +-10 % and the BigScience comparison (docs/validation.md, "Misses").
-    assert done.returncode == 1
+    # Exit 0: every source within the targets or outside for its recorded reason (docs/validation.md, "Misses"),
+    # and the median error within the near-tie threshold.
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "korthikanti2022: within the targets" in done.stdout
+
+
+def test_known_step_time_misses_are_still_misses(results):
+    """A source recorded as missing the targets still misses them (else its reason must go); the others meet
+    them: every case within +-10 % of its published time and 90 % of the resolved pairs ordered."""
+    for source, mine in sv.by_source(results).items():
+        within = all(abs(r.ratio - 1) <= 0.10 for r in mine)
+        right, total = sv.ordered_pairs(mine, resolved_only=True)
+        meets = within and (total == 0 or right >= 0.9 * total)
+        assert meets == (source not in sv.KNOWN_MISSES), source
+
+
+def test_step_time_exit_status_fails_on_an_unrecorded_miss(results):
+    """A case moved 20 % off its published time in a source without a recorded miss makes the command fail."""
+    moved = [
+        dataclasses.replace(r, predicted_s=r.predicted_s * 1.2) if r.case.source == "korthikanti2022" else r
+        for r in results
+    ]
+    assert sv.step_times_pass(results) and not sv.step_times_pass(moved)
 
 
 def test_an_unknown_step_model_is_refused(tmp_path):
@@ -518,7 +550,8 @@ def test_fp8_where_the_gpu_has_it():
 def test_fp8_is_refused_under_the_aggregate_model(tmp_path):
     done = subprocess.run(
         [
-            sys.executable, "-m", "mcsim", "run", "--set", "compute.fp8=true", "--runs", "2",
+            sys.executable, "-m", "mcsim", "run", "--set", "compute.fp8=true", "--set", "compute.step_model=aggregate",
+            "--runs", "2",
             "-o", str(tmp_path / "o.nc"),
         ],
         capture_output=True, text=True, timeout=300,
@@ -790,12 +823,15 @@ def test_end_stage_tables_follow_the_interleaved_placement():
 
 
 @pytest.mark.parametrize("stored", ["[compute]\nstep_model = [1]\n", "compute = 3\n", "not toml [", ""])
-def test_a_corrupted_stored_scenario_reads_as_the_aggregate_model(stored):
-    """A plan file is not trusted: an unreadable or ill-typed step model is the default, never a crash."""
+def test_a_corrupted_stored_scenario_reads_as_the_default_model(stored):
+    """A plan file is not trusted: an unreadable or ill-typed step model is the default (operators), never a crash."""
     import xarray as xr
 
     from mcsim.report.plan.steptime import memory_lines, step_model
 
-    ds = xr.Dataset({"screen_memory_per_gpu": ("candidate", [60.0])}, attrs={"scenario_toml": stored})
-    assert step_model(ds.assign(recommended=0)) == "aggregate"
-    assert memory_lines(ds.assign(recommended=0)) == []
+    ds = xr.Dataset(
+        {"screen_memory_per_gpu": ("candidate", [60.0]), "gpu_type": ("candidate", ["A100-80GB"])},
+        attrs={"scenario_toml": stored},
+    )
+    assert step_model(ds.assign(recommended=0)) == "operators"
+    assert memory_lines(ds.assign(recommended=0))[0] == "## Memory"

@@ -28,7 +28,7 @@ GPT3 = {
     },
     "hardware": {"gpu": "A100-80GB"},
     "parallelism": {"gpus": 1024, "tp": 8, "pp": 16},
-    "compute": {"efficiency": 0.5},
+    "compute": {"efficiency": 0.5, "step_model": "aggregate"},  # §2: the closed forms below
 }
 
 

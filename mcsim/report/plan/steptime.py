@@ -21,6 +21,7 @@ from mcsim.model.steptime import STEP_TIME_ERROR
 from mcsim.planning.dataset import layout_label
 from mcsim.planning.screen import REJECTIONS
 from mcsim.scenario.catalog import GPU_CATALOG
+from mcsim.scenario.schema import DEFAULT_STEP_MODEL
 
 # Rejections that say the layout cannot run as asked (structure, clock, iterations, time
 # resolution, memory, strategy or failure domain), by their REJECTIONS codes.
@@ -43,12 +44,13 @@ def _table(scenario: dict, name: str) -> dict:
 
 
 def _step_model_of(scenario: dict) -> str:
-    model = _table(scenario, "compute").get("step_model", "aggregate")
-    return model if isinstance(model, str) and model in STEP_TIME_ERROR else "aggregate"
+    model = _table(scenario, "compute").get("step_model", DEFAULT_STEP_MODEL)
+    return model if isinstance(model, str) and model in STEP_TIME_ERROR else DEFAULT_STEP_MODEL
 
 
 def step_model(ds: xr.Dataset) -> str:
-    """The plan's ``compute.step_model`` (from the scenario it stores; ``aggregate`` when unset or unreadable)."""
+    """The plan's ``compute.step_model`` (from the scenario it stores; the schema's default, ``operators``, when
+    unset or unreadable: a plan file records the scenario as written, read with today's defaults)."""
     return _step_model_of(_stored_scenario(ds))
 
 
