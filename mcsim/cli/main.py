@@ -9,7 +9,10 @@
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C]
 [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
-(fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
+(fit a Weibull failure law to a log of unit lifetimes, or to Slurm's ``sacct`` job records, and print a
+``[[failures]]`` table; see docs/fitting.md)
+``mcsim fit-power LOG [--gpu-type TYPE] [--tdp-w W] [--idle-max PERCENT] [--busy-min PERCENT]``
+(the idle power and busy utilization of an nvidia-smi or dcgmi power log, as ``--set`` options)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim-llm[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
@@ -39,6 +42,7 @@ from collections.abc import Callable
 from mcsim._version import __version__
 from mcsim.cli.commands import (
     cmd_fit_failures,
+    cmd_fit_power,
     cmd_plot,
     cmd_report,
     cmd_scenarios,
@@ -60,6 +64,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "summary": cmd_summary,
     "sensitivity": cmd_sensitivity,
     "fit-failures": cmd_fit_failures,
+    "fit-power": cmd_fit_power,
     "plot": cmd_plot,
     "report": cmd_report,
     "plan": cmd_plan,

@@ -289,7 +289,8 @@ FIT_FAILURES = Command(
         Option(
             ("log",),
             metavar="LOG.csv",
-            help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours] (see docs/fitting.md)",
+            help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours], or Slurm job records "
+            "(sacct --parsable2 with JobID, State, Start, End, NodeList: one unit per node) (see docs/fitting.md)",
         ),
         Option(("--name",), help="failure class name (default: the log's file name)"),
         Option(("--scope",), choices=("gpu", "node", "cluster"), default="gpu", help="what one unit is (default gpu)"),
@@ -313,11 +314,45 @@ FIT_FAILURES = Command(
             help="also write the [uncertain] entry of the class's MTBF and shape: their joint "
             'uncertainty from the fit (a bivariate lognormal, dist = "mvlognormal")',
         ),
+        Option(
+            ("--failure-states",),
+            metavar="STATES",
+            default="NODE_FAIL",
+            help="an sacct log: comma-separated job states that end in a node failure (default NODE_FAIL; "
+            "e.g. NODE_FAIL,REQUEUED,TIMEOUT)",
+        ),
         Option(("-o", "--output"), metavar="TABLE.toml", help="write the [[failures]] table to this TOML file"),
         Option(
             ("--plot",),
             metavar="FIG.png",
             help="write a Weibull probability plot (PNG; PDF or SVG by suffix; needs matplotlib)",
+        ),
+    ),
+)
+
+FIT_POWER = Command(
+    "fit-power",
+    help="fit the idle power and busy utilization of a GPU power log (nvidia-smi CSV or dcgmi dmon)",
+    description="Read a GPU power log with utilization (nvidia-smi --query-gpu=timestamp,index,power.draw,"
+    "utilization.gpu --format=csv, or dcgmi dmon -e 155,203), split its samples into idle and busy by "
+    "utilization, and print the power by state and the scenario keys as --set options (docs/fitting.md).",
+    options=(
+        Option(("log",), metavar="LOG", help="nvidia-smi CSV or dcgmi dmon output"),
+        Option(("--gpu-type",), metavar="TYPE", help="catalog GPU whose TDP scales the busy power (e.g. H100-SXM)"),
+        Option(("--tdp-w",), type=float, metavar="W", help="TDP [W] (default: the log's power.limit, else --gpu-type)"),
+        Option(
+            ("--idle-max",),
+            type=float,
+            default=5.0,
+            metavar="PERCENT",
+            help="utilization at or below which a sample is idle [%%] (default 5)",
+        ),
+        Option(
+            ("--busy-min",),
+            type=float,
+            default=90.0,
+            metavar="PERCENT",
+            help="utilization at or above which a sample is busy [%%] (default 90)",
         ),
     ),
 )
@@ -422,6 +457,6 @@ MCSIM = Command(
     "mcsim",
     description="Monte Carlo reliability simulator for LLM training clusters",
     options=(Option(("--version",), action="store_true", help="print the version and exit"),),
-    commands=(RUN, COMBINE, VALIDATE, SUMMARY, SENSITIVITY, FIT_FAILURES, PLOT, REPORT, PLAN, SCENARIOS),
+    commands=(RUN, COMBINE, VALIDATE, SUMMARY, SENSITIVITY, FIT_FAILURES, FIT_POWER, PLOT, REPORT, PLAN, SCENARIOS),
     dest="command",
 )

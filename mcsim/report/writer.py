@@ -56,7 +56,8 @@ def report(
     ----------
     source : str, Path or xarray.Dataset
         A result file of ``mcsim run`` or :func:`mcsim.write_results`, a plan file of
-        ``mcsim plan``, or a result dataset (:func:`mcsim.simulate`, :func:`mcsim.open_results`).
+        ``mcsim plan``, a result dataset (:func:`mcsim.simulate`, :func:`mcsim.open_results`), or a
+        plan's dataset (:func:`mcsim.plan`: the plan's ``README.md`` and ``recommended.toml``).
     folder : str or Path, optional
         Where to write (created if needed); default: the file's name without ``.nc``
         plus ``-report``, beside it. Required for a dataset.
@@ -97,6 +98,10 @@ def report(
     if deadline is not None:
         check_days(deadline)
     check_probability(probability)
+    if isinstance(source, xr.Dataset) and source.attrs.get("mcsim_kind") == "plan":
+        if deadline is not None:
+            raise ValueError("deadline: applies to a result of mcsim run; the dataset is a plan (mcsim.plan)")
+        return _staged(_dataset_folder(folder), lambda staging: write_plan_report(source, staging, name))
     if isinstance(source, xr.Dataset):
         return _result_report(source, _dataset_folder(folder), name, deadline, probability, resamples, progress)
     return _file_report(Path(source), folder, name, deadline, probability, resamples, progress)
