@@ -186,7 +186,9 @@ class McsimAccessor:
         return ranking.best(self._ds, objective, stat)
 
     def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> compare.Probability:
-        """P(configuration ``a`` beats ``b`` on ``objective``) from paired runs (:func:`mcsim.analysis.compare.prob_better`).
+        """P(configuration ``a`` beats ``b`` on ``objective``) from paired runs.
+
+        See :func:`mcsim.analysis.compare.prob_better`.
 
         Parameters
         ----------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -87,7 +88,7 @@ def _two_level_stats_of(x: xr.DataArray) -> xr.DataArray:
     return xr.concat(parts, dim="stat", coords="minimal", compat="override")
 
 
-def summarize(ds: xr.Dataset | str | os.PathLike[str], dim: str = "run") -> xr.Dataset:
+def summarize(ds: xr.Dataset | str | Path, dim: str = "run") -> xr.Dataset:
     """Statistics of every per-run variable along ``dim``.
 
     Parameters
@@ -139,7 +140,7 @@ def summarize(ds: xr.Dataset | str | os.PathLike[str], dim: str = "run") -> xr.D
     return result
 
 
-def open_checked(path: str | os.PathLike[str]) -> xr.Dataset:
+def open_checked(path: str | Path) -> xr.Dataset:
     """The result file ``path``, opened (:func:`mcsim.open_results`) and checked (:func:`check_results`).
 
     Raises

@@ -21,8 +21,8 @@ the configuration's place in the sweep (common random numbers).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -52,7 +52,7 @@ COMPILING = f"compiling kernels (first run only, about {kernel.COMPILE_SECONDS:.
 
 
 def simulate(
-    scenario: Scenario | str | os.PathLike[str],
+    scenario: Scenario | str | Path,
     *,
     progress: bool | None = None,
     chunk_runs: int | None = None,
