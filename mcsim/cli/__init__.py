@@ -4,7 +4,7 @@
   and an interrupt.
 - ``parser``: the command line as a table (commands, options, help texts) and the argparse parser
   built from it.
-- ``commands``: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot``, ``report``
+- ``commands``: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``fit-power``, ``plot``, ``report``
   and ``scenarios``.
 - ``run``: ``mcsim run`` and ``mcsim combine``.
 - ``plan``: ``mcsim plan``.
