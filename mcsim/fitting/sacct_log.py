@@ -45,7 +45,8 @@ docs/fitting.md, "left truncation").
 Errors (:class:`mcsim.errors.ScenarioError`, naming the file, the line and the column): a missing
 column, a row with the wrong number of fields, a time that is not ISO 8601
 (``2024-03-01T08:00:00``), ``End`` before ``Start``, a host list that cannot be expanded or names
-more than :data:`MAX_HOSTS` hosts, no job that ran, or no failure at all.
+more than :data:`MAX_HOSTS` hosts, more than :data:`MAX_NODE_JOBS` (job, node) pairs in all, no job
+that ran, or no failure at all.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ REQUIRED = ("jobid", "state", "start", "end", "nodelist")
 FAILURE_STATES = ("NODE_FAIL",)
 NOT_FINISHED = frozenset({"RUNNING", "SUSPENDED", "PENDING", "REQUEUING", "RESIZING", "REQUEUE_HOLD"})
 NO_TIME = frozenset({"", "unknown", "none"})
-MAX_HOSTS = 1_000_000  # hosts one NodeList may name once expanded: bounds the memory of a hostile range
+MAX_HOSTS = 100_000  # hosts one NodeList may name once expanded (the largest clusters: ~25,000 nodes)
+MAX_NODE_JOBS = 10_000_000  # (job, node) pairs in a file: ~1 GB at most, like failure_log.MAX_ROWS lifetimes
 _MAX_LINE = 1 << 20
 
 
@@ -188,7 +190,7 @@ def _operating_hours(merged: list[tuple[float, float]], at: float) -> float:
 def _records(source: str, handle) -> Iterable[JobRecord]:
     """The allocations that ran, from the file's lines; header first."""
     columns: dict[str, int] | None = None
-    width = 0
+    width = pairs = 0
     for n, line in enumerate(iter(lambda: handle.readline(_MAX_LINE + 1), ""), start=1):
         key = f"line {n}"
         if len(line) > _MAX_LINE:
@@ -205,8 +207,12 @@ def _records(source: str, handle) -> Iterable[JobRecord]:
         if len(fields) != width:
             raise ScenarioError(source, key, f"expected {width} |-separated fields as in the header, got {len(fields)}")
         record = _record(source, key, {name: fields[i] for name, i in columns.items()})
-        if record is not None:
-            yield record
+        if record is None:
+            continue
+        pairs += len(record.nodes)
+        if pairs > MAX_NODE_JOBS:
+            raise ScenarioError(source, key, f"more than {MAX_NODE_JOBS:,} (job, node) pairs; split the log by time")
+        yield record
     if columns is None:
         raise ScenarioError(source, "line 1", "empty file; expected the header of sacct --parsable2")
 
@@ -267,9 +273,9 @@ def expand_hostlist(text: str, source: str = "NodeList", key: str = "NodeList") 
     for item in _top_level(text, source, key):
         expanded = [""]
         for literal, ranges in _pieces(item, source, key):
-            expanded = [head + literal + tail for head in expanded for tail in ranges]
-            if len(hosts) + len(expanded) > MAX_HOSTS:
+            if len(hosts) + len(expanded) * len(ranges) > MAX_HOSTS:  # checked before the product is made
                 raise ScenarioError(source, key, f"NodeList: more than {MAX_HOSTS:,} hosts in {text[:100]!r}")
+            expanded = [head + literal + tail for head in expanded for tail in ranges]
         hosts.extend(expanded)
     return list(dict.fromkeys(hosts))
 
@@ -314,6 +320,8 @@ def _range(part: str, item: str, source: str, key: str) -> list[str]:
     if not dash:
         return [low]
     first, last = int(low), int(high)
-    if last < first or last - first >= MAX_HOSTS:
+    if last < first:
         raise ScenarioError(source, key, f"NodeList: expected a range a-b with a <= b in {item[:100]!r}, got {part!r}")
+    if last - first >= MAX_HOSTS:
+        raise ScenarioError(source, key, f"NodeList: more than {MAX_HOSTS:,} hosts in {item[:100]!r}")
     return [f"{i:0{len(low)}d}" for i in range(first, last + 1)]

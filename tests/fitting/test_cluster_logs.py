@@ -145,6 +145,12 @@ BAD_LOGS = {
         "line 3",
         "NodeList",
     ),
+    "sacct_too_many_hosts": (  # a hostile product of ranges is refused before it is made
+        "fit-failures",
+        f"{SACCT_HEADER}\n1|COMPLETED|2024-03-01T00:00:00|2024-03-01T05:00:00|n[0-99999]x[0-99999]\n",
+        "line 2",
+        "more than 100,000 hosts",
+    ),
     "sacct_unbalanced": (
         "fit-failures",
         f"{SACCT_HEADER}\n1|COMPLETED|2024-03-01T00:00:00|2024-03-01T05:00:00|n[1-2\n",
