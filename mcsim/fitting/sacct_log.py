@@ -83,8 +83,13 @@ class JobRecord(NamedTuple):
 
 
 def is_sacct_log(path: str | Path) -> bool:
-    """Whether ``path``'s first line that is neither blank nor a comment is an ``sacct`` header."""
+    """Whether ``path``'s first line that is neither blank nor a comment is an ``sacct`` header.
+
+    False for anything but a regular file (a pipe would block the read; the CSV reader refuses it).
+    """
     try:
+        if not Path(path).is_file():
+            return False
         with open(path, encoding="utf-8-sig", errors="replace") as handle:
             for line in handle:
                 text = line.strip()
