@@ -84,7 +84,7 @@ def test_combine_of_datasets_in_memory(sweep_path, tmp_path):
     assert "shard" in parts[0].attrs  # the parts given are not changed
     with pytest.raises(ValueError, match="missing part 1/2"):
         mcsim.combine(parts[:1])
-    with pytest.raises(TypeError, match="expected a list of parts"):
+    with pytest.raises(TypeError, match="expected a list of parts .files or datasets., got one dataset"):
         mcsim.combine(parts[0])
 
 

@@ -77,7 +77,8 @@ def combine(paths: Sequence[str | Path | xr.Dataset]) -> xr.Dataset:
         A file cannot be read.
     """
     if isinstance(paths, (str, Path, xr.Dataset)):
-        raise TypeError("paths: expected a list of parts (files or datasets), got one")
+        one = "dataset" if isinstance(paths, xr.Dataset) else "path"
+        raise TypeError(f"paths: expected a list of parts (files or datasets), got one {one}")
     if not paths:
         raise ValueError("paths: expected the part files of a sharded run, got none")
     parts = [part if isinstance(part, xr.Dataset) else open_results(part) for part in paths]
