@@ -18,10 +18,16 @@ Every command has its function, which the command line calls:
 ``mcsim fit-failures`` ``mcsim.fit_failures(log, name=..., scope=...)`` -> ``.fit``, ``.table``
 ``mcsim calibrate``    ``mcsim.calibrate(csv, scenario, key=...)`` -> ``.efficiency``, ``.rows``, ``.write()``
 ``mcsim report``       ``mcsim.report(path_or_ds, folder, deadline=..., probability=...)``
+``mcsim validate``     ``mcsim.validate(runs=..., seed=...)`` -> rows (``.passes``)
+``mcsim scenarios``    ``mcsim.scenarios()`` -> the shipped files (``.name``, ``.kind``, ``.path``)
+``mcsim fit-power``    ``mcsim.fit_power(log, gpu_type=...)`` -> ``.settings`` (``--set`` keys)
 =====================  ===========================================================
 
 ``mcsim --version --verbose`` prints what ``mcsim.show_versions()`` does: the versions of Python
 and of the scientific stack, for a report of a problem.
+
+``simulate`` and ``summarize`` also take a path (a scenario file or shipped name; a result file),
+and ``combine`` takes the parts as files or as datasets.
 
 The package is a pipeline of subpackages, each importing only from those below it
 (ARCHITECTURE.md draws the map; import-linter checks it in CI):
@@ -58,20 +64,28 @@ from mcsim.scenario.shard import Shard
 
 if TYPE_CHECKING:
     from mcsim.analysis.calibration import calibrate
+    from mcsim.analysis.validation import validate
     from mcsim.fitting.failure_table import fit_failures
+    from mcsim.fitting.power_log import fit_power
     from mcsim.planning.run import plan
+    from mcsim.scenario.shipped import shipped_scenarios as scenarios
 
-# Imported when first used: the planner and the fit are not needed by most commands.
+# Imported when first used (the module, and the name in it): the planner, the fits and the validation
+# are not needed by most commands.
 _LAZY = {
-    "plan": "mcsim.planning.run",
-    "fit_failures": "mcsim.fitting.failure_table",
-    "calibrate": "mcsim.analysis.calibration",
+    "plan": ("mcsim.planning.run", "plan"),
+    "fit_failures": ("mcsim.fitting.failure_table", "fit_failures"),
+    "fit_power": ("mcsim.fitting.power_log", "fit_power"),
+    "validate": ("mcsim.analysis.validation", "validate"),
+    "scenarios": ("mcsim.scenario.shipped", "shipped_scenarios"),
+    "calibrate": ("mcsim.analysis.calibration", "calibrate"),
 }
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
 
 
@@ -84,15 +98,18 @@ __all__ = [
     "calibrate",
     "combine",
     "fit_failures",
+    "fit_power",
     "load_scenario",
     "open_results",
     "plan",
     "reference_scenario_path",
     "report",
+    "scenarios",
     "sensitivity",
     "show_versions",
     "simulate",
     "summarize",
+    "validate",
     "write_results",
     "__version__",
 ]

@@ -13,6 +13,7 @@
 >>> ds.mcsim.decision_table("cost")            # with draws: P(best) and expected regret per configuration
 >>> ds.mcsim.robustness("cost")                # with draws: the robust choice, the input that would change it
 >>> ds.mcsim.plot.scaling()                     # matplotlib figures (the plot extra)
+>>> ds.mcsim.plot.sensitivity("cost")          # with draws: the tornado of the indices
 """
 
 from __future__ import annotations
@@ -38,24 +39,64 @@ else:  # the figure modules, imported at the first figure: not with mcsim, whose
 
 
 class _Plots:
+    """Figures of the dataset (matplotlib, the ``plot`` extra); each returns a figure to show or save."""
+
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
 
     def scaling(self, **kwargs):
-        """Time, energy, cost and ETTR versus GPUs with 90 % bands (:func:`mcsim.report.plots.plot_scaling`)."""
+        """Time [days], energy [MWh], cost [MUSD] and ETTR against a sweep dimension, with 90 % bands.
+
+        Keyword arguments go to :func:`mcsim.report.plots.plot_scaling` (``x``: the swept dimension on
+        the horizontal axis, default ``gpus``). Returns a :class:`matplotlib.figure.Figure`.
+        """
         return plots.plot_scaling(self._ds, **kwargs)
 
     def cdf(self, **kwargs):
-        """Distributions per configuration (:func:`mcsim.report.plots.plot_cdf`)."""
+        """The distribution over runs of one variable per configuration, as a CDF in the variable's units.
+
+        Keyword arguments go to :func:`mcsim.report.plots.plot_cdf` (``variable``, default
+        ``wall_time``, shown in days). Returns a :class:`matplotlib.figure.Figure`.
+        """
         return plots.plot_cdf(self._ds, **kwargs)
 
     def pareto(self, **kwargs):
-        """Time versus cost or energy with the front (:func:`mcsim.report.plots.plot_pareto`)."""
+        """Wall time [days] against cost [MUSD] or energy [MWh] per configuration, the front labelled.
+
+        Keyword arguments go to :func:`mcsim.report.plots.plot_pareto`. Returns a
+        :class:`matplotlib.figure.Figure`.
+        """
         return plots.plot_pareto(self._ds, **kwargs)
 
     def breakdown(self, **kwargs):
-        """Where time and energy go (:func:`mcsim.report.plots.plot_breakdown`)."""
+        """Where wall time [days] and energy [MWh] go, per configuration, as stacked bars.
+
+        Keyword arguments go to :func:`mcsim.report.plots.plot_breakdown`. Returns a
+        :class:`matplotlib.figure.Figure`.
+        """
         return plots.plot_breakdown(self._ds, **kwargs)
+
+    def sensitivity(self, output: str = "cost", point: Mapping | None = None, *, resamples: int | None = None):
+        """Tornado figure of the uncertain inputs' sensitivity indices (shares of variance, units 1).
+
+        As ``mcsim plot --kind sensitivity`` (:func:`mcsim.report.plots.plot_sensitivity`); needs
+        parameter draws (``run.draws`` > 0).
+
+        Parameters
+        ----------
+        output : str
+            The per-run variable whose mean per draw the indices explain (default ``cost``).
+        point : mapping, optional
+            The configuration shown, by sweep coordinate (``{"gpus": 8192}``); default: the best
+            on ``output``.
+        resamples : int, optional
+            Bootstrap resamples of the indices' 95 % intervals (default 100).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        return plots.plot_sensitivity(self._ds, output, None if point is None else dict(point), resamples=resamples)
 
 
 @xr.register_dataset_accessor("mcsim")
@@ -100,7 +141,15 @@ class McsimAccessor:
         )
 
     def summary(self) -> xr.Dataset:
-        """Statistics of every per-run variable along ``stat`` (:func:`mcsim.summarize`)."""
+        """Statistics over runs of every per-run variable, per configuration (:func:`mcsim.summarize`).
+
+        Returns
+        -------
+        xarray.Dataset
+            Dims (``stat``, sweep dims...): mean, std, p5, p50, p95, ci95_low, ci95_high (and the
+            epistemic and aleatoric shares with parameter draws), each variable in its own units
+            (``wall_time`` [h], ``energy`` [MW h], ``cost`` [USD], ``co2`` [t]; ``completed``: share).
+        """
         return summarize(self._ds)
 
     def table(self, variables: Sequence[str] = TABLE_VARIABLES, stats: Sequence[str] = TABLE_STATS) -> pd.DataFrame:
@@ -135,48 +184,161 @@ class McsimAccessor:
         return converted
 
     def pareto(self, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean") -> xr.DataArray:
-        """Non-dominated configurations (:func:`mcsim.analysis.ranking.pareto_front`)."""
+        """Non-dominated configurations, each objective in its direction (:func:`mcsim.analysis.ranking.pareto_front`).
+
+        Parameters
+        ----------
+        objectives : sequence of str
+            Per-run variables with a direction (``wall_time``, ``energy``, ``cost``, ``co2``: lower is
+            better; ``ettr``: higher is better).
+        stat : "mean" or float
+            Summary over runs: the mean, or a quantile in (0, 1) (0.9: the 90th percentile; for
+            ``ettr`` its risk-averse counterpart, the 10th).
+
+        Returns
+        -------
+        xarray.DataArray
+            Boolean over the sweep dims: True on the front. Infeasible and censored configurations
+            are never on it.
+        """
         return ranking.pareto_front(self._ds, objectives, stat)
 
     def best(self, objective: str = "cost", stat: str | float = "mean") -> dict:
-        """The best configuration on ``objective``, in its direction (:func:`mcsim.analysis.ranking.best`)."""
+        """The best configuration on ``objective``, in its direction (:func:`mcsim.analysis.ranking.best`).
+
+        Parameters
+        ----------
+        objective : str
+            A per-run variable with a direction (``cost`` [USD], ``wall_time`` [h], ``energy``
+            [MW h], ``co2`` [t], ``ettr`` [1]).
+        stat : "mean" or float
+            The mean over runs, or a quantile in (0, 1).
+
+        Returns
+        -------
+        dict
+            ``configuration`` (sweep coordinates), ``mean``, ``ci95``, ``p5``, ``p95`` in ``units``
+            (those of ``objective``), ``direction``, ``runs``, ``completed``; with parameter draws
+            also ``p_best`` and ``expected_regret``.
+        """
         return ranking.best(self._ds, objective, stat)
 
     def prob_better(self, a: Mapping, b: Mapping, objective: str = "cost") -> compare.Probability:
-        """P(a beats b) from paired runs, with its 95 % Wilson interval (:func:`mcsim.analysis.compare.prob_better`)."""
+        """P(configuration ``a`` beats ``b`` on ``objective``) from paired runs.
+
+        See :func:`mcsim.analysis.compare.prob_better`.
+
+        Parameters
+        ----------
+        a, b : mapping
+            Configurations by sweep coordinate, e.g. ``{"gpus": 8192}``.
+        objective : str
+            A per-run variable with a direction (``cost``, ``wall_time``, ``energy``, ``ettr``...).
+
+        Returns
+        -------
+        Probability
+            ``(probability, ci95, runs)``: the estimate in [0, 1], its 95 % Wilson interval, the
+            paired runs.
+        """
         return compare.prob_better(self._ds, a, b, objective)
 
     def cheapest_within(self, days: float, probability: float = 0.9) -> dict:
-        """Cheapest configuration finishing within ``days`` with ``probability`` in (0, 1).
+        """The cheapest configuration finishing within ``days`` with at least ``probability``.
 
-        See :func:`mcsim.analysis.deadline.cheapest_within`; raises :class:`mcsim.errors.NoneQualifies`
-        (carrying the closest configuration) when none qualifies.
+        See :func:`mcsim.analysis.deadline.cheapest_within`.
+
+        Parameters
+        ----------
+        days : float
+            The deadline [days], finite and > 0.
+        probability : float
+            Required probability of finishing in time, in (0, 1) (0.9, not 90).
+
+        Returns
+        -------
+        dict
+            As :meth:`best` on ``cost`` [USD], plus ``p_within`` with its ``p_within_ci95`` and ``days``.
+
+        Raises
+        ------
+        mcsim.errors.NoneQualifies
+            No configuration qualifies; its ``closest`` is the record of the nearest one.
         """
         return deadline.cheapest_within(self._ds, days, probability)
 
     def paired_difference(self, a: Mapping, b: Mapping, objective: str = "cost") -> dict:
-        """Mean of a - b over paired runs with its 95 % CI (:func:`mcsim.analysis.compare.paired_difference`)."""
+        """Mean of ``a - b`` over paired runs with its 95 % CI (:func:`mcsim.analysis.compare.paired_difference`).
+
+        Parameters
+        ----------
+        a, b : mapping
+            Configurations by sweep coordinate, e.g. ``{"gpus": 8192}``.
+        objective : str
+            A per-run variable.
+
+        Returns
+        -------
+        dict
+            ``mean`` and ``ci95`` (low, high) in ``units`` (those of ``objective``: ``cost`` [USD],
+            ``wall_time`` [h], ...), ``runs``; with parameter draws also ``draws``.
+        """
         return compare.paired_difference(self._ds, a, b, objective)
 
     def prob_better_by_draw(self, a: Mapping, b: Mapping, objective: str = "cost") -> compare.Probability:
-        """P(a's mean over a draw's runs beats b's) over parameter draws.
+        """P(``a``'s mean over a draw's runs beats ``b``'s), over parameter draws.
 
         See :func:`mcsim.analysis.compare.prob_better_by_draw`.
+
+        Parameters
+        ----------
+        a, b : mapping
+            Configurations by sweep coordinate.
+        objective : str
+            A per-run variable with a direction.
+
+        Returns
+        -------
+        Probability
+            ``(probability, ci95, runs)``; ``runs`` is the number of draws compared.
         """
         return compare.prob_better_by_draw(self._ds, a, b, objective)
 
     def decision_table(self, objective: str = "cost") -> xr.Dataset:
-        """P(best) and expected regret per configuration over draws (:func:`mcsim.analysis.ranking.decision_table`)."""
+        """P(best) and expected regret per configuration over draws (:func:`mcsim.analysis.ranking.decision_table`).
+
+        Parameters
+        ----------
+        objective : str
+            A per-run variable with a direction.
+
+        Returns
+        -------
+        xarray.Dataset
+            Over the sweep dims: ``p_best`` with its 95 % interval, ``p_best_clear`` (units 1),
+            ``expected_regret`` with its 95 % interval (units of ``objective``).
+        """
         return ranking.decision_table(self._ds, objective)
 
     def prob_best(self, objective: str = "cost") -> xr.DataArray:
-        """P(best) per configuration over parameter draws (:func:`mcsim.analysis.ranking.prob_best`)."""
+        """P(best) per configuration over parameter draws, in [0, 1] (:func:`mcsim.analysis.ranking.prob_best`).
+
+        Parameters
+        ----------
+        objective : str
+            A per-run variable with a direction.
+        """
         return ranking.prob_best(self._ds, objective)
 
     def expected_regret(self, objective: str = "cost") -> xr.DataArray:
-        """Expected regret of each configuration over parameter draws.
+        """Expected regret of each configuration over parameter draws, in the units of ``objective``.
 
         See :func:`mcsim.analysis.ranking.expected_regret`.
+
+        Parameters
+        ----------
+        objective : str
+            A per-run variable with a direction.
         """
         return ranking.expected_regret(self._ds, objective)
 
@@ -184,6 +346,18 @@ class McsimAccessor:
         """P(finishing within ``days``) per configuration, pooled over draws and runs.
 
         See :func:`mcsim.analysis.deadline.prob_within`.
+
+        Parameters
+        ----------
+        days : float
+            The deadline [days], finite and > 0.
+        probability : float, optional
+            In (0, 1): also the share of draws whose own probability reaches it.
+
+        Returns
+        -------
+        xarray.Dataset
+            Over the sweep dims: ``p_within`` and its 95 % interval (units 1); NaN where infeasible.
         """
         return deadline.prob_within(self._ds, days, probability)
 
@@ -191,21 +365,53 @@ class McsimAccessor:
         """The robust choice and the uncertain input that would change it.
 
         See :func:`mcsim.analysis.robustness.robustness`.
+
+        Parameters
+        ----------
+        objective : str
+            A per-run variable with a direction.
+        groups : int
+            Parts each input's draws are split into (2: below and above the median), >= 2.
+
+        Returns
+        -------
+        dict
+            ``choice`` (least expected regret), ``leaders``, ``inputs`` ranked by their value of
+            information (units of ``objective``), ``changing_input``.
         """
         return robustness.robustness(self._ds, objective, groups)
 
-    def sensitivity(self, output: str = "cost", seed: int = 0) -> xr.Dataset:
-        """Sobol indices of the uncertain inputs on ``output``, per configuration.
+    def sensitivity(self, output: str = "cost", seed: int = 0, *, resamples: int | None = None) -> xr.Dataset:
+        """Sensitivity indices of the uncertain inputs on ``output``, per configuration.
 
         See :func:`mcsim.analysis.sensitivity.sensitivity`.
+
+        Parameters
+        ----------
+        output : str
+            The per-run variable whose mean per draw the indices explain.
+        seed : int
+            Seed of the bootstrap resampling.
+        resamples : int, optional
+            Bootstrap resamples of each 95 % interval (default 100).
+
+        Returns
+        -------
+        xarray.Dataset
+            Dims (``input``, sweep dims...): ``S1``, ``ST``, ``delta`` (shares of variance, units 1)
+            with their intervals, and ``rank``; CF attributes (``title``, ``history``,
+            ``Conventions``) so that ``write_results`` or ``to_netcdf`` keeps its provenance.
         """
-        return sensitivity.sensitivity(self._ds, output, seed)
+        return sensitivity.sensitivity(self._ds, output, seed, resamples=resamples)
 
     def completed_share(self) -> xr.DataArray:
-        """Share of completed runs per configuration (:func:`mcsim.analysis.configurations.completed_share`)."""
+        """Share of runs that completed (not censored at ``max_wall_days``) per configuration, in [0, 1].
+
+        See :func:`mcsim.analysis.configurations.completed_share`; NaN where infeasible.
+        """
         return configurations.completed_share(self._ds)
 
     @property
     def plot(self) -> _Plots:
-        """Figures: ``.scaling()``, ``.cdf()``, ``.pareto()``, ``.breakdown()``."""
+        """Figures: ``.scaling()``, ``.cdf()``, ``.pareto()``, ``.breakdown()``, ``.sensitivity()``."""
         return _Plots(self._ds)

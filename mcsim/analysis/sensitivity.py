@@ -53,6 +53,7 @@ import io
 import numbers
 import warnings
 from collections.abc import Hashable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,6 +61,7 @@ import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from mcsim._lazy import lazy_module
+from mcsim._version import __version__
 from mcsim.engine.execution import progress_bar
 from mcsim.io.variables import PER_RUN
 
@@ -209,7 +211,9 @@ def sensitivity(
         of variance; ``delta`` in [0, 1]), each with ``*_low`` / ``*_high`` bounds of its
         95 % bootstrap interval, and ``rank`` (1 = most influential). Attributes:
         ``method`` (``sobol`` or ``delta``), ``output``, ``draws``, ``design``,
-        ``correlated_inputs``, ``resamples``, ``scenario_name``.
+        ``correlated_inputs``, ``resamples``, ``scenario_name``, ``mcsim_version``, ``created``,
+        and the CF attributes of a result file: ``title``, ``history`` (the result's, then a
+        line for these indices) and ``Conventions``.
 
     Raises
     ------
@@ -236,15 +240,30 @@ def sensitivity(
 
 
 def _attributes(ds: xr.Dataset, output: str, design: str, correlated: list[str], resamples: int) -> dict:
-    """The attributes of the indices: method, output, draws, design, correlated inputs, resamples, scenario."""
+    """The attributes of the indices: method, output, draws, design, correlated inputs, resamples, scenario;
+    and the CF-1.10 §2.6.2 ``title``, ``history`` (the result's, then this computation) and ``Conventions``
+    that a result file carries (:func:`mcsim.engine.dataset.provenance_attrs`)."""
+    method = "sobol" if design == "saltelli" else "delta"
+    scenario = str(ds.attrs.get("scenario_name", "scenario"))
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    line = (
+        f"{created}: mcsim {__version__} {method} sensitivity indices of {output} over "
+        f"{ds.sizes['draw']} draws ({design} design, {resamples} bootstrap resamples)"
+    )
+    earlier = str(ds.attrs.get("history", "")).strip()
     return {
-        "method": "sobol" if design == "saltelli" else "delta",
+        "title": f"mcsim sensitivity indices of {output}: {scenario}",
+        "method": method,
         "output": output,
         "draws": ds.sizes["draw"],
         "design": design,
         "correlated_inputs": " ".join(correlated),
         "resamples": resamples,
-        "scenario_name": str(ds.attrs.get("scenario_name", "scenario")),
+        "scenario_name": scenario,
+        "mcsim_version": __version__,
+        "created": created,
+        "Conventions": "CF-1.10",
+        "history": f"{earlier}\n{line}" if earlier else line,
     }
 
 

@@ -16,13 +16,16 @@ result file).
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
+from mcsim.io.netcdf import open_results
 from mcsim.io.variables import LATER_VARIABLES, PER_RUN, VARIABLES
 
 STATS = ("mean", "std", "p5", "p50", "p95", "ci95_low", "ci95_high")
@@ -90,13 +93,15 @@ def _two_level_stats_of(x: xr.DataArray) -> xr.DataArray:
     return xr.concat(parts, dim="stat", coords="minimal", compat="override")
 
 
-def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
+def summarize(ds: xr.Dataset | str | Path, dim: str = "run") -> xr.Dataset:
     """Statistics of every per-run variable along ``dim``.
 
     Parameters
     ----------
-    ds : xarray.Dataset
-        As returned by :func:`mcsim.simulate` or read by :func:`mcsim.open_results`.
+    ds : xarray.Dataset, str or path-like
+        As returned by :func:`mcsim.simulate` or read by :func:`mcsim.open_results`; or the path of
+        a result file, opened with :func:`mcsim.open_results` and checked as ``mcsim summary``
+        checks it (:func:`check_results`).
     dim : str
         The dimension to reduce (``run``).
 
@@ -112,7 +117,16 @@ def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
         from the spread of the draw means, and ``epistemic_share`` and
         ``aleatoric_share`` split the variance between the inputs' uncertainty
         (between draws) and chance (within a draw).
+
+    Raises
+    ------
+    ValueError
+        A path to a file that is not a complete mcsim result (one line naming the file).
+    OSError
+        A path to a file that cannot be read.
     """
+    if not isinstance(ds, xr.Dataset):
+        ds = open_checked(ds)
     out = {}
     two_level = dim == "run" and "draw" in ds.dims
     for name in PER_RUN:
@@ -129,6 +143,24 @@ def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
             result[key] = var
     result.attrs = dict(ds.attrs)
     return result
+
+
+def open_checked(path: str | Path) -> xr.Dataset:
+    """The result file ``path``, opened (:func:`mcsim.open_results`) and checked (:func:`check_results`).
+
+    Raises
+    ------
+    ValueError
+        Not an mcsim result, or not a complete one: one line starting with the path.
+    OSError
+        The file cannot be read.
+    """
+    ds = open_results(path)
+    try:
+        check_results(ds)
+    except ValueError as err:
+        raise ValueError(f"{os.fspath(path)}: {err}") from None
+    return ds
 
 
 def check_results(ds: xr.Dataset) -> None:

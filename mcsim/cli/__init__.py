@@ -4,8 +4,10 @@
   and an interrupt.
 - ``parser``: the command line as a table (commands, options, help texts) and the argparse parser
   built from it.
-- ``commands``: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot``, ``report``
-  and ``scenarios``.
+- ``declarations``: how the table is declared (``Command``, ``Option``), the parser made of it, the exit
+  statuses and the one-line usage error.
+- ``commands``: ``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``calibrate``, ``fit-power``,
+  ``plot``, ``report`` and ``scenarios``.
 - ``run``: ``mcsim run`` and ``mcsim combine``.
 - ``plan``: ``mcsim plan``.
 - ``tools``: ``mcsim schema`` and ``mcsim completion``, the commands that describe mcsim to editors and shells.

@@ -1,6 +1,6 @@
 """The commands that read result files, logs or the shipped scenarios.
 
-``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``plot``, ``report`` and ``scenarios``.
+``summary``, ``validate``, ``sensitivity``, ``fit-failures``, ``fit-power``, ``plot``, ``report`` and ``scenarios``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from mcsim.cli.declarations import EXIT_USAGE, usage_error
 from mcsim.cli.output import output_error, output_problem, path_text_problem, same_path, write_failed
-from mcsim.cli.parser import EXIT_USAGE, usage_error
 from mcsim.errors import BackendUnavailable, ScenarioError
 from mcsim.io.atomic import folder_problem, write_atomic
 from mcsim.io.netcdf import open_results
@@ -164,6 +164,7 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
         recovery_minutes=args.recovery_minutes,
         confidence=args.confidence,
         uncertain=args.uncertain,
+        failure_states=tuple(state for state in args.failure_states.split(",") if state.strip()),
     )
     fit = found.fit
     figure = _fit_figure(source, found.log, fit) if figure_path is not None else None
@@ -185,6 +186,31 @@ def cmd_fit_failures(args: argparse.Namespace) -> int:
     print()
     print(found.table, end="")
     return _write_fit_outputs(source, found.table, output, figure, figure_path)
+
+
+def cmd_fit_power(args: argparse.Namespace) -> int:
+    """``mcsim fit-power``: :func:`mcsim.fit_power` of a power log, its states and keys printed."""
+    from mcsim.fitting.power_log import fit_power
+
+    found = fit_power(
+        args.log,
+        gpu_type=args.gpu_type,
+        tdp_w=args.tdp_w,
+        idle_max_percent=args.idle_max,
+        busy_min_percent=args.busy_min,
+    )
+    print(f"Power by state of {found.source} ({found.samples:,} samples; TDP {found.tdp_w:g} W from {found.tdp_from})")
+    print(f"{'state':<8}  {'samples':>9}  {'share':>6}  {'mean [W]':>9}  {'p5 [W]':>8}  {'p95 [W]':>8}")
+    for name, state in found.states.items():
+        print(
+            f"{name:<8}  {state['samples']:>9,}  {100 * state['share']:>5.1f}%  {state['mean_w']:>9.1f}  "
+            f"{state['p5_w']:>8.1f}  {state['p95_w']:>8.1f}"
+        )
+    print("\n# the fitted keys (partial utilization is fitted to none: docs/fitting.md)")
+    for key, value in found.settings.items():
+        print(f"{key} = {value!r}")
+    print(found.set_options())
+    return 0
 
 
 def _fit_output(source: str, option: str, value: str | None) -> Path | None:

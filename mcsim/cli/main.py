@@ -9,9 +9,12 @@
 ``mcsim sensitivity OUT.nc [--output VAR]`` (Sobol indices of the uncertain inputs of a run with draws)
 ``mcsim fit-failures LOG.csv [--name NAME] [--scope gpu|node|cluster] [--recovery-minutes M] [--confidence C]
 [--uncertain] [-o TABLE.toml] [--plot FIG.png]``
-(fit a Weibull failure law to a log of unit lifetimes and print a ``[[failures]]`` table; see docs/fitting.md)
+(fit a Weibull failure law to a log of unit lifetimes, or to Slurm's ``sacct`` job records, and print a
+``[[failures]]`` table; see docs/fitting.md)
 ``mcsim calibrate MEASURED.csv [SCENARIO] [--set KEY=VALUE]... [--fit KEY [--range LOW:HIGH]] [-o OUT.toml]``
 (fit compute.efficiency of the operator step model to measured iteration times; see docs/calibration.md)
+``mcsim fit-power LOG [--gpu-type TYPE] [--tdp-w W] [--idle-max PERCENT] [--busy-min PERCENT]``
+(the idle power and busy utilization of an nvidia-smi or dcgmi power log, as ``--set`` options)
 ``mcsim plot OUT.nc --kind scaling|cdf|pareto|breakdown|sensitivity -o FIG.png [--x gpus] [--variable wall_time]``
 (one figure of a result file; needs matplotlib: ``pip install 'mcsim-llm[plot]'``)
 ``mcsim report OUT.nc [-o FOLDER]``
@@ -49,6 +52,7 @@ from mcsim._version import __version__, show_versions
 from mcsim.cli.commands import (
     cmd_calibrate,
     cmd_fit_failures,
+    cmd_fit_power,
     cmd_plot,
     cmd_report,
     cmd_scenarios,
@@ -56,8 +60,9 @@ from mcsim.cli.commands import (
     cmd_summary,
     cmd_validate,
 )
+from mcsim.cli.declarations import EXIT_USAGE, usage_error
 from mcsim.cli.output import ENVIRONMENT_ERRORS
-from mcsim.cli.parser import EXIT_USAGE, build_parser, usage_error
+from mcsim.cli.parser import build_parser
 from mcsim.cli.plan import cmd_plan
 from mcsim.cli.run import cmd_combine, cmd_run_within_limits
 from mcsim.cli.tools import cmd_completion, cmd_schema
@@ -72,6 +77,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "sensitivity": cmd_sensitivity,
     "fit-failures": cmd_fit_failures,
     "calibrate": cmd_calibrate,
+    "fit-power": cmd_fit_power,
     "plot": cmd_plot,
     "report": cmd_report,
     "plan": cmd_plan,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import xarray as xr
 
-from mcsim.cli.parser import EXIT_USAGE, usage_error
+from mcsim.cli.declarations import EXIT_USAGE, usage_error
 from mcsim.errors import OutputBusy
 from mcsim.io.atomic import NAME_MAX, file_identity, output_lock
 from mcsim.io.netcdf import write_results

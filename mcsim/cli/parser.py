@@ -4,126 +4,19 @@
 (:class:`Option`, argparse's keywords by name), in the order ``--help`` lists them;
 :func:`build_parser` makes the argparse parser from it.
 
-A user's mistake in the options prints one line ``mcsim: error: ...`` and exits with status 2
-(:data:`EXIT_USAGE`); the commands report theirs the same way (:func:`usage_error`).
+How a table is declared and made into a parser: :mod:`mcsim.cli.declarations`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
-import textwrap
-from collections.abc import Callable
-from typing import Any, NoReturn
 
 from mcsim.analysis.sensitivity import MAX_RESAMPLES, MIN_RESAMPLES, RESAMPLES
+from mcsim.cli.declarations import FORMATS, Command, Option, parser_of
 from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
 from mcsim.report.tables import MAX_TABLE_ROWS
 from mcsim.scenario.schema import RunSection
-
-EXIT_USAGE = 2  # the exit status of a user's mistake
-
-# what every exit status means, as `mcsim --help` lists them
-EXIT_CODES = (
-    (0, "done"),
-    (
-        1,
-        "a check failed or there is no answer: validate outside its accepted ranges, plan without a candidate "
-        "that meets the constraints; or the machine refused a write part-way (disk full, quota), leaving no partial "
-        "file; or the reader of the output went away",
-    ),
-    (
-        2,
-        "a user's mistake: a bad option, scenario, plan or result file, or an output path that must not be "
-        "written; one line 'mcsim: error: ...' naming the file and the key, and no output file",
-    ),
-    (130, "interrupted (Ctrl-C); no output written"),
-)
-FORMATS = ("text", "json", "csv")  # --format: the table for people, or for programs
-
-
-def usage_error(message: str) -> int:
-    """Print ``mcsim: error: <message>`` on stderr; returns :data:`EXIT_USAGE`."""
-    print(f"mcsim: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
-        self.exit(EXIT_USAGE, f"mcsim: error: {message}\n")
-
-
-@dataclasses.dataclass(frozen=True)
-class Option:
-    """One argument of a command: its flags (or its positional name) and the keywords of
-    :meth:`argparse.ArgumentParser.add_argument` it sets (None: not given)."""
-
-    flags: tuple[str, ...]
-    help: str | None = None
-    type: Callable[[str], Any] | None = None
-    default: Any = None
-    metavar: str | None = None
-    choices: tuple[str, ...] | None = None
-    nargs: str | None = None
-    action: str | None = None
-    dest: str | None = None
-    required: bool | None = None
-
-    def keywords(self) -> dict[str, Any]:
-        """The keywords given, a list default copied (each parser gets its own)."""
-        given = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)[1:]}
-        return {
-            key: list(value) if isinstance(value, list) else value for key, value in given.items() if value is not None
-        }
-
-
-@dataclasses.dataclass(frozen=True)
-class Command:
-    """A command: its name, its line in the list of commands, its description, its options and
-    its own subcommands (their choice stored in ``args.<dest>``)."""
-
-    name: str
-    help: str | None = None
-    description: str | None = None
-    options: tuple[Option, ...] = ()
-    commands: tuple[Command, ...] = ()
-    dest: str | None = None
-
-
-def exit_codes_text() -> str:
-    """The exit statuses and what each means, one line each (the epilog of ``mcsim --help``)."""
-    lines = [
-        textwrap.fill(meaning, width=100, initial_indent=f"  {code:<4} ", subsequent_indent=" " * 7)
-        for code, meaning in EXIT_CODES
-    ]
-    return "exit status:\n" + "\n".join(lines)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of the whole command line, :data:`MCSIM`."""
-    parser = _Parser(
-        prog=MCSIM.name,
-        description=MCSIM.description,
-        epilog=exit_codes_text(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser, MCSIM)
-    return parser
-
-
-def _add_arguments(parser: argparse.ArgumentParser, command: Command) -> None:
-    """Add ``command``'s options and subcommands (recursively) to ``parser``."""
-    for option in command.options:
-        parser.add_argument(*option.flags, **option.keywords())
-    if not command.commands:
-        return
-    sub = parser.add_subparsers(dest=command.dest, parser_class=_Parser)
-    for child in command.commands:
-        texts: dict[str, Any] = {"help": child.help, "description": child.description}
-        # only the texts given: add_parser(help=None), unlike no help, lists the command without a text
-        _add_arguments(sub.add_parser(child.name, **{k: v for k, v in texts.items() if v is not None}), child)
-
 
 # --------------------------------------------------------------------------- the table
 
@@ -350,7 +243,8 @@ FIT_FAILURES = Command(
         Option(
             ("log",),
             metavar="LOG.csv",
-            help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours] (see docs/fitting.md); "
+            help="CSV with columns unit,start_hours,end_hours,failed[,entry_hours], or Slurm job records "
+            "(sacct --parsable2 with JobID, State, Start, End, NodeList: one unit per node) (see docs/fitting.md); "
             "- for the standard input",
         ),
         Option(("--name",), help="failure class name (default: the log's file name)"),
@@ -374,6 +268,13 @@ FIT_FAILURES = Command(
             action="store_true",
             help="also write the [uncertain] entry of the class's MTBF and shape: their joint "
             'uncertainty from the fit (a bivariate lognormal, dist = "mvlognormal")',
+        ),
+        Option(
+            ("--failure-states",),
+            metavar="STATES",
+            default="NODE_FAIL",
+            help="an sacct log: comma-separated job states that end in a node failure (default NODE_FAIL; "
+            "e.g. NODE_FAIL,REQUEUED,TIMEOUT)",
         ),
         Option(("-o", "--output"), metavar="TABLE.toml", help="write the [[failures]] table to this TOML file"),
         Option(
@@ -430,6 +331,33 @@ CALIBRATE = Command(
             ("-o", "--output"),
             metavar="OUT.toml",
             help="write the scenario with the calibrated keys set (never over an existing file) (default: none)",
+        ),
+    ),
+)
+
+FIT_POWER = Command(
+    "fit-power",
+    help="fit the idle power and busy utilization of a GPU power log (nvidia-smi CSV or dcgmi dmon)",
+    description="Read a GPU power log with utilization (nvidia-smi --query-gpu=timestamp,index,power.draw,"
+    "utilization.gpu --format=csv, or dcgmi dmon -e 155,203), split its samples into idle and busy by "
+    "utilization, and print the power by state and the scenario keys as --set options (docs/fitting.md).",
+    options=(
+        Option(("log",), metavar="LOG", help="nvidia-smi CSV or dcgmi dmon output"),
+        Option(("--gpu-type",), metavar="TYPE", help="catalog GPU whose TDP scales the busy power (e.g. H100-SXM)"),
+        Option(("--tdp-w",), type=float, metavar="W", help="TDP [W] (default: the log's power.limit, else --gpu-type)"),
+        Option(
+            ("--idle-max",),
+            type=float,
+            default=5.0,
+            metavar="PERCENT",
+            help="utilization at or below which a sample is idle [%%] (default 5)",
+        ),
+        Option(
+            ("--busy-min",),
+            type=float,
+            default=90.0,
+            metavar="PERCENT",
+            help="utilization at or above which a sample is busy [%%] (default 90)",
         ),
     ),
 )
@@ -589,6 +517,7 @@ MCSIM = Command(
         SENSITIVITY,
         FIT_FAILURES,
         CALIBRATE,
+        FIT_POWER,
         PLOT,
         REPORT,
         PLAN,
@@ -598,3 +527,8 @@ MCSIM = Command(
     ),
     dest="command",
 )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of the whole command line, :data:`MCSIM`."""
+    return parser_of(MCSIM)

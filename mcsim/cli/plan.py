@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mcsim.cli.declarations import usage_error
 from mcsim.cli.output import PIECES_KEPT, output_problem, write_failed, write_resumable
-from mcsim.cli.parser import usage_error
 from mcsim.cli.run import execution_option_error
 from mcsim.errors import BackendUnavailable, NoCandidate, PieceWriteError
 from mcsim.io.netcdf import is_result_file

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mcsim.cli.commands import open_result_file
+from mcsim.cli.declarations import EXIT_USAGE, usage_error
 from mcsim.cli.output import (
     PIECES_KEPT,
     locked_write,
@@ -17,7 +18,6 @@ from mcsim.cli.output import (
     write_failed,
     write_resumable,
 )
-from mcsim.cli.parser import EXIT_USAGE, usage_error
 from mcsim.errors import BackendUnavailable, PieceWriteError, ScenarioError
 from mcsim.io.netcdf import is_result_file
 from mcsim.report.tables import summary_table

@@ -14,8 +14,9 @@ import json
 import shlex
 from pathlib import Path
 
+from mcsim.cli.declarations import Command, Option, usage_error
 from mcsim.cli.output import output_problem, write_failed
-from mcsim.cli.parser import MCSIM, Command, Option, usage_error
+from mcsim.cli.parser import MCSIM
 from mcsim.io.atomic import write_atomic
 
 

@@ -15,6 +15,7 @@ hold are NaN (``completed`` False), and its ``shard`` attribute (``"i/n"``) says
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,14 +53,16 @@ def part_shard(ds: xr.Dataset, name: str) -> Shard:
         raise ValueError(f"{name}: attribute {err}") from None
 
 
-def combine(paths: list[str | Path]) -> xr.Dataset:
-    """The whole result of a sharded run from its part files (``mcsim combine``).
+def combine(paths: Sequence[str | Path | xr.Dataset]) -> xr.Dataset:
+    """The whole result of a sharded run from its parts (``mcsim combine``), files or datasets.
 
     Parameters
     ----------
-    paths : list of str or Path
-        Every part file of ``mcsim run --shard i/n`` (or of :func:`mcsim.simulate` with
-        ``shard=``), once each, in any order.
+    paths : list of str, Path or xarray.Dataset
+        Every part of ``mcsim run --shard i/n`` (or of :func:`mcsim.simulate` with
+        ``shard=``), once each, in any order: the part files' paths, the part datasets
+        themselves (held in memory, never written), or both mixed. A dataset is named in
+        messages and in the provenance by the file it was read from, else as ``part i/n``.
 
     Returns
     -------
@@ -73,12 +76,21 @@ def combine(paths: list[str | Path]) -> xr.Dataset:
     OSError
         A file cannot be read.
     """
-    if isinstance(paths, (str, Path)):
-        raise TypeError("paths: expected a list of part files, got one path")
-    files = [Path(path) for path in paths]
-    if not files:
+    if isinstance(paths, (str, Path, xr.Dataset)):
+        one = "dataset" if isinstance(paths, xr.Dataset) else "path"
+        raise TypeError(f"paths: expected a list of parts (files or datasets), got one {one}")
+    if not paths:
         raise ValueError("paths: expected the part files of a sharded run, got none")
-    return combine_parts([open_results(path) for path in files], [path.name for path in files])
+    parts = [part if isinstance(part, xr.Dataset) else open_results(part) for part in paths]
+    return combine_parts(parts, [_part_name(given, ds) for given, ds in zip(paths, parts, strict=True)])
+
+
+def _part_name(given: str | Path | xr.Dataset, ds: xr.Dataset) -> str:
+    """How a part is named: its file's name, a dataset's source file's, or ``part i/n``."""
+    if not isinstance(given, xr.Dataset):
+        return Path(given).name
+    source = ds.encoding.get("source")
+    return Path(source).name if source else f"part {ds.attrs.get('shard', '?')}"
 
 
 def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:

@@ -22,6 +22,7 @@ the configuration's place in the sweep (common random numbers).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -40,7 +41,7 @@ from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.preparation import KernelInputs, Prepared, kernel_inputs, prepare_draws
 from mcsim.model.run_estimate import time_estimate
 from mcsim.model.workload import Workload, workload
-from mcsim.scenario.config import Config, Scenario
+from mcsim.scenario.config import Config, Scenario, load_scenario
 from mcsim.scenario.draws import DrawPlan, preparation_estimate
 from mcsim.scenario.limits import TimeEstimate, check_time, format_duration
 from mcsim.scenario.shard import Shard
@@ -51,7 +52,7 @@ COMPILING = f"compiling kernels (first run only, about {kernel.COMPILE_SECONDS:.
 
 
 def simulate(
-    scenario: Scenario,
+    scenario: Scenario | str | Path,
     *,
     progress: bool | None = None,
     chunk_runs: int | None = None,
@@ -65,8 +66,10 @@ def simulate(
 
     Parameters
     ----------
-    scenario : Scenario
-        From :func:`mcsim.load_scenario`; ``scenario.run`` gives runs, seed and mode.
+    scenario : Scenario, str or path-like
+        From :func:`mcsim.load_scenario`; ``scenario.run`` gives runs, seed and mode. A path to a
+        scenario file, or the name of a shipped scenario (``"capacity-planning"``), is read with
+        :func:`mcsim.load_scenario` first (no overrides: load it yourself to give some).
     progress, chunk_runs, workers, scheduler, store, notify
         How the runs are executed (:class:`mcsim.engine.options.ExecutionOptions`: progress bar,
         runs per task, dask workers or scheduler, resume store, one-line messages); none of them
@@ -86,11 +89,14 @@ def simulate(
     Raises
     ------
     ScenarioError
-        When the estimated duration exceeds the limit of :func:`mcsim.scenario.limits.limits`
+        A scenario file that cannot be read or is invalid (one line naming the file and the key);
+        when the estimated duration exceeds the limit of :func:`mcsim.scenario.limits.limits`
         (24 h by default).
     BackendUnavailable
         No dask extra, or no dask scheduler answering at ``scheduler``.
     """
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
     options = ExecutionOptions(progress, chunk_runs or DEFAULT_CHUNK_RUNS, workers, scheduler, store, notify)
     _check_draws(scenario, shard, options)
     draws = DrawPlan(scenario, shard)  # stage 1: the simulated configurations

@@ -47,6 +47,7 @@ from scipy import special
 
 from mcsim.errors import ScenarioError
 from mcsim.fitting.failure_log import FailureLog, read_failure_log
+from mcsim.fitting.sacct_log import FAILURE_STATES, is_sacct_log, read_sacct_log
 from mcsim.fitting.weibull import WeibullFit, fit_weibull
 from mcsim.model.reliability import renewal_function
 from mcsim.scenario.schema import field_meta
@@ -154,13 +155,16 @@ def fit_failures(
     recovery_minutes: float = 20.0,
     confidence: float = 0.95,
     uncertain: bool = False,
+    failure_states: tuple[str, ...] = FAILURE_STATES,
 ) -> FailureFit:
     """Fit a Weibull failure law to a CSV log of unit lifetimes and write its ``[[failures]]`` table.
 
     Parameters
     ----------
     log : str or Path
-        CSV with columns ``unit,start_hours,end_hours,failed[,entry_hours]`` (docs/fitting.md).
+        CSV with columns ``unit,start_hours,end_hours,failed[,entry_hours]`` (docs/fitting.md), or
+        Slurm's job records, ``sacct --parsable2`` output (:mod:`mcsim.fitting.sacct_log`: one unit
+        per node, its operating hours between failures; use ``scope="node"``).
     name : str, optional
         Failure class name (default: the log's file name, made TOML-safe).
     scope : {"gpu", "node", "cluster"}
@@ -172,6 +176,9 @@ def fit_failures(
     uncertain : bool
         Also write the ``[uncertain]`` entry of the class's MTBF and shape: their joint
         uncertainty from the fit (a bivariate lognormal, ``dist = "mvlognormal"``).
+    failure_states : tuple of str
+        For an ``sacct`` log: the job states that end in a node failure (default ``NODE_FAIL``;
+        add ``REQUEUED`` or ``TIMEOUT`` where a site's requeues or time-outs come from node faults).
 
     Returns
     -------
@@ -187,7 +194,7 @@ def fit_failures(
     source = str(log)
     options = fit_options(source, scope=scope, recovery_minutes=recovery_minutes, confidence=confidence)
     class_name = default_class_name(source) if name is None else name
-    lifetimes = read_failure_log(source)
+    lifetimes = read_sacct_log(source, failure_states) if is_sacct_log(source) else read_failure_log(source)
     try:
         fit = fit_weibull(*lifetimes, confidence=options.confidence)
     except ValueError as err:

@@ -17,7 +17,7 @@ is used.
 >>> plots.save_figure(plots.plot_pareto(ds), "pareto.png")
 
 The figures live in modules by family (:mod:`mcsim.report.scaling`,
-:mod:`mcsim.report.distributions`, :mod:`mcsim.report.tradeoff`) with their shared
+:mod:`mcsim.report.distributions`, :mod:`mcsim.report.tradeoff`, :mod:`mcsim.report.tornado`) with their shared
 pieces in :mod:`mcsim.report.style`; this module gathers their public names.
 """
 
@@ -31,6 +31,7 @@ from mcsim.report.distributions import (
 )
 from mcsim.report.scaling import MAX_LINES, plot_scaling, scaling_dimension
 from mcsim.report.style import DPI, config_label, figure_format, save_figure
+from mcsim.report.tornado import plot_sensitivity
 from mcsim.report.tradeoff import plot_pareto
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "plot_cdf",
     "plot_pareto",
     "plot_scaling",
+    "plot_sensitivity",
     "save_figure",
     "scaling_dimension",
     "spread_configurations",

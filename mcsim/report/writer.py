@@ -61,7 +61,8 @@ def report(
     ----------
     source : str, Path or xarray.Dataset
         A result file of ``mcsim run`` or :func:`mcsim.write_results`, a plan file of
-        ``mcsim plan``, or a result dataset (:func:`mcsim.simulate`, :func:`mcsim.open_results`).
+        ``mcsim plan``, a result dataset (:func:`mcsim.simulate`, :func:`mcsim.open_results`), or a
+        plan's dataset (:func:`mcsim.plan`: the plan's ``README.md`` and ``recommended.toml``).
     folder : str or Path, optional
         Where to write (created if needed); default: the file's name without ``.nc``
         plus ``-report``, beside it. Required for a dataset.
@@ -109,6 +110,10 @@ def report(
     if tables not in (None, *TABLE_FORMATS):
         raise ValueError(f"tables: expected one of {', '.join(TABLE_FORMATS)} or None, got {tables!r}")
     options = (deadline, probability, resamples, progress, tables)
+    if isinstance(source, xr.Dataset) and source.attrs.get("mcsim_kind") == "plan":
+        if deadline is not None:
+            raise ValueError("deadline: applies to a result of mcsim run; the dataset is a plan (mcsim.plan)")
+        return _staged(_dataset_folder(folder), lambda staging: write_plan_report(source, staging, name))
     if isinstance(source, xr.Dataset):
         return _result_report(source, _dataset_folder(folder), name, *options)
     return _file_report(Path(source), folder, name, *options)

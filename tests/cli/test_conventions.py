@@ -125,7 +125,7 @@ def test_report_writes_its_table_for_programs(result_file, tmp_path, capsys):
 
 
 def test_help_lists_the_exit_statuses(capsys):
-    from mcsim.cli.parser import EXIT_USAGE
+    from mcsim.cli.declarations import EXIT_USAGE
     from mcsim.cli.plan import EXIT_NO_CANDIDATE
 
     with pytest.raises(SystemExit):

@@ -44,19 +44,29 @@ def is_plan_file(path: str | Path) -> bool:
         return False
 
 
-def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
+def write_plan_report(source: str | Path | xr.Dataset, folder: str | Path, name: str | None = None) -> list[Path]:
     """Write ``folder/README.md`` explaining the plan in ``source`` and ``folder/recommended.toml``, the
     recommendation as a scenario ``mcsim run`` runs (:func:`recommended_toml`); returns the files written.
+
+    Parameters
+    ----------
+    source : str, Path or xarray.Dataset
+        A plan file of ``mcsim plan``, or the plan's dataset (:func:`mcsim.plan`).
+    folder : str or Path
+        Where to write (created if needed).
+    name : str, optional
+        The plan file's name shown in the report (default: that of ``source``; ``plan.nc`` for a dataset).
 
     Raises
     ------
     ValueError
-        One line, before anything is written, when ``source`` is not a complete plan file or its
+        One line, before anything is written, when ``source`` is not a complete plan or its
         recommendation is not a valid scenario.
     """
-    ds = open_results(source)
+    ds = source if isinstance(source, xr.Dataset) else open_results(source)
     check_plan_dataset(ds)
-    name = Path(source).name
+    if name is None:
+        name = "plan.nc" if isinstance(source, xr.Dataset) else Path(source).name
     scenario = recommended_toml(ds, name)
     text = explain_plan(ds, name) + _rerun_text(tomllib.loads(scenario).get("run", {}).get("draws", 0))
     folder = Path(folder)
