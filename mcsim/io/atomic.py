@@ -390,7 +390,24 @@ def _manifest(folder: Path) -> dict[str, str]:
     files = recorded.get("files") if isinstance(recorded, dict) else None
     if not isinstance(files, dict):
         return {}
-    return {str(k): str(v) for k, v in files.items()}
+    return {str(k): str(v) for k, v in files.items() if _plain_name(str(k))}
+
+
+def _plain_name(name: str) -> bool:
+    """Whether ``name`` names an entry of the folder itself: one path component, not ``.``, ``..`` or absolute.
+
+    A manifest is read from the folder a report goes into, which anyone may have written: a name
+    like ``../victim.txt`` or ``/home/me/notes`` in it is never trusted (it is ignored, so the
+    report neither keeps nor deletes what it names).
+    """
+    return (
+        name not in ("", ".", "..")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and name == os.path.basename(name)
+        and not os.path.isabs(name)
+    )
 
 
 def folder_problem(folder: str | Path) -> str:
