@@ -110,6 +110,11 @@ def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
     for ds, name in zip(parts[1:], names[1:], strict=True):
         _check_same_run(first, ds, names[0], name)
     sweep = [d for d in str(first.attrs.get("sweep_dims", "")).split() if d]
+    if missing := [d for d in sweep if d not in first.dims]:
+        raise ValueError(
+            f"{names[0]}: attribute sweep_dims names {missing[0]!r}, which is not a dimension of the file "
+            "(a damaged or edited part)"
+        )
     shape = tuple(first.sizes[d] for d in sweep)
     owner = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape) % count
     by_index = {shard.index: ds for shard, ds in zip(shards, parts, strict=True)}

@@ -500,6 +500,18 @@ def is_result_file(path: str | Path) -> bool:
         return False
 
 
+def result_attribute(path: str | Path, name: str) -> str | None:
+    """The global attribute ``name`` of the mcsim result file at ``path`` as text; None when the
+    file, or the attribute, is not there (:func:`is_result_file` first)."""
+    if not is_result_file(path):
+        return None
+    try:
+        with netCDF4.Dataset(path, "r") as nc:
+            return str(nc.getncattr(name)) if name in nc.ncattrs() else None
+    except (OSError, RuntimeError, ValueError):
+        return None
+
+
 def _text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
     """Text decoded from character arrays (Python objects) as fixed-width Unicode, as simulated."""
     text = {
