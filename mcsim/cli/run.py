@@ -88,8 +88,7 @@ def other_part_problem(output: Path, shard: Shard | None) -> str:
     if shard is None or (held := result_attribute(output, "shard")) is None or held == shard.label:
         return ""
     return (
-        f"is part {held} of a sharded run; refusing to replace it with part {shard.label} "
-        "(give each part its own -o)"
+        f"is part {held} of a sharded run; refusing to replace it with part {shard.label} (give each part its own -o)"
     )
 
 
