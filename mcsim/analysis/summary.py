@@ -18,6 +18,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from mcsim.analysis.configurations import refuse_part
 from mcsim.io.variables import LATER_VARIABLES, PER_RUN, VARIABLES
 
 STATS = ("mean", "std", "p5", "p50", "p95", "ci95_low", "ci95_high")
@@ -107,7 +108,13 @@ def summarize(ds: xr.Dataset, dim: str = "run") -> xr.Dataset:
         from the spread of the draw means, and ``epistemic_share`` and
         ``aleatoric_share`` split the variance between the inputs' uncertainty
         (between draws) and chance (within a draw).
+
+    Raises
+    ------
+    ValueError
+        ``ds`` is one part of a sharded run (merge the parts first: :func:`mcsim.combine`).
     """
+    refuse_part(ds)
     out = {}
     two_level = dim == "run" and "draw" in ds.dims
     for name in PER_RUN:
@@ -166,11 +173,7 @@ def _check_kind(ds: xr.Dataset) -> None:
             "has a dimension named 'draw' but no uncertain inputs (attribute uncertain_inputs): 'draw' is "
             "reserved for parameter draws, which every statistic pools; rename that dimension"
         )
-    if "shard" in ds.attrs:
-        raise ValueError(
-            f"part {ds.attrs['shard']} of a sharded run (mcsim run --shard): it holds only that part's "
-            "configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, or mcsim.combine)"
-        )
+    refuse_part(ds)
 
 
 def _check_variables(ds: xr.Dataset) -> None:

@@ -76,7 +76,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             return usage_error(f"-o: {output}: {problem}")  # something put there meanwhile
         return ds
 
-    return write_resumable(args, output, scenario, chunk, simulated, summary_table)
+    return write_resumable(args, output, scenario, chunk, simulated, summary_table if shard is None else part_note)
+
+
+def part_note(ds: xr.Dataset) -> str:
+    """What ``mcsim run --shard`` prints in place of the summary table: a part holds only some
+    configurations, and no table or decision is made of it until the parts are combined."""
+    held = int(ds["wall_time"].notnull().any("run").sum()) if "run" in ds["wall_time"].dims else 0
+    total = int(ds["wall_time"].isel(run=0, drop=True).size) if "run" in ds["wall_time"].dims else 0
+    return (
+        f"part {ds.attrs.get('shard', '?')} of a sharded run: {held} of {total} configuration entries simulated; "
+        "combine every part for the summary (mcsim combine PART.nc... -o OUT.nc)"
+    )
 
 
 def other_part_problem(output: Path, shard: Shard | None) -> str:

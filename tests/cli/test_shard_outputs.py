@@ -46,11 +46,13 @@ def test_a_second_part_with_the_first_parts_output_is_refused(parts, tmp_path, c
     assert open_results(parts[0]).attrs["shard"] == "0/2"
 
 
-def test_a_part_may_be_rerun_onto_its_own_file(parts, tmp_path):
+def test_a_part_may_be_rerun_onto_its_own_file_and_prints_no_table_of_itself(parts, tmp_path, capsys):
     own = tmp_path / "p0.nc"
     own.write_bytes(parts[0].read_bytes())
     scenario = parts[0].parent / "s.toml"
-    assert main(["run", str(scenario), "--shard", "0/2", "-o", str(own), "--quiet", "--no-resume"]) == 0
+    assert main(["run", str(scenario), "--shard", "0/2", "-o", str(own), "--no-resume"]) == 0
+    out = capsys.readouterr().out  # no summary of one part (it refuses one): what it holds, and what to do
+    assert "part 0/2 of a sharded run: 1 of 2" in out and "mcsim combine" in out and "gpus=" not in out
 
 
 def test_a_file_created_at_the_output_while_combining_is_never_replaced(parts, tmp_path, capsys, monkeypatch):
