@@ -20,6 +20,7 @@ from mcsim.errors import ScenarioError
 from mcsim.io.atomic import write_atomic
 from mcsim.io.netcdf import is_result_file, open_results
 from mcsim.planning.dataset import PLAN_VARIABLES, layout_label
+from mcsim.report.markdown import inert, inert_dataset
 from mcsim.report.plan.calibration import check_calibration
 from mcsim.report.plan.explain import explain_plan
 from mcsim.scenario.config import scenario_from_dict
@@ -58,7 +59,9 @@ def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
     check_plan_dataset(ds)
     name = Path(source).name
     scenario = recommended_toml(ds, name)
-    text = explain_plan(ds, name) + _rerun_text(tomllib.loads(scenario).get("run", {}).get("draws", 0))
+    text = explain_plan(inert_dataset(ds), inert(name)) + _rerun_text(
+        tomllib.loads(scenario).get("run", {}).get("draws", 0)
+    )
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return [write_atomic(folder / "README.md", text), write_atomic(folder / RECOMMENDED_FILE, scenario)]
@@ -142,13 +145,18 @@ def recommended_toml(ds: xr.Dataset, source: str = "plan.nc") -> str:
         scenario_from_dict(raw, RECOMMENDED_FILE)
     except ScenarioError as err:
         raise ValueError(f"the recommendation is not a valid scenario: {err}") from None
-    safe = "".join(ch if ch.isprintable() else "?" for ch in source)
+    safe = _one_line(source)
     header = (
         f"# The recommendation of `mcsim plan`, written by `mcsim report` from {safe}:\n"
-        f"# {layout_label(ds, int(ds['recommended']))}; P(correct selection) {float(ds['pcs']):.3f}.\n"
+        f"# {_one_line(layout_label(ds, int(ds['recommended'])))}; P(correct selection) {float(ds['pcs']):.3f}.\n"
         "# The plan's scenario with the recommended configuration. Run it: mcsim run recommended.toml\n"
     )
     return header + dumps_toml(raw)
+
+
+def _one_line(text: str) -> str:
+    """``text`` for a TOML comment: what is not printable (a line break, which would end the comment) as ``?``."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 # Kept by every plan file (those added later, "objective" and "uncertain_rejection", have fallbacks).
