@@ -70,3 +70,21 @@ def test_the_plan_report_shows_hostile_plan_strings_inert(plan_file, tmp_path):
     assert _raw_markup(text, ("# Plan ", "## ", "### ")) == []
     recommended = (tmp_path / "rep" / "recommended.toml").read_text()
     assert all(line.startswith("#") or not line.startswith("# ") for line in recommended.splitlines())
+
+
+@pytest.mark.parametrize(
+    "damage, named",
+    [
+        (lambda ds: ds.assign(pcs=np.nan), "pcs"),
+        (lambda ds: ds.assign_attrs(indifference=7.5), "indifference"),
+        (lambda ds: ds.assign(finalist_half_width=ds["finalist_half_width"] * 0 - 5), "finalist_half_width"),
+        (lambda ds: ds.assign(finalist_runs=ds["finalist_runs"] * 0), "finalist_runs"),
+    ],
+    ids=["pcs_nan", "indifference_7.5", "negative_half_width", "no_runs"],
+)
+def test_a_damaged_plan_file_is_refused_not_reported(damage, named, plan_file, tmp_path):
+    # Found: the report of a damaged plan file printed `P(CS) >= nan`, `>= 7.5`, `± -5`, "mean over 0 runs".
+    crafted = write_results(damage(open_results(plan_file)), tmp_path / "damaged.nc")
+    with pytest.raises(ValueError, match=f"^{named}: expected .* the file is damaged"):
+        write_plan_report(crafted, tmp_path / "rep")
+    assert not (tmp_path / "rep").exists()

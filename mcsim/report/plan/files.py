@@ -188,7 +188,36 @@ def check_plan_dataset(ds: xr.Dataset) -> None:
     if missing:
         raise ValueError(f"not a complete plan file: no attribute {', '.join(missing)}")
     _check_indices(ds)
+    _check_values(ds)
     check_calibration(ds)
+
+
+def _check_values(ds: xr.Dataset) -> None:
+    """Raise ValueError (one line) when the selection's figures are out of their range: P(correct
+    selection) in [0, 1], the indifference zone in (0, 0.5] and the margin >= 0 (as a plan file's
+    keys allow), half-widths >= 0, and runs behind the recommendation's mean (a report would print
+    ``P(CS) >= nan``, ``± -5`` or "mean over 0 runs")."""
+    runs = np.asarray(ds["finalist_runs"].values)
+    recommended = int(np.flatnonzero(np.asarray(ds["finalist_candidate"].values) == int(ds["recommended"]))[0])
+    half = np.asarray(ds["finalist_half_width"].values, dtype=float)
+    checks = (
+        ("pcs", float(np.asarray(ds["pcs"].values, dtype=float).ravel()[0]), lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+        ("indifference", _number(ds.attrs["indifference"]), lambda v: 0.0 < v <= 0.5, "in (0, 0.5]"),
+        ("margin", _number(ds.attrs["margin"]), lambda v: 0.0 <= v <= 10.0, "in [0, 10]"),
+        ("finalist_half_width", float(np.nanmin(half, initial=0.0)), lambda v: v >= 0.0, ">= 0"),
+        ("finalist_runs", float(runs.ravel()[recommended]), lambda v: v >= 1.0, ">= 1 for the recommendation"),
+    )
+    for name, value, valid, expected in checks:
+        if not (np.isfinite(value) and valid(value)):
+            raise ValueError(f"{name}: expected {expected}, got {value:g}; the file is damaged or was edited")
+
+
+def _number(value: object) -> float:
+    """``value`` as a float; NaN when it is not a number."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _check_indices(ds: xr.Dataset) -> None:
