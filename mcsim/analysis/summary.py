@@ -150,6 +150,7 @@ def check_results(ds: xr.Dataset) -> None:
     """
     _check_kind(ds)
     _check_variables(ds)
+    _check_distinct_coordinates(ds)
     if ds.sizes["run"] == 0:
         raise ValueError("no runs (the run dimension is empty)")
     empty = [d for d in ds["wall_time"].dims if d != "run" and ds.sizes[d] == 0]
@@ -162,6 +163,18 @@ def check_results(ds: xr.Dataset) -> None:
         finite = xr.apply_ufunc(np.isfinite, ds[name].astype(float)).any("run")
         if bool((feasible & ~finite).any()):
             raise ValueError(f"{name}: no finite value in a feasible configuration (all NaN)")
+
+
+def _check_distinct_coordinates(ds: xr.Dataset) -> None:
+    """Refuse a sweep coordinate that repeats a value: a configuration is found by its values (a
+    repeated one ended a breakdown figure in TypeError); a scenario's sweep values are distinct."""
+    for dim in ds["wall_time"].dims:
+        if dim == "run" or dim not in ds.coords:
+            continue
+        values = ds[dim].to_index()
+        if values.has_duplicates:
+            repeated = values[values.duplicated()].tolist()[0]
+            raise ValueError(f"coordinate {dim} repeats the value {repeated!r}: a sweep's values are distinct")
 
 
 def _check_kind(ds: xr.Dataset) -> None:

@@ -12,6 +12,7 @@ from builders import SMALL_SCENARIO
 from plans import hostile_plan, planned
 
 import mcsim
+from mcsim.cli.main import main
 from mcsim.io.netcdf import open_results, write_results
 from mcsim.report.markdown import inert
 from mcsim.report.plan.files import write_plan_report
@@ -88,3 +89,19 @@ def test_a_damaged_plan_file_is_refused_not_reported(damage, named, plan_file, t
     with pytest.raises(ValueError, match=f"^{named}: expected .* the file is damaged"):
         write_plan_report(crafted, tmp_path / "rep")
     assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("command", [["plot", "--kind", "breakdown"], ["summary"]])
+def test_a_result_whose_sweep_coordinate_repeats_a_value_is_one_line(command, tmp_path, capsys):
+    # Found: `mcsim plot --kind breakdown` of a sweep with a repeated coordinate value ended in TypeError.
+    pytest.importorskip("matplotlib")
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["run"].update(runs=4, mode="fast")
+    raw["sweep"] = {"parallelism.gpus": [32, 64]}
+    ds = mcsim.simulate(scenario_from_dict(raw), progress=False).assign_coords(gpus=[32, 32])
+    crafted = write_results(ds, tmp_path / "repeated.nc")
+    out = ["-o", str(tmp_path / "b.png")] if command[0] == "plot" else []
+    assert main([command[0], str(crafted), *command[1:], *out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "coordinate gpus repeats the value 32" in err and "Traceback" not in err
+    assert not (tmp_path / "b.png").exists()
