@@ -408,9 +408,15 @@ def _with_durations(fclass: FailureClass, table: dict, where: str) -> FailureCla
     """A class with measured recoveries (``recovery_durations_minutes``): its ``recovery_minutes`` is their
     mean (the first-order estimates use it); giving both, or a lognormal law too, is refused."""
     durations = fclass.recovery_durations_minutes
-    if not durations:
-        return fclass
     prefix = f"failures.{fclass.name}"
+    if not durations:
+        if "recovery_durations_minutes" in table:  # [] would leave recovery_minutes in force without a word
+            raise ScenarioError(
+                where,
+                f"{prefix}.recovery_durations_minutes",
+                "expected at least one measured duration, got [] (leave the key out to use recovery_minutes)",
+            )
+        return fclass
     if "recovery_minutes" in table:
         raise ScenarioError(
             where, f"{prefix}.recovery_minutes", "expected one of recovery_minutes and recovery_durations_minutes"
