@@ -268,6 +268,7 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         for combo in itertools.product(*(axis.values for axis in axes))
     ]
     check_prices(configs, (axis.key for axis in axes), (entry.key for entry in uncertain), source)
+    check_ignored_keys(raw, configs, source)
     return Scenario(source=source, raw=raw, base=base, axes=tuple(axes), configs=tuple(configs), uncertain=uncertain)
 
 
@@ -433,3 +434,35 @@ def _failure_prefix(table: Any, index: int) -> str:
     ``failures[<index>]`` while it has no usable name."""
     name = table.get("name") if isinstance(table, dict) else None
     return f"failures.{name}" if isinstance(name, str) and FAILURE_NAME.fullmatch(name) else f"failures[{index}]"
+
+
+# [restart] keys that count only with restart.from_parts = true
+_RESTART_PARTS = ("reschedule_s", "reschedule_ms_per_gpu", "process_start_s", "communicator_ms_per_gpu")
+_RESTART_PARTS += ("warmup_iterations", "warmup_throughput")
+# [cost] keys that count only with cost.model = "rental" and are refused otherwise: a per-type price is
+# given for renting; one flat gpu_hour_usd stays allowed (shipped scenarios keep theirs when --set makes
+# them owned)
+_RENTAL_KEYS = ("gpu_hour_usd_by_type",)
+
+
+def check_ignored_keys(raw: dict, configs: Sequence[Config], source: str) -> None:
+    """Refuse a key that no configuration would use: a part of ``[restart]`` when ``restart.from_parts``
+    is false everywhere, a per-type rental price when every configuration is ``cost.model = "owned"`` (each was
+    ignored without a word). A sweep that turns the switch on somewhere uses them there."""
+    restart, cost = raw.get("restart", {}), raw.get("cost", {})
+    if isinstance(restart, dict) and not any(cfg.restart.from_parts for cfg in configs):
+        if given := [key for key in _RESTART_PARTS if key in restart]:
+            raise ScenarioError(
+                source,
+                f"restart.{given[0]}",
+                "used only with restart.from_parts = true (the parts are then added to every recovery); "
+                "set it, or remove the key",
+            )
+    if isinstance(cost, dict) and all(cfg.cost.model == "owned" for cfg in configs):
+        if given := [key for key in _RENTAL_KEYS if key in cost]:
+            raise ScenarioError(
+                source,
+                f"cost.{given[0]}",
+                'a rental price, used only with cost.model = "rental" (owned GPUs cost gpu_capex_usd, '
+                "amortised); remove the key or rent",
+            )
