@@ -437,8 +437,10 @@ def _failure_prefix(table: Any, index: int) -> str:
 
 
 # [restart] keys that count only with restart.from_parts = true
-_RESTART_PARTS = ("reschedule_s", "reschedule_ms_per_gpu", "process_start_s", "communicator_ms_per_gpu")
-_RESTART_PARTS += ("warmup_iterations", "warmup_throughput")
+_RESTART_PARTS = (
+    *("reschedule_s", "reschedule_ms_per_gpu", "process_start_s", "communicator_ms_per_gpu"),
+    *("warmup_iterations", "warmup_throughput"),
+)
 # [cost] keys that count only with cost.model = "rental" and are refused otherwise: a per-type price is
 # given for renting; one flat gpu_hour_usd stays allowed (shipped scenarios keep theirs when --set makes
 # them owned)
