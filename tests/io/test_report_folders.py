@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,20 @@ def test_the_reports_own_manifest_still_lets_it_replace_its_files(tmp_path):
                 (staging / name).write_text(name)
         assert sorted(os.listdir(folder)) == sorted([atomic.REPORT_MANIFEST, *names])
     assert Path(folder / "README.md").read_text() == "README.md"
+
+
+def test_staging_folders_of_a_killed_report_are_removed_by_the_next(tmp_path):
+    # Found: report staging folders were left after kill -9 and SIGTERM and never cleaned.
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(gone.stdout)
+    host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    folder = tmp_path / "rep"
+    stale = tmp_path / f".rep.{host}-{dead_pid}-0123abcd.staging"
+    alive = tmp_path / f".rep.{host}-{os.getpid()}-0123abcd.staging"  # a report of this live process: kept
+    other_host = tmp_path / f".rep.00000000-{dead_pid}-0123abcd.staging"  # cannot be checked from here: kept
+    for path in (stale, alive, other_host):
+        path.mkdir()
+        (path / "README.md").write_text("half a report")
+    with atomic.staged_folder(folder) as staging:
+        (staging / "README.md").write_text("report")
+    assert sorted(os.listdir(tmp_path)) == sorted(["rep", alive.name, other_host.name])
