@@ -90,12 +90,32 @@ def feasible_mask(ds: xr.Dataset) -> xr.DataArray | None:
     return feasible.all("draw") if "draw" in feasible.dims else feasible
 
 
+def refuse_part(ds: xr.Dataset) -> None:
+    """Raise ValueError (one line) when ``ds`` is one part of a sharded run (its ``shard`` attribute).
+
+    A part holds NaN for the other parts' configurations, so any answer on it (the best, the
+    front, a share, a summary) would be an answer on a few configurations presented as the sweep's.
+    """
+    if "shard" in ds.attrs:
+        raise ValueError(
+            f"part {ds.attrs['shard']} of a sharded run (mcsim run --shard): it holds only that part's "
+            "configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, or mcsim.combine)"
+        )
+
+
 def completed_share(ds: xr.Dataset) -> xr.DataArray:
     """Share of runs that completed (not censored at ``max_wall_days``), per configuration.
 
     NaN for infeasible configurations; 1 everywhere when the dataset has no ``completed``.
     With parameter draws: the share over all draws and runs, NaN when infeasible in any draw.
+
+    Raises
+    ------
+    ValueError
+        ``ds`` is one part of a sharded run (:func:`refuse_part`); so do the decisions built on
+        this share (:func:`eligible`: best, Pareto front, cheapest within a deadline).
     """
+    refuse_part(ds)
     dims = sweep_dims(ds)
     if "completed" in ds:
         share = ds["completed"].astype(float).mean(list(sample_dims(ds)))

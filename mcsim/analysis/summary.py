@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from mcsim.analysis.configurations import refuse_part
 from mcsim.io.netcdf import open_results
 from mcsim.io.variables import LATER_VARIABLES, PER_RUN, VARIABLES
 
@@ -121,12 +122,14 @@ def summarize(ds: xr.Dataset | str | Path, dim: str = "run") -> xr.Dataset:
     Raises
     ------
     ValueError
-        A path to a file that is not a complete mcsim result (one line naming the file).
+        A path to a file that is not a complete mcsim result (one line naming the file), or ``ds``
+        is one part of a sharded run (merge the parts first: :func:`mcsim.combine`).
     OSError
         A path to a file that cannot be read.
     """
     if not isinstance(ds, xr.Dataset):
         ds = open_checked(ds)
+    refuse_part(ds)
     out = {}
     two_level = dim == "run" and "draw" in ds.dims
     for name in PER_RUN:
@@ -180,6 +183,7 @@ def check_results(ds: xr.Dataset) -> None:
     """
     _check_kind(ds)
     _check_variables(ds)
+    _check_distinct_coordinates(ds)
     if ds.sizes["run"] == 0:
         raise ValueError("no runs (the run dimension is empty)")
     empty = [d for d in ds["wall_time"].dims if d != "run" and ds.sizes[d] == 0]
@@ -194,6 +198,18 @@ def check_results(ds: xr.Dataset) -> None:
             raise ValueError(f"{name}: no finite value in a feasible configuration (all NaN)")
 
 
+def _check_distinct_coordinates(ds: xr.Dataset) -> None:
+    """Refuse a sweep coordinate that repeats a value: a configuration is found by its values (a
+    repeated one ended a breakdown figure in TypeError); a scenario's sweep values are distinct."""
+    for dim in ds["wall_time"].dims:
+        if dim == "run" or dim not in ds.coords:
+            continue
+        values = ds[dim].to_index()
+        if values.has_duplicates:
+            repeated = values[values.duplicated()].tolist()[0]
+            raise ValueError(f"coordinate {dim} repeats the value {repeated!r}: a sweep's values are distinct")
+
+
 def _check_kind(ds: xr.Dataset) -> None:
     """Refuse a summary, a ``draw`` dimension without uncertain inputs, and a part of a sharded run."""
     if "stat" in ds.dims:
@@ -203,11 +219,7 @@ def _check_kind(ds: xr.Dataset) -> None:
             "has a dimension named 'draw' but no uncertain inputs (attribute uncertain_inputs): 'draw' is "
             "reserved for parameter draws, which every statistic pools; rename that dimension"
         )
-    if "shard" in ds.attrs:
-        raise ValueError(
-            f"part {ds.attrs['shard']} of a sharded run (mcsim run --shard): it holds only that part's "
-            "configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, or mcsim.combine)"
-        )
+    refuse_part(ds)
 
 
 def _check_variables(ds: xr.Dataset) -> None:

@@ -19,7 +19,7 @@ from mcsim.cli.output import (
     write_resumable,
 )
 from mcsim.errors import BackendUnavailable, PieceWriteError, ScenarioError
-from mcsim.io.netcdf import is_result_file
+from mcsim.io.netcdf import is_result_file, result_attribute
 from mcsim.report.tables import summary_table
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = [scenario.source] if args.scenario else []  # a shipped scenario's name resolved to its file
     if problem := output_problem(args.output if args.output is not None else output, inputs, is_result_file):
         return output_error(args.output, output, problem)
+    if problem := other_part_problem(output, shard):
+        return output_error(args.output, output, problem)
     if message := execution_option_error(args):
         return usage_error(message)
     check_feasible(scenario)
@@ -68,11 +70,37 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def simulated(store: PieceStore | None, notify: Callable[[str], None]) -> xr.Dataset | int:
         ds = simulate_reporting_errors(args, scenario, chunk, store, notify, shard)
-        if not isinstance(ds, int) and (problem := output_problem(output, inputs, is_result_file)):
+        if not isinstance(ds, int) and (
+            problem := output_problem(output, inputs, is_result_file) or other_part_problem(output, shard)
+        ):
             return usage_error(f"-o: {output}: {problem}")  # something put there meanwhile
         return ds
 
-    return write_resumable(args, output, scenario, chunk, simulated, summary_table)
+    return write_resumable(args, output, scenario, chunk, simulated, summary_table if shard is None else part_note)
+
+
+def part_note(ds: xr.Dataset) -> str:
+    """What ``mcsim run --shard`` prints in place of the summary table: a part holds only some
+    configurations, and no table or decision is made of it until the parts are combined."""
+    held = int(ds["wall_time"].notnull().any("run").sum()) if "run" in ds["wall_time"].dims else 0
+    total = int(ds["wall_time"].isel(run=0, drop=True).size) if "run" in ds["wall_time"].dims else 0
+    return (
+        f"part {ds.attrs.get('shard', '?')} of a sharded run: {held} of {total} configuration entries simulated; "
+        "combine every part for the summary (mcsim combine PART.nc... -o OUT.nc)"
+    )
+
+
+def other_part_problem(output: Path, shard: Shard | None) -> str:
+    """Why the part ``shard`` of a sweep may not replace the result file at ``output``, or "".
+
+    A part replaces only a file of the same part (a rerun): ``--shard 1/2`` with the ``-o`` of
+    ``--shard 0/2`` would lose the first part.
+    """
+    if shard is None or (held := result_attribute(output, "shard")) is None or held == shard.label:
+        return ""
+    return (
+        f"is part {held} of a sharded run; refusing to replace it with part {shard.label} (give each part its own -o)"
+    )
 
 
 def _load_scenario(args: argparse.Namespace) -> Scenario:
@@ -185,20 +213,29 @@ def run_shard(text: str, configurations: int) -> Shard | None:
 
 
 def cmd_combine(args: argparse.Namespace) -> int:
-    """``mcsim combine PART.nc... -o OUT.nc``: the whole result of a sharded run (:func:`mcsim.combine`)."""
-    from mcsim.engine.shards import combine_parts
+    """``mcsim combine PART.nc... -o OUT.nc``: the whole result of a sharded run (:func:`mcsim.combine`).
 
+    The parts are read and merged under the writer lock of ``-o``, after the file there (if any)
+    is claimed: a file created at ``-o`` while they are merged is never replaced.
+    """
     output = Path(args.output)
     if problem := output_problem(args.output, list(args.parts), is_result_file):
         return output_error(args.output, output, problem)
-    parts = []
-    for name in args.parts:
-        ds = open_result_file(name, complete=False)
-        if ds is None:
-            return EXIT_USAGE
-        parts.append(ds)
-    try:
-        combined = combine_parts(parts, [Path(name).name for name in args.parts])
-    except ValueError as err:
-        return usage_error(f"combine: {err}")
-    return locked_write(output, lambda: combined, summary_table, args.quiet)
+
+    def combined() -> xr.Dataset | int:
+        from mcsim.engine.shards import combine_parts
+
+        if problem := output_problem(output, list(args.parts), is_result_file):
+            return usage_error(f"-o: {output}: {problem}")  # something put there before the lock
+        parts = []
+        for name in args.parts:
+            ds = open_result_file(name, complete=False)
+            if ds is None:
+                return EXIT_USAGE
+            parts.append(ds)
+        try:
+            return combine_parts(parts, [Path(name).name for name in args.parts])
+        except ValueError as err:
+            return usage_error(f"combine: {err}")
+
+    return locked_write(output, combined, summary_table, args.quiet)

@@ -364,6 +364,8 @@ class DaskBackend:
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
+                    # its HTTP server on a free port: the default 8787, taken, printed a warning even under --quiet
+                    scheduler_kwargs={"dashboard_address": ":0"},
                     silence_logs=logging.CRITICAL,
                     preload=["mcsim.engine.backends"],
                 )

@@ -121,7 +121,7 @@ def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
     first = parts[0]
     for ds, name in zip(parts[1:], names[1:], strict=True):
         _check_same_run(first, ds, names[0], name)
-    sweep = [d for d in str(first.attrs.get("sweep_dims", "")).split() if d]
+    sweep = _sweep_dims(first, names[0])
     shape = tuple(first.sizes[d] for d in sweep)
     owner = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape) % count
     by_index = {shard.index: ds for shard, ds in zip(shards, parts, strict=True)}
@@ -138,6 +138,17 @@ def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
             values[mine] = ds[var].values[mine]
         combined[var].values = values
     return _combined_attrs(combined, shards, parts, names)
+
+
+def _sweep_dims(first: xr.Dataset, name: str) -> list[str]:
+    """The sweep dims the part ``first`` (file ``name``) records; ValueError when one is not a dimension."""
+    sweep = [d for d in str(first.attrs.get("sweep_dims", "")).split() if d]
+    if missing := [d for d in sweep if d not in first.dims]:
+        raise ValueError(
+            f"{name}: attribute sweep_dims names {missing[0]!r}, which is not a dimension of the file "
+            "(a damaged or edited part)"
+        )
+    return sweep
 
 
 def _check_complete(shards: list[Shard], names: list[str]) -> int:

@@ -50,6 +50,7 @@ from mcsim.fitting.failure_log import FailureLog, read_failure_log
 from mcsim.fitting.sacct_log import FAILURE_STATES, is_sacct_log, read_sacct_log
 from mcsim.fitting.weibull import WeibullFit, fit_weibull
 from mcsim.model.reliability import renewal_function
+from mcsim.scenario.consistency import FAILURE_NAME
 from mcsim.scenario.schema import field_meta
 from mcsim.scenario.toml import format_number
 from mcsim.scenario.validation import coerce_value, param
@@ -305,7 +306,7 @@ def failures_table_toml(fit: WeibullFit, name: str, scope: str = "gpu", recovery
     ValueError
         If a value lies outside what a scenario accepts (see :mod:`mcsim.scenario.schema`).
     """
-    if not name or not name.replace("_", "").replace("-", "").isalnum() or not name.isascii():
+    if not FAILURE_NAME.fullmatch(name):  # the scenario's rule (`_` alone is a name, as in a [[failures]] table)
         raise ValueError(f"name: expected letters, digits, _ or -, got {name[:100]!r}")
     for key, value in (
         ("scope", scope),

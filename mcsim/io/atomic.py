@@ -390,7 +390,24 @@ def _manifest(folder: Path) -> dict[str, str]:
     files = recorded.get("files") if isinstance(recorded, dict) else None
     if not isinstance(files, dict):
         return {}
-    return {str(k): str(v) for k, v in files.items()}
+    return {str(k): str(v) for k, v in files.items() if _plain_name(str(k))}
+
+
+def _plain_name(name: str) -> bool:
+    """Whether ``name`` names an entry of the folder itself: one path component, not ``.``, ``..`` or absolute.
+
+    A manifest is read from the folder a report goes into, which anyone may have written: a name
+    like ``../victim.txt`` or ``/home/me/notes`` in it is never trusted (it is ignored, so the
+    report neither keeps nor deletes what it names).
+    """
+    return (
+        name not in ("", ".", "..")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+        and name == os.path.basename(name)
+        and not os.path.isabs(name)
+    )
 
 
 def folder_problem(folder: str | Path) -> str:
@@ -483,15 +500,50 @@ def staged_folder(folder: str | Path) -> Iterator[Path]:
         _fsync(target, directory=True)
 
 
+def _host_tag() -> str:
+    """8 hex digits of this host's name: staging folders say which host made them."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+_STAGING_TAIL = re.compile(r"\.([0-9a-f]{8})-(\d{1,10})-[0-9a-f]{8}\.staging")
+
+
 def _new_staging(target: Path) -> Path:
-    """A new empty hidden folder beside ``target``, mode 0777 & ~umask like any folder mcsim creates."""
+    """A new empty hidden folder beside ``target`` (``.<name>.<host>-<pid>-<8 hex>.staging``), mode 0777 &
+    ~umask like any folder mcsim creates; first the staging folders of ``target`` left by a process of this
+    host that no longer runs (a ``kill -9`` or SIGTERM mid-report) are removed."""
+    _remove_stale_staging(target)
     while True:
-        staging = sidecar(target, f".{secrets.token_hex(4)}.tmp")
+        staging = sidecar(target, f".{_host_tag()}-{os.getpid()}-{secrets.token_hex(4)}.staging")
         try:
             os.mkdir(staging, 0o777)
         except FileExistsError:
             continue
         return staging
+
+
+def _remove_stale_staging(target: Path) -> None:
+    """Remove the staging folders of ``target`` whose process (of this host) is gone."""
+    stem = f".{target.name}"
+    if len(os.fsencode(stem)) + 40 > NAME_MAX:  # a hashed sidecar name: not matched, left alone
+        return
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(target.parent):
+            match = _STAGING_TAIL.fullmatch(entry.name[len(stem) :]) if entry.name.startswith(stem) else None
+            if match and match.group(1) == _host_tag() and _process_gone(int(match.group(2))):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # it exists (another user's), or not a pid: kept
+        return False
+    return False
 
 
 def _missing_ancestors(path: Path) -> list[Path]:

@@ -428,16 +428,27 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
         in one line naming the file.
     """
     if chunks is not None:
-        lazy = xr.open_dataset(path, engine="netcdf4", chunks=chunks)
-        if "mcsim_version" not in lazy.attrs:
-            lazy.close()
-            raise _not_written_by_mcsim(path)
-        return _portable_encoding(_text_as_unicode(_flags_as_bool(lazy)))
+        return _opened_lazily(path, chunks)
     with xr.open_dataset(path, engine="netcdf4") as ds:
         if "mcsim_version" not in ds.attrs:
             raise _not_written_by_mcsim(path)
         loaded = ds.load()
     return _portable_encoding(_text_as_unicode(scenario_names(_flags_as_bool(loaded))))
+
+
+def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
+    """:func:`open_results` with ``chunks``: the numbers as dask arrays of these chunks, the text read
+    (dask cannot size text for ``chunks="auto"``), every variable under its own name (:func:`scenario_names`:
+    an uncertain input keeps its dotted name, so sensitivity finds it)."""
+    lazy = xr.open_dataset(path, engine="netcdf4")  # indexed lazily: nothing read yet
+    if "mcsim_version" not in lazy.attrs:
+        lazy.close()
+        raise _not_written_by_mcsim(path)
+    text = [name for name, var in lazy.data_vars.items() if var.dtype.kind in "OSU"]
+    chunked = lazy.drop_vars(text).chunk(chunks).assign({name: lazy[name].load() for name in text})
+    chunked = chunked[list(lazy.data_vars)]
+    chunked.set_close(lazy.close)
+    return _portable_encoding(_text_as_unicode(scenario_names(_flags_as_bool(chunked))))
 
 
 def _not_written_by_mcsim(path: str | Path) -> ValueError:
@@ -498,6 +509,18 @@ def is_result_file(path: str | Path) -> bool:
             return "mcsim_version" in nc.ncattrs()
     except (OSError, RuntimeError, ValueError):
         return False
+
+
+def result_attribute(path: str | Path, name: str) -> str | None:
+    """The global attribute ``name`` of the mcsim result file at ``path`` as text; None when the
+    file, or the attribute, is not there (:func:`is_result_file` first)."""
+    if not is_result_file(path):
+        return None
+    try:
+        with netCDF4.Dataset(path, "r") as nc:
+            return str(nc.getncattr(name)) if name in nc.ncattrs() else None
+    except (OSError, RuntimeError, ValueError):
+        return None
 
 
 def _text_as_unicode(ds: xr.Dataset) -> xr.Dataset:

@@ -53,6 +53,12 @@ SECONDS_PER_ITERATION_STEP = 350e-9  # one iteration drawn on its own
 SECONDS_PER_BLOCK = 15e-9  # one fast-mode block of iterations (100e-9 before this calibration)
 SECONDS_PER_CHECKPOINT = 10e-9  # (30e-9 before this calibration)
 SECONDS_PER_FAILURE = 600e-9  # a failure and its recovery, restore included
+# Each reported run's outputs beyond the kernel's loop (its row, the accounting pass, the sweep's arrays, the
+# dataset). Measured (issue 42): a two-configuration fast sweep whose runs are ~1 us of kernel each by the
+# constants above took 1.75 us (2 x 1e5 runs) and 1.94 us (2 x 1e6 runs) more process CPU time per run than
+# that, on the project's 2-core x86-64 machine (load ~12). Without it, `--runs 1e7` was announced as 4.9 s
+# and ran past 44 s.
+SECONDS_PER_RUN_OUTPUT = 2e-6
 
 
 class RunEstimate(NamedTuple):
@@ -156,7 +162,8 @@ def time_estimate(
     grid_runs: int,
     parallelism: int,
 ) -> TimeEstimate:
-    """Estimated kernel time of every task, the optimiser's grid points included.
+    """Estimated kernel time of every task, the optimiser's grid points included, and the time of
+    gathering each reported run's outputs (:data:`SECONDS_PER_RUN_OUTPUT`).
 
     Parameters
     ----------
@@ -181,4 +188,5 @@ def time_estimate(
         run_s = estimate_run(config_inputs).seconds
         cpu_s += run_s * (runs + (grid_runs if i in optimized else 0))
         longest = max(longest, run_s)
+    cpu_s += len(feasible) * runs * SECONDS_PER_RUN_OUTPUT
     return TimeEstimate(cpu_s, parallelism, longest)

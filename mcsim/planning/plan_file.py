@@ -206,7 +206,9 @@ class PlanOptions:
     """The ``[plan]`` table: the objective and the selection's settings."""
 
     objective: str | dict[str, float] = param("cost", kind=Objective, doc="cost, energy, wall_time, co2 or weights")
-    indifference: float = param(0.005, gt=0, le=0.5, doc="relative indifference zone of the selection")
+    # at least 1e-6: below, the zone's square underflows where the selection divides by it (1e-200 ended in
+    # ZeroDivisionError); a relative zone of 1e-6 already asks more than any Monte Carlo budget can resolve
+    indifference: float = param(0.005, ge=1e-6, le=0.5, doc="relative indifference zone of the selection")
     alpha: float = param(0.05, gt=0, lt=0.5, doc="probability of a wrong selection")
     first_runs: int = param(100, kind=int, ge=10, le=1_000_000, doc="runs of each finalist in the first stage")
     max_runs: int = param(5000, kind=int, ge=10, le=10_000_000, doc="runs of one finalist at most")

@@ -14,6 +14,7 @@ runs censored at ``max_wall_days`` are listed with their completed share: they a
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 
 import numpy as np
@@ -33,6 +34,9 @@ QUANTITIES = (
 )
 
 _MARKDOWN_SPECIAL = "\\`*_{}[]<>()#+-.!|~$&"
+# text shown as it is: no character that makes Markdown or HTML anywhere in a line, and none that
+# starts a block (a heading, a list, a quote) first
+_PLAIN_TEXT = re.compile(r"(?![#>+=!_-])[^\\`*\[\]<>|~$&{}\x00-\x1f\x7f-\x9f]*")
 
 # overrides that leave a scenario's description true: the Monte Carlo settings and the text itself
 _DESCRIPTION_SAFE = ("run.", "name ", "name=", "description ", "description=")
@@ -54,6 +58,40 @@ def markdown_text(text: object, limit: int = 300) -> str:
     return "".join("\\" + c if c in _MARKDOWN_SPECIAL else c for c in plain)
 
 
+def inert(text: object, limit: int = 2000) -> str:
+    """``text`` unchanged when it is plain (:data:`_PLAIN_TEXT`: none of ``\\ ` * [ ] < > | ~ $ & { }``,
+    no control character, and no ``# > + = ! _ -`` first), else :func:`markdown_text`: text read from
+    a file (a plan's GPU types, reasons, names) shown as it is when harmless, never as Markdown or HTML."""
+    text = str(text)
+    return text if _PLAIN_TEXT.fullmatch(text) and len(text) <= limit else markdown_text(text, limit)
+
+
+# attributes read as data, never shown as they are (TOML, lists of names, provenance)
+_DATA_ATTRS = frozenset(
+    {
+        "scenario_toml",
+        "scenario_overrides",
+        "uncertain_inputs",
+        "correlated_inputs",
+        "history",
+        "shard_parts",
+        "sweep_dims",
+    }
+)
+
+
+def inert_dataset(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with every text attribute shown in a report (not :data:`_DATA_ATTRS`) and every text
+    variable and coordinate made :func:`inert`, for a report of a file anyone may have written."""
+    out = ds.copy()
+    out.attrs = {k: inert(v) if isinstance(v, str) and k not in _DATA_ATTRS else v for k, v in ds.attrs.items()}
+    for name, var in ds.variables.items():
+        if var.dtype.kind in "OUS" and var.size:
+            values = np.array([inert(v) for v in np.asarray(var.values).ravel()], dtype=object)
+            out[name] = var.copy(data=values.reshape(var.shape).astype(str))
+    return out
+
+
 def code_text(text: str, limit: int = 200) -> str:
     """``text`` for an inline code span: one line, no backtick, at most ``limit`` characters."""
     plain = "".join(" " if (ord(c) < 32 or 127 <= ord(c) < 160 or c == "`") else c for c in text)
@@ -61,8 +99,10 @@ def code_text(text: str, limit: int = 200) -> str:
 
 
 def configuration_text(configuration: dict) -> str:
-    """A configuration as ``gpus=1,024, strategy=async`` (or "the single configuration")."""
-    return ", ".join(f"{d}={format_coordinate(v)}" for d, v in configuration.items()) or "the single configuration"
+    """A configuration as ``gpus=1,024, strategy=async`` (or "the single configuration"), each part :func:`inert`."""
+    return (
+        ", ".join(inert(f"{d}={format_coordinate(v)}") for d, v in configuration.items()) or "the single configuration"
+    )
 
 
 def over_text(ds: xr.Dataset) -> str:
@@ -150,7 +190,7 @@ def what_section(ds: xr.Dataset, source: str | None) -> list[str]:
     n_feasible = int(completed_share(ds).notnull().sum()) if "feasible" in ds else n_configs
     rows = (
         _result_rows(ds, source, overrides)
-        + [(f"sweep: {d}", ", ".join(format_coordinate(v) for v in ds[d].values.tolist())) for d in dims]
+        + [(f"sweep: {inert(d)}", ", ".join(inert(format_coordinate(v)) for v in ds[d].values.tolist())) for d in dims]
         + [("configurations", _configurations_text(n_configs, n_feasible, censored))]
         + _layout_rows(layout)
     )

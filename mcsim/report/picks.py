@@ -21,7 +21,7 @@ from mcsim.analysis.ranking import pareto_front
 from mcsim.errors import NoneQualifies
 from mcsim.io.format import format_coordinate, format_significant
 from mcsim.io.variables import sweep_dims
-from mcsim.report.markdown import QUANTITIES, configuration_table, configuration_text, decimals, over_text
+from mcsim.report.markdown import QUANTITIES, configuration_table, configuration_text, decimals, inert, over_text
 
 PICKS = (
     ("Cost-optimal", "cost", "lowest mean cost"),
@@ -94,7 +94,7 @@ def pareto_section(ds: xr.Dataset) -> list[str]:
         if bool(front.values[index])
     ]
     rows = [_pareto_row(ds, p, dims) for p in points]
-    header = (dims or ["configuration"]) + ["wall time [days]", "cost [MUSD]", "energy [MWh]"]
+    header = ([inert(d) for d in dims] or ["configuration"]) + ["wall time [days]", "cost [MUSD]", "energy [MWh]"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(dims or [1]) + "---:|---:|---:|"]
     for _, cells in sorted(rows, key=lambda r: r[0]):
         lines.append("| " + " | ".join(cells if dims else ["the single configuration"] + cells) + " |")
@@ -118,7 +118,8 @@ def _pareto_row(ds: xr.Dataset, point: dict, dims: list[str]) -> tuple[float, li
         f"{format_significant(np.percentile(v, 95), 4)})"
         for v in (wall, cost)
     ]
-    return wall.mean(), [format_coordinate(point[d]) for d in dims] + ranges + [format_significant(energy.mean())]
+    cells = [inert(format_coordinate(point[d])) for d in dims]
+    return wall.mean(), cells + ranges + [format_significant(energy.mean())]
 
 
 def deadline_section(ds: xr.Dataset, days: float | None, probability: float) -> list[str]:

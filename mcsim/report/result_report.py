@@ -27,7 +27,7 @@ from mcsim.analysis.ranking import best
 from mcsim.io.atomic import write_atomic
 from mcsim.io.variables import sweep_dims
 from mcsim.report import plots, tornado
-from mcsim.report.markdown import markdown_text, what_section
+from mcsim.report.markdown import inert, markdown_text, what_section
 from mcsim.report.picks import PICKS, deadline_section, pareto_section, picks_section
 from mcsim.report.uncertainty import decision_section, point_sensitivity, sensitivity_section
 
@@ -157,7 +157,7 @@ def _best_sections(ds: xr.Dataset, deadline: float | None, probability: float) -
     try:
         records = {objective: best(ds, objective) for _, objective, _ in PICKS}
     except ValueError as err:
-        return [f"**No configuration can be ranked**: {err}.", ""]
+        return [f"**No configuration can be ranked**: {inert(str(err))}.", ""]
     lines = picks_section(ds, records)
     lines += pareto_section(ds) + [""]
     lines += deadline_section(ds, deadline, probability) + [""]

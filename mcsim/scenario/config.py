@@ -273,6 +273,7 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         for combo in itertools.product(*(axis.values for axis in axes))
     ]
     check_prices(configs, (axis.key for axis in axes), (entry.key for entry in uncertain), source)
+    check_ignored_keys(raw, configs, source)
     provenance = provenance_entries(raw, source, tuple(fclass.name for fclass in base.failures))
     return Scenario(
         source=source,
@@ -434,9 +435,15 @@ def _with_durations(fclass: FailureClass, table: dict, where: str) -> FailureCla
     """A class with measured recoveries (``recovery_durations_minutes``): its ``recovery_minutes`` is their
     mean (the first-order estimates use it); giving both, or a lognormal law too, is refused."""
     durations = fclass.recovery_durations_minutes
-    if not durations:
-        return fclass
     prefix = f"failures.{fclass.name}"
+    if not durations:
+        if "recovery_durations_minutes" in table:  # [] would leave recovery_minutes in force without a word
+            raise ScenarioError(
+                where,
+                f"{prefix}.recovery_durations_minutes",
+                "expected at least one measured duration, got [] (leave the key out to use recovery_minutes)",
+            )
+        return fclass
     if "recovery_minutes" in table:
         raise ScenarioError(
             where, f"{prefix}.recovery_minutes", "expected one of recovery_minutes and recovery_durations_minutes"
@@ -453,3 +460,37 @@ def _failure_prefix(table: Any, index: int) -> str:
     ``failures[<index>]`` while it has no usable name."""
     name = table.get("name") if isinstance(table, dict) else None
     return f"failures.{name}" if isinstance(name, str) and FAILURE_NAME.fullmatch(name) else f"failures[{index}]"
+
+
+# [restart] keys that count only with restart.from_parts = true
+_RESTART_PARTS = (
+    *("reschedule_s", "reschedule_ms_per_gpu", "process_start_s", "communicator_ms_per_gpu"),
+    *("warmup_iterations", "warmup_throughput"),
+)
+# [cost] keys that count only with cost.model = "rental" and are refused otherwise: a per-type price is
+# given for renting; one flat gpu_hour_usd stays allowed (shipped scenarios keep theirs when --set makes
+# them owned)
+_RENTAL_KEYS = ("gpu_hour_usd_by_type",)
+
+
+def check_ignored_keys(raw: dict, configs: Sequence[Config], source: str) -> None:
+    """Refuse a key that no configuration would use: a part of ``[restart]`` when ``restart.from_parts``
+    is false everywhere, a per-type rental price when every configuration is ``cost.model = "owned"`` (each was
+    ignored without a word). A sweep that turns the switch on somewhere uses them there."""
+    restart, cost = raw.get("restart", {}), raw.get("cost", {})
+    if isinstance(restart, dict) and not any(cfg.restart.from_parts for cfg in configs):
+        if given := [key for key in _RESTART_PARTS if key in restart]:
+            raise ScenarioError(
+                source,
+                f"restart.{given[0]}",
+                "used only with restart.from_parts = true (the parts are then added to every recovery); "
+                "set it, or remove the key",
+            )
+    if isinstance(cost, dict) and all(cfg.cost.model == "owned" for cfg in configs):
+        if given := [key for key in _RENTAL_KEYS if key in cost]:
+            raise ScenarioError(
+                source,
+                f"cost.{given[0]}",
+                'a rental price, used only with cost.model = "rental" (owned GPUs cost gpu_capex_usd, '
+                "amortised); remove the key or rent",
+            )

@@ -127,3 +127,13 @@ def test_shard_and_combine_commands(tmp_path, monkeypatch, capsys):
     assert main(["combine", *map(str, parts), "-o", "whole.nc", "--quiet"]) == 0
     assert main(["run", "s.toml", "--quiet", "--no-resume", "-o", "direct.nc"]) == 0
     _same_numbers(mcsim.open_results(tmp_path / "direct.nc"), mcsim.open_results(tmp_path / "whole.nc"))
+
+
+def test_a_part_whose_sweep_dims_names_a_missing_dimension_is_one_line():
+    # Found (issue 42): a part's `sweep_dims` naming a missing dimension ended `combine` in KeyError.
+    scenario = scenario_from_dict(_raw())
+    parts = [mcsim.simulate(scenario, progress=False, shard=Shard(i, 2)) for i in range(2)]
+    for part in parts:
+        part.attrs["sweep_dims"] = "strategy no_such_dim"
+    with pytest.raises(ValueError, match="sweep_dims names 'no_such_dim'"):
+        combine_parts(parts, ["p0.nc", "p1.nc"])

@@ -319,6 +319,16 @@ def test_failures_table_toml_rejects_what_a_scenario_rejects():
             failures_table_toml(fit, *args)
 
 
+@pytest.mark.parametrize("name", ["_", "-", "gpu_2", "a-b"])
+def test_failures_table_toml_accepts_every_name_a_scenario_accepts(name):
+    # Found (issue 42): `fit-failures --name _` was refused though a [[failures]] table accepts `_`.
+    fit = fit_weibull(*censored_sample(1.0, 100.0, units=200, censored_fraction=0.3, seed=2)[:2])
+    table = tomllib.loads(failures_table_toml(fit, name))["failures"][0]
+    raw = copy.deepcopy(SMALL_SCENARIO)
+    raw["failures"] = [table]
+    assert scenario_from_dict(raw).base.failures[0].name == name
+
+
 # ---------------------------------------------------------------- how the simulator uses the shape
 
 

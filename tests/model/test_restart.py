@@ -17,6 +17,7 @@ from builders import SMALL_SCENARIO
 
 import mcsim
 from mcsim.cli.main import main
+from mcsim.errors import ScenarioError
 from mcsim.model.restart import restart_overhead_s, restart_parts
 from mcsim.model.workload import workload
 from mcsim.scenario.config import scenario_from_dict
@@ -85,8 +86,11 @@ def test_scenario_restart_outputs():
 
 
 def test_parts_off_is_the_run_without_the_table():
-    # Bit-identical: the table with from_parts = false changes nothing but adds zero outputs.
-    off = mcsim.simulate(scenario_from_dict(_scenario(**dict(PARTS, from_parts=False)), "t.toml"), progress=False)
+    # Bit-identical: the table with from_parts = false changes nothing but adds zero outputs; the parts
+    # themselves are then refused (issue 42: they were ignored without a word).
+    with pytest.raises(ScenarioError, match=r"restart\.\w+: used only with restart.from_parts = true"):
+        scenario_from_dict(_scenario(**dict(PARTS, from_parts=False)), "t.toml")
+    off = mcsim.simulate(scenario_from_dict(_scenario(from_parts=False), "t.toml"), progress=False)
     none = mcsim.simulate(scenario_from_dict(_scenario(), "t.toml"), progress=False)
     for name in ("wall_time", "energy", "recovery_time", "n_failures"):
         np.testing.assert_array_equal(off[name].values, none[name].values)

@@ -20,6 +20,7 @@ from mcsim.errors import ScenarioError
 from mcsim.io.atomic import write_atomic
 from mcsim.io.netcdf import is_result_file, open_results
 from mcsim.planning.dataset import PLAN_VARIABLES, layout_label
+from mcsim.report.markdown import inert, inert_dataset
 from mcsim.report.plan.calibration import check_calibration
 from mcsim.report.plan.explain import explain_plan
 from mcsim.scenario.config import scenario_from_dict
@@ -68,7 +69,9 @@ def write_plan_report(source: str | Path | xr.Dataset, folder: str | Path, name:
     if name is None:
         name = "plan.nc" if isinstance(source, xr.Dataset) else Path(source).name
     scenario = recommended_toml(ds, name)
-    text = explain_plan(ds, name) + _rerun_text(tomllib.loads(scenario).get("run", {}).get("draws", 0))
+    text = explain_plan(inert_dataset(ds), inert(name)) + _rerun_text(
+        tomllib.loads(scenario).get("run", {}).get("draws", 0)
+    )
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return [write_atomic(folder / "README.md", text), write_atomic(folder / RECOMMENDED_FILE, scenario)]
@@ -152,13 +155,18 @@ def recommended_toml(ds: xr.Dataset, source: str = "plan.nc") -> str:
         scenario_from_dict(raw, RECOMMENDED_FILE)
     except ScenarioError as err:
         raise ValueError(f"the recommendation is not a valid scenario: {err}") from None
-    safe = "".join(ch if ch.isprintable() else "?" for ch in source)
+    safe = _one_line(source)
     header = (
         f"# The recommendation of `mcsim plan`, written by `mcsim report` from {safe}:\n"
-        f"# {layout_label(ds, int(ds['recommended']))}; P(correct selection) {float(ds['pcs']):.3f}.\n"
+        f"# {_one_line(layout_label(ds, int(ds['recommended'])))}; P(correct selection) {float(ds['pcs']):.3f}.\n"
         "# The plan's scenario with the recommended configuration. Run it: mcsim run recommended.toml\n"
     )
     return header + dumps_toml(raw)
+
+
+def _one_line(text: str) -> str:
+    """``text`` for a TOML comment: what is not printable (a line break, which would end the comment) as ``?``."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 # Kept by every plan file (those added later, "objective" and "uncertain_rejection", have fallbacks).
@@ -190,7 +198,36 @@ def check_plan_dataset(ds: xr.Dataset) -> None:
     if missing:
         raise ValueError(f"not a complete plan file: no attribute {', '.join(missing)}")
     _check_indices(ds)
+    _check_values(ds)
     check_calibration(ds)
+
+
+def _check_values(ds: xr.Dataset) -> None:
+    """Raise ValueError (one line) when the selection's figures are out of their range: P(correct
+    selection) in [0, 1], the indifference zone in (0, 0.5] and the margin >= 0 (as a plan file's
+    keys allow), half-widths >= 0, and runs behind the recommendation's mean (a report would print
+    ``P(CS) >= nan``, ``± -5`` or "mean over 0 runs")."""
+    runs = np.asarray(ds["finalist_runs"].values)
+    recommended = int(np.flatnonzero(np.asarray(ds["finalist_candidate"].values) == int(ds["recommended"]))[0])
+    half = np.asarray(ds["finalist_half_width"].values, dtype=float)
+    checks = (
+        ("pcs", float(np.asarray(ds["pcs"].values, dtype=float).ravel()[0]), lambda v: 0.0 <= v <= 1.0, "in [0, 1]"),
+        ("indifference", _number(ds.attrs["indifference"]), lambda v: 0.0 < v <= 0.5, "in (0, 0.5]"),
+        ("margin", _number(ds.attrs["margin"]), lambda v: 0.0 <= v <= 10.0, "in [0, 10]"),
+        ("finalist_half_width", float(np.nanmin(half, initial=0.0)), lambda v: v >= 0.0, ">= 0"),
+        ("finalist_runs", float(runs.ravel()[recommended]), lambda v: v >= 1.0, ">= 1 for the recommendation"),
+    )
+    for name, value, valid, expected in checks:
+        if not (np.isfinite(value) and valid(value)):
+            raise ValueError(f"{name}: expected {expected}, got {value:g}; the file is damaged or was edited")
+
+
+def _number(value: object) -> float:
+    """``value`` as a float; NaN when it is not a number."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _check_indices(ds: xr.Dataset) -> None:
