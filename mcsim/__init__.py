@@ -43,27 +43,45 @@ from typing import TYPE_CHECKING
 from mcsim import report
 from mcsim._version import __version__
 from mcsim.accessor import McsimAccessor  # noqa: F401  (registers ds.mcsim)
-from mcsim.analysis.sensitivity import sensitivity
-from mcsim.analysis.summary import summarize
-from mcsim.engine.shards import combine
-from mcsim.engine.simulate import simulate
 from mcsim.errors import NoCandidate, NoneQualifies, ScenarioError
-from mcsim.io.netcdf import open_results, write_results
-from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_path
-from mcsim.scenario.shard import Shard
 
 if TYPE_CHECKING:
+    from mcsim.analysis.sensitivity import sensitivity
+    from mcsim.analysis.summary import summarize
+    from mcsim.engine.shards import combine
+    from mcsim.engine.simulate import simulate
     from mcsim.fitting.failure_table import fit_failures
+    from mcsim.io.netcdf import open_results, write_results
     from mcsim.planning.run import plan
+    from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_path
+    from mcsim.scenario.shard import Shard
 
-# Imported when first used: the planner and the fit are not needed by most commands.
-_LAZY = {"plan": "mcsim.planning.run", "fit_failures": "mcsim.fitting.failure_table"}
+# Imported when first used (PEP 562): `import mcsim` loads xarray and the accessor only, so that a script
+# or a command that reads a result file pays neither for the kernels (Numba) nor for SciPy.
+_LAZY = {
+    "sensitivity": "mcsim.analysis.sensitivity",
+    "summarize": "mcsim.analysis.summary",
+    "combine": "mcsim.engine.shards",
+    "simulate": "mcsim.engine.simulate",
+    "fit_failures": "mcsim.fitting.failure_table",
+    "open_results": "mcsim.io.netcdf",
+    "write_results": "mcsim.io.netcdf",
+    "plan": "mcsim.planning.run",
+    "Scenario": "mcsim.scenario.config",
+    "load_scenario": "mcsim.scenario.config",
+    "reference_scenario_path": "mcsim.scenario.config",
+    "Shard": "mcsim.scenario.shard",
+}
 
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [

@@ -21,15 +21,24 @@ from typing import TYPE_CHECKING
 import xarray as xr
 
 from mcsim._lazy import lazy_module
-from mcsim.analysis import compare, configurations, deadline, ranking, robustness, sensitivity
-from mcsim.analysis.summary import summarize
 from mcsim.io.netcdf import scenario_names
 from mcsim.io.variables import sweep_dims
 
 if TYPE_CHECKING:
+    from mcsim.analysis import compare, configurations, deadline, ranking, robustness, sensitivity, summary
     from mcsim.report import plots
-else:  # the figure modules, imported at the first figure: not with mcsim, whose most uses draw none
+else:
+    # the figure modules, imported at the first figure: not with mcsim, whose most uses draw none
     plots = lazy_module("mcsim.report.plots")
+    # the analyses, imported at their first use: `import mcsim` registers the accessor and loads none
+    # of them (sensitivity's SALib, the decisions' SciPy)
+    compare = lazy_module("mcsim.analysis.compare")
+    configurations = lazy_module("mcsim.analysis.configurations")
+    deadline = lazy_module("mcsim.analysis.deadline")
+    ranking = lazy_module("mcsim.analysis.ranking")
+    robustness = lazy_module("mcsim.analysis.robustness")
+    sensitivity = lazy_module("mcsim.analysis.sensitivity")
+    summary = lazy_module("mcsim.analysis.summary")
 
 
 class _Plots:
@@ -94,7 +103,7 @@ class McsimAccessor:
 
     def summary(self) -> xr.Dataset:
         """Statistics of every per-run variable along ``stat`` (:func:`mcsim.summarize`)."""
-        return summarize(self._ds)
+        return summary.summarize(self._ds)
 
     def pareto(self, objectives: Sequence[str] = ("wall_time", "cost"), stat: str | float = "mean") -> xr.DataArray:
         """Non-dominated configurations (:func:`mcsim.analysis.ranking.pareto_front`)."""

@@ -24,13 +24,17 @@ why the kernels live inside the package):
 
 from __future__ import annotations
 
-from .accelerate import COMPILE_SECONDS, JIT_DISABLED, cached
-from .accounting import ACCOUNTED, ENERGY_PARTS, N_ACCOUNTED, PARAMS, account_runs
+import importlib
+from typing import TYPE_CHECKING
+
 from .declarations import (  # the declarations, re-exported whole
+    ACCOUNTED,
+    ENERGY_PARTS,
     KIND_FAIL_STOP,
     KIND_HANG,
     KIND_INSTABILITY,
     KIND_PLANNED,
+    N_ACCOUNTED,
     N_OUT,
     N_PH,
     OUT_BUSY_S,
@@ -62,9 +66,13 @@ from .declarations import (  # the declarations, re-exported whole
     OUT_STRAGGLER_TRANSIENT_S,
     OUT_WALL_S,
     OUTPUT_COLUMNS,
+    PARAMS,
     PH_COMM_S,
     PH_COMPUTE_S,
     PH_START,
+    START_AGED,
+    START_NEW,
+    START_STATIONARY,
     STRATEGY_ASYNC,
     STRATEGY_IN_MEMORY,
     STRATEGY_SYNC,
@@ -80,8 +88,26 @@ from .declarations import (  # the declarations, re-exported whole
     params_table,
     phases_table,
 )
-from .montecarlo import simulate_runs, simulate_runs_table
-from .renewal import START_AGED, START_NEW, START_STATIONARY
+
+if TYPE_CHECKING:
+    from .accelerate import COMPILE_SECONDS
+    from .accounting import account_runs
+    from .montecarlo import simulate_runs, simulate_runs_table
+
+# Imported at their first use (PEP 562): the compiled entry points and Numba's settings. What needs only the
+# declarations (the model, the reports, summaries of result files) never imports Numba (0.2-0.3 s).
+_NUMBA_SIDE = {
+    "simulate_runs": ".montecarlo",
+    "simulate_runs_table": ".montecarlo",
+    "account_runs": ".accounting",
+    "COMPILE_SECONDS": ".accelerate",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _NUMBA_SIDE:
+        return getattr(importlib.import_module(_NUMBA_SIDE[name], __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compiled(table: bool = False) -> bool | None:
@@ -91,10 +117,12 @@ def compiled(table: bool = False) -> bool | None:
     :func:`simulate_runs`. False means the first call compiles, for about
     :data:`COMPILE_SECONDS` seconds.
     """
-    dispatcher = simulate_runs_table if table else simulate_runs
-    if JIT_DISABLED or dispatcher.signatures:  # plain Python, or compiled (or loaded) already
+    accelerate = importlib.import_module(".accelerate", __package__)
+    name = "simulate_runs_table" if table else "simulate_runs"
+    dispatcher = globals()[name] if name in globals() else __getattr__(name)  # type: ignore[index]
+    if accelerate.JIT_DISABLED or dispatcher.signatures:  # plain Python, or compiled (or loaded) already
         return True
-    return cached(dispatcher)
+    return accelerate.cached(dispatcher)
 
 
 __all__ = [

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from mcsim._lazy import lazy_module
 
 if TYPE_CHECKING:
-    from scipy import integrate
+    from scipy import integrate, special
 else:  # imported at the first quadrature, not with mcsim: a command that simulates nothing never needs it
     integrate = lazy_module("scipy.integrate")
+    special = lazy_module("scipy.special")  # SciPy at its first use: a command that simulates nothing never needs it
 
 # W1 distance of a block's duration from its exact law, as a share of its mean.
 # By subadditivity of W1 over independent sums, a whole run's wall time is then

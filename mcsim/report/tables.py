@@ -14,11 +14,12 @@ import dataclasses
 import math
 import tomllib
 from collections.abc import Callable, Hashable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import xarray as xr
 
+from mcsim._lazy import lazy_module
 from mcsim.analysis.configurations import check_probability
 from mcsim.analysis.deadline import PROBABILITY, cheapest_within, prob_within
 from mcsim.analysis.ranking import decision_table
@@ -27,8 +28,12 @@ from mcsim.analysis.summary import summarize
 from mcsim.errors import NoneQualifies
 from mcsim.io.format import format_compact, format_coordinate
 from mcsim.io.variables import PER_RUN, VARIABLES, sweep_dims
-from mcsim.model.energy import ENERGY_PARTS
 from mcsim.scenario.schema import SECTIONS, Interval
+
+if TYPE_CHECKING:
+    from mcsim.model import energy
+else:  # the energy model at the first table of a point: the command line's parser imports this module
+    energy = lazy_module("mcsim.model.energy")
 
 MAX_TABLE_ROWS = 16  # more configurations: the 5 best and the 5 worst (--all shows every one)
 EXTREMES = 5  # ... this many at each end
@@ -403,7 +408,7 @@ def _breakdown_lines(stats: xr.Dataset, dims: list[str]) -> list[str]:
 
 def _breakdown_of(point: xr.Dataset, label: str) -> list[str]:
     """The energy of one configuration by part [MWh], its cost split [MUSD] and its CO2 split [t]."""
-    parts = "  ".join(f"{k} {format_compact(float(point[f'energy_{k}']), 4)}" for k in ENERGY_PARTS)
+    parts = "  ".join(f"{k} {format_compact(float(point[f'energy_{k}']), 4)}" for k in energy.ENERGY_PARTS)
     return [
         f"  {label}: {parts}  = {format_compact(float(point['energy']), 5)}"
         f"  (GPUs alone, IT: {format_compact(float(point['energy_gpu']), 4)})",

@@ -12,16 +12,23 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import xarray as xr
 
+from mcsim._lazy import lazy_module
 from mcsim.analysis.configurations import check_days, check_probability
 from mcsim.analysis.deadline import PROBABILITY
 from mcsim.analysis.summary import check_results
 from mcsim.io.atomic import folder_problem, staged_folder
-from mcsim.io.netcdf import open_results
-from mcsim.report.plan.files import is_plan_file, write_plan_report
+from mcsim.io.netcdf import is_plan_file, open_results
 from mcsim.report.result_report import write_report
+
+if TYPE_CHECKING:
+    from mcsim.report.plan import files as plan_files
+else:  # the report of a plan file, at its first use: the planner (and the kernels it imports) is not
+    # needed for the report of a result file
+    plan_files = lazy_module("mcsim.report.plan.files")
 
 
 def default_folder(source: str | Path) -> Path:
@@ -125,7 +132,7 @@ def _file_report(
     if is_plan_file(path):
         if deadline is not None:
             raise ValueError(f"deadline: applies to a result of mcsim run; {path} is a plan file")
-        return _staged(target, lambda staging: write_plan_report(path, staging))
+        return _staged(target, lambda staging: plan_files.write_plan_report(path, staging))
     ds = open_results(path)
     try:
         check_results(ds)

@@ -18,7 +18,7 @@ import xarray as xr
 from mcsim._lazy import lazy_module
 from mcsim.errors import ScenarioError
 from mcsim.io.atomic import write_atomic
-from mcsim.io.netcdf import is_result_file, open_results
+from mcsim.io.netcdf import is_plan_file, open_results  # noqa: F401  (is_plan_file: re-exported, its home moved)
 from mcsim.planning.dataset import PLAN_VARIABLES, layout_label
 from mcsim.report.plan.calibration import check_calibration
 from mcsim.report.plan.explain import explain_plan
@@ -31,17 +31,6 @@ else:
     netCDF4 = lazy_module("netCDF4")  # read only to tell a plan file from a result file
 
 RECOMMENDED_FILE = "recommended.toml"
-
-
-def is_plan_file(path: str | Path) -> bool:
-    """Whether ``path`` is a netCDF file written by ``mcsim plan`` (global attribute ``mcsim_kind = plan``)."""
-    if not is_result_file(path):
-        return False
-    try:
-        with netCDF4.Dataset(path, "r") as nc:
-            return getattr(nc, "mcsim_kind", "") == "plan"
-    except (OSError, RuntimeError):
-        return False
 
 
 def write_plan_report(source: str | Path, folder: str | Path) -> list[Path]:
