@@ -25,7 +25,7 @@ why the kernels live inside the package):
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .declarations import (  # the declarations, re-exported whole
     ACCOUNTED,
@@ -119,7 +119,7 @@ def compiled(table: bool = False) -> bool | None:
     """
     accelerate = importlib.import_module(".accelerate", __package__)
     name = "simulate_runs_table" if table else "simulate_runs"
-    dispatcher = globals()[name] if name in globals() else __getattr__(name)  # type: ignore[index]
+    dispatcher: Any = globals()[name] if name in globals() else __getattr__(name)
     if accelerate.JIT_DISABLED or dispatcher.signatures:  # plain Python, or compiled (or loaded) already
         return True
     return accelerate.cached(dispatcher)
