@@ -17,7 +17,8 @@ why the kernels live inside the package):
   :func:`simulate_runs_table` (one run per row of a parameter table), from
   :mod:`mcsim.kernels.montecarlo`. Importing them compiles nothing: Numba compiles (or
   loads from its cache) at the first call; :func:`compiled` says which it will be, and
-  :data:`COMPILE_SECONDS` how long compiling takes. Under ``NUMBA_DISABLE_JIT=1`` they run as
+  :data:`COMPILE_SECONDS` how long compiling takes, :data:`CACHE_FOLDER` where compiled code is kept.
+  Under ``NUMBA_DISABLE_JIT=1`` they run as
   plain Python, about 1000 times slower, with the same results bit for bit
   (``tests/test_plain_python.py``).
 """
@@ -90,7 +91,7 @@ from .declarations import (  # the declarations, re-exported whole
 )
 
 if TYPE_CHECKING:
-    from .accelerate import COMPILE_SECONDS
+    from .accelerate import CACHE_FOLDER, COMPILE_SECONDS
     from .accounting import account_runs
     from .montecarlo import simulate_runs, simulate_runs_table
 
@@ -101,6 +102,7 @@ _NUMBA_SIDE = {
     "simulate_runs_table": ".montecarlo",
     "account_runs": ".accounting",
     "COMPILE_SECONDS": ".accelerate",
+    "CACHE_FOLDER": ".accelerate",
 }
 
 
@@ -189,5 +191,6 @@ __all__ = [
     "PARAMS",
     "account_runs",
     "COMPILE_SECONDS",
+    "CACHE_FOLDER",
     "compiled",
 ]
