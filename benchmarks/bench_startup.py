@@ -11,7 +11,7 @@ a commit is extracted once with ``git archive``, see ``bench_capacity.py``), the
 * ``cold``: ``mcsim run`` of the reference scenario (``--runs``, default 1,000) with an empty
   ``NUMBA_CACHE_DIR``: every kernel compiled; ``compile``: per kernel entry point and compiled
   specialisation, the CPU seconds of its compilation (Numba's ``numba:compile`` events, each one
-  including the helpers compiled inside it), in a separate cold process of ``--runs 20``;
+  including the helpers compiled inside it), in a separate cold process of 20 runs (this tree only);
 * ``warm``: the same run with that cache, against ``python -c "import xarray, numba"`` (a ratio).
 
 ``--json`` prints the results as one JSON line at the end (``benchmarks/run.py`` reads it).
@@ -63,8 +63,6 @@ ENTRY_POINTS = ("simulate_runs", "simulate_runs_table", "account_runs")
 def _cpu(cmd: list[str], tree: Path, cache: str, cwd: str) -> tuple[float, str]:
     """CPU seconds of ``cmd`` run from ``tree`` with Numba's cache in ``cache``, and its stdout."""
     env = dict(os.environ, PYTHONPATH=str(tree), NUMBA_CACHE_DIR=cache)
-    if tree != REPOSITORY:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"  # an extracted tree stays as extracted (its bytecode compiled once)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -106,9 +104,9 @@ def measure(trees: dict[str, Path], runs: int, rounds: int) -> dict:
             for case, cmd in references.items():
                 reference_samples[case].append(_cpu(cmd, REPOSITORY, caches[next(iter(trees))], work)[0])
         reference = {case: statistics.median(s) for case, s in reference_samples.items()}
-        for label, tree in trees.items():
+        for label in trees:
             results[label].update({case: statistics.median(s) for case, s in samples[label].items()})
-            results[label]["compile"] = compile_times(tree, work)
+        results[next(iter(trees))]["compile"] = compile_times(REPOSITORY, work)  # this tree's only: a cold run more
     return dict(
         runs=runs,
         rounds=rounds,
@@ -143,8 +141,8 @@ def report_lines(results: dict) -> list[str]:
             f"import mcsim {tree['import mcsim']:.2f} s; mcsim --help {tree['mcsim --help']:.2f} s"
         )
         lines.append("    " + "; ".join(f"{k} = {v:.2f}" for k, v in ratios(tree, ref).items()))
-        entries = [row for row in tree["compile"] if row["function"] in ENTRY_POINTS]
-        for row in entries + [row for row in tree["compile"] if row not in entries][:3]:
+        entries = [row for row in tree.get("compile", []) if row["function"] in ENTRY_POINTS]
+        for row in entries + [row for row in tree.get("compile", []) if row not in entries][:3]:
             lines.append(f"    compile {row['cpu_s']:6.2f} s  {row['function']} {row['signature'][:90]}")
     return lines
 
