@@ -79,6 +79,23 @@ def compile_times(tree: Path, work: str) -> list[dict]:
     return sorted(rows, key=lambda row: -row["cpu_s"])
 
 
+def import_profile(tree: Path, work: str, top: int = 8) -> list[tuple[str, float]]:
+    """The modules imported directly by ``import mcsim`` (and its modules') that took longest, with their cumulative
+    seconds (``python -X importtime``), largest first."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import mcsim"], cwd=work, env=env, capture_output=True, text=True
+    )
+    rows = []
+    for line in proc.stderr.splitlines()[1:]:
+        fields = line.split("|")
+        if len(fields) == 3 and fields[1].strip().isdigit():
+            name = fields[2].rstrip()
+            rows.append((name.strip(), int(fields[1]) / 1e6, len(name) - len(name.lstrip())))
+    outside = [(name, seconds) for name, seconds, depth in rows if not name.startswith("mcsim") and depth <= 5]
+    return sorted(outside, key=lambda row: -row[1])[:top]
+
+
 def measure(trees: dict[str, Path], runs: int, rounds: int) -> dict:
     """Every figure of the module docstring, per tree (medians of ``rounds``), and the references."""
     py = sys.executable
@@ -107,6 +124,8 @@ def measure(trees: dict[str, Path], runs: int, rounds: int) -> dict:
         for label in trees:
             results[label].update({case: statistics.median(s) for case, s in samples[label].items()})
         results[next(iter(trees))]["compile"] = compile_times(REPOSITORY, work)  # this tree's only: a cold run more
+        for label, tree in trees.items():
+            results[label]["import profile"] = import_profile(tree, work)
     return dict(
         runs=runs,
         rounds=rounds,
@@ -141,6 +160,11 @@ def report_lines(results: dict) -> list[str]:
             f"import mcsim {tree['import mcsim']:.2f} s; mcsim --help {tree['mcsim --help']:.2f} s"
         )
         lines.append("    " + "; ".join(f"{k} = {v:.2f}" for k, v in ratios(tree, ref).items()))
+        profile = tree.get("import profile", [])
+        lines.append(
+            "    import mcsim, slowest imports (-X importtime, wall): "
+            + ", ".join(f"{n} {t:.2f} s" for n, t in profile)
+        )
         entries = [row for row in tree.get("compile", []) if row["function"] in ENTRY_POINTS]
         for row in entries + [row for row in tree.get("compile", []) if row not in entries][:3]:
             lines.append(f"    compile {row['cpu_s']:6.2f} s  {row['function']} {row['signature'][:90]}")
