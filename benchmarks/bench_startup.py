@@ -45,11 +45,12 @@ class Compiles(event.Listener):
     def __init__(self):
         self.started, self.rows = {}, []
 
-    def on_start(self, ev):
-        self.started[id(ev)] = time.process_time()
+    def on_start(self, ev):  # the start and end events of a compilation are two objects: keyed by what is compiled
+        self.started[id(ev.data["dispatcher"]), str(ev.data["args"])] = time.process_time()
 
     def on_end(self, ev):
-        seconds = time.process_time() - self.started.pop(id(ev), time.process_time())
+        key = id(ev.data["dispatcher"]), str(ev.data["args"])
+        seconds = time.process_time() - self.started.pop(key, time.process_time())
         self.rows.append((ev.data["dispatcher"].py_func.__qualname__, str(ev.data["args"]), seconds))
 
 listener = Compiles()
