@@ -1,103 +1,191 @@
-"""Start-up of ``mcsim run`` as a whole process, cold and warm, against an older commit.
+"""Start-up of mcsim as a user meets it: the import, the first run (compiling), the warm process.
 
-``.venv/bin/python benchmarks/bench_startup.py [--runs N] [--rounds N] [--against COMMIT|DIR]``
+``.venv/bin/python benchmarks/bench_startup.py [--runs N] [--rounds N] [--against COMMIT|DIR|none] [--json]``
 
-The command timed is ``python -m mcsim.cli run --runs N --quiet --no-resume -o OUT.nc``
-on the shipped reference scenario (default 1,000 runs), run from this source tree
-and from the tree of ``--against`` (default ``23de031``, the code before this
-start-up work; a commit is extracted once with ``git archive``, see
-``bench_capacity.py``). Reported per tree, as wall time and CPU time of the child
-process (user + system, every thread):
+Every figure is the CPU time (user + system, every thread) of a child process, the median of
+``--rounds`` (the machine is shared: CPU time moves less than wall time with the load), measured from
+this source tree and from the tree of ``--against`` (default ``5a92b87``, the code before issue 44;
+a commit is extracted once with ``git archive``, see ``bench_capacity.py``), the trees alternating:
 
-* ``cold``: an empty ``NUMBA_CACHE_DIR``, so every kernel is compiled (once per tree);
-* ``warm``: the same cache folder again, ``--rounds`` times, the trees alternating;
-* ``import``: ``python -c "import mcsim.cli.main"`` alone (warm).
+* ``import mcsim``, ``mcsim --help``: against ``python -c "import xarray"`` in the same rounds (ratios);
+* ``cold``: ``mcsim run`` of the reference scenario (``--runs``, default 1,000) with an empty
+  ``NUMBA_CACHE_DIR``: every kernel compiled; ``compile``: per kernel entry point and compiled
+  specialisation, the CPU seconds of its compilation (Numba's ``numba:compile`` events, each one
+  including the helpers compiled inside it), in a separate cold process of 20 runs (this tree only);
+* ``warm``: the same run with that cache, against ``python -c "import xarray, numba"`` (a ratio).
 
-The machine is shared: compare the two trees' figures from the same run, and read
-CPU time rather than wall time when the load is high.
+``--json`` prints the results as one JSON line at the end (``benchmarks/run.py`` reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_capacity import REPOSITORY, source_tree  # noqa: E402
 
-BEFORE = "23de031"
+BEFORE = "5a92b87"
+
+# A cold first simulation of the reference scenario (20 runs) that records each compilation's CPU seconds.
+_COMPILE_EVENTS = """
+import json, sys, time
+from numba.core import event
+import mcsim
+
+class Compiles(event.Listener):
+    def __init__(self):
+        self.started, self.rows = {}, []
+
+    def on_start(self, ev):  # the start and end events of a compilation are two objects: keyed by what is compiled
+        self.started[id(ev.data["dispatcher"]), str(ev.data["args"])] = time.process_time()
+
+    def on_end(self, ev):
+        key = id(ev.data["dispatcher"]), str(ev.data["args"])
+        seconds = time.process_time() - self.started.pop(key, time.process_time())
+        self.rows.append((ev.data["dispatcher"].py_func.__qualname__, str(ev.data["args"]), seconds))
+
+listener = Compiles()
+event.register("numba:compile", listener)
+mcsim.simulate(mcsim.load_scenario(overrides=["run.runs=20"]), progress=False)
+print(json.dumps(listener.rows))
+"""
+ENTRY_POINTS = ("simulate_runs", "simulate_runs_table", "account_runs")
 
 
-def _timed(cmd: list[str], tree: Path, cache: str) -> tuple[float, float]:
-    """Wall and CPU seconds of ``cmd`` run from ``tree`` with Numba's cache in ``cache``."""
+def _cpu(cmd: list[str], tree: Path, cache: str, cwd: str) -> tuple[float, str]:
+    """CPU seconds of ``cmd`` run from ``tree`` with Numba's cache in ``cache``, and its stdout."""
     env = dict(os.environ, PYTHONPATH=str(tree), NUMBA_CACHE_DIR=cache)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
-        raise RuntimeError(f"{' '.join(cmd)} in {tree}: exit {proc.returncode}\n{proc.stderr}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        raise RuntimeError(f"{' '.join(cmd)} from {tree}: exit {proc.returncode}\n{proc.stderr}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), proc.stdout
+
+
+def compile_times(tree: Path, work: str) -> list[dict]:
+    """Per compiled specialisation: ``function``, ``signature``, ``cpu_s`` (its helpers included), largest first."""
+    with tempfile.TemporaryDirectory(dir=work) as cache:
+        _, out = _cpu([sys.executable, "-c", _COMPILE_EVENTS], tree, cache, work)
+    rows = [dict(function=f, signature=s, cpu_s=c) for f, s, c in json.loads(out.splitlines()[-1])]
+    return sorted(rows, key=lambda row: -row["cpu_s"])
+
+
+def import_profile(tree: Path, work: str, top: int = 8) -> list[tuple[str, float]]:
+    """The modules imported directly by ``import mcsim`` (and its modules') that took longest, with their cumulative
+    seconds (``python -X importtime``), largest first."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import mcsim"], cwd=work, env=env, capture_output=True, text=True
+    )
+    rows = []
+    for line in proc.stderr.splitlines()[1:]:
+        fields = line.split("|")
+        if len(fields) == 3 and fields[1].strip().isdigit():
+            name = fields[2].rstrip()
+            rows.append((name.strip(), int(fields[1]) / 1e6, len(name) - len(name.lstrip())))
+    outside = [(name, seconds) for name, seconds, depth in rows if not name.startswith("mcsim") and depth <= 5]
+    return sorted(outside, key=lambda row: -row[1])[:top]
+
+
+def measure(trees: dict[str, Path], runs: int, rounds: int) -> dict:
+    """Every figure of the module docstring, per tree (medians of ``rounds``), and the references."""
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as work:
+        run = [py, "-m", "mcsim", "run", "--runs", str(runs), "--quiet", "--no-resume", "-o", "r.nc"]
+        cases = {
+            "import mcsim": [py, "-c", "import mcsim"],
+            "mcsim --help": [py, "-m", "mcsim", "--help"],
+            "warm": run,
+        }
+        references = {
+            "import xarray": [py, "-c", "import xarray"],
+            "import xarray, numba": [py, "-c", "import xarray, numba"],
+        }
+        caches = {label: str(Path(work) / f"cache-{i}") for i, label in enumerate(trees)}
+        results: dict = {label: {"cold": _cpu(run, tree, caches[label], work)[0]} for label, tree in trees.items()}
+        samples: dict = {label: {case: [] for case in cases} for label in trees}
+        reference_samples: dict = {case: [] for case in references}
+        for r in range(rounds):
+            for label, tree in list(trees.items())[:: 1 if r % 2 == 0 else -1]:
+                for case, cmd in cases.items():
+                    samples[label][case].append(_cpu(cmd, tree, caches[label], work)[0])
+            for case, cmd in references.items():
+                reference_samples[case].append(_cpu(cmd, REPOSITORY, caches[next(iter(trees))], work)[0])
+        reference = {case: statistics.median(s) for case, s in reference_samples.items()}
+        for label in trees:
+            results[label].update({case: statistics.median(s) for case, s in samples[label].items()})
+        results[next(iter(trees))]["compile"] = compile_times(REPOSITORY, work)  # this tree's only: a cold run more
+        for label, tree in trees.items():
+            results[label]["import profile"] = import_profile(tree, work)
+    return dict(
+        runs=runs,
+        rounds=rounds,
+        references=reference,
+        trees=results,
+        machine=dict(
+            platform=platform.platform(), processor=platform.processor() or platform.machine(), cpus=os.cpu_count()
+        ),
+    )
+
+
+def ratios(tree: dict, references: dict) -> dict[str, float]:
+    """The issue's ratios of one tree's figures: imports against xarray's, the warm run against xarray's and Numba's."""
+    return {
+        "import mcsim / import xarray": tree["import mcsim"] / references["import xarray"],
+        "mcsim --help / import xarray": tree["mcsim --help"] / references["import xarray"],
+        "warm run / import xarray, numba": tree["warm"] / references["import xarray, numba"],
+    }
+
+
+def report_lines(results: dict) -> list[str]:
+    """The results as text: per tree, its CPU seconds, ratios and the compile time of the entry points."""
+    ref = results["references"]
+    lines = [
+        f"machine: {results['machine']['processor']}, {results['machine']['cpus']} CPUs; CPU seconds (user + system), "
+        f"medians of {results['rounds']}; import xarray {ref['import xarray']:.2f} s, "
+        f"import xarray, numba {ref['import xarray, numba']:.2f} s"
+    ]
+    for label, tree in results["trees"].items():
+        lines.append(
+            f"{label:22s} cold run {tree['cold']:.1f} s; warm run ({results['runs']} runs) {tree['warm']:.2f} s; "
+            f"import mcsim {tree['import mcsim']:.2f} s; mcsim --help {tree['mcsim --help']:.2f} s"
+        )
+        lines.append("    " + "; ".join(f"{k} = {v:.2f}" for k, v in ratios(tree, ref).items()))
+        profile = tree.get("import profile", [])
+        lines.append(
+            "    import mcsim, slowest imports (-X importtime, wall): "
+            + ", ".join(f"{n} {t:.2f} s" for n, t in profile)
+        )
+        entries = [row for row in tree.get("compile", []) if row["function"] in ENTRY_POINTS]
+        for row in entries + [row for row in tree.get("compile", []) if row not in entries][:3]:
+            lines.append(f"    compile {row['cpu_s']:6.2f} s  {row['function']} {row['signature'][:90]}")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3, help="warm runs and imports per tree (default 3)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the warm cases (default 3)")
     parser.add_argument("--against", default=BEFORE, help=f"baseline commit or folder (default {BEFORE}); 'none'")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON line at the end")
     args = parser.parse_args()
     trees = {"this tree": REPOSITORY}
     if args.against != "none":
         trees[f"baseline {args.against}"] = source_tree(args.against)
-    with tempfile.TemporaryDirectory() as work:
-        out = str(Path(work) / "r.nc")
-        run = [
-            sys.executable,
-            "-m",
-            "mcsim.cli.main",
-            "run",
-            "--runs",
-            str(args.runs),
-            "--quiet",
-            "--no-resume",
-            "-o",
-            out,
-        ]
-        imp = [sys.executable, "-c", "import mcsim.cli.main"]
-        caches = {label: str(Path(work) / f"cache-{i}") for i, label in enumerate(trees)}
-        results: dict[str, dict[str, list[tuple[float, float]]]] = {label: {} for label in trees}
-        for label, tree in trees.items():
-            results[label]["cold"] = [_timed(run, tree, caches[label])]
-            print(
-                f"{label:22s} cold: {results[label]['cold'][0][0]:6.1f} s wall, "
-                f"{results[label]['cold'][0][1]:6.1f} s CPU",
-                flush=True,
-            )
-        for r in range(args.rounds):
-            for label, tree in list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]:
-                for case, cmd in (("warm", run), ("import", imp)):
-                    results[label].setdefault(case, []).append(_timed(cmd, tree, caches[label]))
-    for label, cases in results.items():
-        line = [f"{label:22s}"]
-        for case, times in cases.items():
-            wall = statistics.median(t[0] for t in times)
-            cpu = statistics.median(t[1] for t in times)
-            line.append(f"{case} {wall:.2f} s wall / {cpu:.2f} s CPU")
-        print("; ".join(line) + (" (medians)" if args.rounds > 1 else ""))
-    if len(trees) == 2:
-        new, old = (results[label] for label in trees)
-        for case in ("cold", "warm", "import"):
-            ratio_wall = statistics.median(t[0] for t in old[case]) / statistics.median(t[0] for t in new[case])
-            ratio_cpu = statistics.median(t[1] for t in old[case]) / statistics.median(t[1] for t in new[case])
-            print(f"{case}: baseline / this tree = {ratio_wall:.2f}x wall, {ratio_cpu:.2f}x CPU")
+    results = measure(trees, args.runs, args.rounds)
+    print("\n".join(report_lines(results)), flush=True)
+    if args.json:
+        print(json.dumps(results))
 
 
 if __name__ == "__main__":

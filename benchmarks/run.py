@@ -17,8 +17,10 @@ process against baselines doing the same work:
   follows the failures;
 * ``numpy`` / ``simpy``: what a user writes without mcsim (``benchmarks/baselines.py``),
   run at a reduced size and compared per simulated run and per iteration-rank;
-* ``cold start``: a first ``mcsim run`` in a fresh process with an empty Numba
-  cache, then with the cache warm;
+* ``cold start`` and ``start-up``: a first ``mcsim run`` in a fresh process with an empty Numba
+  cache, then with the cache warm, ``import mcsim`` and ``mcsim --help``, as CPU seconds and as ratios
+  against ``import xarray`` and ``import xarray, numba``, and the compile time of each kernel entry
+  point (``benchmarks/bench_startup.py``, which also sets them against an older commit);
 * ``scaling``: fast-mode time versus runs, GPUs and iterations.
 
 It prints one line per case to stderr as the case starts and ends (with its
@@ -63,6 +65,9 @@ from mcsim.kernels.rng import seed_stream, uniform
 from mcsim.model.checkpointing import checkpoint_plan, failure_classes
 from mcsim.model.workload import workload
 from mcsim.scenario.config import dumps_toml, load_scenario, scenario_from_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_startup  # noqa: E402  (a script beside this one)
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = mcsim.reference_scenario_path()
@@ -289,28 +294,25 @@ def _baseline_cases(quick: bool) -> list[dict]:
 
 
 def _cold_start(quick: bool) -> list[dict]:
-    rows = []
-    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        cmd = [
-            sys.executable,
-            "-m",
-            "mcsim.cli.main",
-            "run",
-            "--runs",
-            "100" if quick else "1000",
-            "--quiet",
-            "--no-resume",
-            "-o",
-            str(Path(out) / "r.nc"),
-        ]
-        for label in ("cold start (empty Numba cache)", "warm cache"):
-            with _progress(label):
-                elapsed, proc = _timed(subprocess.run, cmd, env=env, cwd=out, capture_output=True)
-            if proc.returncode:
-                raise RuntimeError(proc.stderr.decode())
-            rows.append(dict(case=label, seconds=elapsed))
-    return rows
+    """The start-up figures of ``bench_startup.py`` (this tree only): a first ``mcsim run`` with an empty Numba
+    cache and the same run warm, as CPU seconds of the process, the imports, the ratios the issue states, and
+    the compile time of each kernel entry point."""
+    with _progress("start-up: cold and warm run, imports, compile per entry point"):
+        startup = bench_startup.measure(
+            {"this tree": bench_startup.REPOSITORY}, 100 if quick else 1000, 1 if quick else 3
+        )
+    tree = startup["trees"]["this tree"]
+    return [
+        dict(case="cold start (empty Numba cache)", seconds=tree["cold"], cpu_s=tree["cold"]),
+        dict(case="warm cache", seconds=tree["warm"], cpu_s=tree["warm"]),
+        dict(
+            case="start-up",
+            runs=startup["runs"],
+            references=startup["references"],
+            **{key: tree[key] for key in ("import mcsim", "mcsim --help", "warm", "cold", "compile")},
+            ratios=bench_startup.ratios(tree, startup["references"]),
+        ),
+    ]
 
 
 def _sweeps(quick: bool) -> list[dict]:
@@ -480,6 +482,7 @@ def _table(results: dict) -> str:
     lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)).rstrip() for r in [header] + rows]
     lines.append("")
     lines += [f"{name}: {value:,.3g}" for name, value in results["ratios"].items()]
+    lines += _startup_lines(_cases(results).get("start-up"))
     m = results["machine"]
     lines.append(
         f"machine: {m['processor']}, {m['cpus']} CPUs, {m['numba_threads']} Numba threads, "
@@ -541,12 +544,56 @@ def markdown_table(results: dict) -> str:
         ),
         (
             "first `mcsim run`, empty Numba cache / cache warm",
-            f"{by['cold start (empty Numba cache)']['seconds']:.1f} s / {by['warm cache']['seconds']:.1f} s wall",
+            f"{by['cold start (empty Numba cache)']['seconds']:.1f} s / {by['warm cache']['seconds']:.1f} s "
+            + ("CPU" if "cpu_s" in by["warm cache"] else "wall"),
         ),
     ]
+    if "start-up" in by:  # results saved before this case had none
+        rows += _startup_rows(by["start-up"])
     if "sweep 480" in by:  # results saved before these cases had none
         rows += _sweep_rows(by, ratios)
     return _markdown(results, command, rows)
+
+
+def _startup_lines(startup: dict | None) -> list[str]:
+    """The start-up case as text lines: CPU seconds, the ratios, each kernel entry point's compile time."""
+    if startup is None:
+        return []
+    lines = [
+        f"start-up, CPU seconds: import mcsim {startup['import mcsim']:.2f}, "
+        f"mcsim --help {startup['mcsim --help']:.2f}, "
+        f"cold run {startup['cold']:.1f}, warm run of {startup['runs']:,} runs {startup['warm']:.2f} "
+        f"(import xarray {startup['references']['import xarray']:.2f}, "
+        f"import xarray, numba {startup['references']['import xarray, numba']:.2f})"
+    ]
+    lines += [f"start-up: {name} = {value:.2f}" for name, value in startup["ratios"].items()]
+    for row in startup["compile"]:
+        if row["function"] in bench_startup.ENTRY_POINTS:
+            lines.append(f"compile {row['function']}: {row['cpu_s']:.1f} s CPU ({row['signature'][:80]}...)")
+    return lines
+
+
+def _startup_rows(startup: dict) -> list[tuple[str, str]]:
+    """The README's rows of the start-up case: the imports and the warm process as ratios, the compile time."""
+    ratios, ref = startup["ratios"], startup["references"]
+    compiled = [row for row in startup["compile"] if row["function"] in bench_startup.ENTRY_POINTS]
+    return [
+        (
+            "`import mcsim` / `mcsim --help`, CPU",
+            f"{startup['import mcsim']:.2f} s / {startup['mcsim --help']:.2f} s: "
+            f"**{ratios['import mcsim / import xarray']:.2f}× / {ratios['mcsim --help / import xarray']:.2f}×** "
+            f"`import xarray` ({ref['import xarray']:.2f} s)",
+        ),
+        (
+            f"warm `mcsim run` ({startup['runs']:,} runs) as a process, CPU",
+            f"{startup['warm']:.2f} s: **{ratios['warm run / import xarray, numba']:.2f}×** "
+            f"`import xarray, numba` ({ref['import xarray, numba']:.2f} s)",
+        ),
+        (
+            "compiling, per kernel entry point (empty cache), CPU",
+            "; ".join(f"`{row['function']}` {row['cpu_s']:.1f} s" for row in compiled),
+        ),
+    ]
 
 
 def _processes(sweep: dict) -> str:

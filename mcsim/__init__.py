@@ -53,32 +53,43 @@ from typing import TYPE_CHECKING
 from mcsim import report
 from mcsim._version import __version__, show_versions
 from mcsim.accessor import McsimAccessor  # noqa: F401  (registers ds.mcsim)
-from mcsim.analysis.sensitivity import sensitivity
-from mcsim.analysis.summary import summarize
-from mcsim.engine.shards import combine
-from mcsim.engine.simulate import simulate
 from mcsim.errors import NoCandidate, NoneQualifies, ScenarioError
-from mcsim.io.netcdf import open_results, write_results
-from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_path
-from mcsim.scenario.shard import Shard
 
 if TYPE_CHECKING:
     from mcsim.analysis.calibration import calibrate
+    from mcsim.analysis.sensitivity import sensitivity
+    from mcsim.analysis.summary import summarize
     from mcsim.analysis.validation import validate
+    from mcsim.engine.shards import combine
+    from mcsim.engine.simulate import simulate
     from mcsim.fitting.failure_table import fit_failures
     from mcsim.fitting.power_log import fit_power
+    from mcsim.io.netcdf import open_results, write_results
     from mcsim.planning.run import plan
+    from mcsim.scenario.config import Scenario, load_scenario, reference_scenario_path
+    from mcsim.scenario.shard import Shard
     from mcsim.scenario.shipped import shipped_scenarios as scenarios
 
-# Imported when first used (the module, and the name in it): the planner, the fits and the validation
-# are not needed by most commands.
+# Imported when first used (PEP 562; the module, and the name in it): `import mcsim` loads xarray and the
+# accessor only, so that a script or a command that reads a result file pays neither for the kernels
+# (Numba) nor for SciPy.
 _LAZY = {
-    "plan": ("mcsim.planning.run", "plan"),
+    "calibrate": ("mcsim.analysis.calibration", "calibrate"),
+    "sensitivity": ("mcsim.analysis.sensitivity", "sensitivity"),
+    "summarize": ("mcsim.analysis.summary", "summarize"),
+    "validate": ("mcsim.analysis.validation", "validate"),
+    "combine": ("mcsim.engine.shards", "combine"),
+    "simulate": ("mcsim.engine.simulate", "simulate"),
     "fit_failures": ("mcsim.fitting.failure_table", "fit_failures"),
     "fit_power": ("mcsim.fitting.power_log", "fit_power"),
-    "validate": ("mcsim.analysis.validation", "validate"),
+    "open_results": ("mcsim.io.netcdf", "open_results"),
+    "write_results": ("mcsim.io.netcdf", "write_results"),
+    "plan": ("mcsim.planning.run", "plan"),
+    "Scenario": ("mcsim.scenario.config", "Scenario"),
+    "load_scenario": ("mcsim.scenario.config", "load_scenario"),
+    "reference_scenario_path": ("mcsim.scenario.config", "reference_scenario_path"),
+    "Shard": ("mcsim.scenario.shard", "Shard"),
     "scenarios": ("mcsim.scenario.shipped", "shipped_scenarios"),
-    "calibrate": ("mcsim.analysis.calibration", "calibrate"),
 }
 
 
@@ -87,6 +98,10 @@ def __getattr__(name: str) -> object:
         module, attribute = _LAZY[name]
         return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'mcsim' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [

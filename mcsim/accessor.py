@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING
 import xarray as xr
 
 from mcsim._lazy import lazy_module
-from mcsim.analysis import compare, configurations, deadline, ranking, robustness, sensitivity
-from mcsim.analysis.summary import TABLE_STATS, TABLE_VARIABLES, summarize, summary_frame
 from mcsim.io.netcdf import scenario_names
 from mcsim.io.units import conversion_factor
 from mcsim.io.variables import VARIABLES, sweep_dims
@@ -33,9 +31,20 @@ from mcsim.io.variables import VARIABLES, sweep_dims
 if TYPE_CHECKING:
     import pandas as pd
 
+    from mcsim.analysis import compare, configurations, deadline, ranking, robustness, sensitivity, summary
     from mcsim.report import plots
-else:  # the figure modules, imported at the first figure: not with mcsim, whose most uses draw none
+else:
+    # the figure modules, imported at the first figure: not with mcsim, whose most uses draw none
     plots = lazy_module("mcsim.report.plots")
+    # the analyses, imported at their first use: `import mcsim` registers the accessor and loads none
+    # of them (sensitivity's SALib, the decisions' SciPy)
+    compare = lazy_module("mcsim.analysis.compare")
+    configurations = lazy_module("mcsim.analysis.configurations")
+    deadline = lazy_module("mcsim.analysis.deadline")
+    ranking = lazy_module("mcsim.analysis.ranking")
+    robustness = lazy_module("mcsim.analysis.robustness")
+    sensitivity = lazy_module("mcsim.analysis.sensitivity")
+    summary = lazy_module("mcsim.analysis.summary")
 
 
 class _Plots:
@@ -150,14 +159,17 @@ class McsimAccessor:
             epistemic and aleatoric shares with parameter draws), each variable in its own units
             (``wall_time`` [h], ``energy`` [MW h], ``cost`` [USD], ``co2`` [t]; ``completed``: share).
         """
-        return summarize(self._ds)
+        return summary.summarize(self._ds)
 
-    def table(self, variables: Sequence[str] = TABLE_VARIABLES, stats: Sequence[str] = TABLE_STATS) -> pd.DataFrame:
+    def table(self, variables: Sequence[str] | None = None, stats: Sequence[str] | None = None) -> pd.DataFrame:
         """The summary as a pandas DataFrame, one row per configuration (:func:`mcsim.analysis.summary.summary_frame`).
 
-        Columns ``<variable>_<stat>`` in the stored units (``frame.attrs["units"]`` names each).
+        Columns ``<variable>_<stat>`` in the stored units (``frame.attrs["units"]`` names each); by
+        default the variables and statistics of the summary table (``mcsim.analysis.summary.TABLE_VARIABLES``
+        and ``TABLE_STATS``).
         """
-        return summary_frame(self._ds, variables, stats)
+        variables = summary.TABLE_VARIABLES if variables is None else variables
+        return summary.summary_frame(self._ds, variables, summary.TABLE_STATS if stats is None else stats)
 
     def to(self, name: str, unit: str) -> xr.DataArray:
         """Variable ``name`` in ``unit``, its ``units`` attribute set to ``unit``.

@@ -62,15 +62,19 @@ from threadpoolctl import threadpool_limits
 
 from mcsim._lazy import lazy_module
 from mcsim._version import __version__
-from mcsim.engine.execution import progress_bar
 from mcsim.io.variables import PER_RUN
 
 if TYPE_CHECKING:
     from SALib.analyze import delta as salib_delta
     from SALib.analyze import sobol as salib_sobol
+
+    from mcsim.engine import execution
 else:  # imported at the first indices: SALib takes a noticeable share of the start-up of every command
     salib_delta = lazy_module("SALib.analyze.delta")
     salib_sobol = lazy_module("SALib.analyze.sobol")
+    # the progress bar's module, at the first indices: the engine's imports (Numba, the kernels) are not
+    # needed to read a result file
+    execution = lazy_module("mcsim.engine.execution")
 
 INDICES = ("S1", "ST", "delta")
 CONF_LEVEL = 0.95
@@ -304,7 +308,7 @@ def _every_configuration(
     names = (*INDICES, *(f"{n}_conf" for n in INDICES))
     arrays = {name: np.full(shape + (len(keys),), np.nan) for name in names}
     configurations = int(np.prod(shape)) if shape else 1
-    with progress_bar(
+    with execution.progress_bar(
         progress,
         total=configurations * len(keys),
         unit="input",

@@ -437,7 +437,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _report_writer(args: argparse.Namespace, source: Path, folder: Path) -> Callable[[], list[Path]] | int:
     """The call that writes the report of ``source`` (a plan file or a result file) into ``folder``,
     or the exit status of the error line."""
-    from mcsim.report.plan.files import is_plan_file
+    from mcsim.io.netcdf import is_plan_file
     from mcsim.report.writer import report
 
     tables = None if args.format == "text" else args.format

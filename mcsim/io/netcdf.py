@@ -523,6 +523,17 @@ def result_attribute(path: str | Path, name: str) -> str | None:
         return None
 
 
+def is_plan_file(path: str | Path) -> bool:
+    """Whether ``path`` is a netCDF file written by ``mcsim plan`` (global attribute ``mcsim_kind = plan``)."""
+    if not is_result_file(path):
+        return False
+    try:
+        with netCDF4.Dataset(path, "r") as nc:
+            return getattr(nc, "mcsim_kind", "") == "plan"
+    except (OSError, RuntimeError):
+        return False
+
+
 def _text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
     """Text decoded from character arrays (Python objects) as fixed-width Unicode, as simulated."""
     text = {

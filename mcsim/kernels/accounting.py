@@ -31,109 +31,29 @@ iterations (``compute_s + straggler_s``), ``E`` its part in slow-node episodes (
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
-
-import numpy as np
 
 from . import declarations as decl
 from .accelerate import jit, jit_inline
-
-
-# --- A configuration's scalars: the parameter vector's slots, by name -----------------------------
-# A caller fills the vector by these names (mcsim.model.energy.accounting_parameters).
-class ParamSlots(NamedTuple):
-    """The slot of each scalar in a configuration's parameter vector, by its name (the fields' order)."""
-
-    gpus: int  # G, GPUs (as a float)
-    nodes: int  # nodes
-    pue: int
-    busy_w: int  # per-GPU power computing, W
-    wait_w: int  # ... waiting at a barrier or exchanging data, W
-    idle_w: int  # ... allocated and idle, W
-    checkpoint_w: int  # ... stalled for a checkpoint or restarting, W
-    busy_share: int  # b: share of the compute phase computing, outside episodes
-    busy_share_episode: int  # b_ep: ... in a slow-node episode
-    iteration_w: int  # mean per-GPU power over an executed iteration (rolled-back time), W
-    storage_j: int  # one copy of the checkpoint written to or read from storage, J
-    peer_j: int  # one copy of it sent to a peer node, J
-    peer_copies: int  # copies a snapshot sends to peers (in_memory), per checkpoint
-    load_s: int  # a full load from storage, s
-    load_memory_s: int  # a full load from a peer's memory, s
-    bits_j: int  # links' energy of one iteration, all GPUs, J
-    node_w: int  # per-node overhead power, W
-    rental: int  # 1: rented at gpu_hour_usd; 0: owned, amortised
-    gpu_hour_usd: int  # USD per GPU-hour (rental)
-    capital_usd: int  # GPUs' and nodes' capital cost (owned), USD
-    amortization_h: int  # amortisation period (owned), h
-    usd_per_kwh: int  # electricity price, USD/kWh
-    grid_g_per_kwh: int  # grid carbon intensity, g CO2e/kWh
-    embodied_kg: int  # embodied emissions of the GPUs held, kg CO2e (per GPU x G)
-    lifetime_s: int  # GPU lifetime over which embodied emissions are spread, s
-    ideal_s: int  # failure-free time of the whole job, s
-
-
-PARAMS = ParamSlots._fields
-N_PARAMS = len(PARAMS)
-SLOT = ParamSlots(*range(N_PARAMS))  # ``p[SLOT.gpus]``: compiled as constants
-
-J_PER_MWH = 3.6e9
-J_PER_KWH = 3.6e6
-S_PER_H = 3600.0
-
-# --- The outputs written, one row each, in this order (float variables of mcsim.io.variables) -----
-# The facility energy by part, in the order their sum is formed (mcsim.model.energy.ENERGY_PARTS is this one).
-ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
-_COMPUTED = (
-    "wall_time",
-    "energy",
-    "cost",
-    "co2",
-    "ettr",
-    *(f"energy_{part}" for part in ENERGY_PARTS),
-    "energy_gpu",
-    "cost_allocation",
-    "cost_electricity",
-    "co2_operational",
-    "co2_embodied",
+from .declarations import (  # the accounting's slots and rows: declarations, importable without Numba
+    ACCOUNTED_COLUMNS,
+    FIRST_COLUMN_ROW,
+    J_PER_KWH,
+    J_PER_MWH,
+    N_PARTS,
+    R_CO2,
+    R_CO2_EMBODIED,
+    R_CO2_OPERATIONAL,
+    R_COST,
+    R_COST_ALLOCATION,
+    R_COST_ELECTRICITY,
+    R_ENERGY,
+    R_ENERGY_GPU,
+    R_ETTR,
+    R_FIRST_PART,
+    R_WALL_TIME,
+    S_PER_H,
+    SLOT,
 )
-# Kernel columns stored as they are (counts) or in hours (times): (output, kernel column, in hours).
-_COLUMN_OUTPUTS = (
-    ("n_failures", decl.OUT_FAILURES, False),
-    ("lost_time", decl.OUT_LOST_S, True),
-    ("checkpoint_time", decl.OUT_CHECKPOINT_S, True),
-    ("recovery_time", decl.OUT_RECOVERY_S, True),
-    ("straggler_time", decl.OUT_STRAGGLER_S, True),
-    ("straggler_transient_time", decl.OUT_STRAGGLER_TRANSIENT_S, True),
-    ("straggler_persistent_time", decl.OUT_STRAGGLER_PERSISTENT_S, True),
-    ("n_memory_recoveries", decl.OUT_MEMORY_RECOVERIES, False),
-    ("spare_wait_time", decl.OUT_SPARE_WAIT_S, True),
-    ("n_hangs", decl.OUT_HANGS, False),
-    ("n_instabilities", decl.OUT_INSTABILITIES, False),
-    ("hang_time", decl.OUT_HANG_S, True),
-    ("hang_detection_time", decl.OUT_HANG_DETECTION_S, True),
-    ("instability_time", decl.OUT_INSTABILITY_S, True),
-    ("n_planned_stops", decl.OUT_PLANNED_STOPS, False),
-    ("planned_time", decl.OUT_PLANNED_S, True),
-    ("restart_time", decl.OUT_RESTART_S, True),
-    ("load_time", decl.OUT_LOAD_S, True),
-)
-ACCOUNTED = _COMPUTED + tuple(name for name, _, _ in _COLUMN_OUTPUTS)
-N_ACCOUNTED = len(ACCOUNTED)
-_COLUMNS = np.array([(column, in_hours) for _, column, in_hours in _COLUMN_OUTPUTS], dtype=np.int64)
-_FIRST_COLUMN_ROW = len(_COMPUTED)
-# Rows of the computed outputs (module constants: compiled in).
-R_WALL_TIME = ACCOUNTED.index("wall_time")
-R_ENERGY = ACCOUNTED.index("energy")
-R_COST = ACCOUNTED.index("cost")
-R_CO2 = ACCOUNTED.index("co2")
-R_ETTR = ACCOUNTED.index("ettr")
-R_FIRST_PART = ACCOUNTED.index("energy_compute")  # then the other ENERGY_PARTS, in order
-R_ENERGY_GPU = ACCOUNTED.index("energy_gpu")
-R_COST_ALLOCATION = ACCOUNTED.index("cost_allocation")
-R_COST_ELECTRICITY = ACCOUNTED.index("cost_electricity")
-R_CO2_OPERATIONAL = ACCOUNTED.index("co2_operational")
-R_CO2_EMBODIED = ACCOUNTED.index("co2_embodied")
-N_PARTS = len(ENERGY_PARTS)
 
 
 @jit_inline
@@ -249,6 +169,6 @@ def account_runs(out, done_compute_s, done_comm_s, params, into):
         ideal_s = params[SLOT.ideal_s] if out[i, decl.OUT_COMPLETED] == 1.0 else done_compute_s[i] + done_comm_s[i]
         ideal_s = ideal_s + _minimum(out[i, decl.OUT_STRAGGLER_S], 0.0)
         into[R_ETTR, i] = ideal_s / wall_s if wall_s > 0 else math.nan
-        for j in range(_COLUMNS.shape[0]):
-            value = out[i, _COLUMNS[j, 0]]
-            into[_FIRST_COLUMN_ROW + j, i] = value / S_PER_H if _COLUMNS[j, 1] else value
+        for j in range(ACCOUNTED_COLUMNS.shape[0]):
+            value = out[i, ACCOUNTED_COLUMNS[j, 0]]
+            into[FIRST_COLUMN_ROW + j, i] = value / S_PER_H if ACCOUNTED_COLUMNS[j, 1] else value

@@ -242,3 +242,106 @@ def phases_table(phases: typing.Sequence[np.ndarray]) -> np.ndarray:
             out[i, len(table) :] = table[-1]
             out[i, len(table) :, PH_START] = np.inf
     return out
+
+
+# --- A configuration's scalars: the parameter vector's slots, by name -----------------------------
+# A caller fills the vector by these names (mcsim.model.energy.accounting_parameters).
+class ParamSlots(NamedTuple):
+    """The slot of each scalar in a configuration's parameter vector, by its name (the fields' order)."""
+
+    gpus: int  # G, GPUs (as a float)
+    nodes: int  # nodes
+    pue: int
+    busy_w: int  # per-GPU power computing, W
+    wait_w: int  # ... waiting at a barrier or exchanging data, W
+    idle_w: int  # ... allocated and idle, W
+    checkpoint_w: int  # ... stalled for a checkpoint or restarting, W
+    busy_share: int  # b: share of the compute phase computing, outside episodes
+    busy_share_episode: int  # b_ep: ... in a slow-node episode
+    iteration_w: int  # mean per-GPU power over an executed iteration (rolled-back time), W
+    storage_j: int  # one copy of the checkpoint written to or read from storage, J
+    peer_j: int  # one copy of it sent to a peer node, J
+    peer_copies: int  # copies a snapshot sends to peers (in_memory), per checkpoint
+    load_s: int  # a full load from storage, s
+    load_memory_s: int  # a full load from a peer's memory, s
+    bits_j: int  # links' energy of one iteration, all GPUs, J
+    node_w: int  # per-node overhead power, W
+    rental: int  # 1: rented at gpu_hour_usd; 0: owned, amortised
+    gpu_hour_usd: int  # USD per GPU-hour (rental)
+    capital_usd: int  # GPUs' and nodes' capital cost (owned), USD
+    amortization_h: int  # amortisation period (owned), h
+    usd_per_kwh: int  # electricity price, USD/kWh
+    grid_g_per_kwh: int  # grid carbon intensity, g CO2e/kWh
+    embodied_kg: int  # embodied emissions of the GPUs held, kg CO2e (per GPU x G)
+    lifetime_s: int  # GPU lifetime over which embodied emissions are spread, s
+    ideal_s: int  # failure-free time of the whole job, s
+
+
+PARAMS = ParamSlots._fields
+N_PARAMS = len(PARAMS)
+SLOT = ParamSlots(*range(N_PARAMS))  # ``p[SLOT.gpus]``: compiled as constants
+
+J_PER_MWH = 3.6e9
+J_PER_KWH = 3.6e6
+S_PER_H = 3600.0
+
+# --- The outputs written, one row each, in this order (float variables of mcsim.io.variables) -----
+# The facility energy by part, in the order their sum is formed (mcsim.model.energy.ENERGY_PARTS is this one).
+ENERGY_PARTS = ("compute", "wait", "checkpoint", "recovery", "lost", "network", "node")
+_COMPUTED = (
+    "wall_time",
+    "energy",
+    "cost",
+    "co2",
+    "ettr",
+    *(f"energy_{part}" for part in ENERGY_PARTS),
+    "energy_gpu",
+    "cost_allocation",
+    "cost_electricity",
+    "co2_operational",
+    "co2_embodied",
+)
+# Kernel columns stored as they are (counts) or in hours (times): (output, kernel column, in hours).
+_COLUMN_OUTPUTS = (
+    ("n_failures", OUT_FAILURES, False),
+    ("lost_time", OUT_LOST_S, True),
+    ("checkpoint_time", OUT_CHECKPOINT_S, True),
+    ("recovery_time", OUT_RECOVERY_S, True),
+    ("straggler_time", OUT_STRAGGLER_S, True),
+    ("straggler_transient_time", OUT_STRAGGLER_TRANSIENT_S, True),
+    ("straggler_persistent_time", OUT_STRAGGLER_PERSISTENT_S, True),
+    ("n_memory_recoveries", OUT_MEMORY_RECOVERIES, False),
+    ("spare_wait_time", OUT_SPARE_WAIT_S, True),
+    ("n_hangs", OUT_HANGS, False),
+    ("n_instabilities", OUT_INSTABILITIES, False),
+    ("hang_time", OUT_HANG_S, True),
+    ("hang_detection_time", OUT_HANG_DETECTION_S, True),
+    ("instability_time", OUT_INSTABILITY_S, True),
+    ("n_planned_stops", OUT_PLANNED_STOPS, False),
+    ("planned_time", OUT_PLANNED_S, True),
+    ("restart_time", OUT_RESTART_S, True),
+    ("load_time", OUT_LOAD_S, True),
+)
+ACCOUNTED = _COMPUTED + tuple(name for name, _, _ in _COLUMN_OUTPUTS)
+N_ACCOUNTED = len(ACCOUNTED)
+ACCOUNTED_COLUMNS = np.array([(column, in_hours) for _, column, in_hours in _COLUMN_OUTPUTS], dtype=np.int64)
+FIRST_COLUMN_ROW = len(_COMPUTED)
+# Rows of the computed outputs (module constants: compiled in).
+R_WALL_TIME = ACCOUNTED.index("wall_time")
+R_ENERGY = ACCOUNTED.index("energy")
+R_COST = ACCOUNTED.index("cost")
+R_CO2 = ACCOUNTED.index("co2")
+R_ETTR = ACCOUNTED.index("ettr")
+R_FIRST_PART = ACCOUNTED.index("energy_compute")  # then the other ENERGY_PARTS, in order
+R_ENERGY_GPU = ACCOUNTED.index("energy_gpu")
+R_COST_ALLOCATION = ACCOUNTED.index("cost_allocation")
+R_COST_ELECTRICITY = ACCOUNTED.index("cost_electricity")
+R_CO2_OPERATIONAL = ACCOUNTED.index("co2_operational")
+R_CO2_EMBODIED = ACCOUNTED.index("co2_embodied")
+N_PARTS = len(ENERGY_PARTS)
+
+# Start states of a failure class's units at t = 0 (FailureClasses.start; mcsim.kernels.renewal says what
+# each means).
+START_NEW = 0
+START_STATIONARY = 1
+START_AGED = 2

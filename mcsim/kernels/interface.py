@@ -17,20 +17,25 @@ why the kernels live inside the package):
   :func:`simulate_runs_table` (one run per row of a parameter table), from
   :mod:`mcsim.kernels.montecarlo`. Importing them compiles nothing: Numba compiles (or
   loads from its cache) at the first call; :func:`compiled` says which it will be, and
-  :data:`COMPILE_SECONDS` how long compiling takes. Under ``NUMBA_DISABLE_JIT=1`` they run as
+  :data:`COMPILE_SECONDS` how long compiling takes, :data:`CACHE_FOLDER` where compiled code is kept.
+  Under ``NUMBA_DISABLE_JIT=1`` they run as
   plain Python, about 1000 times slower, with the same results bit for bit
   (``tests/test_plain_python.py``).
 """
 
 from __future__ import annotations
 
-from .accelerate import COMPILE_SECONDS, JIT_DISABLED, cached
-from .accounting import ACCOUNTED, ENERGY_PARTS, N_ACCOUNTED, PARAMS, account_runs
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .declarations import (  # the declarations, re-exported whole
+    ACCOUNTED,
+    ENERGY_PARTS,
     KIND_FAIL_STOP,
     KIND_HANG,
     KIND_INSTABILITY,
     KIND_PLANNED,
+    N_ACCOUNTED,
     N_OUT,
     N_PH,
     OUT_BUSY_S,
@@ -62,9 +67,13 @@ from .declarations import (  # the declarations, re-exported whole
     OUT_STRAGGLER_TRANSIENT_S,
     OUT_WALL_S,
     OUTPUT_COLUMNS,
+    PARAMS,
     PH_COMM_S,
     PH_COMPUTE_S,
     PH_START,
+    START_AGED,
+    START_NEW,
+    START_STATIONARY,
     STRATEGY_ASYNC,
     STRATEGY_IN_MEMORY,
     STRATEGY_SYNC,
@@ -80,8 +89,27 @@ from .declarations import (  # the declarations, re-exported whole
     params_table,
     phases_table,
 )
-from .montecarlo import simulate_runs, simulate_runs_table
-from .renewal import START_AGED, START_NEW, START_STATIONARY
+
+if TYPE_CHECKING:
+    from .accelerate import CACHE_FOLDER, COMPILE_SECONDS
+    from .accounting import account_runs
+    from .montecarlo import simulate_runs, simulate_runs_table
+
+# Imported at their first use (PEP 562): the compiled entry points and Numba's settings. What needs only the
+# declarations (the model, the reports, summaries of result files) never imports Numba (0.2-0.3 s).
+_NUMBA_SIDE = {
+    "simulate_runs": ".montecarlo",
+    "simulate_runs_table": ".montecarlo",
+    "account_runs": ".accounting",
+    "COMPILE_SECONDS": ".accelerate",
+    "CACHE_FOLDER": ".accelerate",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _NUMBA_SIDE:
+        return getattr(importlib.import_module(_NUMBA_SIDE[name], __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compiled(table: bool = False) -> bool | None:
@@ -91,10 +119,12 @@ def compiled(table: bool = False) -> bool | None:
     :func:`simulate_runs`. False means the first call compiles, for about
     :data:`COMPILE_SECONDS` seconds.
     """
-    dispatcher = simulate_runs_table if table else simulate_runs
-    if JIT_DISABLED or dispatcher.signatures:  # plain Python, or compiled (or loaded) already
+    accelerate = importlib.import_module(".accelerate", __package__)
+    name = "simulate_runs_table" if table else "simulate_runs"
+    dispatcher: Any = globals()[name] if name in globals() else __getattr__(name)
+    if accelerate.JIT_DISABLED or dispatcher.signatures:  # plain Python, or compiled (or loaded) already
         return True
-    return cached(dispatcher)
+    return accelerate.cached(dispatcher)
 
 
 __all__ = [
@@ -161,5 +191,6 @@ __all__ = [
     "PARAMS",
     "account_runs",
     "COMPILE_SECONDS",
+    "CACHE_FOLDER",
     "compiled",
 ]

@@ -49,13 +49,9 @@ import math
 import numpy as np
 
 from .accelerate import jit_inline, jit_unmanaged
+from .declarations import START_AGED, START_NEW, START_STATIONARY
 from .gamma import log_gammaincc_inv
 from .rng import uniform
-
-# Start states of a failure class's units at t = 0 (FailureClasses.start).
-START_NEW = 0
-START_STATIONARY = 1
-START_AGED = 2
 
 
 @jit_unmanaged

@@ -38,13 +38,19 @@ import functools
 import math
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.polynomial import hermite_e
-from scipy import special
 from threadpoolctl import threadpool_limits
 
+from mcsim._lazy import lazy_module
 from mcsim.model.stragglers import FAST_W1_TOLERANCE, factor_law
+
+if TYPE_CHECKING:
+    from scipy import special
+else:  # SciPy at its first use: a command that simulates nothing never needs it
+    special = lazy_module("scipy.special")
 
 # Degree of the polynomial in z: 6 keeps the W1 share below 1e-5 for the shipped straggler
 # laws (G 1,024 .. 131,072, sigma 0.01 .. 0.05, K 2 .. 24; 1.4e-6 at G = 1, sigma = 0.3, K = 3),

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import special
 
+from mcsim._lazy import lazy_module
 from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
 from mcsim.model.stragglers import factor_law
@@ -42,6 +43,11 @@ from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import Workload, WorkloadArrays
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
+
+if TYPE_CHECKING:
+    from scipy import special
+else:  # SciPy at its first use: a command that simulates nothing never needs it
+    special = lazy_module("scipy.special")
 
 J_PER_MWH = 3.6e9
 J_PER_KWH = 3.6e6

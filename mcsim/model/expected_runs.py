@@ -35,11 +35,11 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
-from scipy import special
 
+from mcsim._lazy import lazy_module
 from mcsim.model.checkpointing import (
     checkpoint_every,
     checkpoint_transfers,
@@ -67,6 +67,11 @@ from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import WorkloadArrays, workload_arrays
 from mcsim.scenario.config import Config
 from mcsim.scenario.schema import FailureClass, Interval
+
+if TYPE_CHECKING:
+    from scipy import special
+else:  # SciPy at its first use: a command that simulates nothing never needs it
+    special = lazy_module("scipy.special")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from mcsim._lazy import lazy_module
 

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from mcsim._lazy import lazy_module
 
 if TYPE_CHECKING:
-    from scipy import stats
+    from scipy import special, stats
 else:  # imported at first use: importing scipy.stats costs ~0.5 s, and most plans have no spares
     stats = lazy_module("scipy.stats")
+    special = lazy_module("scipy.special")  # SciPy at its first use: a command that simulates nothing never needs it
 
 # Points of the grid over [0, the longest repair] on which A(t) is integrated (the trapezoid rule).
 _GRID_POINTS = 257

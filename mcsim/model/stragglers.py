@@ -19,21 +19,26 @@ this share below :data:`FAST_W1_TOLERANCE`.
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
 import math
+import threading
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from mcsim._lazy import lazy_module
+from mcsim.kernels import interface as kernel
 
 if TYPE_CHECKING:
-    from scipy import integrate
+    from scipy import integrate, special
 else:  # imported at the first quadrature, not with mcsim: a command that simulates nothing never needs it
     integrate = lazy_module("scipy.integrate")
+    special = lazy_module("scipy.special")  # SciPy at its first use: a command that simulates nothing never needs it
 
 # W1 distance of a block's duration from its exact law, as a share of its mean.
 # By subadditivity of W1 over independent sums, a whole run's wall time is then
@@ -79,6 +84,53 @@ _TAIL_UNITS = 12.0
 MAX_FAST_BLOCK = 2**62
 
 
+# Laws computed by earlier processes, one line each ("n_ranks sigma floor mean std skew", exact hexadecimal
+# floats) in a file of the kernels' cache folder named by this module's source and SciPy's version: a warm
+# run then needs no quadrature, and does not import scipy.integrate (with scipy.optimize and scipy.sparse,
+# 0.15-0.3 s of its start-up). Appended a line at a time; unreadable, absent or read-only: computed as before.
+_STORE_LOCK = threading.Lock()
+_STORE_MAX_BYTES = 8 << 20
+
+
+@functools.cache
+def _law_store() -> tuple[Path | None, dict[str, tuple[float, float, float]]]:
+    """The file of stored laws (None: no cache folder) and the laws it holds, read once per process."""
+    folder = kernel.CACHE_FOLDER
+    if folder is None:
+        return None, {}
+    stamp = Path(__file__).read_bytes() + importlib.metadata.version("scipy").encode()
+    path = Path(folder) / f"factor-laws-{hashlib.sha256(stamp).hexdigest()[:16]}.txt"
+    laws: dict[str, tuple[float, float, float]] = {}
+    try:
+        for line in path.read_text(encoding="ascii").splitlines():
+            fields = line.split()
+            if len(fields) == 6:
+                laws[" ".join(fields[:3])] = (
+                    float.fromhex(fields[3]),
+                    float.fromhex(fields[4]),
+                    float.fromhex(fields[5]),
+                )
+    except (OSError, ValueError, UnicodeDecodeError):
+        pass
+    return path, laws
+
+
+def _store_law(key: str, law: FactorLaw) -> None:
+    """Append ``law`` to the store (nothing when it cannot be written)."""
+    path, laws = _law_store()
+    laws[key] = (law.mean, law.std, law.skew)
+    if path is None:
+        return
+    line = f"{key} {law.mean.hex()} {law.std.hex()} {law.skew.hex()}\n"
+    with _STORE_LOCK:
+        try:
+            if not path.exists() or path.stat().st_size < _STORE_MAX_BYTES:
+                with open(path, "a", encoding="ascii") as store:
+                    store.write(line)
+        except OSError:
+            pass
+
+
 @functools.lru_cache(maxsize=4096)
 def factor_law(n_ranks: float, sigma: float, floor: float = 0.0) -> FactorLaw:
     """Moments of ``F = max(M, floor)`` with ``M = max_i exp(sigma Z_i)`` over ``n_ranks`` ranks.
@@ -98,10 +150,22 @@ def factor_law(n_ranks: float, sigma: float, floor: float = 0.0) -> FactorLaw:
     integrand peaks near ``max(median of the maximum, k sigma)`` (``e^{k sigma z}
     phi(z)`` is a normal density centred at ``k sigma``), so the range reaches
     12 standard units beyond ``3 sigma``. Cached: every task of a configuration
-    and its energy model ask for the same law, and the quadratures cost a few ms.
+    and its energy model ask for the same law, and the quadratures cost a few ms; kept across
+    processes in the kernels' cache folder (the exact floats), so that a warm run computes none.
     """
     if sigma == 0.0:
         return FactorLaw(max(1.0, floor), 0.0, 0.0)
+    key = f"{float(n_ranks).hex()} {float(sigma).hex()} {float(floor).hex()}"
+    stored = _law_store()[1].get(key)
+    if stored is not None:
+        return FactorLaw(*stored)
+    law = _quadrature_law(n_ranks, sigma, floor)
+    _store_law(key, law)
+    return law
+
+
+def _quadrature_law(n_ranks: float, sigma: float, floor: float) -> FactorLaw:
+    """:func:`factor_law` for ``sigma > 0``, by quadrature."""
     center = max_normal_median(n_ranks)
     lo, hi = center - _TAIL_UNITS, max(center, 3.0 * sigma) + _TAIL_UNITS
     points = [center] + [k * sigma for k in (1, 2, 3) if lo < k * sigma < hi]

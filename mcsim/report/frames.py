@@ -19,14 +19,17 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from mcsim._lazy import lazy_module
 from mcsim.io.atomic import write_atomic
 from mcsim.io.variables import VARIABLES
-from mcsim.planning.dataset import layout_label
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from mcsim.analysis.validation import Comparison
+    from mcsim.planning import dataset as plan_dataset
+else:  # a plan's layouts, at the first plan table: the planner imports the kernels (Numba)
+    plan_dataset = lazy_module("mcsim.planning.dataset")
 
 
 def _plain(value: Any) -> Any:
@@ -90,7 +93,7 @@ def plan_frame(ds: xr.Dataset) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "candidate": candidates,
-            "layout": [layout_label(ds, c) for c in candidates],
+            "layout": [plan_dataset.layout_label(ds, c) for c in candidates],
             "objective_mean": np.asarray(ds["finalist_objective"].values, dtype=float),
             "objective_half_width": np.asarray(ds["finalist_half_width"].values, dtype=float),
             "runs": [int(r) for r in ds["finalist_runs"].values],

@@ -15,11 +15,12 @@ import dataclasses
 import math
 import tomllib
 from collections.abc import Callable, Hashable, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import xarray as xr
 
+from mcsim._lazy import lazy_module
 from mcsim.analysis.configurations import check_probability
 from mcsim.analysis.deadline import PROBABILITY, cheapest_within, prob_within
 from mcsim.analysis.ranking import decision_table
@@ -29,9 +30,13 @@ from mcsim.errors import NoneQualifies
 from mcsim.io.format import format_coordinate
 from mcsim.io.units import format_readable, readable_unit
 from mcsim.io.variables import PER_RUN, VARIABLES, sweep_dims
-from mcsim.model.energy import ENERGY_PARTS
 from mcsim.scenario.provenance import flat_provenance
 from mcsim.scenario.schema import DEFAULT_STEP_MODEL, SECTIONS, Interval
+
+if TYPE_CHECKING:
+    from mcsim.model import energy
+else:  # the energy model at the first table of a point: the command line's parser imports this module
+    energy = lazy_module("mcsim.model.energy")
 
 MAX_TABLE_ROWS = 16  # more configurations: the 5 best and the 5 worst (--all shows every one)
 EXTREMES = 5  # ... this many at each end
@@ -488,7 +493,7 @@ def _breakdown_of(point: xr.Dataset, label: str, units: Units) -> list[str]:
     def shown(name: str, quantity: str, digits: int = 4) -> str:
         return format_readable(float(point[name]) * units[quantity][0], digits)
 
-    parts = "  ".join(f"{k} {shown(f'energy_{k}', 'energy')}" for k in ENERGY_PARTS)
+    parts = "  ".join(f"{k} {shown(f'energy_{k}', 'energy')}" for k in energy.ENERGY_PARTS)
     return [
         f"  {label}: {parts}  = {shown('energy', 'energy', 5)}  (GPUs alone, IT: {shown('energy_gpu', 'energy')})",
         f"  {' ' * len(label)}  cost allocation {shown('cost_allocation', 'cost')}"

@@ -13,17 +13,24 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import xarray as xr
 
+from mcsim._lazy import lazy_module
 from mcsim.analysis.configurations import check_days, check_probability
 from mcsim.analysis.deadline import PROBABILITY
 from mcsim.analysis.summary import check_results, summary_frame
 from mcsim.io.atomic import folder_problem, staged_folder
-from mcsim.io.netcdf import open_results
+from mcsim.io.netcdf import is_plan_file, open_results
 from mcsim.report.frames import plan_frame, table_file
-from mcsim.report.plan.files import is_plan_file, write_plan_report
 from mcsim.report.result_report import write_report
+
+if TYPE_CHECKING:
+    from mcsim.report.plan import files as plan_files
+else:  # the report of a plan file, at its first use: the planner (and the kernels it imports) is not
+    # needed for the report of a result file
+    plan_files = lazy_module("mcsim.report.plan.files")
 
 TABLE_FORMATS = ("json", "csv")  # the formats of the report's table for programs
 
@@ -113,7 +120,7 @@ def report(
     if isinstance(source, xr.Dataset) and source.attrs.get("mcsim_kind") == "plan":
         if deadline is not None:
             raise ValueError("deadline: applies to a result of mcsim run; the dataset is a plan (mcsim.plan)")
-        return _staged(_dataset_folder(folder), lambda staging: write_plan_report(source, staging, name))
+        return _staged(_dataset_folder(folder), lambda staging: plan_files.write_plan_report(source, staging, name))
     if isinstance(source, xr.Dataset):
         return _result_report(source, _dataset_folder(folder), name, *options)
     return _file_report(Path(source), folder, name, *options)
@@ -143,7 +150,9 @@ def _file_report(
     if is_plan_file(path):
         if deadline is not None:
             raise ValueError(f"deadline: applies to a result of mcsim run; {path} is a plan file")
-        return _staged(target, lambda staging: write_plan_report(path, staging) + _plan_table(path, staging, tables))
+        return _staged(
+            target, lambda staging: plan_files.write_plan_report(path, staging) + _plan_table(path, staging, tables)
+        )
     ds = open_results(path)
     try:
         check_results(ds)

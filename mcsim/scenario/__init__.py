@@ -23,6 +23,19 @@
 - ``frozen``: frozen records hashed once (the sections and configurations as cache keys).
 """
 
-from mcsim.scenario.config import Config, Scenario, load_scenario, reference_scenario_path
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcsim.scenario.config import Config, Scenario, load_scenario, reference_scenario_path
+
+
+def __getattr__(name: str) -> object:
+    # The names of `config`, imported at their first use (PEP 562): a module that needs only the schema
+    # (the command line's parser) does not load the scenario files' machinery.
+    if name in __all__:
+        return getattr(importlib.import_module("mcsim.scenario.config"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Config", "Scenario", "load_scenario", "reference_scenario_path"]

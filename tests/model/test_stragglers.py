@@ -9,6 +9,8 @@ import pytest
 from scipy import special
 
 import mcsim
+from mcsim.kernels import interface as kernel
+from mcsim.model import stragglers
 from mcsim.model.energy import ENERGY_PARTS
 from mcsim.model.stragglers import factor_law
 from mcsim.scenario.config import scenario_from_dict
@@ -70,3 +72,29 @@ def test_energy_parts_non_negative_and_add_up_at_extreme_sigma(small_raw, sigma,
     # The total is the sum of the parts by definition (docs/model.md §5): to rounding.
     np.testing.assert_allclose(np.sum(parts, axis=0), ds["energy"].values, rtol=1e-12)
     assert np.all(ds["energy_gpu"].values >= 0.0)
+
+
+def test_a_stored_factor_law_comes_back_bit_for_bit_without_a_quadrature(tmp_path, monkeypatch):
+    """A law computed once is read back by a later process (here: with the per-process caches cleared) as the
+    very same floats, and no quadrature runs for it."""
+    monkeypatch.setattr(kernel, "CACHE_FOLDER", tmp_path)
+    stragglers._law_store.cache_clear()
+    factor_law.cache_clear()
+    try:
+        computed = stragglers._quadrature_law(4096, 0.031, 1.7)
+        assert factor_law(4096, 0.031, 1.7) == computed  # computed and appended to the store
+        assert len(list(tmp_path.glob("factor-laws-*.txt"))) == 1
+        stragglers._law_store.cache_clear()
+        factor_law.cache_clear()
+
+        def no_quadrature(*args):
+            raise AssertionError("the stored law was computed again")
+
+        monkeypatch.setattr(stragglers, "_quadrature_law", no_quadrature)
+        stored = factor_law(4096, 0.031, 1.7)
+        assert [v.hex() for v in (stored.mean, stored.std, stored.skew)] == [
+            v.hex() for v in (computed.mean, computed.std, computed.skew)
+        ]
+    finally:
+        stragglers._law_store.cache_clear()
+        factor_law.cache_clear()

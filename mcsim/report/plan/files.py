@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from mcsim._lazy import lazy_module
 from mcsim.errors import ScenarioError
 from mcsim.io.atomic import write_atomic
-from mcsim.io.netcdf import is_result_file, open_results
+from mcsim.io.netcdf import open_results
 from mcsim.planning.dataset import PLAN_VARIABLES, layout_label
 from mcsim.report.markdown import inert, inert_dataset
 from mcsim.report.plan.calibration import check_calibration
@@ -26,23 +25,7 @@ from mcsim.report.plan.explain import explain_plan
 from mcsim.scenario.config import scenario_from_dict
 from mcsim.scenario.toml import dumps_toml
 
-if TYPE_CHECKING:
-    import netCDF4
-else:
-    netCDF4 = lazy_module("netCDF4")  # read only to tell a plan file from a result file
-
 RECOMMENDED_FILE = "recommended.toml"
-
-
-def is_plan_file(path: str | Path) -> bool:
-    """Whether ``path`` is a netCDF file written by ``mcsim plan`` (global attribute ``mcsim_kind = plan``)."""
-    if not is_result_file(path):
-        return False
-    try:
-        with netCDF4.Dataset(path, "r") as nc:
-            return getattr(nc, "mcsim_kind", "") == "plan"
-    except (OSError, RuntimeError):
-        return False
 
 
 def write_plan_report(source: str | Path | xr.Dataset, folder: str | Path, name: str | None = None) -> list[Path]:
