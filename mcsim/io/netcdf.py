@@ -432,12 +432,12 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
         if "mcsim_version" not in lazy.attrs:
             lazy.close()
             raise _not_written_by_mcsim(path)
-        return _portable_encoding(_text_as_unicode(_flags_as_bool(lazy)))
+        return _portable_encoding(text_as_unicode(_flags_as_bool(lazy)))
     with xr.open_dataset(path, engine="netcdf4") as ds:
         if "mcsim_version" not in ds.attrs:
             raise _not_written_by_mcsim(path)
         loaded = ds.load()
-    return _portable_encoding(_text_as_unicode(scenario_names(_flags_as_bool(loaded))))
+    return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(loaded))))
 
 
 def _not_written_by_mcsim(path: str | Path) -> ValueError:
@@ -500,8 +500,10 @@ def is_result_file(path: str | Path) -> bool:
         return False
 
 
-def _text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
-    """Text decoded from character arrays (Python objects) as fixed-width Unicode, as simulated."""
+def text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
+    """Text held as Python objects (decoded from character arrays, or filled one configuration at a time)
+    as fixed-width Unicode, so that a plain :meth:`xarray.Dataset.to_netcdf` writes it: xarray 2024.1 refuses
+    object-dtype text ("unsupported dtype for netCDF4 variable: object")."""
     text = {
         name: var.astype(str)
         for name, var in {**ds.data_vars, **ds.coords}.items()
