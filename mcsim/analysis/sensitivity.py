@@ -343,7 +343,7 @@ def _index_variables(arrays: dict[str, np.ndarray], design: str, dims: tuple[Has
     by_delta = delta[..., :, None] < delta[..., None, :]  # [i, j]: delta puts i below j
     against = (clear & by_delta) | (np.swapaxes(clear, -1, -2) & np.swapaxes(by_delta, -1, -2))
     data["delta_disagrees"] = (
-        against.any(axis=-1),
+        np.asarray(against.any(axis=-1)),
         f"delta orders the input against a clear {main} ranking (intervals of {main} apart)",
     )
     return {name: xr.Variable(dims, value, {"units": "1", "long_name": text}) for name, (value, text) in data.items()}
