@@ -11,11 +11,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from child_python import run_python
 from dotted_names import unresolved
 
 import mcsim
@@ -170,3 +174,64 @@ def test_every_module_path_and_name_the_docs_give_exists(document):
     paths = set(re.findall(r"\b((?:mcsim|tests|benchmarks)/[\w/]+\.py)\b", text))
     missing = sorted(p for p in paths if not (ROOT / p).exists()) + unresolved(text)
     assert not missing, f"{document} names what does not exist: {missing}"
+
+
+# --------------------------------------------------------------------------- the Python blocks of the docs
+
+# The result files the documents' Python blocks read, each made here by the command the documents give, with fewer
+# runs and draws (the blocks read the files' dims and variables, not their figures).
+RESULT_FILES = {
+    "llama3-405b": ["llama3-405b", "--runs", "50"],
+    "capacity-planning": ["capacity-planning", "--runs", "50"],
+    "capacity-planning-uncertain": ["capacity-planning-uncertain", "--runs", "5", "--set", "run.draws=32"],
+    "capacity-planning-point": [
+        "capacity-planning",
+        "--runs",
+        "200",
+        "--set",
+        "parallelism.gpus=[4096,8192,16384]",
+        "--set",
+        "checkpoint.strategy=async",
+        "--set",
+        "checkpoint.interval=young_daly",
+    ],
+}
+
+
+def python_blocks(text: str) -> list[str]:
+    """The fenced ```python blocks of a Markdown text."""
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.M | re.S)
+
+
+PYTHON_BLOCKS = [
+    pytest.param(document, code, id=f"{document}-{i}")
+    for document in DOCUMENTS
+    for i, code in enumerate(python_blocks((ROOT / document).read_text(encoding="utf-8")))
+]
+
+
+@pytest.fixture(scope="module")
+def documented_results(tmp_path_factory):
+    """A folder with ``results/NAME.nc`` for every name of RESULT_FILES, made by ``mcsim run``."""
+    folder = tmp_path_factory.mktemp("docs-blocks")
+    for name, args in RESULT_FILES.items():
+        command = [sys.executable, "-m", "mcsim", "run", *args, "-o", f"results/{name}.nc", "--quiet"]
+        proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, (name, proc.stderr)
+    return folder
+
+
+def test_the_docs_have_python_blocks():
+    assert len(PYTHON_BLOCKS) >= 3  # README's two, docs/capacity-planning.md's one
+
+
+@pytest.mark.parametrize(("document", "code"), PYTHON_BLOCKS)
+def test_every_python_block_runs_on_its_own(document, code, documented_results):
+    """Each block of README.md, ARCHITECTURE.md, CONTRIBUTING.md, benchmarks/README.md and docs/*.md runs in a fresh
+    interpreter (its imports its own), in a folder holding the result files it reads (issue 42 item 1)."""
+    pytest.importorskip("matplotlib")
+    read = set(re.findall(r"results/([\w.-]+)\.nc", code))
+    assert read <= set(RESULT_FILES), f"{document}: add {sorted(read - set(RESULT_FILES))} to RESULT_FILES"
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(ROOT))
+    proc = run_python(code, cwd=documented_results, env=env, timeout=600)
+    assert proc.returncode == 0, f"{document}:\n{code}\n{proc.stderr[-3000:]}"

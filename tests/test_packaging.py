@@ -85,8 +85,10 @@ def test_the_distribution_name_is_the_free_one_everywhere(monkeypatch):
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert meta["name"] == _version.DISTRIBUTION == "mcsim-llm"
     assert meta["scripts"] == {"mcsim": "mcsim.cli:main"}
-    for key in ("authors", "keywords", "classifiers", "urls", "readme"):
+    for key in ("authors", "keywords", "classifiers", "readme"):
         assert meta.get(key), key
+    # no placeholder addresses until the project has a public home (README.md, "Quick start")
+    assert "urls" not in meta
     assert _WRONG_NAME.search("pip install 'mcsim[plot]'") and not _WRONG_NAME.search("pip install mcsim-llm")
     texts = [*ROOT.glob("mcsim/**/*.py"), *DOCS, ROOT / ".ci" / "run"]
     offenders = [str(f.relative_to(ROOT)) for f in texts if _WRONG_NAME.search(f.read_text(encoding="utf-8"))]

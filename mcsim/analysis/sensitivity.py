@@ -16,7 +16,17 @@ SESMO 2022):
   771-784; SALib ``analyze.delta``), with bootstrap intervals. A total index
   needs the Saltelli design: ``ST`` is NaN.
 
-Inputs are ranked (1 = most influential) by ``ST`` when there is one, else by ``delta``.
+Inputs are ranked (1 = most influential, ``rank``) by the variance-based index: ``ST`` when there is
+one (Saltelli design), else ``S1``; the tables show each with its interval, so two inputs whose
+intervals overlap are not told apart. ``delta`` is computed for every design as a second opinion
+(``rank_delta``): it sees effects on the whole distribution of the output, not only on its
+variance, but it is non-negative and biased upward with few draws, so an input without effect
+gets a delta of 0.05-0.10 at a few hundred draws (docs/capacity-planning.md): a ranking by
+delta put the storage bandwidth third where its S1 is about 0. ``delta_disagrees`` marks an
+input that delta orders against the variance-based ranking where the latter is clear: delta puts
+it above an input whose index's interval lies wholly above its own, or below one whose interval
+lies wholly below (:func:`disagreements` names the pairs). Sobol indices of ``y = x1 + 2 x2``
+(independent uniforms: S1 = ST = 0.2, 0.8) are in the tests.
 
 Bootstrap resamples (``resamples``, default :data:`RESAMPLES` = 100, SALib's own default):
 SALib's intervals are ``z * s_B``, s_B the standard deviation of the index over B
@@ -161,16 +171,18 @@ def _indices(
                 problem, y, calc_second_order=False, num_resamples=resamples, conf_level=CONF_LEVEL, seed=seed
             )
             _store(out, result, ("S1", "ST"), slice(None))
-            bar.update(k)
-            return out
-        for i in range(k):  # one input at a time: the given-data estimators need no other column
+        # delta (and, without a Saltelli design, S1) one input at a time: the given-data estimators need no
+        # other column; on a Saltelli design they read its draws as given data (each column's values are
+        # drawn from the input's own law, independently of the other columns)
+        given = ("delta",) if design == "saltelli" else ("S1", "delta")
+        for i in range(k):
             problem = {"num_vars": 1, "names": [names[i]], "bounds": [bounds[i]]}
             # SALib >= 1.5 prints bin notices, and turns warnings back on ("once") to show others
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 result = salib_delta.analyze(
                     problem, x[:, i : i + 1], y, num_resamples=resamples, conf_level=CONF_LEVEL, seed=seed + i
                 )
-            _store(out, result, ("S1", "delta"), slice(i, i + 1))
+            _store(out, result, given, slice(i, i + 1))
             bar.update(1)
     return out
 
@@ -213,11 +225,13 @@ def sensitivity(
     xarray.Dataset
         Dims (``input``, sweep dims...): ``S1``, ``ST``, ``delta`` (dimensionless shares
         of variance; ``delta`` in [0, 1]), each with ``*_low`` / ``*_high`` bounds of its
-        95 % bootstrap interval, and ``rank`` (1 = most influential). Attributes:
-        ``method`` (``sobol`` or ``delta``), ``output``, ``draws``, ``design``,
-        ``correlated_inputs``, ``resamples``, ``scenario_name``, ``mcsim_version``, ``created``,
-        and the CF attributes of a result file: ``title``, ``history`` (the result's, then a
-        line for these indices) and ``Conventions``.
+        95 % bootstrap interval; ``rank`` (1 = most influential, by ``ST`` with a Saltelli
+        design, else by ``S1``), ``rank_delta`` (the same by ``delta``, the second opinion) and
+        ``delta_disagrees`` (see the module docstring and :func:`disagreements`). Attributes:
+        ``method`` (``sobol``: Saltelli estimators; ``delta``: given-data estimators), ``ranked_by``
+        (``ST`` or ``S1``), ``output``, ``draws``, ``design``, ``correlated_inputs``, ``resamples``,
+        ``scenario_name``, ``mcsim_version``, ``created``, and the CF attributes of a result file:
+        ``title``, ``history`` (the result's, then a line for these indices) and ``Conventions``.
 
     Raises
     ------
@@ -258,6 +272,7 @@ def _attributes(ds: xr.Dataset, output: str, design: str, correlated: list[str],
     return {
         "title": f"mcsim sensitivity indices of {output}: {scenario}",
         "method": method,
+        "ranked_by": ranked_by(design),
         "output": output,
         "draws": ds.sizes["draw"],
         "design": design,
@@ -339,9 +354,53 @@ def _index_variables(arrays: dict[str, np.ndarray], design: str, dims: tuple[Has
         data[name] = (value, _INDEX_TEXT[name])
         data[f"{name}_low"] = (value - conf, f"{CONF_LEVEL:.0%} bootstrap interval of {name}: lower bound")
         data[f"{name}_high"] = (value + conf, f"{CONF_LEVEL:.0%} bootstrap interval of {name}: upper bound")
-    score = arrays["ST"] if design == "saltelli" else arrays["delta"]
+    main = ranked_by(design)
+    data["rank"] = (
+        _ranks(arrays[main]),
+        "rank of the input, 1 = most influential (by ST, or S1 without a Saltelli design)",
+    )
+    data["rank_delta"] = (_ranks(arrays["delta"]), "rank of the input by delta, the second opinion")
+    clear = _clearly_above(arrays[main] - arrays[f"{main}_conf"], arrays[main] + arrays[f"{main}_conf"])
+    delta = arrays["delta"]
+    by_delta = delta[..., :, None] < delta[..., None, :]  # [i, j]: delta puts i below j
+    against = (clear & by_delta) | (np.swapaxes(clear, -1, -2) & np.swapaxes(by_delta, -1, -2))
+    data["delta_disagrees"] = (
+        np.asarray(against.any(axis=-1)),
+        f"delta orders the input against a clear {main} ranking (intervals of {main} apart)",
+    )
+    return {name: xr.Variable(dims, value, {"units": "1", "long_name": text}) for name, (value, text) in data.items()}
+
+
+def ranked_by(design: str) -> str:
+    """The index the inputs are ranked by: ``ST`` with a Saltelli design, else ``S1``."""
+    return "ST" if design == "saltelli" else "S1"
+
+
+def _ranks(score: np.ndarray) -> np.ndarray:
+    """1 for the largest ``score`` along the last axis, 2 for the next...; NaN last, ties in input order."""
     order = np.argsort(-np.nan_to_num(score, nan=-np.inf), axis=-1, kind="stable")
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(1, score.shape[-1] + 1) + np.zeros_like(order), axis=-1)
-    data["rank"] = (rank, "rank of the input, 1 = most influential (by ST, or delta without a Saltelli design)")
-    return {name: xr.Variable(dims, value, {"units": "1", "long_name": text}) for name, (value, text) in data.items()}
+    return rank
+
+
+def _clearly_above(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """``[..., i, j]``: input i's interval lies wholly above input j's (NaN: never)."""
+    return low[..., :, None] > high[..., None, :]
+
+
+def disagreements(point: xr.Dataset) -> list[tuple[str, str]]:
+    """Where delta contradicts a clear variance-based ranking, at one configuration of :func:`sensitivity`.
+
+    Returns
+    -------
+    list of (str, str)
+        ``(above, below)`` pairs of inputs: ``above``'s interval of the ranking index (``ranked_by``)
+        lies wholly above ``below``'s, yet delta is larger for ``below``; most influential ``above`` first.
+    """
+    main = str(point.attrs["ranked_by"])
+    low, high = np.asarray(point[f"{main}_low"].values, float), np.asarray(point[f"{main}_high"].values, float)
+    delta, names = np.asarray(point["delta"].values, float), [str(k) for k in point["input"].values]
+    clear = _clearly_above(low, high) & (delta[:, None] < delta[None, :])
+    order = np.argsort(np.asarray(point["rank"].values), kind="stable")
+    return [(names[i], names[j]) for i in order for j in order if clear[i, j]]

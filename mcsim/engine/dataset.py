@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim._version import __version__, model_source_hash
+from mcsim.io.netcdf import text_as_unicode
 from mcsim.io.variables import build_dataset, coordinate_attrs
 from mcsim.scenario.config import Scenario
 from mcsim.scenario.draws import DrawPlan
@@ -43,7 +44,9 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
     coords["run"] = np.arange(scenario.run.runs)
     if draws.count:
         coords["draw"] = np.arange(draws.count)
-    ds = build_dataset(data, dims, coords, attrs)
+    # infeasible_reason is filled one configuration at a time as Python objects: as fixed-width Unicode, a plain
+    # ds.to_netcdf() writes it with every supported xarray (2024.1 refuses object-dtype text)
+    ds = text_as_unicode(build_dataset(data, dims, coords, attrs))
     for axis, meta in swept:  # long_name and units of a sweep coordinate, from the schema field it sweeps
         numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in axis.coords)
         ds[axis.dim].attrs.update(coordinate_attrs(axis.key, meta, numeric))

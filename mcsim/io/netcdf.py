@@ -433,7 +433,7 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
         if "mcsim_version" not in ds.attrs:
             raise _not_written_by_mcsim(path)
         loaded = ds.load()
-    return _portable_encoding(_text_as_unicode(scenario_names(_flags_as_bool(loaded))))
+    return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(loaded))))
 
 
 def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
@@ -448,7 +448,7 @@ def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
     chunked = lazy.drop_vars(text).chunk(chunks).assign({name: lazy[name].load() for name in text})
     chunked = chunked[list(lazy.data_vars)]
     chunked.set_close(lazy.close)
-    return _portable_encoding(_text_as_unicode(scenario_names(_flags_as_bool(chunked))))
+    return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(chunked))))
 
 
 def _not_written_by_mcsim(path: str | Path) -> ValueError:
@@ -534,8 +534,10 @@ def is_plan_file(path: str | Path) -> bool:
         return False
 
 
-def _text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
-    """Text decoded from character arrays (Python objects) as fixed-width Unicode, as simulated."""
+def text_as_unicode(ds: xr.Dataset) -> xr.Dataset:
+    """Text held as Python objects (decoded from character arrays, or filled one configuration at a time)
+    as fixed-width Unicode, so that a plain :meth:`xarray.Dataset.to_netcdf` writes it: xarray 2024.1 refuses
+    object-dtype text ("unsupported dtype for netCDF4 variable: object")."""
     text = {
         name: var.astype(str)
         for name, var in {**ds.data_vars, **ds.coords}.items()

@@ -24,7 +24,7 @@ from mcsim._lazy import lazy_module
 from mcsim.analysis.configurations import check_probability
 from mcsim.analysis.deadline import PROBABILITY, cheapest_within, prob_within
 from mcsim.analysis.ranking import decision_table
-from mcsim.analysis.sensitivity import sensitivity
+from mcsim.analysis.sensitivity import disagreements, sensitivity
 from mcsim.analysis.summary import summarize
 from mcsim.errors import NoneQualifies
 from mcsim.io.format import format_coordinate
@@ -525,7 +525,8 @@ def sensitivity_table(
             raise ValueError("give the dataset or its indices (result=)")
         result = sensitivity(ds, output, resamples=resamples, progress=progress)
     dims = [d for d in result["rank"].dims if d != "input"]
-    names = ("S1", "ST") if result.attrs["method"] == "sobol" else ("S1", "delta")
+    main = str(result.attrs["ranked_by"])
+    names = ("ST", "S1", "delta") if main == "ST" else ("S1", "delta")
     lines = []
     for index in np.ndindex(*(result.sizes[d] for d in dims)):
         label = _point_label(result, dims, index)
@@ -534,30 +535,45 @@ def sensitivity_table(
     return "\n".join(lines + _sensitivity_notes(result))
 
 
-def _ranked_inputs(point: xr.Dataset, names: tuple[str, str]) -> list[str]:
-    """The inputs of one configuration, most influential first, each with its indices and their intervals."""
+def _ranked_inputs(point: xr.Dataset, names: tuple[str, ...]) -> list[str]:
+    """The inputs of one configuration, most influential first, each with its indices and their intervals and
+    delta's rank; then the inputs without a detectable effect and where delta contradicts the ranking."""
     width = max(len(str(k)) for k in point["input"].values)
+    main = names[0]
     lines = []
-    for i in np.argsort(point["rank"].values):
+    for i in np.argsort(point["rank"].values, kind="stable"):
         cells = [
             f"{n} {float(point[n][i]):.3f} [{float(point[f'{n}_low'][i]):.3f}, {float(point[f'{n}_high'][i]):.3f}]"
             for n in names
         ]
-        lines.append(f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  " + "  ".join(cells))
+        lines.append(
+            f"  {int(point['rank'][i])}. {str(point['input'].values[i]).ljust(width)}  "
+            + "  ".join(cells)
+            + f"  (delta rank {int(point['rank_delta'][i])})"
+        )
+    null = [str(k) for k, low in zip(point["input"].values, point[f"{main}_low"].values, strict=True) if low <= 0.0]
+    if null:
+        lines.append(f"  no detectable effect ({main}'s interval contains 0): {', '.join(null)}")
+    for above, below in disagreements(point):
+        lines.append(
+            f"  delta disagrees: it puts {below} above {above}, whose {main} interval lies wholly above {below}'s"
+        )
     return lines
 
 
 def _sensitivity_notes(result: xr.Dataset) -> list[str]:
     """Which indices the table shows and over what, and a warning when inputs are correlated."""
     how = (
-        "first-order (S1) and total (ST) Sobol indices from the Saltelli design"
-        if result.attrs["method"] == "sobol"
-        else f"first-order index (S1) and delta measure from the given {result.attrs['design']} draws "
+        "total (ST) and first-order (S1) Sobol indices from the Saltelli design, ranked by ST"
+        if result.attrs["ranked_by"] == "ST"
+        else f"first-order index (S1) from the given {result.attrs['design']} draws, ranked by S1 "
         '(a total index needs run.design = "saltelli")'
     )
     lines = [
-        f"{how} of the mean {result.attrs['output']} per draw over {result.attrs['draws']} draws, "
-        f"[95 % bootstrap interval, {result.attrs.get('resamples', '?')} resamples]; 1 = most influential"
+        f"{how}, and the moment-independent delta as a second opinion, of the mean {result.attrs['output']} per "
+        f"draw over {result.attrs['draws']} draws, [95 % bootstrap interval, {result.attrs.get('resamples', '?')} "
+        "resamples]; 1 = most influential. Delta is biased upward with few draws: an input without effect "
+        "still gets a few hundredths"
     ]
     if result.attrs.get("correlated_inputs"):
         lines.append(

@@ -2,10 +2,11 @@
 
 :func:`plot_sensitivity` draws, for one configuration of a result with parameter
 draws, a pair of horizontal bars per uncertain input, most influential at the top (the
-ranking of :func:`mcsim.analysis.sensitivity.sensitivity`): the total index ``ST`` (Saltelli
-design) or the moment-independent ``delta`` (any other design) as the upper bar, the
-first-order index ``S1`` as the bar below it, each with its 95 % bootstrap
-interval. Each input is labelled with its unit and the 5-95 % range of its draws.
+ranking of :func:`mcsim.analysis.sensitivity.sensitivity`): with a Saltelli design the total
+index ``ST`` (the ranking) as the upper bar and the first-order index ``S1`` below it; with any
+other design ``S1`` (the ranking) as the upper bar and the moment-independent ``delta``, the
+second opinion, below it; each with its 95 % bootstrap interval. Each input is labelled with its
+unit and the 5-95 % range of its draws.
 
 The configuration shown is the one :func:`mcsim.analysis.ranking.best` picks on the output
 (the robust choice: best mean over draws and runs), the one a planner would buy; a
@@ -64,8 +65,8 @@ def point_sensitivity(
 
 
 def _indices(result: xr.Dataset) -> tuple[str, str]:
-    """(the index the bars rank by, the first-order index)."""
-    return ("ST", "S1") if result.attrs["method"] == "sobol" else ("delta", "S1")
+    """(the index the bars rank by, the index drawn below it): (ST, S1) or (S1, delta)."""
+    return ("ST", "S1") if result.attrs["ranked_by"] == "ST" else ("S1", "delta")
 
 
 def ranking(ds: xr.Dataset, result: xr.Dataset, point: dict) -> list[dict]:
@@ -73,10 +74,10 @@ def ranking(ds: xr.Dataset, result: xr.Dataset, point: dict) -> list[dict]:
 
     ``result`` holds the indices of ``point`` (:func:`point_sensitivity`) or of every
     configuration. Each row: ``input``, ``rank``, ``units``, ``p5``, ``p95`` (of the drawn
-    values) and, for each of the ranking index and ``S1``, ``(value, low, high)``.
+    values), ``rank_delta``, ``delta_disagrees`` and, for each of ``S1``, ``ST`` and ``delta``,
+    ``(value, low, high)``.
     """
     at = result.sel({d: v for d, v in point.items() if d in result.dims})
-    main, first = _indices(result)
     rows = []
     for i in np.argsort(at["rank"].values, kind="stable"):
         key = str(at["input"].values[i])
@@ -87,8 +88,10 @@ def ranking(ds: xr.Dataset, result: xr.Dataset, point: dict) -> list[dict]:
             "units": str(ds[key].attrs.get("units", "")),
             "p5": float(np.percentile(values, 5)),
             "p95": float(np.percentile(values, 95)),
+            "rank_delta": int(at["rank_delta"].values[i]),
+            "delta_disagrees": bool(at["delta_disagrees"].values[i]),
         }
-        for name in (main, first):
+        for name in ("S1", "ST", "delta"):
             row[name] = tuple(float(at[f"{name}{s}"].values[i]) for s in ("", "_low", "_high"))
         rows.append(row)
     return rows

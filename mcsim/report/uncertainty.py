@@ -14,6 +14,7 @@ import xarray as xr
 
 from mcsim.analysis.deadline import PROBABILITY, prob_within
 from mcsim.analysis.robustness import robustness
+from mcsim.analysis.sensitivity import disagreements
 from mcsim.io.format import format_money, format_significant
 from mcsim.report import tornado
 from mcsim.report.markdown import configuration_text, markdown_text, percent_text
@@ -134,22 +135,36 @@ def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, fi
         return lines + [f"No ranking: {markdown_text(found)}.", ""]
     point, result = found
     output = result.attrs["output"]
-    main = "ST" if result.attrs["method"] == "sobol" else "delta"
+    main = str(result.attrs["ranked_by"])
+    names = ("ST", "S1", "delta") if main == "ST" else ("S1", "delta")
     how = (
         "total (ST) and first-order (S1) Sobol indices from the Saltelli design"
         if main == "ST"
-        else f"the moment-independent delta and the first-order index S1 from the given {result.attrs['design']} "
-        'draws (a total index needs run.design = "saltelli")'
+        else f"the first-order index S1 from the given {result.attrs['design']} draws (a total index needs "
+        'run.design = "saltelli")'
     )
     where = f" at {configuration_text(point)} (the best mean {output.replace('_', ' ')})" if point else ""
     lines += [
         f"How much of the spread of the mean {output.replace('_', ' ')} per draw{where} each uncertain input "
-        f"explains, over {ds.sizes['draw']:,} draws: {how}, with 95 % bootstrap intervals; ranked by {main}.",
+        f"explains, over {ds.sizes['draw']:,} draws: {how}, with 95 % bootstrap intervals; ranked by {main}. "
+        "The moment-independent delta is a second opinion (biased upward with few draws: an input without "
+        "effect still gets a few hundredths).",
         "",
-        f"| rank | input | drawn 5–95 % | {main} [95 % CI] | S1 [95 % CI] |",
-        "|---|---|---|---|---|",
+        "| rank | input | drawn 5–95 % | " + " | ".join(f"{n} [95 % CI]" for n in names) + " | rank by delta |",
+        "|---|---|---|" + "---|" * len(names) + "---|",
     ]
-    lines += [_ranking_row(row, main) for row in tornado.ranking(ds, result, point)]
+    rows = tornado.ranking(ds, result, point)
+    lines += [_ranking_row(row, names) for row in rows]
+    at = result.sel({d: v for d, v in point.items() if d in result.dims})
+    pairs = disagreements(at)
+    lines += [""] + (
+        [
+            f"Delta disagrees with the {main} ranking: it puts {markdown_text(below)} above {markdown_text(above)}, "
+            f"whose {main} interval lies wholly above."
+            for above, below in pairs
+        ]
+        or [f"Delta agrees with the {main} ranking wherever the {main} intervals tell the inputs apart."]
+    )
     if result.attrs.get("correlated_inputs"):
         lines += [
             "",
@@ -163,12 +178,13 @@ def sensitivity_section(ds: xr.Dataset, found: tuple[dict, xr.Dataset] | str, fi
     return lines + [""]
 
 
-def _ranking_row(row: dict, main: str) -> str:
-    """One input of the ranking: rank, key, the 5–95 % range of its draws, its indices with their intervals."""
+def _ranking_row(row: dict, names: tuple[str, ...]) -> str:
+    """One input of the ranking: rank, key, the 5–95 % range of its draws, its indices with their intervals, its
+    rank by delta."""
     unit = "" if row["units"] in ("", "1") else f" {markdown_text(row['units'])}"
-    cells = [f"{v:.2f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in (row[main], row["S1"])]
+    cells = [f"{v:.2f} [{lo:.2f}, {hi:.2f}]" for v, lo, hi in (row[n] for n in names)]
     return (
         f"| {row['rank']} | {markdown_text(row['input'])} | "
         f"{format_significant(row['p5'])} – {format_significant(row['p95'])}{unit} "
-        f"| {cells[0]} | {cells[1]} |"
+        f"| {' | '.join(cells)} | {row['rank_delta']}{' (disagrees)' if row['delta_disagrees'] else ''} |"
     )

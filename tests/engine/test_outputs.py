@@ -200,6 +200,19 @@ def test_sweep_dims_coords_and_infeasible(small_raw):
     assert np.isnan(ds["wall_time"].sel(tp=3)).all() and np.isfinite(ds["wall_time"].sel(tp=2)).all()
 
 
+def test_a_plain_to_netcdf_writes_a_result_with_infeasible_text(small_raw, tmp_path):
+    # issue 42 item 2: xarray 2024.1 (the declared floor) refuses object-dtype text in to_netcdf ("unsupported
+    # dtype for netCDF4 variable: object"); the simulated text is fixed-width Unicode, which every version writes
+    small_raw["sweep"] = {"parallelism.tp": [2, 3]}
+    small_raw["run"]["runs"] = 5
+    ds = mcsim.simulate(scenario_from_dict(small_raw, "s.toml"), progress=False)
+    assert ds["infeasible_reason"].dtype.kind == "U"
+    ds.to_netcdf(tmp_path / "plain.nc")  # xarray's own writer, not mcsim's
+    with xr.open_dataset(tmp_path / "plain.nc") as back:
+        assert list(back["infeasible_reason"].values) == list(ds["infeasible_reason"].values)
+        assert "does not divide" in str(back["infeasible_reason"].sel(tp=3).item())
+
+
 def test_common_random_numbers_across_configurations(small_raw):
     # Failure times come from per-class streams named by (seed, run): with checkpoint
     # intervals swept, run r of both configurations meets the same failures, so its

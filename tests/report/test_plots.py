@@ -541,15 +541,17 @@ def test_sensitivity_figure_bars_follow_the_indices(draws_file, tmp_path, capsys
     ds = mcsim.open_results(draws_file)
     point = {"pue": float(ranking.best(ds, "cost")["configuration"]["pue"])}
     at = sensitivity(ds.sel(point), "cost")  # the indices of the configuration the figure shows
-    expected = [str(k) for k in at.input.values[np.argsort(-at["delta"].values)]]
+    expected = [str(k) for k in at.input.values[np.argsort(-at["S1"].values)]]  # ranked by S1 (given draws)
     assert expected[-1] == "carbon.grid_g_per_kwh"  # no effect on cost: ranked last
     fig = plot_sensitivity(ds, "cost")  # default: the best configuration on mean cost
     try:
         ax = fig.axes[0]
         assert [t.get_text().split(" [")[0].split("\n")[0] for t in ax.get_yticklabels()] == expected
         assert ax.yaxis_inverted()  # first label at the top
-        widths = [p.get_width() for p in ax.patches[:3]]  # the delta bars, top to bottom
-        np.testing.assert_allclose(widths, np.sort(at["delta"].values)[::-1])
+        widths = [p.get_width() for p in ax.patches[:3]]  # the S1 bars (the ranking), top to bottom
+        np.testing.assert_allclose(widths, np.sort(at["S1"].values)[::-1])
+        deltas = [p.get_width() for p in ax.patches[3:6]]  # delta, the second opinion, below each
+        np.testing.assert_allclose(deltas, at["delta"].values[np.argsort(-at["S1"].values)])
         assert "[USD h-1]" in "".join(t.get_text() for t in ax.get_yticklabels())  # labels carry units (UDUNITS)
         assert f"pue={point['pue']:g} (best mean cost)" in fig._suptitle.get_text()
     finally:
