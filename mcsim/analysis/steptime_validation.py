@@ -220,6 +220,8 @@ SOURCE_SOFTWARE = {
     "megatron_core_2024": "megatron-core-2024",
     "bigscience2022": "megatron-deepspeed-2022",
     "bigscience2022_0221": "megatron-deepspeed-2022",
+    # the memory validation's 2022-02-17 table (mcsim/analysis/memory_validation.py): the same software
+    "bigscience2022_0217": "megatron-deepspeed-2022",
 }
 
 

@@ -177,4 +177,7 @@ def test_report_states_the_recommendations_memory_with_its_band():
     assert f"{80 / high:.1f} to {80 / low:.1f} GB" in tight[2] and "more than the GPU's 85.9 GB (80 GiB)" in tight[2]
     assert "more than" not in memory_lines(plan(80.0, operators + "[hardware]\nmemory_gb = 200\n"))[2]
     assert "the GPU's 53.7 GB (50 GiB)" in memory_lines(plan(50.0, operators + "[hardware]\nmemory_gb = 50\n"))[2]
-    assert memory_lines(plan(60.0, "")) == [] and memory_lines(plan(float("nan"))) == []
+    # the aggregate model (named: the default is the operators model since issue 40) gets no range
+    aggregate = '[compute]\nstep_model = "aggregate"\n'
+    assert memory_lines(plan(60.0, aggregate)) == [] and memory_lines(plan(float("nan"))) == []
+    assert memory_lines(plan(60.0, ""))[0] == "## Memory"  # no step_model: the default, operators
