@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -212,8 +213,11 @@ PYTHON_BLOCKS = [
 
 @pytest.fixture(scope="module")
 def documented_results(tmp_path_factory):
-    """A folder with ``results/NAME.nc`` for every name of RESULT_FILES, made by ``mcsim run``."""
+    """A folder with ``results/NAME.nc`` for every name of RESULT_FILES (made by ``mcsim run``) and the examples."""
     folder = tmp_path_factory.mktemp("docs-blocks")
+    # the example files the blocks read by their path from a clone's root (examples/, docs/examples/)
+    for example in ("examples", "docs/examples"):
+        shutil.copytree(ROOT / example, folder / example)
     for name, args in RESULT_FILES.items():
         command = [sys.executable, "-m", "mcsim", "run", *args, "-o", f"results/{name}.nc", "--quiet"]
         proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=600)

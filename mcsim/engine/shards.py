@@ -121,7 +121,7 @@ def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
     first = parts[0]
     for ds, name in zip(parts[1:], names[1:], strict=True):
         _check_same_run(first, ds, names[0], name)
-    sweep = _sweep_dims(first, names[0])
+    sweep = _recorded_sweep_dims(first, names[0])
     shape = tuple(first.sizes[d] for d in sweep)
     owner = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape) % count
     by_index = {shard.index: ds for shard, ds in zip(shards, parts, strict=True)}
@@ -140,7 +140,7 @@ def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
     return _combined_attrs(combined, shards, parts, names)
 
 
-def _sweep_dims(first: xr.Dataset, name: str) -> list[str]:
+def _recorded_sweep_dims(first: xr.Dataset, name: str) -> list[str]:
     """The sweep dims the part ``first`` (file ``name``) records; ValueError when one is not a dimension."""
     sweep = [d for d in str(first.attrs.get("sweep_dims", "")).split() if d]
     if missing := [d for d in sweep if d not in first.dims]:

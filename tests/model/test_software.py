@@ -52,6 +52,7 @@ def test_the_profile_alone_predicts_the_readme_within_ten_percent():
             "parallelism.pp": 6,
             "parallelism.interleave": 1,
             "parallelism.microbatch": 1,
+            "parallelism.zero_stage": 1,  # Megatron-Core's distributed optimizer (not the reference scenario's FSDP)
             "hardware.memory_gb": 1e6,
         }
     ).base

@@ -260,12 +260,16 @@ def test_shipped_plans_load_and_screen(path):
     plan = load_plan(path)
     cand = enumerate_candidates(plan)
     scr = screen(plan, cand)
-    assert 2 <= scr.finalists.size <= plan.finalists + 1
+    # Llama 3 405B's space keeps one finalist: with the memory headroom 643 of its 915 layouts do not fit,
+    # and every other one that fits is outside the screen's margin of the best (docs/planning.md).
+    fewest = 1 if path.name == "plan-llama3-405b.toml" else 2
+    assert fewest <= scr.finalists.size <= plan.finalists + 1
     if plan.has_reference:  # the published layout is a candidate, simulated alongside the finalists
         assert scr.reference >= 0
         if path.name == "plan-llama3-405b.toml":
             # ...unless it does not fit with the memory headroom: Llama 3 405B at TP 8, PP 16 with the plan's
-            # assumed selective recomputation and ZeRO-1 (docs/validation.md, "Memory": a miss, recorded).
+            # assumed selective recomputation and ZeRO-2 needs 79.8 GB, above the 79.0 GB the 8 % headroom
+            # leaves of 85.9 GB (docs/planning.md: a miss, recorded).
             assert scr.rejection[scr.reference] == 5 and scr.reference not in scr.finalists
         else:
             assert scr.reference in scr.finalists
