@@ -26,7 +26,7 @@ import xarray as xr
 from mcsim.engine.backends import BackendLease
 from mcsim.engine.resume import PieceStore
 from mcsim.errors import NoCandidate
-from mcsim.planning.calibration import run_pilot, screen_error_text
+from mcsim.planning.calibration import first_order_effects, run_pilot, screen_error_text
 from mcsim.planning.candidates import enumerate_candidates
 from mcsim.planning.dataset import PlanResult, plan_dataset
 from mcsim.planning.plan_file import Plan, load_plan
@@ -69,7 +69,7 @@ def run_plan(plan: Plan, execution: ExecutionOptions | None = None) -> PlanResul
     if notify and pool.margin > plan.margin:
         measured = np.array([*pool.errors.values(), *calibration.bound()], dtype=np.float64)
         largest = float(np.max(measured[~np.isnan(measured)], initial=0.0))
-        notify(f"warning: {screen_error_text(largest, plan.margin)}")
+        notify(f"warning: {screen_error_text(largest, plan.margin, first_order_effects(plan.scenario.raw))}")
     return PlanResult(plan, cand, scr, pool)
 
 
