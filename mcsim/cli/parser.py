@@ -169,6 +169,12 @@ COMBINE = Command(
     options=(
         Option(("parts",), nargs="+", metavar="PART.nc", help="every part file, once each, in any order"),
         Option(("-o", "--output"), required=True, metavar="OUT.nc", help="the combined result file"),
+        Option(
+            ("--max-memory",),
+            metavar="SIZE",
+            help="refuse parts whose combination needs more memory than SIZE, estimated from their headers "
+            "(e.g. 16G, inf; default: half the available memory)",
+        ),
         _quiet("print only errors"),
     ),
 )

@@ -221,6 +221,8 @@ def cmd_combine(args: argparse.Namespace) -> int:
     output = Path(args.output)
     if problem := output_problem(args.output, list(args.parts), is_result_file):
         return output_error(args.output, output, problem)
+    if (refused := _combine_too_large(args)) is not None:
+        return refused
 
     def combined() -> xr.Dataset | int:
         from mcsim.engine.shards import combine_parts
@@ -239,3 +241,28 @@ def cmd_combine(args: argparse.Namespace) -> int:
             return usage_error(f"combine: {err}")
 
     return locked_write(output, combined, summary_table, args.quiet)
+
+
+def _combine_too_large(args: argparse.Namespace) -> int | None:
+    """The exit status of a refusal when the parts' merge would exceed the memory limit (``--max-memory``;
+    estimated from the files' headers, none read), else None. A part that cannot be opened is left to the
+    merge, which names what is wrong with it."""
+    from mcsim.io.netcdf import loaded_bytes
+    from mcsim.scenario.limits import check_combine_size, limits, parse_bytes
+
+    try:
+        max_memory = None if args.max_memory is None else parse_bytes(args.max_memory)
+    except ValueError as err:
+        return usage_error(f"--max-memory: {err}")
+    sizes = []
+    for name in args.parts:
+        try:
+            sizes.append(loaded_bytes(name))
+        except (OSError, ValueError):
+            return None
+    with limits(max_memory):
+        try:
+            check_combine_size(sizes)
+        except ValueError as err:
+            return usage_error(f"combine: {err}")
+    return None

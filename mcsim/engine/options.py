@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from mcsim.engine.backends import BackendLease
     from mcsim.engine.resume import PieceStore
 
 DEFAULT_CHUNK_RUNS = 250
@@ -46,6 +47,9 @@ class ExecutionOptions:
         Saves each finished task and reuses the saved ones (resume).
     notify : callable, optional
         Called with one-line messages (backend in use, time estimate, tasks resumed).
+    lease : BackendLease, optional
+        An open backend to run on and leave open (a plan's rounds share one); by default
+        each simulation makes its own from ``workers`` and ``scheduler`` and closes it.
 
     Raises
     ------
@@ -59,6 +63,7 @@ class ExecutionOptions:
     scheduler: str | None = None
     store: PieceStore | None = None
     notify: Callable[[str], None] | None = None
+    lease: BackendLease | None = None
 
     def __post_init__(self) -> None:
         check_chunk_runs(self.chunk_runs)

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from mcsim.io.netcdf import open_results
+from mcsim.io.netcdf import loaded_bytes, open_results
+from mcsim.scenario.limits import check_combine_size
 from mcsim.scenario.shard import Shard, parse_shard
 
 # The provenance of each part that the combined file keeps (in ``shard_parts``, JSON).
@@ -72,7 +73,9 @@ def combine(paths: Sequence[str | Path | xr.Dataset]) -> xr.Dataset:
     Raises
     ------
     ValueError
-        A file that is not an mcsim result, or parts that do not make one run (one line).
+        A file that is not an mcsim result, parts that do not make one run, or parts whose combination
+        would need more memory than :func:`mcsim.scenario.limits.memory_limit_bytes` (estimated from the
+        files' headers before any is read; :func:`mcsim.scenario.limits.limits` changes it): one line.
     OSError
         A file cannot be read.
     """
@@ -81,6 +84,11 @@ def combine(paths: Sequence[str | Path | xr.Dataset]) -> xr.Dataset:
         raise TypeError(f"paths: expected a list of parts (files or datasets), got one {one}")
     if not paths:
         raise ValueError("paths: expected the part files of a sharded run, got none")
+    in_memory = [isinstance(part, xr.Dataset) for part in paths]
+    check_combine_size(
+        [float(part.nbytes) if isinstance(part, xr.Dataset) else loaded_bytes(part) for part in paths],
+        [not held for held in in_memory],
+    )
     parts = [part if isinstance(part, xr.Dataset) else open_results(part) for part in paths]
     return combine_parts(parts, [_part_name(given, ds) for given, ds in zip(paths, parts, strict=True)])
 

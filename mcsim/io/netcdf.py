@@ -436,6 +436,16 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
     return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(loaded))))
 
 
+def loaded_bytes(path: str | Path) -> float:
+    """Bytes :func:`open_results` of ``path`` would hold, from the file's header alone (nothing is read).
+
+    Every variable and coordinate, its elements times its item size (text: 8 bytes of the pointer
+    per element, which is what the loaded arrays hold besides short strings).
+    """
+    with xr.open_dataset(path, engine="netcdf4", decode_cf=False) as ds:
+        return float(sum(v.size * v.dtype.itemsize for v in ds.variables.values()))
+
+
 def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
     """:func:`open_results` with ``chunks``: the numbers as dask arrays of these chunks, the text read
     (dask cannot size text for ``chunks="auto"``), every variable under its own name (:func:`scenario_names`:

@@ -11,7 +11,8 @@ the screen's signed relative error ``simulated / screen - 1`` of the objective's
 constraints, of the deadline's quantile of the wall time and of the mean cost, with its standard
 error. :func:`family_margins` turns them, with the errors the pool measures on the candidates it
 simulates, into each candidate's screening margin (:mod:`mcsim.planning.pool`; docs/model.md §9,
-"Calibration"); :func:`screen_error_text` warns when they are beyond the plan's margin.
+"Calibration"); :func:`screen_error_text` warns when they are beyond the plan's margin, naming the effects
+the screen models only to first order that the space has (:func:`first_order_effects`).
 """
 
 from __future__ import annotations
@@ -242,12 +243,70 @@ def family_margins(plan: Plan, cal: Calibration, finalist_bound: np.ndarray) -> 
     return widened(plan, np.where(np.isnan(bound), np.nanmax(bound), bound))
 
 
-def screen_error_text(error: float, margin: float) -> str:
-    """One line: the screen's error is beyond the margin, and what the plan did about it."""
+# The effects the screen models only to first order, its misses in docs/planning.md ("How close the screen
+# comes"), each with the test of a scenario's tables ([hardware], [[failures]]) that says it is there.
+def _failures(raw: dict) -> list[dict]:
+    failures = raw.get("failures", [])
+    return [f for f in failures if isinstance(f, dict)] if isinstance(failures, list) else []
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and value > 0
+
+
+def _young(raw: dict) -> bool:
+    return any(
+        (f.get("initial_age", "stationary") != "stationary" and f.get("shape", 1.0) != 1.0)
+        or _positive(f.get("bad_replacement_share", 0.0))
+        for f in _failures(raw)
+    )
+
+
+def _interruptions(raw: dict) -> bool:
+    return any(
+        f.get("kind", "fail_stop") != "fail_stop"
+        or _positive(f.get("recovery_sigma", 0.0))
+        or _positive(f.get("manual_share", 0.0))
+        or bool(f.get("recovery_durations_minutes"))
+        for f in _failures(raw)
+    )
+
+
+def _spares(raw: dict) -> bool:
+    hardware = raw.get("hardware", {})
+    return isinstance(hardware, dict) and hardware.get("spare_nodes") is not None
+
+
+FIRST_ORDER_EFFECTS = (
+    ("a young cluster's failures", _young),
+    ("kinds of interruption and recovery laws", _interruptions),
+    ("spare-node waits", _spares),
+)
+
+
+def first_order_effects(raw: dict) -> list[str]:
+    """The effects the screen models only to first order (:data:`FIRST_ORDER_EFFECTS`) that a scenario has.
+
+    Parameters
+    ----------
+    raw : dict
+        The scenario's tables, as read (:attr:`mcsim.scenario.config.Scenario.raw`, or the plan dataset's
+        ``scenario_toml`` attribute parsed).
+    """
+    return [name for name, present in FIRST_ORDER_EFFECTS if present(raw)]
+
+
+def screen_error_text(error: float, margin: float, effects: list[str]) -> str:
+    """One line: the screen's error is beyond the margin, why (``effects``: :func:`first_order_effects`, only
+    those the space has) and what the plan did about it."""
+    why = (
+        f"effects it models only to first order: {', '.join(effects)}"
+        if effects
+        else "none of the effects it models only to first order is in this space: mostly the pilot's sampling error"
+    )
     return (
-        f"the screen's estimates are off by up to {100 * error:.1f} % against the simulated candidates "
-        f"(the pilot's: |error| + ~2 standard errors), beyond the {100 * margin:g} % margin (effects it models "
-        f"only to first order: a young cluster's failures, spare-node waits; docs/planning.md): the plan widened each "
-        f"family's margin to its measured error and brought in the candidates that could then be better; raise "
-        f"plan.margin to screen with it from the start"
+        f"the screen's estimates may be off by up to {100 * error:.1f} % against the simulated candidates "
+        f"(the pilot's: |error| + ~2 standard errors), beyond the {100 * margin:g} % margin ({why}; docs/planning.md): "
+        f"the plan widened each family's margin to its measured error and brought in the candidates that could then "
+        f"be better; raise plan.margin to screen with it from the start"
     )

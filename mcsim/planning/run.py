@@ -10,19 +10,23 @@ deadline or the budget and selecting again. :func:`plan` returns the dataset
 :func:`~mcsim.planning.dataset.plan_dataset` builds of the result: every candidate with its screen
 estimates and rejection reason, the finalists' per-run results, the Pareto front of wall time, cost
 and energy among the finalists, and the recommendation with its probability of correct selection.
+The pilot and every selection round run on one backend (:class:`~mcsim.engine.backends.BackendLease`):
+one dask cluster per plan, not one per round.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
+from mcsim.engine.backends import BackendLease
 from mcsim.engine.resume import PieceStore
 from mcsim.errors import NoCandidate
-from mcsim.planning.calibration import run_pilot, screen_error_text
+from mcsim.planning.calibration import first_order_effects, run_pilot, screen_error_text
 from mcsim.planning.candidates import enumerate_candidates
 from mcsim.planning.dataset import PlanResult, plan_dataset
 from mcsim.planning.plan_file import Plan, load_plan
@@ -52,12 +56,20 @@ def run_plan(plan: Plan, execution: ExecutionOptions | None = None) -> PlanResul
         )
     if scr.finalists.size == 0:
         raise NoCandidate(no_candidate_message(plan, scr))
-    calibration = run_pilot(plan, cand, scr, execution)
-    pool = simulate_pool(plan, cand, scr, calibration, execution)
+    lease = None
+    if execution.lease is None:  # one backend (one dask cluster) for the pilot and every round
+        lease = BackendLease(execution.workers, execution.scheduler)
+        execution = dataclasses.replace(execution, lease=lease)
+    try:
+        calibration = run_pilot(plan, cand, scr, execution)
+        pool = simulate_pool(plan, cand, scr, calibration, execution)
+    finally:
+        if lease is not None:
+            lease.close()
     if notify and pool.margin > plan.margin:
         measured = np.array([*pool.errors.values(), *calibration.bound()], dtype=np.float64)
         largest = float(np.max(measured[~np.isnan(measured)], initial=0.0))
-        notify(f"warning: {screen_error_text(largest, plan.margin)}")
+        notify(f"warning: {screen_error_text(largest, plan.margin, first_order_effects(plan.scenario.raw))}")
     return PlanResult(plan, cand, scr, pool)
 
 

@@ -309,12 +309,13 @@ class _Runner:
     ) -> Iterator[tuple[Execution, Any]]:
         """The execution and prepared candidates of a simulation of at most ``most_runs = (max_runs,
         max_total_runs)`` runs (refused before any run when that is estimated to take longer than the limit);
-        the backend is closed after."""
+        the backend is closed after, unless it is ``execution.lease``'s."""
         max_runs, max_total_runs = most_runs
         options = self.execution
         notify = options.notify
+        lease = options.lease  # a plan's rounds share one backend (BackendLease); else this simulation's own
         try:
-            backend = make_backend(options.workers, options.scheduler)
+            backend = lease.backend() if lease is not None else make_backend(options.workers, options.scheduler)
         except ValueError as err:
             raise ValueError(f"workers: {err}") from None
         try:
@@ -331,7 +332,8 @@ class _Runner:
                     )
                 yield Execution(backend, prepared.rows, seed, options.store, bar, notify), prepared
         finally:
-            backend.close()
+            if lease is None:
+                backend.close()
 
 
 def simulate_first_runs(

@@ -12,7 +12,9 @@ Two limits, both overridable (``mcsim run --max-memory`` / ``--max-hours``, or
   measured 2.6 kB). Measured: 305 bytes per configuration-run against 410
   estimated (30 configurations x 2,000 runs). A sweep whose estimate exceeds
   half the memory available (``MemAvailable`` of /proc/meminfo, the cgroup's
-  limit where lower) is refused before its configurations are built.
+  limit where lower) is refused before its configurations are built. Combining the parts of a
+  sharded sweep (:func:`check_combine_size`) is refused the same way, estimated from the parts'
+  headers before any is read.
 * **Time.** :func:`mcsim.model.run_estimate.estimate_run` gives the kernel time of a run;
   summed over tasks and divided by the runs simulated at once (Numba threads,
   dask workers), it is printed before the run starts, and a run estimated at
@@ -166,6 +168,38 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str) -> None:
         f"{format_bytes(need)} of memory, more than the limit of "
         f"{format_bytes(limit)} ({what}); use fewer runs or configurations, "
         "split the sweep, or raise --max-memory",
+    )
+
+
+def combine_memory_estimate_bytes(part_bytes: list[float], loaded: list[bool] | None = None) -> float:
+    """Peak memory of combining sharded parts of ``part_bytes`` each (their size in memory), bytes.
+
+    Every part that is read (``loaded``, default all: a part given as a dataset is in memory already) is
+    held whole, as each has the full sweep shape, beside the merged copy of one.
+    """
+    loaded = [True] * len(part_bytes) if loaded is None else loaded
+    read = sum(size for size, new in zip(part_bytes, loaded, strict=True) if new)
+    return float(read + max(part_bytes, default=0.0))
+
+
+def check_combine_size(part_bytes: list[float], loaded: list[bool] | None = None) -> None:
+    """Refuse to combine parts whose merge would not fit in the memory limit (:func:`memory_limit_bytes`;
+    the estimate is :func:`combine_memory_estimate_bytes`).
+
+    Raises
+    ------
+    ValueError
+        One line with the estimate and the limit.
+    """
+    need = combine_memory_estimate_bytes(part_bytes, loaded)
+    limit = memory_limit_bytes()
+    if limit is None or need <= limit:
+        return
+    what = "half the available memory" if current_limits().max_memory_bytes is None else "--max-memory"
+    raise ValueError(
+        f"{len(part_bytes)} parts of up to {format_bytes(max(part_bytes))} each need about {format_bytes(need)} "
+        f"of memory to combine, more than the limit of {format_bytes(limit)} ({what}); combine on a machine with "
+        "more memory, or raise --max-memory"
     )
 
 

@@ -137,3 +137,40 @@ def test_a_part_whose_sweep_dims_names_a_missing_dimension_is_one_line():
         part.attrs["sweep_dims"] = "strategy no_such_dim"
     with pytest.raises(ValueError, match="sweep_dims names 'no_such_dim'"):
         combine_parts(parts, ["p0.nc", "p1.nc"])
+
+
+def test_combine_estimates_its_memory_from_the_headers_and_refuses_beyond_the_limit(tmp_path, monkeypatch, capsys):
+    """``combine`` loaded every part whole with no estimate or refusal (issue 42): now the parts' sizes come
+    from their headers, checked against the memory limit (--max-memory) before any part is read."""
+    from mcsim.cli.main import main
+    from mcsim.io.netcdf import loaded_bytes
+    from mcsim.scenario.limits import combine_memory_estimate_bytes, limits
+
+    scenario = scenario_from_dict(_raw())
+    paths = []
+    for i in range(2):
+        paths.append(tmp_path / f"p{i}.nc")
+        mcsim.write_results(mcsim.simulate(scenario, progress=False, shard=Shard(i, 2)), paths[-1])
+    # The header's estimate against what is held once the part is read (its arrays' bytes): within 10 %.
+    held = [float(mcsim.open_results(p).nbytes) for p in paths]
+    estimated = [loaded_bytes(p) for p in paths]
+    np.testing.assert_allclose(estimated, held, rtol=0.1)
+    # Two parts held whole and the merged copy of one: three parts' bytes.
+    assert combine_memory_estimate_bytes(estimated) == pytest.approx(3 * max(estimated))
+    need = combine_memory_estimate_bytes(estimated)
+
+    opened: list[object] = []
+    monkeypatch.setattr("mcsim.engine.shards.open_results", lambda p: opened.append(p))
+    with limits(max_memory_bytes=need / 2), pytest.raises(ValueError, match="to combine, more than the limit"):
+        mcsim.combine(paths)
+    assert opened == []  # refused before any part was read
+    monkeypatch.undo()
+
+    capsys.readouterr()
+    out = tmp_path / "whole.nc"
+    assert main(["combine", *map(str, paths), "-o", str(out), "--max-memory", f"{need / 2:.0f}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--max-memory" in err, err
+    assert not out.exists()
+    assert main(["combine", *map(str, paths), "-o", str(out), "--quiet", "--max-memory", f"{2 * need:.0f}"]) == 0
+    assert out.exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import tomllib
 
 import numpy as np
 import pytest
@@ -27,8 +28,10 @@ from mcsim.planning.calibration import (
     Calibration,
     families,
     family_margins,
+    first_order_effects,
     pilot_candidates,
     pilot_errors,
+    screen_error_text,
     size_band,
 )
 from mcsim.planning.candidates import candidate_config, enumerate_candidates
@@ -357,3 +360,36 @@ def test_families_equal_the_stacked_unique():
     for f in range(len(unique)):
         members = cand.gpus[inverse == f]
         assert (fam.gpus_low[f], fam.gpus_high[f]) == (members.min(), members.max())
+
+
+_YOUNG = {"name": "gpu", "scope": "gpu", "mtbf_hours": 768.0, "shape": 0.6, "initial_age": "new"}
+_HANG = {"name": "hang", "scope": "node", "mtbf_hours": 1000.0, "kind": "hang", "detection_minutes": 10.0}
+
+
+@pytest.mark.parametrize(
+    ("tables", "expected"),
+    [
+        ({}, []),  # Poisson GPU failures only: none (the warning named a young cluster and spare waits, issue 42)
+        ({"failures": [_YOUNG]}, ["a young cluster's failures"]),
+        ({"failures": [{**_YOUNG, "initial_age": "stationary"}]}, []),  # a stationary Weibull is exact to first order
+        ({"hardware": {"gpus_per_node": 8, "spare_nodes": 1}}, ["spare-node waits"]),
+        (
+            {"failures": [SPACE["failures"][0], _HANG], "hardware": {"gpus_per_node": 8, "spare_nodes": 0}},
+            ["kinds of interruption and recovery laws", "spare-node waits"],
+        ),
+    ],
+)
+def test_the_screen_warning_names_only_the_effects_the_space_has(tables, expected):
+    plan = plan_from_dict({**copy.deepcopy(SPACE), **copy.deepcopy(tables)}, "p.toml")
+    assert first_order_effects(plan.scenario.raw) == expected
+    # the report reads the scenario the plan dataset stores
+    assert first_order_effects(tomllib.loads(plan.scenario.to_toml())) == expected
+    text = screen_error_text(0.077, 0.02, expected)
+    named = [effect for effect in ("young cluster", "spare-node", "kinds of interruption") if effect in text]
+    assert len(named) == len(expected)
+    assert ("sampling error" in text) == (not expected)
+
+
+def test_the_effects_of_a_damaged_stored_scenario_are_none():
+    assert first_order_effects({"failures": 3, "hardware": "x"}) == []
+    assert first_order_effects({"failures": [1, {"bad_replacement_share": "a"}]}) == []

@@ -16,6 +16,7 @@ from plans import SMALL_PLAN, planned, small_plan
 
 import mcsim
 from mcsim.cli.main import main
+from mcsim.engine import backends
 from mcsim.engine.simulate import run_task
 from mcsim.io.netcdf import open_results
 from mcsim.model.memory import peak_stage_microbatch_layers
@@ -298,3 +299,30 @@ def test_nothing_fits_in_memory(tmp_path, capsys):
         f"mcsim: no recommendation: {path}: search: no candidate fits in GPU memory (smallest need "
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+def test_one_backend_for_the_pilot_and_every_round(tmp_path, monkeypatch):
+    """``--workers 2`` started a dask cluster per round (14x slower than local, issue 42): one per plan now.
+
+    The cluster is a spy (a local backend counting its starts and closes), so nothing starts dask."""
+    started: list[object] = []
+    closed: list[object] = []
+
+    class SpyCluster(backends.LocalBackend):
+        description = "spy cluster"
+
+        def __init__(self, workers: int | None = None, scheduler: str | None = None) -> None:
+            super().__init__()
+            started.append(self)
+
+        def close(self) -> None:
+            closed.append(self)
+
+    monkeypatch.setattr(backends, "DaskBackend", SpyCluster)
+    monkeypatch.setattr(backends, "usable_cpus", lambda: 8)
+    said: list[str] = []
+    result = mcsim.plan(plan_from_dict(small_plan(), "p.toml"), workers=2, progress=False, notify=said.append)
+    rounds = sum("on spy cluster" in line for line in said)
+    assert rounds >= 2, said  # the pilot and at least one selection round ran on it
+    assert len(started) == 1 and closed == started
+    assert int(result["recommended"]) >= 0

@@ -15,7 +15,7 @@ import xarray as xr
 
 from mcsim.analysis.decisions import wilson_interval
 from mcsim.io.format import format_usd
-from mcsim.planning.calibration import screen_error_text
+from mcsim.planning.calibration import first_order_effects, screen_error_text
 from mcsim.planning.dataset import layout_label
 from mcsim.planning.screen import CONSTRAINT_CODES
 from mcsim.report.plan.calibration import calibration_section
@@ -27,7 +27,7 @@ from mcsim.report.plan.finalists import (
     recommended_finalist,
     runner_up_section,
 )
-from mcsim.report.plan.steptime import memory_lines, step_time_section
+from mcsim.report.plan.steptime import memory_lines, step_time_section, stored_scenario
 from mcsim.report.plan.table import screen_claim
 
 
@@ -248,5 +248,6 @@ def _screen_counts(ds: xr.Dataset) -> list[str]:
     keys = ("screen_error", "screen_error_deadline", "screen_error_budget")
     error = max((e for e in (float(ds.attrs.get(key, np.nan)) for key in keys) if np.isfinite(e)), default=np.nan)
     if error > ds.attrs["margin"]:
-        lines += ["", f"**Warning:** {screen_error_text(error, ds.attrs['margin'])}."]
+        effects = first_order_effects(stored_scenario(ds))
+        lines += ["", f"**Warning:** {screen_error_text(error, ds.attrs['margin'], effects)}."]
     return lines + [""]

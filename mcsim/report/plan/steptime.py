@@ -30,7 +30,7 @@ assert all(code in REJECTIONS for code in _UNRUNNABLE)
 _SAME = ("gpu_type", "gpus", "strategy", "interval", "freq_mhz")
 
 
-def _stored_scenario(ds: xr.Dataset) -> dict:
+def stored_scenario(ds: xr.Dataset) -> dict:
     """The plan's stored scenario as a TOML table ({} when it is absent or unreadable)."""
     try:
         return tomllib.loads(str(ds.attrs.get("scenario_toml", "")))
@@ -51,7 +51,7 @@ def _step_model_of(scenario: dict) -> str:
 def step_model(ds: xr.Dataset) -> str:
     """The plan's ``compute.step_model`` (from the scenario it stores; the schema's default, ``operators``, when
     unset or unreadable: a plan file records the scenario as written, read with today's defaults)."""
-    return _step_model_of(_stored_scenario(ds))
+    return _step_model_of(stored_scenario(ds))
 
 
 def step_time_ties(ds: xr.Dataset) -> tuple[float, list[tuple[int, float]]]:
@@ -112,7 +112,7 @@ def memory_lines(ds: xr.Dataset) -> list[str]:
     The range was measured with the operators model's memory (the end stages' tables), so a
     plan under the aggregate model, which spreads them evenly, gets no range.
     """
-    scenario = _stored_scenario(ds)
+    scenario = stored_scenario(ds)
     if _step_model_of(scenario) != "operators" or "screen_memory_per_gpu" not in ds.variables:
         return []
     if not 0 <= int(ds["recommended"]) < ds.sizes["candidate"]:
