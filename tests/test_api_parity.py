@@ -131,3 +131,15 @@ def test_report_of_a_plan_dataset_is_the_plan_files_report(tmp_path):
     with pytest.raises(ValueError, match="deadline: applies to a result of mcsim run"):
         mcsim.report(ds, tmp_path / "again", deadline=3)
     assert not (tmp_path / "again").exists()
+
+
+def test_finding_the_shipped_files_keeps_mcsim_scenarios_a_function():
+    # Installed (not editable), the shipped files were found by importing the package data module
+    # `mcsim.scenarios`, which set the attribute `mcsim.scenarios` to that module: `mcsim.scenarios()`
+    # then raised "'module' object is not callable" after any lookup of a shipped scenario (clean-clone CI).
+    code = (
+        "import sys, mcsim; mcsim.reference_scenario_path(); mcsim.load_scenario('capacity-planning'); "
+        "print('mcsim.scenarios' in sys.modules, len(mcsim.scenarios()) > 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]

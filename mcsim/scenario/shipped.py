@@ -45,10 +45,10 @@ def shipped_scenarios_folder() -> Path:
     tree = Path(__file__).resolve().parents[2]
     if (tree / "pyproject.toml").is_file() and (tree / "scenarios" / REFERENCE_SCENARIO).is_file():
         return tree / "scenarios"
-    try:
-        return Path(str(resources.files("mcsim.scenarios")))
-    except ModuleNotFoundError:
-        return tree / "scenarios"
+    # The folder under the package, not the package data module itself: importing ``mcsim.scenarios`` would
+    # set the attribute ``mcsim.scenarios`` to that module, hiding the function ``mcsim.scenarios()``.
+    installed = Path(str(resources.files("mcsim"))) / "scenarios"
+    return installed if (installed / REFERENCE_SCENARIO).is_file() else tree / "scenarios"
 
 
 def reference_scenario_path() -> Path:
