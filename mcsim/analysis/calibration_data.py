@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from mcsim.errors import ScenarioError
+from mcsim.io.text_input import user_text_file
 from mcsim.scenario.schema import key_meta
 
 # Short column names and the scenario keys they set.
@@ -111,19 +112,8 @@ def read_measurements(path: str | Path) -> tuple[Measurement, ...]:
         If the file is missing, unreadable or malformed; the key names the line and the column.
     """
     source = str(path)
-    try:
-        if Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
-            raise ScenarioError(source, "file", "not a regular file (a device, a pipe?); expected a CSV file")
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            rows = _read_rows(source, _lines(source, handle))
-    except FileNotFoundError:
-        raise ScenarioError(source, "file", "no such file") from None
-    except IsADirectoryError:
-        raise ScenarioError(source, "file", "is a directory; expected a CSV file") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(source, "file", "not a UTF-8 text file") from None
-    except OSError as err:
-        raise ScenarioError(source, "file", f"cannot read: {err.strerror or err}") from None
+    with user_text_file(path, "a CSV file") as handle:
+        rows = _read_rows(source, _lines(source, handle))
     if not rows:
         raise ScenarioError(source, "rows", "no data rows; expected a header and one row per measured layout")
     return tuple(rows)

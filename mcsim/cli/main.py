@@ -67,6 +67,7 @@ from mcsim.cli.plan import cmd_plan
 from mcsim.cli.run import cmd_combine, cmd_run_within_limits
 from mcsim.cli.tools import cmd_completion, cmd_schema
 from mcsim.errors import ScenarioError
+from mcsim.io.text_input import STDIN
 
 # The function of each command (parser.MCSIM's subcommands), by the name args.command holds.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -88,8 +89,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 # Commands whose standard output is only what they wrote or found, which -q / --quiet silences whole
 # (errors still go to stderr; the exit status still tells). run, combine and plan handle --quiet themselves.
 SILENCED_BY_QUIET = ("validate", "fit-failures", "plot", "report", "scenarios", "schema")
-# The standard input, where an option or argument that names a file to read is "-".
-STDIN = "/dev/stdin"
 
 
 def main(argv: list[str] | None = None) -> int:

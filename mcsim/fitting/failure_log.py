@@ -50,14 +50,13 @@ from typing import NamedTuple
 import numpy as np
 
 from mcsim.errors import ScenarioError
+from mcsim.io.text_input import user_text_file
 
 HEADER = ("unit", "start_hours", "end_hours", "failed")
 ENTRY_COLUMN = "entry_hours"
 MAX_ROWS = 10_000_000  # lifetimes per log: ~0.25 GB of arrays and a fit of minutes
 _MAX_LINE = 1 << 20  # characters per line: a row is short; this bounds the memory per line
 _FLAGS = {"1": True, "true": True, "0": False, "false": False}
-
-STDIN = "/dev/stdin"  # the standard input by name: `mcsim fit-failures -` reads it
 
 
 class FailureLog(NamedTuple):
@@ -99,20 +98,8 @@ def read_failure_log(path: str | Path) -> FailureLog:
         names the line and the column.
     """
     source = str(path)
-    try:
-        # the standard input (mcsim fit-failures -) is read even as a pipe: asked for by name
-        if source != STDIN and Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
-            raise ScenarioError(source, "file", "not a regular file (a device, a pipe?); expected a CSV file")
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            columns, durations, flags, entries = _read_rows(source, _lines(source, handle))
-    except FileNotFoundError:
-        raise ScenarioError(source, "file", "no such file") from None
-    except IsADirectoryError:
-        raise ScenarioError(source, "file", "is a directory; expected a CSV file") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(source, "file", "not a UTF-8 text file") from None
-    except OSError as err:
-        raise ScenarioError(source, "file", f"cannot read: {err.strerror or err}") from None
+    with user_text_file(path, "a CSV file") as handle:  # the standard input by name is read even as a pipe
+        columns, durations, flags, entries = _read_rows(source, _lines(source, handle))
     if columns is None:
         raise ScenarioError(source, "line 1", f"empty file; expected the header {','.join(HEADER)!r}")
     if not durations:

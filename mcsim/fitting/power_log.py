@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from mcsim.errors import ScenarioError
+from mcsim.io.text_input import user_text_file
 from mcsim.scenario.catalog import lookup_gpu
 from mcsim.scenario.schema import field_meta
 from mcsim.scenario.validation import coerce_value
@@ -210,17 +211,8 @@ def read_power_log(path: str | Path) -> PowerSamples:
         Missing, unreadable or malformed file (one line: file, line, column).
     """
     source = str(path)
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            rows = _rows(source, handle)
-    except FileNotFoundError:
-        raise ScenarioError(source, "file", "no such file") from None
-    except IsADirectoryError:
-        raise ScenarioError(source, "file", "is a directory; expected a power log") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(source, "file", "not a UTF-8 text file") from None
-    except OSError as err:
-        raise ScenarioError(source, "file", f"cannot read: {err.strerror or err}") from None
+    with user_text_file(path, "a power log", regular_only=False) as handle:
+        rows = _rows(source, handle)
     if not rows:
         raise ScenarioError(source, "rows", "no samples after the header")
     power, util, limit = (np.asarray(column, dtype=float) for column in zip(*rows, strict=True))

@@ -62,6 +62,7 @@ import numpy as np
 
 from mcsim.errors import ScenarioError
 from mcsim.fitting.failure_log import FailureLog
+from mcsim.io.text_input import user_text_file
 
 REQUIRED = ("jobid", "state", "start", "end", "nodelist")
 FAILURE_STATES = ("NODE_FAIL",)
@@ -123,15 +124,8 @@ def read_sacct_log(path: str | Path, failure_states: Iterable[str] = FAILURE_STA
     """
     source = str(path)
     states = frozenset(state.strip().upper() for state in failure_states)
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as handle:
-            jobs = list(_records(source, handle))
-    except FileNotFoundError:
-        raise ScenarioError(source, "file", "no such file") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(source, "file", "not a UTF-8 text file") from None
-    except OSError as err:
-        raise ScenarioError(source, "file", f"cannot read: {err.strerror or err}") from None
+    with user_text_file(path, "Slurm job records", regular_only=False) as handle:
+        jobs = list(_records(source, handle))
     if not jobs:
         raise ScenarioError(source, "rows", "no job that ran on a node (finished, with Start < End and a NodeList)")
     log = node_lifetimes(jobs, states)
