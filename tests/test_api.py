@@ -147,7 +147,9 @@ def test_no_tqdm_warning_in_a_notebook_without_ipywidgets(monkeypatch):
     from mcsim.engine import execution
 
     _fake_notebook(monkeypatch)
-    monkeypatch.setattr(execution.importlib.util, "find_spec", lambda name, *a: None)  # no ipywidgets
+    # patch mcsim's own lookup, never importlib.util.find_spec itself: coverage and xdist
+    # call that for every module they meet, and a fake answer crashed a CI worker
+    monkeypatch.setattr(execution, "ipywidgets_installed", lambda: False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # tqdm.auto would warn "IProgress not found"
         with execution.progress_bar(None, total=3) as bar:
@@ -161,7 +163,7 @@ def test_no_tqdm_warning_in_a_notebook_without_ipywidgets(monkeypatch):
 def test_widget_bar_when_ipywidgets_is_there(monkeypatch):
     from mcsim.engine import execution
 
-    monkeypatch.setattr(execution.importlib.util, "find_spec", lambda name, *a: object())
+    monkeypatch.setattr(execution, "ipywidgets_installed", lambda: True)
     from tqdm.auto import tqdm as auto_bar
 
     assert execution.bar_class() is auto_bar

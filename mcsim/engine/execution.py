@@ -43,6 +43,11 @@ def in_notebook() -> bool:
     return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
+def ipywidgets_installed() -> bool:
+    """Whether ipywidgets can be imported (looked up, not imported)."""
+    return importlib.util.find_spec("ipywidgets") is not None
+
+
 def bar_class() -> type:
     """The tqdm class for progress: ``tqdm.auto`` (widgets in a notebook) when ipywidgets is
     importable, else plain ``tqdm.std``.
@@ -51,7 +56,7 @@ def bar_class() -> type:
     found``) and falls back to text; choosing the text bar first gives the same bar
     without the warning.
     """
-    return (_tqdm_auto if importlib.util.find_spec("ipywidgets") is not None else _tqdm_std).tqdm
+    return (_tqdm_auto if ipywidgets_installed() else _tqdm_std).tqdm
 
 
 def progress_bar(progress: bool | None = None, **options: Any) -> Any:
