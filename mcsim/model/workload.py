@@ -283,10 +283,13 @@ def _one_phase_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
 def parallel_degrees(lay: Layouts, global_batch: int) -> ParallelDegrees:
     """The :class:`ParallelDegrees` of ``lay`` for a global batch of ``global_batch`` sequences."""
     G, t, p, b, v = (np.asarray(x, dtype=np.int64) for x in (lay.gpus, lay.tp, lay.pp, lay.microbatch, lay.interleave))
-    c = np.asarray(lay.cp, dtype=np.int64)
+    c, e, et = (np.asarray(x, dtype=np.int64) for x in (lay.cp, lay.ep, lay.expert_tp))
     d = np.maximum(G // (t * p * c), 1)
     m = np.maximum(global_batch // (d * b), 1)
-    return ParallelDegrees(gpus=G, tp=t, pp=p, cp=c, dp=d, microbatch=b, microbatches=m, interleave=v)
+    edp = np.maximum(t * c * d // (et * e), 1)
+    return ParallelDegrees(
+        gpus=G, tp=t, pp=p, cp=c, dp=d, microbatch=b, microbatches=m, interleave=v, ep=e, expert_tp=et, edp=edp
+    )
 
 
 def layouts_of(cfgs: list[Config]) -> Layouts:
@@ -312,6 +315,8 @@ def layouts_of(cfgs: list[Config]) -> Layouts:
         column(lambda c: c.parallelism.sequence_parallel, np.bool_),
         column(lambda c: c.parallelism.zero_stage, np.int64),
         column(lambda c: c.parallelism.cp, np.int64),
+        column(lambda c: c.parallelism.ep, np.int64),
+        column(lambda c: c.parallelism.expert_tp, np.int64),
     )
 
 
