@@ -94,8 +94,7 @@ def moe_table(results: list[MoeResult]) -> str:
             verdict = f"OUTSIDE (known): {KNOWN_MISSES[source]}"
         else:
             verdict = "OUTSIDE"
-        lines.append(
-            f"{source}: {errors.size} cases, median |error| {np.median(errors):.1%}, worst {errors.max():.1%}; {verdict}"
-        )
+        median, worst = np.median(errors), errors.max()
+        lines.append(f"{source}: {errors.size} cases, median |error| {median:.1%}, worst {worst:.1%}; {verdict}")
     lines += [f"assumed: {r.case.name}: {text}" for r in results for text in r.case.assumed]
     return "\n".join(lines)

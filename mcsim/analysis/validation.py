@@ -219,6 +219,21 @@ MODEL_CARD_ROWS = (
 )
 
 
+# DeepSeek-V3's pre-training (arXiv 2412.19437, Table 1 and §1: 2,664K H800 GPU-hours for 14.8T tokens, "less
+# than two months" on 2,048 H800) against the shipped deepseek-v3-pretraining (docs/validation.md, "Mixture of
+# experts"); within +-15 %, as the model cards' GPU-hours.
+DEEPSEEK_V3_ROWS = (
+    Published(
+        "deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training GPU-hours (H800)", "2.664M", "GPU h",
+        2.664e6 * 0.85, 2.664e6 * 1.15, "prediction", "DeepSeek-V3 report (arXiv 2412.19437) Table 1", _gpu_hours,
+    ),
+    Published(
+        "deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training wall time", "< 2 months", "d", 0.0, 61.0,
+        "bound", "DeepSeek-V3 report (arXiv 2412.19437) §1", _wall_days,
+    ),
+)  # fmt: skip
+
+
 PUBLISHED = (
     Published(
         "bloom-176b.toml",
@@ -458,6 +473,7 @@ PUBLISHED = (
         ),
     ),
     *MODEL_CARD_ROWS,
+    *DEEPSEEK_V3_ROWS,
 )
 
 

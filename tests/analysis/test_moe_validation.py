@@ -81,13 +81,27 @@ def test_known_moe_misses_are_still_misses(results):
 def test_moe_exit_status_fails_on_an_unrecorded_miss(results):
     moved = [dataclasses.replace(r, predicted_s=r.case.measured_s * 1.2) for r in results]
     assert moe_validation.moe_passes(results)
-    assert moe_validation.moe_passes(moved) == set(moe_validation.by_source(results)) <= set(
-        moe_validation.KNOWN_MISSES
+    assert (
+        moe_validation.moe_passes(moved) == set(moe_validation.by_source(results)) <= set(moe_validation.KNOWN_MISSES)
     )
 
 
 def test_validate_moe_cli():
-    done = subprocess.run([sys.executable, "-m", "mcsim", "validate", "--moe"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "mcsim", "validate", "--moe"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-2000:]
     assert "megatron_core_moe: 2 cases" in done.stdout
     assert "deepseek_h800: 2 cases" in done.stdout
+
+
+def test_seed_study_direction_holds_for_olmoe_on_gh200():
+    """The seed study (REFERENCES.md, EuroMLSys'26 DVFS x parallelism study: OLMoE-1B-7B on 32 GH200,
+    Megatron-DeepSpeed): EP 1 -> 4 cut the iteration time and the energy and raised the mean per-GPU power."""
+    import mcsim
+
+    ds = mcsim.simulate(mcsim.load_scenario("olmoe-gh200-ep", runs=2), progress=False)
+    at = {int(ep): ds.sel(ep=ep) for ep in ds["ep"].values}
+    assert float(at[4]["iteration_time"]) < float(at[1]["iteration_time"])
+    assert float(at[4]["energy"].mean()) < float(at[1]["energy"].mean())
+    assert float(at[4]["gpu_power"]) > float(at[1]["gpu_power"])
