@@ -79,11 +79,13 @@ def test_known_moe_misses_are_still_misses(results):
 
 
 def test_moe_exit_status_fails_on_an_unrecorded_miss(results):
-    moved = [dataclasses.replace(r, predicted_s=r.case.measured_s * 1.2) for r in results]
-    assert moe_validation.moe_passes(results)
-    assert (
-        moe_validation.moe_passes(moved) == set(moe_validation.by_source(results)) <= set(moe_validation.KNOWN_MISSES)
-    )
+    """A case moved 20 % off its measured time in a source without a recorded miss makes the command fail."""
+    moved = [
+        dataclasses.replace(r, predicted_s=r.case.measured_s * 1.2) if r.case.source == "megatron_core_moe" else r
+        for r in results
+    ]
+    assert "megatron_core_moe" not in moe_validation.KNOWN_MISSES
+    assert moe_validation.moe_passes(results) and not moe_validation.moe_passes(moved)
 
 
 def test_validate_moe_cli():
@@ -95,6 +97,12 @@ def test_validate_moe_cli():
     assert "deepseek_h800: 2 cases" in done.stdout
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the model misses the seed study's direction (docs/validation.md, 'Mixture of experts'): EP 2 and 4 add "
+    "0.48-0.71 s of exposed all-to-all (Megatron-DeepSpeed overlaps none) to 3.40 s, more than the larger expert "
+    "GEMMs save (0.13-0.23 s), and the all-to-all's time draws less power",
+)
 def test_seed_study_direction_holds_for_olmoe_on_gh200():
     """The seed study (REFERENCES.md, EuroMLSys'26 DVFS x parallelism study: OLMoE-1B-7B on 32 GH200,
     Megatron-DeepSpeed): EP 1 -> 4 cut the iteration time and the energy and raised the mean per-GPU power."""
