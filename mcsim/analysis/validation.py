@@ -225,15 +225,11 @@ MODEL_CARD_ROWS = (
 # DeepSeek-V3's pre-training (arXiv 2412.19437, Table 1, §1: 2,664K H800 GPU-hours, "less than two months") against
 # deepseek-v3-pretraining (docs/validation.md, "Mixture of experts"); +-15 %, as the model cards' GPU-hours.
 DEEPSEEK_V3_ROWS = (
-    Published(
-        "deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training GPU-hours (H800)", "2.664M", "GPU h",
-        2.664e6 * 0.85, 2.664e6 * 1.15, "prediction", "DeepSeek-V3 report (arXiv 2412.19437) Table 1", _gpu_hours,
-        known_outside=DEEPSEEK_V3_GPU_HOURS_MISS,
-    ),
-    Published(
-        "deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training wall time", "< 2 months", "d", 0.0, 61.0,
-        "bound", "DeepSeek-V3 report (arXiv 2412.19437) §1", _wall_days,
-    ),
+    Published("deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training GPU-hours (H800)", "2.664M", "GPU h",
+              2.664e6 * 0.85, 2.664e6 * 1.15, "prediction", "DeepSeek-V3 report (arXiv 2412.19437) Table 1",
+              _gpu_hours, known_outside=DEEPSEEK_V3_GPU_HOURS_MISS),
+    Published("deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training wall time", "< 2 months", "d", 0.0, 61.0,
+              "bound", "DeepSeek-V3 report (arXiv 2412.19437) §1", _wall_days),
 )  # fmt: skip
 
 
