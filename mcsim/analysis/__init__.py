@@ -14,4 +14,6 @@
 - ``calibration``: ``calibrate``, the efficiency that fits a user's measured iteration times (``mcsim calibrate``).
 - ``calibration_data``: the CSV file of measured layouts and iteration times that ``calibrate`` reads.
 - ``memory_validation``: published memory per GPU and out-of-memory layouts against the memory model.
+- ``moe_cases``: published mixture-of-experts step times (shapes, layouts, machines, sources) as data.
+- ``moe_validation``: those step times against the step-time model, efficiency fitted leave-one-out.
 """

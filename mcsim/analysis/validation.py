@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from mcsim.analysis.moe_cases import DEEPSEEK_V3_GPU_HOURS_MISS
 from mcsim.engine.simulate import simulate
 from mcsim.scenario.config import Config, load_scenario, reference_scenario_path
+from mcsim.scenario.consistency import active_parameters
 
 BLOOM_GPUS = 384
 BLOOM_TDP_KW = 0.4  # Luccioni et al. counted GPU-hours x 0.4 kW (the A100's TDP), not metered power
@@ -47,10 +49,11 @@ def _per_failure_loss_h(ds: xr.Dataset, cfg: Config) -> np.ndarray:
 
 
 def _model_tflops(ds: xr.Dataset, cfg: Config) -> np.ndarray:
-    """Model TFLOP/s per GPU while training: 6 N B s per iteration over (ideal + straggler) time."""
+    """Model TFLOP/s per GPU while training: 6 N B s per iteration (N active, for a mixture of experts) over
+    (ideal + straggler) time."""
     iterations = float(ds["iterations"])
     seconds = iterations * float(ds["iteration_time"]) + ds["straggler_time"].values * 3600.0
-    flops = 6.0 * cfg.model.params * cfg.model.global_batch * cfg.model.seq_len * iterations
+    flops = 6.0 * active_parameters(cfg.model) * cfg.model.global_batch * cfg.model.seq_len * iterations
     return flops / (cfg.parallelism.gpus * seconds) / 1e12
 
 
@@ -217,6 +220,17 @@ MODEL_CARD_ROWS = (
     _model_card_row("3.1", "70B", "7.0M", 15e12),
     _model_card_row("3.1", "405B", "30.84M", 15.6e12),
 )
+
+
+# DeepSeek-V3's pre-training (arXiv 2412.19437, Table 1, §1: 2,664K H800 GPU-hours, "less than two months") against
+# deepseek-v3-pretraining (docs/validation.md, "Mixture of experts"); +-15 %, as the model cards' GPU-hours.
+DEEPSEEK_V3_ROWS = (
+    Published("deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training GPU-hours (H800)", "2.664M", "GPU h",
+              2.664e6 * 0.85, 2.664e6 * 1.15, "prediction", "DeepSeek-V3 report (arXiv 2412.19437) Table 1",
+              _gpu_hours, known_outside=DEEPSEEK_V3_GPU_HOURS_MISS),
+    Published("deepseek-v3-pretraining.toml", "DeepSeek-V3 pre-training wall time", "< 2 months", "d", 0.0, 61.0,
+              "bound", "DeepSeek-V3 report (arXiv 2412.19437) §1", _wall_days),
+)  # fmt: skip
 
 
 PUBLISHED = (
@@ -458,6 +472,7 @@ PUBLISHED = (
         ),
     ),
     *MODEL_CARD_ROWS,
+    *DEEPSEEK_V3_ROWS,
 )
 
 

@@ -33,8 +33,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         run_option(name, getattr(args, name), f"--{name}")
     if args.runs < 2:
         return usage_error(f"--runs: expected a whole number >= 2, got {args.runs}")
-    if args.step_time and args.format != "text":
-        return usage_error("--format: json and csv apply to the comparison with published runs, not --step-time")
+    for flag, name in ((args.step_time, "--step-time"), (args.moe, "--moe")):
+        if flag and args.format != "text":
+            return usage_error(f"--format: json and csv apply to the comparison with published runs, not {name}")
     if args.step_time:
         from mcsim.analysis.steptime_validation import leave_one_out, step_time_table, step_times_pass, verdict_lines
 
@@ -42,6 +43,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(step_time_table(results))
         print("\n".join(verdict_lines(results)))
         return 0 if step_times_pass(results) else 1
+    if args.moe:
+        from mcsim.analysis import moe_validation
+
+        moe_results = moe_validation.leave_one_out()
+        print(moe_validation.moe_table(moe_results))
+        return 0 if moe_validation.moe_passes(moe_results) else 1
     if args.memory:
         from mcsim.analysis import memory_validation
 

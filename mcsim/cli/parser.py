@@ -195,6 +195,11 @@ VALIDATE = Command(
             action="store_true",
             help="instead: the memory model against published memory per GPU and out-of-memory layouts",
         ),
+        Option(
+            ("--moe",),
+            action="store_true",
+            help="instead: the step-time model against published mixture-of-experts throughput (no simulation)",
+        ),
         _format("the comparison table"),
         _quiet("print nothing: the exit status says whether every comparison passed"),
     ),

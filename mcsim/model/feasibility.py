@@ -38,7 +38,10 @@ TIME_RESOLUTION_CODE = 7  # model.global_batch: iteration below the time resolut
 MEMORY = 8  # parallelism: memory per GPU exceeds the GPU's (its catalog GB are GiB: memory.capacity_gb)
 CP_SEQUENCE = 9  # parallelism.cp: cp does not divide seq_len (checked after TP_PP_DIVIDE)
 INTERLEAVE_LAYERS = 10  # parallelism.interleave: p v > L, a virtual stage without a layer (after PP_LAYERS)
-STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, CP_SEQUENCE, BATCH_DIVIDE, PP_LAYERS, INTERLEAVE_LAYERS)
+# parallelism.ep: ep does not divide model.experts, or expert_tp ep does not divide the t cp d ranks of a
+# pipeline stage (Megatron-Core's expert layout; after CP_SEQUENCE)
+EP_LAYOUT = 11
+STRUCTURAL = (NODE_MULTIPLE, TP_PP_DIVIDE, CP_SEQUENCE, EP_LAYOUT, BATCH_DIVIDE, PP_LAYERS, INTERLEAVE_LAYERS)
 
 
 def feasibility_codes(
@@ -61,6 +64,7 @@ def feasibility_codes(
         (NODE_MULTIPLE, G % cfg.hardware.gpus_per_node != 0),
         (TP_PP_DIVIDE, G % (t * p * c) != 0),
         (CP_SEQUENCE, mdl.seq_len % c != 0),
+        (EP_LAYOUT, (max(mdl.experts, 1) % deg.ep != 0) | ((t * c * d) % (deg.expert_tp * deg.ep) != 0)),
         (BATCH_DIVIDE, mdl.global_batch % (d * b) != 0),
         (PP_LAYERS, p > mdl.layers),
         (INTERLEAVE_LAYERS, p * v > mdl.layers),
@@ -201,6 +205,8 @@ def _structural_reason(cfg: Config, code: int) -> tuple[str, str]:
         return "parallelism.tp", f"tp*pp = {t}*{p} = {t * p} does not divide gpus = {G}"
     if code == CP_SEQUENCE:
         return "parallelism.cp", f"cp = {cp} does not divide model.seq_len = {cfg.model.seq_len}"
+    if code == EP_LAYOUT:
+        return _expert_layout_reason(cfg)
     if code == BATCH_DIVIDE:
         d = G // (t * p * cp)
         return "model.global_batch", (
@@ -212,3 +218,15 @@ def _structural_reason(cfg: Config, code: int) -> tuple[str, str]:
             f"pp*interleave = {p}*{v} = {p * v} virtual stages exceed layers = {cfg.model.layers}"
         )
     return "parallelism.pp", f"pp = {p} exceeds layers = {cfg.model.layers}"
+
+
+def _expert_layout_reason(cfg: Config) -> tuple[str, str]:
+    """Why the expert layout does not fit: ep does not divide the experts, or expert_tp x ep the ranks of a stage."""
+    par = cfg.parallelism
+    if max(cfg.model.experts, 1) % par.ep:
+        return "parallelism.ep", f"ep = {par.ep} does not divide model.experts = {cfg.model.experts}"
+    dense_ranks = par.gpus // (par.pp * par.cp * par.tp) * par.tp * par.cp
+    return "parallelism.ep", (
+        f"expert_tp*ep = {par.expert_tp}*{par.ep} = {par.expert_tp * par.ep} does not divide the "
+        f"tp*cp*dp = {dense_ranks} GPUs of a pipeline stage"
+    )

@@ -42,14 +42,18 @@ class Layouts:
     sequence_parallel: np.ndarray  # bool
     zero_stage: np.ndarray  # 0..3
     cp: np.ndarray  # context-parallel degree
+    ep: np.ndarray  # expert-parallel degree (1 for a dense model)
+    expert_tp: np.ndarray  # expert tensor-parallel degree
 
 
 @dataclass(frozen=True)
 class ParallelDegrees:
     """How each candidate splits the model and the batch over its GPUs (int64 arrays).
 
-    ``dp`` and ``microbatches`` are at least 1 even where the division fails (the
-    feasibility checks flag those candidates).
+    ``dp``, ``microbatches`` and ``edp`` are at least 1 even where the division fails (the
+    feasibility checks flag those candidates). The expert-parallel ranks lie inside the
+    ``t cp d`` ranks of a pipeline stage (Megatron-Core's layout): ``expert_tp x ep`` of them
+    hold the whole set of experts, ``edp`` such groups hold the same experts.
     """
 
     gpus: np.ndarray  # G
@@ -60,3 +64,6 @@ class ParallelDegrees:
     microbatch: np.ndarray  # b, sequences per microbatch
     microbatches: np.ndarray  # m = B / (d b), per pipeline per iteration
     interleave: np.ndarray  # v, model chunks per pipeline GPU
+    ep: np.ndarray  # e, expert-parallel degree
+    expert_tp: np.ndarray  # expert tensor-parallel degree
+    edp: np.ndarray  # expert data-parallel degree t cp d / (expert_tp e), at least 1

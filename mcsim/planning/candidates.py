@@ -330,6 +330,7 @@ def _layouts(plan: Plan, cand: Candidates) -> Layouts:
         name: gpu_field(plan, cand, name)
         for name in ("peak_tflops", "memory_gb", "freq_min_mhz", "freq_max_mhz", "hbm_gbps", "fp8_tflops")
     }
+    base = plan.scenario.base.parallelism  # the expert layout of the scenario (not searched yet)
     return Layouts(
         cand.gpus,
         cand.tp,
@@ -347,6 +348,8 @@ def _layouts(plan: Plan, cand: Candidates) -> Layouts:
         cand.sequence_parallel,
         cand.zero_stage,
         cand.cp,
+        np.full(cand.gpus.shape, base.ep, dtype=np.int64),
+        np.full(cand.gpus.shape, base.expert_tp, dtype=np.int64),
     )
 
 

@@ -139,6 +139,13 @@ _FIGURES: dict[str, _Figures] = {
     # same GH100 compute as H100 (BF16 1979 sparse -> 989 dense), up to 700 W;
     # HBM 4.8 TB/s: H200 datasheet (2024); FP8 3,958 TFLOP/s sparse / 2: H200 datasheet (2024).
     "H200": (989.0, 141.0, 700.0, 80.0, 1980.0, 210.0, _PCIE_GEN5_EFF_GBPS, 4800.0, 1979.0),
+    # NVIDIA H800 SXM5 (2023), the export variant of the H100 SXM5 (same GH100 die): the H100's tensor
+    # peaks (BF16 1979 sparse -> 989 dense, FP8 3958 sparse -> 1979 dense), 80 GB HBM3 at 3.35 TB/s and
+    # up to 700 W; what differs is NVLink, 400 GB/s (both directions) against the H100's 900, and FP64.
+    # NVLink is a network figure here as for every type: network.intra_gbps = 400
+    # (docs/model.md §1; the schema's default 900 is the H100's).
+    # Clocks and idle: as H100 SXM (same die). Used by DeepSeek-V2/V3 (arXiv 2405.04434, 2412.19437).
+    "H800": (989.0, 80.0, 700.0, 80.0, 1980.0, 210.0, _PCIE_GEN5_EFF_GBPS, 3350.0, 1979.0),
     # NVIDIA GH200 Grace Hopper Superchip datasheet (2023), 96 GB HBM3 variant
     # (the 144 GB HBM3e variant is not modelled). Module power is configurable
     # 450-1000 W for CPU+GPU+memory; tdp_w=700 is an ASSUMED GPU share,
@@ -163,6 +170,9 @@ _SOURCES: dict[str, str] = {
     "d2h: derived, PCIe Gen5 x16 effective",
     "H200": "peak (1979 sparse / 2)/memory/TDP: NVIDIA H200 Tensor Core GPU datasheet (2024), SXM; clocks: as H100 "
     "SXM (same GH100 die); idle: assumed equal to H100; d2h: derived, PCIe Gen5 x16 effective",
+    "H800": "peak/FP8/memory/HBM/TDP: NVIDIA H800 SXM5 specification (2023; the H100 SXM5's figures, "
+    "NVLink 400 GB/s instead of 900: set network.intra_gbps = 400); clocks: as H100 SXM (same GH100 die); "
+    "idle: assumed equal to H100; d2h: derived, PCIe Gen5 x16 effective",
     "GH200": "peak/memory (96 GB HBM3)/C2C 900 GB/s: NVIDIA GH200 Grace Hopper Superchip datasheet (2023); tdp: "
     "assumption, 700 W GPU share of the 450-1000 W module; clocks: as H100 SXM; idle: measured captures "
     "(EuroMLSys'26 DVFS study, ~96 W); d2h: derived, NVLink-C2C per-direction peak",
@@ -283,6 +293,14 @@ GPU_PRICES: dict[str, GpuPrice] = {
         on_demand=_per_gpu(63.296),
         reserved=None,
         sources=f"p5en.48xlarge: {_AWS_SOURCE}; no Reserved Instance offered",
+    ),
+    # No provider of the catalog's source rents H800 (an export variant sold in China): no default. DeepSeek
+    # priced its runs at an assumed 2 USD per H800 GPU-hour (arXiv 2412.19437, Table 1); a scenario that
+    # uses that price gives it as cost.gpu_hour_usd_by_type = { H800 = 2.0 } and cites it.
+    "H800": GpuPrice(
+        on_demand=None,
+        reserved=None,
+        sources="no AWS instance (H800 is sold in China only); DeepSeek-V3's 2 USD/(GPU h) is an assumption of theirs",
     ),
     # AWS offers no GH200 instance. Other providers do (Lambda: 1.49 USD/h for one GH200,
     # SkyPilot catalog catalogs/v7/lambda/vms.csv, commit 11580132), but mixing providers

@@ -9,18 +9,95 @@ sweep keys and ``--set`` name it) and what was expected.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec
-from mcsim.scenario.schema import FLEET_KINDS, ComputeSection, FailureClass, ModelSection, PhasesSection
+from mcsim.scenario.schema import (
+    FLEET_KINDS,
+    ComputeSection,
+    FailureClass,
+    ModelSection,
+    ParallelismSection,
+    PhasesSection,
+)
 from mcsim.scenario.toml import format_number
 
 # A failure class's name: it names the class in sweep keys, --set and [uncertain] keys.
 FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")
+# The [model] keys of a mixture of experts other than ``experts``, with their dense defaults, and the
+# [parallelism] keys that split experts (docs/model.md, "Mixture of experts").
+MOE_MODEL_KEYS = (
+    "experts_per_token",
+    "shared_experts",
+    "expert_ffn_hidden",
+    "first_dense_layers",
+    "moe_layer_interval",
+    "router_balancing",
+    "expert_imbalance",
+    "expert_imbalance_sigma",
+    "expert_capacity_factor",
+)
+MOE_PARALLEL_KEYS = ("ep", "expert_tp")
+# How far model.params of a mixture of experts may be from the count its shape gives
+# (:func:`parameter_counts`): the shape leaves out biases and approximates attention variants such as
+# DeepSeek's multi-head latent attention (0.17 % of DeepSeek-V3's 671B, docs/model.md); a wrong
+# expert count or width is off by far more.
+PARAMS_SHAPE_TOLERANCE = 0.10
+
+
+class ParameterCounts(NamedTuple):
+    """A model's parameters as its shape counts them (``[model]``; docs/model.md, "Mixture of experts")."""
+
+    shape_total: float  # tables + every layer
+    tables: float  # embedding and output layer (one table when tied)
+    dense_layer: float  # a layer with the dense MLP: attention, two norms, MLP
+    moe_layer_shared: float  # a MoE layer without its routed experts: attention, norms, router, shared experts
+    one_expert: float  # one routed expert's MLP
+    moe_layers: int  # MoE layers of the model
+    routed: float  # every routed expert of the model: moe_layers x experts x one_expert
+
+
+def is_moe_layer(index: int, model: ModelSection) -> bool:
+    """Whether layer ``index`` (0-based) is a MoE layer: past the first_dense_layers, every
+    moe_layer_interval-th, starting with the first after them."""
+    first = model.first_dense_layers
+    return model.experts > 0 and index >= first and (index - first) % model.moe_layer_interval == 0
+
+
+def parameter_counts(model: ModelSection) -> ParameterCounts:
+    """The :class:`ParameterCounts` of ``model``'s shape.
+
+    Attention ``h (h + 2 h kv/a) + h^2`` (grouped-query), two norms ``4h``, an MLP of width F
+    ``h F (3 gated, 2 not)``, the router ``h E``; biases left out, as in the operator model.
+    """
+    h = float(model.hidden)
+    heads = model.heads or max(1, model.hidden // 128)
+    kv_width = h * (model.kv_heads or heads) / heads
+    attention_norms = h * (h + 2.0 * kv_width) + h * h + 4.0 * h
+    mlp = 3.0 if model.gated_mlp else 2.0
+    dense_layer = attention_norms + h * float(model.ffn_hidden or 4 * model.hidden) * mlp
+    one_expert = h * float(model.expert_ffn_hidden) * mlp
+    moe_shared = attention_norms + h * model.experts + model.shared_experts * one_expert
+    after_dense = model.layers - model.first_dense_layers
+    moe_layers = -(-after_dense // model.moe_layer_interval) if model.experts and after_dense > 0 else 0
+    tables = float(model.vocab) * h * (1.0 if model.tied_embeddings else 2.0)
+    routed = moe_layers * model.experts * one_expert
+    total = tables + (model.layers - moe_layers) * dense_layer + moe_layers * moe_shared + routed
+    return ParameterCounts(total, tables, dense_layer, moe_shared, one_expert, moe_layers, routed)
+
+
+def active_parameters(model: ModelSection) -> float:
+    """Parameters one token uses: model.params less the routed experts it is not sent to,
+    ``N - R (1 - k/E)`` with R the routed experts' parameters (N for a dense model)."""
+    if model.experts == 0:
+        return float(model.params)
+    routed = parameter_counts(model).routed
+    return float(model.params) - routed * (1.0 - model.experts_per_token / model.experts)
 
 
 def check_configuration(
@@ -47,6 +124,7 @@ def check_configuration(
             f"expected <= freq_max_mhz = {format_number(gpu.freq_max_mhz)}, got {format_number(gpu.freq_min_mhz)}",
         )
     _check_model(sections["model"], sections["compute"], where)
+    _check_experts(sections["model"], sections["parallelism"], where)
     if gpu.idle_w > gpu.tdp_w:
         raise ScenarioError(
             where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
@@ -88,6 +166,45 @@ def _check_model(model: ModelSection, compute: ComputeSection, where: str) -> No
         raise ScenarioError(
             where, "compute.fp8", 'expected false unless compute.step_model = "operators" (FP8 is modelled there only)'
         )
+
+
+def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> None:
+    """A dense model leaves the MoE keys at their defaults; a mixture of experts has a top-k within its
+    experts, an expert width, an ep that divides the experts, and a model.params its shape agrees with."""
+    if model.experts == 0:
+        dense = {f.name: f.default for f in dataclasses.fields(ModelSection)}
+        for key in MOE_MODEL_KEYS:
+            if getattr(model, key) != dense[key]:
+                raise ScenarioError(where, f"model.{key}", "expected its default where model.experts = 0 (dense)")
+        for key in MOE_PARALLEL_KEYS:
+            if getattr(par, key) != 1:
+                raise ScenarioError(where, f"parallelism.{key}", "expected 1 where model.experts = 0 (a dense model)")
+        return
+    capacity = model.expert_capacity_factor
+    rules = (
+        ("model.experts_per_token", 1 <= model.experts_per_token <= model.experts, f"1 to experts = {model.experts}"),
+        ("model.expert_ffn_hidden", model.expert_ffn_hidden > 0, "> 0 where model.experts > 0"),
+        ("model.expert_imbalance", model.expert_imbalance == 0 or model.expert_imbalance >= 1, ">= 1 (0: default)"),
+        ("model.expert_capacity_factor", capacity == 0 or capacity >= 1, ">= 1 (0: no token dropping)"),
+        ("parallelism.ep", model.experts % par.ep == 0, f"a divisor of model.experts = {model.experts}"),
+    )
+    for key, holds, expected in rules:
+        if not holds:
+            raise ScenarioError(where, key, f"expected {expected}, got {format_number(_value_of(key, model, par))}")
+    counts = parameter_counts(model)
+    if abs(model.params - counts.shape_total) > PARAMS_SHAPE_TOLERANCE * counts.shape_total:
+        raise ScenarioError(
+            where,
+            "model.params",
+            f"expected within {PARAMS_SHAPE_TOLERANCE:.0%} of the {format_number(counts.shape_total)} parameters "
+            f"the shape counts ({counts.moe_layers} MoE layers of {model.experts} experts of "
+            f"{format_number(counts.one_expert)}), got {format_number(model.params)}",
+        )
+
+
+def _value_of(key: str, model: ModelSection, par: ParallelismSection) -> float:
+    section, name = key.split(".")
+    return float(getattr(model if section == "model" else par, name))
 
 
 def _check_phases(phases: PhasesSection, where: str) -> None:

@@ -50,6 +50,10 @@ FLEET_KINDS = ("fail_stop", "hang")
 DEFAULT_STEP_MODEL = "operators"
 DEFAULT_GPU = "H100-SXM"
 
+# How a mixture-of-experts router balances its experts' load (model.router_balancing): an auxiliary
+# loss, or DeepSeek's loss-free bias (Wang et al. 2024, arXiv 2408.15664).
+ROUTER_BALANCING = ("aux-loss", "loss-free")
+
 MAX_GPUS = 10_000_000  # absurd-size guard: far beyond any cluster built (2026)
 
 
@@ -128,6 +132,40 @@ class ModelSection:
     tied_embeddings: bool = param(
         False, kind=bool, doc="input embedding and output layer share weights (their gradients meet across stages)"
     )
+    # Mixture of experts (docs/model.md, "Mixture of experts"); experts = 0: a dense model, every key below
+    # at its default.
+    experts: int = param(0, kind=int, ge=0, le=1_000_000, doc="routed experts per MoE layer; 0: a dense model")
+    experts_per_token: int = param(
+        0, kind=int, ge=0, le=1_000_000, doc="routed experts each token goes to (top-k); >= 1 with experts"
+    )
+    shared_experts: int = param(0, kind=int, ge=0, le=1_000_000, doc="always-active experts per MoE layer")
+    expert_ffn_hidden: int = param(
+        0, kind=int, ge=0, le=100_000_000, doc="one expert's MLP width (gated as gated_mlp); > 0 with experts"
+    )
+    first_dense_layers: int = param(
+        0, kind=int, ge=0, le=100_000, doc="dense layers (MLP of ffn_hidden) before the first MoE layer"
+    )
+    moe_layer_interval: int = param(
+        1, kind=int, ge=1, le=100_000, doc="after the dense ones, every n-th layer is MoE (Megatron --moe-layer-freq)"
+    )
+    router_balancing: str = param(
+        "aux-loss",
+        kind=str,
+        choices=ROUTER_BALANCING,
+        doc="how the router balances the experts' load; sets expert_imbalance's default",
+    )
+    expert_imbalance: float = param(
+        0.0,
+        ge=0,
+        le=1e6,
+        doc="busiest expert's tokens / the mean, per step (>= 1); 0: the default of router_balancing",
+    )
+    expert_imbalance_sigma: float = param(
+        0.0, ge=0, le=5, doc="per-iteration log-sd of a rank's expert load (adds to the stragglers' sigma)"
+    )
+    expert_capacity_factor: float = param(
+        0.0, ge=0, le=1e6, doc="tokens above capacity x mean are dropped (>= 1); 0: no token dropping"
+    )
 
 
 @section
@@ -166,6 +204,11 @@ class ParallelismSection:
     overlap_tp: float = param(0.0, ge=0, le=1, doc="hidden share of the TP exchange")
     overlap_pp: float = param(0.0, ge=0, le=1, doc="hidden share of the pipeline transfers (operators model)")
     cp: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="context-parallel degree: each sequence split over cp GPUs")
+    ep: int = param(1, kind=int, ge=1, le=MAX_GPUS, doc="expert-parallel degree: the routed experts split over ep GPUs")
+    expert_tp: int = param(
+        1, kind=int, ge=1, le=MAX_GPUS, doc="expert tensor-parallel degree (Megatron --expert-tensor-parallel-size)"
+    )
+    overlap_ep: float = param(0.0, ge=0, le=1, doc="hidden share of the expert all-to-alls (operators model)")
     zero_stage: int = param(
         1, kind=int, ge=0, le=3, doc="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (FSDP)"
     )

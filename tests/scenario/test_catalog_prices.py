@@ -50,8 +50,8 @@ def test_catalog_prices_are_the_published_ones():
     for name, instance in RESERVED_INSTANCE.items():
         assert GPU_PRICES[name].reserved == pytest.approx(instance / 8, rel=1e-15)
     # no source for these: None, never a guess (docs/model.md §5)
-    assert GPU_PRICES["GH200"].on_demand is None
-    assert all(GPU_PRICES[name].reserved is None for name in ("H100-SXM", "H200", "GH200", "B200"))
+    assert GPU_PRICES["GH200"].on_demand is None and GPU_PRICES["H800"].on_demand is None
+    assert all(GPU_PRICES[name].reserved is None for name in ("H100-SXM", "H200", "H800", "GH200", "B200"))
     assert PRICE_RATES == ("on_demand", "reserved")
 
 
@@ -129,3 +129,23 @@ def test_plan_with_one_price_for_several_types_is_refused():
     priced = {"gpu_hour_usd": 2.0, "gpu_hour_usd_by_type": {"A100-80GB": 1.0, "H100-SXM": 3.0}}
     plan = plan_from_dict({**PLAN, "cost": priced}, "plan.toml")
     np.testing.assert_allclose(type_prices(plan), [1.0, 3.0, 2.0], rtol=1e-15)
+
+
+def test_h800_is_an_h100_sxm5_but_for_nvlink():
+    # NVIDIA H800 SXM5 specification (2023): the H100 SXM5's dense BF16 (1,979 sparse / 2) and FP8 (3,958
+    # sparse / 2) peaks, 80 GB HBM3 at 3.35 TB/s, up to 700 W; NVLink (400 GB/s) is network.intra_gbps,
+    # not a catalog field.
+    h800 = GPU_CATALOG["H800"]
+    assert (h800.peak_tflops, h800.fp8_tflops) == (989.0, 1979.0)  # the catalog's H100 convention: 1,979 / 2 -> 989
+    assert (h800.memory_gb, h800.hbm_gbps, h800.tdp_w) == (80.0, 3350.0, 700.0)
+    assert "400 GB/s" in h800.sources
+
+
+def test_h800_needs_a_price_from_the_scenario(small_raw):
+    small_raw["hardware"]["gpu"] = "H800"
+    with pytest.raises(ScenarioError, match="no published on_demand price for H800"):
+        scenario_from_dict(small_raw, "h800.toml")
+    # DeepSeek-V3's assumed rental price (arXiv 2412.19437, Table 1), given by the scenario
+    small_raw["cost"] = {"gpu_hour_usd_by_type": {"H800": 2.0}}
+    scenario = scenario_from_dict(small_raw, "h800.toml")
+    assert gpu_hour_usd(scenario.base.cost, "H800") == 2.0
