@@ -19,6 +19,7 @@ from mcsim._version import __version__, model_source_hash
 from mcsim.io.netcdf import text_as_unicode
 from mcsim.io.variables import build_dataset, coordinate_attrs
 from mcsim.scenario.config import Scenario
+from mcsim.scenario.consistency import active_parameters
 from mcsim.scenario.draws import DrawPlan
 from mcsim.scenario.schema import field_meta
 from mcsim.scenario.uncertain import input_variable_attrs
@@ -60,8 +61,25 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
     return ds
 
 
+def parameter_attrs(scenario: Scenario) -> dict[str, object]:
+    """``model_params`` (``model.params``, the total) and ``model_params_active`` (the parameters one
+    token uses: a mixture of experts counts the routed experts it is sent to, docs/model.md "Mixture of
+    experts"; the total for a dense model), in parameters.
+
+    When the sweep changes them, each attribute lists the distinct values in sweep order.
+    """
+    totals = list(dict.fromkeys(float(cfg.model.params) for cfg in scenario.configs))
+    actives = list(dict.fromkeys(active_parameters(cfg.model) for cfg in scenario.configs))
+
+    def value(values: list[float]) -> float | str:
+        return values[0] if len(values) == 1 else " ".join(f"{v:.6g}" for v in values)
+
+    return {"model_params": value(totals), "model_params_active": value(actives)}
+
+
 def provenance_attrs(scenario: Scenario) -> dict[str, object]:
-    """Global attributes: version, scenario TOML, overrides, seed, runs, mode, creation time, history.
+    """Global attributes: the model's parameters (:func:`parameter_attrs`), version, scenario TOML,
+    overrides, seed, runs, mode, creation time, history.
 
     ``mcsim_model_hash`` is the SHA-256 of the sources and library versions that determine
     the numbers (:func:`mcsim._version.model_source_hash`): two files with the same
@@ -77,7 +95,7 @@ def provenance_attrs(scenario: Scenario) -> dict[str, object]:
     """
     run = scenario.run
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    return {
+    return parameter_attrs(scenario) | {
         "title": f"mcsim Monte Carlo results: {scenario.name}",
         "mcsim_version": __version__,
         "numba_version": numba.__version__,

@@ -234,6 +234,7 @@ def _result_rows(ds: xr.Dataset, source: str | None, overrides: list[str]) -> li
         ),
         *([("overrides", "; ".join(f"`{code_text(o)}`" for o in overrides))] if overrides else []),
         *([("result file", markdown_text(source))] if source else []),
+        *_parameter_rows(attrs),
         ("runs per configuration", f"{ds.sizes['run']:,}" + _draws_text(ds)),
         ("seed", str(attrs.get("seed", "?"))),
         ("mode", str(attrs.get("mode", "?"))),
@@ -244,6 +245,20 @@ def _result_rows(ds: xr.Dataset, source: str | None, overrides: list[str]) -> li
         keys = str(attrs.get("uncertain_inputs", "")).split()
         rows.append(("uncertain inputs", ", ".join(markdown_text(k) for k in keys)))
     return rows
+
+
+def _parameter_rows(attrs: dict) -> list[tuple[str, str]]:
+    """``model parameters``: ``671B (37.6B active)`` for a mixture of experts, ``70.6B`` for a dense model
+    (none for a file written before the attributes were, or when a sweep changes them)."""
+    total, active = attrs.get("model_params"), attrs.get("model_params_active")
+    if not isinstance(total, (int, float, np.number)) or not isinstance(active, (int, float, np.number)):
+        return []
+
+    def billions(value: float) -> str:
+        return f"{float(value) / 1e9:.3g}B"
+
+    text = billions(total) + (f" ({billions(active)} active)" if float(active) < float(total) else "")
+    return [("model parameters", text)]
 
 
 def _draws_text(ds: xr.Dataset) -> str:
