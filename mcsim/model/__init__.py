@@ -5,6 +5,9 @@
 - ``layouts``: the candidate layouts and their parallel degrees as arrays, the records its parts share.
 - ``operators``: what one layer, the embedding and the output layer compute and move (§2b).
 - ``pipeline_stages``: which layers each pipeline GPU holds.
+- ``device_rates``: what one operator or one collective costs on a GPU and its links (§2b).
+- ``experts``: the mixture-of-experts layer: its operators, all-to-alls and load imbalance, and
+  the operator step model's iteration of a mixture of experts.
 - ``steptime``: the time of one iteration, the aggregate (§2) and the operator (§2b) step models.
 - ``software``: the software profile a configuration names, for the models (the records are
   :mod:`mcsim.scenario.software`'s).

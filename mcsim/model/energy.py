@@ -38,7 +38,7 @@ import numpy as np
 from mcsim._lazy import lazy_module
 from mcsim.kernels import interface as kernel
 from mcsim.model.checkpointing import CheckpointPlan
-from mcsim.model.stragglers import factor_law
+from mcsim.model.stragglers import factor_law, straggler_sigma
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import Workload, WorkloadArrays
 from mcsim.scenario.catalog import gpu_hour_usd
@@ -102,16 +102,16 @@ def power_model(cfg: Config, wl: Workload) -> PowerModel:
     """Phase powers and shares of one feasible configuration."""
     gpu, en = cfg.gpu, cfg.energy
     busy, wait, checkpoint = phase_powers_w(gpu.tdp_w, gpu.idle_w, cfg.freq_mhz, gpu.freq_max_mhz, en)
-    st = cfg.stragglers
-    law = factor_law(float(cfg.parallelism.gpus), st.sigma)
-    rank_mean = rank_factor_mean(st.sigma)  # one rank's lognormal factor, median 1
+    st, sigma = cfg.stragglers, straggler_sigma(cfg)
+    law = factor_law(float(cfg.parallelism.gpus), sigma)
+    rank_mean = rank_factor_mean(sigma)  # one rank's lognormal factor, median 1
     compute_share = wl.t_comp_s / wl.compute_time_s  # the rest of the compute phase is the bubble
     # E[X] <= E[F] exactly (F is the largest of the X); min() keeps the quadrature's last-digit
     # error from making the share exceed compute_share (G = 1, where E[X] = E[F]).
     busy_share = compute_share * min(1.0, rank_mean / law.mean)
     # In an episode one node's ranks compute `slowdown` times longer; the others wait for them.
     slow_share = cfg.hardware.gpus_per_node / cfg.parallelism.gpus
-    episode_law = factor_law(float(cfg.parallelism.gpus), st.sigma, floor=st.episode_slowdown)
+    episode_law = factor_law(float(cfg.parallelism.gpus), sigma, floor=st.episode_slowdown)
     busy_share_episode = compute_share * rank_mean * (1.0 + (st.episode_slowdown - 1.0) * slow_share) / episode_law.mean
     job_mean = job_factor_mean(st.job_sigma)  # E[max(1, e^{sZ})]
     phase = wl.compute_time_s * job_mean * law.mean

@@ -62,7 +62,7 @@ from mcsim.model.layouts import Layouts
 from mcsim.model.reliability import expected_run_wall_s, run_wall_variance_s2, wall_quantile_s, young_cluster_wall_s
 from mcsim.model.restart import restart_parts
 from mcsim.model.spares import wall_with_spares_by_size_s
-from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law
+from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law, straggler_sigma
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import WorkloadArrays, workload_arrays
 from mcsim.scenario.config import Config
@@ -290,12 +290,12 @@ def _iteration_power(
     iteration time is the time-weighted ``1 / ((1 − a) / t + a / t_episode)`` (fewer iterations run
     in an episode). The power stays that of the iteration outside episodes (first order).
     """
-    st = base.stragglers
+    st, sigma = base.stragglers, straggler_sigma(base)
     law_mean, episode_mean = np.ones(len(runs)), np.ones(len(runs))
     for gpus, idx in by_group(runs.gpus):  # one quadrature per size
-        law_mean[idx] = factor_law(float(gpus), st.sigma).mean
+        law_mean[idx] = factor_law(float(gpus), sigma).mean
         if st.episode_rate_per_node_day > 0:
-            episode_mean[idx] = factor_law(float(gpus), st.sigma, floor=st.episode_slowdown).mean
+            episode_mean[idx] = factor_law(float(gpus), sigma, floor=st.episode_slowdown).mean
     with np.errstate(invalid="ignore", divide="ignore"):
         degraded = 1.0 + degradation_over_run(
             st.degradation_per_day / 86400.0, st.degradation_max, mtbf, wl.iterations * wl.iteration_time_s
@@ -308,7 +308,7 @@ def _iteration_power(
         runs.tdp_w[runs.gpu_type], idle_w, lay.freq_mhz, lay.freq_max_mhz, base.energy
     )
     with np.errstate(invalid="ignore", divide="ignore"):
-        busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(st.sigma) / law_mean)
+        busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(sigma) / law_mean)
         phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * law_mean
         power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
     iteration_s = phase + wl.comm_time_s

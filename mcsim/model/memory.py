@@ -13,12 +13,16 @@ Reported in GB (1e9 bytes); arrays over candidates. The GPU's own capacity is in
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numpy.typing import ArrayLike
 
+from mcsim.model.experts import expert_stages_of, rank_imbalance
 from mcsim.model.layouts import RECOMPUTE_CODES, Layouts, ParallelDegrees
 from mcsim.model.pipeline_stages import StageLayers
 from mcsim.scenario.config import Config
+from mcsim.scenario.consistency import parameter_counts
 from mcsim.scenario.schema import ModelSection
 from mcsim.scenario.software import PIPELINE_ENGINES
 
@@ -109,16 +113,23 @@ def memory_bytes(
     if pipeline_engine not in PIPELINE_ENGINES:
         raise ValueError(f"pipeline engine {pipeline_engine!r}: expected one of {PIPELINE_ENGINES}")
     blocking = pipeline_engine == "blocking-1f1b"
-    mdl = cfg.model
     t, p, c, d = deg.tp, deg.pp, deg.cp, deg.dp
+    routed = parameter_counts(cfg.model).routed if cfg.model.experts else 0.0
+    # A mixture of experts: the layers' other parameters as a dense model's, its routed experts below.
+    mdl = dataclasses.replace(cfg.model, params=cfg.model.params - routed) if routed else cfg.model
     params_held = mdl.params / (t * p) if stages is None else params_held_per_gpu(mdl, t, p, stages)
     state_bytes = params_held * model_state_bytes_per_param(lay.zero_stage, d * c, pipeline_engine)
     if cfg.compute.fp8:  # FP8 copies of the weights, 1 byte each, where the GPU computes in FP8
         held = params_held / np.where(lay.zero_stage >= 3, d * c, 1)
         state_bytes = state_bytes + np.where(lay.fp8_tflops > 0, held, 0.0)
+    if routed:
+        state_bytes = state_bytes + _expert_state_bytes(cfg, lay, deg, stages, pipeline_engine)
     sp, b = lay.sequence_parallel, deg.microbatch
     activation = _activation_per_layer(mdl, b, t, lay.recompute, sp, c)
     whole_layer = _activation_per_layer(mdl, b, t, np.zeros_like(lay.recompute), sp, c)  # nothing recomputed
+    if routed:  # the MoE layers' activations beyond a dense layer's, spread over the layers
+        activation = activation + _moe_activation_per_layer(cfg.model, deg, lay.recompute, sp)
+        whole_layer = whole_layer + _moe_activation_per_layer(cfg.model, deg, np.zeros_like(lay.recompute), sp)
     stage_output = _activation_per_layer(mdl, b, t, np.full_like(lay.recompute, 2), sp, c)  # the layer input
     interleave = np.ones_like(p) if blocking else deg.interleave
     in_flight = activation * peak_stage_microbatch_layers(mdl.layers, p, deg.microbatches, interleave)
@@ -128,6 +139,49 @@ def memory_bytes(
     if blocking:
         allocated = allocated + DEEPSPEED_REDUCE_BUCKET_BYTES
     return allocated, float(CUDA_CONTEXT_BYTES + CUBLAS_WORKSPACE_BYTES + NCCL_BUFFER_BYTES)
+
+
+def _expert_state_bytes(
+    cfg: Config, lay: Layouts, deg: ParallelDegrees, stages: StageLayers | None, pipeline_engine: str
+) -> np.ndarray:
+    """Model state of the routed experts one GPU holds, bytes: the most MoE layers of a pipeline GPU
+    (an even share, ``moe_layers / p``, under the aggregate model) x ``E / ep`` experts x one expert's
+    parameters / expert_tp, sharded by the ZeRO stage over the edp ranks that hold the same experts
+    (docs/model.md, "Mixture of experts")."""
+    mdl = cfg.model
+    counts = parameter_counts(mdl)
+    if stages is None:
+        moe_layers = counts.moe_layers / np.asarray(deg.pp, dtype=np.float64)
+    else:
+        on = expert_stages_of(mdl, deg.pp, deg.interleave)
+        moe_layers = np.maximum.reduce([on.first, on.last, on.middle, on.busiest_moe])
+    held = moe_layers * mdl.experts * counts.one_expert / (deg.ep * deg.expert_tp)
+    state = held * model_state_bytes_per_param(lay.zero_stage, deg.edp, pipeline_engine)
+    if cfg.compute.fp8:
+        state = state + np.where(lay.fp8_tflops > 0, held / np.where(lay.zero_stage >= 3, deg.edp, 1), 0.0)
+    return state
+
+
+def _moe_activation_per_layer(
+    mdl: ModelSection, deg: ParallelDegrees, recompute: np.ndarray, sequence_parallel: bool | np.ndarray
+) -> np.ndarray:
+    """What a MoE layer stores beyond Korthikanti et al.'s dense layer, bytes, averaged over the layers.
+
+    Korthikanti's count holds ``18 sbh`` for a 4h MLP (its input, the activation function's input and
+    output, BF16). A MoE layer holds per token its input ``2h`` and its shared experts' ``2 S F (g+1)``
+    (g = 2 gated, 1 not), and per routed token (k rho per token, rho the busiest rank's load,
+    :func:`mcsim.model.experts.rank_imbalance`) its permuted input ``2h`` and ``2 F (g+1)``: the
+    difference, on the GPU's ``s b / (cp t)`` tokens, unless the layer is recomputed whole.
+    """
+    h, width, gate = float(mdl.hidden), float(mdl.expert_ffn_hidden), 2.0 if mdl.gated_mlp else 1.0
+    rho = rank_imbalance(mdl, deg.ep)
+    shared = 2.0 * h + 2.0 * mdl.shared_experts * width * (gate + 1.0) - 18.0 * h
+    per_token = shared + mdl.experts_per_token * rho * (2.0 * h + 2.0 * width * (gate + 1.0))
+    t = np.asarray(deg.tp, dtype=np.float64)
+    tokens = mdl.seq_len / np.asarray(deg.cp) * np.asarray(deg.microbatch, dtype=np.float64)
+    share = parameter_counts(mdl).moe_layers / mdl.layers
+    split = np.where(sequence_parallel, t, 1.0)
+    return np.where(recompute == RECOMPUTE_CODES["full"], 0.0, share * tokens * per_token / split)
 
 
 def capacity_gb(catalog_gb: ArrayLike) -> np.ndarray:

@@ -39,7 +39,7 @@ from mcsim.model.feasibility import FEASIBLE, configuration_problem
 from mcsim.model.layouts import Layouts
 from mcsim.model.restart import restart_overhead_s
 from mcsim.model.run_estimate import estimate_run
-from mcsim.model.stragglers import factor_law
+from mcsim.model.stragglers import factor_law, straggler_sigma
 from mcsim.model.strategies import STRATEGIES, FloatOrArray
 from mcsim.model.workload import WORKLOAD_FLOATS, Workload, layouts_of, phase_rows, workload, workload_arrays
 from mcsim.scenario.config import Config, cached_per_configuration
@@ -212,17 +212,17 @@ def prepare_tables(
 
 def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> kernel.RunParams:
     """The kernel's scalars for one feasible configuration."""
-    st = cfg.stragglers
+    st, sigma = cfg.stragglers, straggler_sigma(cfg)
     ranks = float(cfg.parallelism.gpus)
-    law = factor_law(ranks, st.sigma)
-    episode_law = factor_law(ranks, st.sigma, floor=st.episode_slowdown)
-    short = short_block_law(ranks, st.sigma, plan.every_iterations) if mode == "fast" else None
+    law = factor_law(ranks, sigma)
+    episode_law = factor_law(ranks, sigma, floor=st.episode_slowdown)
+    short = short_block_law(ranks, sigma, plan.every_iterations) if mode == "fast" else None
     return kernel.RunParams(
         iterations=wl.iterations,
         compute_time_s=wl.compute_time_s,
         comm_time_s=wl.comm_time_s,
         n_ranks=ranks,
-        sigma=st.sigma,
+        sigma=sigma,
         job_sigma=st.job_sigma,
         strategy=STRATEGY_CODES[cfg.checkpoint.strategy],
         checkpoint_every=plan.every_iterations,

@@ -42,20 +42,21 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from mcsim.model import experts as moe_model
 from mcsim.model import operators as ops
+from mcsim.model.device_rates import (
+    Link,
+    data_parallel_exposed,
+    gemm_seconds,
+    memory_seconds,
+    ring_step_bytes,
+    ring_step_seconds,
+)
 from mcsim.model.layouts import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE, Layouts, ParallelDegrees
 from mcsim.model.pipeline_stages import StageLayers
 from mcsim.scenario.config import Config
+from mcsim.scenario.consistency import active_parameters, parameter_counts
 
-# Calculon's matrix efficiency by operator size (GFLOP -> fraction of peak) and memory
-# efficiency by bytes moved (MB -> fraction of HBM bandwidth): systems/a100_80g.json and
-# h100_80g_nvl8.json of github.com/calculon-ai/calculon (Isaev et al., "Calculon: a
-# methodology and tool for high-level co-design of systems and large language models",
-# SC'23). Calculon steps between the knots; mcsim interpolates in log(1 + size).
-MATRIX_KNOTS_GFLOP = np.array([0.0, 1.0, 16.0, 128.0])
-MATRIX_EFFICIENCY = np.array([0.1, 0.6, 0.9, 0.95])
-MEMORY_KNOTS_MB = np.array([0.0, 1.0, 10.0, 100.0])
-MEMORY_EFFICIENCY = np.array([0.3, 0.6, 0.75, 0.9])
 MEMORY_KERNELS_PER_LAYER = 6  # two norms, two residual additions, the activation, softmax (+ dropout)
 
 
@@ -66,83 +67,6 @@ MEMORY_KERNELS_PER_LAYER = 6  # two norms, two residual additions, the activatio
 # the median error of §2's one-efficiency model on published cases, 8 %, as assessed when the operator
 # model was introduced.
 STEP_TIME_ERROR = {"aggregate": 0.08, "operators": 0.0595}
-
-
-def matrix_efficiency(gflop: np.ndarray) -> np.ndarray:
-    """Fraction of peak a matrix operator of ``gflop`` GFLOP reaches (before ``compute.efficiency``)."""
-    return np.interp(np.log1p(gflop), np.log1p(MATRIX_KNOTS_GFLOP), MATRIX_EFFICIENCY)
-
-
-def memory_efficiency(megabytes: np.ndarray) -> np.ndarray:
-    """Fraction of HBM bandwidth a memory-bound kernel moving ``megabytes`` MB reaches."""
-    return np.interp(np.log1p(megabytes), np.log1p(MEMORY_KNOTS_MB), MEMORY_EFFICIENCY)
-
-
-def gemm_seconds(flops: np.ndarray, peak_flops: np.ndarray, efficiency: float | np.ndarray) -> np.ndarray:
-    """Time of one matrix operator, s."""
-    return flops / (peak_flops * efficiency * matrix_efficiency(flops / 1e9))
-
-
-def memory_seconds(nbytes: np.ndarray, hbm_bytes_per_s: np.ndarray, kernels: float = 1.0) -> np.ndarray:
-    """Time of ``kernels`` memory-bound kernels moving ``nbytes`` in all, s."""
-    return nbytes / (hbm_bytes_per_s * memory_efficiency(nbytes / kernels / 1e6))
-
-
-@dataclass(frozen=True)
-class Link:
-    """A collective's link: bus bandwidth (bytes/s, after the collective efficiency), per-hop latency (s),
-    and whether the group stays inside a node (its bytes count as intra-node traffic).
-
-    A group that spans nodes with several members in each (``local_ranks`` > 1) runs NCCL's
-    rings through every local GPU and NIC: ``bus_bytes_per_s`` is then the inter-node
-    bandwidth per GPU and ``local_bus_bytes_per_s`` the intra-node one. ``local_ranks``
-    None: a flat ring at ``bus_bytes_per_s`` (the pipeline's point-to-point transfers and
-    ring attention, paced by their slowest hop).
-    """
-
-    bus_bytes_per_s: np.ndarray
-    latency_s: float
-    inside: bool | np.ndarray = True
-    local_ranks: np.ndarray | None = None
-    local_bus_bytes_per_s: float | np.ndarray | None = None
-
-
-def ring_step_bytes(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> tuple[np.ndarray, np.ndarray]:
-    """(intra-node, inter-node) bytes one GPU sends in a reduce-scatter or all-gather step of ``nbytes``.
-
-    A ring over n ranks sends ``(n-1)/n`` of the bytes per GPU. With k members of the group in
-    each node and more than one node, NCCL lays k rings (channels) node by node, each leaving
-    a node through a different GPU's NIC (Jeaugey, "NCCL 2.0", GTC 2017; the nccl-tests
-    performance notes): every ring edge carries ``(n-1)/n bytes / k``, a GPU's NIC one edge
-    of them and its NVLink the other k-1. One node (k = n): every edge is inside it.
-    """
-    n = np.maximum(ranks, 1).astype(np.float64)
-    flat = np.where(ranks <= 1, 0.0, (n - 1.0) / n * nbytes)
-    if link.local_ranks is None:
-        return np.where(link.inside, flat, 0.0), np.where(link.inside, 0.0, flat)
-    k = np.clip(np.asarray(link.local_ranks, dtype=np.float64), 1.0, n)
-    spans = k < n
-    return np.where(spans, flat * (k - 1.0) / k, flat), np.where(spans, flat / k, 0.0)
-
-
-def ring_step_seconds(ranks: np.ndarray, nbytes: np.ndarray, link: Link) -> np.ndarray:
-    """One reduce-scatter or all-gather over a ring of ``ranks``, s (0 for 1 rank).
-
-    Flat: ``(n-1)/n bytes/bw + (n-1) latency``. A group with several members in each of
-    several nodes (:func:`ring_step_bytes`): NCCL pipelines the rings, so the step takes the
-    slower of its NVLink and its NIC share, ``max(intra bytes / bw_intra, inter bytes /
-    bw_inter) + (n-1) latency``. With one member per node this is the flat ring at the
-    inter-node rate; with all in one node, the flat ring inside it.
-    """
-    n = np.maximum(ranks, 1).astype(np.float64)
-    hops = (n - 1.0) * link.latency_s
-    if link.local_ranks is None:
-        seconds = (n - 1.0) / n * nbytes / link.bus_bytes_per_s + hops
-        return np.where(ranks <= 1, 0.0, seconds)
-    intra, inter = ring_step_bytes(ranks, nbytes, link)
-    local_bw = link.local_bus_bytes_per_s if link.local_bus_bytes_per_s is not None else link.bus_bytes_per_s
-    seconds = np.maximum(intra / local_bw, inter / link.bus_bytes_per_s) + hops
-    return np.where(ranks <= 1, 0.0, seconds)
 
 
 def ring_allreduce_s(ranks: ArrayLike, nbytes: ArrayLike, bandwidth_gbps: ArrayLike, latency_s: float) -> np.ndarray:
@@ -313,34 +237,50 @@ def context_parallel_exposed(
     return passes * forward + backward, sent
 
 
-def operator_step(cfg: Config, lay: Layouts, deg: ParallelDegrees, work: ops.LayoutWork) -> StepTimes:
+def operator_step(
+    cfg: Config, lay: Layouts, deg: ParallelDegrees, work: ops.LayoutWork, moe: moe_model.MoeWork | None = None
+) -> StepTimes:
     """The operator model's iteration for every candidate of ``lay`` (scenario constants from ``cfg``).
 
-    ``work`` is what the candidates' GPUs compute (:func:`mcsim.model.operators.layout_work`).
+    ``work`` is what the candidates' GPUs compute (:func:`mcsim.model.operators.layout_work`), ``moe``
+    what their MoE layers compute (:func:`mcsim.model.experts.moe_work`; None: a dense model).
     An absurd input (an efficiency near 0) makes times infinite; where that gives inf - inf
     or 0 x inf the time is infinite too (as in the aggregate model), never NaN.
     """
     rates = gpu_rates(cfg, lay)
     with np.errstate(invalid="ignore", over="ignore"):
-        step = _operator_step(cfg, lay, deg, rates, work)
+        step = _operator_step(cfg, lay, deg, rates, work, moe)
     times = ("t_comp_s", "bubble_s", "tp_comm_s", "pp_comm_s", "dp_comm_s")
     return dataclasses.replace(
         step, **{name: np.where(np.isnan(getattr(step, name)), np.inf, getattr(step, name)) for name in times}
     )
 
 
-def _operator_step(cfg: Config, lay: Layouts, deg: ParallelDegrees, rates: GpuRates, work: ops.LayoutWork) -> StepTimes:
+def _operator_step(
+    cfg: Config,
+    lay: Layouts,
+    deg: ParallelDegrees,
+    rates: GpuRates,
+    work: ops.LayoutWork,
+    moe: moe_model.MoeWork | None,
+) -> StepTimes:
     mdl, m = cfg.model, deg.microbatches
     links = _links(cfg, deg)
     microbatch = _microbatch_times(cfg, lay, deg, rates, work, links)
-    pipeline = _pipeline(mdl.layers, deg, work.stages, microbatch)
-    optimizer, dp_exposed, grad_bytes = _data_parallel(cfg, lay, deg, rates, work, pipeline, microbatch.layer, links)
-    intra_bytes, inter_bytes = _traffic(cfg, lay, deg, microbatch, grad_bytes, links)
+    if moe is None:
+        pipeline = _pipeline(mdl.layers, deg, work.stages, microbatch)
+        layer_comm = m * pipeline.slowest_layers * microbatch.layer_comm_s
+    else:
+        microbatch = _with_moe_layer(cfg, lay, deg, rates, work, links, moe, microbatch)
+        pipeline = _moe_pipeline(mdl.layers, moe.moe_layers, deg, work.stages, moe.stages, microbatch)
+        layer_comm = m * pipeline.comm_s
+    optimizer, dp_exposed, grad_bytes = _data_parallel(cfg, lay, deg, rates, work, pipeline, links, moe)
+    intra_bytes, inter_bytes = _traffic(cfg, lay, deg, microbatch, grad_bytes, links, moe)
     model_flops = np.full(deg.tp.shape, mdl.global_batch * work.model_flops_per_sequence)
     return StepTimes(
         t_comp_s=m * pipeline.compute_s + optimizer,
         bubble_s=pipeline.fill_s,
-        tp_comm_s=m * pipeline.slowest_layers * microbatch.layer_comm_s,
+        tp_comm_s=layer_comm,
         pp_comm_s=m * microbatch.pp_comm_s,
         dp_comm_s=dp_exposed,
         model_flops=model_flops,
@@ -361,6 +301,9 @@ class _MicrobatchTimes:
     pp_comm_s: np.ndarray  # exposed pipeline transfers of one GPU
     transfer_bytes: np.ndarray  # one pipeline transfer
     cp_bytes: np.ndarray  # ring attention one GPU sends for one layer
+    moe_layer: LayerTimes | None = None  # a MoE layer (None: a dense model)
+    moe_comm_s: np.ndarray | float = 0.0  # its exposed tensor-, context- and expert-parallel time
+    all_to_all_bytes: tuple[np.ndarray, np.ndarray] | None = None  # a MoE layer's, (within the node, across)
 
 
 def _microbatch_times(
@@ -386,6 +329,52 @@ def _microbatch_times(
     return _MicrobatchTimes(layer, layer.tp_comm_s + cp_comm, embedding, logits, pp_per_mb, transfer, cp_bytes)
 
 
+def _with_moe_layer(
+    cfg: Config,
+    lay: Layouts,
+    deg: ParallelDegrees,
+    rates: GpuRates,
+    work: ops.LayoutWork,
+    links: Links,
+    moe: moe_model.MoeWork,
+    mb: _MicrobatchTimes,
+) -> _MicrobatchTimes:
+    """``mb`` with a MoE layer's times (docs/model.md, "Mixture of experts"): attention, router, shared
+    experts and memory-bound kernels as a dense layer's; the routed experts on the busiest rank, forward,
+    twice that backward, once more under full recomputation; the exposed all-to-alls."""
+    par, net, eff, ratio = cfg.parallelism, cfg.network, cfg.compute.efficiency, rates.clock_ratio
+    peaks, fused, sp = (
+        (rates.linear_peak_flops, rates.peak_flops),
+        bool(cfg.compute.fused_attention),
+        lay.sequence_parallel,
+    )
+    b, t, hbm = work.sequences, deg.tp, rates.hbm_bytes_per_s
+    layer = layer_times(
+        work.shape, moe.layer, b, t, lay.recompute, sp, peaks, eff, hbm, links.tp, par.overlap_tp, fused, ratio
+    )
+    routed = moe_model.routed_forward_s(moe, rates.linear_peak_flops, eff, ratio)
+    again = np.where(lay.recompute == RECOMPUTE_FULL, routed, 0.0)
+    layer = dataclasses.replace(
+        layer,
+        compute_s=layer.compute_s + 3.0 * routed + again,
+        forward_s=layer.forward_s + routed,
+        backward_s=layer.backward_s + 2.0 * routed,
+    )
+    intra = net.intra_gbps * 1e9 * net.intra_bus_efficiency
+    inter = net.inter_gbps * 1e9 * net.inter_bus_efficiency
+    link, local = moe_model.expert_link(intra, inter, net.latency_us * 1e-6, deg, cfg.hardware.gpus_per_node)
+    seconds, intra_bytes, inter_bytes = moe_model.all_to_all(moe, deg, link, local)
+    count = moe_model.all_to_alls(lay.recompute)
+    exposed = count * seconds * (1.0 - par.overlap_ep)
+    cp_comm = mb.layer_comm_s - mb.layer.tp_comm_s  # the same attention: the same ring
+    return dataclasses.replace(
+        mb,
+        moe_layer=layer,
+        moe_comm_s=layer.tp_comm_s + cp_comm + exposed,
+        all_to_all_bytes=(count * intra_bytes, count * inter_bytes),
+    )
+
+
 @dataclass(frozen=True)
 class _Pipeline:
     """The pipeline paced by its slowest GPU (arrays over candidates)."""
@@ -393,6 +382,8 @@ class _Pipeline:
     slowest_layers: np.ndarray  # layers on the slowest GPU
     compute_s: np.ndarray  # the slowest GPU's compute per microbatch
     fill_s: np.ndarray  # the other GPUs' fill and drain per iteration, (sum - max) / v
+    windows: tuple[np.ndarray, np.ndarray]  # the slowest GPU's (forward, backward) of one microbatch
+    comm_s: np.ndarray | float = 0.0  # a mixture of experts: the slowest GPU's exposed layer time per microbatch
 
 
 def _pipeline(layers: int, deg: ParallelDegrees, stages: StageLayers, mb: _MicrobatchTimes) -> _Pipeline:
@@ -411,7 +402,51 @@ def _pipeline(layers: int, deg: ParallelDegrees, stages: StageLayers, mb: _Micro
         slowest, [embedding + np.where(one_stage, logits, 0.0), np.where(one_stage, 0.0, logits), 0.0]
     )
     total = layers * per_layer + embedding + logits + p * mb.pp_comm_s
-    return _Pipeline(n_slowest, n_slowest * layer.compute_s + extra_compute, (total - t_max) / deg.interleave)
+    windows = (n_slowest * layer.forward_s, n_slowest * layer.backward_s)
+    return _Pipeline(n_slowest, n_slowest * layer.compute_s + extra_compute, (total - t_max) / deg.interleave, windows)
+
+
+def _moe_pipeline(
+    layers: int,
+    moe_layers: int,
+    deg: ParallelDegrees,
+    stages: StageLayers,
+    moe: moe_model.ExpertStages,
+    mb: _MicrobatchTimes,
+) -> _Pipeline:
+    """:func:`_pipeline` with dense and MoE layers: the slowest of the first, the last, the fullest other GPU
+    and the other GPU with the most MoE layers."""
+    p, dense, layer, embedding, logits = deg.pp, mb.layer, mb.moe_layer, mb.embedding_s, mb.logits_s
+    assert layer is not None
+    one_stage = p == 1
+    ends = (embedding + np.where(one_stage, logits, 0.0), np.where(one_stage, 0.0, logits), 0.0, 0.0)
+    counts = (
+        (stages.first, moe.first),
+        (stages.last, moe.last),
+        (stages.middle, moe.middle),
+        (moe.busiest_layers, moe.busiest_moe),
+    )
+
+    def of(n: ArrayLike, moe_n: ArrayLike, dense_x: ArrayLike, moe_x: ArrayLike) -> np.ndarray:
+        n, moe_n = np.asarray(n, dtype=np.float64), np.asarray(moe_n, dtype=np.float64)
+        return (n - moe_n) * np.asarray(dense_x) + moe_n * np.asarray(moe_x)
+
+    per_dense, per_moe = dense.compute_s + mb.layer_comm_s, layer.compute_s + mb.moe_comm_s
+    per_gpu = np.stack([of(n, k, per_dense, per_moe) + end for (n, k), end in zip(counts, ends, strict=True)])
+    per_gpu = per_gpu + mb.pp_comm_s
+    slowest = np.argmax(per_gpu, axis=0)
+    t_max = np.take_along_axis(per_gpu, slowest[None], axis=0)[0]
+    n, k = (np.choose(slowest, [c[i] for c in counts]) for i in (0, 1))
+    extra = np.choose(slowest, [np.broadcast_to(e, t_max.shape) for e in ends])
+    total = of(np.float64(layers), np.float64(moe_layers), per_dense, per_moe) + embedding + logits + p * mb.pp_comm_s
+    windows = (of(n, k, dense.forward_s, layer.forward_s), of(n, k, dense.backward_s, layer.backward_s))
+    return _Pipeline(
+        n,
+        of(n, k, dense.compute_s, layer.compute_s) + extra,
+        (total - t_max) / deg.interleave,
+        windows,
+        of(n, k, mb.layer_comm_s, mb.moe_comm_s),
+    )
 
 
 def _data_parallel(
@@ -421,20 +456,30 @@ def _data_parallel(
     rates: GpuRates,
     work: ops.LayoutWork,
     pipeline: _Pipeline,
-    layer: LayerTimes,
     links: Links,
+    moe: moe_model.MoeWork | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The optimizer step and the exposed data-parallel traffic per iteration, s, and the gradient bytes."""
+    """The optimizer step and the exposed data-parallel traffic per iteration, s, and the gradient bytes.
+
+    A mixture of experts: the routed experts' parameters (R / (p ep expert_tp) per GPU) are reduced and
+    sharded over the edp ranks that hold the same experts, the rest ((N - R) / (t p)) over dp x cp.
+    """
     mdl, shape, t, p = cfg.model, work.shape, deg.tp, deg.pp
-    params_per_gpu = mdl.params / (t * p)
+    routed = 0.0 if moe is None else parameter_counts(mdl).routed
+    params_per_gpu = mdl.params / (t * p) if moe is None else (mdl.params - routed) / (t * p)
     d = deg.dp * deg.cp  # context-parallel ranks hold the same weights: they reduce and shard with the DP ones
     zero = lay.zero_stage
     updated = params_per_gpu / np.where(zero >= 1, d, 1)  # each rank updates its shard
-    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, rates.hbm_bytes_per_s)
     grad_bytes = ops.ELEMENT_BYTES * params_per_gpu
-    windows = (pipeline.slowest_layers * layer.forward_s, pipeline.slowest_layers * layer.backward_s)
     dp_step = ring_step_seconds(d, grad_bytes, links.dp)
-    dp_exposed = data_parallel_exposed(zero, dp_step, deg.microbatches, windows, cfg.parallelism.overlap_dp)
+    if moe is not None:
+        experts_per_gpu = routed / (p * deg.ep * deg.expert_tp)
+        updated = updated + experts_per_gpu / np.where(zero >= 1, deg.edp, 1)
+        dp_step = dp_step + ring_step_seconds(
+            deg.edp, ops.ELEMENT_BYTES * experts_per_gpu, _expert_dp_link(cfg, deg, links)
+        )
+    optimizer = memory_seconds(ops.OPTIMIZER_BYTES_PER_PARAM * updated, rates.hbm_bytes_per_s)
+    dp_exposed = data_parallel_exposed(zero, dp_step, deg.microbatches, pipeline.windows, cfg.parallelism.overlap_dp)
     # Tied embeddings on a pipeline: the first and last stage all-reduce the shared matrix's
     # gradient (V h / t parameters) after the backward pass (Shoeybi et al. 2019; Megatron's
     # embedding group), exposed, on the pipeline link between them.
@@ -446,8 +491,20 @@ def _data_parallel(
     return optimizer, dp_exposed, grad_bytes
 
 
+def _expert_dp_link(cfg: Config, deg: ParallelDegrees, links: Links) -> Link:
+    """The link of the edp ranks that hold the same experts: ``expert_tp x ep`` apart in the t cp d ranks."""
+    stride = deg.expert_tp * deg.ep
+    return dataclasses.replace(links.dp, local_ranks=np.maximum(cfg.hardware.gpus_per_node // stride, 1))
+
+
 def _traffic(
-    cfg: Config, lay: Layouts, deg: ParallelDegrees, mb: _MicrobatchTimes, grad_bytes: np.ndarray, links: Links
+    cfg: Config,
+    lay: Layouts,
+    deg: ParallelDegrees,
+    mb: _MicrobatchTimes,
+    grad_bytes: np.ndarray,
+    links: Links,
+    moe: moe_model.MoeWork | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Bytes one GPU sends per iteration, (within its node, across nodes)."""
     p, v, m, zero = deg.pp, deg.interleave, deg.microbatches, lay.zero_stage
@@ -456,6 +513,14 @@ def _traffic(
     layer_microbatches = (cfg.model.layers / p) * m
     intra_bytes = dp_intra + layer_microbatches * mb.layer.tp_bytes[0]
     inter_bytes = dp_inter + layer_microbatches * mb.layer.tp_bytes[1]
+    if moe is not None and mb.all_to_all_bytes is not None:
+        experts_per_gpu = parameter_counts(cfg.model).routed / (p * deg.ep * deg.expert_tp)
+        ep_intra, ep_inter = ring_step_bytes(
+            deg.edp, dp_steps * ops.ELEMENT_BYTES * experts_per_gpu, _expert_dp_link(cfg, deg, links)
+        )
+        moe_microbatches = (moe.moe_layers / p) * m
+        intra_bytes = intra_bytes + ep_intra + moe_microbatches * mb.all_to_all_bytes[0]
+        inter_bytes = inter_bytes + ep_inter + moe_microbatches * mb.all_to_all_bytes[1]
     point_to_point = (
         (links.cp, layer_microbatches * mb.cp_bytes),
         (links.pp, np.where(p > 1, 2.0 * m * v * mb.transfer_bytes, 0.0)),
@@ -466,52 +531,13 @@ def _traffic(
     return intra_bytes, inter_bytes
 
 
-def _hidden(seconds: np.ndarray, window: np.ndarray, overlap: float | np.ndarray) -> np.ndarray:
-    """What stays exposed of ``seconds`` of traffic when ``overlap`` of it may hide behind ``window`` of compute."""
-    return seconds - np.minimum(overlap * seconds, window)
-
-
-def data_parallel_exposed(
-    zero_stage: np.ndarray,
-    ring_step_s: np.ndarray,
-    microbatches: np.ndarray,
-    windows: tuple[np.ndarray, np.ndarray],
-    overlap: float | np.ndarray,
-) -> np.ndarray:
-    """Exposed data-parallel traffic per iteration, s.
-
-    ``ring_step_s`` is one reduce-scatter or all-gather of the GPU's gradients (or
-    weights); ``windows`` the slowest stage's (forward, backward) time of one microbatch.
-
-    - Stage 0: one all-reduce after accumulation, behind the last microbatch's backward.
-    - Stage 1 (Megatron's distributed optimizer): a reduce-scatter behind the last
-      backward, the updated weights' all-gather behind the next iteration's first forward.
-    - Stage 2: a reduce-scatter per microbatch (gradients are not kept whole), each
-      behind its backward, then the all-gather.
-    - Stage 3 (FSDP): per microbatch, the weights gathered for the forward and again for
-      the backward, and the gradients reduce-scattered: one step behind the forward, two
-      behind the backward (Rajbhandari et al. 2020, §5; Zhao et al., PyTorch FSDP, VLDB
-      2023, arXiv 2304.11277).
-    """
-    forward, backward = windows
-    gather = _hidden(ring_step_s, forward, overlap)
-    scatter = _hidden(ring_step_s, backward, overlap)
-    by_stage = (
-        _hidden(2.0 * ring_step_s, backward, overlap),
-        scatter + gather,
-        microbatches * scatter + gather,
-        microbatches * (gather + _hidden(2.0 * ring_step_s, backward, overlap)),
-    )
-    return np.choose(np.asarray(zero_stage), by_stage)
-
-
 def aggregate_step(cfg: Config, lay: Layouts, deg: ParallelDegrees) -> StepTimes:
     """§2's iteration (one efficiency for every FLOP) over candidates, split as the operator model splits it."""
     mdl, net = cfg.model, cfg.network
     N, L, h, s, B = mdl.params, mdl.layers, mdl.hidden, mdl.seq_len, mdl.global_batch
     G, t, p, b, v, c, d, m = deg.gpus, deg.tp, deg.pp, deg.microbatch, deg.interleave, deg.cp, deg.dp, deg.microbatches
     peak_flops = lay.peak_tflops * 1e12
-    model_flops = np.full(G.shape, 6.0 * N * B * s)
+    model_flops = np.full(G.shape, 6.0 * active_parameters(mdl) * B * s)  # 6 N_active B s (DeepSeek-V3)
     hardware_flops = np.select(
         [lay.recompute == RECOMPUTE_FULL, lay.recompute == RECOMPUTE_SELECTIVE],
         # Selective: forward attention scores recomputed: QK^T and AV,

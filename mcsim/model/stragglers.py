@@ -33,6 +33,9 @@ from numpy.typing import ArrayLike
 
 from mcsim._lazy import lazy_module
 from mcsim.kernels import interface as kernel
+from mcsim.model.experts import expert_share
+from mcsim.model.operators import shape_of
+from mcsim.scenario.config import Config
 
 if TYPE_CHECKING:
     from scipy import integrate, special
@@ -48,6 +51,19 @@ FAST_W1_TOLERANCE = 1e-4
 # E|Z^2 - 1| = 4 phi(1) = 0.9679; 0.9679 / 6 = 0.1613. Checked by measurement in
 # benchmarks/fast_mode_error.py.
 EDGEWORTH_W1 = 4.0 * math.exp(-0.5) / math.sqrt(2.0 * math.pi) / 6.0
+
+
+def straggler_sigma(cfg: Config) -> float:
+    """The per-rank, per-iteration log-sd of the compute factor the kernel draws, ``stragglers.sigma``; a
+    mixture of experts with ``model.expert_imbalance_sigma`` > 0 adds its routed load's variation on the
+    routed experts' share of the compute (:func:`mcsim.model.experts.expert_share`), as an independent
+    lognormal part: ``sqrt(sigma^2 + (share x expert_imbalance_sigma)^2)`` (docs/model.md, "Mixture of
+    experts"). The simulation and the planner's screen both take it from here."""
+    sigma, expert_sigma = cfg.stragglers.sigma, cfg.model.expert_imbalance_sigma
+    if expert_sigma == 0.0:
+        return sigma
+    share = expert_share(cfg.model, shape_of(cfg.model))
+    return math.sqrt(sigma**2 + (share * expert_sigma) ** 2)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import DTypeLike
 
+from mcsim.model.experts import moe_flops_per_sequence, moe_work
 from mcsim.model.feasibility import (
     FEASIBLE,
     MAX_ITERATIONS,
@@ -41,6 +42,7 @@ from mcsim.model.operators import layout_work
 from mcsim.model.software import profile_of
 from mcsim.model.steptime import aggregate_step, operator_step
 from mcsim.scenario.config import Config
+from mcsim.scenario.consistency import active_parameters
 
 
 @dataclass(frozen=True)
@@ -241,13 +243,22 @@ def workload_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
 def _one_phase_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
     """:func:`workload_arrays` of a configuration with one phase."""
     mdl = cfg.model
-    N, s, B, D = mdl.params, mdl.seq_len, mdl.global_batch, mdl.tokens
+    s, B, D = mdl.seq_len, mdl.global_batch, mdl.tokens
     iterations = math.ceil(D / (B * s))
     deg = parallel_degrees(lay, B)
     operators = cfg.compute.step_model == "operators"
     if operators:
         work = layout_work(mdl, lay, deg, bool(cfg.compute.fused_attention))
-        step, stages = operator_step(cfg, lay, deg, work), work.stages
+        moe = None
+        if mdl.experts:  # a mixture of experts: its MoE layers, its FLOPs on the active parameters
+            model_flops, recomputed = moe_flops_per_sequence(
+                mdl, work.shape, lay.recompute, cfg.compute.fused_attention
+            )
+            work = dataclasses.replace(
+                work, model_flops_per_sequence=model_flops, recompute_flops_per_sequence=recomputed
+            )
+            moe = moe_work(mdl, lay, deg, work)
+        step, stages = operator_step(cfg, lay, deg, work, moe), work.stages
     else:
         step, stages = aggregate_step(cfg, lay, deg), None
     # The operators model places the embedding and the output layer on the end stages.
@@ -260,7 +271,7 @@ def _one_phase_arrays(cfg: Config, lay: Layouts) -> WorkloadArrays:
         if operators:  # model FLOPs with attention and the output layer
             mfu = step.model_flops / (G * peak_flops * iteration_time)
         else:
-            mfu = 6.0 * N * D / (G * peak_flops * iterations * iteration_time)
+            mfu = 6.0 * active_parameters(mdl) * D / (G * peak_flops * iterations * iteration_time)
     return WorkloadArrays(
         feasibility_codes(cfg, lay, deg, iterations, iteration_time, memory_gb),
         np.full(G.shape, iterations, dtype=np.int64),

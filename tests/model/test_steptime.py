@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from mcsim.analysis import steptime_validation as sv
-from mcsim.model import memory, pipeline_stages, steptime
+from mcsim.model import device_rates, memory, pipeline_stages, steptime
 from mcsim.model import operators as ops
 from mcsim.model.memory import activation_bytes_per_layer
 from mcsim.model.workload import layouts_of, workload, workload_arrays
@@ -192,11 +192,11 @@ def test_screen_and_run_compute_the_same_iteration_bit_for_bit():
 
 def test_the_efficiency_curves_rise_with_size():
     sizes = np.geomspace(1e-3, 1e4, 200)
-    assert np.all(np.diff(steptime.matrix_efficiency(sizes)) >= 0)
-    assert np.all(np.diff(steptime.memory_efficiency(sizes)) >= 0)
+    assert np.all(np.diff(device_rates.matrix_efficiency(sizes)) >= 0)
+    assert np.all(np.diff(device_rates.memory_efficiency(sizes)) >= 0)
     # Calculon's tables (systems/a100_80g.json): 0.6 at 1 GFLOP, 0.95 from 128; 0.9 of HBM from 100 MB.
-    assert steptime.matrix_efficiency(np.array([1.0, 500.0])).tolist() == [0.6, 0.95]
-    assert float(steptime.memory_efficiency(np.array([1000.0]))[0]) == 0.9
+    assert device_rates.matrix_efficiency(np.array([1.0, 500.0])).tolist() == [0.6, 0.95]
+    assert float(device_rates.memory_efficiency(np.array([1000.0]))[0]) == 0.9
 
 
 def test_the_aggregate_model_ignores_the_operator_keys():
@@ -524,14 +524,14 @@ def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
     cfg = config()
     shape = ops.shape_of(cfg.model)
     one, eight = np.ones(1), np.full(1, 8.0)
-    link = steptime.Link(np.full(1, 1e11), 0.0)
+    link = device_rates.Link(np.full(1, 1e11), 0.0)
     peak = np.full(1, 312e12)
     args = (shape, ops.layer_ops(shape, one, eight, True), one, eight, np.zeros(1, dtype=np.int64), True)
     bf16 = steptime.layer_times(*args, (peak, peak), 0.7, np.full(1, 2e12), link, 0.0)
     fp8 = steptime.layer_times(*args, (2 * peak, peak), 0.7, np.full(1, 2e12), link, 0.0)
     work = ops.layer_ops(shape, one, eight, True)
     linear = sum(
-        float(steptime.gemm_seconds(f, peak, 0.7)[0]) for k, f in enumerate(work.gemm_flops) if k not in ops.SCORE_GEMMS
+        float(device_rates.gemm_seconds(f, peak, 0.7)[0]) for k, f in enumerate(work.gemm_flops) if k not in ops.SCORE_GEMMS
     )
     assert float(bf16.forward_s[0] - fp8.forward_s[0]) == pytest.approx(linear / 2, rel=1e-12)
 
@@ -622,7 +622,7 @@ def _layer(**kwargs):
     shape = ops.shape_of(cfg.model)
     one, eight = np.ones(1), np.full(1, 8.0)
     peak = np.full(1, kwargs.pop("peak", 312e12))
-    link = steptime.Link(np.full(1, 1e11), 0.0)
+    link = device_rates.Link(np.full(1, 1e11), 0.0)
     work = ops.layer_ops(shape, one, eight, True)
     args = (shape, work, one, eight, np.zeros(1, dtype=np.int64), True)
     return steptime.layer_times(*args, (peak, peak), 0.7, np.full(1, 2e12), link, 0.0, **kwargs)
@@ -709,14 +709,14 @@ def test_impossible_shapes_and_layouts_are_refused(tmp_path, key, value, expecte
 def test_hierarchical_ring_step_closed_form():
     """16 ranks, 8 per node (two nodes), 1 GB: NCCL's 8 rings each carry 15/16 GB / 8 per edge; a GPU sends
     one edge across (its NIC, 10 GB/s) and 7 inside (NVLink, 100 GB/s); the pipelined rings take the slower."""
-    link = steptime.Link(np.full(1, 1e10), 1e-6, False, np.full(1, 8), np.full(1, 1e11))
+    link = device_rates.Link(np.full(1, 1e10), 1e-6, False, np.full(1, 8), np.full(1, 1e11))
     edge = 15 / 16 * 1e9 / 8
-    seconds = steptime.ring_step_seconds(np.full(1, 16), np.full(1, 1e9), link)
+    seconds = device_rates.ring_step_seconds(np.full(1, 16), np.full(1, 1e9), link)
     assert float(seconds[0]) == pytest.approx(max(7 * edge / 1e11, edge / 1e10) + 15 * 1e-6, rel=1e-12)
-    intra, inter = steptime.ring_step_bytes(np.full(1, 16), np.full(1, 1e9), link)
+    intra, inter = device_rates.ring_step_bytes(np.full(1, 16), np.full(1, 1e9), link)
     assert (float(intra[0]), float(inter[0])) == pytest.approx((7 * edge, edge), rel=1e-12)
-    fast_nic = steptime.Link(np.full(1, 1e12), 1e-6, False, np.full(1, 8), np.full(1, 1e11))
-    assert float(steptime.ring_step_seconds(np.full(1, 16), np.full(1, 1e9), fast_nic)[0]) == pytest.approx(
+    fast_nic = device_rates.Link(np.full(1, 1e12), 1e-6, False, np.full(1, 8), np.full(1, 1e11))
+    assert float(device_rates.ring_step_seconds(np.full(1, 16), np.full(1, 1e9), fast_nic)[0]) == pytest.approx(
         7 * edge / 1e11 + 15 * 1e-6, rel=1e-12
     )  # NVLink-bound when the NIC is faster
 
@@ -725,14 +725,14 @@ def test_hierarchical_ring_step_closed_form():
 def test_hierarchical_ring_limits_are_the_flat_rings(local):
     """One member per node: the flat ring across nodes; all in one node: the flat ring inside it."""
     ranks, nbytes = np.full(1, 16), np.full(1, 1e9)
-    link = steptime.Link(np.full(1, 1e10), 1e-6, False, np.full(1, local), np.full(1, 1e11))
+    link = device_rates.Link(np.full(1, 1e10), 1e-6, False, np.full(1, local), np.full(1, 1e11))
     bandwidth = 1e10 if local == 1 else 1e11
-    flat = steptime.Link(np.full(1, bandwidth), 1e-6, local > 1)
-    assert steptime.ring_step_seconds(ranks, nbytes, link) == pytest.approx(
-        steptime.ring_step_seconds(ranks, nbytes, flat), rel=1e-12
+    flat = device_rates.Link(np.full(1, bandwidth), 1e-6, local > 1)
+    assert device_rates.ring_step_seconds(ranks, nbytes, link) == pytest.approx(
+        device_rates.ring_step_seconds(ranks, nbytes, flat), rel=1e-12
     )
-    intra, inter = steptime.ring_step_bytes(ranks, nbytes, link)
-    flat_intra, flat_inter = steptime.ring_step_bytes(ranks, nbytes, flat)
+    intra, inter = device_rates.ring_step_bytes(ranks, nbytes, link)
+    flat_intra, flat_inter = device_rates.ring_step_bytes(ranks, nbytes, flat)
     assert np.concatenate([intra, inter]) == pytest.approx(np.concatenate([flat_intra, flat_inter]), rel=1e-12)
 
 

@@ -1,0 +1,271 @@
+"""The mixture-of-experts model (docs/model.md, "Mixture of experts") against counts worked out by hand
+and published parameter counts."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from mcsim.model import experts
+from mcsim.model.device_rates import Link
+from mcsim.model.layouts import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
+from mcsim.model.operators import layout_work, shape_of
+from mcsim.model.stragglers import straggler_sigma
+from mcsim.model.workload import layouts_of, parallel_degrees, workload, workload_arrays
+from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.consistency import active_parameters, parameter_counts
+
+# DeepSeek-V3 (arXiv 2412.19437 §4.2 and its Hugging Face config.json): 61 layers, the first 3 dense
+# (MLP 18,432), hidden 7,168, 128 heads, vocabulary 129,280 (untied), 256 routed experts and 1 shared of
+# width 2,048 per MoE layer, 8 per token, SwiGLU; 671B total, 37B active. Multi-head latent attention
+# has no key in [model]: it is approximated as 128-head attention (4 h^2 = 205.5M parameters a layer
+# against MLA's 187.1M: q 7168x1536 + 1536x128x192, kv 7168x576 + 512x128x256, out 128x128x7168),
+# 1.1B (0.17 %) more in all.
+DEEPSEEK_V3 = {
+    "params": 671e9,
+    "layers": 61,
+    "hidden": 7168,
+    "heads": 128,
+    "seq_len": 4096,
+    "tokens": 14.8e12,
+    "global_batch": 15360,
+    "vocab": 129280,
+    "ffn_hidden": 18432,
+    "gated_mlp": True,
+    "experts": 256,
+    "experts_per_token": 8,
+    "shared_experts": 1,
+    "expert_ffn_hidden": 2048,
+    "first_dense_layers": 3,
+}
+# Mixtral 8x7B (Mistral AI, "Mixtral of experts", 2023-12-11: 46.7B total, 12.9B per token; its
+# config.json): 32 layers, hidden 4,096, 32 heads, 8 key/value heads, 8 experts of width 14,336, 2 per
+# token, SwiGLU, vocabulary 32,000 (untied).
+MIXTRAL = {
+    "params": 46.7e9,
+    "layers": 32,
+    "hidden": 4096,
+    "heads": 32,
+    "kv_heads": 8,
+    "seq_len": 4096,
+    "tokens": 1e12,
+    "global_batch": 1024,
+    "vocab": 32000,
+    "gated_mlp": True,
+    "experts": 8,
+    "experts_per_token": 2,
+    "expert_ffn_hidden": 14336,
+}
+# A small MoE for the operator counts: 8 layers of hidden 1,024, 8 experts of width 512, 2 per token,
+# one shared expert, no vocabulary; the parameters its shape counts (attention 4h^2 + norms 4h, router
+# 8h, 9 experts of 3 x 1024 x 512).
+SMALL_LAYER = 4 * 1024**2 + 4 * 1024 + 8 * 1024 + 9 * 3 * 1024 * 512
+SMALL = {
+    "params": 8 * SMALL_LAYER,
+    "layers": 8,
+    "hidden": 1024,
+    "heads": 8,
+    "seq_len": 1024,
+    "tokens": 1e9,
+    "global_batch": 64,
+    "gated_mlp": True,
+    "dropout": False,
+    "recompute": "none",
+    "experts": 8,
+    "experts_per_token": 2,
+    "shared_experts": 1,
+    "expert_ffn_hidden": 512,
+    "expert_imbalance": 1.0,
+}
+
+
+def _config(model: dict, **parallelism):
+    raw = {
+        "name": "moe",
+        "model": dict(model),
+        "hardware": {"gpu": "H100-SXM", "gpus_per_node": 8},
+        "parallelism": {"gpus": 16, **parallelism},
+        "failures": [{"name": "gpu", "mtbf_hours": 50000}],
+    }
+    return scenario_from_dict(raw).base
+
+
+def _model(raw: dict, **changes):
+    return dataclasses.replace(_config(raw, gpus=2048).model, **changes)
+
+
+def test_deepseek_v3_total_and_active_parameters():
+    mdl = _model(DEEPSEEK_V3)
+    counts = parameter_counts(mdl)
+    one_expert = 3 * 7168 * 2048
+    assert counts.moe_layers == 58 and counts.one_expert == one_expert
+    assert counts.routed == 58 * 256 * one_expert
+    assert counts.shape_total == pytest.approx(671e9, rel=0.005)  # the MLA approximation: +0.17 %
+    # Active: every parameter but the 248 of 256 routed experts a token is not sent to. Counted exactly
+    # from the published config this is 37.55B; DeepSeek writes 37B.
+    active = active_parameters(mdl)
+    assert active == 671e9 - 58 * 256 * one_expert * (1 - 8 / 256)
+    assert 37e9 <= active < 38e9
+
+
+def test_mixtral_total_and_active_parameters():
+    mdl = _model(MIXTRAL)
+    h = 4096
+    layer = h * (h + 2 * 1024) + h * h + 4 * h + 8 * h + 8 * 3 * h * 14336
+    assert parameter_counts(mdl).shape_total == 32 * layer + 2 * 32000 * h
+    assert parameter_counts(mdl).shape_total == pytest.approx(46.7e9, abs=0.05e9)
+    assert active_parameters(mdl) == pytest.approx(12.9e9, abs=0.05e9)
+
+
+def test_moe_layer_operators_against_a_hand_count():
+    cfg = _config(SMALL, gpus=8, ep=4)
+    lay = layouts_of([cfg])
+    deg = parallel_degrees(lay, cfg.model.global_batch)
+    work = layout_work(cfg.model, lay, deg, False)
+    moe = experts.moe_work(cfg.model, lay, deg, work)
+    T, h, F = 1024.0, 1024.0, 512.0  # one sequence per microbatch, tp = cp = 1
+    router, shared_in, shared_out = (float(g[0]) for g in moe.layer.gemm_flops[4:])
+    assert router == 2 * T * h * 8
+    assert (shared_in, shared_out) == (2 * T * h * 2 * F, 2 * T * F * h)
+    routed_in, routed_out = (float(f[0]) for f in moe.routed_flops)
+    assert (routed_in, routed_out) == (2 * T * 2 * h * 2 * F, 2 * T * 2 * F * h)  # k = 2, imbalance 1
+    assert float(moe.local_experts[0]) == 2.0  # 8 experts over ep = 4
+    # Model FLOPs per sequence: 3 x (attention 8 T h^2 + 4 T^2 h, router, shared, 2 routed experts).
+    attention = 8 * T * h * h + 4 * T * T * h
+    forward = 8 * (attention + router + 3 * (2 * T * h * F) + 2 * 3 * (2 * T * h * F))
+    model_flops, _ = experts.moe_flops_per_sequence(cfg.model, work.shape, lay.recompute, False)
+    assert model_flops == pytest.approx(3 * forward, rel=1e-12)
+    assert workload(cfg).model_flops == pytest.approx(64 * 3 * forward, rel=1e-12)
+
+
+def test_full_recomputation_repeats_the_active_forward():
+    cfg = _config(SMALL, gpus=8)
+    shape = shape_of(cfg.model)
+    model_flops, again = experts.moe_flops_per_sequence(
+        cfg.model, shape, np.array([RECOMPUTE_FULL, RECOMPUTE_SELECTIVE]), False
+    )
+    T, h = 1024.0, 1024.0
+    assert again[0] == pytest.approx(model_flops / 3, rel=1e-12)  # no vocabulary: the forward
+    assert again[1] == pytest.approx(8 * 4 * T * T * h, rel=1e-12)  # QK^T and AV of 8 layers
+
+
+def test_a_dense_model_is_computed_as_before():
+    cfg = _config({k: v for k, v in SMALL.items() if "expert" not in k} | {"params": 1e8}, gpus=8)
+    assert active_parameters(cfg.model) == cfg.model.params
+    assert straggler_sigma(dataclasses.replace(cfg, stragglers=dataclasses.replace(cfg.stragglers, sigma=0.03))) == 0.03
+    moved = dataclasses.replace(cfg, parallelism=dataclasses.replace(cfg.parallelism, overlap_ep=0.7))
+    assert workload(moved) == workload(cfg)  # the expert overlap means nothing to a dense model
+
+
+def _calculon(gflop: float) -> float:
+    """Calculon's matrix efficiency at ``gflop`` (its knots 0, 1, 16, 128 GFLOP: 0.1, 0.6, 0.9, 0.95),
+    interpolated in log(1 + GFLOP)."""
+    knots, values = [0.0, 1.0, 16.0, 128.0], [0.1, 0.6, 0.9, 0.95]
+    return float(np.interp(math.log1p(gflop), [math.log1p(k) for k in knots], values))
+
+
+@pytest.mark.parametrize("ep", [1, 2, 8])
+def test_expert_parallelism_raises_the_one_expert_gemm_and_lowers_its_time(ep):
+    cfg = _config(SMALL, gpus=8, ep=ep)
+    lay = layouts_of([cfg])
+    deg = parallel_degrees(lay, 64)
+    moe = experts.moe_work(cfg.model, lay, deg, layout_work(cfg.model, lay, deg, False))
+    peak = np.array([989e12])
+    seconds = float(experts.routed_forward_s(moe, peak, 1.0, 1.0)[0])
+    T, h, F = 1024.0, 1024.0, 512.0
+    local = 8 / ep
+    expected = sum(
+        local * (flops / local) / (989e12 * _calculon(flops / local / 1e9))
+        for flops in (2 * T * 2 * h * 2 * F, 2 * T * 2 * F * h)
+    )
+    assert seconds == pytest.approx(expected, rel=1e-12)
+    one = float(
+        experts.routed_forward_s(
+            experts.moe_work(
+                cfg.model, lay, dataclasses.replace(deg, ep=np.array([1])), layout_work(cfg.model, lay, deg, False)
+            ),
+            peak,
+            1.0,
+            1.0,
+        )[0]
+    )
+    assert seconds <= one
+
+
+def test_all_to_all_bytes_and_time_by_hand():
+    cfg = _config(SMALL, gpus=16, ep=8)
+    lay = layouts_of([cfg])
+    deg = parallel_degrees(lay, 64)
+    moe = experts.moe_work(cfg.model, lay, deg, layout_work(cfg.model, lay, deg, False))
+    # ep = 8 at stride 1 on nodes of 4 GPUs: 4 of the group in each node.
+    deg4 = deg
+    link, local = experts.expert_link(300e9, 45e9, 5e-6, deg4, 4)
+    assert int(local[0]) == 4 and not bool(link.inside[0])
+    seconds, intra, inter = experts.all_to_all(moe, deg4, link, local)
+    message = 1024 * 2 * 1024 * 2.0  # T k h BF16 elements of one GPU, imbalance 1
+    assert float(intra[0]) == message * 3 / 8 and float(inter[0]) == message * 4 / 8
+    assert float(seconds[0]) == pytest.approx(max(message * 3 / 8 / 300e9, message * 4 / 8 / 45e9) + 5e-6)
+    # Inside one node of 8: 7/8 of the message over NVLink.
+    link8, local8 = experts.expert_link(300e9, 45e9, 5e-6, deg4, 8)
+    seconds8, intra8, inter8 = experts.all_to_all(moe, deg4, link8, local8)
+    assert (float(intra8[0]), float(inter8[0])) == (message * 7 / 8, 0.0)
+    assert isinstance(link8, Link) and float(seconds8[0]) == pytest.approx(message * 7 / 8 / 300e9 + 5e-6)
+    assert list(experts.all_to_alls(np.array([0, RECOMPUTE_FULL]))) == [4.0, 6.0]
+
+
+def test_memory_per_gpu_falls_with_expert_parallelism():
+    memory = [workload(_config(SMALL, gpus=8, ep=ep)).memory_per_gpu_gb for ep in (1, 2, 4, 8)]
+    assert memory == sorted(memory, reverse=True) and len(set(memory)) == 4
+    # The experts' model state by hand (ZeRO-1, Megatron's 6 + 12/d bytes a parameter; d = edp = 8 / ep):
+    # 8 MoE layers x 8 experts x 3 x 1024 x 512 parameters over ep GPUs.
+    routed = 8 * 8 * 3 * 1024 * 512
+    expected_drop = routed * (6 + 12 / 8) - routed / 8 * (6 + 12 / 1)
+    assert (memory[0] - memory[3]) * 1e9 == pytest.approx(expected_drop, rel=0.02)  # activations move a little
+
+
+def test_imbalance_scales_the_busiest_rank_and_capacity_caps_it():
+    mdl = _model(SMALL, expert_imbalance=1.6)
+    assert float(experts.rank_imbalance(mdl, np.array([8]))[0]) == pytest.approx(1.6)  # one expert a rank
+    assert float(experts.rank_imbalance(mdl, np.array([1]))[0]) == pytest.approx(1.0)  # every expert on each
+    # Two experts a rank: the busiest (1.6) and one of the others, which share 8 - 1.6 evenly.
+    assert float(experts.rank_imbalance(mdl, np.array([4]))[0]) == pytest.approx((1.6 + 6.4 / 7) / 2)
+    capped = dataclasses.replace(mdl, expert_imbalance=3.0, expert_capacity_factor=1.25)
+    assert experts.expert_imbalance(capped) == 1.25
+    # Wang et al. 2024 (arXiv 2408.15664) Table 2, MaxVio_global: aux loss 0.72 (1B) and 0.52 (3B),
+    # loss-free 0.04 and 0.04.
+    assert experts.expert_imbalance(dataclasses.replace(mdl, expert_imbalance=0.0)) == pytest.approx(1.62)
+    free = dataclasses.replace(mdl, expert_imbalance=0.0, router_balancing="loss-free")
+    assert experts.expert_imbalance(free) == pytest.approx(1.04)
+
+
+def test_imbalance_lengthens_the_routed_experts_time():
+    def routed(imbalance):
+        cfg = _config(SMALL | {"expert_imbalance": imbalance}, gpus=8, ep=8)
+        return workload(cfg).t_comp_s
+
+    balanced, busy, capped = routed(1.0), routed(2.0), None
+    assert busy > balanced
+    capped_cfg = _config(SMALL | {"expert_imbalance": 2.0, "expert_capacity_factor": 1.0}, gpus=8, ep=8)
+    capped = workload(capped_cfg).t_comp_s
+    assert capped == balanced
+
+
+def test_expert_imbalance_sigma_adds_to_the_straggler_sigma():
+    cfg = _config(SMALL | {"expert_imbalance_sigma": 0.2}, gpus=8)
+    cfg = dataclasses.replace(cfg, stragglers=dataclasses.replace(cfg.stragglers, sigma=0.03))
+    T, h, F = 1024.0, 1024.0, 512.0
+    routed = 2 * 3 * 2 * T * h * F
+    layer = 8 * T * h * h + 4 * T * T * h + 2 * T * h * 8 + 3 * 2 * T * h * F + routed
+    share = routed / layer
+    assert straggler_sigma(cfg) == pytest.approx(math.sqrt(0.03**2 + (share * 0.2) ** 2), rel=1e-12)
+
+
+def test_aggregate_model_counts_six_active_parameters_per_token():
+    cfg = _config(SMALL, gpus=8)
+    cfg = dataclasses.replace(cfg, compute=dataclasses.replace(cfg.compute, step_model="aggregate"))
+    arrays = workload_arrays(cfg, layouts_of([cfg]))
+    active = 8 * SMALL_LAYER - 8 * 6 * 3 * 1024 * 512
+    assert float(arrays.model_flops[0]) == pytest.approx(6 * active * 64 * 1024, rel=1e-12)
