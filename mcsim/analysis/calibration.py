@@ -42,6 +42,7 @@ from mcsim.io.atomic import atomic_path
 from mcsim.model.feasibility import Checked, objection
 from mcsim.model.workload import layouts_of, workload_arrays
 from mcsim.scenario.config import Config, Scenario, load_scenario
+from mcsim.scenario.consistency import active_parameters
 from mcsim.scenario.overrides import Override, with_keys_set
 from mcsim.scenario.provenance import flat_provenance
 from mcsim.scenario.schema import key_meta
@@ -299,9 +300,10 @@ def _check_dp(source: str, row: Measurement, cfg: Config) -> None:
 
 
 def _seconds_of_mfu(cfg: Config, mfu: float) -> float:
-    """The iteration time of a measured MFU: PaLM's model FLOPs (6 N + 12 L h s per token) over GPUs x peak x MFU."""
+    """The iteration time of a measured MFU: PaLM's model FLOPs (6 N + 12 L h s per token; N the active
+    parameters of a mixture of experts) over GPUs x peak x MFU."""
     m = cfg.model
-    flops = (6.0 * m.params + 12.0 * m.layers * m.hidden * m.seq_len) * m.global_batch * m.seq_len
+    flops = (6.0 * active_parameters(m) + 12.0 * m.layers * m.hidden * m.seq_len) * m.global_batch * m.seq_len
     return flops / (cfg.parallelism.gpus * cfg.gpu.peak_tflops * 1e12 * mfu)
 
 

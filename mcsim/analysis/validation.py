@@ -32,6 +32,7 @@ import xarray as xr
 
 from mcsim.engine.simulate import simulate
 from mcsim.scenario.config import Config, load_scenario, reference_scenario_path
+from mcsim.scenario.consistency import active_parameters
 
 BLOOM_GPUS = 384
 BLOOM_TDP_KW = 0.4  # Luccioni et al. counted GPU-hours x 0.4 kW (the A100's TDP), not metered power
@@ -47,10 +48,11 @@ def _per_failure_loss_h(ds: xr.Dataset, cfg: Config) -> np.ndarray:
 
 
 def _model_tflops(ds: xr.Dataset, cfg: Config) -> np.ndarray:
-    """Model TFLOP/s per GPU while training: 6 N B s per iteration over (ideal + straggler) time."""
+    """Model TFLOP/s per GPU while training: 6 N B s per iteration (N active, for a mixture of experts) over
+    (ideal + straggler) time."""
     iterations = float(ds["iterations"])
     seconds = iterations * float(ds["iteration_time"]) + ds["straggler_time"].values * 3600.0
-    flops = 6.0 * cfg.model.params * cfg.model.global_batch * cfg.model.seq_len * iterations
+    flops = 6.0 * active_parameters(cfg.model) * cfg.model.global_batch * cfg.model.seq_len * iterations
     return flops / (cfg.parallelism.gpus * seconds) / 1e12
 
 

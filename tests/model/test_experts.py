@@ -269,3 +269,29 @@ def test_aggregate_model_counts_six_active_parameters_per_token():
     arrays = workload_arrays(cfg, layouts_of([cfg]))
     active = 8 * SMALL_LAYER - 8 * 6 * 3 * 1024 * 512
     assert float(arrays.model_flops[0]) == pytest.approx(6 * active * 64 * 1024, rel=1e-12)
+
+
+def test_moe_layers_per_pipeline_gpu_follow_the_dense_prefix_and_the_interval():
+    mdl = _model(SMALL, first_dense_layers=4)  # layers 0-3 dense, 4-7 MoE
+    assert experts.gpu_layer_kinds(mdl, 2, 1) == [(4, 0), (4, 4)]
+    # Interleaved: chunks [0, 1] [2, 3] [4, 5] [6, 7] on GPUs 0, 1, 0, 1.
+    assert experts.gpu_layer_kinds(mdl, 2, 2) == [(4, 2), (4, 2)]
+    every_other = _model(SMALL, moe_layer_interval=2)  # layers 0, 2, 4, 6 MoE
+    assert experts.gpu_layer_kinds(every_other, 4, 1) == [(2, 1)] * 4
+    # Four stages, the first two dense: the busiest other GPU is stage 2 (both its layers MoE).
+    stages = experts.expert_stages_of(mdl, np.array([4]), np.array([1]))
+    assert (stages.first[0], stages.last[0], stages.busiest_layers[0], stages.busiest_moe[0]) == (0, 2, 2, 2)
+
+
+def test_the_pipeline_waits_for_the_stage_with_the_moe_layers():
+    # Two stages of 4 layers. With the first 4 dense (MLP of 512: faster than a MoE layer here) the second
+    # stage sets the pace and the dense one only fills and drains: the same paced time as all-MoE, a
+    # shorter bubble.
+    dense_layer = 4 * 1024**2 + 4 * 1024 + 3 * 1024 * 512
+    half = _config(
+        SMALL | {"first_dense_layers": 4, "ffn_hidden": 512, "params": 4 * (dense_layer + SMALL_LAYER)}, gpus=8, pp=2
+    )
+    whole = _config(SMALL, gpus=8, pp=2)
+    mixed, moe_only = workload(half), workload(whole)
+    assert mixed.bubble_s < moe_only.bubble_s
+    assert mixed.t_comp_s == pytest.approx(moe_only.t_comp_s, rel=0.01)  # the optimizer steps differ a little

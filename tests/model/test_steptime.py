@@ -531,7 +531,9 @@ def test_fp8_runs_the_linear_layers_at_the_fp8_peak():
     fp8 = steptime.layer_times(*args, (2 * peak, peak), 0.7, np.full(1, 2e12), link, 0.0)
     work = ops.layer_ops(shape, one, eight, True)
     linear = sum(
-        float(device_rates.gemm_seconds(f, peak, 0.7)[0]) for k, f in enumerate(work.gemm_flops) if k not in ops.SCORE_GEMMS
+        float(device_rates.gemm_seconds(f, peak, 0.7)[0])
+        for k, f in enumerate(work.gemm_flops)
+        if k not in ops.SCORE_GEMMS
     )
     assert float(bf16.forward_s[0] - fp8.forward_s[0]) == pytest.approx(linear / 2, rel=1e-12)
 
