@@ -407,7 +407,7 @@ def _check_expert_search(search: Search, scenario: Scenario, source: str) -> Non
         return
     for key in ("ep", "expert_tp"):
         values = getattr(search, key)
-        if values is not None and tuple(values) != (1,):
+        if values and tuple(values) != (1,):
             raise ScenarioError(
                 source, f"search.{key}", f"expected [1] where model.experts = 0 (a dense model), got {list(values)}"
             )
