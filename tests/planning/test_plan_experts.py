@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from builders import write_toml
 
+import mcsim
 from mcsim.cli.main import main
 from mcsim.io.netcdf import open_results
 from mcsim.model.workload import workload
@@ -24,6 +25,7 @@ from mcsim.planning.dataset import layout_label
 from mcsim.planning.plan_file import plan_from_dict
 from mcsim.planning.screen import screen
 from mcsim.report.plan.files import recommended_toml
+from mcsim.scenario.config import scenario_from_dict
 
 # An OLMoE-1B-7B-like model (arXiv 2409.02060: 16 layers, hidden 2048, 64 experts of width 1024, top-8,
 # 6.9B total parameters), shortened in tokens so that a plan's runs take milliseconds.
@@ -126,6 +128,31 @@ def test_the_screen_and_mcsim_run_compute_the_same_moe_iteration_bit_for_bit():
         assert scr.memory_per_gpu_gb[i] == wl.memory_per_gpu_gb
 
 
+def test_the_screen_equals_what_mcsim_run_writes_for_moe_candidates():
+    # Three expert-parallel candidates written as scenario files' tables (as a user would), run by mcsim run's
+    # API: the iteration time and memory it writes are the screen's, bit for bit.
+    plan = plan_from_dict(MOE_PLAN)
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    fits = np.flatnonzero((scr.rejection != 5) & (cand.ep > 1))
+    chosen = [fits[0], fits[np.flatnonzero(cand.expert_tp[fits] == 2)[0]], fits[-1]]
+    for i in chosen:
+        cfg = candidate_config(plan, cand, int(i))
+        raw = {k: v for k, v in copy.deepcopy(MOE_PLAN).items() if k not in ("search", "plan")}
+        raw["hardware"]["gpu"] = cfg.hardware.gpu
+        raw["parallelism"] = {
+            name: getattr(cfg.parallelism, name)
+            for name in ("gpus", "tp", "pp", "cp", "ep", "expert_tp", "microbatch", "interleave")
+        }
+        raw["model"]["recompute"] = cfg.model.recompute
+        raw["checkpoint"] = {"strategy": cfg.checkpoint.strategy}
+        raw["run"] = {"runs": 2, "seed": 0}
+        ds = mcsim.simulate(scenario_from_dict(raw, "one.toml"), progress=False)
+        assert raw["parallelism"]["ep"] > 1
+        assert float(ds["iteration_time"]) == scr.iteration_time_s[i]
+        assert float(ds["memory_per_gpu"]) == scr.memory_per_gpu_gb[i]
+
+
 def test_the_plan_records_the_expert_layout(tmp_path):
     raw = copy.deepcopy(MOE_PLAN)
     raw["search"].update(gpus=[16], tp=[1, 2], pp=[1], cp=[1], ep=[4, 8, 32], expert_tp=[1], interleave=[1])
@@ -141,6 +168,9 @@ def test_the_plan_records_the_expert_layout(tmp_path):
     assert f", ep {ep}," in layout_label(ds, best)
     scenario = tomllib.loads(recommended_toml(ds))
     assert scenario["parallelism"]["ep"] == ep and scenario["parallelism"]["expert_tp"] == 1
+    scenario["run"] = {**scenario.get("run", {}), "runs": 2}
+    run = mcsim.simulate(scenario_from_dict(scenario, "recommended.toml"), progress=False)
+    assert float(run["iteration_time"]) == float(ds["screen_iteration_time"][best])  # mcsim run of recommended.toml
     assert main(["report", str(out), "-o", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "README.md").read_text()
     assert "- 4 combinations left out of the candidates, valid but for their expert layout" in report
