@@ -247,9 +247,12 @@ def _with_choices(
     grids = np.meshgrid(np.arange(extra[0]), np.arange(G.size), *(np.arange(n) for n in extra[1:]), indexing="ij")
     gtype, lay, rec, sp, zero, strat, interval, fidx = (g.ravel() for g in grids)
     # Choices without effect make copies: sequence parallelism without tensor parallelism, a
-    # ZeRO stage without data- or context-parallel ranks. Only the first listed value is kept
-    # there (whole blocks of strategies, intervals and clocks go, so the order stays).
-    void = ((t[lay] == 1) & (sp > 0)) | ((d[lay] * c[lay] == 1) & (zero > 0))
+    # ZeRO stage without data- or context-parallel ranks (nor, in a mixture of experts, expert
+    # data-parallel ones: edp = t cp d / (expert_tp ep) ranks shard the experts' state). Only the
+    # first listed value is kept there (whole blocks of strategies, intervals and clocks go, so the
+    # order stays).
+    edp = (t * c * d) // (et * e) if plan.scenario.base.model.experts else np.ones_like(t)
+    void = ((t[lay] == 1) & (sp > 0)) | ((d[lay] * c[lay] == 1) & (edp[lay] == 1) & (zero > 0))
     if void.any():
         gtype, lay, rec, sp, zero, strat, interval, fidx = (
             g[~void] for g in (gtype, lay, rec, sp, zero, strat, interval, fidx)

@@ -101,6 +101,27 @@ def test_enumeration_keeps_exactly_the_valid_expert_layouts():
     assert np.all(cand.dp == cand.gpus // (cand.tp * cand.pp * cand.cp))
 
 
+def test_zero_stages_are_searched_where_expert_data_parallel_ranks_shard_the_experts():
+    # 8 GPUs, tp 8: no data-parallel rank, but edp = 8 / ep ranks hold the same experts and ZeRO shards their
+    # state (docs/model.md, "Mixture of experts"): ZeRO 1 is a choice at ep 1 and 2, a copy at ep 8 (edp 1).
+    raw = copy.deepcopy(MOE_PLAN)
+    raw["search"].update(gpus=[8], tp=[8], pp=[1], cp=[1], ep=[1, 2, 8], expert_tp=[1], microbatch=[1])
+    raw["search"].update(interleave=[1], zero_stage=[0, 1], sequence_parallel=[True])
+    plan = plan_from_dict(raw)
+    cand = enumerate_candidates(plan)
+    assert sorted(zip(cand.ep.tolist(), cand.zero_stage.tolist(), strict=True)) == [
+        (1, 0),
+        (1, 1),
+        (2, 0),
+        (2, 1),
+        (8, 0),
+    ]
+    scr = screen(plan, cand)
+    for ep in (1, 2):
+        zero0, zero1 = (int(np.flatnonzero((cand.ep == ep) & (cand.zero_stage == z))[0]) for z in (0, 1))
+        assert scr.memory_per_gpu_gb[zero1] < scr.memory_per_gpu_gb[zero0]
+
+
 def test_a_dense_plan_searches_no_expert_layout():
     dense = copy.deepcopy(MOE_PLAN)
     for key in ("experts", "experts_per_token", "expert_ffn_hidden"):
