@@ -38,6 +38,8 @@ LAYOUT_FIELDS = (
     "tp",
     "pp",
     "cp",
+    "ep",
+    "expert_tp",
     "microbatch",
     "interleave",
     "recompute",
@@ -56,6 +58,8 @@ class Candidates:
     tp: np.ndarray
     pp: np.ndarray
     cp: np.ndarray
+    ep: np.ndarray  # expert-parallel degree (1 for a dense model)
+    expert_tp: np.ndarray  # expert tensor-parallel degree (1 for a dense model)
     dp: np.ndarray
     microbatch: np.ndarray
     interleave: np.ndarray
@@ -66,14 +70,17 @@ class Candidates:
     interval: np.ndarray  # index into search.interval
     freq_mhz: np.ndarray
     enumerated: int  # combinations before the structural filter
+    # of them, those valid but for the expert layout (ep dividing the experts, expert_tp ep the t cp d ranks)
+    expert_layout_rejected: int = 0
 
     def __len__(self) -> int:
         return int(self.gpus.size)
 
     def subset(self, indices: np.ndarray) -> Candidates:
         """The candidates at ``indices``, in that order (``enumerated`` unchanged)."""
-        arrays = {f.name: getattr(self, f.name)[indices] for f in dataclasses.fields(self) if f.name != "enumerated"}
-        return Candidates(**arrays, enumerated=self.enumerated)
+        counts = ("enumerated", "expert_layout_rejected")
+        arrays = {f.name: getattr(self, f.name)[indices] for f in dataclasses.fields(self) if f.name not in counts}
+        return Candidates(**arrays, enumerated=self.enumerated, expert_layout_rejected=self.expert_layout_rejected)
 
 
 def _heads(plan: Plan) -> int:
@@ -132,15 +139,18 @@ def enumerate_candidates(plan: Plan) -> Candidates:
     ``pp <= layers``; ``interleave`` 1, or ``pp > 1`` and at least one layer per virtual
     stage (``interleave <= layers // pp``; uneven splits as for the stages); G within
     ``min_gpus..max_gpus`` is a constraint
-    (kept, rejected by the screen with its reason).
+    (kept, rejected by the screen with its reason). A mixture of experts' expert layout (``ep``,
+    ``expert_tp``, Megatron-Core's): ``ep`` divides ``model.experts`` and ``expert_tp * ep`` the
+    ``tp * cp * dp`` ranks of a pipeline stage; the combinations valid but for it are counted
+    (:attr:`Candidates.expert_layout_rejected`, the plan report's reason for them).
     """
-    layout, enumerated_layouts = _valid_layouts(plan)
-    return _with_choices(plan, layout, enumerated_layouts)
+    layout, enumerated_layouts, expert_rejected = _valid_layouts(plan)
+    return _with_choices(plan, layout, enumerated_layouts, expert_rejected)
 
 
-def _valid_layouts(plan: Plan) -> tuple[tuple[np.ndarray, ...], int]:
-    """The valid layouts ``(G, tp, pp, cp, microbatch, interleave, dp)`` of the search, and the count of
-    combinations of their axes before the filter."""
+def _valid_layouts(plan: Plan) -> tuple[tuple[np.ndarray, ...], int, int]:
+    """The valid layouts ``(G, tp, pp, cp, ep, expert_tp, microbatch, interleave, dp)`` of the search, the
+    count of combinations of their axes before the filter, and of those valid but for the expert layout."""
     search, model = plan.search, plan.scenario.base.model
     defaults = default_values(plan)
     tp = np.array(search.tp or defaults["tp"], dtype=np.int64)
@@ -149,9 +159,10 @@ def _valid_layouts(plan: Plan) -> tuple[tuple[np.ndarray, ...], int]:
     v = np.array(search.interleave or defaults["interleave"], dtype=np.int64)
     gpus = np.array(search.gpus, dtype=np.int64)
     cp = np.array(search.cp or (plan.scenario.base.parallelism.cp,), dtype=np.int64)
-    enumerated = gpus.size * tp.size * pp.size * cp.size * mb.size * v.size
+    enumerated = gpus.size * tp.size * pp.size * cp.size * mb.size * v.size * _expert_axes_size(plan)
     # Axis by axis, each product filtered before the next axis joins (the full product of a legal search
-    # can be billions of elements); the order is that of the full product (gpus, tp, pp, microbatch, v).
+    # can be billions of elements); the order is that of the full product (gpus, tp, pp, cp, microbatch, v,
+    # then ep and expert_tp).
     _check_grid(plan, gpus.size * tp.size * pp.size, "gpus x tp x pp")
     G, t, p = (g.ravel() for g in np.meshgrid(gpus, tp, pp, indexing="ij"))
     ok = (G % (t * p) == 0) & (p <= model.layers)
@@ -173,14 +184,48 @@ def _valid_layouts(plan: Plan) -> tuple[tuple[np.ndarray, ...], int]:
             "(tp*pp*cp dividing gpus, cp dividing seq_len, dp*microbatch dividing global_batch, "
             "pp <= layers, interleave <= layers // pp)",
         )
-    return (G[ok], t[ok], p[ok], c[ok], b[ok], iv[ok], d[ok]), enumerated
+    layout, rejected = _expert_layouts(plan, (G[ok], t[ok], p[ok], c[ok], b[ok], iv[ok], d[ok]))
+    return layout, enumerated, rejected
 
 
-def _with_choices(plan: Plan, layout: tuple[np.ndarray, ...], enumerated_layouts: int) -> Candidates:
+def _expert_values(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The searched ``ep`` and ``expert_tp`` values (the scenario's where ``[search]`` names none)."""
+    search, par = plan.search, plan.scenario.base.parallelism
+    ep = np.array(search.ep or (par.ep,), dtype=np.int64)
+    return ep, np.array(search.expert_tp or (par.expert_tp,), dtype=np.int64)
+
+
+def _expert_axes_size(plan: Plan) -> int:
+    ep, expert_tp = _expert_values(plan)
+    return int(ep.size * expert_tp.size)
+
+
+def _expert_layouts(plan: Plan, layout: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, ...], int]:
+    """The valid layouts ``(G, t, p, c, b, v, d)`` with every searched ``ep`` and ``expert_tp`` that fit them,
+    ``(G, t, p, c, e, expert_tp, b, v, d)``, and the count of those that do not (Megatron-Core's layout: ``ep``
+    divides the experts, ``expert_tp * ep`` the ``t c d`` ranks of a pipeline stage; a dense model: 1, 1)."""
+    ep, expert_tp = _expert_values(plan)
+    G, t, p, c, b, iv, d, e = _cross(plan, layout, ep, "ep")
+    G, t, p, c, b, iv, d, e, et = _cross(plan, (G, t, p, c, b, iv, d, e), expert_tp, "expert_tp")
+    experts = max(plan.scenario.base.model.experts, 1)
+    ok = (experts % e == 0) & ((t * c * d) % (et * e) == 0)
+    if not ok.any():
+        raise ScenarioError(
+            plan.source,
+            "search.ep",
+            f"no searched expert layout fits a valid layout (ep dividing model.experts = {experts}, "
+            f"expert_tp*ep dividing the tp*cp*dp GPUs of a pipeline stage)",
+        )
+    return (G[ok], t[ok], p[ok], c[ok], e[ok], et[ok], b[ok], iv[ok], d[ok]), int(ok.size - np.count_nonzero(ok))
+
+
+def _with_choices(
+    plan: Plan, layout: tuple[np.ndarray, ...], enumerated_layouts: int, expert_rejected: int
+) -> Candidates:
     """Every valid layout with every GPU type, recomputation, software choice, strategy, interval and clock
     (GPU type outermost, the clock fastest), but the choices without effect."""
     search, par = plan.search, plan.scenario.base.parallelism
-    G, t, p, c, b, iv, d = layout
+    G, t, p, c, e, et, b, iv, d = layout
     freqs = search.freq_mhz
     sp_values = np.array(search.sequence_parallel or (par.sequence_parallel,), dtype=np.bool_)
     zero_values = np.array(search.zero_stage or (par.zero_stage,), dtype=np.int64)
@@ -202,9 +247,12 @@ def _with_choices(plan: Plan, layout: tuple[np.ndarray, ...], enumerated_layouts
     grids = np.meshgrid(np.arange(extra[0]), np.arange(G.size), *(np.arange(n) for n in extra[1:]), indexing="ij")
     gtype, lay, rec, sp, zero, strat, interval, fidx = (g.ravel() for g in grids)
     # Choices without effect make copies: sequence parallelism without tensor parallelism, a
-    # ZeRO stage without data- or context-parallel ranks. Only the first listed value is kept
-    # there (whole blocks of strategies, intervals and clocks go, so the order stays).
-    void = ((t[lay] == 1) & (sp > 0)) | ((d[lay] * c[lay] == 1) & (zero > 0))
+    # ZeRO stage without data- or context-parallel ranks (nor, in a mixture of experts, expert
+    # data-parallel ones: edp = t cp d / (expert_tp ep) ranks shard the experts' state). Only the
+    # first listed value is kept there (whole blocks of strategies, intervals and clocks go, so the
+    # order stays).
+    edp = (t * c * d) // (et * e) if plan.scenario.base.model.experts else np.ones_like(t)
+    void = ((t[lay] == 1) & (sp > 0)) | ((d[lay] * c[lay] == 1) & (edp[lay] == 1) & (zero > 0))
     if void.any():
         gtype, lay, rec, sp, zero, strat, interval, fidx = (
             g[~void] for g in (gtype, lay, rec, sp, zero, strat, interval, fidx)
@@ -215,8 +263,9 @@ def _with_choices(plan: Plan, layout: tuple[np.ndarray, ...], enumerated_layouts
     else:
         freq = np.array([spec.freq_max_mhz for spec in plan.gpu_specs], dtype=np.float64)[gtype]
     return Candidates(
-        gtype, G[lay], t[lay], p[lay], c[lay], d[lay], b[lay], iv[lay], recompute_codes[rec], sp_values[sp],
-        zero_values[zero], strat, interval, freq, enumerated_layouts * int(np.prod(extra)),
+        gtype, G[lay], t[lay], p[lay], c[lay], e[lay], et[lay], d[lay], b[lay], iv[lay], recompute_codes[rec],
+        sp_values[sp], zero_values[zero], strat, interval, freq, enumerated_layouts * int(np.prod(extra)),
+        expert_rejected * int(np.prod(extra)),
     )  # fmt: skip
 
 
@@ -238,6 +287,8 @@ def candidate_config(plan: Plan, cand: Candidates, index: int) -> Config:
             interleave=int(cand.interleave[index]),
             sequence_parallel=bool(cand.sequence_parallel[index]),
             cp=int(cand.cp[index]),
+            ep=int(cand.ep[index]),
+            expert_tp=int(cand.expert_tp[index]),
             zero_stage=int(cand.zero_stage[index]),
         ),
         model=dataclasses.replace(base.model, recompute=recompute),
@@ -274,6 +325,8 @@ def reference_candidate(plan: Plan, cand: Candidates) -> int:
         "sequence_parallel": par.sequence_parallel,
         "zero_stage": par.zero_stage,
         "cp": par.cp,
+        "ep": par.ep,
+        "expert_tp": par.expert_tp,
         "strategy": strategy,
         "interval": interval,
         "freq_mhz": base.freq_mhz,
@@ -330,7 +383,6 @@ def _layouts(plan: Plan, cand: Candidates) -> Layouts:
         name: gpu_field(plan, cand, name)
         for name in ("peak_tflops", "memory_gb", "freq_min_mhz", "freq_max_mhz", "hbm_gbps", "fp8_tflops")
     }
-    base = plan.scenario.base.parallelism  # the expert layout of the scenario (not searched yet)
     return Layouts(
         cand.gpus,
         cand.tp,
@@ -348,8 +400,8 @@ def _layouts(plan: Plan, cand: Candidates) -> Layouts:
         cand.sequence_parallel,
         cand.zero_stage,
         cand.cp,
-        np.full(cand.gpus.shape, base.ep, dtype=np.int64),
-        np.full(cand.gpus.shape, base.expert_tp, dtype=np.int64),
+        cand.ep,
+        cand.expert_tp,
     )
 
 

@@ -191,6 +191,8 @@ def plan_dataset(res: PlanResult) -> xr.Dataset:
     return ds
 
 
+# The expert layout's coordinates: written for a mixture of experts only (a dense plan's file as before them).
+EXPERT_COORDINATES = ("ep", "expert_tp")
 # The coordinates along ``candidate`` but its index: (name, long name, units; None: no units attribute).
 _CANDIDATE_COORDINATES = (
     ("gpu_type", "GPU type (catalog name)", None),
@@ -198,6 +200,8 @@ _CANDIDATE_COORDINATES = (
     ("tp", "tensor-parallel degree", "1"),
     ("pp", "pipeline-parallel degree", "1"),
     ("cp", "context-parallel degree", "1"),
+    ("ep", "expert-parallel degree (mixture of experts only)", "1"),
+    ("expert_tp", "expert tensor-parallel degree (mixture of experts only)", "1"),
     ("dp", "data-parallel degree", "1"),
     ("microbatch", "microbatch size, sequences", "1"),
     ("interleave", "virtual pipeline stages per GPU", "1"),
@@ -220,7 +224,11 @@ def _candidate_coordinates(plan: Plan, cand: Candidates) -> dict[str, Any]:
         "strategy": _categorical(cand.strategy, plan.search.strategy),
         "interval": _categorical(cand.interval, [i.label for i in plan.search.interval]),
     }
-    choices = {name: ("candidate", named.get(name, getattr(cand, name))) for name, _, _ in _CANDIDATE_COORDINATES}
+    choices = {
+        name: ("candidate", named.get(name, getattr(cand, name)))
+        for name, _, _ in _CANDIDATE_COORDINATES
+        if name not in EXPERT_COORDINATES or plan.scenario.base.model.experts
+    }
     return {"candidate": np.arange(len(cand)), **choices}
 
 
@@ -309,7 +317,8 @@ def _describe_coordinates(ds: xr.Dataset) -> None:
         ds[name].attrs.update(long_name=text, units="1")
     ds["uncertain_input"].attrs.update(long_name="uncertain scenario key ([uncertain] table)")
     for name, text, units in _CANDIDATE_COORDINATES:
-        ds[name].attrs.update(long_name=text, **({"units": units} if units else {}))
+        if name in ds.coords:  # the expert layout's only for a mixture of experts
+            ds[name].attrs.update(long_name=text, **({"units": units} if units else {}))
 
 
 def finalist_front(per_run: dict[str, np.ndarray], n_runs: np.ndarray, eligible: np.ndarray) -> np.ndarray:
@@ -394,6 +403,7 @@ def _attrs(res: PlanResult) -> dict[str, object]:
         "seed": plan.scenario.run.seed,
         "mode": plan.scenario.run.mode,
         "candidates_enumerated": res.candidates.enumerated,
+        **_expert_attrs(res),
         "selection_reason": str(pool.selection.reason),
         "total_runs": int(sum(len(o["wall_time"]) for o in pool.outputs if o is not None)),
         "binding_constraint": binding_constraint(res.screen.rejection),
@@ -406,6 +416,14 @@ def _attrs(res: PlanResult) -> dict[str, object]:
     }
 
 
+def _expert_attrs(res: PlanResult) -> dict[str, int]:
+    """A mixture of experts' count of the combinations valid but for their expert layout (none for a dense
+    plan, whose file stays as before the expert layout was searched)."""
+    if not res.plan.scenario.base.model.experts:
+        return {}
+    return {"candidates_expert_layout_rejected": res.candidates.expert_layout_rejected}
+
+
 def _software_label(c: xr.Dataset) -> str:
     """``, no SP, ZeRO 3`` where a plan file records a candidate's software choices (older files do not)."""
     parts = []
@@ -415,6 +433,10 @@ def _software_label(c: xr.Dataset) -> str:
         parts.append(f"ZeRO {int(c['zero_stage'])}")
     if "cp" in c.variables and int(c["cp"]) > 1:
         parts.append(f"cp {int(c['cp'])}")
+    if "ep" in c.variables:  # a mixture of experts: its expert layout, always
+        parts.append(f"ep {int(c['ep'])}")
+        if int(c["expert_tp"]) > 1:
+            parts.append(f"expert tp {int(c['expert_tp'])}")
     return "".join(f", {part}" for part in parts)
 
 

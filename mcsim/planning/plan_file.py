@@ -6,7 +6,9 @@ A plan file is a scenario (every table of ``mcsim run``'s files except
 * ``[search]``: the space to search. ``gpu_types`` (catalog names), ``gpus``
   (a list, or ``{ from = A, to = B, factor = 2 }`` / ``{ from, to, step }``), and
   the layout choices ``tp``, ``pp``, ``microbatch``, ``interleave``,
-  ``recompute``, ``strategy``, ``interval``, ``freq_mhz``: each a list, or left
+  ``recompute``, ``sequence_parallel``, ``zero_stage``, ``cp``, ``ep`` and
+  ``expert_tp`` (a mixture of experts' expert layout), ``strategy``, ``interval``,
+  ``freq_mhz``: each a list, or left
   out for its default (:func:`mcsim.planning.candidates.default_values`, the valid values for the model).
 * ``[constraints]``: ``deadline_days`` with ``deadline_probability``,
   ``budget_usd``, ``power_mw`` (facility cap), ``min_gpus``, ``max_gpus``.
@@ -169,6 +171,12 @@ class Search:
     )
     cp: tuple[int, ...] | None = param(
         None, kind=int, many=True, ge=1, le=1_000_000, doc="context-parallel degrees; default: the scenario's"
+    )
+    ep: tuple[int, ...] | None = param(
+        None, kind=int, many=True, ge=1, le=1_000_000, doc="expert-parallel degrees (MoE); default: the scenario's"
+    )
+    expert_tp: tuple[int, ...] | None = param(
+        None, kind=int, many=True, ge=1, le=1_000_000, doc="expert tensor-parallel degrees; default: the scenario's"
     )
     strategy: tuple[str, ...] = param(
         tuple(STRATEGIES), kind=str, many=True, choices=tuple(STRATEGIES), doc="checkpoint strategies"
@@ -373,6 +381,7 @@ def plan_from_dict(raw: dict, source: str = "<plan>") -> Plan:
         raise ScenarioError(
             source, "search.gpus", f"expected multiples of hardware.gpus_per_node = {gpn}, got {bad[0]}"
         )
+    _check_expert_search(search, scenario, source)
     constraints = _parse_constraints(tables["constraints"], source)
     options = _parse_options(tables["plan"], source)
     return Plan(source, scenario, search, constraints, **options, has_reference=has_reference)
@@ -389,6 +398,19 @@ def _default_layout(raw: dict, search: Search, source: str) -> bool:
     if isinstance(hardware, dict):
         hardware.setdefault("gpu", search.gpu_types[0])
     return "tp" in parallelism or "pp" in parallelism
+
+
+def _check_expert_search(search: Search, scenario: Scenario, source: str) -> None:
+    """A dense model (``model.experts = 0``) searches no expert layout: ``search.ep`` and
+    ``search.expert_tp`` are then absent or ``[1]``."""
+    if scenario.base.model.experts:
+        return
+    for key in ("ep", "expert_tp"):
+        values = getattr(search, key)
+        if values and tuple(values) != (1,):
+            raise ScenarioError(
+                source, f"search.{key}", f"expected [1] where model.experts = 0 (a dense model), got {list(values)}"
+            )
 
 
 def _default_draws(raw: dict, source: str) -> None:

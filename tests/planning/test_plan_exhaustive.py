@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pytest
 from builders import write_toml
-from plans import BUDGET_SPACE, DEADLINE_SPACE, WRITE_SPACE
+from plans import BUDGET_SPACE, DEADLINE_SPACE, MOE_SPACE, WRITE_SPACE
 
 from mcsim.cli.main import main
 from mcsim.engine.simulate import run_task
@@ -123,6 +123,20 @@ def test_budget_met_only_by_the_slower_size_is_found_on_every_seed(tmp_path, exh
     assert int(cand.gpus[facts["unconstrained_best"]]) == 512 and facts["unconstrained_best"] not in zone, facts
     assert {int(cand.gpus[i]) for i in zone} == {256}
     assert _plans_in_zone(BUDGET_SPACE, zone, tmp_path) >= 2, sorted(zone)
+
+
+def test_moe_expert_parallel_degree_is_chosen_as_exhaustive_simulation_chooses_it(tmp_path):
+    # Issue 41 item 5: the plan's pick over ep (1 to 8) against every candidate simulated 500 times. Premise: no
+    # ep-1 layout fits in memory (so the pick is among expert-parallel layouts), and the true zone leaves some
+    # candidates that fit out (a choice to get wrong).
+    plan = plan_from_dict(MOE_SPACE)
+    cand = enumerate_candidates(plan)
+    scr = screen(plan, cand)
+    assert np.all(scr.rejection[cand.ep == 1] == 5) and set(cand.ep.tolist()) == {1, 2, 4, 8}
+    outputs = simulate_every_candidate(MOE_SPACE)
+    zone, facts = true_indifference_zone(MOE_SPACE, outputs)
+    assert len(zone) < facts["fits"] and all(int(cand.ep[i]) > 1 for i in zone), facts
+    assert _plans_in_zone(MOE_SPACE, zone, tmp_path) >= 2, (sorted(zone), facts)
 
 
 @pytest.mark.parametrize("probability", [0.9])

@@ -245,6 +245,12 @@ def _screen_counts(ds: xr.Dataset) -> list[str]:
         "",
     ]
     lines += [f"- {counts[k]:,}: {reasons[k] or 'finalist'}" for k in range(len(reasons)) if counts[k]]
+    expert = int(ds.attrs.get("candidates_expert_layout_rejected", 0))  # a mixture of experts' plan
+    if expert:
+        lines.append(
+            f"- {expert:,} combinations left out of the candidates, valid but for their expert layout (ep dividing "
+            "model.experts, expert_tp x ep dividing the tp x cp x dp GPUs of a pipeline stage)"
+        )
     keys = ("screen_error", "screen_error_deadline", "screen_error_budget")
     error = max((e for e in (float(ds.attrs.get(key, np.nan)) for key in keys) if np.isfinite(e)), default=np.nan)
     if error > ds.attrs["margin"]:

@@ -120,6 +120,9 @@ def recommended_scenario(ds: xr.Dataset) -> dict:
         updates["parallelism"]["zero_stage"] = int(c["zero_stage"])
     if "cp" in c.variables:
         updates["parallelism"]["cp"] = int(c["cp"])
+    if "ep" in c.variables:  # a mixture of experts' plan: its expert layout
+        updates["parallelism"]["ep"] = int(c["ep"])
+        updates["parallelism"]["expert_tp"] = int(c["expert_tp"])
     for table, values in updates.items():
         raw[table] = {**raw.get(table, {}), **values}
     return raw
