@@ -254,10 +254,8 @@ def _parameter_rows(attrs: dict) -> list[tuple[str, str]]:
     if not isinstance(total, (int, float, np.number)) or not isinstance(active, (int, float, np.number)):
         return []
 
-    def billions(value: float) -> str:
-        return f"{float(value) / 1e9:.3g}B"
-
-    text = billions(total) + (f" ({billions(active)} active)" if float(active) < float(total) else "")
+    total, active = float(total), float(active)
+    text = f"{total / 1e9:.3g}B" + (f" ({active / 1e9:.3g}B active)" if active < total else "")
     return [("model parameters", text)]
 
 
