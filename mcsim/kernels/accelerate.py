@@ -223,12 +223,11 @@ def _with_cache(dispatcher):
     return dispatcher
 
 
-# Compiling the run kernel (first call, empty cache): 16.0-16.6 s wall, 15.1-15.5 s CPU for a
-# whole first `mcsim run` on a quiet 2-core machine, of which ~14 s compiling (README, "Speed",
-# measured by benchmarks/bench_startup.py). On the same 2 cores shared with other work (load
-# ~13), a cold first simulate() took 128 s CPU and 453 s wall (measured once, to size the progress
-# message that announces a compile).
-COMPILE_SECONDS = 15.0
+# Compiling the run kernels (first call, empty cache), CPU seconds of a whole first `mcsim run`
+# of the reference: about 38 s on a quiet 2-core machine, of which 36 s compiling simulate_runs and
+# _simulate_run (benchmarks/bench_startup.py's compile events, 2026-11-28); 54 s CPU (197 s wall)
+# on the same 2 cores at a load of 5 (2026-11-29). The figure the progress message announces.
+COMPILE_SECONDS = 40.0
 
 
 def cached(dispatcher: Any) -> bool | None:
