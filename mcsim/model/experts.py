@@ -5,8 +5,9 @@ and ``experts`` routed experts of which each token goes to ``experts_per_token``
 counts what the operator step model needs of it, per microbatch and GPU, forward pass: the
 layer without its routed experts as a :class:`~mcsim.model.operators.LayerOps` (timed as a dense
 layer is), the routed experts as ``E / ep`` GEMMs of one expert's size on the busiest rank, the
-token dispatch and combine (all-to-alls over the expert-parallel group), which layers of each
-pipeline GPU are MoE layers, and the model FLOPs counted on the active parameters.
+token dispatch and combine (all-to-alls over the expert-parallel group), the kernels a software
+that loops over its local experts launches for them (their host time can exceed the GPU's), which
+layers of each pipeline GPU are MoE layers, and the model FLOPs counted on the active parameters.
 
 Sources:
 
@@ -16,6 +17,15 @@ Sources:
   (``num_floating_point_operations``) counts the routed experts k times per token, the shared ones
   and the router.
 - DeepSeek-V3 (arXiv 2412.19437): shared and routed experts, first dense layers, 6 N_active D.
+- DeepSpeed-MoE (microsoft/DeepSpeed, deepspeed/moe/experts.py, ``Experts.forward``), which
+  Megatron-DeepSpeed runs: the dispatched tokens chunked over the local experts (``chunk``, views), a
+  Python loop calling each expert's MLP on its chunk, the outputs joined by one ``torch.cat``; the
+  expert MLP is Megatron-DeepSpeed's ``ParallelMLP`` (megatron/model/transformer.py): a GEMM to the
+  (gated: doubled) width, the activation (SwiGLU: ``torch.chunk``, ``F.silu(x[0]) * x[1]``; else the
+  fused bias-GELU), a GEMM back.
+- Holistic Trace Analysis (facebookresearch/HolisticTraceAnalysis,
+  docs/source/features/cuda_kernel_launch_stats.rst): "Usually, the launch time on the CPU side is
+  between 5-20 microseconds" (``compute.kernel_launch_us``, mcsim/scenario/software.py).
 - Wang et al., "Auxiliary-Loss-Free Load Balancing Strategy for Mixture-of-Experts" (arXiv
   2408.15664), Table 2: the routed load's imbalance, MaxVio = max load / mean load - 1, over the
   validation set: auxiliary loss 0.72 (1B model) and 0.52 (3B), loss-free 0.04 and 0.04.
@@ -44,6 +54,18 @@ MOE_MEMORY_KERNELS = 8
 # All-to-alls per MoE layer and microbatch: dispatch and combine forward, their gradients backward;
 # full recomputation repeats the forward pair.
 ALL_TO_ALLS = 4.0
+# Kernels a software without a grouped expert GEMM (DeepSpeed-MoE's Experts.forward, see the sources)
+# launches for the routed experts of one MoE layer and microbatch, per local expert, by (gated MLP):
+# forward: the two GEMMs (the gated first matrix is one GEMM of width 2F, Megatron-DeepSpeed's
+# dense_h_to_4h) and the activation, SwiGLU's SiLU and product (2; chunk is a view) or the fused
+# bias-GELU (1); backward: a data- and a weight-gradient GEMM for each matrix (4) and the activation's
+# backward, SwiGLU's product's two operand gradients, SiLU's backward and its chunk's gradient joined (4)
+# or the fused GELU's (1). Per layer once more: the torch.cat of the experts' outputs (forward) and the
+# gradient of their chunked input joined (backward). A lower bound: no bias-gradient reductions, no
+# gradient accumulation kernels, no Python time between launches.
+EXPERT_FORWARD_KERNELS = {True: 2.0 + 2.0, False: 2.0 + 1.0}
+EXPERT_BACKWARD_KERNELS = {True: 4.0 + 4.0, False: 4.0 + 1.0}
+LOOP_KERNELS_PER_LAYER = 1.0
 
 
 def expert_imbalance(mdl: ModelSection) -> float:
@@ -123,6 +145,7 @@ class MoeWork:
     stages: ExpertStages
     tokens: np.ndarray  # T / t, the GPU's tokens entering the MoE layer
     moe_layers: int  # MoE layers of the model
+    loop_kernels: tuple[np.ndarray, np.ndarray]  # (forward, backward) kernels of an expert loop, one microbatch
 
 
 def moe_work(mdl: ModelSection, lay: Layouts, deg: ParallelDegrees, work: ops.LayoutWork) -> MoeWork:
@@ -159,7 +182,31 @@ def moe_work(mdl: ModelSection, lay: Layouts, deg: ParallelDegrees, work: ops.La
         stages=expert_stages_of(mdl, deg.pp, deg.interleave),
         tokens=tokens,
         moe_layers=parameter_counts(mdl).moe_layers,
+        loop_kernels=loop_kernels(mdl.experts / np.asarray(deg.ep, dtype=np.float64), shape.gated_mlp),
     )
+
+
+def loop_kernels(local_experts: np.ndarray, gated: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) kernels the routed experts of one MoE layer and microbatch launch when the
+    software loops over its ``local_experts`` (E / ep): per expert :data:`EXPERT_FORWARD_KERNELS` and
+    :data:`EXPERT_BACKWARD_KERNELS`, plus :data:`LOOP_KERNELS_PER_LAYER` each."""
+    n = np.asarray(local_experts, dtype=np.float64)
+    forward = n * EXPERT_FORWARD_KERNELS[gated] + LOOP_KERNELS_PER_LAYER
+    return forward, n * EXPERT_BACKWARD_KERNELS[gated] + LOOP_KERNELS_PER_LAYER
+
+
+def launch_wait_s(moe: MoeWork, routed_s: np.ndarray, recompute: np.ndarray, launch_s: float) -> np.ndarray:
+    """Time the GPU waits for the host while the routed experts of one MoE layer and microbatch run as a
+    loop of kernels, s (0 where the GPU is the slower).
+
+    Kernels are launched asynchronously, so a sequence of them takes ``max(GPU time, kernels x
+    launch_s)``: the wait is that minus the GPU time, forward (``routed_s``) and backward
+    (``2 routed_s``); full recomputation repeats the forward's.
+    """
+    forward_kernels, backward_kernels = moe.loop_kernels
+    forward = np.maximum(forward_kernels * launch_s - routed_s, 0.0)
+    backward = np.maximum(backward_kernels * launch_s - 2.0 * routed_s, 0.0)
+    return np.where(recompute == RECOMPUTE_FULL, 2.0, 1.0) * forward + backward
 
 
 def routed_forward_s(

@@ -302,7 +302,7 @@ class _MicrobatchTimes:
     transfer_bytes: np.ndarray  # one pipeline transfer
     cp_bytes: np.ndarray  # ring attention one GPU sends for one layer
     moe_layer: LayerTimes | None = None  # a MoE layer (None: a dense model)
-    moe_comm_s: np.ndarray | float = 0.0  # its exposed tensor-, context- and expert-parallel time
+    moe_comm_s: np.ndarray | float = 0.0  # its exposed tensor-, context- and expert-parallel time, host waits
     all_to_all_bytes: tuple[np.ndarray, np.ndarray] | None = None  # a MoE layer's, (within the node, across)
 
 
@@ -341,7 +341,9 @@ def _with_moe_layer(
 ) -> _MicrobatchTimes:
     """``mb`` with a MoE layer's times (docs/model.md, "Mixture of experts"): attention, router, shared
     experts and memory-bound kernels as a dense layer's; the routed experts on the busiest rank, forward,
-    twice that backward, once more under full recomputation; the exposed all-to-alls."""
+    twice that backward, once more under full recomputation; the exposed all-to-alls; without a grouped
+    expert GEMM, the time the GPU waits for the host to launch the expert loop's kernels (counted with
+    the exposed time, as waiting: :func:`mcsim.model.experts.launch_wait_s`)."""
     par, net, eff, ratio = cfg.parallelism, cfg.network, cfg.compute.efficiency, rates.clock_ratio
     peaks, fused, sp = (
         (rates.linear_peak_flops, rates.peak_flops),
@@ -367,6 +369,8 @@ def _with_moe_layer(
     count = moe_model.all_to_alls(lay.recompute)
     exposed = count * seconds * (1.0 - par.overlap_ep)
     cp_comm = mb.layer_comm_s - mb.layer.tp_comm_s  # the same attention: the same ring
+    if not cfg.compute.grouped_expert_gemm:  # a loop of expert GEMMs: the GPU may wait for the host's launches
+        exposed = exposed + moe_model.launch_wait_s(moe, routed, lay.recompute, cfg.compute.kernel_launch_us * 1e-6)
     return dataclasses.replace(
         mb,
         moe_layer=layer,

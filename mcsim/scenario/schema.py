@@ -21,7 +21,7 @@ from typing import Any
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
 from mcsim.scenario.frozen import section
-from mcsim.scenario.software import DEFAULT_SOFTWARE, SOFTWARE_PROFILES
+from mcsim.scenario.software import DEFAULT_SOFTWARE, KERNEL_LAUNCH_US, SOFTWARE_PROFILES
 from mcsim.scenario.toml import format_number
 from mcsim.scenario.validation import (
     Counts,
@@ -241,6 +241,8 @@ class ComputeSection:
     freq_scaling_share: float = param(
         1.0, ge=0, le=1, doc="share of compute time that scales as 1/f (the rest is memory-bound)"
     )
+    grouped_expert_gemm: bool = param(True, kind=bool, doc="MoE: local experts as one grouped GEMM (false: a loop)")
+    kernel_launch_us: float = param(KERNEL_LAUNCH_US, gt=0, le=1e6, unit="us", doc="host time per kernel launch")
 
 
 @section

@@ -7,6 +7,9 @@ every key below that the scenario leaves out; a key the scenario (or ``--set``) 
 - ``parallelism.overlap_dp``, ``overlap_tp``, ``overlap_pp``: the hidden shares of the
   data-, tensor- and pipeline-parallel exchanges;
 - ``parallelism.sequence_parallel`` and ``compute.fused_attention``: whether that software had them;
+- ``compute.grouped_expert_gemm`` (a mixture of experts: one grouped GEMM for the local experts, or a
+  loop of small ones) and ``compute.kernel_launch_us`` (the host's time per kernel launch, which
+  bounds that loop from below);
 - ``compute.efficiency``: the operator model's efficiency fitted to that software's published
   iteration times on each GPU type measured (docs/validation.md, "Step time"; the fit of
   :mod:`mcsim.analysis.steptime_validation` over every case of the source, its leave-one-out
@@ -32,6 +35,7 @@ __all__ = [
     "SOFTWARE_PROFILES",
     "DEFAULT_SOFTWARE",
     "PIPELINE_ENGINES",
+    "KERNEL_LAUNCH_US",
     "profile_defaults",
 ]
 
@@ -52,6 +56,11 @@ class SoftwareProfile:
     sequence_parallel, fused_attention : bool
         Whether the software split norms and dropouts over the tensor-parallel group
         (Korthikanti et al. 2022) and ran fused (flash) attention.
+    grouped_expert_gemm : bool
+        Whether the software runs a MoE layer's local experts as one grouped GEMM per matrix (False:
+        one small GEMM per expert, launched from a host loop; docs/model.md, "Mixture of experts").
+    kernel_launch_us : float
+        Host time per kernel launch, us: a loop of kernels takes at least their count times this.
     pipeline_engine : str
         ``"interleaved-1f1b"`` (Megatron: virtual stages, transfers that may overlap) or
         ``"blocking-1f1b"`` (DeepSpeed's pipeline engine: one stage per GPU, blocking transfers).
@@ -80,6 +89,8 @@ class SoftwareProfile:
     overlap_pp: float
     sequence_parallel: bool
     fused_attention: bool
+    grouped_expert_gemm: bool
+    kernel_launch_us: float
     pipeline_engine: str
     reduce_bucket_params: float
     reduce_bucket_params_per_dp_rank: float
@@ -103,6 +114,18 @@ class SoftwareProfile:
         return max(self.reduce_bucket_params, self.reduce_bucket_params_per_dp_rank * dp)
 
 
+# Host time per kernel launch: Meta's Holistic Trace Analysis documentation (facebookresearch/
+# HolisticTraceAnalysis, docs/source/features/cuda_kernel_launch_stats.rst, "Short GPU kernels"):
+# "Usually, the launch time on the CPU side is between 5-20 microseconds". No source gives a figure
+# per software generation, so every profile takes the range's geometric middle, sqrt(5 x 20) = 10 us
+# (the middle of a range spanning a factor of 4, on the log scale a time ratio lives on; the
+# arithmetic middle, 12.5 us, would weight the upper end). docs/validation.md reports the seed study's
+# direction across 5-20 us.
+KERNEL_LAUNCH_US = (5.0 * 20.0) ** 0.5
+# No MoE in Megatron-LM 2021-2022 (its MoE came with Megatron-Core, 2023-24): the key has no effect there;
+# False says that these versions had no grouped expert GEMM.
+_NO_MOE = False
+
 # Efficiencies: the least-squares fit in log time over every case of the source (mcsim validate
 # --step-time's cases, mcsim/analysis/steptime_validation.py, on its 0.001 grid); the range in the
 # comment is the leave-one-out fits' (docs/validation.md, "Step time", errors per source).
@@ -114,11 +137,14 @@ _PROFILES = (
         # ("--DDP-impl local") for the models above 18B, one contiguous gradient buffer
         # all-reduced after the backward pass (not overlapped, no buckets); no overlap of the
         # TP or pipeline transfers; no sequence parallelism and no fused attention (both 2022).
+        # No mixture of experts in that Megatron-LM (grouped_expert_gemm: _NO_MOE).
         overlap_dp=0.0,
         overlap_tp=0.0,
         overlap_pp=0.0,
         sequence_parallel=False,
         fused_attention=False,
+        grouped_expert_gemm=_NO_MOE,
+        kernel_launch_us=KERNEL_LAUNCH_US,
         pipeline_engine="interleaved-1f1b",
         reduce_bucket_params=0.0,
         reduce_bucket_params_per_dp_rank=0.0,
@@ -132,12 +158,15 @@ _PROFILES = (
         name="megatron-lm-2022",
         # Korthikanti et al., MLSys 2023 (arXiv 2205.05198), Tables 3 and 5: the same Megatron
         # DDP and schedule a year later, with sequence parallelism (§4.2.2) and selective
-        # recomputation; no overlapped communication, no fused attention.
+        # recomputation; no overlapped communication, no fused attention. No mixture of experts
+        # (grouped_expert_gemm: _NO_MOE).
         overlap_dp=0.0,
         overlap_tp=0.0,
         overlap_pp=0.0,
         sequence_parallel=True,
         fused_attention=False,
+        grouped_expert_gemm=_NO_MOE,
+        kernel_launch_us=KERNEL_LAUNCH_US,
         pipeline_engine="interleaved-1f1b",
         reduce_bucket_params=0.0,
         reduce_bucket_params_per_dp_rank=0.0,
@@ -156,11 +185,16 @@ _PROFILES = (
         # parallelism and no fused attention (that software had neither). Buckets: DeepSpeed's
         # defaults, reduce_bucket_size = allgather_bucket_size = 5e8 elements (DeepSpeed's
         # configuration reference, "ZeRO optimizations"; BLOOM's ds_config sets neither).
+        # Its MoE is DeepSpeed-MoE's (deepspeed/moe/experts.py, Experts.forward): the input chunked
+        # over the local experts and a Python loop calling each expert's MLP on its chunk, no
+        # grouped GEMM (grouped_expert_gemm False).
         overlap_dp=0.0,
         overlap_tp=0.0,
         overlap_pp=0.0,
         sequence_parallel=False,
         fused_attention=False,
+        grouped_expert_gemm=False,
+        kernel_launch_us=KERNEL_LAUNCH_US,
         pipeline_engine="blocking-1f1b",
         reduce_bucket_params=5e8,
         reduce_bucket_params_per_dp_rank=0.0,
@@ -172,7 +206,8 @@ _PROFILES = (
             "2022-02-21 benchmark) that no source quantifies: not modelled, so this profile does not "
             "order BigScience's layouts as measured (docs/validation.md)"
         ),
-        sources="BigScience chronicles-prequel.md (2022-02-25); DeepSpeed config-json reference; docs/validation.md",
+        sources="BigScience chronicles-prequel.md (2022-02-25); DeepSpeed config-json reference; DeepSpeed "
+        "deepspeed/moe/experts.py; HTA kernel launch stats (launch time); docs/validation.md",
     ),
     SoftwareProfile(
         name="megatron-core-2024",
@@ -182,11 +217,16 @@ _PROFILES = (
         # (assumed, docs/validation.md). Buckets: DistributedDataParallelConfig.bucket_size,
         # "max(40000000, 1000000 * dp_size) parameters" when unset (megatron/core/distributed/
         # distributed_data_parallel_config.py, r0.7-r0.8); the parameter all-gather uses the same buckets.
+        # MoE: one grouped GEMM for the local experts, "Enable GroupedGEMM when num_local_experts>1
+        # with --moe-grouped-gemm" (megatron/core/transformer/moe/README.md, "Performance Best
+        # Practice"; its Mixtral example sets it).
         overlap_dp=1.0,
         overlap_tp=1.0,
         overlap_pp=1.0,
         sequence_parallel=True,
         fused_attention=True,
+        grouped_expert_gemm=True,
+        kernel_launch_us=KERNEL_LAUNCH_US,
         pipeline_engine="interleaved-1f1b",
         reduce_bucket_params=4e7,
         reduce_bucket_params_per_dp_rank=1e6,
@@ -195,7 +235,8 @@ _PROFILES = (
         reference_gpu="H100-SXM",
         unquantified="",
         sources="Megatron-LM README (Megatron-Core r0.8.0, H100 weak scaling); Megatron-Core "
-        "DistributedDataParallelConfig; docs/validation.md",
+        "DistributedDataParallelConfig; Megatron-Core MoE README (--moe-grouped-gemm); HTA kernel launch "
+        "stats (launch time); docs/validation.md",
     ),
 )
 SOFTWARE_PROFILES: dict[str, SoftwareProfile] = {profile.name: profile for profile in _PROFILES}
@@ -210,6 +251,8 @@ PROFILE_KEYS = {
     ("parallelism", "overlap_pp"): "overlap_pp",
     ("parallelism", "sequence_parallel"): "sequence_parallel",
     ("compute", "fused_attention"): "fused_attention",
+    ("compute", "grouped_expert_gemm"): "grouped_expert_gemm",
+    ("compute", "kernel_launch_us"): "kernel_launch_us",
 }
 
 

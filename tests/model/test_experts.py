@@ -15,7 +15,7 @@ from mcsim.model.layouts import RECOMPUTE_FULL, RECOMPUTE_SELECTIVE
 from mcsim.model.operators import layout_work, shape_of
 from mcsim.model.stragglers import straggler_sigma
 from mcsim.model.workload import layouts_of, parallel_degrees, workload, workload_arrays
-from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.config import load_scenario, scenario_from_dict
 from mcsim.scenario.consistency import active_parameters, parameter_counts
 
 # DeepSeek-V3 (arXiv 2412.19437 §4.2 and its Hugging Face config.json): 61 layers, the first 3 dense
@@ -295,3 +295,65 @@ def test_the_pipeline_waits_for_the_stage_with_the_moe_layers():
     mixed, moe_only = workload(half), workload(whole)
     assert mixed.bubble_s < moe_only.bubble_s
     assert mixed.t_comp_s == pytest.approx(moe_only.t_comp_s, rel=0.01)  # the optimizer steps differ a little
+
+
+# OLMoE-1B-7B as the shipped scenario olmoe-gh200-ep states it (Megatron-DeepSpeed: a loop over the local
+# experts): 64 experts, SwiGLU, 16 layers, all MoE; 32 GPUs, global batch 1,024 of microbatch 1 -> 32
+# microbatches a GPU. Kernels of the loop per MoE layer and microbatch, from DeepSpeed-MoE's
+# Experts.forward and Megatron-DeepSpeed's ParallelMLP (SwiGLU): forward per expert 2 GEMMs + SiLU +
+# product, backward per expert 4 GEMMs + the product's 2 gradients + SiLU's backward + the chunk's gradient
+# joined; one torch.cat forward, one join backward.
+OLMOE_MICROBATCHES, OLMOE_MOE_LAYERS = 32, 16
+
+
+def _olmoe(ep: int, **compute):
+    sets = [f"parallelism.ep={ep}"] + [f"compute.{key}={str(value).lower()}" for key, value in compute.items()]
+    scenario = load_scenario("olmoe-gh200-ep", overrides=sets)
+    return next(cfg for cfg in scenario.configs if cfg.parallelism.ep == ep)
+
+
+def _iteration_s(cfg) -> float:
+    w = workload(cfg)
+    return w.t_comp_s + w.bubble_s + w.tp_comm_s + w.pp_comm_s + w.dp_comm_s
+
+
+@pytest.mark.parametrize(
+    ("local", "gated", "forward", "backward"), [(64, True, 257, 513), (16, True, 65, 129), (8, False, 25, 41)]
+)
+def test_expert_loop_kernels_by_hand(local, gated, forward, backward):
+    # gated: 64 x (2 + 2) + 1 = 257, 64 x (4 + 4) + 1 = 513; plain (fused bias-GELU): 8 x 3 + 1, 8 x 5 + 1
+    counts = experts.loop_kernels(np.array([float(local)]), gated)
+    assert (float(counts[0][0]), float(counts[1][0])) == (forward, backward)
+
+
+def test_host_bound_expert_loop_at_ep_1_costs_the_launches_in_closed_form():
+    # Host-bound at both launch times, so each MoE layer and microbatch takes (257 + 513) launches:
+    # 20 us - 10 us more is 32 x 16 x 770 x 10 us = 3.9424 s more per iteration.
+    slow, fast = (_iteration_s(_olmoe(1, kernel_launch_us=us)) for us in (20.0, 10.0))
+    assert slow - fast == pytest.approx(OLMOE_MICROBATCHES * OLMOE_MOE_LAYERS * 770 * 10e-6, rel=1e-9)
+    # ... and the MoE layers alone take at least the launches: 32 x 16 x 770 x 10 us = 3.94 s
+    assert fast >= OLMOE_MICROBATCHES * OLMOE_MOE_LAYERS * 770 * 10e-6
+
+
+def test_the_host_wait_counts_as_waiting_not_computing():
+    loop, grouped = workload(_olmoe(1)), workload(_olmoe(1, grouped_expert_gemm=True))
+    assert loop.t_comp_s == grouped.t_comp_s
+    assert loop.comm_time_s > grouped.comm_time_s
+
+
+def test_no_host_floor_at_ep_4_for_olmoe():
+    # 16 local experts of 4 x the tokens: 65 and 129 launches (0.65 and 1.29 ms at 10 us) take less
+    # than the GPU's GEMMs, so the loop costs what one grouped GEMM does, exactly.
+    assert _iteration_s(_olmoe(4)) == _iteration_s(_olmoe(4, grouped_expert_gemm=True))
+
+
+def test_a_grouped_expert_gemm_is_today_s_time_whatever_the_launch_time():
+    at = {us: _iteration_s(_olmoe(1, grouped_expert_gemm=True, kernel_launch_us=us)) for us in (5.0, 20.0, 1e4)}
+    assert at[5.0] == at[20.0] == at[1e4]
+
+
+def test_software_profiles_set_the_grouped_gemm_and_the_launch_time():
+    assert _olmoe(1).compute.grouped_expert_gemm is False  # megatron-deepspeed-2022: DeepSpeed-MoE's loop
+    assert _olmoe(1).compute.kernel_launch_us == pytest.approx(10.0)  # HTA: 5-20 us, sqrt(5 x 20)
+    core = _olmoe(1, software="megatron-core-2024")
+    assert core.compute.grouped_expert_gemm is True  # --moe-grouped-gemm
