@@ -180,11 +180,24 @@ def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> 
             if getattr(par, key) != 1:
                 raise ScenarioError(where, f"parallelism.{key}", "expected 1 where model.experts = 0 (a dense model)")
         return
-    capacity = model.expert_capacity_factor
+    capacity, imbalance = model.expert_capacity_factor, model.expert_imbalance
+    top_k = 1 <= model.experts_per_token <= model.experts
+    # An expert gets each token at most once: its load is at most E / k times the mean (all T tokens of T k / E).
+    most = model.experts / model.experts_per_token if top_k else math.inf
     rules = (
-        ("model.experts_per_token", 1 <= model.experts_per_token <= model.experts, f"1 to experts = {model.experts}"),
+        ("model.experts_per_token", top_k, f"1 to experts = {model.experts}"),
         ("model.expert_ffn_hidden", model.expert_ffn_hidden > 0, "> 0 where model.experts > 0"),
-        ("model.expert_imbalance", model.expert_imbalance == 0 or model.expert_imbalance >= 1, ">= 1 (0: default)"),
+        (
+            "model.first_dense_layers",
+            model.first_dense_layers < model.layers,
+            f"< model.layers = {model.layers} (a mixture of experts has at least one MoE layer)",
+        ),
+        (
+            "model.expert_imbalance",
+            imbalance == 0 or 1 <= imbalance <= most,
+            f">= 1 (0: default) and <= experts / experts_per_token = {format_number(most)} (the busiest expert "
+            "gets each token at most once)",
+        ),
         ("model.expert_capacity_factor", capacity == 0 or capacity >= 1, ">= 1 (0: no token dropping)"),
         ("parallelism.ep", model.experts % par.ep == 0, f"a divisor of model.experts = {model.experts}"),
     )
