@@ -30,7 +30,7 @@ from mcsim.scenario.toml import format_number
 # A failure class's name: it names the class in sweep keys, --set and [uncertain] keys.
 FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")
 # The [model] keys of a mixture of experts other than ``experts``, with their dense defaults, and the
-# [parallelism] keys that split experts (docs/model.md, "Mixture of experts").
+# [parallelism] keys that split experts or hide their all-to-alls (docs/model.md, "Mixture of experts").
 MOE_MODEL_KEYS = (
     "experts_per_token",
     "shared_experts",
@@ -42,7 +42,7 @@ MOE_MODEL_KEYS = (
     "expert_imbalance_sigma",
     "expert_capacity_factor",
 )
-MOE_PARALLEL_KEYS = ("ep", "expert_tp")
+MOE_PARALLEL_KEYS = ("ep", "expert_tp", "overlap_ep")
 # How far model.params of a mixture of experts may be from the count its shape gives
 # (:func:`parameter_counts`): the shape leaves out biases and approximates attention variants such as
 # DeepSeek's multi-head latent attention (0.17 % of DeepSeek-V3's 671B, docs/model.md); a wrong
@@ -176,9 +176,14 @@ def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> 
         for key in MOE_MODEL_KEYS:
             if getattr(model, key) != dense[key]:
                 raise ScenarioError(where, f"model.{key}", "expected its default where model.experts = 0 (dense)")
+        parallel = {f.name: f.default for f in dataclasses.fields(ParallelismSection)}
         for key in MOE_PARALLEL_KEYS:
-            if getattr(par, key) != 1:
-                raise ScenarioError(where, f"parallelism.{key}", "expected 1 where model.experts = 0 (a dense model)")
+            if getattr(par, key) != parallel[key]:
+                raise ScenarioError(
+                    where,
+                    f"parallelism.{key}",
+                    f"expected {format_number(parallel[key])} where model.experts = 0 (a dense model)",
+                )
         return
     capacity, imbalance = model.expert_capacity_factor, model.expert_imbalance
     top_k = 1 <= model.experts_per_token <= model.experts
