@@ -175,14 +175,18 @@ def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> 
         dense = {f.name: f.default for f in dataclasses.fields(ModelSection)}
         for key in MOE_MODEL_KEYS:
             if getattr(model, key) != dense[key]:
-                raise ScenarioError(where, f"model.{key}", "expected its default where model.experts = 0 (dense)")
+                raise ScenarioError(
+                    where,
+                    f"model.{key}",
+                    f"expected {_default_text(dense[key])} (its default) where model.experts = 0 (a dense model)",
+                )
         parallel = {f.name: f.default for f in dataclasses.fields(ParallelismSection)}
         for key in MOE_PARALLEL_KEYS:
             if getattr(par, key) != parallel[key]:
                 raise ScenarioError(
                     where,
                     f"parallelism.{key}",
-                    f"expected {format_number(parallel[key])} where model.experts = 0 (a dense model)",
+                    f"expected {_default_text(parallel[key])} (its default) where model.experts = 0 (a dense model)",
                 )
         return
     capacity, imbalance = model.expert_capacity_factor, model.expert_imbalance
@@ -218,6 +222,11 @@ def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> 
             f"the shape counts ({counts.moe_layers} MoE layers of {model.experts} experts of "
             f"{format_number(counts.one_expert)}), got {format_number(model.params)}",
         )
+
+
+def _default_text(value: Any) -> str:
+    """A key's default as the message shows it: a number as :func:`format_number` writes it, text quoted."""
+    return repr(value) if isinstance(value, str) else format_number(value)
 
 
 def _value_of(key: str, model: ModelSection, par: ParallelismSection) -> float:
