@@ -70,8 +70,10 @@ LOOP_KERNELS_PER_LAYER = 1.0
 
 def expert_imbalance(mdl: ModelSection) -> float:
     """The pace-setting expert load over the mean per step: ``model.expert_imbalance`` (its sourced
-    default per ``router_balancing`` when 0), capped by the capacity factor where tokens are dropped."""
-    imbalance = mdl.expert_imbalance or EXPERT_IMBALANCE_DEFAULTS[mdl.router_balancing]
+    default per ``router_balancing`` when 0, at most ``E / k``: an expert gets each token at most once),
+    capped by the capacity factor where tokens are dropped."""
+    most = mdl.experts / mdl.experts_per_token if mdl.experts_per_token else 1.0
+    imbalance = mdl.expert_imbalance or min(EXPERT_IMBALANCE_DEFAULTS[mdl.router_balancing], most)
     return min(imbalance, mdl.expert_capacity_factor) if mdl.expert_capacity_factor > 0 else imbalance
 
 

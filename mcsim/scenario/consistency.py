@@ -30,7 +30,7 @@ from mcsim.scenario.toml import format_number
 # A failure class's name: it names the class in sweep keys, --set and [uncertain] keys.
 FAILURE_NAME = re.compile(r"[A-Za-z0-9_-]+")
 # The [model] keys of a mixture of experts other than ``experts``, with their dense defaults, and the
-# [parallelism] keys that split experts (docs/model.md, "Mixture of experts").
+# [parallelism] keys that split experts or hide their all-to-alls (docs/model.md, "Mixture of experts").
 MOE_MODEL_KEYS = (
     "experts_per_token",
     "shared_experts",
@@ -42,7 +42,7 @@ MOE_MODEL_KEYS = (
     "expert_imbalance_sigma",
     "expert_capacity_factor",
 )
-MOE_PARALLEL_KEYS = ("ep", "expert_tp")
+MOE_PARALLEL_KEYS = ("ep", "expert_tp", "overlap_ep")
 # How far model.params of a mixture of experts may be from the count its shape gives
 # (:func:`parameter_counts`): the shape leaves out biases and approximates attention variants such as
 # DeepSeek's multi-head latent attention (0.17 % of DeepSeek-V3's 671B, docs/model.md); a wrong
@@ -175,16 +175,38 @@ def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> 
         dense = {f.name: f.default for f in dataclasses.fields(ModelSection)}
         for key in MOE_MODEL_KEYS:
             if getattr(model, key) != dense[key]:
-                raise ScenarioError(where, f"model.{key}", "expected its default where model.experts = 0 (dense)")
+                raise ScenarioError(
+                    where,
+                    f"model.{key}",
+                    f"expected {_default_text(dense[key])} (its default) where model.experts = 0 (a dense model)",
+                )
+        parallel = {f.name: f.default for f in dataclasses.fields(ParallelismSection)}
         for key in MOE_PARALLEL_KEYS:
-            if getattr(par, key) != 1:
-                raise ScenarioError(where, f"parallelism.{key}", "expected 1 where model.experts = 0 (a dense model)")
+            if getattr(par, key) != parallel[key]:
+                raise ScenarioError(
+                    where,
+                    f"parallelism.{key}",
+                    f"expected {_default_text(parallel[key])} (its default) where model.experts = 0 (a dense model)",
+                )
         return
-    capacity = model.expert_capacity_factor
+    capacity, imbalance = model.expert_capacity_factor, model.expert_imbalance
+    top_k = 1 <= model.experts_per_token <= model.experts
+    # An expert gets each token at most once: its load is at most E / k times the mean (all T tokens of T k / E).
+    most = model.experts / model.experts_per_token if top_k else math.inf
     rules = (
-        ("model.experts_per_token", 1 <= model.experts_per_token <= model.experts, f"1 to experts = {model.experts}"),
+        ("model.experts_per_token", top_k, f"1 to experts = {model.experts}"),
         ("model.expert_ffn_hidden", model.expert_ffn_hidden > 0, "> 0 where model.experts > 0"),
-        ("model.expert_imbalance", model.expert_imbalance == 0 or model.expert_imbalance >= 1, ">= 1 (0: default)"),
+        (
+            "model.first_dense_layers",
+            model.first_dense_layers < model.layers,
+            f"< model.layers = {model.layers} (a mixture of experts has at least one MoE layer)",
+        ),
+        (
+            "model.expert_imbalance",
+            imbalance == 0 or 1 <= imbalance <= most,
+            f">= 1 (0: default) and <= experts / experts_per_token = {format_number(most)} (the busiest expert "
+            "gets each token at most once)",
+        ),
         ("model.expert_capacity_factor", capacity == 0 or capacity >= 1, ">= 1 (0: no token dropping)"),
         ("parallelism.ep", model.experts % par.ep == 0, f"a divisor of model.experts = {model.experts}"),
     )
@@ -200,6 +222,11 @@ def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> 
             f"the shape counts ({counts.moe_layers} MoE layers of {model.experts} experts of "
             f"{format_number(counts.one_expert)}), got {format_number(model.params)}",
         )
+
+
+def _default_text(value: Any) -> str:
+    """A key's default as the message shows it: a number as :func:`format_number` writes it, text quoted."""
+    return repr(value) if isinstance(value, str) else format_number(value)
 
 
 def _value_of(key: str, model: ModelSection, par: ParallelismSection) -> float:

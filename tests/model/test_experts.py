@@ -241,6 +241,19 @@ def test_imbalance_scales_the_busiest_rank_and_capacity_caps_it():
     assert experts.expert_imbalance(free) == pytest.approx(1.04)
 
 
+def test_the_default_imbalance_stays_within_experts_over_top_k():
+    # An expert gets each token at most once, so its load is at most E / k times the mean: with top-8 of
+    # 8 experts every expert gets every token (no imbalance), with top-4 of 8 at most twice the mean
+    # load. The sourced default (1.62 with an auxiliary loss) may not exceed that bound.
+    every = _model(SMALL, experts_per_token=8, expert_imbalance=0.0)
+    assert experts.expert_imbalance(every) == 1.0
+    assert float(experts.rank_imbalance(every, np.array([8]))[0]) == pytest.approx(1.0)
+    half = _model(SMALL, experts_per_token=4, expert_imbalance=0.0)
+    assert experts.expert_imbalance(half) == pytest.approx(1.62)  # below the bound of 2: the default
+    five = _model(SMALL, experts_per_token=5, expert_imbalance=0.0)
+    assert experts.expert_imbalance(five) == pytest.approx(8 / 5)
+
+
 def test_imbalance_lengthens_the_routed_experts_time():
     def routed(imbalance):
         cfg = _config(SMALL | {"expert_imbalance": imbalance}, gpus=8, ep=8)
