@@ -290,10 +290,13 @@ def _iteration_power(
     iteration time is the time-weighted ``1 / ((1 − a) / t + a / t_episode)`` (fewer iterations run
     in an episode). The power stays that of the iteration outside episodes (first order).
     """
-    st, sigma = base.stragglers, straggler_sigma(base)
-    law_mean, episode_mean = np.ones(len(runs)), np.ones(len(runs))
-    for gpus, idx in by_group(runs.gpus):  # one quadrature per size
-        law_mean[idx] = factor_law(float(gpus), sigma).mean
+    st = base.stragglers
+    law_mean, episode_mean, rank_mean = np.ones(len(runs)), np.ones(len(runs)), np.ones(len(runs))
+    ep = np.asarray(runs.layouts.ep, dtype=np.int64)  # a mixture of experts' sigma depends on ep
+    span = int(ep.max(initial=1)) + 1
+    for key, idx in by_group(np.asarray(runs.gpus, dtype=np.int64) * span + ep):
+        gpus, sigma = key // span, straggler_sigma(base, int(key % span))  # one quadrature per size and ep
+        law_mean[idx], rank_mean[idx] = factor_law(float(gpus), sigma).mean, rank_factor_mean(sigma)
         if st.episode_rate_per_node_day > 0:
             episode_mean[idx] = factor_law(float(gpus), sigma, floor=st.episode_slowdown).mean
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -308,7 +311,7 @@ def _iteration_power(
         runs.tdp_w[runs.gpu_type], idle_w, lay.freq_mhz, lay.freq_max_mhz, base.energy
     )
     with np.errstate(invalid="ignore", divide="ignore"):
-        busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_factor_mean(sigma) / law_mean)
+        busy_share = wl.t_comp_s / wl.compute_time_s * np.minimum(1.0, rank_mean / law_mean)
         phase = wl.compute_time_s * job_factor_mean(st.job_sigma) * degraded * law_mean
         power = iteration_power_w(busy, wait, busy_share, phase, wl.comm_time_s)
     iteration_s = phase + wl.comm_time_s

@@ -33,6 +33,7 @@ Sources:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -270,6 +271,22 @@ def active_forward_flops_per_sequence(mdl: ModelSection, shape: ops.Shape) -> tu
     moe_layers = parameter_counts(mdl).moe_layers
     forward = (mdl.layers - moe_layers) * dense + moe_layers * moe_layer
     return forward, moe_layers * routed
+
+
+def rank_load_variation(mdl: ModelSection, ep: int) -> float:
+    """How much of one expert's per-iteration load variation (``expert_imbalance_sigma``) a rank sees.
+
+    A rank holds n = E / ep of the E experts, whose loads share a fixed whole (every token goes to k
+    of them): the sum of n of E exchangeable parts with a fixed total has the relative variance of
+    one part times ``(E - n) / ((E - 1) n)`` (sampling without replacement's finite-population
+    correction). Its square root scales the log-sd: 1 with one expert per rank (ep = E), 0 with every
+    expert on each rank (ep = 1: a GPU routes its own tokens through all of them, nobody waits).
+    """
+    experts = float(mdl.experts)
+    if experts <= 1.0:
+        return 0.0
+    local = experts / float(ep)
+    return math.sqrt(max(experts - local, 0.0) / ((experts - 1.0) * local))
 
 
 def expert_share(mdl: ModelSection, shape: ops.Shape) -> float:

@@ -33,7 +33,7 @@ from numpy.typing import ArrayLike
 
 from mcsim._lazy import lazy_module
 from mcsim.kernels import interface as kernel
-from mcsim.model.experts import expert_share
+from mcsim.model.experts import expert_share, rank_load_variation
 from mcsim.model.operators import shape_of
 from mcsim.scenario.config import Config
 
@@ -53,17 +53,20 @@ FAST_W1_TOLERANCE = 1e-4
 EDGEWORTH_W1 = 4.0 * math.exp(-0.5) / math.sqrt(2.0 * math.pi) / 6.0
 
 
-def straggler_sigma(cfg: Config) -> float:
+def straggler_sigma(cfg: Config, ep: int | None = None) -> float:
     """The per-rank, per-iteration log-sd of the compute factor the kernel draws, ``stragglers.sigma``; a
     mixture of experts with ``model.expert_imbalance_sigma`` > 0 adds its routed load's variation on the
     routed experts' share of the compute (:func:`mcsim.model.experts.expert_share`), as an independent
-    lognormal part: ``sqrt(sigma^2 + (share x expert_imbalance_sigma)^2)`` (docs/model.md, "Mixture of
-    experts"). The simulation and the planner's screen both take it from here."""
+    lognormal part, as much of it as a rank of ``ep`` (default ``parallelism.ep``) sees
+    (:func:`mcsim.model.experts.rank_load_variation`, v):
+    ``sqrt(sigma^2 + (share x v x expert_imbalance_sigma)^2)`` (docs/model.md, "Mixture of experts").
+    The simulation and the planner's screen (per candidate's ep) both take it from here."""
     sigma, expert_sigma = cfg.stragglers.sigma, cfg.model.expert_imbalance_sigma
     if expert_sigma == 0.0:
         return sigma
+    variation = rank_load_variation(cfg.model, cfg.parallelism.ep if ep is None else ep)
     share = expert_share(cfg.model, shape_of(cfg.model))
-    return math.sqrt(sigma**2 + (share * expert_sigma) ** 2)
+    return math.sqrt(sigma**2 + (share * variation * expert_sigma) ** 2)
 
 
 @dataclass(frozen=True)

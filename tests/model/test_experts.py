@@ -266,14 +266,38 @@ def test_imbalance_lengthens_the_routed_experts_time():
     assert capped == balanced
 
 
-def test_expert_imbalance_sigma_adds_to_the_straggler_sigma():
-    cfg = _config(SMALL | {"expert_imbalance_sigma": 0.2}, gpus=8)
+@pytest.mark.parametrize(
+    "ep, seen",
+    # a rank of n = 8 / ep experts sees (8 - n) / (7 n) of one expert's load variance: every expert on each
+    # rank (ep 1) none of it, four (ep 2) 1/7, one (ep 8) all of it
+    [(1, 0.0), (2, math.sqrt(1.0 / 7.0)), (8, 1.0)],
+)
+def test_expert_imbalance_sigma_adds_to_the_straggler_sigma_as_a_rank_sees_it(ep, seen):
+    cfg = _config(SMALL | {"expert_imbalance_sigma": 0.2}, gpus=8, ep=ep)
     cfg = dataclasses.replace(cfg, stragglers=dataclasses.replace(cfg.stragglers, sigma=0.03))
     T, h, F = 1024.0, 1024.0, 512.0
     routed = 2 * 3 * 2 * T * h * F
     layer = 8 * T * h * h + 4 * T * T * h + 2 * T * h * 8 + 3 * 2 * T * h * F + routed
     share = routed / layer
-    assert straggler_sigma(cfg) == pytest.approx(math.sqrt(0.03**2 + (share * 0.2) ** 2), rel=1e-12)
+    assert straggler_sigma(cfg) == pytest.approx(math.sqrt(0.03**2 + (share * seen * 0.2) ** 2), rel=1e-12)
+    assert experts.rank_load_variation(cfg.model, ep) == pytest.approx(seen, rel=1e-12, abs=1e-15)
+
+
+def test_a_ranks_load_variation_is_sampling_without_replacement():
+    """Monte Carlo of the finite-population correction: 64 experts' loads drawn per iteration (lognormal,
+    normalised to a fixed total), a rank holding 16 of them at random: the variance of the rank's mean
+    load is the experts' (population) variance x (E - n) / ((E - 1) n). 20,000 draws, seed 7; the
+    tolerance is 4 standard errors of a variance estimated from 20,000 draws (sqrt(2 / 20,000) = 1 %,
+    widened for the lognormal's kurtosis to 1.5 %)."""
+    rng = np.random.default_rng(7)
+    E, n, draws = 64, 16, 20_000
+    loads = rng.lognormal(0.0, 0.1, size=(draws, E))
+    loads = loads / loads.mean(axis=1, keepdims=True)
+    ranks = np.array([rng.permutation(E)[:n] for _ in range(draws)])
+    rank_mean = np.take_along_axis(loads, ranks, axis=1).mean(axis=1)
+    population = loads.var(axis=1).mean()
+    factor = experts.rank_load_variation(_model(SMALL, experts=E, experts_per_token=2), E // n) ** 2
+    assert rank_mean.var() / population == pytest.approx(factor, rel=4 * 0.015)
 
 
 def test_aggregate_model_counts_six_active_parameters_per_token():

@@ -225,3 +225,24 @@ def test_a_dense_model_with_an_expert_layout_searched_is_refused(key, tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"search.{key}: expected [1] where model.experts = 0" in err[0]
     assert not (tmp_path / "o.nc").exists()
+
+
+def test_each_candidate_is_screened_with_its_own_expert_load_variation():
+    # model.expert_imbalance_sigma reaches the straggler sigma as much as a rank of the candidate's ep sees it
+    # (none at ep 1: mcsim.model.experts.rank_load_variation): a candidate's expected wall time in a plan that
+    # searches ep = [1, 8] from a base at ep 1 equals the same candidate's in a plan based at its own ep.
+    raw = copy.deepcopy(MOE_PLAN)
+    raw["model"]["expert_imbalance_sigma"] = 0.5
+    raw["search"] |= {"gpus": [16], "tp": [1], "pp": [1], "cp": [1], "expert_tp": [1], "microbatch": [1]}
+    raw["search"] |= {"interleave": [1], "ep": [1, 8]}
+    raw["parallelism"] = {"gpus": 16, "ep": 1}
+    both = plan_from_dict(copy.deepcopy(raw))
+    cand = enumerate_candidates(both)
+    wall = screen(both, cand).wall_s
+    for ep in (1, 8):
+        alone = copy.deepcopy(raw)
+        alone["search"]["ep"], alone["parallelism"]["ep"] = [ep], ep
+        own = plan_from_dict(alone)
+        i = int(np.flatnonzero(cand.ep == ep)[0])
+        assert screen(own, enumerate_candidates(own)).wall_s[0] == wall[i]
+    assert wall[cand.ep == 8][0] > wall[cand.ep == 1][0]  # ep 8 ranks wait for the busiest's varying load
