@@ -94,6 +94,8 @@ KIND_DEFAULTS = {
     **dict(kind=mc.KIND_FAIL_STOP, detect_s=0.0, rollback_checkpoints=0),
     # fixed recoveries needing no person, no bad replacements, fixed repairs
     **dict(recovery_sigma=0.0, manual_share=0.0, manual_s=0.0, bad_share=0.0, bad_mean_s=3600.0, repair_sigma=0.0),
+    # every restart a full requeue (RunParams.restart_s)
+    **dict(requeue_share=1.0),
 }
 
 
@@ -104,7 +106,7 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
     age of every unit in seconds. A ninth item, a dict, sets the fields of the kinds of
     interruption and the recovery law (``kind``, ``detect_s``, ``rollback_checkpoints``,
     ``recovery_sigma``, ``manual_share``, ``manual_s``, ``bad_share``, ``bad_mean_s``,
-    ``repair_sigma``; default: fail-stop, fixed recovery) and ``durations_s``, a list of
+    ``repair_sigma``, ``requeue_share``; default: fail-stop, fixed recovery, requeues) and ``durations_s``, a list of
     measured recoveries in seconds (default none).
     """
     full = [tuple(c[:8]) + (1, 1, 0.0, "new")[min(len(c), 8) - 4 :] for c in classes]

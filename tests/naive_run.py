@@ -127,6 +127,7 @@ OUTPUT_NAMES = (
     "planned_s",
     "restart_s",
     "load_s",
+    "abandoned_s",
 )
 
 
@@ -259,6 +260,7 @@ class FailureClass:
     bad_mean_s: float = 3600.0  # ... and fail after an exponential life of this mean
     repair_sigma: float = 0.0  # lognormal log-sd of a node's repair (mean repair_s)
     durations_s: tuple = ()  # measured recoveries: each recovery is one of them at random
+    requeue_share: float = 1.0  # share of restarts by full requeue (params.restart_s), else in place
 
 
 def first_failure_time(fc: FailureClass, hazard: float) -> float:
@@ -591,6 +593,9 @@ class RunState:
     planned_s: float = 0.0  # down for planned stops, their partial iterations included
     restart_s: float = 0.0  # in the restarts' parts (scheduling, process start, communicators, warm-up)
     load_s: float = 0.0  # reading the state back (loads, those cut short included)
+    abandoned_s: float = 0.0  # abandoned restarts: their lost steps, the parts and the load again
+    abandoned_restarts: int = 0  # (not an output)
+    in_place_restarts: int = 0  # incidents whose restart path was in place (not an output)
     kept_at_planned_stop: int = 0  # fast blocks a planned stop kept a share of (not an output)
     dropped_in_recovery: int = 0  # hangs and instabilities that fell in a recovery (not an output)
     manual_recoveries: int = 0  # recoveries that needed a person (not an output)
@@ -1083,6 +1088,9 @@ class Run:
         first = True
         cause = FAIL_STOP
         detected_s = recovered_s = restarted_s = ready_s = s.t
+        parts_s = 0.0  # the restart's parts: a requeue's if any incident of this recovery needs one
+        abandoned = (math.inf, math.inf)  # the abandoned attempt under way: from, until
+        load_s = 0.0
         while True:
             c = self.failures.take_next()
             fc = self.classes[c]
@@ -1091,7 +1099,7 @@ class Run:
             else:
                 s.failures += 1
                 s.failures_in_recovery += 0 if first else 1
-                s.failures_in_restart += 1 if restarted_s - p.restart_s < s.t < restarted_s else 0
+                s.failures_in_restart += 1 if restarted_s - parts_s < s.t < restarted_s else 0
                 s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
                 opening = first
                 if first:
@@ -1123,25 +1131,73 @@ class Run:
                     cause, detected_s, ready_s = fc.kind, detected_new, ready_new
                 else:
                     s.recoveries_kept += 1
-                restarted_s = ready_s + p.restart_s
+                parts_s = max(parts_s, self.draw_restart_path_s(fc))
+                restarted_s = ready_s + parts_s
                 recovered_s = restarted_s + load_s
-            end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
-            s.spare_wait_s += max(0.0, min(spares_back_s, end) - max(s.t, detected_s))
             s.spare_waits += 1 if spares_back_s > s.t else 0
-            s.recovery_s += end - s.t
-            s.restart_s += max(0.0, min(restarted_s, end) - max(s.t, restarted_s - p.restart_s))
-            s.load_s += max(0.0, min(recovered_s, end) - max(s.t, restarted_s))  # the load follows the parts
-            if cause == HANG:
-                s.hang_s += end - s.t
-                s.hang_detection_s += max(0.0, min(detected_s, end) - s.t)
-            elif cause == INSTABILITY:
-                s.instability_s += end - s.t
-            elif cause == PLANNED:
-                s.planned_s += end - s.t
-            s.t = end
-            if end < self.failures.next_time() or end >= p.max_wall_s or self.guard_reached():
+            # The recovery runs until a failure strikes (the loop above takes it), the run's limits, or
+            # its restart holds; a restart that fails again in its first steps is done again.
+            while True:
+                end = self.book_recovery_until(cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s,
+                                               abandoned)  # fmt: skip
+                if end >= p.max_wall_s or self.guard_reached():
+                    break
+                if end >= self.failures.next_time():
+                    break
+                lost_s = self.draw_abandoned_s()
+                if lost_s is None:
+                    break
+                s.abandoned_restarts += 1
+                cause, ready_s = FAIL_STOP, end + lost_s
+                restarted_s = ready_s + parts_s
+                recovered_s = restarted_s + load_s
+                abandoned = (end, recovered_s)
+            if end >= p.max_wall_s or self.guard_reached() or end < self.failures.next_time():
                 break
         self.restart()
+
+    def book_recovery_until(self, cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s, abandoned):
+        """The recovery from ``t`` to the next failure, its end or the wall limit, booked by part and cause;
+        returns where it stopped (the new ``t``)."""
+        p, s = self.p, self.state
+        end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
+        s.spare_wait_s += max(0.0, min(spares_back_s, end) - max(s.t, detected_s))
+        s.recovery_s += end - s.t
+        s.restart_s += max(0.0, min(restarted_s, end) - max(s.t, restarted_s - parts_s))
+        s.load_s += max(0.0, min(recovered_s, end) - max(s.t, restarted_s))  # the load follows the parts
+        s.abandoned_s += max(0.0, min(abandoned[1], end) - max(s.t, abandoned[0]))
+        if cause == HANG:
+            s.hang_s += end - s.t
+            s.hang_detection_s += max(0.0, min(detected_s, end) - s.t)
+        elif cause == INSTABILITY:
+            s.instability_s += end - s.t
+        elif cause == PLANNED:
+            s.planned_s += end - s.t
+        s.t = end
+        return end
+
+    def draw_restart_path_s(self, fc: FailureClass) -> float:
+        """The restart's parts an incident of class ``fc`` needs: a full requeue with probability
+        ``requeue_share``, else in place (no re-scheduling); one uniform of the recovery stream, drawn only
+        when both paths can happen and differ (after the incident's recovery draws)."""
+        p = self.p
+        if fc.requeue_share >= 1.0 or p.restart_in_place_s == p.restart_s:
+            return p.restart_s
+        if fc.requeue_share > 0.0 and self.recovery_stream.uniform() < fc.requeue_share:
+            return p.restart_s
+        self.state.in_place_restarts += 1
+        return p.restart_in_place_s
+
+    def draw_abandoned_s(self) -> float | None:
+        """A finished restart fails again within its first steps with probability ``abandon_share``: the
+        time it loses (mean ``abandon_s``, lognormal of log-sd ``abandon_sigma``), else None."""
+        p, stream = self.p, self.recovery_stream
+        if p.abandon_share == 0.0 or stream.uniform() >= p.abandon_share:
+            return None
+        if p.abandon_sigma == 0.0:
+            return p.abandon_s
+        z = normal_quantile_acklam(stream.uniform())
+        return p.abandon_s * math.exp(p.abandon_sigma * z - p.abandon_sigma**2 / 2.0)
 
     def interrupt(self, fc: FailureClass, partial_s: float) -> bool:
         """The restore of the event that begins a recovery; whether it is from memory.
@@ -1324,6 +1380,7 @@ class Run:
             "planned_s": s.planned_s,
             "restart_s": s.restart_s,
             "load_s": s.load_s,
+            "abandoned_s": s.abandoned_s,
         }
 
 

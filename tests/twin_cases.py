@@ -124,6 +124,7 @@ EPISODES = dict(episode_rate_per_s=1 / 150.0, episode_mean_s=80.0, episode_slowd
 
 
 JOB = dict(job_sigma=0.15)
+ABANDON = dict(abandon_share=0.25, abandon_s=15.0, abandon_sigma=0.5)  # restarts that fail again, often
 
 
 @dataclass
@@ -222,6 +223,24 @@ def _cases() -> list[Case]:
                 dict(spare_nodes=2, max_wall_s=1500.0, **JOB),
                 ("failure", "failure in recovery"),
             )
+        )
+    # Restart paths and abandoned restarts (docs/model.md §3): GPU failures requeue (12 s) in 40 % of
+    # restarts, the others restart in place (3 s), node failures and hangs in place; a quarter of the
+    # restarts fail again and lose a lognormal 15 s each before the restart is done again. Last, so that
+    # the cases before keep their seeds.
+    for s in STRATEGIES:
+        cases.append(
+            Case(
+                f"{s}-restart-paths",
+                s,
+                [
+                    kind(gpu(0.7, 300.0), requeue_share=0.4),
+                    kind(node(1.0, 400.0), requeue_share=0.0),
+                    kind(cluster(1.0, 250.0, recovery_s=30.0), kind=mc.KIND_HANG, detect_s=25.0, requeue_share=0.0),
+                ],
+                dict(spare_nodes=1, restart_s=12.0, restart_in_place_s=3.0, **ABANDON, **JOB),
+                ("failure in restart", "in-place restart", "abandoned restart", "failure in recovery"),
+            )  # fmt: skip
         )
     for c in cases:
         if c.strategy == "in_memory" and any(cl[5] == 1 for cl in c.classes):
@@ -403,6 +422,7 @@ KERNEL_COLUMNS = {
     "planned_s": "OUT_PLANNED_S",
     "restart_s": "OUT_RESTART_S",
     "load_s": "OUT_LOAD_S",
+    "abandoned_s": "OUT_ABANDONED_S",
 }
 
 
@@ -458,6 +478,10 @@ def features_seen(states, outputs) -> set:
             seen.add("degradation capped")
         if state.degradation_resets:
             seen.add("degradation reset")
+        if state.abandoned_restarts:
+            seen.add("abandoned restart")
+        if state.in_place_restarts:
+            seen.add("in-place restart")
     return seen
 
 

@@ -112,6 +112,9 @@ restart_time                | run    | h     | float64 | lower  | time in the re
                                                                   start, communicators, warm-up (part of recovery_time)
 load_time                   | run    | h     | float64 | lower  | time reading the state back from storage or a peer,
                                                                   loads cut short included (part of recovery_time)
+abandoned_restart_time      | run    | h     | float64 | lower  | time of restarts that failed again in their first
+                                                                  steps: the steps lost, the parts and the load again
+                                                                  (part of recovery_time)
 energy_compute              | run    | MW h  | float64 | lower  | facility energy of GPUs computing surviving iterations
 energy_wait                 | run    | MW h  | float64 | lower  | facility energy of GPUs waiting at barriers or
                                                                   exchanging data
@@ -176,6 +179,7 @@ LATER_VARIABLES = frozenset(
         "restart_time",
         "restart_overhead",
         "load_time",
+        "abandoned_restart_time",
     }
 )
 PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)

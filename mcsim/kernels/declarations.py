@@ -53,6 +53,10 @@ OUTPUT_COLUMNS = (
         "time in the restarts' parts: re-scheduling, process start, communicators, warm-up (of recovery_s), s",
     ),
     ("load_s", "time reading the state back from storage or a peer, loads cut short included (of recovery_s), s"),
+    (
+        "abandoned_s",
+        "time of abandoned restarts: their first steps lost, the restart's parts and the load again (of recovery_s), s",
+    ),
 )
 N_OUT = len(OUTPUT_COLUMNS)
 
@@ -85,6 +89,7 @@ OUT_PLANNED_STOPS = 24
 OUT_PLANNED_S = 25
 OUT_LOAD_S = 27
 OUT_RESTART_S = 26
+OUT_ABANDONED_S = 28
 
 STRATEGY_SYNC = 0
 STRATEGY_ASYNC = 1  # async and gockpt
@@ -158,6 +163,11 @@ class RunParams(NamedTuple):
     short_block_c4: float = 0.0
     short_block_c5: float = 0.0
     short_block_c6: float = 0.0
+    # The restart paths and abandoned restarts (docs/model.md §3 "Restart paths", "Abandoned restarts"):
+    restart_in_place_s: float = 0.0  # an in-place restart's parts (restart_s less re-scheduling; 0 unless from_parts)
+    abandon_share: float = 0.0  # probability that a restart fails again within its first steps
+    abandon_s: float = 0.0  # mean time an abandoned attempt loses before the restart is repeated, s
+    abandon_sigma: float = 0.0  # its lognormal log-sd (0: abandon_s, fixed)
 
 
 class FailureClasses(NamedTuple):
@@ -183,6 +193,7 @@ class FailureClasses(NamedTuple):
     repair_sigma: np.ndarray  # lognormal sigma of the repair time (0: repair_s, fixed)
     durations_s: np.ndarray  # 2-D (class x width): measured recoveries, s, the first durations_count[c] of row c
     durations_count: np.ndarray  # int64: measured recoveries of the class (0: recovery_s or its law)
+    requeue_share: np.ndarray  # share of the class's restarts by full requeue (RunParams.restart_s), else in place
 
 
 def _check_columns() -> None:
@@ -321,6 +332,7 @@ _COLUMN_OUTPUTS = (
     ("planned_time", OUT_PLANNED_S, True),
     ("restart_time", OUT_RESTART_S, True),
     ("load_time", OUT_LOAD_S, True),
+    ("abandoned_restart_time", OUT_ABANDONED_S, True),
 )
 ACCOUNTED = _COMPUTED + tuple(name for name, _, _ in _COLUMN_OUTPUTS)
 N_ACCOUNTED = len(ACCOUNTED)

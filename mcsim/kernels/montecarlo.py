@@ -214,6 +214,10 @@ def _row_params(t, j):
         t.short_block_c4[j],
         t.short_block_c5[j],
         t.short_block_c6[j],
+        t.restart_in_place_s[j],
+        t.abandon_share[j],
+        t.abandon_s[j],
+        t.abandon_sigma[j],
     )
 
 
@@ -241,6 +245,7 @@ def _row_classes(c, j):
         c.repair_sigma[j],
         c.durations_s[j],
         c.durations_count[j],
+        c.requeue_share[j],
     )
 
 

@@ -58,6 +58,7 @@ from .workspace import (
     RUN_DONE,
     RUN_FAILURE_HEAP_FULL,
     RUN_REPAIR_HEAP_FULL,
+    X_ABANDONED,
     X_EPISODE_NEXT,
     X_EPISODE_UNTIL,
     X_FAIL_T,
@@ -153,14 +154,42 @@ def _class_recovery_s(fc, c, rec_stream):
 
 
 @jit_inline
-def _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end, recovery_end):
-    """Recovery from ``t`` to ``stop``: its time, the spare wait, the restart's parts, the load (from
-    ``restart_end`` to ``recovery_end``) and the cause's share."""
+def _restart_path_s(p, fc, c, rec_stream):
+    """The restart's parts after an incident of class ``c``, s: a full requeue (``restart_s``) for a share
+    ``requeue_share`` of them, else in place (``restart_in_place_s``, no re-scheduling). Draws from
+    ``rec_stream`` only where both paths are possible and differ (docs/model.md §3 "Restart paths")."""
+    share = fc.requeue_share[c]
+    if share >= 1.0 or p.restart_in_place_s == p.restart_s:
+        return p.restart_s
+    if share <= 0.0 or uniform(rec_stream) >= share:
+        return p.restart_in_place_s
+    return p.restart_s
+
+
+@jit_inline
+def _abandoned_s(p, rec_stream):
+    """Whether the restart just done fails again within its first steps (probability ``abandon_share``):
+    the time the abandoned attempt loses before the restart is repeated (mean ``abandon_s``, lognormal of
+    log-sd ``abandon_sigma``), s, or -1 when it holds. Draws only with ``abandon_share > 0``."""
+    if p.abandon_share <= 0.0 or uniform(rec_stream) >= p.abandon_share:
+        return -1.0
+    if p.abandon_sigma > 0.0:
+        return p.abandon_s * _lognormal_mean_one(rec_stream, p.abandon_sigma)
+    return p.abandon_s
+
+
+@jit_inline
+def _book_recovery(p, x, kind, t, stop, wait_until, detect_end, ends, abandoned):
+    """Recovery from ``t`` to ``stop``: its time, the spare wait, the restart's parts (``ends``: the restart's
+    end, the recovery's end and the parts' length; the load from the first to the second), the abandoned
+    restarts' window (``abandoned``: from, until) and the cause's share."""
+    restart_end, recovery_end, restart_s = ends
     x[X_LOADING] += max(0.0, min(recovery_end, stop) - max(t, restart_end))
     x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
     x[X_RECOVERY] += stop - t
-    if p.restart_s > 0.0:
-        x[X_RESTART] += max(0.0, min(restart_end, stop) - max(t, restart_end - p.restart_s))
+    x[X_ABANDONED] += max(0.0, min(abandoned[1], stop) - max(t, abandoned[0]))
+    if restart_s > 0.0:
+        x[X_RESTART] += max(0.0, min(restart_end, stop) - max(t, restart_end - restart_s))
     if kind == KIND_HANG:
         x[X_HANG] += stop - t
         x[X_HANG_DETECT] += max(0.0, min(detect_end, stop) - t)
@@ -305,7 +334,10 @@ def recover(p, fc, ws):
     """Recovery, restarted by every fail-stop failure that strikes during it, in the workspace ``ws``.
 
     A hang or an instability needs a running job: one that falls in a recovery is dropped (its
-    unit renews; it is not counted). Stops early with ``K_OVERFLOW`` set when a heap is full.
+    unit renews; it is not counted). The restart's parts are a requeue's when any of the recovery's
+    incidents needs one (:func:`_restart_path_s`); a restart that fails again within its first steps
+    (:func:`_abandoned_s`) loses its time and is done again. Stops early with ``K_OVERFLOW`` set when
+    a heap is full.
     """
     x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
     rec_stream = run_streams[3]
@@ -315,37 +347,47 @@ def recover(p, fc, ws):
     kind = KIND_FAIL_STOP  # the kind of the event whose recovery is under way
     detect_end = x[X_T]
     ready_end = x[X_T]  # the incidents' own recovery (replacement, decision, a person) ends here
-    recovery_end = x[X_T]
-    restart_end = x[X_T]  # the restart's parts end here; the load follows
+    ends = (x[X_T], x[X_T], 0.0)  # the restart's parts end, the load ends; the parts' length
+    abandoned = (np.inf, np.inf)  # the abandoned restart under way: from, until
+    load = 0.0
+    consume = True  # False: an abandoned restart is repeated, no failure struck
     while True:
         t = x[X_T]
-        c = _consume_failure(fc, k, t, streams, pools, heap_time, heap_class)
-        if c < 0:
-            return
-        if not first and fc.kind[c] != KIND_FAIL_STOP:
-            k[K_DROPPED] += 1
-        else:
-            k[K_FAILURES] += 1
-            from_memory = _restore_for(p, fc, c, x, k, pts, first, from_memory)
-            if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
-                wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream)
-                if k[K_OVERFLOW] != RUN_DONE:
-                    return
-            load = p.load_memory_s if from_memory else p.load_s
-            kind, detect_end, ready_end = _incident(
-                fc, c, k, t, first, from_memory, wait_until, kind, detect_end, ready_end, rec_stream
-            )
-            first = False
-            restart_end = ready_end + p.restart_s
-            recovery_end = restart_end + load
-        fail_t, source = next_failure(pools[2], heap_time, k[K_HEAP_SIZE])
-        x[X_FAIL_T] = fail_t
-        k[K_SOURCE] = source
-        stop = min(recovery_end, fail_t, p.max_wall_s)
-        _book_recovery(p, x, kind, t, stop, wait_until, detect_end, restart_end, recovery_end)
+        if consume:
+            c = _consume_failure(fc, k, t, streams, pools, heap_time, heap_class)
+            if c < 0:
+                return
+            if not first and fc.kind[c] != KIND_FAIL_STOP:
+                k[K_DROPPED] += 1
+            else:
+                k[K_FAILURES] += 1
+                from_memory = _restore_for(p, fc, c, x, k, pts, first, from_memory)
+                if p.spare_nodes >= 0 and fc.nodes_taken[c] > 0:
+                    wait_until = _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream)
+                    if k[K_OVERFLOW] != RUN_DONE:
+                        return
+                load = p.load_memory_s if from_memory else p.load_s
+                kind, detect_end, ready_end = _incident(
+                    fc, c, k, t, first, from_memory, wait_until, kind, detect_end, ready_end, rec_stream
+                )
+                first = False
+                restart_s = max(ends[2], _restart_path_s(p, fc, c, rec_stream))
+                ends = (ready_end + restart_s, ready_end + restart_s + load, restart_s)
+            x[X_FAIL_T], k[K_SOURCE] = next_failure(pools[2], heap_time, k[K_HEAP_SIZE])
+        stop = min(ends[1], x[X_FAIL_T], p.max_wall_s)
+        _book_recovery(p, x, kind, t, stop, wait_until, detect_end, ends, abandoned)
         x[X_T] = stop
-        if stop < fail_t or stop >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
+        if stop >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
             return
+        consume = stop >= x[X_FAIL_T]
+        if not consume:
+            lost = _abandoned_s(p, rec_stream)
+            if lost < 0.0:
+                return
+            # Abandoned: its first steps are lost, then the restart's parts and the load again.
+            kind, ready_end = KIND_FAIL_STOP, stop + lost
+            ends = (ready_end + ends[2], ready_end + ends[2] + load, ends[2])
+            abandoned = (stop, ends[1])
 
 
 @jit_inline

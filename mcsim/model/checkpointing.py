@@ -239,6 +239,7 @@ def _failure_classes(failures: tuple[FailureClass, ...], gpus: int, gpus_per_nod
         bad_mean_s=column(lambda f: f.bad_replacement_hours * 3600.0),
         repair_sigma=column(lambda f: f.repair_sigma),
         **_durations(failures),
+        requeue_share=column(lambda f: f.requeue_share),
     )
 
 

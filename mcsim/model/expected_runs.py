@@ -152,8 +152,10 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
     fits = configuration_fits(base, runs)
     ck = _checkpoints(base, runs, wl)
     mean_iteration_s, power = _iteration_power(base, runs, wl, ck.mtbf_s)
-    restart_parts_s = np.asarray(restart_parts(base.restart, runs.gpus, wl.iteration_time_s).total_s)
-    restart = _restart_s(ck) + restart_parts_s
+    parts = restart_parts(base.restart, runs.gpus, wl.iteration_time_s)
+    # The restart's parts per failure: a requeue's less re-scheduling for the restarts in place.
+    restart_parts_s = np.asarray(parts.total_s) - _class_mean(ck, lambda f: 1.0 - f.requeue_share) * parts.reschedule_s
+    restart = _restart_s(ck) + restart_parts_s + abandoned_restarts_s(base, restart_parts_s + ck.load_s)
     cycle_stall, rollback = write_window(ck.every, mean_iteration_s, ck.stall_s, ck.background_s)
     rollback = rollback + _instability_rollback_s(base, runs, ck, mean_iteration_s, wl.iterations)
     lost = restart + rollback
@@ -161,7 +163,7 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
     with np.errstate(over="ignore", invalid="ignore"):  # failures so frequent that no run ends: wall = inf,
         floor, job_spread = _job_factor_floor(base, wl, mean_iteration_s, ck.every, cycle_stall)
         planned = any(f.kind == "planned" for f in base.failures)
-        stretch = _planned_stretch(base, restart_parts_s + ck.storage_load_s) if planned else None
+        stretch = _planned_stretch(base, parts, ck.storage_load_s) if planned else None
         present, run_mtbf = _present_wall_s(
             base,
             ck,
@@ -186,7 +188,7 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
         )
         energy, power_mw = expected_run_energy_j(
             base, runs.gpus, wl, running, mean_iteration_s, ck.every, cycle_stall, restart,
-            ck.load_s + restart_parts_s, run_mtbf, power, wall - running,
+            _with_abandoned(base, ck.load_s + restart_parts_s), run_mtbf, power, wall - running,
         )  # fmt: skip
     # (beyond run.max_wall_days the screen rules a candidate out; its energy and cost are then NaN or inf)
     cost, co2 = expected_run_cost_co2(base, runs.gpus, runs.gpu_hour_usd[runs.gpu_type], wall, energy)
@@ -341,20 +343,39 @@ def _restart_s(ck: _Checkpoints) -> np.ndarray:
     return _class_mean(ck, lambda f: recovery_s(f) / 60.0 + f.detection_minutes, 60.0) + ck.load_s
 
 
-def _planned_stretch(base: Config, restart_load_s: np.ndarray) -> np.ndarray:
+def abandoned_restarts_s(base: Config, restart_load_s: Any) -> Any:
+    """Mean time abandoned restarts add to one restart, s (``restart_load_s``: the restart's parts and the
+    load, done again after each): a restart fails again with probability ``q = abandoned_share``, so
+    ``q / (1 - q)`` abandoned attempts precede the one that holds (geometric), each losing
+    ``abandoned_minutes`` and then the parts and the load again (docs/model.md §3 "Abandoned restarts")."""
+    q = base.restart.abandoned_share
+    if q == 0.0:
+        return 0.0
+    return q / (1.0 - q) * (base.restart.abandoned_minutes * 60.0 + restart_load_s)
+
+
+def _with_abandoned(base: Config, restart_load_s: np.ndarray) -> np.ndarray:
+    """The restart's parts and the load per restart with those of its abandoned attempts, s."""
+    q = base.restart.abandoned_share
+    return restart_load_s if q == 0.0 else restart_load_s * (1.0 + q / (1.0 - q))
+
+
+def _planned_stretch(base: Config, parts: Any, storage_load_s: np.ndarray) -> np.ndarray:
     """Factor on the wall time for planned stops (cluster scope), ``1 / (1 - down share)``.
 
     A class's stops renew in wall time (mean gap ``M``); a stop is down ``D`` (its window, the
-    restart's parts and a storage load: ``restart_load_s``), and one whose gap from the previous
+    restart's parts of its path, a storage load and the abandoned restarts' time: ``parts``, the
+    :class:`~mcsim.model.restart.RestartParts`, and ``storage_load_s``), and one whose gap from the previous
     stop is shorter than ``D`` falls in that window and is dropped, so about ``(1 - F(D)) / M``
     stops a second are taken, each down ``D`` (``F`` the Weibull law of a gap): ``1 + D / M`` to
     first order for the exponential law, exactly ``M / (M - D)`` for a periodic one. docs/model.md §9.
     """
-    down = np.zeros_like(restart_load_s)
+    down = np.zeros_like(storage_load_s)
     for f in base.failures:
         if f.kind == "planned":
             mtbf_s = f.mtbf_hours * 3600.0
-            stop_s = mean_recovery_s(f) + restart_load_s
+            restart_load_s = np.asarray(parts.total_s) - (1.0 - f.requeue_share) * parts.reschedule_s + storage_load_s
+            stop_s = mean_recovery_s(f) + restart_load_s + abandoned_restarts_s(base, restart_load_s)
             scale_s = mtbf_s / math.gamma(1.0 + 1.0 / f.shape)
             down = down + stop_s * np.exp(-((stop_s / scale_s) ** f.shape)) / mtbf_s
     with np.errstate(divide="ignore"):

@@ -37,7 +37,7 @@ from mcsim.model.checkpointing import (
 )
 from mcsim.model.feasibility import FEASIBLE, configuration_problem
 from mcsim.model.layouts import Layouts
-from mcsim.model.restart import restart_overhead_s
+from mcsim.model.restart import restart_overhead_s, restart_parts
 from mcsim.model.run_estimate import estimate_run
 from mcsim.model.stragglers import factor_law, straggler_sigma
 from mcsim.model.strategies import STRATEGIES, FloatOrArray
@@ -246,6 +246,10 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> ke
         factor_mean_episode=episode_law.mean,
         factor_std_episode=episode_law.std,
         restart_s=restart_overhead_s(cfg.restart, cfg.parallelism.gpus, wl.iteration_time_s),
+        restart_in_place_s=float(restart_parts(cfg.restart, cfg.parallelism.gpus, wl.iteration_time_s).in_place_s),
+        abandon_share=cfg.restart.abandoned_share,
+        abandon_s=cfg.restart.abandoned_minutes * 60.0,
+        abandon_sigma=cfg.restart.abandoned_sigma,
         degradation_per_s=st.degradation_per_day / 86400.0,
         degradation_step_s=st.degradation_step_minutes * 60.0,
         degradation_max=st.degradation_max,

@@ -43,6 +43,11 @@ class RestartParts(NamedTuple):
         """The restart's time without progress, s."""
         return self.reschedule_s + self.process_start_s + self.communicator_s + self.warmup_s
 
+    @property
+    def in_place_s(self) -> FloatOrArray:
+        """An in-place restart's time without progress (hot spare, same allocation: no re-scheduling), s."""
+        return self.process_start_s + self.communicator_s + self.warmup_s
+
 
 def restart_parts(restart: RestartSection, gpus: FloatOrArray, iteration_s: FloatOrArray) -> RestartParts:
     """The parts of a restart of a job of ``gpus`` GPUs and ideal iteration time ``iteration_s`` (s).
@@ -62,5 +67,6 @@ def restart_parts(restart: RestartSection, gpus: FloatOrArray, iteration_s: Floa
 
 
 def restart_overhead_s(restart: RestartSection, gpus: int, iteration_s: float) -> float:
-    """One restart's time without progress beyond the class's recovery and the load, s (a scalar)."""
+    """One restart's time without progress beyond the class's recovery and the load, s (a scalar): a full
+    requeue's (an in-place restart's: :attr:`RestartParts.in_place_s`)."""
     return float(restart_parts(restart, gpus, iteration_s).total_s)

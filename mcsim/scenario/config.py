@@ -479,10 +479,16 @@ def check_ignored_keys(raw: dict, configs: Sequence[Config], source: str) -> Non
     ignored without a word). A sweep that turns the switch on somewhere uses them there."""
     restart, cost = raw.get("restart", {}), raw.get("cost", {})
     if isinstance(restart, dict) and not any(cfg.restart.from_parts for cfg in configs):
-        if given := [key for key in _RESTART_PARTS if key in restart]:
+        failures = raw.get("failures", [])
+        paths = [  # a class's restart path is one of the parts' sums
+            f"{_failure_prefix(table, i)}.requeue_share"
+            for i, table in enumerate(failures if isinstance(failures, list) else [])
+            if isinstance(table, dict) and "requeue_share" in table
+        ]
+        if given := [f"restart.{key}" for key in _RESTART_PARTS if key in restart] + paths:
             raise ScenarioError(
                 source,
-                f"restart.{given[0]}",
+                given[0],
                 "used only with restart.from_parts = true (the parts are then added to every recovery); "
                 "set it, or remove the key",
             )

@@ -343,9 +343,11 @@ class RestartSection:
     warmup_iterations: int = param(
         0, kind=int, ge=0, le=1_000_000_000, doc="iterations after a restart at reduced throughput (none published)"
     )
-    warmup_throughput: float = param(
-        0.5, ge=0.01, le=1, doc="throughput of the warm-up iterations, a share of the steady one"
-    )
+    warmup_throughput: float = param(0.5, ge=0.01, le=1, doc="the warm-up iterations' share of the steady throughput")
+    # Abandoned restarts (docs/model.md §3), with or without from_parts; none by default (no published share).
+    abandoned_share: float = param(0.0, ge=0, lt=1, doc="probability that a restart fails again within its first steps")
+    abandoned_minutes: float = param(0.0, ge=0, le=1e6, unit="min", doc="mean time an abandoned attempt loses")
+    abandoned_sigma: float = param(0.0, ge=0, le=3, doc="lognormal log-sd of that time (0: every one the mean)")
 
 
 @section
@@ -380,6 +382,7 @@ class FailureClass:
     )
     manual_share: float = param(0.0, ge=0, le=1, doc="share of recoveries that need a person")
     manual_hours: float = param(0.0, ge=0, le=1e4, unit="h", doc="mean extra time of a recovery that needs a person")
+    requeue_share: float = param(1.0, ge=0, le=1, doc="restart.from_parts: share of restarts by requeue, not in place")
     detection_minutes: float = param(
         0.0, ge=0, le=1e6, unit="min", doc="kind hang: time from the hang to its detection"
     )
