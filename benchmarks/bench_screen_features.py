@@ -132,6 +132,19 @@ SPACES = {
         # a GPU: they grow with the candidate's GPUs.
         restart={"from_parts": True, "communicator_ms_per_gpu": 500.0},
     ),
+    # Restart paths and abandoned restarts (issue 43): GPU failures restart in place (no re-scheduling)
+    # in 70 % of cases, the default parts (ByteRobust's Table 7 fit) and unoptimised communicators;
+    # a fifth of the restarts fail again within their first steps and lose 30 min (lognormal, 0.5).
+    "restart_paths": _space(
+        failures=[{"name": "gpu", "scope": "gpu", "mtbf_hours": 768.0, "recovery_minutes": 20.0, "requeue_share": 0.3}],
+        restart={
+            "from_parts": True,
+            "communicator_ms_per_gpu": 500.0,
+            "abandoned_share": 0.2,
+            "abandoned_minutes": 30.0,
+            "abandoned_sigma": 0.5,
+        },
+    ),
 }
 
 

@@ -130,6 +130,11 @@ def check_configuration(
             where, "hardware.idle_w", f"expected <= tdp_w = {format_number(gpu.tdp_w)}, got {format_number(gpu.idle_w)}"
         )
     _check_phases(sections["phases"], where)
+    restart = sections["restart"]
+    if (restart.abandoned_minutes > 0 or restart.abandoned_sigma > 0) and restart.abandoned_share == 0:
+        raise ScenarioError(
+            where, "restart.abandoned_share", "expected > 0 where abandoned_minutes or abandoned_sigma is set (or 0)"
+        )
     for fclass in failures:
         _check_failure_class(fclass, where)
 

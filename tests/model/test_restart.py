@@ -18,6 +18,9 @@ from builders import SMALL_SCENARIO
 import mcsim
 from mcsim.cli.main import main
 from mcsim.errors import ScenarioError
+from mcsim.model.checkpointing import checkpoint_plan, failure_classes
+from mcsim.model.expected_runs import abandoned_restarts_s
+from mcsim.model.preparation import run_params
 from mcsim.model.restart import restart_overhead_s, restart_parts
 from mcsim.model.workload import workload
 from mcsim.scenario.config import scenario_from_dict
@@ -173,3 +176,46 @@ def test_bad_replacements_only_where_hardware_is_replaced(tmp_path, capsys):
     )
     with pytest.raises(mcsim.ScenarioError, match="failures.spike.bad_replacement_share.*kind 'instability'"):
         scenario_from_dict(raw, "t.toml")
+
+
+def test_in_place_parts_by_hand():
+    # An in-place restart (hot spare, the same allocation) skips the re-scheduling: 200 + 12.288 + 60 =
+    # 272.288 s of the 320.48 s above; the difference is the re-scheduling, 40 + 8.192 = 48.192 s.
+    parts = restart_parts(RestartSection(**PARTS), 4096, 2.0)
+    assert parts.in_place_s == pytest.approx(272.288, rel=1e-15)
+    assert parts.total_s - parts.in_place_s == pytest.approx(48.192, rel=1e-12)
+
+
+def test_in_place_defaults_reproduce_the_published_hot_updates():
+    # ByteRobust (arXiv 2509.16293) Table 7: an in-place hot update took 46, 51, 54 and 65 s at 2,048 to
+    # 16,384 GPUs; the defaults' in-place parts (44 s + 1.26 ms per GPU) are within 2 s of each.
+    defaults = RestartSection(from_parts=True)
+    for gpus, measured in ((2048, 46.0), (4096, 51.0), (8192, 54.0), (16384, 65.0)):
+        assert abs(float(restart_parts(defaults, gpus, 1.0).in_place_s) - measured) < 2.0, gpus
+
+
+def test_restart_paths_and_abandoned_restarts_reach_the_kernel():
+    # The scenario's keys become the kernel's parameters: the in-place parts, each class's requeue share,
+    # the abandoned restarts' probability and mean loss in seconds.
+    raw = _scenario(**PARTS, abandoned_share=0.1, abandoned_minutes=2.0, abandoned_sigma=0.3)
+    raw["failures"][0]["requeue_share"] = 0.25
+    cfg = scenario_from_dict(raw, "t.toml").base
+    wl = workload(cfg)
+    params = run_params(cfg, wl, checkpoint_plan(cfg, wl), "exact")
+    expected = 200.0 + 3e-3 * 64 + 10 * wl.iteration_time_s * 3.0
+    assert params.restart_in_place_s == pytest.approx(expected, rel=1e-12)
+    assert params.restart_s - params.restart_in_place_s == pytest.approx(40.0 + 2e-3 * 64, rel=1e-12)
+    assert (params.abandon_share, params.abandon_s, params.abandon_sigma) == (0.1, 120.0, 0.3)
+    assert failure_classes(cfg).requeue_share.tolist() == [0.25]
+    ds = mcsim.simulate(scenario_from_dict(raw, "t.toml"), progress=False)
+    assert ds["abandoned_restart_time"].attrs["units"] == "h"
+    abandoned_h, recovery_h = ds["abandoned_restart_time"].values, ds["recovery_time"].values
+    assert (abandoned_h <= recovery_h + 1e-12).all() and abandoned_h.max() > 0.0
+
+
+def test_abandoned_restarts_in_the_screen_by_hand():
+    # q / (1 - q) abandoned attempts a restart (geometric), each 30 min lost plus the parts and the load
+    # again: q = 0.2, 100 s of parts and load: 0.25 x (1800 + 100) = 475 s.
+    cfg = scenario_from_dict(_scenario(abandoned_share=0.2, abandoned_minutes=30.0), "t.toml").base
+    assert abandoned_restarts_s(cfg, 100.0) == pytest.approx(475.0, rel=1e-12)
+    assert abandoned_restarts_s(scenario_from_dict(_scenario(), "t.toml").base, 100.0) == 0.0
