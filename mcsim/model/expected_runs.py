@@ -155,7 +155,13 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
     parts = restart_parts(base.restart, runs.gpus, wl.iteration_time_s)
     # The restart's parts per failure: a requeue's less re-scheduling for the restarts in place.
     restart_parts_s = np.asarray(parts.total_s) - _class_mean(ck, lambda f: 1.0 - f.requeue_share) * parts.reschedule_s
-    restart = _restart_s(ck) + restart_parts_s + abandoned_restarts_s(base, restart_parts_s + ck.load_s)
+    restart = _restart_s(ck) + restart_parts_s
+    if base.restart.abandoned_share > 0.0:
+        # A restart is checked once per interruption, not per failure: a failure during the recovery
+        # (probability 1 - e^{-recovery/M}, Takacs) hands its restart on to the next incident.
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            reached = np.where(np.isfinite(ck.mtbf_s), np.exp(-restart / ck.mtbf_s), 1.0)
+        restart = restart + reached * abandoned_restarts_s(base, restart_parts_s + ck.load_s)
     cycle_stall, rollback = write_window(ck.every, mean_iteration_s, ck.stall_s, ck.background_s)
     rollback = rollback + _instability_rollback_s(base, runs, ck, mean_iteration_s, wl.iterations)
     lost = restart + rollback

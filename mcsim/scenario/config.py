@@ -473,19 +473,23 @@ _RESTART_PARTS = (
 _RENTAL_KEYS = ("gpu_hour_usd_by_type",)
 
 
+def _restart_paths_given(raw: dict) -> list[str]:
+    """The failure classes' ``requeue_share`` keys given in ``raw`` (a restart path is a sum of the parts)."""
+    failures = raw.get("failures", [])
+    return [
+        f"{_failure_prefix(table, i)}.requeue_share"
+        for i, table in enumerate(failures if isinstance(failures, list) else [])
+        if isinstance(table, dict) and "requeue_share" in table
+    ]
+
+
 def check_ignored_keys(raw: dict, configs: Sequence[Config], source: str) -> None:
     """Refuse a key that no configuration would use: a part of ``[restart]`` when ``restart.from_parts``
     is false everywhere, a per-type rental price when every configuration is ``cost.model = "owned"`` (each was
     ignored without a word). A sweep that turns the switch on somewhere uses them there."""
     restart, cost = raw.get("restart", {}), raw.get("cost", {})
     if isinstance(restart, dict) and not any(cfg.restart.from_parts for cfg in configs):
-        failures = raw.get("failures", [])
-        paths = [  # a class's restart path is one of the parts' sums
-            f"{_failure_prefix(table, i)}.requeue_share"
-            for i, table in enumerate(failures if isinstance(failures, list) else [])
-            if isinstance(table, dict) and "requeue_share" in table
-        ]
-        if given := [f"restart.{key}" for key in _RESTART_PARTS if key in restart] + paths:
+        if given := [f"restart.{key}" for key in _RESTART_PARTS if key in restart] + _restart_paths_given(raw):
             raise ScenarioError(
                 source,
                 given[0],
