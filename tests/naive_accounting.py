@@ -197,6 +197,7 @@ def naive_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, ou
         "planned_time": out[:, kernel.OUT_PLANNED_S] / 3600.0,
         "restart_time": out[:, kernel.OUT_RESTART_S] / 3600.0,
         "load_time": out[:, kernel.OUT_LOAD_S] / 3600.0,
+        "abandoned_restart_time": out[:, kernel.OUT_ABANDONED_S] / 3600.0,
         "ettr": ettr,
         "completed": completed,
         **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},
