@@ -6,6 +6,7 @@ from __future__ import annotations
 import naive_run
 from builders import factor_fields, failure_classes, kernel_params, short_block_fields
 from twin_cases import (
+    ABANDON,
     DEGRADATION_FEATURES,
     JOB,
     KIND_FEATURES,
@@ -17,6 +18,7 @@ from twin_cases import (
     domain,
     features_seen,
     gpu,
+    kind,
     kinds_classes,
     node,
     phase_table,
@@ -220,6 +222,17 @@ def _fast_cases() -> list[Case]:
                 **(dict(persist_every=12) if s == "in_memory" else {}),
             ),
             ("stretch", "short block", "block iterated", "failure"),
+        )
+        for s in STRATEGIES
+    ]
+    # Restart paths and abandoned restarts between stretches (docs/model.md §3), appended: the seeds stay.
+    cases += [
+        Case(
+            f"{s}-restart-paths",
+            s,
+            [kind(gpu(0.7, 1500.0), requeue_share=0.4), kind(node(1.0, 2000.0), requeue_share=0.0)],
+            dict(spare_nodes=1, restart_s=12.0, restart_in_place_s=3.0, **ABANDON, **JOB),
+            ("stretch", "in-place restart", "abandoned restart"),
         )
         for s in STRATEGIES
     ]
