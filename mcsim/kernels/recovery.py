@@ -9,6 +9,9 @@ its detection time before the recovery; an instability (``KIND_INSTABILITY``) re
 ``rollback_checkpoints`` checkpoints further back; a planned stop (``KIND_PLANNED``) saves the
 progress first and loses only the partial iteration; the three are dropped when they fall in a
 recovery.
+The restart's parts are a full requeue's or, for a class's in-place share, those without the
+re-scheduling (:func:`_restart_path_s`); a restart may fail again within its first steps and be done
+again (:func:`_abandoned_s`; docs/model.md §3 "Restart paths", "Abandoned restarts").
 
 One function per step: :func:`fail` (writes in flight and the partial block), :func:`recover` (the
 restore of the event that opens it, :func:`_interrupt`; the spares, :func:`_take_spares`; the
