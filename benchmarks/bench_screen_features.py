@@ -6,7 +6,8 @@ Each space below stresses one effect the simulation models: heavy exponential fa
 baseline), checkpoint writes slower than the compute between checkpoints (async and gockpt wait
 for them, and a failure during a write rolls back one interval more), slow-node episodes, Weibull
 failures of shape 0.6 on a new cluster and at the stationary state, a small spare pool with slow
-repairs, and failure domains of four nodes. For every candidate of the space that fits in memory,
+repairs, failure domains of four nodes, every kind of interruption, and restart paths with
+abandoned restarts. For every candidate of the space that fits in memory,
 the screen's expected wall time is compared with the mean of ``--runs`` simulated runs (the same
 random streams for every candidate); the script prints each candidate's relative error
 ``screen / simulated - 1`` with its standard error and the largest |error| per space. The figures
