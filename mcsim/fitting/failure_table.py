@@ -72,7 +72,7 @@ class FitOptions:
     (:func:`~mcsim.scenario.validation.param`).
 
     ``scope`` and ``recovery_minutes`` are the ``[[failures]]`` keys of the same names (their
-    declarations are those of :class:`~mcsim.scenario.schema.FailureClass`).
+    declarations are those of :class:`~mcsim.scenario.interruptions.FailureClass`).
     """
 
     scope: str = field(default="gpu", metadata=_failure_key("scope"))

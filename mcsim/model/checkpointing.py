@@ -30,7 +30,8 @@ from mcsim.kernels.interface import (
 from mcsim.model.strategies import STRATEGIES, FloatOrArray, Transfers
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config, cached_per_configuration
-from mcsim.scenario.schema import FAILURE_KINDS, FailureClass, Interval
+from mcsim.scenario.interruptions import FAILURE_KINDS, FailureClass
+from mcsim.scenario.schema import Interval
 
 
 @dataclass(frozen=True)

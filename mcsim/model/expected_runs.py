@@ -66,7 +66,8 @@ from mcsim.model.stragglers import degradation_over_run, episode_active_share, f
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import WorkloadArrays, workload_arrays
 from mcsim.scenario.config import Config
-from mcsim.scenario.schema import FailureClass, Interval
+from mcsim.scenario.interruptions import FailureClass
+from mcsim.scenario.schema import Interval
 
 if TYPE_CHECKING:
     from scipy import special

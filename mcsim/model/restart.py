@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mcsim.model.strategies import FloatOrArray
-from mcsim.scenario.schema import RestartSection
+from mcsim.scenario.interruptions import RestartSection
 
 
 class RestartParts(NamedTuple):

@@ -45,12 +45,12 @@ from mcsim.model.strategies import STRATEGIES
 from mcsim.scenario.catalog import GPU_CATALOG, GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.config import Scenario, scenario_from_dict
 from mcsim.scenario.overrides import Override, override_items, set_dotted
-from mcsim.scenario.schema import MAX_GPUS, PLAN_TABLES, TOP_LEVEL_KEYS, Interval
+from mcsim.scenario.schema import PLAN_TABLES, TOP_LEVEL_KEYS, Interval
 from mcsim.scenario.shipped import resolve_scenario
 from mcsim.scenario.toml import check_depth, read_toml
 from mcsim.scenario.uncertain import saltelli_block
 from mcsim.scenario.uncertain_table import parse_uncertain
-from mcsim.scenario.validation import build_section, coerce_value, param
+from mcsim.scenario.validation import MAX_GPUS, build_section, coerce_value, param
 
 OBJECTIVES = ("cost", "energy", "wall_time", "co2")
 # Default relative screen margin: the largest relative error of the screen's cost, energy and

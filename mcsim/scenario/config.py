@@ -29,13 +29,13 @@ from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.consistency import FAILURE_NAME, check_configuration
 from mcsim.scenario.frozen import hash_once
+from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, RestartSection
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
 from mcsim.scenario.provenance import provenance_entries
 from mcsim.scenario.schema import (
     DEFAULT_GPU,
     DEFAULT_STEP_MODEL,
-    FLEET_KINDS,
     PLAN_TABLES,
     REQUIRED_SECTIONS,
     SECTIONS,
@@ -45,14 +45,12 @@ from mcsim.scenario.schema import (
     ComputeSection,
     CostSection,
     EnergySection,
-    FailureClass,
     HardwareSection,
     Interval,
     ModelSection,
     NetworkSection,
     ParallelismSection,
     PhasesSection,
-    RestartSection,
     RunSection,
     StragglerSection,
     key_meta,

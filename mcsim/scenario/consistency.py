@@ -17,10 +17,9 @@ from typing import Any, NamedTuple
 
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec
+from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass
 from mcsim.scenario.schema import (
-    FLEET_KINDS,
     ComputeSection,
-    FailureClass,
     ModelSection,
     ParallelismSection,
     PhasesSection,

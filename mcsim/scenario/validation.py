@@ -26,6 +26,8 @@ from typing import Any
 from mcsim.errors import ScenarioError
 from mcsim.scenario.toml import format_number
 
+MAX_GPUS = 10_000_000  # absurd-size guard on GPU counts: far beyond any cluster built (2026)
+
 _REQUIRED = dataclasses.MISSING
 
 

@@ -23,7 +23,8 @@ import mcsim
 from mcsim.io.variables import FILE_UNITS, VARIABLES, file_units
 from mcsim.planning.plan_file import Constraints, PlanOptions, Search
 from mcsim.scenario.config import scenario_from_dict
-from mcsim.scenario.schema import SECTIONS, FailureClass
+from mcsim.scenario.interruptions import FailureClass
+from mcsim.scenario.schema import SECTIONS
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ioos_sos checker is deprecated:DeprecationWarning")
 

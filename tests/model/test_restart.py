@@ -24,7 +24,7 @@ from mcsim.model.preparation import run_params
 from mcsim.model.restart import restart_overhead_s, restart_parts
 from mcsim.model.workload import workload
 from mcsim.scenario.config import scenario_from_dict
-from mcsim.scenario.schema import RestartSection
+from mcsim.scenario.interruptions import RestartSection
 
 PARTS = dict(
     from_parts=True,

@@ -27,7 +27,7 @@ from mcsim.model.stragglers import episode_active_share
 from mcsim.planning.candidates import candidate_config, enumerate_candidates
 from mcsim.planning.plan_file import plan_from_dict
 from mcsim.planning.screen import screen
-from mcsim.scenario.schema import FailureClass
+from mcsim.scenario.interruptions import FailureClass
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_screen_features.py"
 
