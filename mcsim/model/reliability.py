@@ -97,7 +97,12 @@ def summed_over_intervals(
         ``(intervals - 1) per_segment(every * iteration_s + stall_s) + per_segment(last interval)``.
     """
     intervals, full_s, last_s = _intervals(iterations, every, iteration_s)
-    return (intervals - 1) * per_segment(full_s + stall_s, restart_s, mtbf_s) + per_segment(last_s, restart_s, mtbf_s)
+    full = per_segment(full_s + stall_s, restart_s, mtbf_s)
+    # A run of one interval has no full ones: 0, not 0 x inf (NaN) where the segment's estimate overflowed.
+    with np.errstate(invalid="ignore"):
+        fulls = np.where(intervals > 1, (intervals - 1) * full, 0.0)
+    total = fulls + per_segment(last_s, restart_s, mtbf_s)
+    return float(total) if np.ndim(total) == 0 else total
 
 
 def _intervals(
