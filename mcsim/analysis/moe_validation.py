@@ -11,13 +11,19 @@ is still outside). docs/validation.md ("Mixture of experts") reports the errors 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from mcsim.analysis.moe_cases import MOE_CASES, MoeCase, case_keys
-from mcsim.analysis.steptime_validation import TOLERANCE, config_iteration_times, leave_one_out_points
+from mcsim.analysis.steptime_validation import (
+    TOLERANCE,
+    CaseResult,
+    by_source,
+    config_iteration_times,
+    fitted_leave_one_out,
+)
 from mcsim.scenario.config import Config, load_scenario
+
+MoeResult = CaseResult[MoeCase]  # a MoE case's leave-one-out prediction
 
 # compute.efficiency's grid: wider than the dense step times' (0.30-1.00), whose floor would bind here: the
 # best efficiency of single MoE cases reaches down to 0.11 (docs/validation.md, "Mixture of experts").
@@ -44,34 +50,9 @@ def moe_iteration_times(case: MoeCase, efficiencies: np.ndarray = EFFICIENCY_GRI
     return config_iteration_times(moe_case_config(case), efficiencies, f"{case.source} {case.name}")
 
 
-@dataclass(frozen=True)
-class MoeResult:
-    """A case's leave-one-out prediction."""
-
-    case: MoeCase
-    efficiency: float  # fitted on the other cases of the same source
-    predicted_s: float
-
-    @property
-    def ratio(self) -> float:
-        """Predicted over measured time."""
-        return self.predicted_s / self.case.measured_s
-
-
 def leave_one_out(cases: tuple[MoeCase, ...] = MOE_CASES) -> list[MoeResult]:
     """Each case predicted with the efficiency fitted to the other cases of its source."""
-    curves = np.array([moe_iteration_times(c) for c in cases])
-    log_error = np.log(curves / np.array([c.measured_s for c in cases])[:, None])
-    best = leave_one_out_points(log_error, np.array([c.source for c in cases]))
-    return [MoeResult(c, float(EFFICIENCY_GRID[best[i]]), float(curves[i, best[i]])) for i, c in enumerate(cases)]
-
-
-def by_source(results: list[MoeResult]) -> dict[str, list[MoeResult]]:
-    """The results grouped by source, in the order of :data:`MOE_CASES`."""
-    groups: dict[str, list[MoeResult]] = {}
-    for r in results:
-        groups.setdefault(r.case.source, []).append(r)
-    return groups
+    return fitted_leave_one_out(cases, moe_iteration_times, EFFICIENCY_GRID)
 
 
 def source_passes(results: list[MoeResult]) -> bool:

@@ -56,7 +56,9 @@ GB/s per GPU, is an assumption (as in ``scenarios/bloom-176b.toml``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -307,11 +309,24 @@ def leave_one_out_points(log_errors: np.ndarray, groups: np.ndarray) -> np.ndarr
     return np.array([best_on_grid(log_errors[(groups == groups[i]) & (index != i)]) for i in index], dtype=int)
 
 
-@dataclass(frozen=True)
-class CaseResult:
-    """A case's leave-one-out prediction."""
+class MeasuredCase(Protocol):
+    """What a leave-one-out fit reads of a validation case: its measured time and its source."""
 
-    case: StepCase
+    @property
+    def measured_s(self) -> float: ...
+
+    @property
+    def source(self) -> str: ...
+
+
+CaseT = TypeVar("CaseT", bound=MeasuredCase)
+
+
+@dataclass(frozen=True)
+class CaseResult(Generic[CaseT]):
+    """A case's leave-one-out prediction (a dense case of :data:`STEP_CASES` or a MoE case)."""
+
+    case: CaseT
     efficiency: float  # fitted on the other cases of the same source
     predicted_s: float
 
@@ -321,14 +336,29 @@ class CaseResult:
         return self.predicted_s / self.case.measured_s
 
 
-def leave_one_out(cases: tuple[StepCase, ...] = STEP_CASES) -> list[CaseResult]:
-    """Each case predicted with the efficiency fitted to the other cases of its source (software and machine)."""
-    curves = np.array([iteration_times(c) for c in cases])
+def fitted_leave_one_out(
+    cases: Sequence[CaseT], times: Callable[[CaseT], np.ndarray], grid: np.ndarray = EFFICIENCY_GRID
+) -> list[CaseResult[CaseT]]:
+    """Each case predicted with the efficiency fitted to the other cases of its source (software and machine).
+
+    Parameters
+    ----------
+    cases : sequence of cases
+        Each with ``measured_s`` (s) and ``source``.
+    times : callable
+        A case's model iteration times at every point of ``grid``, s.
+    grid : np.ndarray
+        The ``compute.efficiency`` values fitted over (default :data:`EFFICIENCY_GRID`).
+    """
+    curves = np.array([times(c) for c in cases])
     log_error = np.log(curves / np.array([c.measured_s for c in cases])[:, None])
     best = leave_one_out_points(log_error, np.array([c.source for c in cases]))
-    return [
-        CaseResult(case, float(EFFICIENCY_GRID[best[i]]), float(curves[i, best[i]])) for i, case in enumerate(cases)
-    ]
+    return [CaseResult(c, float(grid[best[i]]), float(curves[i, best[i]])) for i, c in enumerate(cases)]
+
+
+def leave_one_out(cases: tuple[StepCase, ...] = STEP_CASES) -> list[CaseResult[StepCase]]:
+    """Each dense case predicted with the efficiency fitted to the other cases of its source."""
+    return fitted_leave_one_out(cases, iteration_times)
 
 
 def _per_sequence(measured: bool, r: CaseResult) -> float:
@@ -411,9 +441,9 @@ def source_passes(results: list[CaseResult]) -> bool:
     return within and (total == 0 or right >= ORDERED_SHARE * total)
 
 
-def by_source(results: list[CaseResult]) -> dict[str, list[CaseResult]]:
-    """The results grouped by source, in the order of :data:`STEP_CASES`."""
-    groups: dict[str, list[CaseResult]] = {}
+def by_source(results: list[CaseResult[CaseT]]) -> dict[str, list[CaseResult[CaseT]]]:
+    """The results grouped by source, in the order of their cases."""
+    groups: dict[str, list[CaseResult[CaseT]]] = {}
     for r in results:
         groups.setdefault(r.case.source, []).append(r)
     return groups

@@ -176,22 +176,16 @@ def _check_experts(model: ModelSection, par: ParallelismSection, where: str) -> 
     """A dense model leaves the MoE keys at their defaults; a mixture of experts has a top-k within its
     experts, an expert width, an ep that divides the experts, and a model.params its shape agrees with."""
     if model.experts == 0:
-        dense = {f.name: f.default for f in dataclasses.fields(ModelSection)}
-        for key in MOE_MODEL_KEYS:
-            if getattr(model, key) != dense[key]:
-                raise ScenarioError(
-                    where,
-                    f"model.{key}",
-                    f"expected {_default_text(dense[key])} (its default) where model.experts = 0 (a dense model)",
-                )
-        parallel = {f.name: f.default for f in dataclasses.fields(ParallelismSection)}
-        for key in MOE_PARALLEL_KEYS:
-            if getattr(par, key) != parallel[key]:
-                raise ScenarioError(
-                    where,
-                    f"parallelism.{key}",
-                    f"expected {_default_text(parallel[key])} (its default) where model.experts = 0 (a dense model)",
-                )
+        for table, section, keys in (("model", model, MOE_MODEL_KEYS), ("parallelism", par, MOE_PARALLEL_KEYS)):
+            defaults = {f.name: f.default for f in dataclasses.fields(section)}
+            for key in keys:
+                if getattr(section, key) != defaults[key]:
+                    raise ScenarioError(
+                        where,
+                        f"{table}.{key}",
+                        f"expected {_default_text(defaults[key])} (its default) where model.experts = 0 "
+                        "(a dense model)",
+                    )
         return
     capacity, imbalance = model.expert_capacity_factor, model.expert_imbalance
     top_k = 1 <= model.experts_per_token <= model.experts

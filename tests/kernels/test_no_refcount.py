@@ -38,5 +38,18 @@ def test_run_loop_calls_no_reference_counting():
     assert montecarlo._simulate_run.targetoptions.get("_nrt") is False
     llvm = _llvm_of(fresh, params, classes, phases)
     assert "NRT_" not in llvm
-    # The count can fail: the same loop compiled with reference counting calls NRT hundreds of times.
-    assert "NRT_incref" in _llvm_of(numba.jit(**_COMMON)(montecarlo._simulate_run.py_func), params, classes, phases)
+    # The count can fail: a kernel compiled with reference counting (the package's common options) that holds
+    # an array calls NRT. (The whole loop compiled so calls it hundreds of times; compiling it a second time
+    # took 85 s of the suite's CPU, so a small kernel stands in.)
+    assert "NRT_" in _llvm_of_small(numba.jit(**_COMMON)(_holds_an_array))
+
+
+def _holds_an_array(n):
+    values = np.zeros(n)
+    return values.sum()
+
+
+def _llvm_of_small(kernel) -> str:
+    signature = (numba.int64,)
+    kernel.compile(signature)
+    return kernel.overloads[signature].library.get_llvm_str()

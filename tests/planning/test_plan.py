@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from builders import write_toml as _write
 from plans import SMALL_PLAN, planned, small_plan
+from refusals import assert_refused, expected_key
 
 import mcsim
 from mcsim.cli.main import main
@@ -32,10 +33,6 @@ from mcsim.scenario.config import scenario_from_dict
 BAD = sorted(Path(__file__).parent.joinpath("bad_plans").glob("*.toml"))
 
 
-def _expected_key(path: Path) -> str:
-    return path.read_text().splitlines()[0].removeprefix("# expect-key:").strip()
-
-
 def test_corpus_is_there():
     assert len(BAD) >= 25
 
@@ -44,10 +41,8 @@ def test_corpus_is_there():
 def test_bad_plan_exit_2_one_line_no_output(path, tmp_path, capsys):
     status = main(["plan", str(path), "-o", str(tmp_path / "plan.nc"), "--quiet"])
     err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert status == 2 and len(lines) == 1, err
-    assert lines[0].startswith(f"mcsim: error: {path}: {_expected_key(path)}: "), lines[0]
-    assert list(tmp_path.iterdir()) == []
+    assert_refused(status, err, path, tmp_path)
+    assert err.startswith(f"mcsim: error: {path}: {expected_key(path)}: "), err  # the key first
 
 
 @pytest.mark.parametrize("layers", [1, 7, 24, 80, 126])
