@@ -36,6 +36,11 @@ class PieceWriteError(Exception):
         self.error = error
 
 
+class MachineRefusedWrite(Exception):
+    """The machine refused to create the output before any work (disk full, quota, I/O error): not the
+    user's mistake, so exit status 1, not 2 (the message names the folder and the cause)."""
+
+
 class OutputBusy(RuntimeError):
     """Another process holds the lock of the output (it is writing it now)."""
 

@@ -122,6 +122,30 @@ def test_report_onto_a_full_disk_leaves_nothing_behind(result_file, tmp_path, ca
     assert len(calls) == 2 and list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", ["run", "report", "plan", "schema"])
+def test_a_full_disk_before_any_work_is_exit_1_not_a_users_mistake(command, result_file, tmp_path, capsys, monkeypatch):
+    # Hostile finding of issue 42: on a full disk the output's folder check (a file created and removed) failed
+    # with the disk's error and exit 2, a user's mistake; `mcsim --help` lists a refused write as exit 1.
+    from mcsim.cli import output
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(output.tempfile, "TemporaryFile", full)
+    target = tmp_path / "out" / {"schema": "x.json", "report": "rep"}.get(command, "x.nc")
+    inputs = {
+        "run": [str(write_toml(_small(), tmp_path / "s.toml"))],
+        "report": [str(result_file)],
+        "plan": [str(write_toml(hostile_plan(), tmp_path / "p.toml"))],
+        "schema": [],
+    }[command]
+    status = main([command, *inputs, "-o", str(target), *(["--quiet"] if command != "schema" else [])])
+    line = _one_error_line(capsys.readouterr().err)
+    assert status == 1, line
+    assert line == f"mcsim: error: cannot create a file in {tmp_path}: No space left on device"
+    assert not target.parent.exists()
+
+
 def test_a_file_created_at_the_plans_output_while_it_runs_is_never_replaced(tmp_path, capsys, monkeypatch):
     # Found: a file put at -o while the plan ran was replaced by the result.
     import mcsim.planning.run as plan_run

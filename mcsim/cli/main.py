@@ -66,7 +66,7 @@ from mcsim.cli.parser import build_parser
 from mcsim.cli.plan import cmd_plan
 from mcsim.cli.run import cmd_combine, cmd_run_within_limits
 from mcsim.cli.tools import cmd_completion, cmd_schema
-from mcsim.errors import ScenarioError
+from mcsim.errors import MachineRefusedWrite, ScenarioError
 from mcsim.io.text_input import STDIN
 
 # The function of each command (parser.MCSIM's subcommands), by the name args.command holds.
@@ -158,6 +158,9 @@ def _main(argv: list[str] | None) -> int:
         return COMMANDS[args.command](args)
     except ScenarioError as err:
         return usage_error(str(err))
+    except MachineRefusedWrite as err:  # the output's folder cannot take a file (disk full, quota): exit 1
+        print(f"mcsim: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         _silence_shutdown_logs()
         print("mcsim: interrupted; no output written", file=sys.stderr)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import xarray as xr
 
 from mcsim.cli.declarations import EXIT_USAGE, usage_error
-from mcsim.errors import OutputBusy
+from mcsim.errors import MachineRefusedWrite, OutputBusy
 from mcsim.io.atomic import NAME_MAX, file_identity, output_lock
 from mcsim.io.netcdf import write_results
 
@@ -168,6 +168,12 @@ def output_problem(
     255 bytes, an existing folder, device, pipe or socket, one of ``inputs``
     (the files the command reads), an existing file that ``may_replace`` does
     not accept, and a folder in which no file can be created.
+
+    Raises
+    ------
+    MachineRefusedWrite
+        When the folder cannot take a file because the machine refuses it (disk full, quota, I/O error):
+        exit status 1, not a user's mistake.
     """
     text = os.fspath(output)
     if problem := _name_problem(text):
@@ -222,6 +228,8 @@ def _unwritable_folder(folder: Path) -> str:
     try:  # the real test (os.access says yes to root even where nothing can be created)
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as err:
+        if err.errno in ENVIRONMENT_ERRORS:  # a full disk or quota: the machine's refusal, exit status 1
+            raise MachineRefusedWrite(f"cannot create a file in {folder}: {err.strerror or err}") from err
         return f"folder {folder} is not writable ({err.strerror or err})"
     return ""
 
