@@ -29,7 +29,7 @@ from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.consistency import FAILURE_NAME, check_configuration
 from mcsim.scenario.frozen import hash_once
-from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, RestartSection
+from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, RestartSection, StaffingSection
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
 from mcsim.scenario.provenance import provenance_entries
@@ -85,6 +85,7 @@ class Config:
     failures: tuple[FailureClass, ...]
     checkpoint: CheckpointSection
     restart: RestartSection
+    staffing: StaffingSection
     energy: EnergySection
     cost: CostSection
     carbon: CarbonSection
