@@ -10,7 +10,8 @@ UTC offset is the start's, and daylight saving changes during the run are not fo
 :class:`~mcsim.kernels.interface.FailureClasses` (the same for every class); :func:`unstaffed_intervals`
 lists the hours with nobody at work from the dates (an independent statement of the calendar the kernel
 reads with its week arithmetic); :func:`mean_staff_wait_s` is the mean wait of a request arriving
-uniformly over the run's span, for the planner's screen (:mod:`mcsim.model.expected_runs`).
+uniformly over the run's span, and :func:`expected_staff_waits_s` the expected waits of a whole run, for the
+planner's screen (:mod:`mcsim.model.expected_runs`).
 """
 
 from __future__ import annotations
@@ -141,3 +142,54 @@ def mean_staff_wait_s(staffing: StaffingSection, span_s: np.ndarray) -> np.ndarr
     if staffing.on_call:
         return off_share * staffing.on_call_response_minutes * 60.0 + (1.0 - off_share) * response_s
     return gap + response_s
+
+
+def expected_staff_waits_s(
+    staffing: StaffingSection, span_s: np.ndarray, requests: np.ndarray, rate_per_s: np.ndarray
+) -> np.ndarray:
+    """The expected waits for a person over a run of span ``span_s`` (s, an array) with ``requests``
+    recoveries that need one, arriving at ``rate_per_s`` while the job trains, s.
+
+    Every request waits for the response (in hours, or of a 24/7 team); out of hours an office team's
+    request waits for the person on call, or, without one, until the next working hour. Then only the
+    first request of a stretch ``[a, b)`` with nobody at work waits: the job does not train until ``b``,
+    so no later request comes in that stretch. With requests at rate ``mu`` while training and the run
+    ending ``D`` into the stretch (``D = b - a`` when it goes on past it), the stretch's expected wait is
+    ``int_0^D mu e^{-mu x} (b - a - x) dx = L (1 - e^{-mu D}) - 1/mu + e^{-mu D} (D + 1/mu)``, ``L = b - a``
+    (``L - (1 - e^{-mu L}) / mu``: less than the ``mu L^2 / 2`` of requests spread uniformly). ``span_s`` is
+    the run's span without waits; the expected waits of the stretches before one move its end on."""
+    span = np.asarray(span_s, dtype=np.float64)
+    response = np.asarray(requests, dtype=np.float64) * staffing.response_minutes * 60.0
+    if staffing.team != "office":
+        return response if staffing.team == "24/7" else np.zeros_like(span)
+    if staffing.on_call:
+        off_share = 1.0 - _staffed_share(staffing, span)
+        on_call_s = staffing.on_call_response_minutes * 60.0
+        return np.asarray(requests) * (off_share * on_call_s + (1.0 - off_share) * staffing.response_minutes * 60.0)
+    finite = np.isfinite(span) & (span > 0.0)
+    span = np.where(finite, span, 0.0)
+    mu = np.where(np.asarray(rate_per_s) > 0.0, rate_per_s, np.nan)
+    total = np.zeros_like(span)
+    limit = float(span.max()) if span.size else 0.0
+    while True:  # the waits push the run's end on: list the stretches far enough
+        begins, ends = unstaffed_intervals(staffing, limit)
+        total[:] = 0.0
+        for a, b in zip(begins, ends, strict=True):  # in order: the end moves on by the waits before
+            length = b - a
+            into = np.clip(span + total - a, 0.0, length)
+            survive = np.exp(-mu * into)
+            total += np.nan_to_num(length * (1.0 - survive) - 1.0 / mu + survive * (into + 1.0 / mu))
+        if not span.size or float((span + total).max()) <= ends[-1]:
+            return total + response
+        limit = float((span + total).max())
+
+
+def _staffed_share(staffing: StaffingSection, span: np.ndarray) -> np.ndarray:
+    """The share of ``[0, span]`` in working hours (1 where the span is not a positive finite time)."""
+    finite = np.isfinite(span) & (span > 0.0)
+    begins, ends = unstaffed_intervals(staffing, float(span[finite].max()) if finite.any() else 0.0)
+    unstaffed = np.zeros_like(span)
+    for a, b in zip(begins, ends, strict=True):
+        unstaffed += np.minimum(b, span) - np.minimum(a, span)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(finite, 1.0 - unstaffed / np.where(finite, span, 1.0), 1.0)
