@@ -3,16 +3,15 @@
 ``.venv/bin/python benchmarks/bench_screen_features.py [--runs N] [--only NAME ...]``
 
 Each space below stresses one effect the simulation models: heavy exponential failures (the
-baseline), checkpoint writes slower than the compute between checkpoints (async and gockpt wait
-for them, and a failure during a write rolls back one interval more), slow-node episodes, Weibull
+baseline), checkpoint writes slower than the compute between checkpoints (async and gockpt wait for
+them, and a failure during a write rolls back one interval more), slow-node episodes, Weibull
 failures of shape 0.6 on a new cluster and at the stationary state, a small spare pool with slow
-repairs, failure domains of four nodes, every kind of interruption, restart paths with
-abandoned restarts, and recoveries that wait for an office team's working hours (runs of days and of
-weeks). For every candidate of the space that fits in memory, the screen's expected wall time is compared with the mean of ``--runs`` simulated runs (the same
-random streams for every candidate); the script prints each candidate's relative error
-``screen / simulated - 1`` with its standard error and the largest |error| per space. The figures
-are in docs/planning.md ("The screen's error per feature").
-"""
+repairs, failure domains of four nodes, every kind of interruption, restart paths with abandoned
+restarts, and recoveries that wait for an office team's working hours (runs of days and of weeks).
+For every candidate of the space that fits in memory, the screen's expected wall time is compared
+with the mean of ``--runs`` simulated runs (the same random streams for every candidate); the script
+prints each candidate's relative error ``screen / simulated - 1`` with its standard error and the
+largest |error| per space. The figures are in docs/planning.md ("The screen's error per feature")."""
 
 from __future__ import annotations
 
