@@ -139,12 +139,15 @@ class FailureClass:
 # work in working hours only), "24/7" (always someone), in the kernel's code order.
 STAFF_TEAMS = ("none", "office", "24/7")
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
+# A TOML date or date-time in the JSON Schema: JSON has no type for it, so a value of none of JSON's types.
+_TOML_DATE = {"not": {"type": ["string", "number", "boolean", "array", "object", "null"]}}
 
 
 class TimeZoneName:
     """Field kind: an IANA time zone name that the standard :mod:`zoneinfo` knows, e.g. ``"US/Pacific"``."""
 
     SWEEPABLE = False
+    JSON_SCHEMA = {"type": "string"}
 
     @classmethod
     def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> str:
@@ -164,6 +167,9 @@ class LocalDateTime:
     same in UTC with a trailing ``Z``."""
 
     SWEEPABLE = False
+    JSON_SCHEMA = {
+        "anyOf": [{"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}Z?$"}, _TOML_DATE]
+    }
 
     @classmethod
     def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> str:
@@ -184,6 +190,12 @@ class HourRange:
     """Field kind: ``[begin, end]``, local hours of the day with ``0 <= begin < end <= 24``."""
 
     SWEEPABLE = False
+    JSON_SCHEMA = {
+        "type": "array",
+        "items": {"type": "number", "minimum": 0, "maximum": 24},
+        "minItems": 2,
+        "maxItems": 2,
+    }
 
     @classmethod
     def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[float, float]:
@@ -206,6 +218,7 @@ class LocalDates:
     """Field kind: a list of local dates, TOML dates or ``"YYYY-MM-DD"`` strings, typed as ISO strings."""
 
     SWEEPABLE = False
+    JSON_SCHEMA = {"type": "array", "items": {"anyOf": [{"type": "string", "format": "date"}, _TOML_DATE]}}
     MAX_ENTRIES = 100_000
 
     @classmethod
@@ -235,6 +248,7 @@ class Weekdays:
     """Field kind: a non-empty list of distinct days of :data:`WEEKDAYS`, e.g. ``["Mon", "Tue"]``."""
 
     SWEEPABLE = False
+    JSON_SCHEMA = {"type": "array", "items": {"enum": list(WEEKDAYS)}, "minItems": 1, "uniqueItems": True}
 
     @classmethod
     def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[str, ...]:
