@@ -26,6 +26,7 @@ from mcsim.scenario.interruptions import STAFF_TEAMS, WEEKDAYS, StaffingSection
 
 TEAM_CODES = dict(zip(STAFF_TEAMS, (STAFF_NONE, STAFF_OFFICE, STAFF_ALWAYS), strict=True))
 DAY_S = 86_400.0
+PUSH_STEPS = 512  # the screen's grid of pushes of a run's end by the waits (at least 15 minutes a step)
 
 
 def local_start(staffing: StaffingSection) -> datetime.datetime:
@@ -157,7 +158,8 @@ def expected_staff_waits_s(
     ending ``D`` into the stretch (``D = b - a`` when it goes on past it), the stretch's expected wait is
     ``int_0^D mu e^{-mu x} (b - a - x) dx = L (1 - e^{-mu D}) - 1/mu + e^{-mu D} (D + 1/mu)``, ``L = b - a``
     (``L - (1 - e^{-mu L}) / mu``: less than the ``mu L^2 / 2`` of requests spread uniformly). ``span_s`` is
-    the run's span without waits; the expected waits of the stretches before one move its end on."""
+    the run's span without waits; the waits of the stretches before one move its end on
+    (:func:`_first_request_waits_s`)."""
     span = np.asarray(span_s, dtype=np.float64)
     response = np.asarray(requests, dtype=np.float64) * staffing.response_minutes * 60.0
     if staffing.team != "office":
@@ -169,19 +171,46 @@ def expected_staff_waits_s(
     finite = np.isfinite(span) & (span > 0.0)
     span = np.where(finite, span, 0.0)
     mu = np.where(np.asarray(rate_per_s) > 0.0, rate_per_s, np.nan)
-    total = np.zeros_like(span)
     limit = float(span.max()) if span.size else 0.0
     while True:  # the waits push the run's end on: list the stretches far enough
         begins, ends = unstaffed_intervals(staffing, limit)
-        total[:] = 0.0
-        for a, b in zip(begins, ends, strict=True):  # in order: the end moves on by the waits before
-            length = b - a
-            into = np.clip(span + total - a, 0.0, length)
-            survive = np.exp(-mu * into)
-            total += np.nan_to_num(length * (1.0 - survive) - 1.0 / mu + survive * (into + 1.0 / mu))
-        if not span.size or float((span + total).max()) <= ends[-1]:
+        total, pushed = _first_request_waits_s(begins, ends, span, mu)
+        if float(span.max() + pushed) <= ends[-1] if span.size else True:
             return total + response
-        limit = float((span + total).max())
+        limit = float(span.max() + pushed)
+
+
+def _first_request_waits_s(
+    begins: np.ndarray, ends: np.ndarray, span: np.ndarray, mu: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """The expected waits of the first requests of the stretches ``[begins, ends)`` (in order) of runs of
+    span ``span`` without waits (requests at ``mu`` while training), and the largest push reached, s.
+
+    Each run is a mixture of pushes (its end moved on by the waits so far) on a grid of
+    :data:`PUSH_STEPS` steps: a stretch splits each push into the runs that wait (probability
+    ``1 - e^{-mu D}``, pushed on by the wait's conditional mean) and those that do not."""
+    step = max(900.0, float(np.sum(ends - begins)) / PUSH_STEPS)
+    width = int(np.sum(ends - begins) // step) + 2
+    push = np.arange(width) * step
+    mass = np.zeros((span.size, width))
+    mass[:, 0] = 1.0
+    rows = np.arange(span.size)[:, None] * width
+    total = np.zeros_like(span)
+    for a, b in zip(begins, ends, strict=True):
+        length = b - a
+        into = np.clip(span[:, None] + push - a, 0.0, length)
+        survive = np.exp(-mu[:, None] * into)
+        wait = np.nan_to_num(length * (1.0 - survive) - 1.0 / mu[:, None] + survive * (into + 1.0 / mu[:, None]))
+        total += (mass * wait).sum(axis=1)
+        moved = mass * (1.0 - survive)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            shift = np.where(moved > 0.0, np.rint(wait / np.where(survive < 1.0, 1.0 - survive, 1.0) / step), 0)
+        target = np.minimum(np.arange(width) + shift.astype(np.int64), width - 1)
+        mass = np.nan_to_num(mass - moved) + np.bincount(
+            (rows + target).ravel(), weights=np.nan_to_num(moved).ravel(), minlength=mass.size
+        ).reshape(mass.shape)
+    reached = np.flatnonzero(mass.max(axis=0) > 1e-9) if mass.size else np.array([0])
+    return total, float(push[reached[-1]]) if reached.size else 0.0
 
 
 def _staffed_share(staffing: StaffingSection, span: np.ndarray) -> np.ndarray:
