@@ -3,16 +3,15 @@
 ``.venv/bin/python benchmarks/bench_screen_features.py [--runs N] [--only NAME ...]``
 
 Each space below stresses one effect the simulation models: heavy exponential failures (the
-baseline), checkpoint writes slower than the compute between checkpoints (async and gockpt wait
-for them, and a failure during a write rolls back one interval more), slow-node episodes, Weibull
+baseline), checkpoint writes slower than the compute between checkpoints (async and gockpt wait for
+them, and a failure during a write rolls back one interval more), slow-node episodes, Weibull
 failures of shape 0.6 on a new cluster and at the stationary state, a small spare pool with slow
-repairs, failure domains of four nodes, every kind of interruption, and restart paths with
-abandoned restarts. For every candidate of the space that fits in memory,
-the screen's expected wall time is compared with the mean of ``--runs`` simulated runs (the same
-random streams for every candidate); the script prints each candidate's relative error
-``screen / simulated - 1`` with its standard error and the largest |error| per space. The figures
-are in docs/planning.md ("The screen's error per feature").
-"""
+repairs, failure domains of four nodes, every kind of interruption, restart paths with abandoned
+restarts, and recoveries that wait for an office team's working hours (runs of days and of weeks).
+For every candidate of the space that fits in memory, the screen's expected wall time is compared
+with the mean of ``--runs`` simulated runs (the same random streams for every candidate); the script
+prints each candidate's relative error ``screen / simulated - 1`` with its standard error and the
+largest |error| per space. The figures are in docs/planning.md ("The screen's error per feature")."""
 
 from __future__ import annotations
 
@@ -146,7 +145,26 @@ SPACES = {
             "abandoned_sigma": 0.5,
         },
     ),
+    # Staffing (issue 43 item 1): every GPU failure (768 h a GPU, 6 h a job of 128 GPUs ... rarer: 6,000 h,
+    # 47 h at 128 GPUs) needs a person from an office team, 9-17 Monday to Friday from Monday 2024-01-01
+    # 9:00, Wednesday a holiday, for an hour's work: the wait for a person, up to 64 h over a weekend, is
+    # most of the time lost.
+    "staffing": _space(
+        failures=[
+            {
+                "name": "gpu",
+                "scope": "gpu",
+                "mtbf_hours": 6000.0,
+                "recovery_minutes": 20.0,
+                "manual_share": 1.0,
+                "manual_hours": 1.0,
+            }
+        ],
+        staffing={"team": "office", "holidays": ["2024-01-03"]},
+    ),
 }
+# The same over runs of one to three weeks (2T tokens).
+SPACES["staffing_long"] = {**SPACES["staffing"], "model": {**BASE["model"], "tokens": 2e12}}
 
 
 def measure(name: str, raw: dict, runs: int, seed: int = 1000) -> float:

@@ -96,6 +96,11 @@ KIND_DEFAULTS = {
     **dict(recovery_sigma=0.0, manual_share=0.0, manual_s=0.0, bad_share=0.0, bad_mean_s=3600.0, repair_sigma=0.0),
     # every restart a full requeue (RunParams.restart_s)
     **dict(requeue_share=1.0),
+    # no staffing calendar (team none); the others' defaults: 9-17 Monday to Friday from a Monday 00:00,
+    # no response time, no on call (30 minutes when set); staff_holidays_s: a list of (from, until) pairs
+    **dict(staff_team=mc.STAFF_NONE, staff_offset_s=0.0, staff_begin_s=9 * 3600.0, staff_end_s=17 * 3600.0),
+    **dict(staff_days=0b11111, staff_response_s=0.0, staff_on_call=0, staff_on_call_s=1800.0),
+    **dict(staff_on_call_sigma=0.0),
 }
 
 
@@ -106,12 +111,15 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
     age of every unit in seconds. A ninth item, a dict, sets the fields of the kinds of
     interruption and the recovery law (``kind``, ``detect_s``, ``rollback_checkpoints``,
     ``recovery_sigma``, ``manual_share``, ``manual_s``, ``bad_share``, ``bad_mean_s``,
-    ``repair_sigma``, ``requeue_share``; default: fail-stop, fixed recovery, requeues) and ``durations_s``, a list of
-    measured recoveries in seconds (default none).
+    ``repair_sigma``, ``requeue_share``, the ``staff_*`` calendar; default: fail-stop, fixed recovery, requeues,
+    no staffing) and ``durations_s``, a list of measured recoveries in seconds (default none), and
+    ``staff_holidays_s``, a list of ``(from, until)`` pairs in seconds (default none).
     """
     full = [tuple(c[:8]) + (1, 1, 0.0, "new")[min(len(c), 8) - 4 :] for c in classes]
     extras = [dict(KIND_DEFAULTS, **(c[8] if len(c) > 8 else {})) for c in classes]
     measured = [list(e.pop("durations_s", ())) for e in extras]
+    holidays = [[s for pair in e.pop("staff_holidays_s", ()) for s in pair] for e in extras]
+    holiday_width = max([2] + [len(h) for h in holidays])
     width = max([1] + [len(m) for m in measured])
     column = lambda k, dtype: np.array([c[k] for c in full], dtype=dtype)  # noqa: E731
     starts = {"new": START_NEW, "stationary": START_STATIONARY}
@@ -130,6 +138,9 @@ def failure_classes(classes: list[tuple]) -> mc.FailureClasses:
         **{name: np.array([e[name] for e in extras], dtype=type(default)) for name, default in KIND_DEFAULTS.items()},
         durations_s=np.array([m + [0.0] * (width - len(m)) for m in measured], dtype=float).reshape(-1, width),
         durations_count=np.array([len(m) for m in measured], dtype=np.int64),
+        staff_holidays_s=np.array([h + [np.inf] * (holiday_width - len(h)) for h in holidays], dtype=float).reshape(
+            -1, holiday_width
+        ),
     )
 
 

@@ -198,6 +198,7 @@ def naive_run_outputs(cfg: Config, wl: Workload, plan: CheckpointPlan | None, ou
         "restart_time": out[:, kernel.OUT_RESTART_S] / 3600.0,
         "load_time": out[:, kernel.OUT_LOAD_S] / 3600.0,
         "abandoned_restart_time": out[:, kernel.OUT_ABANDONED_S] / 3600.0,
+        "staff_wait_time": out[:, kernel.OUT_STAFF_WAIT_S] / 3600.0,
         "ettr": ettr,
         "completed": completed,
         **{f"energy_{k}": energy[k] / J_PER_MWH for k in (*ENERGY_PARTS, "gpu")},

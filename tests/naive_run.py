@@ -128,6 +128,7 @@ OUTPUT_NAMES = (
     "restart_s",
     "load_s",
     "abandoned_s",
+    "staff_wait_s",
 )
 
 
@@ -261,6 +262,17 @@ class FailureClass:
     repair_sigma: float = 0.0  # lognormal log-sd of a node's repair (mean repair_s)
     durations_s: tuple = ()  # measured recoveries: each recovery is one of them at random
     requeue_share: float = 1.0  # share of restarts by full requeue (params.restart_s), else in place
+    # Staffing (docs/model.md §3 "Staffing"): who answers a recovery that needs a person, and when.
+    staff_team: int = 0  # 0 none, 1 office (working hours), 2 always (24/7)
+    staff_offset_s: float = 0.0  # the start: local seconds since the Monday 00:00 before it
+    staff_begin_s: float = 9 * 3600.0  # a working day's shift, local seconds of the day
+    staff_end_s: float = 17 * 3600.0
+    staff_days: int = 0b11111  # working weekdays, Monday bit 0
+    staff_response_s: float = 0.0  # mean response in working hours or of a 24/7 team (exponential)
+    staff_on_call: int = 0  # 1: out of hours a person on call answers after a lognormal response
+    staff_on_call_s: float = 1800.0
+    staff_on_call_sigma: float = 0.0
+    staff_holidays: tuple = ()  # (from, until) pairs, s since the start: nobody at work
 
 
 def first_failure_time(fc: FailureClass, hazard: float) -> float:
@@ -594,6 +606,11 @@ class RunState:
     restart_s: float = 0.0  # in the restarts' parts (scheduling, process start, communicators, warm-up)
     load_s: float = 0.0  # reading the state back (loads, those cut short included)
     abandoned_s: float = 0.0  # abandoned restarts: their lost steps, the parts and the load again
+    staff_wait_s: float = 0.0  # recoveries that needed a person waiting for one
+    staff_waits: int = 0  # waits for a person longer than zero (not an output) ...
+    staff_waits_out_of_hours: int = 0  # ... of which until the next working hour
+    staff_waits_on_call: int = 0  # ... or for the person on call
+    staff_waits_after_holiday: int = 0  # ... until the next working hour after a holiday
     abandoned_restarts: int = 0  # (not an output)
     in_place_restarts: int = 0  # incidents whose restart path was in place (not an output)
     kept_at_planned_stop: int = 0  # fast blocks a planned stop kept a share of (not an output)
@@ -1090,6 +1107,7 @@ class Run:
         detected_s = recovered_s = restarted_s = ready_s = s.t
         parts_s = 0.0  # the restart's parts: a requeue's if any incident of this recovery needs one
         abandoned = (math.inf, math.inf)  # the abandoned attempt under way: from, until
+        staff = (math.inf, math.inf)  # the recovery's wait for a person: from, until
         load_s = 0.0
         while True:
             c = self.failures.take_next()
@@ -1124,11 +1142,15 @@ class Run:
                     s.storage_loads += 1
                 # Detection, the spare wait, the class's recovery, the restart's parts, then the load.
                 detected_new = s.t + (fc.detect_s if fc.kind == HANG else 0.0)
-                ready_new = max(detected_new, spares_back_s) + self.draw_recovery_s(fc)
+                # The class's recovery begins once detected and the spares are there; a person first.
+                begin_s = max(detected_new, spares_back_s)
+                staff_s, own_s = self.draw_recovery_s(fc, begin_s)
+                ready_new = begin_s + staff_s + own_s
                 # A detected incident's own recovery (replacement, decision, a person's time) is not cut
                 # short by a failure during it: the later of the two sets the restart, and its cause.
                 if opening or s.t < detected_s or ready_new >= ready_s:
                     cause, detected_s, ready_s = fc.kind, detected_new, ready_new
+                    staff = (begin_s, begin_s + staff_s)
                 else:
                     s.recoveries_kept += 1
                 parts_s = max(parts_s, self.draw_restart_path_s(fc))
@@ -1139,7 +1161,7 @@ class Run:
             # its restart holds; a restart that fails again in its first steps is done again.
             while True:
                 end = self.book_recovery_until(cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s,
-                                               abandoned)  # fmt: skip
+                                               abandoned, staff)  # fmt: skip
                 if end >= p.max_wall_s or self.guard_reached():
                     break
                 if end >= self.failures.next_time():
@@ -1156,11 +1178,14 @@ class Run:
                 break
         self.restart()
 
-    def book_recovery_until(self, cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s, abandoned):
+    def book_recovery_until(
+        self, cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s, abandoned, staff
+    ):
         """The recovery from ``t`` to the next failure, its end or the wall limit, booked by part and cause;
         returns where it stopped (the new ``t``)."""
         p, s = self.p, self.state
         end = min(recovered_s, self.failures.next_time(), p.max_wall_s)
+        s.staff_wait_s += max(0.0, min(staff[1], end) - max(s.t, staff[0]))
         s.spare_wait_s += max(0.0, min(spares_back_s, end) - max(s.t, detected_s))
         s.recovery_s += end - s.t
         s.restart_s += max(0.0, min(restarted_s, end) - max(s.t, restarted_s - parts_s))
@@ -1271,9 +1296,10 @@ class Run:
             sigma * normal_quantile_acklam(self.recovery_stream.uniform()) - sigma * sigma / 2.0
         )
 
-    def draw_recovery_s(self, fc: FailureClass) -> float:
-        """The recovery before the load: lognormal of mean ``recovery_s`` (log-sd ``recovery_sigma``), and
-        with probability ``manual_share`` a person's time, mean ``manual_s``, the same law."""
+    def draw_recovery_s(self, fc: FailureClass, begin_s: float) -> tuple[float, float]:
+        """The recovery from ``begin_s`` before the load: the wait for a person when it needs one
+        (:meth:`draw_staff_wait_s`), and itself: lognormal of mean ``recovery_s`` (log-sd ``recovery_sigma``),
+        and with probability ``manual_share`` a person's time, mean ``manual_s``, the same law."""
         stream = self.recovery_stream
 
         def lognormal_mean_one() -> float:
@@ -1288,7 +1314,33 @@ class Run:
         if fc.manual_share > 0.0 and stream.uniform() < fc.manual_share:
             self.state.manual_recoveries += 1
             seconds += fc.manual_s * (lognormal_mean_one() if fc.recovery_sigma > 0.0 else 1.0)
-        return seconds
+            return self.draw_staff_wait_s(fc, begin_s), seconds
+        return 0.0, seconds
+
+    def draw_staff_wait_s(self, fc: FailureClass, t: float) -> float:
+        """A person's wait from ``t``: nothing without a team; a 24/7 team's response; an office team's
+        in working hours; out of hours the on-call response, or the time until the first working moment
+        (:func:`first_staffed_s`) and then the response. A response of mean 0 draws nothing."""
+        stream, s = self.recovery_stream, self.state
+
+        def response_s() -> float:  # exponential, by inversion
+            return -fc.staff_response_s * math.log(stream.uniform()) if fc.staff_response_s > 0.0 else 0.0
+
+        if fc.staff_team == 0:
+            return 0.0
+        if fc.staff_team == 2:
+            return response_s()
+        staffed = first_staffed_s(fc, t)
+        if staffed > t and fc.staff_on_call:
+            s.staff_waits_on_call += 1
+            sigma = fc.staff_on_call_sigma
+            if sigma == 0.0:
+                return fc.staff_on_call_s
+            return fc.staff_on_call_s * math.exp(sigma * normal_quantile_acklam(stream.uniform()) - sigma**2 / 2.0)
+        s.staff_waits += staffed > t or fc.staff_response_s > 0.0
+        s.staff_waits_out_of_hours += staffed > t
+        s.staff_waits_after_holiday += any(a < staffed <= b + 86400.0 for a, b in fc.staff_holidays) and staffed > t
+        return (staffed - t) + response_s()
 
     def guard_reached(self) -> bool:
         """The failure guard: failures and the events dropped in recoveries together reach ``max_failures``."""
@@ -1381,12 +1433,38 @@ class Run:
             "restart_s": s.restart_s,
             "load_s": s.load_s,
             "abandoned_s": s.abandoned_s,
+            "staff_wait_s": s.staff_wait_s,
         }
 
 
 # The casts of FailureClass's scalar fields (by their annotations), each read from the FailureClasses
 # array of its name; start and durations_s are read apart.
 CASTS = {"int": int, "float": float, "bool": bool}
+
+
+def first_staffed_s(fc: FailureClass, t: float) -> float:
+    """The first time from ``t`` with the office team at work: the shifts of the working days, day by day
+    from the week of ``t`` (local midnights at ``day 86400 - staff_offset_s`` from the Monday before the
+    start), less the holidays (a time in one moves to its end)."""
+    monday = math.floor((fc.staff_offset_s + t) / WEEK_S)  # weeks from the Monday before the start to t's
+    for day in range(7 * monday, 7 * monday + 7 * 60):
+        if not (fc.staff_days >> (day % 7)) & 1:
+            continue
+        midnight = day * 86400.0 - fc.staff_offset_s
+        begin, end = midnight + fc.staff_begin_s, midnight + fc.staff_end_s
+        moment = max(begin, t)
+        moved = True
+        while moved:  # out of every holiday that holds it
+            moved = False
+            for a, b in fc.staff_holidays:
+                if a <= moment < b:
+                    moment, moved = b, True
+        if moment < end:
+            return moment
+    raise AssertionError("no working hour within 60 weeks")
+
+
+WEEK_S = 7 * 86400.0
 
 
 def failure_class_list(classes) -> list[FailureClass]:
@@ -1397,6 +1475,9 @@ def failure_class_list(classes) -> list[FailureClass]:
             **{f.name: CASTS[f.type](getattr(classes, f.name)[c]) for f in fields(FailureClass) if f.type in CASTS},
             start=starts[int(classes.start[c])],
             durations_s=tuple(float(d) for d in classes.durations_s[c, : int(classes.durations_count[c])]),
+            staff_holidays=tuple(
+                (float(a), float(b)) for a, b in classes.staff_holidays_s[c].reshape(-1, 2) if math.isfinite(a)
+            ),
         )
         for c in range(len(classes.units))
     ]

@@ -308,7 +308,36 @@ def _phase_cases() -> list[Case]:
 PHASE_CASES = _phase_cases()
 
 
-CASES = _cases() + PHASE_CASES  # appended: the seeds of the others stay
+# Staffing (docs/model.md §3 "Staffing"): the run starts on a Friday at 16:50 local time, ten minutes
+# before the office team goes home; Monday is a holiday. GPU failures need a person in 60 % of their
+# recoveries (office, an exponential 20 s response in hours, nobody out of hours: the wait runs to
+# Tuesday 9:00), node failures in half (office, on call out of hours: a lognormal 60 s), hangs always
+# (a 24/7 team, 30 s). Failures go on during the long waits and restart the recovery.
+FRIDAY_1650 = 4 * 86400.0 + 16 * 3600.0 + 50 * 60.0
+HOLIDAY_MONDAY = ((7 * 86400.0 - FRIDAY_1650, 8 * 86400.0 - FRIDAY_1650),)
+OFFICE = dict(staff_team=mc.STAFF_OFFICE, staff_offset_s=FRIDAY_1650, staff_holidays_s=HOLIDAY_MONDAY)
+STAFFING_FEATURES = ("staff wait", "out of hours", "on call", "after holiday", "failure in recovery")
+
+
+def staffing_classes(rate: float = 1.0) -> list:
+    """The failure classes of the staffing cases (above); ``rate`` scales the mean times."""
+    return [
+        kind(gpu(0.7, 300.0 * rate), manual_share=0.6, manual_s=40.0, recovery_sigma=0.5, staff_response_s=20.0,
+             **OFFICE),
+        kind(node(1.0, 500.0 * rate), manual_share=0.5, manual_s=30.0, staff_on_call=1, staff_on_call_s=60.0,
+             staff_on_call_sigma=0.5, **OFFICE),
+        kind(cluster(1.0, 400.0 * rate, recovery_s=30.0), kind=mc.KIND_HANG, detect_s=25.0, manual_share=1.0,
+             manual_s=10.0, staff_team=mc.STAFF_ALWAYS, staff_response_s=30.0),
+    ]  # fmt: skip
+
+
+STAFFING_CASES = [
+    Case(f"{s}-staffing", s, staffing_classes(), dict(spare_nodes=1, restart_s=12.0, **JOB), STAFFING_FEATURES)
+    for s in ("sync", "in_memory")
+]
+
+
+CASES = _cases() + PHASE_CASES + STAFFING_CASES  # appended: the seeds of the others stay
 
 
 RUNS = 8
@@ -423,6 +452,7 @@ KERNEL_COLUMNS = {
     "restart_s": "OUT_RESTART_S",
     "load_s": "OUT_LOAD_S",
     "abandoned_s": "OUT_ABANDONED_S",
+    "staff_wait_s": "OUT_STAFF_WAIT_S",
 }
 
 
@@ -482,6 +512,14 @@ def features_seen(states, outputs) -> set:
             seen.add("abandoned restart")
         if state.in_place_restarts:
             seen.add("in-place restart")
+        for feature, count in (
+            ("staff wait", state.staff_waits),
+            ("out of hours", state.staff_waits_out_of_hours),
+            ("on call", state.staff_waits_on_call),
+            ("after holiday", state.staff_waits_after_holiday),
+        ):
+            if count:
+                seen.add(feature)
     return seen
 
 

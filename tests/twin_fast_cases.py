@@ -22,6 +22,7 @@ from twin_cases import (
     kinds_classes,
     node,
     phase_table,
+    staffing_classes,
 )
 
 from mcsim.kernels import interface as mc
@@ -236,6 +237,12 @@ def _fast_cases() -> list[Case]:
         )
         for s in STRATEGIES
     ]
+    # Staffing: waits for a person over a weekend and a holiday between stretches (appended: the seeds stay).
+    cases += [
+        Case(f"{s}-staffing", s, staffing_classes(5.0), dict(spare_nodes=1, restart_s=12.0, **JOB),
+             ("stretch", "staff wait", "out of hours", "on call"))
+        for s in ("sync", "async")
+    ]  # fmt: skip
     for c in cases:
         if c.strategy == "in_memory" and "stretch" in c.features:
             c.features += ("stretch persist",)

@@ -115,6 +115,9 @@ load_time                   | run    | h     | float64 | lower  | time reading t
 abandoned_restart_time      | run    | h     | float64 | lower  | time of restarts that failed again in their first
                                                                   steps: the steps lost, the parts and the load again
                                                                   (part of recovery_time)
+staff_wait_time             | run    | h     | float64 | lower  | time recoveries that need a person waited for one:
+                                                                  out of hours, weekends, holidays, a response
+                                                                  ([staffing]; part of recovery_time)
 energy_compute              | run    | MW h  | float64 | lower  | facility energy of GPUs computing surviving iterations
 energy_wait                 | run    | MW h  | float64 | lower  | facility energy of GPUs waiting at barriers or
                                                                   exchanging data
@@ -180,6 +183,7 @@ LATER_VARIABLES = frozenset(
         "restart_overhead",
         "load_time",
         "abandoned_restart_time",
+        "staff_wait_time",
     }
 )
 PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)

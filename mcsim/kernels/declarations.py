@@ -57,6 +57,7 @@ OUTPUT_COLUMNS = (
         "abandoned_s",
         "time of abandoned restarts: their first steps lost, the restart's parts and the load again (of recovery_s), s",
     ),
+    ("staff_wait_s", "time a recovery that needs a person waited for one (of recovery_s), s"),
 )
 N_OUT = len(OUTPUT_COLUMNS)
 
@@ -90,6 +91,7 @@ OUT_PLANNED_S = 25
 OUT_LOAD_S = 27
 OUT_RESTART_S = 26
 OUT_ABANDONED_S = 28
+OUT_STAFF_WAIT_S = 29
 
 STRATEGY_SYNC = 0
 STRATEGY_ASYNC = 1  # async and gockpt
@@ -108,6 +110,12 @@ KIND_FAIL_STOP = 0  # detected at once; restore from the last restore point
 KIND_HANG = 1  # no progress, GPUs drawing power, until detected after detect_s
 KIND_INSTABILITY = 2  # restore from storage, rollback_checkpoints storage checkpoints further back
 KIND_PLANNED = 3  # a clean stop: the progress is saved, nothing is rolled back
+
+# Staffing teams (FailureClasses.staff_team; docs/model.md §3 "Staffing"), in the order of
+# mcsim.scenario.interruptions.STAFF_TEAMS.
+STAFF_NONE = 0  # no calendar: a recovery that needs a person costs its manual time alone
+STAFF_OFFICE = 1  # a person at work in working hours only (on call out of hours with staff_on_call)
+STAFF_ALWAYS = 2  # 24/7: always someone
 
 
 # Columns of the phase table (docs/model.md §4 "Training phases"): one row per phase, in order; an
@@ -194,6 +202,18 @@ class FailureClasses(NamedTuple):
     durations_s: np.ndarray  # 2-D (class x width): measured recoveries, s, the first durations_count[c] of row c
     durations_count: np.ndarray  # int64: measured recoveries of the class (0: recovery_s or its law)
     requeue_share: np.ndarray  # share of the class's restarts by full requeue (RunParams.restart_s), else in place
+    # The calendar of the people a recovery that needs a person waits for (docs/model.md §3 "Staffing"); every
+    # class holds the [staffing] team's (mcsim.kernels.staffing):
+    staff_team: np.ndarray  # int64: STAFF_NONE, STAFF_OFFICE or STAFF_ALWAYS
+    staff_offset_s: np.ndarray  # the run's start: local seconds since the Monday 00:00 before it
+    staff_begin_s: np.ndarray  # a working day's hours begin (local seconds of the day) ...
+    staff_end_s: np.ndarray  # ... and end
+    staff_days: np.ndarray  # int64: working weekdays as bits, Monday bit 0
+    staff_holidays_s: np.ndarray  # 2-D (class x 2 width): holidays' [from, until) pairs, s since the start (inf: none)
+    staff_response_s: np.ndarray  # mean response in working hours or of a 24/7 team (exponential), s
+    staff_on_call: np.ndarray  # int64 0/1: out of hours a person on call answers (office team)
+    staff_on_call_s: np.ndarray  # the on-call response's mean, s
+    staff_on_call_sigma: np.ndarray  # ... and lognormal log-sd (0: the mean, fixed)
 
 
 def _check_columns() -> None:
@@ -333,6 +353,7 @@ _COLUMN_OUTPUTS = (
     ("restart_time", OUT_RESTART_S, True),
     ("load_time", OUT_LOAD_S, True),
     ("abandoned_restart_time", OUT_ABANDONED_S, True),
+    ("staff_wait_time", OUT_STAFF_WAIT_S, True),
 )
 ACCOUNTED = _COMPUTED + tuple(name for name, _, _ in _COLUMN_OUTPUTS)
 N_ACCOUNTED = len(ACCOUNTED)

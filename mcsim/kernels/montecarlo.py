@@ -246,6 +246,16 @@ def _row_classes(c, j):
         c.durations_s[j],
         c.durations_count[j],
         c.requeue_share[j],
+        c.staff_team[j],
+        c.staff_offset_s[j],
+        c.staff_begin_s[j],
+        c.staff_end_s[j],
+        c.staff_days[j],
+        c.staff_holidays_s[j],
+        c.staff_response_s[j],
+        c.staff_on_call[j],
+        c.staff_on_call_s[j],
+        c.staff_on_call_sigma[j],
     )
 
 

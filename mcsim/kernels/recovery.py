@@ -11,7 +11,9 @@ progress first and loses only the partial iteration; the three are dropped when 
 recovery.
 The restart's parts are a full requeue's or, for a class's in-place share, those without the
 re-scheduling (:func:`_restart_path_s`); a restart may fail again within its first steps and be done
-again (:func:`_abandoned_s`; docs/model.md §3 "Restart paths", "Abandoned restarts").
+again (:func:`_abandoned_s`; docs/model.md §3 "Restart paths", "Abandoned restarts"). A recovery that needs
+a person waits for one first, as the staffing calendar says (:mod:`mcsim.kernels.staffing`; docs/model.md §3
+"Staffing").
 
 One function per step: :func:`fail` (writes in flight and the partial block), :func:`recover` (the
 restore of the event that opens it, :func:`_interrupt`; the spares, :func:`_take_spares`; the
@@ -32,6 +34,7 @@ from .declarations import KIND_FAIL_STOP, KIND_HANG, KIND_INSTABILITY, KIND_PLAN
 from .normal import ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, next_failure, pending_class
 from .rng import uniform
+from .staffing import staff_wait_s
 from .workspace import (
     K_DROPPED,
     K_FAILURES,
@@ -77,6 +80,7 @@ from .workspace import (
     X_RECOVERY,
     X_RESTART,
     X_SPARE_WAIT,
+    X_STAFF_WAIT,
     X_T,
     copy_point,
 )
@@ -134,26 +138,30 @@ def _lognormal_mean_one(stream, sigma):
 @jit_inline
 def _recovery_s(seconds, sigma, share, manual, rec_stream):
     """Recovery time of one event before the load, s: the class's mean ``seconds``, lognormal when
-    ``sigma > 0``, plus a person's time (mean ``manual``, the same law) for a ``share`` of them. Draws
-    from ``rec_stream`` only when the class has a law, so fixed recoveries draw nothing."""
+    ``sigma > 0``, plus a person's time (mean ``manual``, the same law) for a ``share`` of them; and whether
+    it needs a person. Draws from ``rec_stream`` only when the class has a law, so fixed recoveries draw
+    nothing."""
     if sigma > 0.0:
         seconds *= _lognormal_mean_one(rec_stream, sigma)
     if share > 0.0 and uniform(rec_stream) < share:
         if sigma > 0.0:
             manual *= _lognormal_mean_one(rec_stream, sigma)
-        seconds += manual
-    return seconds
+        return seconds + manual, True
+    return seconds, False
 
 
 @jit_inline
-def _class_recovery_s(fc, c, rec_stream):
-    """Class ``c``'s recovery before the restart's parts and the load, s: its mean, or one of its measured
-    recoveries at random, then its law (:func:`_recovery_s`)."""
+def _class_recovery_s(fc, c, start, rec_stream):
+    """Class ``c``'s recovery from ``start`` before the restart's parts and the load: the wait for a person
+    when it needs one (:func:`~mcsim.kernels.staffing.staff_wait_s`, docs/model.md §3 "Staffing") and the
+    recovery itself, its mean or one of its measured recoveries at random, then its law
+    (:func:`_recovery_s`); both s."""
     measured = fc.durations_count[c]
     base_s = fc.recovery_s[c]
     if measured > 0:  # one of the measured recoveries, at random
         base_s = fc.durations_s[c, min(int(uniform(rec_stream) * measured), measured - 1)]
-    return _recovery_s(base_s, fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream)
+    seconds, needs_person = _recovery_s(base_s, fc.recovery_sigma[c], fc.manual_share[c], fc.manual_s[c], rec_stream)
+    return (staff_wait_s(fc, c, start, rec_stream) if needs_person else 0.0), seconds
 
 
 @jit_inline
@@ -182,11 +190,13 @@ def _abandoned_s(p, rec_stream):
 
 
 @jit_inline
-def _book_recovery(p, x, kind, t, stop, wait_until, detect_end, ends, abandoned):
+def _book_recovery(p, x, kind, t, stop, wait_until, detect_end, ends, abandoned, staff):
     """Recovery from ``t`` to ``stop``: its time, the spare wait, the restart's parts (``ends``: the restart's
     end, the recovery's end and the parts' length; the load from the first to the second), the abandoned
-    restarts' window (``abandoned``: from, until) and the cause's share."""
+    restarts' window (``abandoned``: from, until), the wait for a person (``staff``: from, until) and the
+    cause's share."""
     restart_end, recovery_end, restart_s = ends
+    x[X_STAFF_WAIT] += max(0.0, min(staff[1], stop) - max(t, staff[0]))
     x[X_LOADING] += max(0.0, min(recovery_end, stop) - max(t, restart_end))
     x[X_SPARE_WAIT] += max(0.0, min(wait_until, stop) - max(t, detect_end))
     x[X_RECOVERY] += stop - t
@@ -316,20 +326,24 @@ def _restore_for(p, fc, c, x, k, pts, opening, from_memory):
 
 
 @jit_inline
-def _incident(fc, c, k, t, opening, from_memory, wait_until, kind, detect_end, ready_end, rec_stream):
+def _incident(fc, c, k, t, opening, from_memory, wait_until, kind, detect_end, ready_end, staff, rec_stream):
     """The load a failure of class ``c`` at ``t`` starts, and the incident training waits for: returns
-    the ``(kind, detection end, ready time)`` of the recovery under way after it."""
+    the ``(kind, detection end, ready time, wait for a person: from, until)`` of the recovery under way
+    after it. The class's recovery begins once detected and the spares are there; one that needs a
+    person first waits for one."""
     if from_memory:
         k[K_MEMORY_LOADS] += 1
     else:
         k[K_STORAGE_LOADS] += 1
     detect_new = t + fc.detect_s[c] if fc.kind[c] == KIND_HANG else t
-    ready_new = max(detect_new, wait_until) + _class_recovery_s(fc, c, rec_stream)
+    begin = max(detect_new, wait_until)
+    staff_s, recovery_s = _class_recovery_s(fc, c, begin, rec_stream)
+    ready_new = begin + staff_s + recovery_s
     # The recovery already under way for a detected incident (a replacement, a decision, a
     # person's time) goes on: training restarts after the later of the two, charged to its cause.
     if opening or t < detect_end or ready_new >= ready_end:
-        return fc.kind[c], detect_new, ready_new
-    return kind, detect_end, ready_end
+        return fc.kind[c], detect_new, ready_new, (begin, begin + staff_s)
+    return kind, detect_end, ready_end, staff
 
 
 @jit_inline
@@ -352,6 +366,7 @@ def recover(p, fc, ws):
     ready_end = x[X_T]  # the incidents' own recovery (replacement, decision, a person) ends here
     ends = (x[X_T], x[X_T], 0.0)  # the restart's parts end, the load ends; the parts' length
     abandoned = (np.inf, np.inf)  # the abandoned restart under way: from, until
+    staff = (np.inf, np.inf)  # the recovery's wait for a person: from, until
     load = 0.0
     consume = True  # False: an abandoned restart is repeated, no failure struck
     while True:
@@ -370,15 +385,15 @@ def recover(p, fc, ws):
                     if k[K_OVERFLOW] != RUN_DONE:
                         return
                 load = p.load_memory_s if from_memory else p.load_s
-                kind, detect_end, ready_end = _incident(
-                    fc, c, k, t, first, from_memory, wait_until, kind, detect_end, ready_end, rec_stream
+                kind, detect_end, ready_end, staff = _incident(
+                    fc, c, k, t, first, from_memory, wait_until, kind, detect_end, ready_end, staff, rec_stream
                 )
                 first = False
                 restart_s = max(ends[2], _restart_path_s(p, fc, c, rec_stream))
                 ends = (ready_end + restart_s, ready_end + restart_s + load, restart_s)
             x[X_FAIL_T], k[K_SOURCE] = next_failure(pools[2], heap_time, k[K_HEAP_SIZE])
         stop = min(ends[1], x[X_FAIL_T], p.max_wall_s)
-        _book_recovery(p, x, kind, t, stop, wait_until, detect_end, ends, abandoned)
+        _book_recovery(p, x, kind, t, stop, wait_until, detect_end, ends, abandoned, staff)
         x[X_T] = stop
         if stop >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
             return

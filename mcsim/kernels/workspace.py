@@ -55,7 +55,8 @@ X_DEGRADE_NEXT = 28  # ... changes at this time, s (inf: never)
 X_ATTEMPT_START = 29  # the current attempt (since the start or the last restart) began at this time, s
 X_LOADING = 30  # time reading the state back (loads, those cut short included), s
 X_ABANDONED = 31  # time of abandoned restarts (their lost steps, the parts and the load again), s
-N_X = 32
+X_STAFF_WAIT = 32  # time recoveries that need a person waited for one, s
+N_X = 33
 # After the N_X slots, x holds the run's phase table, row j at N_X + N_PH j (K_PHASES rows): read by the
 # events that need it without passing another array to them (an array argument is reference-counted
 # in managed code, and one more argument to every event).
@@ -190,3 +191,4 @@ def write_outputs(row, x, k, pts):
     row[decl.OUT_RESTART_S] = x[X_RESTART]
     row[decl.OUT_LOAD_S] = x[X_LOADING]
     row[decl.OUT_ABANDONED_S] = x[X_ABANDONED]
+    row[decl.OUT_STAFF_WAIT_S] = x[X_STAFF_WAIT]

@@ -18,6 +18,7 @@
 - ``reliability``: Daly's renewal estimate of a run's wall time under failures.
 - ``restart``: the cost of a restart from its parts.
 - ``spares``: a spare-node pool's first-order effect on the wall time.
+- ``staffing``: the ``[staffing]`` calendar as the kernel's columns, and the waits for a person in closed form.
 - ``stragglers``: the law of the slowest of G lognormal ranks.
 - ``block_law``: the law of a short block's factor sum (fast mode).
 - ``energy``: power by phase, energy, cost and carbon of a run.

@@ -27,10 +27,11 @@ from mcsim.kernels.interface import (
     START_STATIONARY,
     FailureClasses,
 )
+from mcsim.model.staffing import staff_columns
 from mcsim.model.strategies import STRATEGIES, FloatOrArray, Transfers
 from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config, cached_per_configuration
-from mcsim.scenario.interruptions import FAILURE_KINDS, FailureClass
+from mcsim.scenario.interruptions import FAILURE_KINDS, FailureClass, StaffingSection
 from mcsim.scenario.schema import Interval
 
 
@@ -206,13 +207,16 @@ def failure_classes(cfg: Config) -> FailureClasses:
     before the cache (writing into one configuration's must not change another's; read-only arrays
     would give the kernels a second compiled type).
     """
-    shared = _failure_classes(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node)
+    shared = _failure_classes(cfg.failures, cfg.parallelism.gpus, cfg.hardware.gpus_per_node, cfg.staffing)
     return FailureClasses(*(np.array(values, copy=True) for values in shared))
 
 
 @cached_per_configuration
-def _failure_classes(failures: tuple[FailureClass, ...], gpus: int, gpus_per_node: int) -> FailureClasses:
-    """:func:`failure_classes` of the classes ``failures`` on ``gpus`` GPUs, ``gpus_per_node`` a node."""
+def _failure_classes(
+    failures: tuple[FailureClass, ...], gpus: int, gpus_per_node: int, staffing: StaffingSection
+) -> FailureClasses:
+    """:func:`failure_classes` of the classes ``failures`` on ``gpus`` GPUs, ``gpus_per_node`` a node, their
+    recoveries that need a person waiting as ``staffing`` says."""
 
     def column(value: Callable[[FailureClass], float], dtype: type = np.float64) -> np.ndarray:
         return np.array([value(f) for f in failures], dtype=dtype)
@@ -241,6 +245,7 @@ def _failure_classes(failures: tuple[FailureClass, ...], gpus: int, gpus_per_nod
         repair_sigma=column(lambda f: f.repair_sigma),
         **_durations(failures),
         requeue_share=column(lambda f: f.requeue_share),
+        **staff_columns(staffing, len(failures)),
     )
 
 

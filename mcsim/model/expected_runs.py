@@ -20,9 +20,10 @@ than a fixed time (:func:`recovery_s`), planned stops (:func:`_planned_stretch`)
 roll back beyond the last checkpoint (:func:`_instability_rollback_s`), slow-node episodes and the
 throughput degradation in the mean iteration time (:func:`_iteration_power`), here; the mean failure
 rate over the run on a young or aged cluster (:func:`mcsim.model.reliability.young_cluster_wall_s`)
-and the spare waits (:func:`mcsim.model.spares.wall_with_spares_by_size_s`) in the modules of their
-models. Their measured errors against simulation are in docs/planning.md ("The screen's error per
-feature", ``benchmarks/bench_screen_features.py``).
+and the spare waits (:func:`mcsim.model.spares.wall_with_spares_by_size_s`) and the waits for a person
+(:func:`_staff_waits_s`, :func:`mcsim.model.staffing.expected_staff_waits_s`) in the modules of their models.
+Their measured errors against simulation are in docs/planning.md ("The screen's error per feature",
+``benchmarks/bench_screen_features.py``).
 
 No Python loop runs per candidate: loops run over GPU sizes, strategies and intervals (a few
 dozen groups at most).
@@ -62,6 +63,7 @@ from mcsim.model.layouts import Layouts
 from mcsim.model.reliability import expected_run_wall_s, run_wall_variance_s2, wall_quantile_s, young_cluster_wall_s
 from mcsim.model.restart import restart_parts
 from mcsim.model.spares import wall_with_spares_by_size_s
+from mcsim.model.staffing import expected_staff_waits_s
 from mcsim.model.stragglers import degradation_over_run, episode_active_share, factor_law, straggler_sigma
 from mcsim.model.strategies import STRATEGIES
 from mcsim.model.workload import WorkloadArrays, workload_arrays
@@ -188,6 +190,9 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
         )
         quantile[live] = wall_quantile_s(low, mean, variance, deadline_probability)
         running = present  # the planned stops' windows are idle time on top, as the spare waits
+        if base.staffing.team != "none":  # ... and the waits for a person
+            waits = _staff_waits_s(base, ck, present, run_mtbf, restart)
+            present, quantile = present + waits, quantile + waits
         if stretch is not None:
             present, quantile = present * stretch, quantile * stretch
         wall, quantile = wall_with_spares_by_size_s(
@@ -342,6 +347,25 @@ def _class_mean(ck: _Checkpoints, per_event, scale: float = 1.0) -> np.ndarray:
     weighted = sum(r * per_event(f) * scale for r, f in zip(rates, classes, strict=False))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), 0.0)
+
+
+def _staff_waits_s(base: Config, ck: _Checkpoints, present: np.ndarray, run_mtbf: np.ndarray, restart) -> np.ndarray:
+    """The expected waits for a person over a run, s (docs/model.md §3 "Staffing", §9), on top of Daly's wall
+    time ``present`` (the restart ``restart`` per failure, failures every ``run_mtbf``).
+
+    The recoveries opened by failures while training are Daly's failed attempts, ``present / (M e^{R/M})``
+    (each segment's ``e^{S/M} - 1``); a rate-weighted ``manual_share`` of them needs a person
+    (:func:`mcsim.model.staffing.expected_staff_waits_s`: the responses, and the first request of each
+    stretch with nobody at work waiting for its end, the run's end moved on by the waits before). A wait
+    is added outside Daly's exponential: a failure during the wait for a person does not lengthen it."""
+    share = _class_mean(ck, lambda f: f.manual_share)
+    finite = np.isfinite(run_mtbf) & (run_mtbf > 0)
+    safe = np.where(finite, run_mtbf, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        requests = np.where(finite, present / (safe * np.exp(restart / safe)), 0.0) * share
+    rate = np.where(finite, share / safe, 0.0)
+    span = np.where(np.isfinite(present), np.minimum(present, base.run.max_wall_days * 86400.0), 0.0)
+    return expected_staff_waits_s(base.staffing, span, requests, rate)
 
 
 def _restart_s(ck: _Checkpoints) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Input: what a user writes, validated (above ``kernels``, ``io`` and ``errors``).
 
 - ``schema``: every TOML key of a scenario, its type, bounds, default and unit (the declarations).
-- ``interruptions``: the declarations of ``[[failures]]`` and ``[restart]``: interruptions and their recovery.
+- ``interruptions``: the declarations of ``[[failures]]``, ``[restart]`` and ``[staffing]``: interruptions and
+  their recovery.
 - ``validation``: how a key is declared and checked: ``param`` fields, field kinds, the one validator.
 - ``json_schema``: the JSON Schema of scenario and plan files, generated from the declarations (``mcsim schema``).
 - ``consistency``: the rules between keys of one configuration that per-key bounds cannot state.

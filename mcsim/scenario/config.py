@@ -29,7 +29,7 @@ from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.consistency import FAILURE_NAME, check_configuration
 from mcsim.scenario.frozen import hash_once
-from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, RestartSection
+from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, RestartSection, StaffingSection
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
 from mcsim.scenario.provenance import provenance_entries
@@ -85,6 +85,7 @@ class Config:
     failures: tuple[FailureClass, ...]
     checkpoint: CheckpointSection
     restart: RestartSection
+    staffing: StaffingSection
     energy: EnergySection
     cost: CostSection
     carbon: CarbonSection
@@ -483,8 +484,9 @@ def _restart_paths_given(raw: dict) -> list[str]:
 
 def check_ignored_keys(raw: dict, configs: Sequence[Config], source: str) -> None:
     """Refuse a key that no configuration would use: a part of ``[restart]`` when ``restart.from_parts``
-    is false everywhere, a per-type rental price when every configuration is ``cost.model = "owned"`` (each was
-    ignored without a word). A sweep that turns the switch on somewhere uses them there."""
+    is false everywhere, a per-type rental price when every configuration is ``cost.model = "owned"``, a
+    staffing calendar without a team (each was ignored without a word). A sweep that turns the switch on
+    somewhere uses them there."""
     restart, cost = raw.get("restart", {}), raw.get("cost", {})
     if isinstance(restart, dict) and not any(cfg.restart.from_parts for cfg in configs):
         if given := [f"restart.{key}" for key in _RESTART_PARTS if key in restart] + _restart_paths_given(raw):
@@ -501,4 +503,19 @@ def check_ignored_keys(raw: dict, configs: Sequence[Config], source: str) -> Non
                 f"cost.{given[0]}",
                 'a rental price, used only with cost.model = "rental" (owned GPUs cost gpu_capex_usd, '
                 "amortised); remove the key or rent",
+            )
+    _check_staffing_used(raw, configs, source)
+
+
+def _check_staffing_used(raw: dict, configs: Sequence[Config], source: str) -> None:
+    """Refuse a ``[staffing]`` calendar key when every configuration has ``staffing.team = "none"`` (no
+    recovery would wait for anyone: the calendar was ignored without a word)."""
+    staffing = raw.get("staffing", {})
+    if isinstance(staffing, dict) and all(cfg.staffing.team == "none" for cfg in configs):
+        if given := [key for key in staffing if key != "team"]:
+            raise ScenarioError(
+                source,
+                f"staffing.{given[0]}",
+                'used only with staffing.team = "office" or "24/7" (with "none" no recovery waits for a '
+                "person); set the team, or remove the key",
             )

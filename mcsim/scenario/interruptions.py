@@ -1,9 +1,13 @@
-"""The sections of a scenario about interruptions and their recovery: ``[[failures]]`` and ``[restart]``.
+"""The sections of a scenario about interruptions and their recovery: ``[[failures]]``, ``[restart]`` and
+``[staffing]`` (the people a manual recovery waits for).
 
 Each is a frozen dataclass (:func:`~mcsim.scenario.frozen.section`), each key a field made by
 :func:`~mcsim.scenario.validation.param`, as the other sections in :mod:`mcsim.scenario.schema`, which
 lists them among the scenario's tables. :data:`FAILURE_KINDS` names the kinds of failure class in the
-kernel's code order, :data:`FLEET_KINDS` those whose rate is the fleet's.
+kernel's code order, :data:`FLEET_KINDS` those whose rate is the fleet's; :data:`STAFF_TEAMS` and
+:data:`WEEKDAYS` the values of ``staffing.team`` and ``staffing.working_days``, and the field kinds of
+the calendar's keys (:class:`TimeZoneName`, :class:`LocalDateTime`, :class:`HourRange`, :class:`Weekdays`,
+:class:`LocalDates`).
 
 Defaults are assumptions unless ``docs/model.md`` ("Defaults and their sources") cites the publication
 they are taken from.
@@ -11,8 +15,13 @@ they are taken from.
 
 from __future__ import annotations
 
+import datetime
+import zoneinfo
+from typing import Any
+
+from mcsim.errors import ScenarioError
 from mcsim.scenario.frozen import section
-from mcsim.scenario.validation import MAX_GPUS, Durations, StateOrNumber, param
+from mcsim.scenario.validation import MAX_GPUS, Durations, StateOrNumber, coerce_number, param, type_name
 
 # The kinds of failure class (docs/model.md §3 "Kinds of interruption"), in the kernel's code order.
 FAILURE_KINDS = ("fail_stop", "hang", "instability", "planned")
@@ -122,4 +131,169 @@ class FailureClass:
         doc='units at job start: "stationary" (a cluster that has been running: '
         'first failures from the renewal process in equilibrium), "new" '
         "(all installed at t = 0), or every unit this many hours old",
+    )
+
+
+# --- [staffing]: the people a manual recovery waits for (docs/model.md §3 "Staffing") -------------------
+# staffing.team: "none" (no calendar: a manual recovery costs manual_hours alone), "office" (a person at
+# work in working hours only), "24/7" (always someone), in the kernel's code order.
+STAFF_TEAMS = ("none", "office", "24/7")
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # datetime.weekday() order
+# A TOML date or date-time in the JSON Schema: JSON has no type for it, so a value of none of JSON's types.
+_TOML_DATE = {"not": {"type": ["string", "number", "boolean", "array", "object", "null"]}}
+
+
+class TimeZoneName:
+    """Field kind: an IANA time zone name that the standard :mod:`zoneinfo` knows, e.g. ``"US/Pacific"``."""
+
+    SWEEPABLE = False
+    JSON_SCHEMA = {"type": "string"}
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> str:
+        """The name, once :class:`zoneinfo.ZoneInfo` has found it."""
+        expected = 'expected an IANA time zone name such as "UTC", "US/Pacific" or "Europe/Paris"'
+        if not isinstance(value, str):
+            raise ScenarioError(source, key, f"{expected}, got {type_name(value)}")
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (KeyError, ValueError, OSError):  # not found, not a name, not a file
+            raise ScenarioError(source, key, f"{expected}, got {value!r}") from None
+        return value
+
+
+class LocalDateTime:
+    """Field kind: a local date and time ``"YYYY-MM-DDTHH:MM"`` (a string or a TOML local date-time), or the
+    same in UTC with a trailing ``Z``."""
+
+    SWEEPABLE = False
+    JSON_SCHEMA = {
+        "anyOf": [{"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}Z?$"}, _TOML_DATE]
+    }
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> str:
+        """The date and time as ``"YYYY-MM-DDTHH:MM"`` (``...Z`` when given in UTC)."""
+        if isinstance(value, datetime.datetime) and value.tzinfo is None and not value.second:
+            return value.strftime("%Y-%m-%dT%H:%M")
+        for form in ("%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%MZ"):
+            try:
+                return datetime.datetime.strptime(value, form).strftime(form)
+            except (TypeError, ValueError):
+                pass
+        raise ScenarioError(
+            source, key, f'expected a local date and time "YYYY-MM-DDTHH:MM" (or UTC: "...Z"), got {type_name(value)}'
+        )
+
+
+class HourRange:
+    """Field kind: ``[begin, end]``, local hours of the day with ``0 <= begin < end <= 24``."""
+
+    SWEEPABLE = False
+    JSON_SCHEMA = {
+        "type": "array",
+        "items": {"type": "number", "minimum": 0, "maximum": 24},
+        "minItems": 2,
+        "maxItems": 2,
+    }
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[float, float]:
+        """The two hours, checked."""
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, list) or len(value) != 2:
+            raise ScenarioError(
+                source, key, f"expected [begin, end], two hours of the day, e.g. [9, 17], got {type_name(value)}"
+            )
+        begin, end = (float(coerce_number(meta, v, source, f"{key}[{i}]", integer=False)) for i, v in enumerate(value))
+        if not begin < end:
+            raise ScenarioError(
+                source, key, f"expected begin < end (working hours within one day), got [{begin:g}, {end:g}]"
+            )
+        return begin, end
+
+
+class LocalDates:
+    """Field kind: a list of local dates, TOML dates or ``"YYYY-MM-DD"`` strings, typed as ISO strings."""
+
+    SWEEPABLE = False
+    JSON_SCHEMA = {"type": "array", "items": {"anyOf": [{"type": "string", "format": "date"}, _TOML_DATE]}}
+    MAX_ENTRIES = 100_000
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[str, ...]:
+        """The dates as ``"YYYY-MM-DD"`` strings, in the file's order."""
+        if isinstance(value, tuple):
+            return value
+        if not isinstance(value, list) or len(value) > cls.MAX_ENTRIES:
+            raise ScenarioError(
+                source, key, f'expected a list of dates, e.g. [2021-11-25, "2021-12-24"], got {type_name(value)}'
+            )
+        return tuple(cls._date(item, source, f"{key}[{i}]") for i, item in enumerate(value))
+
+    @staticmethod
+    def _date(item: Any, source: str, key: str) -> str:
+        if isinstance(item, datetime.date) and not isinstance(item, datetime.datetime):
+            return item.isoformat()
+        if isinstance(item, str) and len(item) == 10:
+            try:
+                return datetime.date.fromisoformat(item).isoformat()
+            except ValueError:
+                pass
+        raise ScenarioError(source, key, f"expected a date YYYY-MM-DD, got {type_name(item)}")
+
+
+class Weekdays:
+    """Field kind: a non-empty list of distinct days of :data:`WEEKDAYS`, e.g. ``["Mon", "Tue"]``."""
+
+    SWEEPABLE = False
+    JSON_SCHEMA = {"type": "array", "items": {"enum": list(WEEKDAYS)}, "minItems": 1, "uniqueItems": True}
+
+    @classmethod
+    def from_toml(cls, value: Any, meta: dict, source: str, key: str) -> tuple[str, ...]:
+        """The days, in the file's order."""
+        if isinstance(value, tuple):
+            return value
+        days = ", ".join(WEEKDAYS)
+        if not isinstance(value, list) or not value:
+            shown = "[] (a calendar with no working hours)" if value == [] else type_name(value)
+            raise ScenarioError(source, key, f"expected a non-empty list of distinct days of {days}, got {shown}")
+        for i, day in enumerate(value):
+            if day not in WEEKDAYS:
+                raise ScenarioError(source, f"{key}[{i}]", f"expected one of {days}, got {type_name(day)}")
+        if len(set(value)) != len(value):
+            raise ScenarioError(source, key, f"expected distinct days, got {value!r}")
+        return tuple(value)
+
+
+@section
+class StaffingSection:
+    team: str = param(
+        "none",
+        kind=str,
+        choices=STAFF_TEAMS,
+        doc="who answers a recovery that needs a person (failures.manual_share): none (no calendar), office "
+        "(working hours only, on_call out of hours), 24/7",
+    )
+    time_zone: str = param(
+        "UTC", kind=TimeZoneName, doc="IANA time zone of the team (its UTC offset at the start, held all the run)"
+    )
+    start: str = param(
+        "2024-01-01T09:00", kind=LocalDateTime, doc="local date and time of the run's start, YYYY-MM-DDTHH:MM"
+    )
+    # Working hours 9-17 Monday to Friday: a stated assumption (an office day), not a published figure.
+    working_hours: tuple[float, float] = param(
+        (9.0, 17.0), kind=HourRange, ge=0, le=24, unit="h", doc="[begin, end] local hours of a working day"
+    )
+    working_days: tuple[str, ...] = param(WEEKDAYS[:5], kind=Weekdays, doc="the days of the week with working hours")
+    holidays: tuple[str, ...] = param((), kind=LocalDates, doc="local dates with nobody at work, YYYY-MM-DD")
+    on_call: bool = param(False, kind=bool, doc="team office: out of hours a person on call answers")
+    # Google SRE book, ch. 11 "Being On-Call": 30 minutes for less time-critical services (5 for user-facing).
+    on_call_response_minutes: float = param(
+        30.0, ge=0, le=1e5, unit="min", doc="mean response time of the person on call"
+    )
+    on_call_response_sigma: float = param(0.0, ge=0, le=3, doc="its lognormal log-sd (0: every one the mean)")
+    response_minutes: float = param(
+        0.0, ge=0, le=1e5, unit="min", doc="mean response in working hours or of a 24/7 team (exponential)"
     )

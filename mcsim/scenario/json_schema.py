@@ -70,6 +70,8 @@ def _value(meta: Mapping[str, Any]) -> dict[str, Any]:
         return {"type": "array", "items": _number(meta, integer=issubclass(kind, Counts))}
     if kind is Interval:
         return _interval()
+    if hasattr(kind, "JSON_SCHEMA"):  # a kind that states its own (the staffing calendar's)
+        return dict(kind.JSON_SCHEMA)
     if kind is PricesByType:
         return {"type": "object", "propertyNames": {"enum": list(GPU_CATALOG)}, "additionalProperties": _number(meta)}
     return {}
@@ -89,6 +91,8 @@ def _field(fld: dataclasses.Field) -> dict[str, Any]:
         schema["default"] = default
     elif isinstance(default, Interval):
         schema["default"] = default.label
+    elif isinstance(default, tuple) and hasattr(meta["kind"], "JSON_SCHEMA"):
+        schema["default"] = list(default)
     return schema
 
 

@@ -6,6 +6,7 @@ as the same number).
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 import tomllib
@@ -55,6 +56,8 @@ def _toml_value(value: Any) -> str:
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{ " + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (datetime.date, datetime.time)):  # TOML's dates and times (staffing's calendar)
+        return value.isoformat()
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
 
 
