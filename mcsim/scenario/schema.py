@@ -21,7 +21,7 @@ from typing import Any
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
 from mcsim.scenario.frozen import section
-from mcsim.scenario.interruptions import FailureClass, RestartSection
+from mcsim.scenario.interruptions import FailureClass, RestartSection, SchedulerSection
 from mcsim.scenario.software import DEFAULT_SOFTWARE, KERNEL_LAUNCH_US, SOFTWARE_PROFILES
 from mcsim.scenario.toml import format_number
 from mcsim.scenario.validation import (
@@ -435,6 +435,7 @@ SECTIONS: dict[str, type] = {
     "stragglers": StragglerSection,
     "checkpoint": CheckpointSection,
     "restart": RestartSection,
+    "scheduler": SchedulerSection,
     "energy": EnergySection,
     "cost": CostSection,
     "carbon": CarbonSection,
