@@ -11,6 +11,7 @@ from twin_cases import (
     JOB,
     KIND_FEATURES,
     PHASE_FEATURES,
+    SCHEDULER,
     STRATEGIES,
     Case,
     case_values,
@@ -233,6 +234,18 @@ def _fast_cases() -> list[Case]:
             [kind(gpu(0.7, 1500.0), requeue_share=0.4), kind(node(1.0, 2000.0), requeue_share=0.0)],
             dict(spare_nodes=1, restart_s=12.0, restart_in_place_s=3.0, **ABANDON, **JOB),
             ("stretch", "in-place restart", "abandoned restart"),
+        )
+        for s in STRATEGIES
+    ]
+    # The batch system between stretches (docs/model.md §3 "The batch system"): job parts of 600 s, stretches
+    # kept off the limit, fast blocks it cuts keeping their whole iterations; appended: the seeds stay.
+    cases += [
+        Case(
+            f"{s}-scheduler",
+            s,
+            [kind(gpu(0.7, 1500.0), requeue_share=0.5), kind(node(1.0, 2000.0), requeue_share=0.0)],
+            dict(spare_nodes=1, restart_s=12.0, restart_in_place_s=3.0, **{**SCHEDULER, "time_limit_s": 600.0}, **JOB),
+            ("stretch", "time-limit stop", "kept at limit", "released job"),
         )
         for s in STRATEGIES
     ]
