@@ -6,9 +6,9 @@ Each space below stresses one effect the simulation models: heavy exponential fa
 baseline), checkpoint writes slower than the compute between checkpoints (async and gockpt wait
 for them, and a failure during a write rolls back one interval more), slow-node episodes, Weibull
 failures of shape 0.6 on a new cluster and at the stationary state, a small spare pool with slow
-repairs, failure domains of four nodes, every kind of interruption, and restart paths with
-abandoned restarts. For every candidate of the space that fits in memory,
-the screen's expected wall time is compared with the mean of ``--runs`` simulated runs (the same
+repairs, failure domains of four nodes, every kind of interruption, restart paths with
+abandoned restarts, and the batch system (job time limits, queue and release waits). For every
+candidate of the space that fits in memory, the screen's expected wall time is compared with the mean of ``--runs`` simulated runs (the same
 random streams for every candidate); the script prints each candidate's relative error
 ``screen / simulated - 1`` with its standard error and the largest |error| per space. The figures
 are in docs/planning.md ("The screen's error per feature").
@@ -144,6 +144,20 @@ SPACES = {
             "abandoned_share": 0.2,
             "abandoned_minutes": 30.0,
             "abandoned_sigma": 0.5,
+        },
+    ),
+    # Job parts of 20 h (Jean Zay's limit, BLOOM-176B's logbook) with a shared centre's queue wait of mean 2 h
+    # (lognormal, log-sd 1) after each and after every failure's requeue; a third of the crashes hold the job
+    # 3 h until released: on the 2-13 day runs, 2-15 stops.
+    "batch_system": _space(
+        restart={"from_parts": True},
+        scheduler={
+            "time_limit_hours": 20.0,
+            "queue": "shared",
+            "queue_wait_minutes": 120.0,
+            "queue_wait_sigma": 1.0,
+            "release_share": 0.3,
+            "release_hours": 3.0,
         },
     ),
 }

@@ -1134,14 +1134,15 @@ class Run:
             if take:
                 c = self.failures.take_next()
                 fc = self.classes[c]
-                if not first and fc.kind != FAIL_STOP:
+                in_queue = queued[0] <= s.t < queued[1]  # the job holds no allocation: the pool's failure
+                if not first and (fc.kind != FAIL_STOP or in_queue):
                     s.dropped_in_recovery += 1
+                    s.failures_in_queue += 1 if in_queue else 0
                 else:
                     s.failures += 1
                     s.failures_in_recovery += 0 if first else 1
                     s.failures_in_restart += 1 if restarted_s - parts_s < s.t < restarted_s else 0
                     s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
-                    s.failures_in_queue += 1 if queued[0] <= s.t < queued[1] else 0
                     opening = first
                     if first:
                         from_memory = self.interrupt(fc, partial_s)
@@ -1171,7 +1172,8 @@ class Run:
                     ready_new = max(detected_new, spares_back_s) + self.draw_recovery_s(fc)
                     # A detected incident's own recovery (replacement, decision, a person's time) is not cut
                     # short by a failure during it: the later of the two sets the restart, and its cause.
-                    if opening or s.t < detected_s or ready_new >= ready_s:
+                    # A crash of a hung job is detected at once; a crashed job held until released stays held.
+                    if opening or (s.t < detected_s and cause == HANG) or ready_new >= ready_s:
                         cause, detected_s, ready_s = fc.kind, detected_new, ready_new
                     else:
                         s.recoveries_kept += 1

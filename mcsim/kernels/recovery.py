@@ -328,8 +328,9 @@ def _incident(fc, c, k, t, opening, from_memory, wait_until, kind, detect_end, r
     detect_new = t + fc.detect_s[c] if fc.kind[c] == KIND_HANG else t
     ready_new = max(detect_new, wait_until) + _class_recovery_s(fc, c, rec_stream)
     # The recovery already under way for a detected incident (a replacement, a decision, a
-    # person's time) goes on: training restarts after the later of the two, charged to its cause.
-    if opening or t < detect_end or ready_new >= ready_end:
+    # person's time) goes on: training restarts after the later of the two, charged to its cause. A
+    # crash of a hung job is detected at once; a crashed job held by the batch system stays held.
+    if opening or (t < detect_end and kind == KIND_HANG) or ready_new >= ready_end:
         return fc.kind[c], detect_new, ready_new
     return kind, detect_end, ready_end
 
@@ -362,15 +363,23 @@ def _restart_ends(p, fc, c, k, ready_end, restart_s, queue_s, load, rec_stream):
 
 
 @jit_inline
+def _dropped(fc, c, first, t, queued):
+    """Whether an event of class ``c`` at ``t`` falls in the recovery under way without a say (``first``: it
+    opens one): a hang, an instability or a planned stop needs a running job; and during the wait in the
+    queue (``queued``) the job holds no allocation, so a failure then is the pool's, not the job's."""
+    return not first and (fc.kind[c] != KIND_FAIL_STOP or queued[0] <= t < queued[1])
+
+
+@jit_inline
 def recover(p, fc, ws, at_limit):
     """Recovery, restarted by every fail-stop failure that strikes during it, in the workspace ``ws``;
     opened by the failure due now, or (``at_limit``) by the job part's time limit.
 
     A hang or an instability needs a running job: one that falls in a recovery is dropped (its
-    unit renews; it is not counted). The restart's parts are a requeue's when any of the recovery's
-    incidents needs one (:func:`_restart_path`), after a wait in the batch queue; a fail-stop failure
-    that opens it may hold the allocation until released (:mod:`mcsim.kernels.scheduler`); a restart
-    that fails again within its first steps (:func:`_abandoned_s`) loses its time and is done again.
+    unit renews; it is not counted), as is any failure during the wait in the queue. The restart's
+    parts are a requeue's when any of the recovery's incidents needs one (:func:`_restart_path`),
+    after a wait in the batch queue; a fail-stop failure that opens it may hold the allocation until
+    released (:mod:`mcsim.kernels.scheduler`); a restart that fails again within its first steps (:func:`_abandoned_s`) loses its time and is done again.
     Stops early with ``K_OVERFLOW`` set when a heap is full.
     """
     x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
@@ -391,7 +400,7 @@ def recover(p, fc, ws, at_limit):
             c = _consume_failure(fc, k, t, streams, pools, heap_time, heap_class)
             if c < 0:
                 return
-            if not first and fc.kind[c] != KIND_FAIL_STOP:
+            if _dropped(fc, c, first, t, queued):
                 k[K_DROPPED] += 1
             else:
                 k[K_FAILURES] += 1

@@ -188,6 +188,9 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
         )
         quantile[live] = wall_quantile_s(low, mean, variance, deadline_probability)
         running = present  # the planned stops' windows are idle time on top, as the spare waits
+        if base.scheduler.time_limit_hours > 0 or base.scheduler.queue != "none" or base.scheduler.release_share > 0:
+            waits = _batch_waits_s(base, ck, parts, present, restart, run_mtbf, mean_iteration_s)
+            present, quantile = present + waits, quantile + waits
         if stretch is not None:
             present, quantile = present * stretch, quantile * stretch
         wall, quantile = wall_with_spares_by_size_s(
@@ -359,6 +362,52 @@ def abandoned_restarts_s(base: Config, restart_load_s: Any) -> Any:
     if q == 0.0:
         return 0.0
     return q / (1.0 - q) * (base.restart.abandoned_minutes * 60.0 + restart_load_s)
+
+
+def _batch_waits_s(
+    base: Config,
+    ck: _Checkpoints,
+    parts: Any,
+    present: np.ndarray,
+    restart: np.ndarray,
+    run_mtbf: np.ndarray,
+    iteration_s: np.ndarray,
+) -> np.ndarray:
+    """Mean time the batch queue and the job parts' time limit add to the wall time ``present``, s
+    (docs/model.md §3 "The batch system", §9).
+
+    A failure during a queue wait is the pool's, not the job's (dropped), and one during a crashed
+    job's hold leaves it held: the waits are added, not restarted. About ``present e^{-R/M} / M``
+    recoveries (``M`` the run's MTBF, ``R`` a failure's recovery: a failure that falls in a recovery
+    opens none) each wait ``rho Q`` (``rho`` the share of restarts by requeue, ``Q`` the queue's mean)
+    and, opened by a fail-stop failure (their rate-weighted share), ``release_share`` times the mean
+    hold. A part's clock runs ``present (1 - rho R / M)`` of the run and ends at the limit ``H`` or at
+    a requeue, whichever comes first: a renewal process with ``lambda / (e^{lambda H} - 1)`` stops a
+    second (``lambda = rho / M``; ``1 / H`` without failures), less half the share ``e^{-lambda H}`` of
+    parts that end at the limit (the run ends inside its last part: ``floor(T / H)`` stops, ``T / H -
+    1/2`` on average, without failures). Each stop waits ``Q`` and is down for a full requeue's parts,
+    a storage load, half an iteration and the abandoned restarts after them; a failure during that
+    (probability about its length over ``M``) adds a failure's recovery."""
+    sch = base.scheduler
+    queue_s = sch.queue_law()[0] * 60.0
+    rho = _class_mean(ck, lambda f: f.requeue_share)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        finite = np.isfinite(run_mtbf) & (run_mtbf > 0)
+        per_failure = np.where(finite, 1.0 / np.where(finite, run_mtbf, 1.0), 0.0)  # failures a second
+        held_s = _class_mean(ck, lambda f: float(f.kind == "fail_stop")) * sch.release_share * sch.release_hours
+        recoveries = present * per_failure * np.exp(-restart * per_failure)  # those a failure opens
+        waits = recoveries * (rho * queue_s + held_s * 3600.0)
+        if sch.time_limit_hours <= 0:
+            return waits
+        limit_s = sch.time_limit_hours * 3600.0
+        requeue_load_s = np.asarray(parts.total_s) + ck.storage_load_s
+        down_s = requeue_load_s + iteration_s / 2.0 + abandoned_restarts_s(base, requeue_load_s)
+        rate = rho * per_failure
+        clocked = present * (1.0 - rate * restart)
+        x = rate * limit_s
+        per_s = np.where(x > 1e-9, rate / np.expm1(np.maximum(x, 1e-300)), 1.0 / limit_s)
+        stops = np.maximum(clocked * per_s - 0.5 * np.exp(-x), 0.0)  # the last part ends the run, not a stop
+    return waits + stops * (queue_s + down_s * (1.0 + per_failure * restart))
 
 
 def _with_abandoned(base: Config, restart_load_s: np.ndarray) -> np.ndarray:

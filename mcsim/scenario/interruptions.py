@@ -126,6 +126,7 @@ class FailureClass:
         "(all installed at t = 0), or every unit this many hours old",
     )
 
+
 # Sourced defaults of the queue wait (docs/model.md §8 "Defaults and their sources"): SOURCES_PENDING
 QUEUE_RESERVATION_MINUTES = 1.0
 QUEUE_RESERVATION_SIGMA = 0.0
