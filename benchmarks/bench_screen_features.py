@@ -8,8 +8,8 @@ for them, and a failure during a write rolls back one interval more), slow-node 
 failures of shape 0.6 on a new cluster and at the stationary state, a small spare pool with slow
 repairs, failure domains of four nodes, every kind of interruption, restart paths with
 abandoned restarts, and the batch system (job time limits, queue and release waits). For every
-candidate of the space that fits in memory, the screen's expected wall time is compared with the mean of ``--runs`` simulated runs (the same
-random streams for every candidate); the script prints each candidate's relative error
+candidate of the space that fits in memory, the screen's expected wall time is compared with the
+mean of ``--runs`` simulated runs (the same random streams for every candidate); the script prints each candidate's relative error
 ``screen / simulated - 1`` with its standard error and the largest |error| per space. The figures
 are in docs/planning.md ("The screen's error per feature").
 """

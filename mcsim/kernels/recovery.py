@@ -379,8 +379,8 @@ def recover(p, fc, ws, at_limit):
     unit renews; it is not counted), as is any failure during the wait in the queue. The restart's
     parts are a requeue's when any of the recovery's incidents needs one (:func:`_restart_path`),
     after a wait in the batch queue; a fail-stop failure that opens it may hold the allocation until
-    released (:mod:`mcsim.kernels.scheduler`); a restart that fails again within its first steps (:func:`_abandoned_s`) loses its time and is done again.
-    Stops early with ``K_OVERFLOW`` set when a heap is full.
+    released (:mod:`mcsim.kernels.scheduler`); a restart that fails again within its first steps
+    (:func:`_abandoned_s`) loses its time and is done again. Stops early with ``K_OVERFLOW`` set when a heap is full.
     """
     x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
     rec_stream = run_streams[3]
