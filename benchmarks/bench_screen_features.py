@@ -10,8 +10,8 @@ repairs, failure domains of four nodes, every kind of interruption, restart path
 abandoned restarts, and the batch system (job time limits, queue and release waits). For every
 candidate of the space that fits in memory, the screen's expected wall time is compared with the
 mean of ``--runs`` simulated runs (the same random streams for every candidate); the script prints
-each candidate's relative error ``screen / simulated - 1`` with its standard error and the largest |error| per space. The figures
-are in docs/planning.md ("The screen's error per feature").
+each candidate's relative error ``screen / simulated - 1`` with its standard error and the largest
+|error| per space. The figures are in docs/planning.md ("The screen's error per feature").
 """
 
 from __future__ import annotations
