@@ -127,9 +127,16 @@ class FailureClass:
     )
 
 
-# Sourced defaults of the queue wait (docs/model.md §8 "Defaults and their sources"): SOURCES_PENDING
+# Defaults of the queue wait (docs/model.md §8 "Defaults and their sources"). A dedicated reservation (the
+# next part already queued on an exclusive partition) starts at the scheduler's next pass: Slurm's
+# slurm.conf(5) SchedulerParameters "sched_interval ... default value is 60 seconds", "bf_interval ...
+# Default: 30"; Kokolis et al. (HPCA'25, arXiv 2410.21680) Observation 10 takes "1 minute" after each
+# failure; BLOOM-176B's chained jobs on Jean Zay's reserved partition (bigscience tr11 README, job arrays
+# %1) did the same. Its spread (log-sd 0.5) is an ASSUMPTION. A shared centre: no published mean wait of a
+# multi-hundred-GPU job was found (Philly, Helios and Acme give CDF plots or raw traces only): mean 60 min,
+# log-sd 1.5 are an ASSUMPTION, to be set from the centre's own accounting (sacct's Submit to Start).
 QUEUE_RESERVATION_MINUTES = 1.0
-QUEUE_RESERVATION_SIGMA = 0.0
+QUEUE_RESERVATION_SIGMA = 0.5
 QUEUE_SHARED_MINUTES = 60.0
 QUEUE_SHARED_SIGMA = 1.5
 
