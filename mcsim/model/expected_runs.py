@@ -379,9 +379,9 @@ def _batch_waits_s(
     A failure during a queue wait is the pool's, not the job's (dropped), and one during a crashed
     job's hold leaves it held: the waits are added, not restarted. About ``present e^{-R/M} / M``
     recoveries (``M`` the run's MTBF, ``R`` a failure's recovery: a failure that falls in a recovery
-    opens none) each wait ``rho Q`` (``rho`` the share of restarts by requeue, ``Q`` the queue's mean)
-    and, opened by a fail-stop failure (their rate-weighted share), ``release_share`` times the mean
-    hold. A part's clock runs ``present (1 - rho R / M)`` of the run and ends at the limit ``H`` or at
+    opens none) each wait ``rho Q e^{P/M}`` (``rho`` the share of restarts by requeue, ``Q`` the queue's
+    mean; a failure during the restart after it, its parts and load ``P``, requeues again) and, opened
+    by a fail-stop failure (their rate-weighted share), ``release_share`` times the mean hold. A part's clock runs ``present (1 - rho R / M)`` of the run and ends at the limit ``H`` or at
     a requeue, whichever comes first: a renewal process with ``lambda / (e^{lambda H} - 1)`` stops a
     second (``lambda = rho / M``; ``1 / H`` without failures), less half the share ``e^{-lambda H}`` of
     parts that end at the limit (the run ends inside its last part: ``floor(T / H)`` stops, ``T / H -
@@ -396,7 +396,9 @@ def _batch_waits_s(
         per_failure = np.where(finite, 1.0 / np.where(finite, run_mtbf, 1.0), 0.0)  # failures a second
         held_s = _class_mean(ck, lambda f: float(f.kind == "fail_stop")) * sch.release_share * sch.release_hours
         recoveries = present * per_failure * np.exp(-restart * per_failure)  # those a failure opens
-        waits = recoveries * (rho * queue_s + held_s * 3600.0)
+        # A failure during the restart after the queue (its parts and the load) requeues it: e^{P/M} waits.
+        again = np.exp((np.asarray(parts.total_s) + ck.load_s) * per_failure)
+        waits = recoveries * (rho * queue_s * again + held_s * 3600.0)
         if sch.time_limit_hours <= 0:
             return waits
         limit_s = sch.time_limit_hours * 3600.0
