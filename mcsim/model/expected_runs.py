@@ -376,18 +376,19 @@ def _batch_waits_s(
     """Mean time the batch queue and the job parts' time limit add to the wall time ``present``, s
     (docs/model.md §3 "The batch system", §9).
 
-    A failure during a queue wait is the pool's, not the job's (dropped), and one during a crashed
-    job's hold leaves it held: the waits are added, not restarted. About ``present e^{-R/M} / M``
-    recoveries (``M`` the run's MTBF, ``R`` a failure's recovery: a failure that falls in a recovery
-    opens none) each wait ``rho Q e^{P/M}`` (``rho`` the share of restarts by requeue, ``Q`` the queue's
-    mean; a failure during the restart after it, its parts and load ``P``, requeues again) and, opened
-    by a fail-stop failure (their rate-weighted share), ``release_share`` times the mean hold. A part's clock runs ``present (1 - rho R / M)`` of the run and ends at the limit ``H`` or at
-    a requeue, whichever comes first: a renewal process with ``lambda / (e^{lambda H} - 1)`` stops a
-    second (``lambda = rho / M``; ``1 / H`` without failures), less half the share ``e^{-lambda H}`` of
-    parts that end at the limit (the run ends inside its last part: ``floor(T / H)`` stops, ``T / H -
-    1/2`` on average, without failures). Each stop waits ``Q`` and is down for a full requeue's parts,
-    a storage load, half an iteration and the abandoned restarts after them; a failure during that
-    (probability about its length over ``M``) adds a failure's recovery."""
+    A failure during a queue wait is the pool's, not the job's (dropped), and one during a crashed job's
+    hold leaves it held: the waits are added, not restarted. About ``present e^{-R/M} / M`` recoveries
+    (``M`` the run's MTBF, ``R`` a failure's recovery: a failure that falls in a recovery opens none)
+    each wait ``rho Q e^{P/M}`` (``rho`` the share of restarts by requeue, ``Q`` the queue's mean; a
+    failure during the restart after it, its parts and load ``P``, requeues again) and, opened by a
+    fail-stop failure (their rate-weighted share), ``release_share`` times the mean hold. A part's clock
+    runs ``present (1 - rho R / M)`` of the run and ends at the limit ``H`` or at a requeue, whichever
+    comes first: a renewal process with ``lambda / (e^{lambda H} - 1)`` stops a second (``lambda = rho /
+    M``; ``1 / H`` without failures), less half the share ``e^{-lambda H}`` of parts that end at the
+    limit (the run ends inside its last part: ``floor(T / H)`` stops, ``T / H - 1/2`` on average,
+    without failures). Each stop waits ``Q`` and is down for a full requeue's parts, a storage load,
+    half an iteration and the abandoned restarts after them; a failure during that (probability about
+    its length over ``M``) adds a failure's recovery."""
     sch = base.scheduler
     queue_s = sch.queue_law()[0] * 60.0
     rho = _class_mean(ck, lambda f: f.requeue_share)
