@@ -160,6 +160,13 @@ SPACES = {
             "release_hours": 3.0,
         },
     ),
+    # Job parts of 10 h with the shared centre's default queue (60 min, log-sd 1.5) on rarer failures (GPU MTBF
+    # 4,000 h: a job MTBF of 31 to 8 h), so that most parts end at the limit: 3-18 stops a run.
+    "batch_limits": _space(
+        failures=[{"name": "gpu", "scope": "gpu", "mtbf_hours": 4000.0, "recovery_minutes": 20.0}],
+        restart={"from_parts": True},
+        scheduler={"time_limit_hours": 10.0, "queue": "shared"},
+    ),
 }
 
 
