@@ -381,12 +381,9 @@ def _batch_waits_s(
     (``M`` the run's MTBF, ``R`` a failure's recovery: a failure that falls in a recovery opens none)
     each wait ``rho Q e^{P/M}`` (``rho`` the share of restarts by requeue, ``Q`` the queue's mean; a
     failure during the restart after it, its parts and load ``P``, requeues again) and, opened by a
-    fail-stop failure (their rate-weighted share), ``release_share`` times the mean hold. A part's clock
-    runs ``present (1 - rho R / M)`` of the run and ends at the limit ``H`` or at a requeue, whichever
-    comes first: a renewal process with ``lambda / (e^{lambda H} - 1)`` stops a second (``lambda = rho /
-    M``; ``1 / H`` without failures), less half the share ``e^{-lambda H}`` of parts that end at the
-    limit (the run ends inside its last part: ``floor(T / H)`` stops, ``T / H - 1/2`` on average,
-    without failures). Each stop waits ``Q`` and is down for a full requeue's parts, a storage load,
+    fail-stop failure (their rate-weighted share), ``release_share`` times the mean hold. The parts'
+    clock runs ``present (1 - rho R / M)`` of the run; their stops at the limit are
+    :func:`limit_stops`'s. Each stop waits ``Q`` and is down for a full requeue's parts, a storage load,
     half an iteration and the abandoned restarts after them; a failure during that (probability about
     its length over ``M``) adds a failure's recovery."""
     sch = base.scheduler
@@ -406,11 +403,29 @@ def _batch_waits_s(
         requeue_load_s = np.asarray(parts.total_s) + ck.storage_load_s
         down_s = requeue_load_s + iteration_s / 2.0 + abandoned_restarts_s(base, requeue_load_s)
         rate = rho * per_failure
-        clocked = present * (1.0 - rate * restart)
-        x = rate * limit_s
-        per_s = np.where(x > 1e-9, rate / np.expm1(np.maximum(x, 1e-300)), 1.0 / limit_s)
-        stops = np.maximum(clocked * per_s - 0.5 * np.exp(-x), 0.0)  # the last part ends the run, not a stop
+        stops = limit_stops(present * (1.0 - rate * restart), limit_s, rate)
     return waits + stops * (queue_s + down_s * (1.0 + per_failure * restart))
+
+
+def limit_stops(clocked_s: Any, limit_s: float, rate: Any) -> Any:
+    """Expected stops at the time limit ``H = limit_s`` in ``T = clocked_s`` seconds of the parts' clock, when
+    requeue failures (which begin a new part) come as a Poisson process of ``rate`` a second.
+
+    A part that begins at ``u`` stops at ``u + H`` when no failure comes before (probability
+    ``q = e^{-rate H}``); parts begin at 0, at failures (density ``rate``) and at stops, so the stops'
+    density is ``s(t) = q (delta(t - H) + rate + s(t - H))`` for ``t >= H``, and their number by ``T`` is
+    ``sum_{k=1}^{K} q^k (1 + rate (T - k H))``, ``K = floor(T / H)``: ``floor(T / H)`` without failures.
+    In closed form with ``A = sum q^k`` and ``B = sum k q^k`` (geometric sums)."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        count = np.floor(np.asarray(clocked_s, dtype=float) / limit_s)
+        x = np.asarray(rate, dtype=float) * limit_s
+        q = np.exp(-x)
+        small = x < 1e-9  # q = 1 to rounding: the sums' limits
+        one_q = np.where(small, 1.0, -np.expm1(-x))
+        q_k = q**count
+        a = np.where(small, count, q * (1.0 - q_k) / one_q)
+        b = np.where(small, count * (count + 1.0) / 2.0, q * (1.0 - (count + 1.0) * q_k + count * q_k * q) / one_q**2)
+        return np.where(count >= 1, a * (1.0 + rate * clocked_s) - rate * limit_s * b, 0.0)
 
 
 def _with_abandoned(base: Config, restart_load_s: np.ndarray) -> np.ndarray:
