@@ -137,10 +137,12 @@ CASES = [
     ("episodes", (6,), 0.02),
     ("weibull_new", (6, 12), 0.10),
     ("spares", (6,), 0.25),
-    # The batch system (docs/model.md §3 "The batch system"): queue and release waits on heavy failures, and
-    # time-limit stops on rare ones; without the screen's terms these candidates were off by 40-60 %.
+    # The batch system (docs/model.md §3 "The batch system"): queue and release waits on heavy failures
+    # (0.9 % and 2.0 % on these runs), time-limit stops and the shared queue on rare ones (0.6 % and 2.7 %: the
+    # queue's log-sd 1.5 makes its sample mean slow); without the screen's terms they were off by 3-60 % and
+    # 9-12 %.
     ("batch_system", (0, 12), 0.05),
-    ("batch_limits", (0, 12), 0.03),
+    ("batch_limits", (0, 12), 0.04),
 ]
 
 
