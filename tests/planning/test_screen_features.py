@@ -139,7 +139,7 @@ CASES = [
     ("spares", (6,), 0.25),
     # The batch system (docs/model.md §3 "The batch system"): queue and release waits on heavy failures
     # (0.9 % and 2.0 % on these runs), time-limit stops and the shared queue on rare ones (0.6 % and 2.7 %: the
-    # queue's log-sd 1.5 makes its sample mean slow); without the screen's terms they were off by 3-60 % and
+    # queue's log-sd 1.5 makes its sample mean slow); without the screen's terms they were off by up to 60 % and
     # 9-12 %.
     ("batch_system", (0, 12), 0.05),
     ("batch_limits", (0, 12), 0.04),
