@@ -7,11 +7,12 @@ baseline), checkpoint writes slower than the compute between checkpoints (async 
 them, and a failure during a write rolls back one interval more), slow-node episodes, Weibull
 failures of shape 0.6 on a new cluster and at the stationary state, a small spare pool with slow
 repairs, failure domains of four nodes, every kind of interruption, restart paths with abandoned
-restarts, and recoveries that wait for an office team's working hours (runs of days and of weeks).
-For every candidate of the space that fits in memory, the screen's expected wall time is compared
-with the mean of ``--runs`` simulated runs (the same random streams for every candidate); the script
-prints each candidate's relative error ``screen / simulated - 1`` with its standard error and the
-largest |error| per space. The figures are in docs/planning.md ("The screen's error per feature")."""
+restarts, recoveries that wait for an office team's working hours (runs of days and of weeks), and the
+batch system (job time limits, queue and release waits). For every candidate of the space that fits in
+memory, the screen's expected wall time is compared with the mean of ``--runs`` simulated runs (the same
+random streams for every candidate); the script prints each candidate's relative error
+``screen / simulated - 1`` with its standard error and the largest |error| per space. The figures are in
+docs/planning.md ("The screen's error per feature")."""
 
 from __future__ import annotations
 
@@ -161,6 +162,27 @@ SPACES = {
             }
         ],
         staffing={"team": "office", "holidays": ["2024-01-03"]},
+    ),
+    # Job parts of 20 h (Jean Zay's limit, BLOOM-176B's logbook) with a shared centre's queue wait of mean 2 h
+    # (lognormal, log-sd 1) after each and after every failure's requeue; a third of the crashes hold the job
+    # 3 h until released: on the 2-13 day runs, 2-15 stops.
+    "batch_system": _space(
+        restart={"from_parts": True},
+        scheduler={
+            "time_limit_hours": 20.0,
+            "queue": "shared",
+            "queue_wait_minutes": 120.0,
+            "queue_wait_sigma": 1.0,
+            "release_share": 0.3,
+            "release_hours": 3.0,
+        },
+    ),
+    # Job parts of 10 h with the shared centre's default queue (60 min, log-sd 1.5) on rarer failures (GPU MTBF
+    # 4,000 h: a job MTBF of 31 to 8 h), so that most parts end at the limit: 3-18 stops a run.
+    "batch_limits": _space(
+        failures=[{"name": "gpu", "scope": "gpu", "mtbf_hours": 4000.0, "recovery_minutes": 20.0}],
+        restart={"from_parts": True},
+        scheduler={"time_limit_hours": 10.0, "queue": "shared"},
     ),
 }
 # The same over runs of one to three weeks (2T tokens).

@@ -129,6 +129,9 @@ OUTPUT_NAMES = (
     "load_s",
     "abandoned_s",
     "staff_wait_s",
+    "time_limit_stops",
+    "queue_wait_s",
+    "release_wait_s",
 )
 
 
@@ -614,6 +617,14 @@ class RunState:
     abandoned_restarts: int = 0  # (not an output)
     in_place_restarts: int = 0  # incidents whose restart path was in place (not an output)
     kept_at_planned_stop: int = 0  # fast blocks a planned stop kept a share of (not an output)
+    # The batch system (docs/model.md §3 "The batch system").
+    part_end: float = math.inf  # the job part's time limit strikes here
+    time_limit_stops: int = 0
+    queue_wait_s: float = 0.0  # in the batch queue before a new allocation
+    release_wait_s: float = 0.0  # crashed jobs holding their allocation until released
+    released_jobs: int = 0  # fail-stop failures whose job was held (not an output)
+    failures_in_queue: int = 0  # failures during a queue wait (not an output)
+    kept_at_limit: int = 0  # fast blocks a time limit kept a share of (not an output)
     dropped_in_recovery: int = 0  # hangs and instabilities that fell in a recovery (not an output)
     manual_recoveries: int = 0  # recoveries that needed a person (not an output)
     # Not outputs: what the run went through, so that tests can check their grid covers it.
@@ -720,7 +731,7 @@ class Run:
         self.recovery_stream = Stream(seed, run, STREAM_RECOVERY)
         self.episodes = Episodes(params.episode_rate_per_s, params.episode_mean_s, Stream(seed, run, STREAM_EPISODES))
         self.spares = SparePool(params.spare_nodes) if params.spare_nodes >= 0 else None
-        self.state = RunState(next_checkpoint=params.checkpoint_every)
+        self.state = RunState(next_checkpoint=params.checkpoint_every, part_end=params.time_limit_s)
         self.state.job_factor = self.draw_job_factor()
 
     # --- draws --------------------------------------------------------------
@@ -738,9 +749,13 @@ class Run:
         """Whether the horizon is a planned stop (not the wall-clock limit, not another failure)."""
         return self.failures.next_time() <= self.p.max_wall_s and self.failures.next_kind() == PLANNED
 
+    def limit_next(self) -> bool:
+        """Whether the horizon is the job part's time limit (before the next failure and the wall-clock limit)."""
+        return self.state.part_end < min(self.failures.next_time(), self.p.max_wall_s)
+
     def horizon(self) -> float:
-        """The next failure or the wall-clock limit, whichever comes first."""
-        return min(self.failures.next_time(), self.p.max_wall_s)
+        """The next failure, the wall-clock limit or the job part's time limit, whichever comes first."""
+        return min(self.failures.next_time(), self.p.max_wall_s, self.state.part_end)
 
     def transition_s(self) -> float:
         """When the state read at ``t`` (the episodes and the degradation step) next changes."""
@@ -861,8 +876,9 @@ class Run:
         if s.t + duration > horizon:
             s.executed += count * (horizon - s.t) / duration
             kept = math.floor(count * (horizon - s.t) / duration)
-            if kept > 0 and self.planned_stop_next():
-                # A planned stop saves the block's whole iterations: their share of its time and accounts.
+            if kept > 0 and (self.limit_next() or self.planned_stop_next()):
+                # A planned stop or the part's time limit saves the block's whole iterations: their share of
+                # its time and accounts.
                 share = kept / count
                 s.t += share * duration
                 s.busy_s += share * duration
@@ -874,7 +890,10 @@ class Run:
                     persistent_s=old.persistent_s + share * persistent_s,
                     episode_phase_s=old.episode_phase_s + share * compute_phase if in_episode else old.episode_phase_s,
                 )
-                s.kept_at_planned_stop += 1
+                if self.limit_next():
+                    s.kept_at_limit += 1
+                else:
+                    s.kept_at_planned_stop += 1
             s.partial_s = horizon - s.t
             s.busy_s += s.partial_s
             s.t = horizon
@@ -1089,10 +1108,13 @@ class Run:
 
     # --- failure and recovery -------------------------------------------------
 
-    def fail_and_recover(self) -> None:
-        """A failure at ``t``: roll back, then recover (restarted by every fail-stop failure during it).
+    def fail_and_recover(self, at_limit: bool = False) -> None:
+        """A failure at ``t`` (or, ``at_limit``, the job part's time limit): roll back, then recover
+        (restarted by every fail-stop failure during it).
 
         A hang or an instability while recovering is dropped: nothing runs that could hang or diverge.
+        At the time limit the progress is saved (as a planned stop's), the job waits in the queue and
+        restarts by full requeue, then loads from storage.
         """
         p, s = self.p, self.state
         self.settle_writes()
@@ -1108,60 +1130,90 @@ class Run:
         parts_s = 0.0  # the restart's parts: a requeue's if any incident of this recovery needs one
         abandoned = (math.inf, math.inf)  # the abandoned attempt under way: from, until
         staff = (math.inf, math.inf)  # the recovery's wait for a person: from, until
+        queue_s = 0.0  # the wait in the queue before the parts (a requeue's)
+        queued = released = (s.t, s.t)  # the queue wait and a crashed job's hold: from, until
+        requeued = False  # a new job part begins at the restart
         load_s = 0.0
+        take = True  # False: the time limit opened the recovery, no failure is taken
+        if at_limit:
+            s.durable = s.progress  # saved at the limit
+            s.replica = None  # the job's snapshots end with it
+            s.storage_writes += 1
+            s.storage_loads += 1
+            s.next_checkpoint = (s.progress.iterations // p.checkpoint_every + 1) * p.checkpoint_every
+            s.time_limit_stops += 1
+            requeued, take, first = True, False, False
+            queue_s = self.draw_queue_s()
+            parts_s, load_s = p.restart_s, p.load_s
+            restarted_s = s.t + queue_s + parts_s
+            recovered_s = restarted_s + load_s
+            queued = (s.t, s.t + queue_s)
         while True:
-            c = self.failures.take_next()
-            fc = self.classes[c]
-            if not first and fc.kind != FAIL_STOP:
-                s.dropped_in_recovery += 1
-            else:
-                s.failures += 1
-                s.failures_in_recovery += 0 if first else 1
-                s.failures_in_restart += 1 if restarted_s - parts_s < s.t < restarted_s else 0
-                s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
-                opening = first
-                if first:
-                    from_memory = self.interrupt(fc, partial_s)
-                    first = False
-                elif from_memory and not fc.memory_ok:
-                    # This failure destroys the snapshot being restored: fall back to storage.
-                    self.roll_back_to(s.durable)
-                    from_memory = False
-                    s.memory_recoveries -= 1
-                    s.memory_fallbacks += 1
-                # A restore from memory leaves the restored snapshot replicated; one from storage leaves none.
-                s.replica = s.progress if from_memory else None
-                if self.spares is not None and fc.nodes_taken > 0:
-                    repairs = [self.draw_repair_s(fc) for _ in range(fc.nodes_taken)]
-                    spares_back_s = max(spares_back_s, self.spares.replace(s.t, repairs))
-                if from_memory:
-                    load_s = p.load_memory_s
-                    s.memory_loads += 1
+            if take:
+                c = self.failures.take_next()
+                fc = self.classes[c]
+                in_queue = queued[0] <= s.t < queued[1]  # the job holds no allocation: the pool's failure
+                if not first and (fc.kind != FAIL_STOP or in_queue):
+                    s.dropped_in_recovery += 1
+                    s.failures_in_queue += 1 if in_queue else 0
                 else:
-                    load_s = p.load_s
-                    s.storage_loads += 1
-                # Detection, the spare wait, the class's recovery, the restart's parts, then the load.
-                detected_new = s.t + (fc.detect_s if fc.kind == HANG else 0.0)
-                # The class's recovery begins once detected and the spares are there; a person first.
-                begin_s = max(detected_new, spares_back_s)
-                staff_s, own_s = self.draw_recovery_s(fc, begin_s)
-                ready_new = begin_s + staff_s + own_s
-                # A detected incident's own recovery (replacement, decision, a person's time) is not cut
-                # short by a failure during it: the later of the two sets the restart, and its cause.
-                if opening or s.t < detected_s or ready_new >= ready_s:
-                    cause, detected_s, ready_s = fc.kind, detected_new, ready_new
-                    staff = (begin_s, begin_s + staff_s)
-                else:
-                    s.recoveries_kept += 1
-                parts_s = max(parts_s, self.draw_restart_path_s(fc))
-                restarted_s = ready_s + parts_s
-                recovered_s = restarted_s + load_s
-            s.spare_waits += 1 if spares_back_s > s.t else 0
+                    s.failures += 1
+                    s.failures_in_recovery += 0 if first else 1
+                    s.failures_in_restart += 1 if restarted_s - parts_s < s.t < restarted_s else 0
+                    s.failures_in_spare_wait += 1 if spares_back_s > s.t else 0
+                    opening = first
+                    if first:
+                        from_memory = self.interrupt(fc, partial_s)
+                        first = False
+                    elif from_memory and not fc.memory_ok:
+                        # This failure destroys the snapshot being restored: fall back to storage.
+                        self.roll_back_to(s.durable)
+                        from_memory = False
+                        s.memory_recoveries -= 1
+                        s.memory_fallbacks += 1
+                    # A restore from memory leaves the restored snapshot replicated; one from storage leaves none.
+                    s.replica = s.progress if from_memory else None
+                    if self.spares is not None and fc.nodes_taken > 0:
+                        repairs = [self.draw_repair_s(fc) for _ in range(fc.nodes_taken)]
+                        spares_back_s = max(spares_back_s, self.spares.replace(s.t, repairs))
+                    if from_memory:
+                        load_s = p.load_memory_s
+                        s.memory_loads += 1
+                    else:
+                        load_s = p.load_s
+                        s.storage_loads += 1
+                    # A fail-stop failure that opens the recovery may leave the job holding its allocation.
+                    held = self.draw_release_s() if opening and fc.kind == FAIL_STOP else 0.0
+                    released = (s.t, s.t + held)
+                    # Detection (or the hold), the spare wait, the class's recovery, the queue, the parts, the load.
+                    detected_new = s.t + held + (fc.detect_s if fc.kind == HANG else 0.0)
+                    # The class's recovery begins once detected and the spares are there; a person first.
+                    begin_s = max(detected_new, spares_back_s)
+                    staff_s, own_s = self.draw_recovery_s(fc, begin_s)
+                    ready_new = begin_s + staff_s + own_s
+                    # A detected incident's own recovery (replacement, decision, a person's time) is not cut
+                    # short by a failure during it: the later of the two sets the restart, and its cause.
+                    # A crash of a hung job is detected at once; a crashed job held until released stays held.
+                    if opening or (s.t < detected_s and cause == HANG) or ready_new >= ready_s:
+                        cause, detected_s, ready_s = fc.kind, detected_new, ready_new
+                        staff = (begin_s, begin_s + staff_s)
+                    else:
+                        s.recoveries_kept += 1
+                    path_s, requeue = self.draw_restart_path(fc)
+                    parts_s = max(parts_s, path_s)
+                    if requeue:  # submitted again: a new wait in the queue
+                        requeued = True
+                        queue_s = self.draw_queue_s()
+                    restarted_s = ready_s + queue_s + parts_s
+                    recovered_s = restarted_s + load_s
+                    queued = (ready_s, ready_s + queue_s)
+                s.spare_waits += 1 if spares_back_s > s.t else 0
+            take = True
             # The recovery runs until a failure strikes (the loop above takes it), the run's limits, or
             # its restart holds; a restart that fails again in its first steps is done again.
             while True:
                 end = self.book_recovery_until(cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s,
-                                               abandoned, staff)  # fmt: skip
+                                               abandoned, staff, queued, released)  # fmt: skip
                 if end >= p.max_wall_s or self.guard_reached():
                     break
                 if end >= self.failures.next_time():
@@ -1177,9 +1229,11 @@ class Run:
             if end >= p.max_wall_s or self.guard_reached() or end < self.failures.next_time():
                 break
         self.restart()
+        # A requeue begins a new job part; after an in-place restart a limit that passed strikes at once.
+        s.part_end = s.t + p.time_limit_s if requeued else max(s.part_end, s.t)
 
     def book_recovery_until(
-        self, cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s, abandoned, staff
+        self, cause, detected_s, spares_back_s, restarted_s, recovered_s, parts_s, abandoned, staff, queued, released
     ):
         """The recovery from ``t`` to the next failure, its end or the wall limit, booked by part and cause;
         returns where it stopped (the new ``t``)."""
@@ -1191,6 +1245,8 @@ class Run:
         s.restart_s += max(0.0, min(restarted_s, end) - max(s.t, restarted_s - parts_s))
         s.load_s += max(0.0, min(recovered_s, end) - max(s.t, restarted_s))  # the load follows the parts
         s.abandoned_s += max(0.0, min(abandoned[1], end) - max(s.t, abandoned[0]))
+        s.queue_wait_s += max(0.0, min(queued[1], end) - max(s.t, queued[0]))
+        s.release_wait_s += max(0.0, min(released[1], end) - max(s.t, released[0]))
         if cause == HANG:
             s.hang_s += end - s.t
             s.hang_detection_s += max(0.0, min(detected_s, end) - s.t)
@@ -1201,17 +1257,41 @@ class Run:
         s.t = end
         return end
 
-    def draw_restart_path_s(self, fc: FailureClass) -> float:
-        """The restart's parts an incident of class ``fc`` needs: a full requeue with probability
-        ``requeue_share``, else in place (no re-scheduling); one uniform of the recovery stream, drawn only
-        when both paths can happen and differ (after the incident's recovery draws)."""
+    def draw_restart_path(self, fc: FailureClass) -> tuple[float, bool]:
+        """The restart's parts an incident of class ``fc`` needs and whether it is a requeue: a full requeue
+        with probability ``requeue_share``, else in place (no re-scheduling); one uniform of the recovery
+        stream, drawn only when both paths can happen and differ, in their parts or to the batch system (a
+        queue, or time limits), after the incident's recovery draws."""
         p = self.p
-        if fc.requeue_share >= 1.0 or p.restart_in_place_s == p.restart_s:
-            return p.restart_s
+        scheduled = p.queue_s > 0.0 or p.time_limit_s < math.inf
+        if fc.requeue_share >= 1.0 or (p.restart_in_place_s == p.restart_s and not scheduled):
+            return p.restart_s, True
         if fc.requeue_share > 0.0 and self.recovery_stream.uniform() < fc.requeue_share:
-            return p.restart_s
+            return p.restart_s, True
         self.state.in_place_restarts += 1
-        return p.restart_in_place_s
+        return p.restart_in_place_s, False
+
+    def draw_lognormal_s(self, mean_s: float, sigma: float) -> float:
+        """A time of mean ``mean_s``: fixed for sigma 0, else lognormal (one uniform of the recovery stream)."""
+        if sigma == 0.0:
+            return mean_s
+        z = normal_quantile_acklam(self.recovery_stream.uniform())
+        return mean_s * math.exp(sigma * z - sigma**2 / 2.0)
+
+    def draw_queue_s(self) -> float:
+        """One wait in the batch queue (mean ``queue_s``, lognormal of log-sd ``queue_sigma``); none: 0."""
+        return 0.0 if self.p.queue_s == 0.0 else self.draw_lognormal_s(self.p.queue_s, self.p.queue_sigma)
+
+    def draw_release_s(self) -> float:
+        """A fail-stop failure's job is held with probability ``release_share`` (a uniform unless the share is
+        0 or 1), for a time of mean ``release_s`` (lognormal of log-sd ``release_sigma``); else 0."""
+        p = self.p
+        if p.release_share == 0.0:
+            return 0.0
+        if p.release_share < 1.0 and self.recovery_stream.uniform() >= p.release_share:
+            return 0.0
+        self.state.released_jobs += 1
+        return self.draw_lognormal_s(p.release_s, p.release_sigma)
 
     def draw_abandoned_s(self) -> float | None:
         """A finished restart fails again within its first steps with probability ``abandon_share``: the
@@ -1394,10 +1474,10 @@ class Run:
                 s.phase_ends_on_grid += at_phase_end
                 if s.progress.iterations >= p.iterations or self.checkpoint():
                     continue
-            # Interrupted: by the wall-clock limit (censored) or by a failure.
+            # Interrupted: by the wall-clock limit (censored), the job part's time limit, or a failure.
             if s.t >= p.max_wall_s and self.failures.next_time() > s.t:
                 break
-            self.fail_and_recover()
+            self.fail_and_recover(at_limit=s.t >= s.part_end and self.failures.next_time() > s.t)
         return self.outputs(completed)
 
     def outputs(self, completed: bool) -> dict[str, float]:
@@ -1434,6 +1514,9 @@ class Run:
             "load_s": s.load_s,
             "abandoned_s": s.abandoned_s,
             "staff_wait_s": s.staff_wait_s,
+            "time_limit_stops": s.time_limit_stops,
+            "queue_wait_s": s.queue_wait_s,
+            "release_wait_s": s.release_wait_s,
         }
 
 

@@ -337,7 +337,40 @@ STAFFING_CASES = [
 ]
 
 
-CASES = _cases() + PHASE_CASES + STAFFING_CASES  # appended: the seeds of the others stay
+# The batch system (docs/model.md §3 "The batch system"): job parts of 90 s (several a run), a lognormal
+# queue wait of mean 20 s after the limit and a requeue; GPU failures requeue in half their restarts, node
+# failures restart in place (a limit that passes during their recovery strikes at once), hangs fall in
+# queue waits and are dropped; half the fail-stop failures hold the job for a lognormal 15 s. One case a
+# strategy, and a censored one.
+SCHEDULER = dict(time_limit_s=90.0, queue_s=20.0, queue_sigma=0.6, release_share=0.5, release_s=15.0, release_sigma=0.5)
+SCHEDULER_FEATURES = ("time-limit stop", "failure in queue", "released job", "in-place restart", "failure")
+
+
+def _scheduler_cases() -> list[Case]:
+    classes = [
+        kind(gpu(0.7, 300.0), requeue_share=0.5),
+        kind(node(1.0, 400.0), requeue_share=0.0),
+        kind(cluster(1.0, 500.0, recovery_s=30.0), kind=mc.KIND_HANG, detect_s=25.0, requeue_share=0.0),
+    ]
+    paths = dict(spare_nodes=1, restart_s=12.0, restart_in_place_s=3.0)
+    cases = [
+        Case(f"{s}-scheduler", s, classes, dict(**paths, **SCHEDULER, **ABANDON, **JOB), SCHEDULER_FEATURES)
+        for s in STRATEGIES
+    ]
+    cases.append(
+        Case(
+            "sync-scheduler-censored",
+            "sync",
+            classes[:1],
+            dict(**paths, **SCHEDULER, max_wall_s=500.0),
+            ("time-limit stop", "censored"),
+        )
+    )
+    return cases
+
+
+SCHEDULER_CASES = _scheduler_cases()
+CASES = _cases() + PHASE_CASES + STAFFING_CASES + SCHEDULER_CASES  # appended: the seeds of the others stay
 
 
 RUNS = 8
@@ -453,6 +486,9 @@ KERNEL_COLUMNS = {
     "load_s": "OUT_LOAD_S",
     "abandoned_s": "OUT_ABANDONED_S",
     "staff_wait_s": "OUT_STAFF_WAIT_S",
+    "time_limit_stops": "OUT_TIME_LIMIT_STOPS",
+    "queue_wait_s": "OUT_QUEUE_WAIT_S",
+    "release_wait_s": "OUT_RELEASE_WAIT_S",
 }
 
 
@@ -520,6 +556,14 @@ def features_seen(states, outputs) -> set:
         ):
             if count:
                 seen.add(feature)
+        if state.time_limit_stops:
+            seen.add("time-limit stop")
+        if state.failures_in_queue:
+            seen.add("failure in queue")
+        if state.released_jobs:
+            seen.add("released job")
+        if state.kept_at_limit:
+            seen.add("kept at limit")
     return seen
 
 

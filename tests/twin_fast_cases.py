@@ -11,6 +11,7 @@ from twin_cases import (
     JOB,
     KIND_FEATURES,
     PHASE_FEATURES,
+    SCHEDULER,
     STRATEGIES,
     Case,
     case_values,
@@ -243,6 +244,18 @@ def _fast_cases() -> list[Case]:
              ("stretch", "staff wait", "out of hours", "on call"))
         for s in ("sync", "async")
     ]  # fmt: skip
+    # The batch system between stretches (docs/model.md §3 "The batch system"): job parts of 600 s, stretches
+    # kept off the limit, fast blocks it cuts keeping their whole iterations; appended: the seeds stay.
+    cases += [
+        Case(
+            f"{s}-scheduler",
+            s,
+            [kind(gpu(0.7, 1500.0), requeue_share=0.5), kind(node(1.0, 2000.0), requeue_share=0.0)],
+            dict(spare_nodes=1, restart_s=12.0, restart_in_place_s=3.0, **{**SCHEDULER, "time_limit_s": 600.0}, **JOB),
+            ("stretch", "time-limit stop", "kept at limit", "released job"),
+        )
+        for s in STRATEGIES
+    ]
     for c in cases:
         if c.strategy == "in_memory" and "stretch" in c.features:
             c.features += ("stretch persist",)

@@ -118,6 +118,12 @@ abandoned_restart_time      | run    | h     | float64 | lower  | time of restar
 staff_wait_time             | run    | h     | float64 | lower  | time recoveries that need a person waited for one:
                                                                   out of hours, weekends, holidays, a response
                                                                   ([staffing]; part of recovery_time)
+time_limit_stops            | run    | 1     | float64 | lower  | stops at the job's time limit, each followed by the
+                                                                  queue and a requeue (not failures)
+queue_wait_time             | run    | h     | float64 | lower  | time waiting in the batch queue for a new allocation
+                                                                  (part of recovery_time)
+release_wait_time           | run    | h     | float64 | lower  | time crashed jobs held their allocation until
+                                                                  released (part of recovery_time)
 energy_compute              | run    | MW h  | float64 | lower  | facility energy of GPUs computing surviving iterations
 energy_wait                 | run    | MW h  | float64 | lower  | facility energy of GPUs waiting at barriers or
                                                                   exchanging data
@@ -184,6 +190,9 @@ LATER_VARIABLES = frozenset(
         "load_time",
         "abandoned_restart_time",
         "staff_wait_time",
+        "time_limit_stops",
+        "queue_wait_time",
+        "release_wait_time",
     }
 )
 PER_RUN = tuple(v.name for v in _VARIABLES if v.per_run)

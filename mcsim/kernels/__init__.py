@@ -16,6 +16,7 @@ through :mod:`.interface` only (an import-linter contract). Modules:
 - :mod:`.checkpoints` -- checkpoints: wait, stall, the strategies' hooks, completed writes.
 - :mod:`.recovery` -- failures and recovery: restore, spare nodes, recovery time by cause, restart.
 - :mod:`.staffing` -- staffing: how long a recovery that needs a person waits for one (the calendar).
+- :mod:`.scheduler` -- the batch system: job time limits, the wait in the queue, crashed jobs released late.
 - :mod:`.blocks` -- training between events: blocks of iterations, fast mode's stretches of cycles.
 - :mod:`.montecarlo` -- the run loop and its entry points: one simulated training run per random stream.
 - :mod:`.accounting` -- the per-run accounting: energy by part, cost, carbon, ETTR and hours.

@@ -15,6 +15,7 @@ through :mod:`mcsim.kernels.interface`.
 
 from __future__ import annotations
 
+import math
 import typing
 from typing import NamedTuple
 
@@ -58,6 +59,9 @@ OUTPUT_COLUMNS = (
         "time of abandoned restarts: their first steps lost, the restart's parts and the load again (of recovery_s), s",
     ),
     ("staff_wait_s", "time a recovery that needs a person waited for one (of recovery_s), s"),
+    ("time_limit_stops", "stops at the job's time limit (not failures)"),
+    ("queue_wait_s", "time waiting in the batch queue for a new allocation (of recovery_s), s"),
+    ("release_wait_s", "time crashed jobs held their allocation until released (of recovery_s), s"),
 )
 N_OUT = len(OUTPUT_COLUMNS)
 
@@ -92,6 +96,9 @@ OUT_LOAD_S = 27
 OUT_RESTART_S = 26
 OUT_ABANDONED_S = 28
 OUT_STAFF_WAIT_S = 29
+OUT_TIME_LIMIT_STOPS = 30
+OUT_QUEUE_WAIT_S = 31
+OUT_RELEASE_WAIT_S = 32
 
 STRATEGY_SYNC = 0
 STRATEGY_ASYNC = 1  # async and gockpt
@@ -176,6 +183,13 @@ class RunParams(NamedTuple):
     abandon_share: float = 0.0  # probability that a restart fails again within its first steps
     abandon_s: float = 0.0  # mean time an abandoned attempt loses before the restart is repeated, s
     abandon_sigma: float = 0.0  # its lognormal log-sd (0: abandon_s, fixed)
+    # The batch system (docs/model.md §3 "The batch system"; mcsim.kernels.scheduler):
+    time_limit_s: float = math.inf  # a job part's training ends this long after it starts (inf: no limit)
+    queue_s: float = 0.0  # mean wait in the batch queue before a new allocation, s (0: none)
+    queue_sigma: float = 0.0  # its lognormal log-sd (0: queue_s, fixed)
+    release_share: float = 0.0  # share of fail-stop failures whose job holds its allocation until released
+    release_s: float = 0.0  # mean time until it is released, s
+    release_sigma: float = 0.0  # its lognormal log-sd (0: release_s, fixed)
 
 
 class FailureClasses(NamedTuple):
@@ -354,6 +368,9 @@ _COLUMN_OUTPUTS = (
     ("load_time", OUT_LOAD_S, True),
     ("abandoned_restart_time", OUT_ABANDONED_S, True),
     ("staff_wait_time", OUT_STAFF_WAIT_S, True),
+    ("time_limit_stops", OUT_TIME_LIMIT_STOPS, False),
+    ("queue_wait_time", OUT_QUEUE_WAIT_S, True),
+    ("release_wait_time", OUT_RELEASE_WAIT_S, True),
 )
 ACCOUNTED = _COMPUTED + tuple(name for name, _, _ in _COLUMN_OUTPUTS)
 N_ACCOUNTED = len(ACCOUNTED)

@@ -10,6 +10,8 @@ Semantics (the full statement is ``docs/model.md`` §4):
 * A failure loses everything after the restore point; recovery takes the class's recovery time plus
   the load, after waiting for spare nodes, and a fail-stop failure during recovery restarts it
   (:mod:`mcsim.kernels.recovery`).
+* A chained job's part ends at its time limit: its progress is saved, it waits in the batch queue and
+  restarts by full requeue (:mod:`mcsim.kernels.scheduler`; no limit: none).
 * Slow-node episodes arrive as a Poisson process, last exponential times and end at every restart.
 * A run ends when all iterations are done, or is censored at ``max_wall_s`` or after
   ``max_failures`` failures.
@@ -44,6 +46,7 @@ from .conditions import conditions_now, start_conditions
 from .recovery import fail, next_kind, recover, restart
 from .renewal import init_failures, next_failure
 from .rng import seed_stream
+from .scheduler import begin_part
 from .workspace import (
     K_COMPLETED,
     K_DROPPED,
@@ -58,6 +61,7 @@ from .workspace import (
     RUN_FAILURE_HEAP_FULL,
     X_FAIL_T,
     X_GATE,
+    X_PART_END,
     X_T,
     allocate_workspace,
     clear_state,
@@ -75,6 +79,13 @@ def _has_kind(fc, kind):
 
 
 # --- The run loop --------------------------------------------------------------------------
+
+
+@jit_inline
+def _keeps_block(fc, k, heap_class, has_planned, at_limit):
+    """Whether the stop that interrupted a block saves its whole iterations: the job part's time limit, or
+    a planned stop (asked only in runs with planned classes)."""
+    return at_limit or (has_planned and next_kind(fc, k, heap_class) == decl.KIND_PLANNED)
 
 
 @jit_inline
@@ -106,7 +117,7 @@ def _simulate_run(p, fc, phases, seed, run, row, ws):
     has_planned = _has_kind(fc, decl.KIND_PLANNED)  # read once: the loop asks the next kind only when it may matter
 
     while True:
-        horizon = min(x[X_FAIL_T], p.max_wall_s)
+        horizon = min(x[X_FAIL_T], p.max_wall_s, x[X_PART_END])
         if _run_over(p, x, k, pts):
             break
         active, transition = conditions_now(p, x, k, pts, ep_stream, has_phases)
@@ -118,15 +129,17 @@ def _simulate_run(p, fc, phases, seed, run, row, ws):
         if status == BLOCK_DONE:
             if pts[PT_NOW, P_DONE] >= p.iterations or not checkpoint(p, x, k, pts, horizon):
                 continue
-        if horizon < x[X_FAIL_T]:
+        at_limit = horizon < x[X_FAIL_T]  # the wall-clock limit or the job part's time limit
+        if at_limit and horizon >= p.max_wall_s:
             break  # censored at max_wall_s
-        if has_planned and status == BLOCK_INTERRUPTED and next_kind(fc, k, heap_class) == decl.KIND_PLANNED:
+        if status == BLOCK_INTERRUPTED and _keeps_block(fc, k, heap_class, has_planned, at_limit):
             keep_block_share(p, x, pts, active)
         fail(x, k, pts)
-        recover(p, fc, ws)
+        recover(p, fc, ws, at_limit)
         if k[K_OVERFLOW] != RUN_DONE:
             return k[K_OVERFLOW]
         restart(p, x, job_stream, ep_stream)
+        begin_part(p, x, k)
     write_outputs(row, x, k, pts)
     return RUN_DONE
 
@@ -143,6 +156,7 @@ def _start_run(p, fc, phases, seed, run, ws):
         seed_stream(run_streams[i], seed, run, stream)
     init_failures(fc.units, fc.shape, fc.scale_s, fc.start, fc.age_s, streams, pools[0], pools[1], pools[2])
     clear_state(x, k, pts)
+    x[X_PART_END] = p.time_limit_s  # the first job part's time limit (inf: none)
     k[K_SPARES_FREE] = p.spare_nodes
     k[K_NEXT_CHECKPOINT] = p.checkpoint_every
     x[X_GATE] = -np.inf
@@ -218,6 +232,12 @@ def _row_params(t, j):
         t.abandon_share[j],
         t.abandon_s[j],
         t.abandon_sigma[j],
+        t.time_limit_s[j],
+        t.queue_s[j],
+        t.queue_sigma[j],
+        t.release_share[j],
+        t.release_s[j],
+        t.release_sigma[j],
     )
 
 

@@ -10,10 +10,11 @@ its detection time before the recovery; an instability (``KIND_INSTABILITY``) re
 progress first and loses only the partial iteration; the three are dropped when they fall in a
 recovery.
 The restart's parts are a full requeue's or, for a class's in-place share, those without the
-re-scheduling (:func:`_restart_path_s`); a restart may fail again within its first steps and be done
+re-scheduling (:func:`_restart_path`); a restart may fail again within its first steps and be done
 again (:func:`_abandoned_s`; docs/model.md §3 "Restart paths", "Abandoned restarts"). A recovery that needs
 a person waits for one first, as the staffing calendar says (:mod:`mcsim.kernels.staffing`; docs/model.md §3
-"Staffing").
+"Staffing"); the batch system's waits are :mod:`mcsim.kernels.scheduler`'s (docs/model.md §3 "The batch
+system").
 
 One function per step: :func:`fail` (writes in flight and the partial block), :func:`recover` (the
 restore of the event that opens it, :func:`_interrupt`; the spares, :func:`_take_spares`; the
@@ -34,6 +35,7 @@ from .declarations import KIND_FAIL_STOP, KIND_HANG, KIND_INSTABILITY, KIND_PLAN
 from .normal import ndtri_acklam
 from .renewal import consume_failure, heap_pop, heap_push, next_failure, pending_class
 from .rng import uniform
+from .scheduler import book_waits, queue_after, release_wait_s, schedules_paths, stop_at_limit
 from .staffing import staff_wait_s
 from .workspace import (
     K_DROPPED,
@@ -165,16 +167,17 @@ def _class_recovery_s(fc, c, start, rec_stream):
 
 
 @jit_inline
-def _restart_path_s(p, fc, c, rec_stream):
-    """The restart's parts after an incident of class ``c``, s: a full requeue (``restart_s``) for a share
-    ``requeue_share`` of them, else in place (``restart_in_place_s``, no re-scheduling). Draws from
-    ``rec_stream`` only where both paths are possible and differ (docs/model.md §3 "Restart paths")."""
+def _restart_path(p, fc, c, rec_stream):
+    """The restart's parts after an incident of class ``c``, s, and whether it is a requeue: a full requeue
+    (``restart_s``) for a share ``requeue_share`` of them, else in place (``restart_in_place_s``, no
+    re-scheduling). Draws from ``rec_stream`` only where both paths are possible and differ, in their parts
+    or to the batch system (docs/model.md §3 "Restart paths", "The batch system")."""
     share = fc.requeue_share[c]
-    if share >= 1.0 or p.restart_in_place_s == p.restart_s:
-        return p.restart_s
+    if share >= 1.0 or (p.restart_in_place_s == p.restart_s and not schedules_paths(p)):
+        return p.restart_s, True
     if share <= 0.0 or uniform(rec_stream) >= share:
-        return p.restart_in_place_s
-    return p.restart_s
+        return p.restart_in_place_s, False
+    return p.restart_s, True
 
 
 @jit_inline
@@ -340,42 +343,80 @@ def _incident(fc, c, k, t, opening, from_memory, wait_until, kind, detect_end, r
     staff_s, recovery_s = _class_recovery_s(fc, c, begin, rec_stream)
     ready_new = begin + staff_s + recovery_s
     # The recovery already under way for a detected incident (a replacement, a decision, a
-    # person's time) goes on: training restarts after the later of the two, charged to its cause.
-    if opening or t < detect_end or ready_new >= ready_end:
+    # person's time) goes on: training restarts after the later of the two, charged to its cause. A
+    # crash of a hung job is detected at once; a crashed job held by the batch system stays held.
+    if opening or (t < detect_end and kind == KIND_HANG) or ready_new >= ready_end:
         return fc.kind[c], detect_new, ready_new, (begin, begin + staff_s)
     return kind, detect_end, ready_end, staff
 
 
 @jit_inline
-def recover(p, fc, ws):
-    """Recovery, restarted by every fail-stop failure that strikes during it, in the workspace ``ws``.
+def _opening(p, x, k, pts, at_limit, rec_stream):
+    """The recovery's state before its first incident: ``(consume, queue wait, ends, queued, load)``, ``ends``
+    the restart's parts' end, the load's end and the parts' length, ``queued`` the queue wait's window.
+    Opened by a failure (``consume``): nothing yet. Opened by the job part's time limit (``at_limit``,
+    :func:`~mcsim.kernels.scheduler.stop_at_limit`): the queue wait, a full requeue's parts, a storage load."""
+    t = x[X_T]
+    if not at_limit:
+        return True, 0.0, (t, t, 0.0), (t, t), 0.0
+    queue_s = stop_at_limit(p, x, k, pts, rec_stream)
+    restart_end = t + queue_s + p.restart_s
+    return False, queue_s, (restart_end, restart_end + p.load_s, p.restart_s), (t, t + queue_s), p.load_s
+
+
+@jit_inline
+def _restart_ends(p, fc, c, k, ready_end, restart_s, queue_s, load, rec_stream):
+    """After an incident of class ``c`` whose own recovery ends at ``ready_end``: the queue wait (a
+    requeue's, :func:`~mcsim.kernels.scheduler.queue_after`), the restart's parts (a requeue's when any of
+    the recovery's incidents needs one, ``restart_s`` so far: :func:`_restart_path`), then the load.
+    Returns ``(ends, queue wait, queued)`` as :func:`_opening`."""
+    path_s, requeue = _restart_path(p, fc, c, rec_stream)
+    restart_s = max(restart_s, path_s)
+    queue_s = queue_after(p, k, requeue, queue_s, rec_stream)
+    restart_end = ready_end + queue_s + restart_s
+    return (restart_end, restart_end + load, restart_s), queue_s, (ready_end, ready_end + queue_s)
+
+
+@jit_inline
+def _dropped(fc, c, first, t, queued):
+    """Whether an event of class ``c`` at ``t`` falls in the recovery under way without a say (``first``: it
+    opens one): a hang, an instability or a planned stop needs a running job; and during the wait in the
+    queue (``queued``) the job holds no allocation, so a failure then is the pool's, not the job's."""
+    return not first and (fc.kind[c] != KIND_FAIL_STOP or queued[0] <= t < queued[1])
+
+
+@jit_inline
+def recover(p, fc, ws, at_limit):
+    """Recovery, restarted by every fail-stop failure that strikes during it, in the workspace ``ws``;
+    opened by the failure due now, or (``at_limit``) by the job part's time limit.
 
     A hang or an instability needs a running job: one that falls in a recovery is dropped (its
-    unit renews; it is not counted). The restart's parts are a requeue's when any of the recovery's
-    incidents needs one (:func:`_restart_path_s`); a restart that fails again within its first steps
-    (:func:`_abandoned_s`) loses its time and is done again. Stops early with ``K_OVERFLOW`` set when
-    a heap is full.
+    unit renews; it is not counted), as is any failure during the wait in the queue. The restart's
+    parts are a requeue's when any of the recovery's incidents needs one (:func:`_restart_path`),
+    after a wait in the batch queue; a fail-stop failure that opens it may hold the allocation until
+    released (:mod:`mcsim.kernels.scheduler`); a restart that fails again within its first steps
+    (:func:`_abandoned_s`) loses its time and is done again. Stops early with ``K_OVERFLOW`` set when a heap is full.
     """
     x, k, pts, streams, run_streams, pools, heap_time, heap_class, repair_time, repair_tag = ws
     rec_stream = run_streams[3]
     from_memory = False
-    first = True
     wait_until = x[X_T]
     kind = KIND_FAIL_STOP  # the kind of the event whose recovery is under way
     detect_end = x[X_T]
     ready_end = x[X_T]  # the incidents' own recovery (replacement, decision, a person) ends here
-    ends = (x[X_T], x[X_T], 0.0)  # the restart's parts end, the load ends; the parts' length
     abandoned = (np.inf, np.inf)  # the abandoned restart under way: from, until
     staff = (np.inf, np.inf)  # the recovery's wait for a person: from, until
-    load = 0.0
-    consume = True  # False: an abandoned restart is repeated, no failure struck
+    released = (x[X_T], x[X_T])  # the crashed job held until released: from, until
+    # False: no failure struck (the part's time limit opens the recovery, or an abandoned restart is repeated)
+    consume, queue_s, ends, queued, load = _opening(p, x, k, pts, at_limit, rec_stream)
+    first = consume
     while True:
         t = x[X_T]
         if consume:
             c = _consume_failure(fc, k, t, streams, pools, heap_time, heap_class)
             if c < 0:
                 return
-            if not first and fc.kind[c] != KIND_FAIL_STOP:
+            if _dropped(fc, c, first, t, queued):
                 k[K_DROPPED] += 1
             else:
                 k[K_FAILURES] += 1
@@ -385,15 +426,18 @@ def recover(p, fc, ws):
                     if k[K_OVERFLOW] != RUN_DONE:
                         return
                 load = p.load_memory_s if from_memory else p.load_s
+                # A fail-stop failure's job may hold its allocation until it is released (the batch system).
+                held = release_wait_s(p, first, fc.kind[c], rec_stream)
+                released = (t, t + held)  # (a later incident ends an earlier one's wait: it opens its own)
                 kind, detect_end, ready_end, staff = _incident(
-                    fc, c, k, t, first, from_memory, wait_until, kind, detect_end, ready_end, staff, rec_stream
+                    fc, c, k, t + held, first, from_memory, wait_until, kind, detect_end, ready_end, staff, rec_stream
                 )
                 first = False
-                restart_s = max(ends[2], _restart_path_s(p, fc, c, rec_stream))
-                ends = (ready_end + restart_s, ready_end + restart_s + load, restart_s)
+                ends, queue_s, queued = _restart_ends(p, fc, c, k, ready_end, ends[2], queue_s, load, rec_stream)
             x[X_FAIL_T], k[K_SOURCE] = next_failure(pools[2], heap_time, k[K_HEAP_SIZE])
         stop = min(ends[1], x[X_FAIL_T], p.max_wall_s)
         _book_recovery(p, x, kind, t, stop, wait_until, detect_end, ends, abandoned, staff)
+        book_waits(x, t, stop, queued, released)
         x[X_T] = stop
         if stop >= p.max_wall_s or k[K_FAILURES] + k[K_DROPPED] >= p.max_failures:
             return

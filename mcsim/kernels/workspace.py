@@ -56,7 +56,10 @@ X_ATTEMPT_START = 29  # the current attempt (since the start or the last restart
 X_LOADING = 30  # time reading the state back (loads, those cut short included), s
 X_ABANDONED = 31  # time of abandoned restarts (their lost steps, the parts and the load again), s
 X_STAFF_WAIT = 32  # time recoveries that need a person waited for one, s
-N_X = 33
+X_QUEUE = 33  # time waiting in the batch queue for a new allocation, s
+X_RELEASE = 34  # time crashed jobs held their allocation until released, s
+X_PART_END = 35  # the current job part's time limit strikes at this time, s (inf: no limit)
+N_X = 36
 # After the N_X slots, x holds the run's phase table, row j at N_X + N_PH j (K_PHASES rows): read by the
 # events that need it without passing another array to them (an array argument is reference-counted
 # in managed code, and one more argument to every event).
@@ -84,7 +87,9 @@ K_DROPPED = 19  # hangs, instabilities and planned stops dropped in recoveries (
 K_PHASE_END = 20  # iterations done when the current phase ends (the run's iterations in the last)
 K_PHASES = 21  # rows of the phase table (0: one phase, RunParams' iteration times)
 K_OVERFLOW = 22  # RUN_DONE, or the workspace array that was too small (the run stops)
-N_K = 23
+K_LIMIT_STOPS = 23  # stops at the job part's time limit
+K_REQUEUED = 24  # 1: the recovery under way restarts by requeue (a new job part begins)
+N_K = 25
 # Progress points (rows of ``pts``): the run's progress and its restore points, each a
 # vector of the columns below.
 PT_NOW = 0  # the run's progress
@@ -192,3 +197,6 @@ def write_outputs(row, x, k, pts):
     row[decl.OUT_LOAD_S] = x[X_LOADING]
     row[decl.OUT_ABANDONED_S] = x[X_ABANDONED]
     row[decl.OUT_STAFF_WAIT_S] = x[X_STAFF_WAIT]
+    row[decl.OUT_TIME_LIMIT_STOPS] = k[K_LIMIT_STOPS]
+    row[decl.OUT_QUEUE_WAIT_S] = x[X_QUEUE]
+    row[decl.OUT_RELEASE_WAIT_S] = x[X_RELEASE]

@@ -193,6 +193,10 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
         if base.staffing.team != "none":  # ... and the waits for a person
             waits = _staff_waits_s(base, ck, present, run_mtbf, restart)
             present, quantile = present + waits, quantile + waits
+        if base.scheduler.time_limit_hours > 0 or base.scheduler.queue != "none" or base.scheduler.release_share > 0:
+            # ... and the batch system's (the job parts' clock runs through the in-place waits for a person)
+            waits = _batch_waits_s(base, ck, parts, present, restart, run_mtbf, mean_iteration_s)
+            present, quantile = present + waits, quantile + waits
         if stretch is not None:
             present, quantile = present * stretch, quantile * stretch
         wall, quantile = wall_with_spares_by_size_s(
@@ -383,6 +387,70 @@ def abandoned_restarts_s(base: Config, restart_load_s: Any) -> Any:
     if q == 0.0:
         return 0.0
     return q / (1.0 - q) * (base.restart.abandoned_minutes * 60.0 + restart_load_s)
+
+
+def _batch_waits_s(
+    base: Config,
+    ck: _Checkpoints,
+    parts: Any,
+    present: np.ndarray,
+    restart: np.ndarray,
+    run_mtbf: np.ndarray,
+    iteration_s: np.ndarray,
+) -> np.ndarray:
+    """Mean time the batch queue and the job parts' time limit add to the wall time ``present``, s
+    (docs/model.md §3 "The batch system", §9).
+
+    A failure during a queue wait is the pool's, not the job's (dropped), and one during a crashed job's
+    hold leaves it held: the waits are added, not restarted. About ``present e^{-R/M} / M`` recoveries
+    (``M`` the run's MTBF, ``R`` a failure's recovery: a failure that falls in a recovery opens none)
+    each wait ``rho Q e^{P/M}`` (``rho`` the share of restarts by requeue, ``Q`` the queue's mean; a
+    failure during the restart after it, its parts and load ``P``, requeues again) and, opened by a
+    fail-stop failure (their rate-weighted share), ``release_share`` times the mean hold. The parts'
+    clock runs ``present (1 - rho R / M)`` of the run; their stops at the limit are
+    :func:`limit_stops`'s. Each stop waits ``Q`` and is down for a full requeue's parts, a storage load,
+    half an iteration and the abandoned restarts after them; a failure during that (probability about
+    its length over ``M``) adds a failure's recovery."""
+    sch = base.scheduler
+    queue_s = sch.queue_law()[0] * 60.0
+    rho = _class_mean(ck, lambda f: f.requeue_share)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        finite = np.isfinite(run_mtbf) & (run_mtbf > 0)
+        per_failure = np.where(finite, 1.0 / np.where(finite, run_mtbf, 1.0), 0.0)  # failures a second
+        held_s = _class_mean(ck, lambda f: float(f.kind == "fail_stop")) * sch.release_share * sch.release_hours
+        recoveries = present * per_failure * np.exp(-restart * per_failure)  # those a failure opens
+        # A failure during the restart after the queue (its parts and the load) requeues it: e^{P/M} waits.
+        again = np.exp((np.asarray(parts.total_s) + ck.load_s) * per_failure)
+        waits = recoveries * (rho * queue_s * again + held_s * 3600.0)
+        if sch.time_limit_hours <= 0:
+            return waits
+        limit_s = sch.time_limit_hours * 3600.0
+        requeue_load_s = np.asarray(parts.total_s) + ck.storage_load_s
+        down_s = requeue_load_s + iteration_s / 2.0 + abandoned_restarts_s(base, requeue_load_s)
+        rate = rho * per_failure
+        stops = limit_stops(present * (1.0 - rate * restart), limit_s, rate)
+    return waits + stops * (queue_s + down_s * (1.0 + per_failure * restart))
+
+
+def limit_stops(clocked_s: Any, limit_s: float, rate: Any) -> Any:
+    """Expected stops at the time limit ``H = limit_s`` in ``T = clocked_s`` seconds of the parts' clock, when
+    requeue failures (which begin a new part) come as a Poisson process of ``rate`` a second.
+
+    A part that begins at ``u`` stops at ``u + H`` when no failure comes before (probability
+    ``q = e^{-rate H}``); parts begin at 0, at failures (density ``rate``) and at stops, so the stops'
+    density is ``s(t) = q (delta(t - H) + rate + s(t - H))`` for ``t >= H``, and their number by ``T`` is
+    ``sum_{k=1}^{K} q^k (1 + rate (T - k H))``, ``K = floor(T / H)``: ``floor(T / H)`` without failures.
+    In closed form with ``A = sum q^k`` and ``B = sum k q^k`` (geometric sums)."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        count = np.floor(np.asarray(clocked_s, dtype=float) / limit_s)
+        x = np.asarray(rate, dtype=float) * limit_s
+        q = np.exp(-x)
+        small = x < 1e-9  # q = 1 to rounding: the sums' limits
+        one_q = np.where(small, 1.0, -np.expm1(-x))
+        q_k = q**count
+        a = np.where(small, count, q * (1.0 - q_k) / one_q)
+        b = np.where(small, count * (count + 1.0) / 2.0, q * (1.0 - (count + 1.0) * q_k + count * q_k * q) / one_q**2)
+        return np.where(count >= 1, a * (1.0 + rate * clocked_s) - rate * limit_s * b, 0.0)
 
 
 def _with_abandoned(base: Config, restart_load_s: np.ndarray) -> np.ndarray:

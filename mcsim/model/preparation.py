@@ -37,7 +37,7 @@ from mcsim.model.checkpointing import (
 )
 from mcsim.model.feasibility import FEASIBLE, configuration_problem
 from mcsim.model.layouts import Layouts
-from mcsim.model.restart import restart_overhead_s, restart_parts
+from mcsim.model.restart import restart_overhead_s, restart_parts, scheduler_params
 from mcsim.model.run_estimate import estimate_run
 from mcsim.model.stragglers import factor_law, straggler_sigma
 from mcsim.model.strategies import STRATEGIES, FloatOrArray
@@ -250,6 +250,7 @@ def run_params(cfg: Config, wl: Workload, plan: CheckpointPlan, mode: str) -> ke
         abandon_share=cfg.restart.abandoned_share,
         abandon_s=cfg.restart.abandoned_minutes * 60.0,
         abandon_sigma=cfg.restart.abandoned_sigma,
+        **scheduler_params(cfg.scheduler),
         degradation_per_s=st.degradation_per_day / 86400.0,
         degradation_step_s=st.degradation_step_minutes * 60.0,
         degradation_max=st.degradation_max,

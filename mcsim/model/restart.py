@@ -17,17 +17,19 @@ themselves count as ordinary iterations (first order: a failure during the warm-
 warm-up's progress a little earlier or later than it would in a real run). With
 ``from_parts = false`` (the default) a class's ``recovery_minutes`` is the whole restart, as the
 published end-to-end recovery figures measure it, and the parts add nothing. Seconds throughout;
-the functions take scalars or candidate arrays.
+the functions take scalars or candidate arrays. :func:`scheduler_params` gives the kernel the batch
+system's time limit, queue law and release law (docs/model.md §3 "The batch system").
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from mcsim.model.strategies import FloatOrArray
-from mcsim.scenario.interruptions import RestartSection
+from mcsim.scenario.interruptions import RestartSection, SchedulerSection
 
 
 class RestartParts(NamedTuple):
@@ -70,3 +72,18 @@ def restart_overhead_s(restart: RestartSection, gpus: int, iteration_s: float) -
     """One restart's time without progress beyond the class's recovery and the load, s (a scalar): a full
     requeue's (an in-place restart's: :attr:`RestartParts.in_place_s`)."""
     return float(restart_parts(restart, gpus, iteration_s).total_s)
+
+
+def scheduler_params(scheduler: SchedulerSection) -> dict[str, float]:
+    """The kernel's fields of the batch system (``RunParams.time_limit_s`` ... ``release_sigma``), seconds;
+    no time limit is an infinite one."""
+    queue_minutes, queue_sigma = scheduler.queue_law()
+    limit_h = scheduler.time_limit_hours
+    return dict(
+        time_limit_s=limit_h * 3600.0 if limit_h > 0 else math.inf,
+        queue_s=queue_minutes * 60.0,
+        queue_sigma=queue_sigma,
+        release_share=scheduler.release_share,
+        release_s=scheduler.release_hours * 3600.0,
+        release_sigma=scheduler.release_sigma,
+    )

@@ -29,7 +29,7 @@ from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec, check_type_prices, lookup_gpu
 from mcsim.scenario.consistency import FAILURE_NAME, check_configuration
 from mcsim.scenario.frozen import hash_once
-from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, RestartSection, StaffingSection
+from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, RestartSection, SchedulerSection, StaffingSection
 from mcsim.scenario.limits import check_sweep_size
 from mcsim.scenario.overrides import Override, apply_overrides, plain_value, set_dotted, with_keys_set
 from mcsim.scenario.provenance import provenance_entries
@@ -90,6 +90,7 @@ class Config:
     cost: CostSection
     carbon: CarbonSection
     run: RunSection
+    scheduler: SchedulerSection = SchedulerSection()
 
     @property
     def freq_mhz(self) -> float:

@@ -17,8 +17,9 @@ from typing import Any, NamedTuple
 
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GpuSpec
-from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass
+from mcsim.scenario.interruptions import FLEET_KINDS, FailureClass, SchedulerSection
 from mcsim.scenario.schema import (
+    CheckpointSection,
     ComputeSection,
     ModelSection,
     ParallelismSection,
@@ -136,6 +137,7 @@ def check_configuration(
         )
     for fclass in failures:
         _check_failure_class(fclass, where)
+    check_scheduler(sections["scheduler"], sections["checkpoint"], where)
 
 
 def _check_failure_names(failures: tuple[FailureClass, ...], where: str) -> None:
@@ -299,4 +301,30 @@ def _check_bad_replacements(fclass: FailureClass, where: str, prefix: str) -> No
     if hours > 0 and share == 0:
         raise ScenarioError(
             where, f"{prefix}.bad_replacement_share", "expected > 0 where bad_replacement_hours is set (or hours 0)"
+        )
+
+
+def check_scheduler(scheduler: SchedulerSection, checkpoint: CheckpointSection, where: str) -> None:
+    """``[scheduler]`` (docs/model.md §3 "The batch system"): a time limit longer than one checkpoint cycle
+    where the interval is in minutes (an interval in iterations or from a rule is checked once the
+    iteration time is known, :func:`mcsim.model.checkpointing.checkpoint_plan`'s caller), the queue
+    law's overrides with a queue, the release time with its share."""
+    interval = checkpoint.interval
+    limit_min = scheduler.time_limit_hours * 60.0
+    if limit_min > 0 and interval.kind == "minutes" and limit_min <= interval.value:
+        raise ScenarioError(
+            where,
+            "scheduler.time_limit_hours",
+            f"expected longer than one checkpoint cycle (checkpoint.interval = {format_number(interval.value)} "
+            f"minutes and its write), got {format_number(scheduler.time_limit_hours)}",
+        )
+    for key in ("queue_wait_minutes", "queue_wait_sigma"):
+        if scheduler.queue == "none" and getattr(scheduler, key) is not None:
+            raise ScenarioError(where, f"scheduler.{key}", 'used only with queue = "reservation" or "shared"')
+    share, hours = scheduler.release_share, scheduler.release_hours
+    if share > 0 and hours == 0:
+        raise ScenarioError(where, "scheduler.release_hours", "expected > 0 where release_share is")
+    if (hours > 0 or scheduler.release_sigma > 0) and share == 0:
+        raise ScenarioError(
+            where, "scheduler.release_share", "expected > 0 where release_hours or release_sigma is set (or 0)"
         )

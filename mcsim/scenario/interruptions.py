@@ -1,5 +1,6 @@
 """The sections of a scenario about interruptions and their recovery: ``[[failures]]``, ``[restart]`` and
-``[staffing]`` (the people a manual recovery waits for).
+``[staffing]`` (the people a manual recovery waits for), ``[scheduler]`` (the batch system: job time limits,
+queue waits, crashed jobs released late).
 
 Each is a frozen dataclass (:func:`~mcsim.scenario.frozen.section`), each key a field made by
 :func:`~mcsim.scenario.validation.param`, as the other sections in :mod:`mcsim.scenario.schema`, which
@@ -7,7 +8,7 @@ lists them among the scenario's tables. :data:`FAILURE_KINDS` names the kinds of
 kernel's code order, :data:`FLEET_KINDS` those whose rate is the fleet's; :data:`STAFF_TEAMS` and
 :data:`WEEKDAYS` the values of ``staffing.team`` and ``staffing.working_days``, and the field kinds of
 the calendar's keys (:class:`TimeZoneName`, :class:`LocalDateTime`, :class:`HourRange`, :class:`Weekdays`,
-:class:`LocalDates`).
+:class:`LocalDates`); :data:`QUEUE_LAWS` the sourced laws of the wait in a batch queue.
 
 Defaults are assumptions unless ``docs/model.md`` ("Defaults and their sources") cites the publication
 they are taken from.
@@ -297,3 +298,61 @@ class StaffingSection:
     response_minutes: float = param(
         0.0, ge=0, le=1e5, unit="min", doc="mean response in working hours or of a 24/7 team (exponential)"
     )
+
+
+# Defaults of the queue wait (docs/model.md §8 "Defaults and their sources"). A dedicated reservation (the
+# next part already queued on an exclusive partition) starts at the scheduler's next pass: Slurm's
+# slurm.conf(5) SchedulerParameters "sched_interval ... default value is 60 seconds", "bf_interval ...
+# Default: 30"; Kokolis et al. (HPCA'25, arXiv 2410.21680) Observation 10 takes "1 minute" after each
+# failure; BLOOM-176B's chained jobs on Jean Zay's reserved partition (bigscience tr11 README, job arrays
+# %1) did the same. Its spread (log-sd 0.5) is an ASSUMPTION. A shared centre: no published mean wait of a
+# multi-hundred-GPU job was found (Philly, Helios and Acme give CDF plots or raw traces only): mean 60 min,
+# log-sd 1.5 are an ASSUMPTION, to be set from the centre's own accounting (sacct's Submit to Start).
+QUEUE_RESERVATION_MINUTES = 1.0
+QUEUE_RESERVATION_SIGMA = 0.5
+QUEUE_SHARED_MINUTES = 60.0
+QUEUE_SHARED_SIGMA = 1.5
+
+# The laws of the wait in the batch queue before a new allocation (docs/model.md §3 "The batch system",
+# §8 "Defaults and their sources"): (mean, min; lognormal log-sd). "none": no wait.
+QUEUE_LAWS = {
+    "none": (0.0, 0.0),
+    "reservation": (QUEUE_RESERVATION_MINUTES, QUEUE_RESERVATION_SIGMA),
+    "shared": (QUEUE_SHARED_MINUTES, QUEUE_SHARED_SIGMA),
+}
+
+
+@section
+class SchedulerSection:
+    time_limit_hours: float = param(
+        0.0,
+        ge=0,
+        le=1e5,
+        unit="h",
+        doc="a chained job's part ends this long after training starts: it saves its progress, waits in the "
+        "queue and restarts by full requeue (0: no limit)",
+    )
+    queue: str = param(
+        "none",
+        kind=str,
+        choices=tuple(QUEUE_LAWS),
+        doc="the wait in the batch queue before a new allocation (after a time-limit stop and a requeue "
+        'restart): "none", "reservation" (a dedicated reservation) or "shared" (a shared centre)',
+    )
+    queue_wait_minutes: float | None = param(None, ge=0, le=1e6, unit="min", doc="its mean, instead of the law's")
+    queue_wait_sigma: float | None = param(None, ge=0, le=3, doc="its lognormal log-sd, instead of the law's")
+    release_share: float = param(
+        0.0,
+        ge=0,
+        le=1,
+        doc="share of fail-stop failures the batch system does not end: the job holds its allocation until "
+        "the crash is noticed and it is released",
+    )
+    release_hours: float = param(0.0, ge=0, le=1e4, unit="h", doc="mean time until such a job is released")
+    release_sigma: float = param(0.0, ge=0, le=3, doc="lognormal log-sd of that time (0: every one the mean)")
+
+    def queue_law(self) -> tuple[float, float]:
+        """The queue wait's mean (min) and lognormal log-sd: the law of ``queue``, overridden by the keys."""
+        mean, sigma = QUEUE_LAWS[self.queue]
+        mean = mean if self.queue_wait_minutes is None else self.queue_wait_minutes
+        return mean, sigma if self.queue_wait_sigma is None else self.queue_wait_sigma

@@ -21,7 +21,7 @@ from typing import Any
 from mcsim.errors import ScenarioError
 from mcsim.scenario.catalog import GPU_CATALOG, PRICE_RATES
 from mcsim.scenario.frozen import section
-from mcsim.scenario.interruptions import FailureClass, RestartSection, StaffingSection
+from mcsim.scenario.interruptions import FailureClass, RestartSection, SchedulerSection, StaffingSection
 from mcsim.scenario.software import DEFAULT_SOFTWARE, KERNEL_LAUNCH_US, SOFTWARE_PROFILES
 from mcsim.scenario.toml import format_number
 from mcsim.scenario.validation import (
@@ -436,6 +436,7 @@ SECTIONS: dict[str, type] = {
     "checkpoint": CheckpointSection,
     "restart": RestartSection,
     "staffing": StaffingSection,
+    "scheduler": SchedulerSection,
     "energy": EnergySection,
     "cost": CostSection,
     "carbon": CarbonSection,
