@@ -38,6 +38,11 @@ Numba's cache machinery with two changes of policy:
   compiled code; ``rm -rf`` of the folder is always safe. When no folder is
   usable the kernels compile in every process, with one warning; importing
   never fails.
+- **A refused write.** When the machine refuses to save compiled code (a full
+  disk, a quota, ``ulimit -f``, an I/O error), Numba lets the error through and
+  the run would end in it, naming no file; here the code just compiled is used
+  and compiled again in the next process (:data:`CACHE_WRITES_FAILED` lists what
+  was not saved), and the run goes on to fail or succeed on its own writes.
 
 Numba's caching classes used here (``numba.core.caching``) are private. Should
 a Numba release change them so that mcsim's locator cannot be built, the kernels
@@ -142,6 +147,8 @@ def _cache_folder() -> Path | None:
 
 
 SOURCE_HASH = kernel_source_hash()
+# The signatures whose compiled code could not be saved in this process (the machine refused the write).
+CACHE_WRITES_FAILED: list = []
 _ROOT = _cache_folder()
 CACHE_FOLDER = None if _ROOT is None else _ROOT / SOURCE_HASH[:16]
 if CACHE_FOLDER is not None and not _usable(CACHE_FOLDER):
@@ -183,6 +190,15 @@ def _kernel_function_cache() -> type | None:
 
         class KernelFunctionCache(caching.FunctionCache):
             _impl_class = KernelCacheImpl
+
+            def save_overload(self, sig, data):
+                """Numba's save; a write the machine refuses (disk full, quota, file-size limit, I/O error)
+                costs only the cache: the code just compiled is used, and compiled again in the next process.
+                (Numba lets the OSError through and the run would end in it, with no file named.)"""
+                try:
+                    super().save_overload(sig, data)
+                except OSError:
+                    CACHE_WRITES_FAILED.append(sig)
 
     except (AttributeError, TypeError):
         return None

@@ -62,17 +62,25 @@ _NUMPY_REPR = re.compile(r"\b(?:np|numpy)\.(?:float|int|uint|str_|bool_)\w*\(([^
 
 
 _NUMPY_BOOL = re.compile(r"\b(?:np|numpy)\.(True|False)_")
+# Python's own booleans, as f"{key}={value!r}" writes a bool and numpy < 2 writes np.True_: a value, or a
+# list's item, that is True or False alone (not inside a quoted string, not part of a word).
+_PYTHON_BOOL = re.compile(r"(?:(?<=^)|(?<=[\[,]))\s*(True|False)\s*(?=$|[,\]])")
 
 
-def _without_numpy_reprs(text: str) -> str:
-    """``text`` with numpy scalar reprs replaced by the TOML of their value."""
+def _without_numpy_reprs(text: str, key: str) -> str:
+    """``text`` with numpy scalar reprs replaced by the TOML of their value, and for a key declared boolean
+    Python's ``True``/``False`` too (a string key keeps the text ``True``)."""
     text = _NUMPY_REPR.sub(lambda m: m.group(1), text)
-    return _NUMPY_BOOL.sub(lambda m: m.group(1).lower(), text)
+    text = _NUMPY_BOOL.sub(lambda m: m.group(1).lower(), text)
+    meta = key_meta(key)
+    if meta is None or meta.get("kind") is not bool:
+        return text
+    return _PYTHON_BOOL.sub(lambda m: m.group(0).replace(m.group(1), m.group(1).lower()), text)
 
 
 def _parse_override_value(key: str, text: str) -> Any:
     """VALUE of ``--set KEY=VALUE``: a TOML value, a list with bare strings, or a bare string."""
-    text = _without_numpy_reprs(text.strip())
+    text = _without_numpy_reprs(text.strip(), key)
     try:
         return _toml_value_of(text)
     except RecursionError:

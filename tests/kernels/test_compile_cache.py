@@ -144,6 +144,27 @@ def test_editing_a_helper_file_recompiles_a_cached_kernel(tmp_path):
     assert (third["hits"], third["misses"]) == (0, 1)  # stale machine code is not reused
 
 
+def test_a_cache_write_the_machine_refuses_costs_only_the_cache(tmp_path):
+    """Found at the lowest versions: under ``ulimit -f`` (or a full disk) Numba's save of compiled code raised
+    EFBIG, naming no file, and the run ended in it ("cannot write the standard output"). The compiled code is
+    used anyway and compiled again next time; what was not saved is listed."""
+    site = tmp_path / "site"
+    _copy_package(site, probe=True)
+    env = _env(site, tmp_path)
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")
+    limited = (
+        "import resource, signal\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.RLIM_INFINITY))\n"  # smaller than any cache file
+    )
+    proc = _run(limited + PROBE_RUN + "print(len(acc.CACHE_WRITES_FAILED))\n", env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report, failed = proc.stdout.splitlines()
+    assert json.loads(report)["misses"] == 1 and int(failed) == 1
+    again = json.loads(_run(PROBE_RUN, env, tmp_path).stdout)  # no limit: compiled again, then saved
+    assert (again["hits"], again["misses"]) == (0, 1)
+
+
 # --------------------------------------------------------------------------- location
 
 

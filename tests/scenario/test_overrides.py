@@ -153,3 +153,13 @@ def test_numpy_reprs_in_override_text_keep_their_type():
     )
     assert scenario.base.compute.efficiency == 0.6 and scenario.base.model.dropout is True
     assert scenario.axes[0].values == (128, 256) and {c.checkpoint.strategy for c in scenario.configs} == {"sync"}
+
+
+def test_python_booleans_in_override_text_are_booleans_for_boolean_keys():
+    # f"{key}={value!r}" writes a Python bool as True / False, and numpy < 2 writes np.True_ so (found at the
+    # lowest numpy the package allows, 1.26): a boolean key reads them as TOML's true / false; a string key keeps
+    # the text.
+    scenario = load_scenario(CAPACITY, ["model.dropout=False", "name=True", "checkpoint.strategy=sync"])
+    assert scenario.base.model.dropout is False and scenario.base.name == "True"
+    swept = load_scenario(CAPACITY, ["model.dropout=[True, False]"])
+    assert {axis.key: axis.values for axis in swept.axes}["model.dropout"] == (True, False)
