@@ -324,7 +324,9 @@ def test_ctrl_c_with_workers_is_one_line(tmp_path):
 def test_local_backend_bounds_each_kernel_call_and_stays_bit_identical():
     cfg = scenario_from_dict(_small(mode="exact")).base
     calls = []
-    backend = LocalBackend(call_s=0.02)
+    # Calls of about 2 ms: the exact run's estimate is about 0.2 ms, so ~10 runs a call, and still several calls
+    # should the measured time (which the backend learns from) be a few times shorter than estimated.
+    backend = LocalBackend(call_s=0.002)
     [(task, rows)] = list(
         backend.run([Task(0, 10, 410)], {(0, None): kernel_inputs(cfg, "exact")}, 7, on_runs=calls.append)
     )
