@@ -10,6 +10,9 @@ upper-tail quantiles with ``q`` as small as the generator can produce.
 inverse normal cumulative distribution function", 2003; relative error
 < 1.2e-9), used where a normal deviate is only sampled.
 
+``lognormal_mean_one`` draws a lognormal factor of mean 1, ``exp(sigma Z - sigma^2 / 2)``, from one uniform
+(the recovery, repair, abandonment, queue, release and on-call laws all scale it).
+
 ``max_lognormal_factor`` draws ``M = max_i exp(sigma * Z_i)`` over ``G`` iid
 standard normals from one uniform: ``M = exp(sigma * Phi^-1(U^(1/G)))``. With
 ``q = 1 - U^(1/G) = -expm1(log(U) / G)`` the quantile is taken as
@@ -21,7 +24,8 @@ from __future__ import annotations
 
 import math
 
-from .accelerate import jit_unmanaged
+from .accelerate import jit_inline, jit_unmanaged
+from .rng import uniform
 
 # Acklam's coefficients.
 _A0, _A1, _A2 = -3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02
@@ -173,3 +177,9 @@ def max_lognormal_factor(u, n_ranks, sigma):
     if sigma == 0.0:
         return 1.0
     return math.exp(sigma * max_normal_quantile(u, n_ranks))
+
+
+@jit_inline
+def lognormal_mean_one(stream, sigma):
+    """A lognormal factor of mean 1 and log-sd ``sigma``: ``exp(sigma Z - sigma^2 / 2)``, one uniform of ``stream``."""
+    return math.exp(sigma * ndtri_acklam(uniform(stream)) - 0.5 * sigma * sigma)

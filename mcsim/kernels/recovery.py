@@ -32,7 +32,7 @@ from .accelerate import jit_inline
 from .checkpoints import complete_writes, restores_from_memory
 from .conditions import begin_attempt, exponential, ideal_s, job_factor
 from .declarations import KIND_FAIL_STOP, KIND_HANG, KIND_INSTABILITY, KIND_PLANNED, STRATEGY_IN_MEMORY
-from .normal import ndtri_acklam
+from .normal import lognormal_mean_one
 from .renewal import consume_failure, heap_pop, heap_push, next_failure, pending_class
 from .rng import uniform
 from .scheduler import book_waits, queue_after, release_wait_s, schedules_paths, stop_at_limit
@@ -132,22 +132,16 @@ def _roll_back_durable(p, x, k, pts, checkpoints):
 
 
 @jit_inline
-def _lognormal_mean_one(stream, sigma):
-    """A lognormal factor of mean 1 and log-sd ``sigma``: ``exp(sigma Z - sigma^2 / 2)``."""
-    return math.exp(sigma * ndtri_acklam(uniform(stream)) - 0.5 * sigma * sigma)
-
-
-@jit_inline
 def _recovery_s(seconds, sigma, share, manual, rec_stream):
     """Recovery time of one event before the load, s: the class's mean ``seconds``, lognormal when
     ``sigma > 0``, plus a person's time (mean ``manual``, the same law) for a ``share`` of them; and whether
     it needs a person. Draws from ``rec_stream`` only when the class has a law, so fixed recoveries draw
     nothing."""
     if sigma > 0.0:
-        seconds *= _lognormal_mean_one(rec_stream, sigma)
+        seconds *= lognormal_mean_one(rec_stream, sigma)
     if share > 0.0 and uniform(rec_stream) < share:
         if sigma > 0.0:
-            manual *= _lognormal_mean_one(rec_stream, sigma)
+            manual *= lognormal_mean_one(rec_stream, sigma)
         return seconds + manual, True
     return seconds, False
 
@@ -188,7 +182,7 @@ def _abandoned_s(p, rec_stream):
     if p.abandon_share <= 0.0 or uniform(rec_stream) >= p.abandon_share:
         return -1.0
     if p.abandon_sigma > 0.0:
-        return p.abandon_s * _lognormal_mean_one(rec_stream, p.abandon_sigma)
+        return p.abandon_s * lognormal_mean_one(rec_stream, p.abandon_sigma)
     return p.abandon_s
 
 
@@ -263,7 +257,7 @@ def _take_spares(p, fc, c, x, k, repair_time, repair_tag, wait_until, rec_stream
     need = fc.nodes_taken[c]
     sigma = fc.repair_sigma[c]
     for _ in range(need):
-        repair_s = fc.repair_s[c] * (_lognormal_mean_one(rec_stream, sigma) if sigma > 0.0 else 1.0)
+        repair_s = fc.repair_s[c] * (lognormal_mean_one(rec_stream, sigma) if sigma > 0.0 else 1.0)
         repair_size = heap_push(repair_time, repair_tag, repair_size, t + repair_s, c)
         if repair_size < 0:
             k[K_OVERFLOW] = RUN_REPAIR_HEAP_FULL

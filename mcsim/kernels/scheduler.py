@@ -21,7 +21,7 @@ import math
 
 from .accelerate import jit_inline
 from .declarations import KIND_FAIL_STOP
-from .normal import ndtri_acklam
+from .normal import lognormal_mean_one
 from .rng import uniform
 from .workspace import (
     K_LIMIT_STOPS,
@@ -47,7 +47,7 @@ def _lognormal_s(mean_s, sigma, stream):
     """A time of mean ``mean_s`` s: fixed for ``sigma = 0``, else lognormal of log-sd ``sigma`` (one uniform)."""
     if sigma <= 0.0:
         return mean_s
-    return mean_s * math.exp(sigma * ndtri_acklam(uniform(stream)) - 0.5 * sigma * sigma)
+    return mean_s * lognormal_mean_one(stream, sigma)
 
 
 @jit_inline

@@ -21,7 +21,7 @@ import math
 
 from .accelerate import jit_inline
 from .declarations import STAFF_ALWAYS, STAFF_NONE
-from .normal import ndtri_acklam
+from .normal import lognormal_mean_one
 from .rng import uniform
 
 DAY_S = 86_400.0
@@ -95,6 +95,6 @@ def staff_wait_s(fc, c, t, stream):
     if staffed > t and fc.staff_on_call[c] == 1:
         sigma = fc.staff_on_call_sigma[c]
         if sigma > 0.0:
-            return fc.staff_on_call_s[c] * math.exp(sigma * ndtri_acklam(uniform(stream)) - 0.5 * sigma * sigma)
+            return fc.staff_on_call_s[c] * lognormal_mean_one(stream, sigma)
         return fc.staff_on_call_s[c]
     return (staffed - t) + _response_s(fc.staff_response_s[c], stream)
