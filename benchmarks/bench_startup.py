@@ -12,7 +12,12 @@ a commit is extracted once with ``git archive``, see ``bench_capacity.py``), the
   ``NUMBA_CACHE_DIR``: every kernel compiled; ``compile``: per kernel entry point and compiled
   specialisation, the CPU seconds of its compilation (Numba's ``numba:compile`` events, each one
   including the helpers compiled inside it), in a separate cold process of 20 runs (this tree only);
-* ``warm``: the same run with that cache, against ``python -c "import xarray, numba"`` (a ratio).
+* ``warm``: the same run with that cache, against ``python -c "import xarray, numba"`` (a ratio) and against
+  the ``stack floor`` (:data:`_STACK_FLOOR`): a process that does only what any warm run on this stack must do,
+  with nothing of mcsim: import xarray and Numba, call one kernel loaded from Numba's cache (the first call
+  loads Numba's CPU target, whose registries import ``scipy.linalg`` for the BLAS check), build a Dataset of
+  61 variables of ``--runs`` values (the run file's count; xarray imports ``dask.array`` to look for chunked
+  arrays) and write it with netCDF4.
 
 ``--json`` prints the results as one JSON line at the end (``benchmarks/run.py`` reads it).
 """
@@ -59,6 +64,26 @@ mcsim.simulate(mcsim.load_scenario(overrides=["run.runs=20"]), progress=False)
 print(json.dumps(listener.rows))
 """
 ENTRY_POINTS = ("simulate_runs", "simulate_runs_table", "account_runs")
+
+# What every warm run on this stack does, without mcsim (a file: Numba caches only functions defined in one).
+_STACK_FLOOR = """
+import sys
+import numba
+import numpy as np
+import xarray as xr
+
+@numba.njit(cache=True, nogil=True)
+def column_sums(values):
+    total = np.zeros(values.shape[1])
+    for i in range(values.shape[0]):
+        for j in range(values.shape[1]):
+            total[j] += values[i, j]
+    return total
+
+values = np.random.default_rng(0).random((int(sys.argv[1]), 61))
+column_sums(values)
+xr.Dataset({f"v{j}": (("run",), values[:, j], {"units": "s"}) for j in range(61)}).to_netcdf("floor.nc")
+"""
 
 
 def _cpu(cmd: list[str], tree: Path, cache: str, cwd: str) -> tuple[float, str]:
@@ -107,11 +132,15 @@ def measure(trees: dict[str, Path], runs: int, rounds: int) -> dict:
             "mcsim --help": [py, "-m", "mcsim", "--help"],
             "warm": run,
         }
+        floor = Path(work) / "stack_floor.py"
+        floor.write_text(_STACK_FLOOR)
         references = {
             "import xarray": [py, "-c", "import xarray"],
             "import xarray, numba": [py, "-c", "import xarray, numba"],
+            "stack floor": [py, str(floor), str(runs)],
         }
         caches = {label: str(Path(work) / f"cache-{i}") for i, label in enumerate(trees)}
+        _cpu(references["stack floor"], REPOSITORY, caches[next(iter(trees))], work)  # its kernel compiled and cached
         results: dict = {label: {"cold": _cpu(run, tree, caches[label], work)[0]} for label, tree in trees.items()}
         samples: dict = {label: {case: [] for case in cases} for label in trees}
         reference_samples: dict = {case: [] for case in references}
@@ -144,6 +173,8 @@ def ratios(tree: dict, references: dict) -> dict[str, float]:
         "import mcsim / import xarray": tree["import mcsim"] / references["import xarray"],
         "mcsim --help / import xarray": tree["mcsim --help"] / references["import xarray"],
         "warm run / import xarray, numba": tree["warm"] / references["import xarray, numba"],
+        "warm run / stack floor": tree["warm"] / references["stack floor"],
+        "stack floor / import xarray, numba": references["stack floor"] / references["import xarray, numba"],
     }
 
 
@@ -153,7 +184,7 @@ def report_lines(results: dict) -> list[str]:
     lines = [
         f"machine: {results['machine']['processor']}, {results['machine']['cpus']} CPUs; CPU seconds (user + system), "
         f"medians of {results['rounds']}; import xarray {ref['import xarray']:.2f} s, "
-        f"import xarray, numba {ref['import xarray, numba']:.2f} s"
+        f"import xarray, numba {ref['import xarray, numba']:.2f} s, stack floor {ref['stack floor']:.2f} s"
     ]
     for label, tree in results["trees"].items():
         lines.append(
