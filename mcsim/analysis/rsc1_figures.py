@@ -1,15 +1,17 @@
 """Meta's RSC-1 reliability study as ``mcsim validate`` rows: queued downtime in the ETTR.
 
 Kokolis, Kuchnik et al., "Revisiting Reliability in Large-Scale Machine Learning Research Clusters"
-(HPCA 2025, arXiv 2410.21680 v1 and v2) model the effective training time ratio of a job on their
-16k-A100 cluster RSC-1 from its measured node failure rate (6.50 failures per 1,000 node-days), a
-restart overhead ``u0``, a checkpoint interval and the queue time ``q`` the job waits after each
-failure; the scenario ``scenarios/rsc1-8k.toml`` sets those from the paper alone (its comments
-quote each). :data:`RSC1_FIGURES` are the keyword arguments of
-:class:`mcsim.analysis.validation.Published` rows (kept here so that the table of figures stays
-within its module's size): three expected ETTRs of the paper's model (model against model, each
-figure in the simulated 90 % interval) and one measured ETTR ("over 0.9" for 2,048-4,096-GPU runs,
-a bound). docs/validation.md, "RSC-1", discusses them and what each row assumes.
+(HPCA 2025, arXiv 2410.21680; v1 of 29 Oct 2024, v2 of 6 Feb 2025, the HPCA text) model the
+effective training time ratio of a job on their 16k-A100 cluster RSC-1 from its measured node
+failure rate (6.50 failures per 1,000 node-days), a restart overhead ``u0``, a checkpoint interval
+and the queue time ``q`` the job waits after each failure; the scenario ``scenarios/rsc1-8k.toml``
+sets those from the paper alone (its comments quote each). :data:`RSC1_FIGURES` are the keyword
+arguments of :class:`mcsim.analysis.validation.Published` rows (kept here so that the table of
+figures stays within its module's size): three expected ETTRs of the paper's model (model against
+model, each figure in the simulated 90 % interval) and one measured ETTR ("over 0.9" for
+2,048-4,096-GPU runs, a bound). v2 revised Observation 10's 8,000-GPU sentence (it adds a
+checkpoint write overhead to the model); the row scores v1's. docs/validation.md, "Meta's
+RSC-1", discusses them and what each row assumes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ SOURCE_V1 = "Kokolis et al. 2024 (arXiv 2410.21680 v1)"
 # Figures of the paper's E[ETTR] model on RSC-1's measured failure rate: they score mcsim's queue,
 # restart and rollback bookkeeping against an independent published model, not a measured job.
 MODEL_AGAINST_MODEL = "E[ETTR] model on the measured r_f (model against model)"
-# The 16,000-GPU job on all of RSC-1 (sec. IV): the paper gives no queue time for it; the rows keep
+# The 16,000-GPU job on all of RSC-1 (the paper's E[ETTR] section): it gives no queue time for it; the rows keep
 # the scenario's 1 minute (ASSUMPTION; 0 instead moves the mean up by ~0.006 at 60 min, ~0.008 at 5).
 _WHOLE_CLUSTER = (("parallelism.gpus", 16000), ("model.tokens", 3.4e13))  # ~7 days, as the scenario
 # The measured 2,048-4,096-GPU runs (Observation 10): 4,096 GPUs, the harder end; the batch a
@@ -77,13 +79,13 @@ RSC1_FIGURES: tuple[dict[str, Any], ...] = (
     _row(
         "ETTR, 16,000 GPUs (all of RSC-1), 60-min checkpoints (queue 1 min assumed)",
         0.7,
-        f"{SOURCE_V1} sec. IV, {MODEL_AGAINST_MODEL}",
+        f"{SOURCE_V1}, a 16,000-GPU job, {MODEL_AGAINST_MODEL}",
         (*_WHOLE_CLUSTER, ("checkpoint.interval", {"minutes": 60})),
     ),
     _row(
         "ETTR, 16,000 GPUs (all of RSC-1), 5-min checkpoints (queue 1 min assumed)",
         0.93,
-        f"{SOURCE_V1} sec. IV, {MODEL_AGAINST_MODEL}",
+        f"{SOURCE_V1}, a 16,000-GPU job, {MODEL_AGAINST_MODEL}",
         (*_WHOLE_CLUSTER, ("checkpoint.interval", {"minutes": 5})),
     ),
     {
