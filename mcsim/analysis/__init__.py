@@ -10,6 +10,7 @@
 - ``robustness``: the robust choice over parameter draws, and the input that would change it.
 - ``sensitivity``: Sobol and delta indices of the uncertain inputs (SALib).
 - ``validation``: published figures of real training runs against simulation (``mcsim validate``).
+- ``rsc1_figures``: Meta's RSC-1 study (queued downtime in the ETTR) as rows of ``mcsim validate``.
 - ``steptime_validation``: published iteration times against the step-time model.
 - ``calibration``: ``calibrate``, the efficiency that fits a user's measured iteration times (``mcsim calibrate``).
 - ``calibration_data``: the CSV file of measured layouts and iteration times that ``calibrate`` reads.

@@ -87,6 +87,7 @@ def test_bloom_reference_throughput_in_published_range():
         "dvfs-opt350m-1gpu",
         "dvfs-opt350m-dp4",
         "dvfs-opt350m-pp2",
+        "rsc1-8k",
     ],
 )
 def test_shipped_scenarios_load_and_have_feasible_configurations(name):

@@ -43,6 +43,7 @@ CASES = [
     ("megascale-175b", []),
     ("byterobust-dense", []),
     ("bloom-176b", []),
+    ("rsc1-8k", []),  # a queue wait after every failure
     ("dvfs-opt350m-pp2", []),
 ]
 
