@@ -44,14 +44,6 @@ Numba's cache machinery with two changes of policy:
   and compiled again in the next process (:data:`CACHE_WRITES_FAILED` lists what
   was not saved), and the run goes on to fail or succeed on its own writes.
 
-Compiling faster (:func:`_inline_without_copies`): Numba inlines an ``inline="always"`` helper by
-building the helper's IR afresh and then deep-copying it twice before splicing it in (one copy it
-mutates, one "original" it returns, which its only caller throws away). For IR built afresh for the
-one call, both copies are waste: 30 % of the first run's compile time (58 -> 41 s of CPU for the
-reference scenario on 2 cores, the compiled code and every result unchanged). The copies are skipped
-for exactly that call, and only in the Numba releases whose code was read (0.59-0.68); under any other
-the inlining is Numba's own.
-
 Numba's caching classes used here (``numba.core.caching``) are private. Should
 a Numba release change them so that mcsim's locator cannot be built, the kernels
 fall back to Numba's own ``cache=True`` (:data:`CACHE_MODE` says which applies):
@@ -61,7 +53,6 @@ per-file stamp, which a reinstall of the package still invalidates.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import os
 import sys
@@ -78,11 +69,6 @@ try:  # Numba's private caching classes, which _kernel_function_cache extends
     _NUMBA_CACHING = True
 except ImportError:  # pragma: no cover (every supported Numba has the module)
     _NUMBA_CACHING = False
-try:  # Numba's private inliner and IR, which _inline_without_copies relieves of two copies
-    from numba.core import inline_closurecall as _inliner
-    from numba.core import ir as _numba_ir
-except ImportError:  # pragma: no cover (every supported Numba has the modules)
-    _inliner = _numba_ir = None  # type: ignore[assignment]
 
 # Any: numba.jit's stubs type each option; a dict of mixed values matches none of its overloads.
 _COMMON: dict[str, Any] = dict(nopython=True, nogil=True, fastmath=False, error_model="numpy")
@@ -219,50 +205,6 @@ def _kernel_function_cache() -> type | None:
     return KernelFunctionCache
 
 
-# The Numba releases whose inliner was read for _inline_without_copies: InlineWorker.inline_function builds
-# the callee's IR afresh (run_untyped_passes) and hands it to inline_ir, whose copy_ir deep-copies it
-# (the module's only use of `copy`); its only caller, InlineInlinables, discards the "original" it returns.
-INLINE_COPIES_SKIPPED_FOR = ((0, 59), (0, 68))
-
-
-class _BlocksNotCopied:
-    """Stands in for the ``copy`` module inside Numba's inliner while it inlines IR built for that one call:
-    an IR block is used as it is; anything else is copied as ``copy.deepcopy`` would."""
-
-    @staticmethod
-    def deepcopy(value: Any, memo: Any = None) -> Any:
-        if isinstance(value, _numba_ir.Block):
-            return value
-        return copy.deepcopy(value, memo)
-
-
-def _inline_without_copies() -> bool:
-    """Make Numba's ``inline="always"`` inlining skip its two deep copies of IR built afresh for the call
-    (see the module docstring); True when applied. Nothing is changed under a Numba release outside
-    :data:`INLINE_COPIES_SKIPPED_FOR` or whose inliner lacks what is replaced."""
-    release = tuple(int(part) for part in numba.__version__.split(".")[:2])
-    first, last = INLINE_COPIES_SKIPPED_FOR
-    worker = getattr(_inliner, "InlineWorker", None)
-    original = getattr(worker, "inline_function", None)
-    if original is None or hasattr(original, "__wrapped__") or getattr(_inliner, "copy", None) is not copy:
-        return False
-    if not first <= release <= last or not hasattr(_numba_ir, "Block"):
-        return False
-
-    def inline_function(self, caller_ir, block, i, function, arg_typs=None):
-        # The compiler lock is held: no other compilation runs while the stand-in is there.
-        _inliner.copy = _BlocksNotCopied  # type: ignore[assignment]
-        try:
-            return original(self, caller_ir, block, i, function, arg_typs)
-        finally:
-            _inliner.copy = copy
-
-    inline_function.__wrapped__ = original  # type: ignore[attr-defined]
-    worker.inline_function = inline_function  # type: ignore[union-attr]
-    return True
-
-
-INLINE_COPIES_SKIPPED = not JIT_DISABLED and _inline_without_copies()
 _FUNCTION_CACHE = _kernel_function_cache() if CACHE_FOLDER is not None else None
 # "mcsim": mcsim's locator and stamp; "numba": Numba's own cache=True (its private classes changed);
 # "off": no usable folder, compiled in every process.
