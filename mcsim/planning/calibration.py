@@ -26,7 +26,7 @@ from mcsim.model.run_outputs import run_outputs
 from mcsim.planning.candidates import Candidates, candidate_config
 from mcsim.planning.plan_file import Plan, weighted_objective
 from mcsim.planning.screen import Screen
-from mcsim.planning.selection import ExecutionOptions, simulate_first_runs
+from mcsim.planning.selection import ExecutionOptions, check_kept_runs, simulate_first_runs
 
 ERROR_KINDS = ("objective", "deadline", "budget")
 # The pilot's error bound: |error| + k standard errors of the simulated estimate, k the one-sided 97.7 % point of
@@ -204,6 +204,13 @@ def run_pilot(plan: Plan, cand: Candidates, scr: Screen, execution: ExecutionOpt
     error, se = np.full(shape, np.nan), np.full(shape, np.nan)
     if not piloted.size:
         return Calibration(fam, plan.pilot_runs, pilot, error, se, {})
+    check_kept_runs(
+        piloted.size * plan.pilot_runs,
+        plan.source,
+        "plan.pilot_runs",
+        f"the calibration pilot ({piloted.size:,} candidates x {plan.pilot_runs:,} runs)",
+        "lower plan.pilot_runs or plan.pilot_families",
+    )
     configs = [candidate_config(plan, cand, int(pilot[f])) for f in piloted]
     rows = simulate_first_runs(
         configs,

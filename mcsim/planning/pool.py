@@ -25,7 +25,7 @@ from mcsim.planning.calibration import Calibration, Families, family_margins
 from mcsim.planning.candidates import Candidates, candidate_config
 from mcsim.planning.plan_file import Plan, weighted_objective
 from mcsim.planning.screen import BEYOND_CAP, DOMINATED, KEPT, Screen
-from mcsim.planning.selection import ExecutionOptions, SelectionResult, select_best
+from mcsim.planning.selection import ExecutionOptions, SelectionResult, check_kept_runs, select_best
 from mcsim.scenario.config import Config
 
 PER_RUN_KEPT = ("wall_time", "energy", "cost", "co2")
@@ -420,6 +420,15 @@ def simulate_pool(
         When every simulated candidate missed a constraint and no other could meet the constraints by
         its screen estimate within the measured error.
     """
+    # Every candidate the pool may bring in, and the plan's own layout, with up to max_runs runs each.
+    check_kept_runs(
+        (plan.pool_size + 1) * plan.max_runs,
+        plan.source,
+        "plan.max_runs",
+        f"the selection's pool ({plan.pool_size:,} candidates and the plan's own layout, up to "
+        f"{plan.max_runs:,} runs each)",
+        "lower plan.max_runs or plan.pool",
+    )
     pool = _Pool(plan, cand, scr, calibration, execution)
     while True:
         active = pool.active()

@@ -36,6 +36,8 @@ from mcsim.engine.optimize import OPTIMIZE_RUNS, optimize_intervals
 from mcsim.engine.options import ExecutionOptions
 from mcsim.engine.resume import PieceStore
 from mcsim.engine.tasks import Task, plan_tasks
+from mcsim.errors import ScenarioError
+from mcsim.io.format import format_bytes
 from mcsim.kernels import interface as kernel
 from mcsim.model.preparation import prepare
 from mcsim.model.run_estimate import RunInputs, estimate_run
@@ -44,7 +46,7 @@ from mcsim.model.workload import workload
 from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
 from mcsim.planning.plan_file import OBJECTIVES, weighted_objective
 from mcsim.scenario.config import Config
-from mcsim.scenario.limits import TimeEstimate, check_time
+from mcsim.scenario.limits import TimeEstimate, check_time, memory_limit_bytes
 
 MODES = ("fast", "exact")
 MAX_SEED = 2**63 - 1
@@ -366,6 +368,41 @@ def simulate_first_runs(
         simulation = _Simulation(running, configs, {}, chunk)
         simulation.simulate(list(range(len(configs))), 0, runs)
     return simulation.rows
+
+
+# Memory a plan holds per simulated run it keeps: the run's kernel row (N_OUT float64) twice (the task's
+# rows kept for reuse and the candidate's rows joined in run order) and the per-run outputs a plan keeps
+# (wall time, energy, cost, CO2 as float64 and completion as a bool: mcsim.planning.pool.kept_outputs).
+BYTES_PER_KEPT_RUN = 2 * 8 * kernel.N_OUT + 4 * 8 + 1
+
+
+def check_kept_runs(runs: int, source: str, key: str, what: str, advice: str) -> None:
+    """Refuse, before the first run, a plan stage that may keep more runs than fit in memory.
+
+    Parameters
+    ----------
+    runs : int
+        The most runs the stage may keep in memory at once.
+    source, key : str
+        The plan file and the key the refusal names.
+    what, advice : str
+        What keeps the runs (``"the pool"``), and the remedy.
+
+    Raises
+    ------
+    ScenarioError
+        When ``runs`` x :data:`BYTES_PER_KEPT_RUN` bytes exceed the memory limit
+        (:func:`mcsim.scenario.limits.memory_limit_bytes`: half the available memory by default).
+    """
+    need = runs * BYTES_PER_KEPT_RUN
+    limit = memory_limit_bytes()
+    if limit is not None and need > limit:
+        raise ScenarioError(
+            source,
+            key,
+            f"{what} may keep {runs:,} runs in memory, about {format_bytes(need)}, more than the limit of "
+            f"{format_bytes(limit)} (half the available memory unless set); {advice}",
+        )
 
 
 def worst_case_estimate(

@@ -448,7 +448,7 @@ def test_a_selection_budget_estimated_beyond_the_time_limit_is_refused_before_an
 
     # No pilot: its 30 runs a family would be refused first, under plan.pilot_runs (tests/planning/test_calibration.py).
     path = _write(hostile_plan(plan={"max_runs": 10_000_000, "pilot_runs": 0}), tmp_path / "p.toml")
-    with limits(max_hours=1e-9):
+    with limits(max_hours=1e-9, max_memory_bytes=float("inf")):  # the memory check (below) would refuse first
         assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "plan.max_runs: estimated" in err[0] and "more than the limit" in err[0], err
@@ -462,3 +462,32 @@ def test_a_plan_whose_every_clock_is_out_of_range_names_the_clock_not_memory(tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "search.freq_mhz: no searched clock is within the GPU's range" in err[0], err
     assert "H100-SXM 210..1980 MHz" in err[0] and "memory" not in err[0]
+
+
+@pytest.mark.parametrize(
+    ("plan_keys", "key", "what"),
+    [
+        ({"max_runs": 10_000_000, "pilot_runs": 0}, "plan.max_runs", "the selection's pool"),
+        ({"pilot_runs": 100_000, "pilot_families": 100_000}, "plan.pilot_runs", "the calibration pilot"),
+    ],
+)
+def test_a_plan_that_may_keep_more_runs_than_memory_holds_is_refused_before_any_run(
+    tmp_path, capsys, plan_keys, key, what
+):
+    # The selection and the pilot kept every run's kernel row with no memory budget (a plan grew to 5.5-5.8 GB
+    # and was killed). The limit here is what the screen of this plan needs (its own check passes); each run kept
+    # holds at least its kernel row of N_OUT float64, and 100,000 runs of one candidate are already more.
+    from mcsim.kernels import interface as kernel
+    from mcsim.planning.candidates import SCREEN_BYTES_PER_CANDIDATE, enumerate_candidates
+    from mcsim.planning.plan_file import load_plan
+    from mcsim.scenario.limits import limits
+
+    path = _write(hostile_plan(plan=plan_keys), tmp_path / "p.toml")
+    screen_bytes = len(enumerate_candidates(load_plan(path))) * SCREEN_BYTES_PER_CANDIDATE
+    assert 100_000 * 8 * kernel.N_OUT > screen_bytes
+    with limits(max_memory_bytes=screen_bytes, max_hours=float("inf")):
+        assert main(["plan", str(path), "-o", str(tmp_path / "p.nc"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{key}: {what}" in err[0] and "runs in memory" in err[0], err
+    assert "more than the limit of" in err[0] and "Traceback" not in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
