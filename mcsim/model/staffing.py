@@ -17,7 +17,9 @@ planner's screen (:mod:`mcsim.model.expected_runs`).
 from __future__ import annotations
 
 import datetime
+import math
 import zoneinfo
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +28,10 @@ from mcsim.scenario.interruptions import STAFF_TEAMS, WEEKDAYS, StaffingSection
 
 TEAM_CODES = dict(zip(STAFF_TEAMS, (STAFF_NONE, STAFF_OFFICE, STAFF_ALWAYS), strict=True))
 DAY_S = 86_400.0
-PUSH_STEPS = 512  # the screen's grid of pushes of a run's end by the waits (at least 15 minutes a step)
+FAILURE_QUANTILES = 16  # the time of a stretch's first request, as so many quantiles
+PUSH_STEPS = 8192  # the screen's grid of moves of a run's end by its waits and failures (at least 30 minutes a step)
+MASS_FLOOR = 1e-7  # a run's share of a move below which the screen drops it
+ROWS_AT_ONCE = 64  # runs whose grids are computed together (memory: their moves times the quantiles)
 
 
 def local_start(staffing: StaffingSection) -> datetime.datetime:
@@ -146,7 +151,12 @@ def mean_staff_wait_s(staffing: StaffingSection, span_s: np.ndarray) -> np.ndarr
 
 
 def expected_staff_waits_s(
-    staffing: StaffingSection, span_s: np.ndarray, requests: np.ndarray, rate_per_s: np.ndarray
+    staffing: StaffingSection,
+    span_s: np.ndarray,
+    requests: np.ndarray,
+    rate_per_s: np.ndarray,
+    failure_rate_per_s: np.ndarray | float = 0.0,
+    failure_cost_s: np.ndarray | float = 0.0,
 ) -> np.ndarray:
     """The expected waits for a person over a run of span ``span_s`` (s, an array) with ``requests``
     recoveries that need one, arriving at ``rate_per_s`` while the job trains, s.
@@ -158,8 +168,11 @@ def expected_staff_waits_s(
     ending ``D`` into the stretch (``D = b - a`` when it goes on past it), the stretch's expected wait is
     ``int_0^D mu e^{-mu x} (b - a - x) dx = L (1 - e^{-mu D}) - 1/mu + e^{-mu D} (D + 1/mu)``, ``L = b - a``
     (``L - (1 - e^{-mu L}) / mu``: less than the ``mu L^2 / 2`` of requests spread uniformly). ``span_s`` is
-    the run's span without waits; the waits of the stretches before one move its end on
-    (:func:`_first_request_waits_s`)."""
+    the run's mean span without waits, ``T0`` of training and stalls plus the failures' cost; the run's end
+    moves with its own failures (:func:`_first_request_waits_s`): every failure (``failure_rate_per_s``,
+    ``lambda``, every class) adds ``failure_cost_s`` (``c = M (1 - T0 / span)``, the span's mean cost of
+    one failure) to the run's end, and an hour without one takes ``lambda c`` off; the waits of the
+    stretches before one move its end on. Without ``failure_cost_s`` the end moves by the waits alone."""
     span = np.asarray(span_s, dtype=np.float64)
     response = np.asarray(requests, dtype=np.float64) * staffing.response_minutes * 60.0
     if staffing.team != "office":
@@ -170,47 +183,151 @@ def expected_staff_waits_s(
         return np.asarray(requests) * (off_share * on_call_s + (1.0 - off_share) * staffing.response_minutes * 60.0)
     finite = np.isfinite(span) & (span > 0.0)
     span = np.where(finite, span, 0.0)
-    mu = np.where(np.asarray(rate_per_s) > 0.0, rate_per_s, np.nan)
-    limit = float(span.max()) if span.size else 0.0
+    mu = np.where(finite & (np.asarray(rate_per_s) > 0.0), rate_per_s, 0.0)
+    rate = np.where(finite, np.broadcast_to(failure_rate_per_s, span.shape), 0.0)
+    cost = np.where(finite, np.broadcast_to(failure_cost_s, span.shape), 0.0)
+    limit = 2.0 * float(span.max()) if span.size else 0.0
     while True:  # the waits push the run's end on: list the stretches far enough
         begins, ends = unstaffed_intervals(staffing, limit)
-        total, pushed = _first_request_waits_s(begins, ends, span, mu)
+        total, pushed = np.zeros_like(span), 0.0
+        shape = _grid_shape(ends - begins, span, rate, cost)
+        for rows in np.array_split(np.arange(span.size), -(-span.size // ROWS_AT_ONCE)):  # memory: rows x steps
+            failures = _Failures(mu[rows], rate[rows], cost[rows])
+            total[rows], reached = _first_request_waits_s(begins, ends, span[rows], failures, shape)
+            pushed = max(pushed, reached)
         if float(span.max() + pushed) <= ends[-1] if span.size else True:
             return total + response
-        limit = float(span.max() + pushed)
+        limit = 2.0 * float(span.max() + pushed)
+
+
+class _Failures(NamedTuple):
+    """Runs' failures, arrays by run: the requests for a person while training ``request_rate_per_s``
+    (``mu``), every class's rate ``rate_per_s`` (``lambda``) and the span one failure adds, ``cost_s`` (``c``)."""
+
+    request_rate_per_s: np.ndarray
+    rate_per_s: np.ndarray
+    cost_s: np.ndarray
+
+
+def _grid_shape(gaps: np.ndarray, span: np.ndarray, rate: np.ndarray, cost: np.ndarray) -> tuple[float, int, int]:
+    """The grid of moves of the runs' ends: its step, s (:data:`PUSH_STEPS` over the stretches' hours and
+    the failures' moves, at least 30 minutes), the index of no move, and its width: from the failures' whole
+    cost back (``lambda c span``, ``span - T0``) to every stretch waited and that cost twice on."""
+    back = float(np.max(rate * cost * span, initial=0.0))
+    on = float(np.sum(gaps)) + 2.0 * back + 4.0 * float(np.max(cost, initial=0.0))
+    step = max(1800.0, (on + back) / PUSH_STEPS)
+    zero = int(np.ceil(back / step))
+    return step, zero, zero + int(on // step) + 2
+
+
+class _PushGrid(NamedTuple):
+    """Runs as mixtures over moves of their end (``push``, s, on a grid of ``step``): ``mass`` by run and move;
+    only the moves from ``low`` on that hold mass are computed."""
+
+    push: np.ndarray
+    step: float
+    mass: np.ndarray
+
+    def window(self) -> slice:
+        """The moves that hold mass (below :data:`MASS_FLOOR` of a run, dropped)."""
+        held = np.flatnonzero(self.mass.max(axis=0) > MASS_FLOOR) if self.mass.size else np.zeros(1, dtype=np.int64)
+        return slice(int(held[0]), int(held[-1]) + 1) if held.size else slice(0, 1)
+
+    def moved(self, at: slice, weights: list[np.ndarray], shifts_s: list[np.ndarray]) -> np.ndarray:
+        """The whole grid's mass after the mass ``weights[k]`` of the moves ``at`` moved on by ``shifts_s[k]``
+        (each by run and move of ``at``), kept on the grid: shared between the two moves either side of its
+        target in proportion to the distance (the mean move exact)."""
+        n, width = self.mass.shape
+        rows = np.arange(n)[:, None] * width
+        indices, shares = [], []
+        for weight, shift in zip(weights, shifts_s, strict=True):
+            target = np.clip(np.arange(at.start, at.stop) + shift / self.step, 0.0, width - 1.0)
+            below = np.minimum(np.floor(target), width - 2.0)
+            above = target - below
+            weight = np.broadcast_to(weight, target.shape)
+            indices += [(rows + below.astype(np.int64)).ravel(), (rows + below.astype(np.int64) + 1).ravel()]
+            shares += [(weight * (1.0 - above)).ravel(), (weight * above).ravel()]
+        flat = np.bincount(np.concatenate(indices), weights=np.concatenate(shares), minlength=n * width)
+        return flat.reshape(n, width)
 
 
 def _first_request_waits_s(
-    begins: np.ndarray, ends: np.ndarray, span: np.ndarray, mu: np.ndarray
+    begins: np.ndarray, ends: np.ndarray, span: np.ndarray, failures: _Failures, shape: tuple[float, int, int]
 ) -> tuple[np.ndarray, float]:
     """The expected waits of the first requests of the stretches ``[begins, ends)`` (in order) of runs of
-    span ``span`` without waits (requests at ``mu`` while training), and the largest push reached, s.
+    mean span ``span`` without waits, and the largest move of their end reached, s.
 
-    Each run is a mixture of pushes (its end moved on by the waits so far) on a grid of
-    :data:`PUSH_STEPS` steps: a stretch splits each push into the runs that wait (probability
-    ``1 - e^{-mu D}``, pushed on by the wait's conditional mean) and those that do not."""
-    step = max(900.0, float(np.sum(ends - begins)) / PUSH_STEPS)
-    width = int(np.sum(ends - begins) // step) + 2
-    push = np.arange(width) * step
+    Each run is a mixture of moves of its end (:class:`_PushGrid` of :func:`_grid_shape`). The working
+    hours before a stretch spread each move by the run's failures there (:func:`_spread_by_failures`); the
+    stretch splits each move into the runs that wait and those that do not (:func:`_stretch_waits_s`)."""
+    step, zero, width = shape
     mass = np.zeros((span.size, width))
-    mass[:, 0] = 1.0
-    rows = np.arange(span.size)[:, None] * width
+    mass[:, zero] = 1.0
+    grid = _PushGrid((np.arange(width) - zero) * step, step, mass)
     total = np.zeros_like(span)
+    worked_from = 0.0
     for a, b in zip(begins, ends, strict=True):
-        length = b - a
-        into = np.clip(span[:, None] + push - a, 0.0, length)
-        survive = np.exp(-mu[:, None] * into)
-        wait = np.nan_to_num(length * (1.0 - survive) - 1.0 / mu[:, None] + survive * (into + 1.0 / mu[:, None]))
-        total += (mass * wait).sum(axis=1)
-        moved = mass * (1.0 - survive)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            shift = np.where(moved > 0.0, np.rint(wait / np.where(survive < 1.0, 1.0 - survive, 1.0) / step), 0)
-        target = np.minimum(np.arange(width) + shift.astype(np.int64), width - 1)
-        mass = np.nan_to_num(mass - moved) + np.bincount(
-            (rows + target).ravel(), weights=np.nan_to_num(moved).ravel(), minlength=mass.size
-        ).reshape(mass.shape)
-    reached = np.flatnonzero(mass.max(axis=0) > 1e-9) if mass.size else np.array([0])
-    return total, float(push[reached[-1]]) if reached.size else 0.0
+        at = grid.window()
+        if float(span.max(initial=0.0)) + grid.push[at.stop - 1] <= worked_from:
+            break  # every run ended before the working hours ahead: no stretch reached any more
+        if a > worked_from:
+            grid = grid._replace(mass=_spread_by_failures(grid, at, span, (worked_from, a), failures))
+            at = grid.window()
+        waits, grid = _stretch_waits_s(grid, at, span, (a, b), failures)
+        total += waits
+        worked_from = b
+    return total, float(max(grid.push[grid.window().stop - 1], 0.0)) if span.size else 0.0
+
+
+def _spread_by_failures(
+    grid: _PushGrid, at: slice, span: np.ndarray, hours: tuple[float, float], failures: _Failures
+) -> np.ndarray:
+    """The mixture after the working hours ``hours``: a run whose end ``span + push`` is ``E`` into them trains
+    ``min(E, their length)`` there and fails ``k`` times (Poisson, mean ``lambda E``), each failure moving its
+    end on by ``c``, the hours without one back: ``c (k - lambda E)`` (mean 0)."""
+    begin, end = hours
+    cost = failures.cost_s[:, None]
+    mean = failures.rate_per_s[:, None] * np.clip(span[:, None] + grid.push[at] - begin, 0.0, end - begin)
+    if not np.any(mean * cost > 0.5 * grid.step):
+        return grid.mass
+    top = float(mean.max())
+    log_mean = np.log(np.where(mean > 0.0, mean, 1.0))
+    ks = range(int(top + 6.0 * math.sqrt(top) + 4.0))
+    pmf = [np.exp(k * log_mean - mean - math.lgamma(k + 1.0)) * ((mean > 0.0) if k else 1.0) for k in ks]
+    norm = np.sum(pmf, axis=0)
+    mass = grid.mass[:, at]
+    return grid.moved(at, [mass * p / norm for p in pmf], [cost * (k - mean) for k in ks])
+
+
+def _stretch_waits_s(
+    grid: _PushGrid, at: slice, span: np.ndarray, stretch: tuple[float, float], failures: _Failures
+) -> tuple[np.ndarray, _PushGrid]:
+    """The expected waits of the first request of the stretch ``[a, b)`` by run, and the mixture after.
+
+    A run that reaches the stretch with its end ``span + push`` (moving back by ``mu c`` an hour while it
+    trains without a request) trains ``D = min((span + push - a) / (1 + mu c), L)`` there; one that fails at
+    ``x < D`` (:data:`FAILURE_QUANTILES` quantiles of ``x``) waits ``L - x`` and its end moves on by
+    ``L - x + c - mu c x``; one that does not moves back by ``mu c D``."""
+    begin, end = stretch
+    length = end - begin
+    m, c = failures.request_rate_per_s[:, None], failures.cost_s[:, None]
+    into = np.clip((span[:, None] + grid.push[at] - begin) / (1.0 + m * c), 0.0, length)
+    survive = np.exp(-m * into)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inverse = np.where(m > 0.0, 1.0 / np.where(m > 0.0, m, 1.0), 0.0)
+        wait = np.where(m > 0.0, length * (1.0 - survive) - inverse + survive * (into + inverse), 0.0)
+        quantiles = [
+            np.where(m > 0.0, -np.log1p(-u * (1.0 - survive)) * inverse, 0.0)
+            for u in (np.arange(FAILURE_QUANTILES) + 0.5) / FAILURE_QUANTILES  # x's, each as likely
+        ]
+    mass = grid.mass[:, at]
+    moved = mass * (1.0 - survive)
+    after = grid.moved(
+        at,
+        [mass - moved] + [moved / FAILURE_QUANTILES] * FAILURE_QUANTILES,
+        [-m * c * into] + [length - x + c - m * c * x for x in quantiles],
+    )
+    return (mass * wait).sum(axis=1), grid._replace(mass=after)
 
 
 def _staffed_share(staffing: StaffingSection, span: np.ndarray) -> np.ndarray:
