@@ -29,7 +29,7 @@ from mcsim.scenario.interruptions import STAFF_TEAMS, WEEKDAYS, StaffingSection
 TEAM_CODES = dict(zip(STAFF_TEAMS, (STAFF_NONE, STAFF_OFFICE, STAFF_ALWAYS), strict=True))
 DAY_S = 86_400.0
 FAILURE_QUANTILES = 16  # the time of a stretch's first request, as so many quantiles
-PUSH_STEPS = 8192  # the screen's grid of moves of a run's end by its waits and failures (at least 30 minutes a step)
+PUSH_STEPS = 512  # the screen's grid of moves of a run's end by its waits and failures (at least 30 minutes a step)
 MASS_FLOOR = 1e-7  # a run's share of a move below which the screen drops it
 ROWS_AT_ONCE = 64  # runs whose grids are computed together (memory: their moves times the quantiles)
 
@@ -191,7 +191,8 @@ def expected_staff_waits_s(
         begins, ends = unstaffed_intervals(staffing, limit)
         total, pushed = np.zeros_like(span), 0.0
         shape = _grid_shape(ends - begins, span, rate, cost)
-        for rows in np.array_split(np.arange(span.size), -(-span.size // ROWS_AT_ONCE)):  # memory: rows x steps
+        by_span = np.lexsort((mu, span))  # runs alike together: their moves hold mass in the same columns
+        for rows in np.array_split(by_span, -(-span.size // ROWS_AT_ONCE)):  # memory: rows x moves x quantiles
             failures = _Failures(mu[rows], rate[rows], cost[rows])
             total[rows], reached = _first_request_waits_s(begins, ends, span[rows], failures, shape)
             pushed = max(pushed, reached)
@@ -233,21 +234,18 @@ class _PushGrid(NamedTuple):
         held = np.flatnonzero(self.mass.max(axis=0) > MASS_FLOOR) if self.mass.size else np.zeros(1, dtype=np.int64)
         return slice(int(held[0]), int(held[-1]) + 1) if held.size else slice(0, 1)
 
-    def moved(self, at: slice, weights: list[np.ndarray], shifts_s: list[np.ndarray]) -> np.ndarray:
+    def moved(self, at: slice, weights: np.ndarray, shifts_s: np.ndarray) -> np.ndarray:
         """The whole grid's mass after the mass ``weights[k]`` of the moves ``at`` moved on by ``shifts_s[k]``
-        (each by run and move of ``at``), kept on the grid: shared between the two moves either side of its
-        target in proportion to the distance (the mean move exact)."""
+        (each ``(k, run, move of at)``, broadcast), kept on the grid: shared between the two moves either side
+        of its target in proportion to the distance (the mean move exact)."""
         n, width = self.mass.shape
-        rows = np.arange(n)[:, None] * width
-        indices, shares = [], []
-        for weight, shift in zip(weights, shifts_s, strict=True):
-            target = np.clip(np.arange(at.start, at.stop) + shift / self.step, 0.0, width - 1.0)
-            below = np.minimum(np.floor(target), width - 2.0)
-            above = target - below
-            weight = np.broadcast_to(weight, target.shape)
-            indices += [(rows + below.astype(np.int64)).ravel(), (rows + below.astype(np.int64) + 1).ravel()]
-            shares += [(weight * (1.0 - above)).ravel(), (weight * above).ravel()]
-        flat = np.bincount(np.concatenate(indices), weights=np.concatenate(shares), minlength=n * width)
+        target = np.clip(np.arange(at.start, at.stop) + shifts_s / self.step, 0.0, width - 1.0)
+        below = np.minimum(np.floor(target), width - 2.0)
+        above = target - below
+        index = (np.arange(n)[:, None] * width + below.astype(np.int64)).ravel()
+        weights = np.broadcast_to(weights, target.shape)
+        flat = np.bincount(index, weights=(weights * (1.0 - above)).ravel(), minlength=n * width)
+        flat += np.bincount(index + 1, weights=(weights * above).ravel(), minlength=n * width)
         return flat.reshape(n, width)
 
 
@@ -292,11 +290,10 @@ def _spread_by_failures(
         return grid.mass
     top = float(mean.max())
     log_mean = np.log(np.where(mean > 0.0, mean, 1.0))
-    ks = range(int(top + 6.0 * math.sqrt(top) + 4.0))
-    pmf = [np.exp(k * log_mean - mean - math.lgamma(k + 1.0)) * ((mean > 0.0) if k else 1.0) for k in ks]
-    norm = np.sum(pmf, axis=0)
-    mass = grid.mass[:, at]
-    return grid.moved(at, [mass * p / norm for p in pmf], [cost * (k - mean) for k in ks])
+    ks = np.arange(int(top + 6.0 * math.sqrt(top) + 4.0))[:, None, None]  # the Poisson law's mass beyond: < 1e-9
+    log_factorial = np.concatenate([[0.0], np.cumsum(np.log(ks[1:, 0, 0]))])[:, None, None]
+    pmf = np.where((ks == 0) | (mean > 0.0), np.exp(ks * log_mean - mean - log_factorial), 0.0)
+    return grid.moved(at, grid.mass[:, at] * pmf / pmf.sum(axis=0), cost * (ks - mean))
 
 
 def _stretch_waits_s(
@@ -316,17 +313,12 @@ def _stretch_waits_s(
     with np.errstate(invalid="ignore", divide="ignore"):
         inverse = np.where(m > 0.0, 1.0 / np.where(m > 0.0, m, 1.0), 0.0)
         wait = np.where(m > 0.0, length * (1.0 - survive) - inverse + survive * (into + inverse), 0.0)
-        quantiles = [
-            np.where(m > 0.0, -np.log1p(-u * (1.0 - survive)) * inverse, 0.0)
-            for u in (np.arange(FAILURE_QUANTILES) + 0.5) / FAILURE_QUANTILES  # x's, each as likely
-        ]
+        u = (np.arange(FAILURE_QUANTILES)[:, None, None] + 0.5) / FAILURE_QUANTILES  # x's, each as likely
+        x = np.where(m > 0.0, -np.log1p(-u * (1.0 - survive)) * inverse, 0.0)
     mass = grid.mass[:, at]
     moved = mass * (1.0 - survive)
-    after = grid.moved(
-        at,
-        [mass - moved] + [moved / FAILURE_QUANTILES] * FAILURE_QUANTILES,
-        [-m * c * into] + [length - x + c - m * c * x for x in quantiles],
-    )
+    weights = np.concatenate([(mass - moved)[None], np.broadcast_to(moved / FAILURE_QUANTILES, x.shape)])
+    after = grid.moved(at, weights, np.concatenate([(-m * c * into)[None], length - x + c - m * c * x]))
     return (mass * wait).sum(axis=1), grid._replace(mass=after)
 
 
