@@ -197,8 +197,10 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
         quantile[live] = wall_quantile_s(low, mean, variance, deadline_probability)
         running = present  # the planned stops' windows are idle time on top, as the spare waits
         if base.staffing.team != "none":  # ... and the waits for a person
-            failure_free = summed_over_intervals(
-                lambda segment, *_: segment, wl.iterations, ck.every, mean_iteration_s, cycle_stall, lost, run_mtbf
+            failure_free = np.asarray(
+                summed_over_intervals(
+                    lambda segment, *_: segment, wl.iterations, ck.every, mean_iteration_s, cycle_stall, lost, run_mtbf
+                )
             )
             waits = _staff_waits_s(base, ck, (present, failure_free), run_mtbf, restart)
             present, quantile = present + waits, quantile + waits
