@@ -192,7 +192,7 @@ def expected_staff_waits_s(
         total, pushed = np.zeros_like(span), 0.0
         shape = _grid_shape(ends - begins, span, rate, cost)
         by_span = np.lexsort((mu, span))  # runs alike together: their moves hold mass in the same columns
-        for rows in np.array_split(by_span, -(-span.size // ROWS_AT_ONCE)):  # memory: rows x moves x quantiles
+        for rows in np.array_split(by_span, max(1, -(-span.size // ROWS_AT_ONCE))):  # memory: rows x moves x quantiles
             failures = _Failures(mu[rows], rate[rows], cost[rows])
             total[rows], reached = _first_request_waits_s(begins, ends, span[rows], failures, shape)
             pushed = max(pushed, reached)
@@ -223,7 +223,7 @@ def _grid_shape(gaps: np.ndarray, span: np.ndarray, rate: np.ndarray, cost: np.n
 
 class _PushGrid(NamedTuple):
     """Runs as mixtures over moves of their end (``push``, s, on a grid of ``step``): ``mass`` by run and move;
-    only the moves from ``low`` on that hold mass are computed."""
+    only the moves that hold mass (:meth:`window`) are computed."""
 
     push: np.ndarray
     step: float
