@@ -374,8 +374,8 @@ def _staff_waits_s(
     The recoveries opened by failures while training are Daly's failed attempts, ``present / (M e^{R/M})``
     (each segment's ``e^{S/M} - 1``); a rate-weighted ``manual_share`` of them needs a person
     (:func:`mcsim.model.staffing.expected_staff_waits_s`: the responses, and the first request of each
-    stretch with nobody at work waiting for its end, the run's end moved on by the waits before and by its
-    failures, ``present / M`` of them on average, each ``c = M (1 - T0 / present)`` of span). A wait is added
+    stretch with nobody at work waiting for its end, the run's end moved on by the waits before and by the
+    failures that ask for a person, each ``c = M (1 - T0 / present)`` of span). A wait is added
     outside Daly's exponential: a failure during the wait for a person does not lengthen it."""
     present, failure_free = spans
     share = _class_mean(ck, lambda f: f.manual_share)
@@ -387,7 +387,7 @@ def _staff_waits_s(
     rate = np.where(finite, share / safe, 0.0)
     span = np.where(np.isfinite(present), np.minimum(present, base.run.max_wall_days * 86400.0), 0.0)
     cost = np.where(np.isfinite(cost) & (cost > 0), cost, 0.0)
-    return expected_staff_waits_s(base.staffing, span, requests, rate, np.where(finite, 1.0 / safe, 0.0), cost)
+    return expected_staff_waits_s(base.staffing, span, requests, rate, cost)
 
 
 def _restart_s(ck: _Checkpoints) -> np.ndarray:

@@ -116,7 +116,6 @@ def test_expected_waits_of_runs_whose_end_moves_with_their_failures(t0_h, mtbf_h
         np.array([span]),
         np.array([t0 / mtbf]),
         np.array([1.0 / mtbf]),
-        np.array([1.0 / mtbf]),
         np.array([cost]),
     )[0]
     error = (span + waits) / walls.mean() - 1.0
