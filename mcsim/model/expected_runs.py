@@ -60,7 +60,13 @@ from mcsim.model.energy import (
 )
 from mcsim.model.feasibility import FEASIBLE, configuration_problem
 from mcsim.model.layouts import Layouts
-from mcsim.model.reliability import expected_run_wall_s, run_wall_variance_s2, wall_quantile_s, young_cluster_wall_s
+from mcsim.model.reliability import (
+    expected_run_wall_s,
+    run_wall_variance_s2,
+    summed_over_intervals,
+    wall_quantile_s,
+    young_cluster_wall_s,
+)
 from mcsim.model.restart import restart_parts
 from mcsim.model.spares import wall_with_spares_by_size_s
 from mcsim.model.staffing import expected_staff_waits_s
@@ -191,7 +197,12 @@ def expected_runs(base: Config, runs: CandidateRuns, deadline_probability: float
         quantile[live] = wall_quantile_s(low, mean, variance, deadline_probability)
         running = present  # the planned stops' windows are idle time on top, as the spare waits
         if base.staffing.team != "none":  # ... and the waits for a person
-            waits = _staff_waits_s(base, ck, present, run_mtbf, restart)
+            failure_free = np.asarray(
+                summed_over_intervals(
+                    lambda segment, *_: segment, wl.iterations, ck.every, mean_iteration_s, cycle_stall, lost, run_mtbf
+                )
+            )
+            waits = _staff_waits_s(base, ck, (present, failure_free), run_mtbf, restart)
             present, quantile = present + waits, quantile + waits
         if base.scheduler.time_limit_hours > 0 or base.scheduler.queue != "none" or base.scheduler.release_share > 0:
             # ... and the batch system's (the job parts' clock runs through the in-place waits for a person)
@@ -353,23 +364,30 @@ def _class_mean(ck: _Checkpoints, per_event, scale: float = 1.0) -> np.ndarray:
         return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), 0.0)
 
 
-def _staff_waits_s(base: Config, ck: _Checkpoints, present: np.ndarray, run_mtbf: np.ndarray, restart) -> np.ndarray:
+def _staff_waits_s(
+    base: Config, ck: _Checkpoints, spans: tuple[np.ndarray, np.ndarray], run_mtbf: np.ndarray, restart
+) -> np.ndarray:
     """The expected waits for a person over a run, s (docs/model.md §3 "Staffing", §9), on top of Daly's wall
-    time ``present`` (the restart ``restart`` per failure, failures every ``run_mtbf``).
+    time (``spans``: Daly's ``present`` and the run's time without failures ``T0``; the restart ``restart``
+    per failure, failures every ``run_mtbf``).
 
     The recoveries opened by failures while training are Daly's failed attempts, ``present / (M e^{R/M})``
     (each segment's ``e^{S/M} - 1``); a rate-weighted ``manual_share`` of them needs a person
     (:func:`mcsim.model.staffing.expected_staff_waits_s`: the responses, and the first request of each
-    stretch with nobody at work waiting for its end, the run's end moved on by the waits before). A wait
-    is added outside Daly's exponential: a failure during the wait for a person does not lengthen it."""
+    stretch with nobody at work waiting for its end, the run's end moved on by the waits before and by the
+    failures that ask for a person, each ``c = M (1 - T0 / present)`` of span). A wait is added
+    outside Daly's exponential: a failure during the wait for a person does not lengthen it."""
+    present, failure_free = spans
     share = _class_mean(ck, lambda f: f.manual_share)
     finite = np.isfinite(run_mtbf) & (run_mtbf > 0)
     safe = np.where(finite, run_mtbf, 1.0)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         requests = np.where(finite, present / (safe * np.exp(restart / safe)), 0.0) * share
+        cost = np.where(finite & (present > 0), safe * (1.0 - failure_free / present), 0.0)
     rate = np.where(finite, share / safe, 0.0)
     span = np.where(np.isfinite(present), np.minimum(present, base.run.max_wall_days * 86400.0), 0.0)
-    return expected_staff_waits_s(base.staffing, span, requests, rate)
+    cost = np.where(np.isfinite(cost) & (cost > 0), cost, 0.0)
+    return expected_staff_waits_s(base.staffing, span, requests, rate, cost)
 
 
 def _restart_s(ck: _Checkpoints) -> np.ndarray:
