@@ -240,10 +240,10 @@ def _with_cache(dispatcher):
 
 
 # Compiling the run kernels (first call, empty cache), CPU seconds of a whole first `mcsim run`
-# of the reference: about 38 s on a quiet 2-core machine, of which 36 s compiling simulate_runs and
-# _simulate_run (benchmarks/bench_startup.py's compile events, 2026-11-28); 54 s CPU (197 s wall)
-# on the same 2 cores at a load of 5 (2026-11-29). The figure the progress message announces.
-COMPILE_SECONDS = 40.0
+# of the reference on the shared 2-core machine (2026-11-29): 62 s at a load of 0.4 (58 s user), 72 s
+# in benchmarks/run.py's start-up case, of which 56 s compiling simulate_runs (Numba's compile events);
+# the same compile varied 55-71 s of user CPU between runs there. The figure the progress message announces.
+COMPILE_SECONDS = 60.0
 
 
 def cached(dispatcher: Any) -> bool | None:
