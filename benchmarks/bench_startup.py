@@ -122,8 +122,9 @@ def import_profile(tree: Path, work: str, top: int = 8) -> list[tuple[str, float
     return sorted(outside, key=lambda row: -row[1])[:top]
 
 
-def measure(trees: dict[str, Path], runs: int, rounds: int) -> dict:
-    """Every figure of the module docstring, per tree (medians of ``rounds``), and the references."""
+def measure(trees: dict[str, Path], runs: int, rounds: int, compile_events: bool = True) -> dict:
+    """Every figure of the module docstring, per tree (medians of ``rounds``), and the references; without
+    ``compile_events`` no compile time per entry point (a second cold process: ``benchmarks/run.py --quick``)."""
     py = sys.executable
     with tempfile.TemporaryDirectory() as work:
         run = [py, "-m", "mcsim", "run", "--runs", str(runs), "--quiet", "--no-resume", "-o", "r.nc"]
@@ -153,7 +154,8 @@ def measure(trees: dict[str, Path], runs: int, rounds: int) -> dict:
         reference = {case: statistics.median(s) for case, s in reference_samples.items()}
         for label in trees:
             results[label].update({case: statistics.median(s) for case, s in samples[label].items()})
-        results[next(iter(trees))]["compile"] = compile_times(REPOSITORY, work)  # this tree's only: a cold run more
+        # This tree's only: a cold process more.
+        results[next(iter(trees))]["compile"] = compile_times(REPOSITORY, work) if compile_events else []
         for label, tree in trees.items():
             results[label]["import profile"] = import_profile(tree, work)
     return dict(

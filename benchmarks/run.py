@@ -296,10 +296,10 @@ def _baseline_cases(quick: bool) -> list[dict]:
 def _cold_start(quick: bool) -> list[dict]:
     """The start-up figures of ``bench_startup.py`` (this tree only): a first ``mcsim run`` with an empty Numba
     cache and the same run warm, as CPU seconds of the process, the imports, the ratios the issue states, and
-    the compile time of each kernel entry point."""
+    the compile time of each kernel entry point (not with ``quick``: a second cold process, a minute of CPU)."""
     with _progress("start-up: cold and warm run, imports, compile per entry point"):
         startup = bench_startup.measure(
-            {"this tree": bench_startup.REPOSITORY}, 100 if quick else 1000, 1 if quick else 3
+            {"this tree": bench_startup.REPOSITORY}, 100 if quick else 1000, 1 if quick else 3, not quick
         )
     tree = startup["trees"]["this tree"]
     return [
