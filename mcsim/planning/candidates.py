@@ -24,7 +24,7 @@ from mcsim.model.layouts import RECOMPUTE_CODES, Layouts
 from mcsim.planning.plan_file import Plan
 from mcsim.scenario.catalog import gpu_hour_usd
 from mcsim.scenario.config import Config
-from mcsim.scenario.limits import memory_limit_bytes
+from mcsim.scenario.limits import over_memory_limit
 
 MAX_INTERLEAVE = 8
 MAX_CANDIDATES = 20_000_000  # the screen's arrays stay within a few GB
@@ -115,13 +115,11 @@ def _check_grid(plan: Plan, size: int, what: str) -> None:
 def _check_screen_memory(plan: Plan, candidates: int) -> None:
     """Refuse, before anything is allocated, a search whose screen would not fit in memory."""
     need = candidates * SCREEN_BYTES_PER_CANDIDATE
-    limit = memory_limit_bytes()
-    if limit is not None and need > limit:
+    if (over := over_memory_limit(need)) is not None:
         raise ScenarioError(
             plan.source,
             "search",
-            f"{candidates:,} candidates need about {format_bytes(need)} of memory to screen, more than the "
-            f"limit of {format_bytes(limit)} (half the available memory); narrow the lists",
+            f"{candidates:,} candidates need about {format_bytes(need)} of memory to screen, {over}; narrow the lists",
         )
 
 

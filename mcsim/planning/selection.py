@@ -46,7 +46,7 @@ from mcsim.model.workload import workload
 from mcsim.planning.kim_nelson import Outcome, bonferroni_pcs, kim_nelson
 from mcsim.planning.plan_file import OBJECTIVES, weighted_objective
 from mcsim.scenario.config import Config
-from mcsim.scenario.limits import TimeEstimate, check_time, memory_limit_bytes
+from mcsim.scenario.limits import TimeEstimate, check_time, over_memory_limit
 
 MODES = ("fast", "exact")
 MAX_SEED = 2**63 - 1
@@ -392,16 +392,12 @@ def check_kept_runs(runs: int, source: str, key: str, what: str, advice: str) ->
     ------
     ScenarioError
         When ``runs`` x :data:`BYTES_PER_KEPT_RUN` bytes exceed the memory limit
-        (:func:`mcsim.scenario.limits.memory_limit_bytes`: half the available memory by default).
+        (:func:`mcsim.scenario.limits.over_memory_limit`: half the available memory by default).
     """
     need = runs * BYTES_PER_KEPT_RUN
-    limit = memory_limit_bytes()
-    if limit is not None and need > limit:
+    if (over := over_memory_limit(need)) is not None:
         raise ScenarioError(
-            source,
-            key,
-            f"{what} may keep {runs:,} runs in memory, about {format_bytes(need)}, more than the limit of "
-            f"{format_bytes(limit)} (half the available memory unless set); {advice}",
+            source, key, f"{what} may keep {runs:,} runs in memory, about {format_bytes(need)}, {over}; {advice}"
         )
 
 

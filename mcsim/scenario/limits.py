@@ -137,6 +137,17 @@ def memory_limit_bytes() -> float | None:
     return None if available is None else MEMORY_SHARE * available
 
 
+def over_memory_limit(need_bytes: float) -> str | None:
+    """``"more than the limit of 12.3 GB (half the available memory)"`` when ``need_bytes`` exceeds
+    :func:`memory_limit_bytes` (the parenthesis names where the limit comes from: half the available memory,
+    or ``--max-memory``, :func:`limits`), else None: the one comparison every memory refusal makes."""
+    limit = memory_limit_bytes()
+    if limit is None or need_bytes <= limit:
+        return None
+    what = "half the available memory" if current_limits().max_memory_bytes is None else "--max-memory"
+    return f"more than the limit of {format_bytes(limit)} ({what})"
+
+
 def check_sweep_size(shape: tuple[int, ...], runs: int, source: str) -> None:
     """Refuse a sweep whose results would not fit in memory, before it is expanded.
 
@@ -156,18 +167,13 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str) -> None:
     """
     configurations = math.prod(shape)
     need = memory_estimate_bytes(configurations, runs)
-    limit = memory_limit_bytes()
-    if limit is None or need <= limit:
+    if (over := over_memory_limit(need)) is None:
         return
-    key = "sweep" if shape else "run.runs"
-    what = "half the available memory" if current_limits().max_memory_bytes is None else "--max-memory"
     raise ScenarioError(
         source,
-        key,
-        f"{configurations:,} configurations x {runs:,} runs need about "
-        f"{format_bytes(need)} of memory, more than the limit of "
-        f"{format_bytes(limit)} ({what}); use fewer runs or configurations, "
-        "split the sweep, or raise --max-memory",
+        "sweep" if shape else "run.runs",
+        f"{configurations:,} configurations x {runs:,} runs need about {format_bytes(need)} of memory, {over}; "
+        "use fewer runs or configurations, split the sweep, or raise --max-memory",
     )
 
 
@@ -192,14 +198,11 @@ def check_combine_size(part_bytes: list[float], loaded: list[bool] | None = None
         One line with the estimate and the limit.
     """
     need = combine_memory_estimate_bytes(part_bytes, loaded)
-    limit = memory_limit_bytes()
-    if limit is None or need <= limit:
+    if (over := over_memory_limit(need)) is None:
         return
-    what = "half the available memory" if current_limits().max_memory_bytes is None else "--max-memory"
     raise ValueError(
         f"{len(part_bytes)} parts of up to {format_bytes(max(part_bytes))} each need about {format_bytes(need)} "
-        f"of memory to combine, more than the limit of {format_bytes(limit)} ({what}); combine on a machine with "
-        "more memory, or raise --max-memory"
+        f"of memory to combine, {over}; combine on a machine with more memory, or raise --max-memory"
     )
 
 
