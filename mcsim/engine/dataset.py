@@ -3,7 +3,9 @@
 The output arrays (:class:`mcsim.engine.outputs.OutputArrays`) as an
 :class:`xarray.Dataset` of dims (sweep dims..., [``draw``,] ``run``): coordinate
 attributes from the schema fields swept, the drawn values of the uncertain inputs
-along ``draw``, and the provenance in the global attributes (CF-1.10).
+along ``draw``, and the provenance in the global attributes (CF-1.10). One part of a
+sharded sweep has dims (``configuration``, [``draw``,] ``run``) instead, with every sweep
+dim's coordinate beside them (the part layout of :mod:`mcsim.engine.shards`).
 """
 
 from __future__ import annotations
@@ -35,13 +37,17 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
     draws : DrawPlan
         Its draws (a ``draw`` dim and the drawn values when ``draws.count``).
     data : dict of str to ndarray
-        Every registered variable, shaped (sweep..., [draw,] [run]).
+        Every registered variable, shaped (sweep..., [draw,] [run]); for a part (``draws.shard``),
+        (configurations held, [draw,] [run]).
     """
     attrs = provenance_attrs(scenario)
     swept = [(axis, field_meta(axis.key.split(".")[0], axis.key.split(".")[-1])) for axis in scenario.axes]
     inputs = [(entry.key, input_variable_attrs(entry)) for entry in scenario.uncertain]
-    dims = tuple(axis.dim for axis in scenario.axes) + (("draw",) if draws.count else ())
+    sweep = ("configuration",) if draws.shard is not None else tuple(axis.dim for axis in scenario.axes)
+    dims = sweep + (("draw",) if draws.count else ())
     coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
+    if draws.shard is not None:  # a part: its configurations by flat index (mcsim.engine.shards' layout)
+        coords["configuration"] = np.array(draws.shard.flat_indices(len(scenario.configs)), dtype=np.int64)
     coords["run"] = np.arange(scenario.run.runs)
     if draws.count:
         coords["draw"] = np.arange(draws.count)
@@ -57,8 +63,16 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
         ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
         ds.attrs.update(draws=draws.count, design=scenario.run.design, uncertain_inputs=" ".join(k for k, _ in inputs))
     if draws.shard is not None:  # one part of the sweep (mcsim.engine.shards combines the parts)
+        ds["configuration"].attrs.update(CONFIGURATION_ATTRS)
         ds.attrs["shard"] = draws.shard.label
     return ds
+
+
+# The coordinate of a part's ``configuration`` dim (mcsim.engine.shards).
+CONFIGURATION_ATTRS = {
+    "long_name": "flat index of the sweep configuration (C order over the sweep dims named by sweep_dims)",
+    "units": "1",
+}
 
 
 def parameter_attrs(scenario: Scenario) -> dict[str, object]:
