@@ -188,9 +188,11 @@ def combine_parts(
 
 @dataclass
 class _Merged:
-    """The whole sweep's arrays, filled part by part from the first part's layout (``first``, named ``name``)."""
+    """The whole sweep's arrays, filled part by part, laid out as the first part read (file ``name``)."""
 
-    first: xr.Dataset  # the first part without its per-configuration variables: the layout to match
+    shared: xr.Dataset  # the first part's coordinates and variables without ``configuration`` (small)
+    layout: dict[str, xr.Variable]  # each per-configuration variable of the first part, none of its rows
+    sizes: dict[str, int]  # the first part's dims but ``configuration``
     name: str
     sweep: list[str]
     shape: tuple[int, ...]
@@ -201,10 +203,13 @@ class _Merged:
         """The merge of the parts laid out as ``ds`` (the first part read, file ``name``)."""
         sweep = _recorded_sweep_dims(ds, name)
         _check_configuration_dim(ds, name)
-        per_configuration = [var for var in ds.data_vars if CONFIGURATION in ds[var].dims]
-        layout = ds.drop_vars(per_configuration).drop_vars(CONFIGURATION)
-        layout = layout.assign({var: ds[var].isel({CONFIGURATION: 0}, drop=True).copy() for var in per_configuration})
-        return cls(layout, name, sweep, tuple(ds.sizes[d] for d in sweep))
+        per_configuration = [str(var) for var in ds.data_vars if CONFIGURATION in ds[var].dims]
+        if off := [var for var in per_configuration if ds[var].dims[0] != CONFIGURATION]:
+            raise ValueError(f"{name}: {off[0]} does not have {CONFIGURATION} as its first dimension")
+        layout = {var: ds[var].variable.isel({CONFIGURATION: slice(0, 0)}).copy() for var in per_configuration}
+        shared = ds.drop_vars([*per_configuration, CONFIGURATION])
+        sizes = {str(d): n for d, n in ds.sizes.items() if d != CONFIGURATION}
+        return cls(shared, layout, sizes, name, sweep, tuple(ds.sizes[d] for d in sweep))
 
     @property
     def configurations(self) -> int:
@@ -217,8 +222,8 @@ class _Merged:
         self._check_layout(ds, name)
         flat = _held_flat_indices(ds, shard, self.configurations, name)
         for var in ds.data_vars:
-            if CONFIGURATION not in ds[var].dims:
-                if not self.first[var].equals(ds[var]):
+            if str(var) not in self.layout:
+                if not self.shared[var].equals(ds[var]):
                     raise ValueError(f"{name}: {var} differs from {self.name}'s: the parts are not of one run")
                 continue
             values = ds[var].values
@@ -233,40 +238,34 @@ class _Merged:
     def _check_layout(self, ds: xr.Dataset, name: str) -> None:
         """ValueError when ``ds`` is not laid out as the first part: variables, their dims and types, the
         sizes and coordinates of every dim but ``configuration``."""
-        first = self.first
-        if set(ds.data_vars) != set(first.data_vars) or any(
-            tuple(d for d in ds[var].dims if d != CONFIGURATION) != first[var].dims for var in first.data_vars
-        ):
+        layout, shared = self.layout, self.shared
+        if set(map(str, ds.data_vars)) != set(layout) | set(map(str, shared.data_vars)):
             raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
-        for var in ds.data_vars:
-            if CONFIGURATION in ds[var].dims and ds[var].dims[0] != CONFIGURATION:
-                raise ValueError(f"{name}: {var} does not have {CONFIGURATION} as its first dimension")
-            if ds[var].dtype.kind != first[var].dtype.kind:
-                raise ValueError(f"{name}: {var} is of another type than in {self.name}")
-        if {d: n for d, n in ds.sizes.items() if d != CONFIGURATION} != dict(first.sizes):
+        for var, first in layout.items():
+            if ds[var].dims != first.dims or ds[var].dtype.kind != first.dtype.kind:
+                raise ValueError(f"{name}: {var} has other dimensions or another type than in {self.name}")
+        if {d: n for d, n in ds.sizes.items() if d != CONFIGURATION} != self.sizes:
             raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
-        for dim in first.dims:
-            if dim in first.coords and (dim not in ds.coords or not first[dim].equals(ds[dim])):
+        for dim in shared.dims:
+            if dim in shared.coords and (dim not in ds.coords or not shared[dim].equals(ds[dim])):
                 raise ValueError(f"{name}: coordinate {dim} differs from {self.name}'s")
 
     def dataset(self) -> xr.Dataset:
         """The whole sweep: each variable on (sweep dims..., its other dims), the shared ones as the first part's."""
-        first = self.first
-        variables = {}
-        for var in first.data_vars:
-            if str(var) not in self.arrays:
-                variables[var] = first[var].variable
-                continue
-            values = self.arrays.pop(str(var))
-            encoding = {k: v for k, v in first[var].encoding.items() if k not in _SHAPE_ENCODING}
+        shared = self.shared
+        variables: dict[str, xr.Variable] = {}
+        for var, first in self.layout.items():
+            values = self.arrays.pop(var)
+            encoding = {k: v for k, v in first.encoding.items() if k not in _SHAPE_ENCODING}
             variables[var] = xr.Variable(
-                (*self.sweep, *first[var].dims),
+                (*self.sweep, *first.dims[1:]),
                 values.reshape(self.shape + values.shape[1:]),
-                dict(first[var].attrs),
+                dict(first.attrs),
                 encoding,
             )
-        coords = {name: first[name].variable for name in first.coords}
-        return xr.Dataset(variables, coords=coords, attrs=dict(first.attrs))
+        variables.update({str(var): shared[var].variable for var in shared.data_vars})
+        coords = {str(name): shared[name].variable for name in shared.coords}
+        return xr.Dataset(variables, coords=coords, attrs=dict(shared.attrs))
 
 
 def _check_configuration_dim(ds: xr.Dataset, name: str) -> None:
