@@ -43,14 +43,7 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
     attrs = provenance_attrs(scenario)
     swept = [(axis, field_meta(axis.key.split(".")[0], axis.key.split(".")[-1])) for axis in scenario.axes]
     inputs = [(entry.key, input_variable_attrs(entry)) for entry in scenario.uncertain]
-    sweep = ("configuration",) if draws.shard is not None else tuple(axis.dim for axis in scenario.axes)
-    dims = sweep + (("draw",) if draws.count else ())
-    coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
-    if draws.shard is not None:  # a part: its configurations by flat index (mcsim.engine.shards' layout)
-        coords["configuration"] = np.array(draws.shard.flat_indices(len(scenario.configs)), dtype=np.int64)
-    coords["run"] = np.arange(scenario.run.runs)
-    if draws.count:
-        coords["draw"] = np.arange(draws.count)
+    dims, coords = _dims_and_coords(scenario, draws)
     # infeasible_reason is filled one configuration at a time as Python objects: as fixed-width Unicode, a plain
     # ds.to_netcdf() writes it with every supported xarray (2024.1 refuses object-dtype text)
     ds = text_as_unicode(build_dataset(data, dims, coords, attrs))
@@ -66,6 +59,20 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
         ds["configuration"].attrs.update(CONFIGURATION_ATTRS)
         ds.attrs["shard"] = draws.shard.label
     return ds
+
+
+def _dims_and_coords(scenario: Scenario, draws: DrawPlan) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The dims of the per-configuration variables ((sweep dims..., [``draw``]), or for a part
+    (``configuration``, [``draw``])) and the coordinates: every sweep dim's, ``run``'s, ``draw``'s and a
+    part's ``configuration`` (its configurations' flat indices, :mod:`mcsim.engine.shards`' layout)."""
+    sweep = ("configuration",) if draws.shard is not None else tuple(axis.dim for axis in scenario.axes)
+    coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
+    if draws.shard is not None:
+        coords["configuration"] = np.array(draws.shard.flat_indices(len(scenario.configs)), dtype=np.int64)
+    coords["run"] = np.arange(scenario.run.runs)
+    if draws.count:
+        coords["draw"] = np.arange(draws.count)
+    return sweep + (("draw",) if draws.count else ()), coords
 
 
 # The coordinate of a part's ``configuration`` dim (mcsim.engine.shards).

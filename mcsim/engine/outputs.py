@@ -43,7 +43,7 @@ class OutputArrays:
         Runs per configuration.
     held : list of bool, optional
         By flat index: whether the part of the sweep simulated holds the configuration
-        (:attr:`mcsim.scenario.draws.DrawPlan.held`); default every one.
+        (``held`` of :class:`mcsim.scenario.draws.DrawPlan`); default every one.
     """
 
     def __init__(

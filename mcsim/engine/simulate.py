@@ -177,7 +177,7 @@ def _execute(
         # the kernel rows of the whole sweep are never held beside the outputs.
         outputs = OutputArrays(prepared, {i: o.ci95_s for i, o in optima.items()}, runs, draws.held)
         where = placements(draws, tasks)
-        held = [c for c in range(len(prepared.configs)) if draws.held is None or draws.held[c]]
+        held = draws.held_configs()
         for config, rows in completed_configurations(execution, tasks, where, simulated, runs, held):
             outputs.add(config, rows)  # the held configurations not simulated (infeasible) too, as NaN runs
     return outputs
