@@ -245,7 +245,7 @@ def cmd_combine(args: argparse.Namespace) -> int:
                 return usage_error(problem)
         try:
             return combine_parts(list(args.parts), [Path(name).name for name in args.parts], _read_part)
-        except ValueError as err:
+        except (ValueError, OSError) as err:  # OSError: a part removed or damaged since it was checked
             return usage_error(f"combine: {err}")
 
     return locked_write(output, combined, summary_table, args.quiet)

@@ -116,6 +116,11 @@ def test_a_sweep_too_big_for_the_limit_runs_as_parts_that_each_fit(tmp_path, mon
     line = _one_line(capsys.readouterr().err)
     assert "s.toml" in line and "sweep" in line and "8 configurations x 100 runs" in line and "--shard" in line
     assert not (tmp_path / "refused.nc").exists()
+    # A part over the limit is refused the same way, naming its share.
+    assert main(["run", "s.toml", "--shard", "7/8", "--max-memory", f"{part_need / 2:.0f}", "--quiet"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "s.toml" in line and "sweep" in line and "part 7/8 holds 1 of 8 configurations" in line
+    assert not (tmp_path / "results").exists()
     for i in range(8):
         assert main(["run", "s.toml", "--shard", f"{i}/8", "--max-memory", limit, "--quiet", "--no-resume"]) == 0
     parts = sorted((tmp_path / "results").glob("small.part*of8.nc"))
