@@ -195,9 +195,10 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str, shard: Shar
         return
     if shard is not None and held < configurations:
         what = f"part {shard.label} holds {held:,} of {configurations:,} configurations; {held:,}"
+        noun = "configuration" if held == 1 else "configurations"
         advice = "use more parts (--shard I/N with a larger N), fewer runs, or raise --max-memory"
     else:
-        what = f"{configurations:,}"
+        what, noun = f"{configurations:,}", "configuration" if configurations == 1 else "configurations"
         advice = (
             "use fewer runs or configurations, split the sweep into parts run one by one "
             "(mcsim run --shard I/N, then mcsim combine), or raise --max-memory"
@@ -207,7 +208,7 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str, shard: Shar
     raise ScenarioError(
         source,
         "sweep" if shape else "run.runs",
-        f"{what} configurations x {runs:,} runs need about {format_bytes(need)} of memory, {over}; {advice}",
+        f"{what} {noun} x {runs:,} runs need about {format_bytes(need)} of memory, {over}; {advice}",
     )
 
 
