@@ -93,7 +93,7 @@ def feasible_mask(ds: xr.Dataset) -> xr.DataArray | None:
 def refuse_part(ds: xr.Dataset) -> None:
     """Raise ValueError (one line) when ``ds`` is one part of a sharded run (its ``shard`` attribute).
 
-    A part holds NaN for the other parts' configurations, so any answer on it (the best, the
+    A part holds only that part's configurations, so any answer on it (the best, the
     front, a share, a summary) would be an answer on a few configurations presented as the sweep's.
     """
     if "shard" in ds.attrs:

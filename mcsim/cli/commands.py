@@ -19,7 +19,7 @@ from mcsim.cli.declarations import EXIT_USAGE, usage_error
 from mcsim.cli.output import output_error, output_problem, path_text_problem, same_path, write_failed
 from mcsim.errors import BackendUnavailable, ScenarioError
 from mcsim.io.atomic import folder_problem, write_atomic
-from mcsim.io.netcdf import open_results
+from mcsim.io.netcdf import open_results, result_attributes
 from mcsim.io.variables import sweep_dims
 from mcsim.report.tables import sensitivity_table, summary_table
 
@@ -295,19 +295,38 @@ def open_result_file(name: str, complete: bool = True) -> xr.Dataset | None:
     ``complete``: also refuse a file that is not a complete result
     (:func:`mcsim.analysis.summary.check_results`); False for the parts of a sharded run.
     """
-    found = _read_result_file(Path(name), complete)
+    found = read_result_file(Path(name), complete)
     if isinstance(found, str):
         usage_error(found)
         return None
     return found
 
 
-def _read_result_file(path: Path, complete: bool) -> xr.Dataset | str:
-    """The dataset of the result file ``path``, or what is wrong with it (the error line's text)."""
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` is not a file to read (a folder, nothing there), or ""."""
     if path.is_dir():
         return f"{path}: is a directory; expected a result file written by mcsim"
-    if not path.is_file():
-        return f"{path}: no such file"
+    return "" if path.is_file() else f"{path}: no such file"
+
+
+def result_file_problem(name: str | Path) -> str:
+    """What is wrong with the result file ``name`` from its header alone (the error line's text), or ""."""
+    path = Path(name)
+    if problem := _not_a_file(path):
+        return problem
+    try:
+        result_attributes(path)
+    except ValueError as err:  # a netCDF file mcsim did not write names the file itself
+        return str(err) if str(err).startswith(str(path)) else f"{path}: not a readable netCDF result file ({err})"
+    except OSError as err:
+        return f"{path}: not a readable netCDF result file ({err})"
+    return ""
+
+
+def read_result_file(path: Path, complete: bool) -> xr.Dataset | str:
+    """The dataset of the result file ``path``, or what is wrong with it (the error line's text)."""
+    if problem := _not_a_file(path):
+        return problem
     try:
         ds = open_results(path)
     except ValueError as err:  # a netCDF file mcsim did not write names the file itself

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mcsim.cli.commands import open_result_file
+from mcsim.cli.commands import read_result_file, result_file_problem
 from mcsim.cli.declarations import EXIT_USAGE, usage_error
 from mcsim.cli.output import (
     PIECES_KEPT,
@@ -52,10 +52,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     """
     from mcsim.engine.tasks import DEFAULT_CHUNK_RUNS
 
-    scenario = _load_scenario(args)
-    shard = None if args.shard is None else run_shard(args.shard, len(scenario.configs))
+    shard = None if args.shard is None else run_shard(args.shard)
     if args.shard is not None and shard is None:
         return EXIT_USAGE
+    scenario = _load_scenario(args, shard)  # its memory checked for the part's share
+    if shard is not None and (problem := shard_sweep_problem(shard, len(scenario.configs))):
+        return usage_error(problem)
     stem = scenario.file_stem if shard is None else f"{scenario.file_stem}.part{shard.index}of{shard.count}"
     output = Path(args.output) if args.output is not None else Path("results") / f"{stem}.nc"
     inputs = [scenario.source] if args.scenario else []  # a shipped scenario's name resolved to its file
@@ -82,8 +84,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 def part_note(ds: xr.Dataset) -> str:
     """What ``mcsim run --shard`` prints in place of the summary table: a part holds only some
     configurations, and no table or decision is made of it until the parts are combined."""
-    held = int(ds["wall_time"].notnull().any("run").sum()) if "run" in ds["wall_time"].dims else 0
-    total = int(ds["wall_time"].isel(run=0, drop=True).size) if "run" in ds["wall_time"].dims else 0
+    from mcsim.engine.shards import part_configurations
+
+    held, total = part_configurations(ds)
     return (
         f"part {ds.attrs.get('shard', '?')} of a sharded run: {held} of {total} configuration entries simulated; "
         "combine every part for the summary (mcsim combine PART.nc... -o OUT.nc)"
@@ -103,15 +106,16 @@ def other_part_problem(output: Path, shard: Shard | None) -> str:
     )
 
 
-def _load_scenario(args: argparse.Namespace) -> Scenario:
-    """The scenario of ``mcsim run``'s arguments; a bad ``--runs`` or ``--seed`` is blamed on the option."""
+def _load_scenario(args: argparse.Namespace, shard: Shard | None = None) -> Scenario:
+    """The scenario of ``mcsim run``'s arguments (its memory checked for the part ``shard`` of the sweep only);
+    a bad ``--runs`` or ``--seed`` is blamed on the option."""
     from mcsim.scenario.config import load_scenario
     from mcsim.scenario.schema import run_option
 
     for name in ("runs", "seed"):  # blamed on the option, not on the scenario file
         if getattr(args, name) is not None:
             run_option(name, getattr(args, name), f"--{name}")
-    return load_scenario(args.scenario, args.overrides, runs=args.runs, seed=args.seed, mode=args.mode)
+    return load_scenario(args.scenario, args.overrides, shard=shard, runs=args.runs, seed=args.seed, mode=args.mode)
 
 
 def execution_option_error(args: argparse.Namespace) -> str | None:
@@ -198,25 +202,32 @@ def check_feasible(scenario: Scenario) -> None:
         )
 
 
-def run_shard(text: str, configurations: int) -> Shard | None:
-    """The :class:`~mcsim.scenario.shard.Shard` of ``--shard`` for a sweep of ``configurations``, or None
-    after the error line."""
+def run_shard(text: str) -> Shard | None:
+    """The :class:`~mcsim.scenario.shard.Shard` of ``--shard``, or None after the error line (read before the
+    scenario, whose memory check counts the part's share only)."""
     from mcsim.scenario.shard import parse_shard
 
     try:
-        shard = parse_shard(text)
-        shard.check_sweep(configurations)
+        return parse_shard(text)
     except ValueError as err:
         usage_error(f"--{err}")
         return None
-    return shard
+
+
+def shard_sweep_problem(shard: Shard, configurations: int) -> str:
+    """The error line's text when the part ``shard`` holds none of a sweep's ``configurations``, else ""."""
+    try:
+        shard.check_sweep(configurations)
+    except ValueError as err:
+        return f"--{err}"
+    return ""
 
 
 def cmd_combine(args: argparse.Namespace) -> int:
     """``mcsim combine PART.nc... -o OUT.nc``: the whole result of a sharded run (:func:`mcsim.combine`).
 
-    The parts are read and merged under the writer lock of ``-o``, after the file there (if any)
-    is claimed: a file created at ``-o`` while they are merged is never replaced.
+    The parts are read one at a time and merged under the writer lock of ``-o``, after the file there (if
+    any) is claimed: a file created at ``-o`` while they are merged is never replaced.
     """
     output = Path(args.output)
     if problem := output_problem(args.output, list(args.parts), is_result_file):
@@ -229,18 +240,24 @@ def cmd_combine(args: argparse.Namespace) -> int:
 
         if problem := output_problem(output, list(args.parts), is_result_file):
             return usage_error(f"-o: {output}: {problem}")  # something put there before the lock
-        parts = []
-        for name in args.parts:
-            ds = open_result_file(name, complete=False)
-            if ds is None:
-                return EXIT_USAGE
-            parts.append(ds)
+        for name in args.parts:  # each part is read when its turn comes: only its header now
+            if problem := result_file_problem(name):
+                return usage_error(problem)
         try:
-            return combine_parts(parts, [Path(name).name for name in args.parts])
-        except ValueError as err:
+            return combine_parts(list(args.parts), [Path(name).name for name in args.parts], _read_part)
+        except (ValueError, OSError) as err:  # OSError: a part removed or damaged since it was checked
             return usage_error(f"combine: {err}")
 
     return locked_write(output, combined, summary_table, args.quiet)
+
+
+def _read_part(path: str | Path) -> xr.Dataset:
+    """A part file read for ``mcsim combine`` (:func:`mcsim.cli.commands.open_result_file`'s checks); ValueError
+    with its error line otherwise."""
+    found = read_result_file(Path(path), complete=False)
+    if isinstance(found, str):
+        raise ValueError(found)
+    return found
 
 
 def _combine_too_large(args: argparse.Namespace) -> int | None:

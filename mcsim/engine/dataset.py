@@ -3,7 +3,9 @@
 The output arrays (:class:`mcsim.engine.outputs.OutputArrays`) as an
 :class:`xarray.Dataset` of dims (sweep dims..., [``draw``,] ``run``): coordinate
 attributes from the schema fields swept, the drawn values of the uncertain inputs
-along ``draw``, and the provenance in the global attributes (CF-1.10).
+along ``draw``, and the provenance in the global attributes (CF-1.10). One part of a
+sharded sweep has dims (``configuration``, [``draw``,] ``run``) instead, with every sweep
+dim's coordinate beside them (the part layout of :mod:`mcsim.engine.shards`).
 """
 
 from __future__ import annotations
@@ -35,16 +37,13 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
     draws : DrawPlan
         Its draws (a ``draw`` dim and the drawn values when ``draws.count``).
     data : dict of str to ndarray
-        Every registered variable, shaped (sweep..., [draw,] [run]).
+        Every registered variable, shaped (sweep..., [draw,] [run]); for a part (``draws.shard``),
+        (configurations held, [draw,] [run]).
     """
     attrs = provenance_attrs(scenario)
     swept = [(axis, field_meta(axis.key.split(".")[0], axis.key.split(".")[-1])) for axis in scenario.axes]
     inputs = [(entry.key, input_variable_attrs(entry)) for entry in scenario.uncertain]
-    dims = tuple(axis.dim for axis in scenario.axes) + (("draw",) if draws.count else ())
-    coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
-    coords["run"] = np.arange(scenario.run.runs)
-    if draws.count:
-        coords["draw"] = np.arange(draws.count)
+    dims, coords = _dims_and_coords(scenario, draws)
     # infeasible_reason is filled one configuration at a time as Python objects: as fixed-width Unicode, a plain
     # ds.to_netcdf() writes it with every supported xarray (2024.1 refuses object-dtype text)
     ds = text_as_unicode(build_dataset(data, dims, coords, attrs))
@@ -57,8 +56,30 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
         ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
         ds.attrs.update(draws=draws.count, design=scenario.run.design, uncertain_inputs=" ".join(k for k, _ in inputs))
     if draws.shard is not None:  # one part of the sweep (mcsim.engine.shards combines the parts)
+        ds["configuration"].attrs.update(CONFIGURATION_ATTRS)
         ds.attrs["shard"] = draws.shard.label
     return ds
+
+
+def _dims_and_coords(scenario: Scenario, draws: DrawPlan) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The dims of the per-configuration variables ((sweep dims..., [``draw``]), or for a part
+    (``configuration``, [``draw``])) and the coordinates: every sweep dim's, ``run``'s, ``draw``'s and a
+    part's ``configuration`` (its configurations' flat indices, :mod:`mcsim.engine.shards`' layout)."""
+    sweep = ("configuration",) if draws.shard is not None else tuple(axis.dim for axis in scenario.axes)
+    coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
+    if draws.shard is not None:
+        coords["configuration"] = np.array(draws.shard.flat_indices(len(scenario.configs)), dtype=np.int64)
+    coords["run"] = np.arange(scenario.run.runs)
+    if draws.count:
+        coords["draw"] = np.arange(draws.count)
+    return sweep + (("draw",) if draws.count else ()), coords
+
+
+# The coordinate of a part's ``configuration`` dim (mcsim.engine.shards).
+CONFIGURATION_ATTRS = {
+    "long_name": "flat index of the sweep configuration (C order over the sweep dims named by sweep_dims)",
+    "units": "1",
+}
 
 
 def parameter_attrs(scenario: Scenario) -> dict[str, object]:

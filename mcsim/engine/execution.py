@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -152,11 +152,11 @@ def completed_configurations(
     placements: Mapping[Task, list[Piece]],
     feasible: list[int],
     runs: int,
-    configurations: int = 0,
+    configurations: Iterable[int] = (),
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Run and place the reported ``tasks``; yield ``(config, rows)``, each feasible configuration's kernel rows
     ``(runs, N_OUT)``, as soon as its last piece is placed (the rows are not kept here after that), then
-    each of the first ``configurations`` that is not simulated (infeasible, or another part's) with NaN rows.
+    each of ``configurations`` (flat indices) that is not among them (an infeasible one) with NaN rows.
 
     ``placements``: where each task's rows go (:func:`mcsim.engine.tasks.placements`). The progress
     bar's postfix counts the configurations done.
@@ -183,6 +183,6 @@ def completed_configurations(
                 refresh=False,
             )
     simulated = set(feasible)
-    for config in range(configurations):
+    for config in configurations:
         if config not in simulated:
             yield config, np.full((runs, kernel.N_OUT), np.nan)

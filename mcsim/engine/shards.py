@@ -8,24 +8,47 @@ Run ``r`` of a configuration draws from the streams of ``(seed, r)`` whichever j
 bit-identical, variable by variable, to the unsharded run: only the provenance differs
 (the combined file records every part's).
 
-A part file has the full sweep shape: the per-run variables of configurations it does not
-hold are NaN (``completed`` False), and its ``shard`` attribute (``"i/n"``) says so.
+**The part layout.** A part holds only its share of the sweep, so that its memory and file are
+about ``1/n`` of the whole (a sweep too large for one machine runs as parts that fit):
+
+* every per-configuration and per-run variable has the dim ``configuration`` in place of the
+  sweep dims: dims (``configuration``, [``draw``,] [``run``]), the configurations the part holds
+  only, in increasing flat index;
+* the coordinate ``configuration`` is that flat index, C order over the sweep dims named by the
+  ``sweep_dims`` attribute (integers, ``long_name`` and ``units`` "1"): part ``i/n`` holds the
+  flat indices ``i, i + n, i + 2n, ...`` below the number of configurations;
+* every sweep dim keeps its full coordinate (values, ``long_name``, ``units``) as a dimension of
+  the file that no variable uses, so that the sweep can be rebuilt from any part;
+* the variables along ``draw`` only (the drawn values of the uncertain inputs), the ``run`` and
+  ``draw`` coordinates and every provenance attribute are those of the unsharded run, plus the
+  ``shard`` attribute (``"i/n"``).
+
+:func:`combine_parts` reads the parts one after the other (a file is read when its turn comes
+and released once merged) and scatters each part's configurations into the arrays of the whole
+sweep (the flat index unravelled over the sweep dims): the memory it needs is about the merged
+result plus the largest part (:func:`mcsim.scenario.limits.combine_memory_estimate_bytes`). A part
+file is untrusted input: a part whose ``configuration`` coordinate holds an index outside the
+sweep, repeats one, or is not exactly the set its ``shard`` attribute says it holds is refused,
+so that a crafted file cannot silently change a result.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
-from mcsim.io.netcdf import loaded_bytes, open_results
+from mcsim.io.netcdf import loaded_bytes, open_results, result_attributes
 from mcsim.scenario.limits import check_combine_size
 from mcsim.scenario.shard import Shard, parse_shard
 
+# The dim of a part's configurations (see the module docstring).
+CONFIGURATION = "configuration"
 # The provenance of each part that the combined file keeps (in ``shard_parts``, JSON).
 PART_PROVENANCE = ("created", "history", "scenario_source", "scenario_overrides", "mcsim_version", "numba_version")
 # Attributes every part must share: the same scenario, simulated the same way by the same code.
@@ -41,11 +64,16 @@ MUST_MATCH = (
     "numba_version",
     "mcsim_model_hash",
 )
+# Encoding keys that describe a part's storage shape, not the merged array's.
+_SHAPE_ENCODING = ("chunksizes", "original_shape", "preferred_chunks", "contiguous", "source")
+
+Part = str | Path | xr.Dataset
 
 
-def part_shard(ds: xr.Dataset, name: str) -> Shard:
-    """The shard a part file records; ValueError naming ``name`` when it is not a part file."""
-    text = ds.attrs.get("shard")
+def part_shard(ds: xr.Dataset | dict, name: str) -> Shard:
+    """The shard a part (a dataset, or its global attributes) records; ValueError naming ``name`` when it is
+    not a part file."""
+    text = (ds.attrs if isinstance(ds, xr.Dataset) else ds).get("shard")
     if text is None:
         raise ValueError(f"{name}: not a part of a sharded run (no 'shard' attribute; made by mcsim run --shard I/N)")
     try:
@@ -54,7 +82,19 @@ def part_shard(ds: xr.Dataset, name: str) -> Shard:
         raise ValueError(f"{name}: attribute {err}") from None
 
 
-def combine(paths: Sequence[str | Path | xr.Dataset]) -> xr.Dataset:
+def part_configurations(ds: xr.Dataset) -> tuple[int, int]:
+    """``(simulated, total)`` configuration entries of a part (a configuration, or with draws a
+    (configuration, draw) pair): those it holds with at least one finite run, and the whole sweep's."""
+    wall = ds["wall_time"]
+    if "run" not in wall.dims or CONFIGURATION not in wall.dims:
+        return 0, 0
+    per_configuration = int(wall.isel(run=0, drop=True).size) // max(ds.sizes[CONFIGURATION], 1)
+    sweep = [d for d in str(ds.attrs.get("sweep_dims", "")).split() if d in ds.dims]
+    total = per_configuration * int(np.prod([ds.sizes[d] for d in sweep], dtype=np.int64))
+    return int(wall.notnull().any("run").sum()), total
+
+
+def combine(paths: Sequence[Part]) -> xr.Dataset:
     """The whole result of a sharded run from its parts (``mcsim combine``), files or datasets.
 
     Parameters
@@ -89,69 +129,186 @@ def combine(paths: Sequence[str | Path | xr.Dataset]) -> xr.Dataset:
         [float(part.nbytes) if isinstance(part, xr.Dataset) else loaded_bytes(part) for part in paths],
         [not held for held in in_memory],
     )
-    parts = [part if isinstance(part, xr.Dataset) else open_results(part) for part in paths]
-    return combine_parts(parts, [_part_name(given, ds) for given, ds in zip(paths, parts, strict=True)])
+    return combine_parts(list(paths), [_part_name(given) for given in paths])
 
 
-def _part_name(given: str | Path | xr.Dataset, ds: xr.Dataset) -> str:
+def _part_name(given: Part) -> str:
     """How a part is named: its file's name, a dataset's source file's, or ``part i/n``."""
     if not isinstance(given, xr.Dataset):
         return Path(given).name
-    source = ds.encoding.get("source")
-    return Path(source).name if source else f"part {ds.attrs.get('shard', '?')}"
+    source = given.encoding.get("source")
+    return Path(source).name if source else f"part {given.attrs.get('shard', '?')}"
 
 
-def combine_parts(parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
-    """The result of the whole sweep from the ``n`` part files of ``mcsim run --shard i/n``.
+def combine_parts(
+    parts: Sequence[Part], names: list[str], open_part: Callable[[str | Path], xr.Dataset] | None = None
+) -> xr.Dataset:
+    """The result of the whole sweep from the ``n`` parts of ``mcsim run --shard i/n``.
 
     Parameters
     ----------
-    parts : list of xarray.Dataset
-        Every part, once each, in any order (from :func:`mcsim.open_results`).
+    parts : list of xarray.Dataset, str or Path
+        Every part, once each, in any order: datasets (from :func:`mcsim.open_results` or
+        :func:`mcsim.simulate`) or files, each read by ``open_part`` when its turn comes and
+        released once merged (their attributes are read from the headers first).
     names : list of str
         Their file names, for the messages and the provenance.
+    open_part : callable, optional
+        Reads a part file (default :func:`mcsim.io.netcdf.open_results`).
 
     Returns
     -------
     xarray.Dataset
-        Each configuration's variables from the part that holds it; the attributes of the
-        parts (which must agree) without ``shard``, with ``shard_parts`` (JSON: each part's
-        file name, shard and provenance) and a ``history`` line of the combination.
+        Each configuration's variables from the part that holds it, on the sweep dims; the
+        attributes of the parts (which must agree) without ``shard``, with ``shard_parts``
+        (JSON: each part's file name, shard and provenance) and a ``history`` line of the combination.
 
     Raises
     ------
     ValueError
         One line: a file that is not a part, parts of different runs (scenario, seed, runs,
-        mode, code), a part missing or given twice, or parts whose shapes differ.
+        mode, code), a part missing or given twice, parts whose variables or coordinates differ,
+        or a part whose ``configuration`` coordinate is not the set of flat indices its shard holds.
     """
-    shards = [part_shard(ds, name) for ds, name in zip(parts, names, strict=True)]
-    count = _check_complete(shards, names)
-    first = parts[0]
-    for ds, name in zip(parts[1:], names[1:], strict=True):
-        _check_same_run(first, ds, names[0], name)
-    sweep = _recorded_sweep_dims(first, names[0])
-    shape = tuple(first.sizes[d] for d in sweep)
-    owner = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape) % count
-    by_index = {shard.index: ds for shard, ds in zip(shards, parts, strict=True)}
-    combined = first.copy(deep=True)
-    for var in first.data_vars:
-        if tuple(first[var].dims[: len(sweep)]) != tuple(sweep) or not sweep:
-            for ds, name in zip(parts[1:], names[1:], strict=True):
-                if not first[var].equals(ds[var]):
-                    raise ValueError(f"{name}: {var} differs from {names[0]}'s: the parts are not of one run")
-            continue
-        values = combined[var].values
-        for index, ds in by_index.items():
-            mine = owner == index
-            values[mine] = ds[var].values[mine]
-        combined[var].values = values
-    return _combined_attrs(combined, shards, parts, names)
+    headers = [part.attrs if isinstance(part, xr.Dataset) else result_attributes(part) for part in parts]
+    shards = [part_shard(attrs, name) for attrs, name in zip(headers, names, strict=True)]
+    _check_complete(shards, names)
+    for attrs, name in zip(headers[1:], names[1:], strict=True):
+        _check_same_run(headers[0], attrs, names[0], name)
+    merged: _Merged | None = None
+    for part, shard, name in zip(parts, shards, names, strict=True):
+        ds = part if isinstance(part, xr.Dataset) else (open_part or open_results)(part)
+        if merged is None:
+            merged = _Merged.of(ds, name)
+        merged.add(ds, shard, name)
+        del ds  # a part read from its file is released before the next is read
+    assert merged is not None, "parts is not empty (checked with the shards)"
+    return _combined_attrs(merged.dataset(), shards, headers, names)
+
+
+@dataclass
+class _Merged:
+    """The whole sweep's arrays, filled part by part, laid out as the first part read (file ``name``)."""
+
+    shared: xr.Dataset  # the first part's coordinates and variables without ``configuration`` (small)
+    layout: dict[str, xr.Variable]  # each per-configuration variable of the first part, none of its rows
+    sizes: dict[str, int]  # the first part's dims but ``configuration``
+    name: str
+    sweep: list[str]
+    shape: tuple[int, ...]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # (configurations, ...) of each variable
+
+    @classmethod
+    def of(cls, ds: xr.Dataset, name: str) -> _Merged:
+        """The merge of the parts laid out as ``ds`` (the first part read, file ``name``)."""
+        sweep = _recorded_sweep_dims(ds, name)
+        _check_configuration_dim(ds, name)
+        per_configuration = [str(var) for var in ds.data_vars if CONFIGURATION in ds[var].dims]
+        if off := [var for var in per_configuration if ds[var].dims[0] != CONFIGURATION]:
+            raise ValueError(f"{name}: {off[0]} does not have {CONFIGURATION} as its first dimension")
+        layout = {var: ds[var].variable.isel({CONFIGURATION: slice(0, 0)}).copy() for var in per_configuration}
+        shared = ds.drop_vars([*per_configuration, CONFIGURATION])
+        sizes = {str(d): n for d, n in ds.sizes.items() if d != CONFIGURATION}
+        return cls(shared, layout, sizes, name, sweep, tuple(ds.sizes[d] for d in sweep))
+
+    @property
+    def configurations(self) -> int:
+        """Configurations of the whole sweep."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def add(self, ds: xr.Dataset, shard: Shard, name: str) -> None:
+        """Scatter the part ``ds`` (shard ``shard``, file ``name``) into the whole sweep's arrays, once checked."""
+        _check_configuration_dim(ds, name)
+        self._check_layout(ds, name)
+        flat = _held_flat_indices(ds, shard, self.configurations, name)
+        for var in ds.data_vars:
+            if str(var) not in self.layout:
+                if not self.shared[var].equals(ds[var]):
+                    raise ValueError(f"{name}: {var} differs from {self.name}'s: the parts are not of one run")
+                continue
+            values = ds[var].values
+            target = self.arrays.get(str(var))
+            if target is None:
+                target = np.empty((self.configurations, *values.shape[1:]), dtype=values.dtype)
+            elif target.dtype != values.dtype:  # text of another width: the wider
+                target = target.astype(np.result_type(target.dtype, values.dtype))
+            target[flat] = values
+            self.arrays[str(var)] = target
+
+    def _check_layout(self, ds: xr.Dataset, name: str) -> None:
+        """ValueError when ``ds`` is not laid out as the first part: variables, their dims and types, the
+        sizes and coordinates of every dim but ``configuration``."""
+        layout, shared = self.layout, self.shared
+        if set(map(str, ds.data_vars)) != set(layout) | set(map(str, shared.data_vars)):
+            raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
+        for var, first in layout.items():
+            if ds[var].dims != first.dims or ds[var].dtype.kind != first.dtype.kind:
+                raise ValueError(f"{name}: {var} has other dimensions or another type than in {self.name}")
+        if {d: n for d, n in ds.sizes.items() if d != CONFIGURATION} != self.sizes:
+            raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
+        for dim in shared.dims:
+            if dim in shared.coords and (dim not in ds.coords or not shared[dim].equals(ds[dim])):
+                raise ValueError(f"{name}: coordinate {dim} differs from {self.name}'s")
+
+    def dataset(self) -> xr.Dataset:
+        """The whole sweep: each variable on (sweep dims..., its other dims), the shared ones as the first part's."""
+        shared = self.shared
+        variables: dict[str, xr.Variable] = {}
+        for var, first in self.layout.items():
+            values = self.arrays.pop(var)
+            encoding = {k: v for k, v in first.encoding.items() if k not in _SHAPE_ENCODING}
+            variables[var] = xr.Variable(
+                (*self.sweep, *first.dims[1:]),
+                values.reshape(self.shape + values.shape[1:]),
+                dict(first.attrs),
+                encoding,
+            )
+        variables.update({str(var): shared[var].variable for var in shared.data_vars})
+        coords = {str(name): shared[name].variable for name in shared.coords}
+        return xr.Dataset(variables, coords=coords, attrs=dict(shared.attrs))
+
+
+def _check_configuration_dim(ds: xr.Dataset, name: str) -> None:
+    """ValueError when ``ds`` has no ``configuration`` coordinate of whole numbers (not a part of this layout)."""
+    if CONFIGURATION not in ds.dims or CONFIGURATION not in ds.coords or ds[CONFIGURATION].ndim != 1:
+        raise ValueError(
+            f"{name}: no '{CONFIGURATION}' dimension with its coordinate: not a part in the layout of this mcsim "
+            "(a part holds its configurations along it; run the part again)"
+        )
+    if ds[CONFIGURATION].dtype.kind not in "iu":
+        raise ValueError(f"{name}: coordinate {CONFIGURATION} is not whole numbers (flat configuration indices)")
+
+
+def _held_flat_indices(ds: xr.Dataset, shard: Shard, configurations: int, name: str) -> np.ndarray:
+    """The flat indices of the configurations the part ``ds`` holds, once checked to be exactly those of
+    ``shard`` (increasing) among the sweep's ``configurations``; ValueError (one line) otherwise."""
+    flat = np.asarray(ds[CONFIGURATION].values).astype(np.int64)
+    outside = flat[(flat < 0) | (flat >= configurations)]
+    if outside.size:
+        raise ValueError(
+            f"{name}: coordinate {CONFIGURATION} holds {int(outside[0])}, outside the sweep's flat indices "
+            f"0 to {configurations - 1} (a damaged or edited part)"
+        )
+    values, counts = np.unique(flat, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(
+            f"{name}: coordinate {CONFIGURATION} repeats configuration {int(values[counts > 1][0])} "
+            "(a damaged or edited part)"
+        )
+    expected = shard.flat_indices(configurations)
+    if not np.array_equal(flat, np.arange(expected.start, expected.stop, expected.step)):
+        raise ValueError(
+            f"{name}: coordinate {CONFIGURATION} holds {flat.size} configurations that are not those of part "
+            f"{shard.label} ({len(expected)}: the flat indices i with i mod {shard.count} = {shard.index}, "
+            "increasing; a damaged or edited part)"
+        )
+    return flat
 
 
 def _recorded_sweep_dims(first: xr.Dataset, name: str) -> list[str]:
     """The sweep dims the part ``first`` (file ``name``) records; ValueError when one is not a dimension."""
     sweep = [d for d in str(first.attrs.get("sweep_dims", "")).split() if d]
-    if missing := [d for d in sweep if d not in first.dims]:
+    if missing := [d for d in sweep if d not in first.dims or d not in first.coords]:
         raise ValueError(
             f"{name}: attribute sweep_dims names {missing[0]!r}, which is not a dimension of the file "
             "(a damaged or edited part)"
@@ -180,33 +337,28 @@ def _check_complete(shards: list[Shard], names: list[str]) -> int:
     return count
 
 
-def _check_same_run(first: xr.Dataset, other: xr.Dataset, first_name: str, name: str) -> None:
-    """ValueError when ``other`` is not a part of the same run as ``first``."""
+def _check_same_run(first: dict, other: dict, first_name: str, name: str) -> None:
+    """ValueError when the part of attributes ``other`` is not a part of the same run as ``first``'s."""
     for key in MUST_MATCH:
-        if first.attrs.get(key) != other.attrs.get(key):
+        if first.get(key) != other.get(key):
             raise ValueError(
                 f"{name}: attribute {key} differs from {first_name}'s: the parts are not of one run "
                 "(the same scenario, seed, runs and mode, simulated by the same code and libraries)"
             )
-    if dict(first.sizes) != dict(other.sizes) or set(first.data_vars) != set(other.data_vars):
-        raise ValueError(f"{name}: its variables or dimensions differ from {first_name}'s")
-    for dim in first.dims:
-        if dim in first.coords and not first[dim].equals(other[dim]):
-            raise ValueError(f"{name}: coordinate {dim} differs from {first_name}'s")
 
 
-def _combined_attrs(combined: xr.Dataset, shards: list[Shard], parts: list[xr.Dataset], names: list[str]) -> xr.Dataset:
-    """``combined`` with the provenance of the combination and of every part."""
+def _combined_attrs(combined: xr.Dataset, shards: list[Shard], headers: list[dict], names: list[str]) -> xr.Dataset:
+    """``combined`` with the provenance of the combination and of every part (``headers``: their attributes)."""
     created = datetime.now(UTC).isoformat(timespec="seconds")
     record = [
-        {"file": name, "shard": shard.label, **{key: str(ds.attrs.get(key, "")) for key in PART_PROVENANCE}}
-        for shard, ds, name in sorted(zip(shards, parts, names, strict=True), key=lambda item: item[0].index)
+        {"file": name, "shard": shard.label, **{key: str(attrs.get(key, "")) for key in PART_PROVENANCE}}
+        for shard, attrs, name in sorted(zip(shards, headers, names, strict=True), key=lambda item: item[0].index)
     ]
     attrs = {key: value for key, value in combined.attrs.items() if key != "shard"}
     attrs["shard_parts"] = json.dumps(record, indent=1)
     attrs["created"] = created
     attrs["history"] = (
-        f"{created}: mcsim combined {len(parts)} parts of a sharded run ({', '.join(r['file'] for r in record)})\n"
+        f"{created}: mcsim combined {len(headers)} parts of a sharded run ({', '.join(r['file'] for r in record)})\n"
         + "\n".join(r["history"] for r in record)
     )
     combined.attrs = attrs

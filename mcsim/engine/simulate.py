@@ -69,22 +69,24 @@ def simulate(
     scenario : Scenario, str or path-like
         From :func:`mcsim.load_scenario`; ``scenario.run`` gives runs, seed and mode. A path to a
         scenario file, or the name of a shipped scenario (``"capacity-planning"``), is read with
-        :func:`mcsim.load_scenario` first (no overrides: load it yourself to give some).
+        :func:`mcsim.load_scenario` first (no overrides: load it yourself to give some), its memory
+        checked for the part ``shard`` only (``load_scenario(path, shard=...)`` does the same).
     progress, chunk_runs, workers, scheduler, store, notify
         How the runs are executed (:class:`mcsim.engine.options.ExecutionOptions`: progress bar,
         runs per task, dask workers or scheduler, resume store, one-line messages); none of them
         changes a result.
     shard : Shard, optional
-        Simulate only the sweep configurations of this part (:mod:`mcsim.scenario.shard`);
-        the others' per-run variables are NaN, and the ``shard`` attribute names the part.
+        Simulate only the sweep configurations of this part (:mod:`mcsim.scenario.shard`): the
+        result holds only them, along a ``configuration`` dim (the part layout of
+        :mod:`mcsim.engine.shards`), and its ``shard`` attribute names the part.
         :func:`mcsim.engine.shards.combine_parts` of every part is the unsharded result.
 
     Returns
     -------
     xarray.Dataset
-        Dims (sweep dims..., ``run``); every registered variable with ``units`` and
-        ``long_name``; provenance in the global attributes. Identical whatever the
-        backend, chunk size or resumption.
+        Dims (sweep dims..., [``draw``,] ``run``), or for a part (``configuration``, [``draw``,] ``run``);
+        every registered variable with ``units`` and ``long_name``; provenance in the global attributes.
+        Identical whatever the backend, chunk size or resumption.
 
     Raises
     ------
@@ -96,7 +98,7 @@ def simulate(
         No dask extra, or no dask scheduler answering at ``scheduler``.
     """
     if not isinstance(scenario, Scenario):
-        scenario = load_scenario(scenario)
+        scenario = load_scenario(scenario, shard=shard)  # sized by the part's share
     options = ExecutionOptions(progress, chunk_runs or DEFAULT_CHUNK_RUNS, workers, scheduler, store, notify)
     _check_draws(scenario, shard, options)
     draws = DrawPlan(scenario, shard)  # stage 1: the simulated configurations
@@ -113,7 +115,8 @@ def simulate(
         outputs = _execute(scenario, draws, prepared, backend, estimate, compiling, options)  # stages 3 to 6
     finally:
         backend.close()
-    arrays = outputs.arrays(scenario.shape + ((draws.count,) if draws.count else ()))
+    shape = scenario.shape if shard is None else (len(shard.flat_indices(len(scenario.configs))),)
+    arrays = outputs.arrays(shape + ((draws.count,) if draws.count else ()))
     return sweep_dataset(scenario, draws, arrays)  # stage 7
 
 
@@ -172,10 +175,11 @@ def _execute(
         )
         # Each configuration's outputs are derived as its last task comes in (stage 6 of stage 5's rows):
         # the kernel rows of the whole sweep are never held beside the outputs.
-        outputs = OutputArrays(prepared, {i: o.ci95_s for i, o in optima.items()}, runs)
+        outputs = OutputArrays(prepared, {i: o.ci95_s for i, o in optima.items()}, runs, draws.held)
         where = placements(draws, tasks)
-        for config, rows in completed_configurations(execution, tasks, where, simulated, runs, len(prepared.configs)):
-            outputs.add(config, rows)  # the configurations not simulated too, as NaN runs
+        held = draws.held_configs()
+        for config, rows in completed_configurations(execution, tasks, where, simulated, runs, held):
+            outputs.add(config, rows)  # the held configurations not simulated (infeasible) too, as NaN runs
     return outputs
 
 

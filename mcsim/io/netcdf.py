@@ -521,6 +521,23 @@ def is_result_file(path: str | Path) -> bool:
         return False
 
 
+def result_attributes(path: str | Path) -> dict[str, object]:
+    """The global attributes of the mcsim result file at ``path``, from its header alone (no variable is read).
+
+    Raises
+    ------
+    OSError
+        The file cannot be read, or is not netCDF.
+    ValueError
+        A netCDF file that mcsim did not write, in one line naming the file.
+    """
+    with netCDF4.Dataset(path, "r") as nc:
+        attrs = {name: nc.getncattr(name) for name in nc.ncattrs()}
+    if "mcsim_version" not in attrs:
+        raise _not_written_by_mcsim(path)
+    return attrs
+
+
 def result_attribute(path: str | Path, name: str) -> str | None:
     """The global attribute ``name`` of the mcsim result file at ``path`` as text; None when the
     file, or the attribute, is not there (:func:`is_result_file` first)."""

@@ -55,6 +55,7 @@ from mcsim.scenario.schema import (
     StragglerSection,
     key_meta,
 )
+from mcsim.scenario.shard import Shard
 from mcsim.scenario.shipped import (  # noqa: F401  (REFERENCE_SCENARIO, shipped_scenarios_folder: public here too)
     REFERENCE_SCENARIO,
     reference_scenario_path,
@@ -216,7 +217,11 @@ def safe_file_stem(name: str) -> str:
 
 
 def load_scenario(
-    path: str | Path | None = None, overrides: Iterable[str | Override] | Mapping[str, Any] = (), **run_overrides: Any
+    path: str | Path | None = None,
+    overrides: Iterable[str | Override] | Mapping[str, Any] = (),
+    *,
+    shard: Shard | None = None,
+    **run_overrides: Any,
 ) -> Scenario:
     """Read, override and validate a scenario file.
 
@@ -232,6 +237,10 @@ def load_scenario(
         whose values keep their type (numpy scalars become Python numbers). A scalar
         replaces the value, and removes ``key``'s sweep axis if the scenario sweeps it;
         a list (or tuple, or array) adds the sweep axis ``key`` or replaces its values.
+    shard : Shard, optional
+        The part of the sweep that will be simulated (``mcsim run --shard i/n``): the memory check
+        counts the runs of the configurations it holds only (:func:`mcsim.scenario.limits.check_sweep_size`),
+        so a part of a sweep too large for one machine is not refused.
     **run_overrides
         Values for the ``[run]`` table (``runs``, ``seed``, ``mode``, ``max_wall_days``);
         None is ignored.
@@ -245,13 +254,15 @@ def load_scenario(
     source = str(path)
     raw = read_toml(path)
     applied = apply_overrides(raw, overrides, run_overrides, source)
-    return dataclasses.replace(scenario_from_dict(raw, source), overrides=tuple(applied))
+    return dataclasses.replace(scenario_from_dict(raw, source, shard), overrides=tuple(applied))
 
 
-def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
+def scenario_from_dict(raw: dict, source: str = "<scenario>", shard: Shard | None = None) -> Scenario:
     """Validate the tables of a scenario (as :func:`tomllib.loads` returns them).
 
-    numpy scalars and arrays among the values are taken as Python numbers and lists.
+    numpy scalars and arrays among the values are taken as Python numbers and lists. ``shard``: the
+    part of the sweep that will be simulated, whose share alone the memory check counts
+    (:func:`mcsim.scenario.limits.check_sweep_size`).
     """
     check_depth(raw, source)
     raw = plain_value(raw)
@@ -266,7 +277,7 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     axes = _build_axes(raw, source)
     uncertain = parse_uncertain(raw, {axis.key for axis in axes}, base.run.draws, source)
     check_sweep_size(
-        tuple(len(axis.values) for axis in axes), base.run.runs * max(1, base.run.draws), source
+        tuple(len(axis.values) for axis in axes), base.run.runs * max(1, base.run.draws), source, shard
     )  # before expanding
     configs = [
         _build_config(with_keys_set(raw, _point_values(axes, combo), source), source, context=_combo_text(axes, combo))

@@ -217,6 +217,11 @@ class DrawPlan:
             ]
         self.held = None if shard is None else [shard.holds(c // max(self.count, 1)) for c in range(len(self.configs))]
 
+    def held_configs(self) -> list[int]:
+        """The simulated configurations the part of the sweep holds (:attr:`held`; every one without a part)."""
+        held = self.held
+        return [c for c in range(len(self.configs)) if held is None or held[c]]
+
     def _tabled_configs(self) -> tuple[list[Config], list[Config]]:
         """Draw tables: every (configuration, draw) with its drawn values set, and each sweep configuration
         with the drawn keys as arrays over the draws (:func:`with_values`, not validated again)."""

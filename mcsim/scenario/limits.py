@@ -12,9 +12,11 @@ Two limits, both overridable (``mcsim run --max-memory`` / ``--max-hours``, or
   measured 2.6 kB). Measured: 305 bytes per configuration-run against 410
   estimated (30 configurations x 2,000 runs). A sweep whose estimate exceeds
   half the memory available (``MemAvailable`` of /proc/meminfo, the cgroup's
-  limit where lower) is refused before its configurations are built. Combining the parts of a
-  sharded sweep (:func:`check_combine_size`) is refused the same way, estimated from the parts'
-  headers before any is read.
+  limit where lower) is refused before its configurations are built. One part of a sharded sweep
+  (``mcsim run --shard i/n``) counts the runs of the configurations it holds only
+  (:func:`held_configurations`), so a sweep too large for one machine runs as parts that fit.
+  Combining the parts (:func:`check_combine_size`) is refused the same way, estimated from the
+  parts' headers before any is read.
 * **Time.** :func:`mcsim.model.run_estimate.estimate_run` gives the kernel time of a run;
   summed over tasks and divided by the runs simulated at once (Numba threads,
   dask workers), it is printed before the run starts, and a run estimated at
@@ -38,6 +40,7 @@ from mcsim.errors import ScenarioError
 from mcsim.io.format import format_bytes, format_duration
 from mcsim.io.variables import PER_RUN
 from mcsim.kernels.interface import N_OUT
+from mcsim.scenario.shard import Shard
 
 BYTES_PER_CONFIG = 4096
 # Configurations whose kernel rows are held at once while their tasks come in: the local backend
@@ -46,6 +49,9 @@ BYTES_PER_CONFIG = 4096
 ROWS_IN_FLIGHT = 16
 DEFAULT_MAX_HOURS = 24.0
 MEMORY_SHARE = 0.5  # of the available memory
+# Peak while a part file is read (mcsim.io.netcdf.open_results), in times its size once read: 1.39 measured with
+# tracemalloc for a part of 2 configurations x 2,000 runs (the decoding's temporary copies); an upper bound.
+PART_READ_PEAK = 1.5
 
 
 @dataclass(frozen=True)
@@ -89,10 +95,24 @@ def bytes_per_config_run() -> int:
     return 8 * len(PER_RUN)
 
 
-def memory_estimate_bytes(configurations: int, runs: int) -> float:
-    """Peak memory of a simulation of ``configurations`` x ``runs``, bytes."""
-    rows_in_flight = min(configurations, ROWS_IN_FLIGHT) * runs * 8 * N_OUT
-    return float(configurations) * (runs * bytes_per_config_run() + BYTES_PER_CONFIG) + rows_in_flight
+def memory_estimate_bytes(configurations: int, runs: int, held: int | None = None) -> float:
+    """Peak memory of a simulation of ``configurations`` x ``runs``, bytes.
+
+    ``held``: the configurations whose runs are simulated and kept (one part of a sharded sweep,
+    :func:`held_configurations`; default all). Every configuration of the sweep is still built and
+    prepared (:data:`BYTES_PER_CONFIG` each); only the held ones have per-run outputs and kernel rows.
+    """
+    if held is None or held == configurations:
+        rows_in_flight = min(configurations, ROWS_IN_FLIGHT) * runs * 8 * N_OUT
+        return float(configurations) * (runs * bytes_per_config_run() + BYTES_PER_CONFIG) + rows_in_flight
+    rows_in_flight = min(held, ROWS_IN_FLIGHT) * runs * 8 * N_OUT
+    return float(configurations) * BYTES_PER_CONFIG + float(held) * runs * bytes_per_config_run() + rows_in_flight
+
+
+def held_configurations(configurations: int, shard: Shard | None) -> int:
+    """How many of a sweep's ``configurations`` the part ``shard`` holds (its flat indices ``i`` with
+    ``i % count == index``: ``ceil((configurations - index) / count)``, 0 when none); all without a part."""
+    return configurations if shard is None else len(shard.flat_indices(configurations))
 
 
 def _read_int(path: str) -> int | None:
@@ -148,8 +168,8 @@ def over_memory_limit(need_bytes: float) -> str | None:
     return f"more than the limit of {format_bytes(limit)} ({what})"
 
 
-def check_sweep_size(shape: tuple[int, ...], runs: int, source: str) -> None:
-    """Refuse a sweep whose results would not fit in memory, before it is expanded.
+def check_sweep_size(shape: tuple[int, ...], runs: int, source: str, shard: Shard | None = None) -> None:
+    """Refuse a sweep (or the part ``shard`` of one) whose results would not fit in memory, before it is expanded.
 
     Parameters
     ----------
@@ -159,33 +179,52 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str) -> None:
         Monte Carlo runs per configuration.
     source : str
         Scenario file, for the error message.
+    shard : Shard, optional
+        The part of the sweep simulated (``mcsim run --shard i/n``): only the configurations it holds
+        (:func:`held_configurations`) have runs in memory (:func:`memory_estimate_bytes`).
 
     Raises
     ------
     ScenarioError
-        With the estimate and the limit.
+        With the estimate and the limit (key ``sweep``, or ``run.runs`` without a sweep).
     """
     configurations = math.prod(shape)
-    need = memory_estimate_bytes(configurations, runs)
+    held = held_configurations(configurations, shard)
+    need = memory_estimate_bytes(configurations, runs, held)
     if (over := over_memory_limit(need)) is None:
         return
+    if shard is not None and held < configurations:
+        what = f"part {shard.label} holds {held:,} of {configurations:,} configurations; {held:,}"
+        noun = "configuration" if held == 1 else "configurations"
+        advice = "use more parts (--shard I/N with a larger N), fewer runs, or raise --max-memory"
+    else:
+        what, noun = f"{configurations:,}", "configuration" if configurations == 1 else "configurations"
+        advice = (
+            "use fewer runs or configurations, split the sweep into parts run one by one "
+            "(mcsim run --shard I/N, then mcsim combine), or raise --max-memory"
+            if shape
+            else "use fewer runs, or raise --max-memory"
+        )
     raise ScenarioError(
         source,
         "sweep" if shape else "run.runs",
-        f"{configurations:,} configurations x {runs:,} runs need about {format_bytes(need)} of memory, {over}; "
-        "use fewer runs or configurations, split the sweep, or raise --max-memory",
+        f"{what} {noun} x {runs:,} runs need about {format_bytes(need)} of memory, {over}; {advice}",
     )
 
 
 def combine_memory_estimate_bytes(part_bytes: list[float], loaded: list[bool] | None = None) -> float:
     """Peak memory of combining sharded parts of ``part_bytes`` each (their size in memory), bytes.
 
-    Every part that is read (``loaded``, default all: a part given as a dataset is in memory already) is
-    held whole, as each has the full sweep shape, beside the merged copy of one.
+    A part holds only its share of the sweep (:mod:`mcsim.engine.shards`), so the merged result holds about
+    what the parts hold together, ``sum(part_bytes)`` (the variables every part repeats, a sweep's
+    coordinates and the draws, are counted once per part: an overestimate by little). The parts are read one
+    at a time and released once scattered, so only the largest part that is read (``loaded``, default all: a
+    part given as a dataset is in memory already) is held beside it, with its reading's temporary copies
+    (:data:`PART_READ_PEAK`): ``sum(part_bytes) + PART_READ_PEAK * max(read part_bytes)``.
     """
     loaded = [True] * len(part_bytes) if loaded is None else loaded
-    read = sum(size for size, new in zip(part_bytes, loaded, strict=True) if new)
-    return float(read + max(part_bytes, default=0.0))
+    largest_read = max((size for size, new in zip(part_bytes, loaded, strict=True) if new), default=0.0)
+    return float(sum(part_bytes) + PART_READ_PEAK * largest_read)
 
 
 def check_combine_size(part_bytes: list[float], loaded: list[bool] | None = None) -> None:

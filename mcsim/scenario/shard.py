@@ -40,6 +40,10 @@ class Shard:
         """Whether the sweep configuration of flat index ``flat`` belongs to this part."""
         return flat % self.count == self.index
 
+    def flat_indices(self, configurations: int) -> range:
+        """The flat indices this part holds of a sweep of ``configurations``, increasing."""
+        return range(self.index, configurations, self.count)
+
     def check_sweep(self, configurations: int) -> None:
         """ValueError when this part would hold none of a sweep's ``configurations``."""
         if self.index >= configurations:

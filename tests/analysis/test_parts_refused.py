@@ -1,6 +1,6 @@
 """One part of a sharded run is refused by every answer on configurations (hostile finding of issue 42).
 
-A part holds NaN for the other parts' configurations: the best, the Pareto front, the cheapest
+A part holds only its own configurations: the best, the Pareto front, the cheapest
 within a deadline, the completed share and the summary of one part would be answers on a few
 configurations presented as the sweep's. Each failed before its fix, also on a lazily opened part.
 """

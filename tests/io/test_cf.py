@@ -123,6 +123,17 @@ def test_sweep_passes_cf_checker_but_currency(sweep_ds, tmp_path):
     assert _not_currency(_checker_messages(path)) == []
 
 
+def test_part_of_a_sharded_sweep_passes_cf_checker_but_currency(small_raw, tmp_path):
+    # A part holds its configurations along `configuration`, with the sweep's coordinates (one of text) beside
+    # them, used by no variable; the infeasible configuration (in_memory on 8 GPUs: flat index 1) is in part 1/2.
+    small_raw["run"]["runs"] = 8
+    small_raw["sweep"] = {"parallelism.gpus": [8, 64], "checkpoint.strategy": ["sync", "in_memory"]}
+    part = mcsim.simulate(scenario_from_dict(small_raw, "small.toml"), progress=False, shard=mcsim.Shard(1, 2))
+    assert not part["feasible"].values[0]
+    path = mcsim.write_results(part, tmp_path / "part.nc")
+    assert _not_currency(_checker_messages(path)) == []
+
+
 def test_history_and_conventions(sweep_ds):
     assert sweep_ds.attrs["Conventions"] == "CF-1.10"
     history = sweep_ds.attrs["history"]
