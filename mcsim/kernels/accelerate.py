@@ -167,6 +167,9 @@ def _kernel_function_cache() -> type | None:
 
             def __init__(self, py_func, py_file):
                 self._lineno = py_func.__code__.co_firstlineno
+                # Numba's warning for a result it cannot cache names this file (with NUMBA_OPT=0 the
+                # run loop keeps dynamic globals: without it the first run ended in an AttributeError)
+                self._py_file = py_file
                 self._cache_path = str(CACHE_FOLDER)
 
             def ensure_cache_path(self):

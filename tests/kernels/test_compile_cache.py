@@ -321,3 +321,29 @@ def test_compiled_asks_the_cache_for_an_entry_point_not_compiled_here(monkeypatc
     fresh = type("Dispatcher", (), {"signatures": [], "_cache": None})  # no machine code, no cache: unknown
     monkeypatch.setattr(interface, "simulate_runs", fresh)
     assert interface.compiled() is None
+
+
+def test_a_result_numba_cannot_cache_is_a_warning_not_a_crash():
+    # Numba refuses to cache a compile result that has dynamic globals (as the run loop has with
+    # NUMBA_OPT=0) or lifted loops, and warns naming the function's file: mcsim's cache locator had no
+    # file, so the first run ended in an AttributeError traceback instead of running uncached.
+    import types
+    import warnings
+
+    cache_class = accelerate._kernel_function_cache()
+    if cache_class is None:
+        pytest.skip("this Numba lacks the caching classes mcsim extends")
+
+    def kernel(x):
+        return x + 1
+
+    impl = cache_class._impl_class(kernel)
+    uncachable = types.SimpleNamespace(
+        lifted=(),
+        library=types.SimpleNamespace(has_dynamic_globals=True),
+        fndesc=types.SimpleNamespace(qualname="kernel"),
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert impl.check_cachable(uncachable) is False
+    assert any("Cannot cache" in str(w.message) and w.filename.endswith("test_compile_cache.py") for w in caught)
