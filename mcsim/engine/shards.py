@@ -35,6 +35,7 @@ so that a crafted file cannot silently change a result.
 from __future__ import annotations
 
 import json
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -219,11 +220,12 @@ class _Merged:
     def add(self, ds: xr.Dataset, shard: Shard, name: str) -> None:
         """Scatter the part ``ds`` (shard ``shard``, file ``name``) into the whole sweep's arrays, once checked."""
         _check_configuration_dim(ds, name)
+        _check_part_variables(ds, self.sweep, name)
         self._check_layout(ds, name)
         flat = _held_flat_indices(ds, shard, self.configurations, name)
         for var in ds.data_vars:
             if str(var) not in self.layout:
-                if not self.shared[var].equals(ds[var]):
+                if not self.shared[var].identical(ds[var]):
                     raise ValueError(f"{name}: {var} differs from {self.name}'s: the parts are not of one run")
                 continue
             values = ds[var].values
@@ -242,12 +244,17 @@ class _Merged:
         if set(map(str, ds.data_vars)) != set(layout) | set(map(str, shared.data_vars)):
             raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
         for var, first in layout.items():
-            if ds[var].dims != first.dims or ds[var].dtype.kind != first.dtype.kind:
-                raise ValueError(f"{name}: {var} has other dimensions or another type than in {self.name}")
+            if ds[var].dims != first.dims or not _same_type(ds[var].dtype, first.dtype):
+                raise ValueError(
+                    f"{name}: {var} has other dimensions or another type than in {self.name} "
+                    f"({ds[var].dims} {ds[var].dtype}, expected {first.dims} {first.dtype})"
+                )
+            if ds[var].attrs != first.attrs:
+                raise ValueError(f"{name}: the attributes of {var} differ from {self.name}'s")
         if {d: n for d, n in ds.sizes.items() if d != CONFIGURATION} != self.sizes:
             raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
         for dim in shared.dims:
-            if dim in shared.coords and (dim not in ds.coords or not shared[dim].equals(ds[dim])):
+            if dim in shared.coords and (dim not in ds.coords or not shared[dim].identical(ds[dim])):
                 raise ValueError(f"{name}: coordinate {dim} differs from {self.name}'s")
 
     def dataset(self) -> xr.Dataset:
@@ -266,6 +273,24 @@ class _Merged:
         variables.update({str(var): shared[var].variable for var in shared.data_vars})
         coords = {str(name): shared[name].variable for name in shared.coords}
         return xr.Dataset(variables, coords=coords, attrs=dict(shared.attrs))
+
+
+def _same_type(dtype: np.dtype, expected: np.dtype) -> bool:
+    """Whether a part's variable of ``dtype`` merges into one of ``expected`` unchanged: the same type, or text
+    of any width (float32 runs merged into float64 would no longer be the unsharded run's numbers)."""
+    return dtype == expected or (dtype.kind in "OSU" and expected.kind in "OSU")
+
+
+def _check_part_variables(ds: xr.Dataset, sweep: list[str], name: str) -> None:
+    """ValueError when a variable of the part ``ds`` (file ``name``) is laid on the sweep dims (a part holds its
+    configurations along ``configuration`` only), or a coordinate other than ``configuration`` runs along it."""
+    if on_sweep := [str(v) for v in ds.variables if v not in sweep and set(ds[v].dims) & set(sweep)]:
+        raise ValueError(
+            f"{name}: {on_sweep[0]} has the dimensions {ds[on_sweep[0]].dims}; a part holds its configurations "
+            f"along {CONFIGURATION}, never on the sweep dims (a damaged or edited part)"
+        )
+    if along := [str(c) for c in ds.coords if c != CONFIGURATION and CONFIGURATION in ds[c].dims]:
+        raise ValueError(f"{name}: coordinate {along[0]} along {CONFIGURATION} is not of a part (a damaged or edited part)")
 
 
 def _check_configuration_dim(ds: xr.Dataset, name: str) -> None:
@@ -289,13 +314,18 @@ def _held_flat_indices(ds: xr.Dataset, shard: Shard, configurations: int, name: 
             f"{name}: coordinate {CONFIGURATION} holds {int(outside[0])}, outside the sweep's flat indices "
             f"0 to {configurations - 1} (a damaged or edited part)"
         )
+    expected = shard.flat_indices(configurations)
+    if flat.size != len(expected):  # compared before the expected indices are made (a crafted sweep may be huge)
+        raise ValueError(
+            f"{name}: coordinate {CONFIGURATION} holds {flat.size} configurations; part {shard.label} of the sweep's "
+            f"{configurations} holds {len(expected)} (a damaged or edited part)"
+        )
     values, counts = np.unique(flat, return_counts=True)
     if (counts > 1).any():
         raise ValueError(
             f"{name}: coordinate {CONFIGURATION} repeats configuration {int(values[counts > 1][0])} "
             "(a damaged or edited part)"
         )
-    expected = shard.flat_indices(configurations)
     if not np.array_equal(flat, np.arange(expected.start, expected.stop, expected.step)):
         raise ValueError(
             f"{name}: coordinate {CONFIGURATION} holds {flat.size} configurations that are not those of part "
@@ -313,7 +343,30 @@ def _recorded_sweep_dims(first: xr.Dataset, name: str) -> list[str]:
             f"{name}: attribute sweep_dims names {missing[0]!r}, which is not a dimension of the file "
             "(a damaged or edited part)"
         )
+    swept = _scenario_sweep(first.attrs, name)
+    if sweep != list(swept):
+        raise ValueError(
+            f"{name}: attribute sweep_dims is {' '.join(sweep)!r}; the sweep of its scenario_toml is "
+            f"{' '.join(swept)!r}, in this order (a damaged or edited part)"
+        )
+    if off := [d for d in sweep if first.sizes[d] != swept[d]]:
+        raise ValueError(
+            f"{name}: dimension {off[0]} has {first.sizes[off[0]]} values; the sweep of its scenario_toml has "
+            f"{swept[off[0]]} (a damaged or edited part)"
+        )
     return sweep
+
+
+def _scenario_sweep(attrs: dict, name: str) -> dict[str, int]:
+    """The sweep the ``scenario_toml`` attribute of a part (file ``name``) records: each sweep dim (its key's last
+    component, :class:`mcsim.scenario.config.SweepAxis`) with its number of values, in the sweep's order."""
+    try:
+        sweep = tomllib.loads(str(attrs.get("scenario_toml", ""))).get("sweep", {})
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{name}: attribute scenario_toml is not TOML ({err}; a damaged or edited part)") from None
+    if not isinstance(sweep, dict) or not all(isinstance(values, list) for values in sweep.values()):
+        raise ValueError(f"{name}: attribute scenario_toml: its [sweep] is not a table of KEY = [values]")
+    return {str(key).split(".")[-1]: len(values) for key, values in sweep.items()}
 
 
 def _check_complete(shards: list[Shard], names: list[str]) -> int:
@@ -328,7 +381,8 @@ def _check_complete(shards: list[Shard], names: list[str]) -> int:
     seen: dict[int, str] = {}
     for name, shard in zip(names, shards, strict=True):
         if shard.index in seen:
-            raise ValueError(f"{name}: part {shard.label} is also {seen[shard.index]}; give each part once")
+            also = "given twice" if seen[shard.index] == name else f"also {seen[shard.index]}"
+            raise ValueError(f"{name}: part {shard.label} is {also}; give each part once")
         seen[shard.index] = name
     missing = [f"{i}/{count}" for i in range(count) if i not in seen]
     if missing:

@@ -433,7 +433,7 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
         if "mcsim_version" not in ds.attrs:
             raise _not_written_by_mcsim(path)
         loaded = ds.load()
-    return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(loaded))))
+    return _as_read(loaded, path)
 
 
 def loaded_bytes(path: str | Path) -> float:
@@ -455,10 +455,20 @@ def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
         lazy.close()
         raise _not_written_by_mcsim(path)
     text = [name for name, var in lazy.data_vars.items() if var.dtype.kind in "OSU"]
-    chunked = lazy.drop_vars(text).chunk(chunks).assign({name: lazy[name].load() for name in text})
-    chunked = chunked[list(lazy.data_vars)]
+    loaded = lazy.drop_vars(text).chunk(chunks).assign({name: lazy[name].load() for name in text})
+    # in the file's order, every coordinate kept (a part's sweep dims have one and no variable)
+    chunked = loaded[list(lazy.data_vars)].assign_coords(loaded.coords)
     chunked.set_close(lazy.close)
-    return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(chunked))))
+    return _as_read(chunked, path)
+
+
+def _as_read(ds: xr.Dataset, path: str | Path) -> xr.Dataset:
+    """The dataset :func:`open_results` returns of ``ds`` read from ``path``: flags as bool, text as Unicode,
+    every variable under its own name, a portable encoding, and the file it was read from (``encoding["source"]``,
+    which names a part in :func:`mcsim.combine`'s messages)."""
+    read = _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(ds))))
+    read.encoding["source"] = str(path)
+    return read
 
 
 def _not_written_by_mcsim(path: str | Path) -> ValueError:

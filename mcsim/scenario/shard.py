@@ -45,10 +45,18 @@ class Shard:
         return range(self.index, configurations, self.count)
 
     def check_sweep(self, configurations: int) -> None:
-        """ValueError when this part would hold none of a sweep's ``configurations``."""
+        """ValueError when this part would hold none of a sweep's ``configurations``, or when some part of its
+        split would (more parts than configurations: those parts cannot be made, so this one could never be
+        combined)."""
         if self.index >= configurations:
             raise ValueError(
                 f"shard: part {self.label} holds no configuration: the sweep has {configurations} "
+                f"(use at most {configurations} parts)"
+            )
+        if self.count > configurations:
+            raise ValueError(
+                f"shard: {self.count} parts of a sweep of {configurations} configurations: parts {configurations} "
+                f"to {self.count - 1} would hold none, so the parts could never be combined "
                 f"(use at most {configurations} parts)"
             )
 
