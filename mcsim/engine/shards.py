@@ -28,8 +28,11 @@ and released once merged) and scatters each part's configurations into the array
 sweep (the flat index unravelled over the sweep dims): the memory it needs is about the merged
 result plus the largest part (:func:`mcsim.scenario.limits.combine_memory_estimate_bytes`). A part
 file is untrusted input: a part whose ``configuration`` coordinate holds an index outside the
-sweep, repeats one, or is not exactly the set its ``shard`` attribute says it holds is refused,
-so that a crafted file cannot silently change a result.
+sweep, repeats one, or is not exactly the set its ``shard`` attribute says it holds is refused, as is
+one whose ``sweep_dims`` is not the sweep of its ``scenario_toml`` (names, order, sizes), whose
+variables or coordinates differ from the first part's in dims, type (text may differ in width only)
+or attributes, or that lays a variable on the sweep dims, so that a crafted file cannot silently
+change a result.
 """
 
 from __future__ import annotations
@@ -290,7 +293,9 @@ def _check_part_variables(ds: xr.Dataset, sweep: list[str], name: str) -> None:
             f"along {CONFIGURATION}, never on the sweep dims (a damaged or edited part)"
         )
     if along := [str(c) for c in ds.coords if c != CONFIGURATION and CONFIGURATION in ds[c].dims]:
-        raise ValueError(f"{name}: coordinate {along[0]} along {CONFIGURATION} is not of a part (a damaged or edited part)")
+        raise ValueError(
+            f"{name}: coordinate {along[0]} along {CONFIGURATION} is not of a part (a damaged or edited part)"
+        )
 
 
 def _check_configuration_dim(ds: xr.Dataset, name: str) -> None:

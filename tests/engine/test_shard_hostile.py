@@ -109,7 +109,10 @@ def test_a_variable_laid_on_the_sweep_dims_is_refused(parts):
 @pytest.mark.parametrize(
     "sweep_dims, message",
     [
-        ("gpus efficiency", "attribute sweep_dims is 'gpus efficiency'; the sweep of its scenario_toml is"),  # transposed
+        (
+            "gpus efficiency",
+            "attribute sweep_dims is 'gpus efficiency'; the sweep of its scenario_toml is",
+        ),  # transposed
         ("gpus gpus", "attribute sweep_dims is 'gpus gpus'"),  # wrote a file of duplicate dims no tool reads
         ("efficiency gpus run", "attribute sweep_dims is 'efficiency gpus run'"),
         ("configuration", "attribute sweep_dims is 'configuration'"),
@@ -139,7 +142,9 @@ def test_a_huge_crafted_sweep_is_refused_before_its_indices_are_made(parts):
         _with_sweep(open_results(p), sweep).assign_coords(efficiency=sweep["compute.efficiency"], gpus=range(10_000))
         for p in paths
     ]
-    _refused(datasets, "p0.nc: coordinate configuration holds 3 configurations; part 0/4 of the sweep's 100000000 holds")
+    _refused(
+        datasets, "p0.nc: coordinate configuration holds 3 configurations; part 0/4 of the sweep's 100000000 holds"
+    )
 
 
 def test_lazily_opened_parts_combine_to_the_unsharded_run_and_are_named_by_their_files(parts):
