@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,12 +98,12 @@ def part_configurations(ds: xr.Dataset) -> tuple[int, int]:
     return int(wall.notnull().any("run").sum()), total
 
 
-def combine(paths: Sequence[Part]) -> xr.Dataset:
+def combine(paths: Iterable[Part]) -> xr.Dataset:
     """The whole result of a sharded run from its parts (``mcsim combine``), files or datasets.
 
     Parameters
     ----------
-    paths : list of str, Path or xarray.Dataset
+    paths : list (any iterable) of str, Path or xarray.Dataset
         Every part of ``mcsim run --shard i/n`` (or of :func:`mcsim.simulate` with
         ``shard=``), once each, in any order: the part files' paths, the part datasets
         themselves (held in memory, never written), or both mixed. A dataset is named in
@@ -126,14 +126,16 @@ def combine(paths: Sequence[Part]) -> xr.Dataset:
     if isinstance(paths, (str, Path, xr.Dataset)):
         one = "dataset" if isinstance(paths, xr.Dataset) else "path"
         raise TypeError(f"paths: expected a list of parts (files or datasets), got one {one}")
-    if not paths:
+    parts = list(paths)  # any iterable, read once (a generator)
+    if not parts:
         raise ValueError("paths: expected the part files of a sharded run, got none")
-    in_memory = [isinstance(part, xr.Dataset) for part in paths]
+    names = [_part_name(given) for given in parts]
     check_combine_size(
-        [float(part.nbytes) if isinstance(part, xr.Dataset) else loaded_bytes(part) for part in paths],
-        [not held for held in in_memory],
+        [float(part.nbytes) if isinstance(part, xr.Dataset) else loaded_bytes(part) for part in parts],
+        [not isinstance(part, xr.Dataset) for part in parts],
+        names,
     )
-    return combine_parts(list(paths), [_part_name(given) for given in paths])
+    return combine_parts(parts, names)
 
 
 def _part_name(given: Part) -> str:

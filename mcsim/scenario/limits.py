@@ -227,9 +227,11 @@ def combine_memory_estimate_bytes(part_bytes: list[float], loaded: list[bool] | 
     return float(sum(part_bytes) + PART_READ_PEAK * largest_read)
 
 
-def check_combine_size(part_bytes: list[float], loaded: list[bool] | None = None) -> None:
+def check_combine_size(
+    part_bytes: list[float], loaded: list[bool] | None = None, names: list[str] | None = None
+) -> None:
     """Refuse to combine parts whose merge would not fit in the memory limit (:func:`memory_limit_bytes`;
-    the estimate is :func:`combine_memory_estimate_bytes`).
+    the estimate is :func:`combine_memory_estimate_bytes`); ``names``: the parts' files, the largest named.
 
     Raises
     ------
@@ -239,9 +241,11 @@ def check_combine_size(part_bytes: list[float], loaded: list[bool] | None = None
     need = combine_memory_estimate_bytes(part_bytes, loaded)
     if (over := over_memory_limit(need)) is None:
         return
+    largest = f" (the largest: {names[part_bytes.index(max(part_bytes))]})" if names else ""
     raise ValueError(
-        f"{len(part_bytes)} parts of up to {format_bytes(max(part_bytes))} each need about {format_bytes(need)} "
-        f"of memory to combine, {over}; combine on a machine with more memory, or raise --max-memory"
+        f"{len(part_bytes)} parts of up to {format_bytes(max(part_bytes))} each{largest} need about "
+        f"{format_bytes(need)} of memory to combine, {over}; "
+        "combine on a machine with more memory, or raise --max-memory"
     )
 
 

@@ -9,8 +9,10 @@ its configurations along ``configuration``, their flat C-order index over the sw
 from __future__ import annotations
 
 import copy
+import shutil
 import tomllib
 
+import netCDF4
 import numpy as np
 import pytest
 from builders import SMALL_SCENARIO
@@ -20,6 +22,7 @@ from mcsim.cli.main import main
 from mcsim.engine.shards import combine_parts
 from mcsim.io.netcdf import open_results, write_results
 from mcsim.scenario.config import scenario_from_dict
+from mcsim.scenario.limits import limits
 from mcsim.scenario.shard import Shard
 from mcsim.scenario.toml import dumps_toml
 
@@ -172,3 +175,28 @@ def test_more_parts_than_configurations_are_refused_when_run(tmp_path, capsys):
     assert "use at most 9 parts" in err and not (tmp_path / "p.nc").exists()
     with pytest.raises(ValueError, match="10 parts of a sweep of 9 configurations"):
         mcsim.simulate(scenario_from_dict(_raw()), progress=False, shard=Shard(3, 10))
+
+
+def test_parts_given_as_a_generator_combine(parts):
+    # A generator was read up once for the sizes: "zip() argument 2 is longer than argument 1".
+    paths, whole = parts
+    combined = mcsim.combine(path for path in paths)
+    np.testing.assert_array_equal(combined["cost"].values, whole["cost"].values)
+
+
+def test_a_part_whose_header_declares_a_huge_variable_is_refused_naming_it(parts, tmp_path, capsys):
+    # 10^9 x 3 float64 declared, never written: a small file; refused from its header, the line names it.
+    paths, _ = parts
+    crafted = tmp_path / "huge.nc"
+    shutil.copy(paths[1], crafted)
+    with netCDF4.Dataset(crafted, "a") as nc:
+        nc.createDimension("big", 10**9)
+        nc.createVariable("junk", "f8", ("configuration", "big"), fill_value=False)
+    files = [str(paths[0]), str(crafted), *map(str, paths[2:])]
+    capsys.readouterr()
+    assert main(["combine", *files, "-o", str(tmp_path / "whole.nc"), "--quiet", "--max-memory", "1G"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "each (the largest: huge.nc) need about" in err, err
+    assert not (tmp_path / "whole.nc").exists()
+    with limits(max_memory_bytes=1e9), pytest.raises(ValueError, match=r"\(the largest: huge.nc\)"):
+        mcsim.combine([paths[0], crafted, *paths[2:]])
