@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 import zlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -429,7 +429,7 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
     """
     if chunks is not None:
         return _opened_lazily(path, chunks)
-    with xr.open_dataset(path, engine="netcdf4") as ds:
+    with _damaged_as_oserror(path), xr.open_dataset(path, engine="netcdf4") as ds:
         if "mcsim_version" not in ds.attrs:
             raise _not_written_by_mcsim(path)
         loaded = ds.load()
@@ -442,8 +442,19 @@ def loaded_bytes(path: str | Path) -> float:
     Every variable and coordinate, its elements times its item size (text: 8 bytes of the pointer
     per element, which is what the loaded arrays hold besides short strings).
     """
-    with xr.open_dataset(path, engine="netcdf4", decode_cf=False) as ds:
+    with _damaged_as_oserror(path), xr.open_dataset(path, engine="netcdf4", decode_cf=False) as ds:
         return float(sum(v.size * v.dtype.itemsize for v in ds.variables.values()))
+
+
+@contextlib.contextmanager
+def _damaged_as_oserror(path: str | Path) -> Iterator[None]:
+    """The netCDF library's errors on a damaged file (RuntimeError, AttributeError "NetCDF: ...") as OSError."""
+    try:
+        yield
+    except (RuntimeError, AttributeError) as err:
+        if not str(err).startswith("NetCDF:"):
+            raise
+        raise OSError(errno.EIO, f"a damaged netCDF file ({err})", str(path)) from None
 
 
 def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
@@ -527,7 +538,7 @@ def is_result_file(path: str | Path) -> bool:
                 return False
         with netCDF4.Dataset(path, "r") as nc:
             return "mcsim_version" in nc.ncattrs()
-    except (OSError, RuntimeError, ValueError):
+    except (OSError, RuntimeError, ValueError, AttributeError):  # AttributeError: a damaged attribute
         return False
 
 
@@ -541,7 +552,7 @@ def result_attributes(path: str | Path) -> dict[str, object]:
     ValueError
         A netCDF file that mcsim did not write, in one line naming the file.
     """
-    with netCDF4.Dataset(path, "r") as nc:
+    with _damaged_as_oserror(path), netCDF4.Dataset(path, "r") as nc:
         attrs = {name: nc.getncattr(name) for name in nc.ncattrs()}
     if "mcsim_version" not in attrs:
         raise _not_written_by_mcsim(path)
@@ -556,7 +567,7 @@ def result_attribute(path: str | Path, name: str) -> str | None:
     try:
         with netCDF4.Dataset(path, "r") as nc:
             return str(nc.getncattr(name)) if name in nc.ncattrs() else None
-    except (OSError, RuntimeError, ValueError):
+    except (OSError, RuntimeError, ValueError, AttributeError):
         return None
 
 
@@ -567,7 +578,7 @@ def is_plan_file(path: str | Path) -> bool:
     try:
         with netCDF4.Dataset(path, "r") as nc:
             return getattr(nc, "mcsim_kind", "") == "plan"
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, AttributeError):
         return False
 
 

@@ -200,3 +200,22 @@ def test_a_part_whose_header_declares_a_huge_variable_is_refused_naming_it(parts
     assert not (tmp_path / "whole.nc").exists()
     with limits(max_memory_bytes=1e9), pytest.raises(ValueError, match=r"\(the largest: huge.nc\)"):
         mcsim.combine([paths[0], crafted, *paths[2:]])
+
+
+def test_a_damaged_part_file_is_one_line_whatever_bytes_are_damaged(parts, tmp_path, capsys):
+    # Bytes flipped in a part's attributes or compressed chunks made the netCDF library raise AttributeError or
+    # RuntimeError ("NetCDF: HDF error"): a traceback from mcsim combine (and mcsim summary).
+    paths, _ = parts
+    good = paths[1].read_bytes()
+    damaged, named = tmp_path / "damaged.nc", 0
+    for offset in range(0, len(good), len(good) // 30):
+        flipped = bytearray(good)
+        flipped[offset : offset + 64] = bytes(b ^ 0x5A for b in flipped[offset : offset + 64])
+        damaged.write_bytes(bytes(flipped))
+        capsys.readouterr()
+        rc = main(["combine", str(paths[0]), str(damaged), *map(str, paths[2:]), "-o", str(tmp_path / "w.nc"), "-q"])
+        err = capsys.readouterr().err.strip()
+        assert rc in (0, 2) and len(err.splitlines()) == (rc == 2), (offset, err)
+        named += "damaged.nc: not a readable netCDF result file" in err
+        (tmp_path / "w.nc").unlink(missing_ok=True)
+    assert named > 0
