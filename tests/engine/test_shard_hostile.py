@@ -219,3 +219,28 @@ def test_a_damaged_part_file_is_one_line_whatever_bytes_are_damaged(parts, tmp_p
         named += "damaged.nc: not a readable netCDF result file" in err
         (tmp_path / "w.nc").unlink(missing_ok=True)
     assert named > 0
+
+
+@pytest.mark.parametrize("chunks", [None, {"run": 2}], ids=["eager", "lazy"])
+def test_a_part_whose_shard_attribute_was_removed_is_still_refused_by_the_analysis(parts, tmp_path, capsys, chunks):
+    # Without its shard attribute a part was summarised, ranked and reported as if its 3 configurations were
+    # the sweep's 9.
+    paths, _ = parts
+    stripped = open_results(paths[0])
+    del stripped.attrs["shard"]
+    path = write_results(stripped, tmp_path / "stripped.nc")
+    ds = open_results(path, chunks=chunks)
+    answers = [
+        mcsim.summarize,
+        lambda d: d.mcsim.best(),
+        lambda d: d.mcsim.pareto(),
+        lambda d: d.mcsim.completed_share(),
+    ]
+    for answer in answers:
+        with pytest.raises(ValueError, match=r"^part \(its shard attribute removed\) of a sharded run") as info:
+            answer(ds)
+        assert "\n" not in str(info.value)
+    capsys.readouterr()
+    assert main(["summary", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "stripped.nc: part (its shard attribute removed)" in err, err
