@@ -47,8 +47,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from mcsim.io.format import format_bytes
 from mcsim.io.netcdf import loaded_bytes, open_results, result_attributes
-from mcsim.scenario.limits import check_combine_size
+from mcsim.scenario.limits import check_combine_size, over_memory_limit
 from mcsim.scenario.shard import Shard, parse_shard
 
 # The dim of a part's configurations (see the module docstring).
@@ -234,13 +235,27 @@ class _Merged:
                     raise ValueError(f"{name}: {var} differs from {self.name}'s: the parts are not of one run")
                 continue
             values = ds[var].values
-            target = self.arrays.get(str(var))
-            if target is None:
-                target = np.empty((self.configurations, *values.shape[1:]), dtype=values.dtype)
-            elif target.dtype != values.dtype:  # text of another width: the wider
-                target = target.astype(np.result_type(target.dtype, values.dtype))
+            target = self._target(str(var), values, name)
             target[flat] = values
             self.arrays[str(var)] = target
+
+    def _target(self, var: str, values: np.ndarray, name: str) -> np.ndarray:
+        """The whole sweep's array of ``var`` to scatter the part ``name``'s ``values`` into: allocated for the first
+        part, widened for text of a wider part. ValueError when text would outgrow the memory limit (a crafted
+        part's long text is widened for every configuration of the sweep, far beyond the parts' own bytes)."""
+        target = self.arrays.get(var)
+        if target is not None and target.dtype == values.dtype:
+            return target
+        dtype = values.dtype if target is None else np.result_type(target.dtype, values.dtype)
+        need = float(self.configurations) * float(np.prod(values.shape[1:])) * dtype.itemsize
+        if dtype.kind in "SU" and (over := over_memory_limit(need)):
+            raise ValueError(
+                f"{name}: the text of {var} ({dtype}) over the sweep's {self.configurations} configurations would need "
+                f"about {format_bytes(need)} of memory, {over} (a damaged or edited part)"
+            )
+        if target is None:
+            return np.empty((self.configurations, *values.shape[1:]), dtype=dtype)
+        return target.astype(dtype)  # text of another width: the wider
 
     def _check_layout(self, ds: xr.Dataset, name: str) -> None:
         """ValueError when ``ds`` is not laid out as the first part: variables, their dims and types, the

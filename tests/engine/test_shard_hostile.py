@@ -244,3 +244,22 @@ def test_a_part_whose_shard_attribute_was_removed_is_still_refused_by_the_analys
     assert main(["summary", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "stripped.nc: part (its shard attribute removed)" in err, err
+
+
+def test_a_part_with_a_huge_text_is_refused_before_it_is_widened_for_the_whole_sweep(parts):
+    # One infeasible_reason of 10^6 characters (a small part: 3 configurations, 12 MB in memory) was widened for
+    # every configuration of the sweep, beyond the memory limit: 9 x 4 MB = 36 MB here, 4 TB for 10^6 configurations.
+    paths, _ = parts
+    datasets = [open_results(p) for p in paths]
+    long = np.array(["x" * 1_000_000, "", ""])
+
+    def with_long_text(ds):
+        reason = ds["infeasible_reason"]
+        return ds.assign(infeasible_reason=reason.copy(data=long[: reason.size]))
+
+    datasets[1] = with_long_text(datasets[1])
+    with limits(max_memory_bytes=30e6):
+        _refused(datasets, r"p1.nc: the text of infeasible_reason \(<U1000000\) over the sweep's 9 configurations")
+    datasets[0] = with_long_text(datasets[0])  # the first part read, too
+    with limits(max_memory_bytes=30e6):
+        _refused(datasets, r"p0.nc: the text of infeasible_reason \(<U1000000\) over the sweep's 9 configurations")
