@@ -40,7 +40,7 @@ from mcsim.errors import ScenarioError
 from mcsim.io.format import format_bytes, format_duration
 from mcsim.io.variables import PER_RUN
 from mcsim.kernels.interface import N_OUT
-from mcsim.scenario.shard import Shard
+from mcsim.scenario.shard import Shard, checked_shard
 
 BYTES_PER_CONFIG = 4096
 # Configurations whose kernel rows are held at once while their tasks come in: the local backend
@@ -189,7 +189,7 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str, shard: Shar
         With the estimate and the limit (key ``sweep``, or ``run.runs`` without a sweep).
     """
     configurations = math.prod(shape)
-    held = held_configurations(configurations, shard)
+    held = held_configurations(configurations, checked_shard(shard))
     need = memory_estimate_bytes(configurations, runs, held)
     if (over := over_memory_limit(need)) is None:
         return

@@ -24,6 +24,8 @@ class Shard:
     count: int
 
     def __post_init__(self) -> None:
+        if isinstance(self.index, bool) or isinstance(self.count, bool):  # True/2 would be a part's label
+            raise ValueError(f"shard: expected whole numbers I and N, got {self.index!r}/{self.count!r}")
         if not (isinstance(self.count, int) and 1 <= self.count <= MAX_SHARDS):
             raise ValueError(f"shard: expected a number of parts from 1 to {MAX_SHARDS:,}, got {self.count!r}")
         if not (isinstance(self.index, int) and 0 <= self.index < self.count):
@@ -67,3 +69,11 @@ def parse_shard(text: str) -> Shard:
     if match is None:
         raise ValueError(f"shard: expected I/N, part I (from 0) of N, such as 0/4, got {text!r}")
     return Shard(int(match.group(1)), int(match.group(2)))
+
+
+def checked_shard(shard: object) -> Shard | None:
+    """``shard`` when it is a :class:`Shard` or None; TypeError (one line) otherwise (a tuple or ``"i/n"`` text
+    given to :func:`mcsim.simulate` or :func:`mcsim.load_scenario`)."""
+    if shard is None or isinstance(shard, Shard):
+        return shard
+    raise TypeError(f"shard: expected mcsim.Shard(i, n) (part i of n) or None, got {shard!r}")

@@ -263,3 +263,17 @@ def test_a_part_with_a_huge_text_is_refused_before_it_is_widened_for_the_whole_s
     datasets[0] = with_long_text(datasets[0])  # the first part read, too
     with limits(max_memory_bytes=30e6):
         _refused(datasets, r"p0.nc: the text of infeasible_reason \(<U1000000\) over the sweep's 9 configurations")
+
+
+def test_a_shard_that_is_not_a_shard_is_refused_in_one_line():
+    # Shard(True, 2) simulated a part labelled "True/2", which combine cannot read; a tuple or "i/n" text was an
+    # AttributeError ('tuple' object has no attribute 'check_sweep') from inside simulate.
+    for index, count in ((True, 2), (0, True)):
+        with pytest.raises(ValueError, match="shard: expected whole numbers I and N"):
+            Shard(index, count)
+    scenario = scenario_from_dict(_raw())
+    for given in ((0, 2), "0/2"):
+        with pytest.raises(TypeError, match=r"^shard: expected mcsim.Shard\(i, n\) \(part i of n\) or None, got"):
+            mcsim.simulate(scenario, progress=False, shard=given)
+        with pytest.raises(TypeError, match="shard: expected mcsim.Shard"):
+            scenario_from_dict(_raw(), shard=given)
