@@ -384,7 +384,7 @@ def _scenario_sweep(attrs: dict, name: str) -> dict[str, int]:
     component, :class:`mcsim.scenario.config.SweepAxis`) with its number of values, in the sweep's order."""
     try:
         sweep = tomllib.loads(str(attrs.get("scenario_toml", ""))).get("sweep", {})
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, RecursionError) as err:  # RecursionError: arrays nested thousands deep
         raise ValueError(f"{name}: attribute scenario_toml is not TOML ({err}; a damaged or edited part)") from None
     if not isinstance(sweep, dict) or not all(isinstance(values, list) for values in sweep.values()):
         raise ValueError(f"{name}: attribute scenario_toml: its [sweep] is not a table of KEY = [values]")

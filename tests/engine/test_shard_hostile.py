@@ -277,3 +277,18 @@ def test_a_shard_that_is_not_a_shard_is_refused_in_one_line():
             mcsim.simulate(scenario, progress=False, shard=given)
         with pytest.raises(TypeError, match="shard: expected mcsim.Shard"):
             scenario_from_dict(_raw(), shard=given)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("x = " + "[" * 100_000 + "]" * 100_000, "attribute scenario_toml is not TOML"),  # RecursionError before
+        ("name = ", "attribute scenario_toml is not TOML"),
+        ("sweep = 3", r"attribute scenario_toml: its \[sweep\] is not a table"),
+    ],
+    ids=["nested", "broken", "sweep not a table"],
+)
+def test_a_scenario_toml_that_is_not_a_scenario_is_refused(parts, text, message):
+    paths, _ = parts
+    datasets = [open_results(p).assign_attrs(scenario_toml=text) for p in paths]
+    _refused(datasets, "p0.nc: " + message)
