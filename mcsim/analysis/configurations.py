@@ -91,15 +91,17 @@ def feasible_mask(ds: xr.Dataset) -> xr.DataArray | None:
 
 
 def refuse_part(ds: xr.Dataset) -> None:
-    """Raise ValueError (one line) when ``ds`` is one part of a sharded run (its ``shard`` attribute).
+    """Raise ValueError (one line) when ``ds`` is one part of a sharded run (its ``shard`` attribute, or the
+    ``configuration`` dim of the part layout, :mod:`mcsim.engine.shards`).
 
     A part holds only that part's configurations, so any answer on it (the best, the
     front, a share, a summary) would be an answer on a few configurations presented as the sweep's.
     """
-    if "shard" in ds.attrs:
+    if "shard" in ds.attrs or "configuration" in ds.dims:  # the part layout, even with its attribute removed
         raise ValueError(
-            f"part {ds.attrs['shard']} of a sharded run (mcsim run --shard): it holds only that part's "
-            "configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, or mcsim.combine)"
+            f"part {ds.attrs.get('shard', '(its shard attribute removed)')} of a sharded run (mcsim run --shard): "
+            "it holds only that part's configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, "
+            "or mcsim.combine)"
         )
 
 

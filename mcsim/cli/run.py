@@ -279,7 +279,7 @@ def _combine_too_large(args: argparse.Namespace) -> int | None:
             return None
     with limits(max_memory):
         try:
-            check_combine_size(sizes)
+            check_combine_size(sizes, names=[Path(name).name for name in args.parts])
         except ValueError as err:
             return usage_error(f"combine: {err}")
     return None

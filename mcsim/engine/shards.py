@@ -28,14 +28,18 @@ and released once merged) and scatters each part's configurations into the array
 sweep (the flat index unravelled over the sweep dims): the memory it needs is about the merged
 result plus the largest part (:func:`mcsim.scenario.limits.combine_memory_estimate_bytes`). A part
 file is untrusted input: a part whose ``configuration`` coordinate holds an index outside the
-sweep, repeats one, or is not exactly the set its ``shard`` attribute says it holds is refused,
-so that a crafted file cannot silently change a result.
+sweep, repeats one, or is not exactly the set its ``shard`` attribute says it holds is refused, as is
+one whose ``sweep_dims`` is not the sweep of its ``scenario_toml`` (names, order, sizes), whose
+variables or coordinates differ from the first part's in dims, type (text may differ in width only)
+or attributes, or that lays a variable on the sweep dims, so that a crafted file cannot silently
+change a result.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,8 +47,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from mcsim.io.format import format_bytes
 from mcsim.io.netcdf import loaded_bytes, open_results, result_attributes
-from mcsim.scenario.limits import check_combine_size
+from mcsim.scenario.limits import check_combine_size, over_memory_limit
 from mcsim.scenario.shard import Shard, parse_shard
 
 # The dim of a part's configurations (see the module docstring).
@@ -94,12 +99,12 @@ def part_configurations(ds: xr.Dataset) -> tuple[int, int]:
     return int(wall.notnull().any("run").sum()), total
 
 
-def combine(paths: Sequence[Part]) -> xr.Dataset:
+def combine(paths: Iterable[Part]) -> xr.Dataset:
     """The whole result of a sharded run from its parts (``mcsim combine``), files or datasets.
 
     Parameters
     ----------
-    paths : list of str, Path or xarray.Dataset
+    paths : list (any iterable) of str, Path or xarray.Dataset
         Every part of ``mcsim run --shard i/n`` (or of :func:`mcsim.simulate` with
         ``shard=``), once each, in any order: the part files' paths, the part datasets
         themselves (held in memory, never written), or both mixed. A dataset is named in
@@ -122,14 +127,16 @@ def combine(paths: Sequence[Part]) -> xr.Dataset:
     if isinstance(paths, (str, Path, xr.Dataset)):
         one = "dataset" if isinstance(paths, xr.Dataset) else "path"
         raise TypeError(f"paths: expected a list of parts (files or datasets), got one {one}")
-    if not paths:
+    parts = list(paths)  # any iterable, read once (a generator)
+    if not parts:
         raise ValueError("paths: expected the part files of a sharded run, got none")
-    in_memory = [isinstance(part, xr.Dataset) for part in paths]
+    names = [_part_name(given) for given in parts]
     check_combine_size(
-        [float(part.nbytes) if isinstance(part, xr.Dataset) else loaded_bytes(part) for part in paths],
-        [not held for held in in_memory],
+        [float(part.nbytes) if isinstance(part, xr.Dataset) else loaded_bytes(part) for part in parts],
+        [not isinstance(part, xr.Dataset) for part in parts],
+        names,
     )
-    return combine_parts(list(paths), [_part_name(given) for given in paths])
+    return combine_parts(parts, names)
 
 
 def _part_name(given: Part) -> str:
@@ -219,21 +226,36 @@ class _Merged:
     def add(self, ds: xr.Dataset, shard: Shard, name: str) -> None:
         """Scatter the part ``ds`` (shard ``shard``, file ``name``) into the whole sweep's arrays, once checked."""
         _check_configuration_dim(ds, name)
+        _check_part_variables(ds, self.sweep, name)
         self._check_layout(ds, name)
         flat = _held_flat_indices(ds, shard, self.configurations, name)
         for var in ds.data_vars:
             if str(var) not in self.layout:
-                if not self.shared[var].equals(ds[var]):
+                if not self.shared[var].identical(ds[var]):
                     raise ValueError(f"{name}: {var} differs from {self.name}'s: the parts are not of one run")
                 continue
             values = ds[var].values
-            target = self.arrays.get(str(var))
-            if target is None:
-                target = np.empty((self.configurations, *values.shape[1:]), dtype=values.dtype)
-            elif target.dtype != values.dtype:  # text of another width: the wider
-                target = target.astype(np.result_type(target.dtype, values.dtype))
+            target = self._target(str(var), values, name)
             target[flat] = values
             self.arrays[str(var)] = target
+
+    def _target(self, var: str, values: np.ndarray, name: str) -> np.ndarray:
+        """The whole sweep's array of ``var`` to scatter the part ``name``'s ``values`` into: allocated for the first
+        part, widened for text of a wider part. ValueError when text would outgrow the memory limit (a crafted
+        part's long text is widened for every configuration of the sweep, far beyond the parts' own bytes)."""
+        target = self.arrays.get(var)
+        if target is not None and target.dtype == values.dtype:
+            return target
+        dtype = values.dtype if target is None else np.result_type(target.dtype, values.dtype)
+        need = float(self.configurations) * float(np.prod(values.shape[1:])) * dtype.itemsize
+        if dtype.kind in "SU" and (over := over_memory_limit(need)):
+            raise ValueError(
+                f"{name}: the text of {var} ({dtype}) over the sweep's {self.configurations} configurations would need "
+                f"about {format_bytes(need)} of memory, {over} (a damaged or edited part)"
+            )
+        if target is None:
+            return np.empty((self.configurations, *values.shape[1:]), dtype=dtype)
+        return target.astype(dtype)  # text of another width: the wider
 
     def _check_layout(self, ds: xr.Dataset, name: str) -> None:
         """ValueError when ``ds`` is not laid out as the first part: variables, their dims and types, the
@@ -242,12 +264,17 @@ class _Merged:
         if set(map(str, ds.data_vars)) != set(layout) | set(map(str, shared.data_vars)):
             raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
         for var, first in layout.items():
-            if ds[var].dims != first.dims or ds[var].dtype.kind != first.dtype.kind:
-                raise ValueError(f"{name}: {var} has other dimensions or another type than in {self.name}")
+            if ds[var].dims != first.dims or not _same_type(ds[var].dtype, first.dtype):
+                raise ValueError(
+                    f"{name}: {var} has other dimensions or another type than in {self.name} "
+                    f"({ds[var].dims} {ds[var].dtype}, expected {first.dims} {first.dtype})"
+                )
+            if ds[var].attrs != first.attrs:
+                raise ValueError(f"{name}: the attributes of {var} differ from {self.name}'s")
         if {d: n for d, n in ds.sizes.items() if d != CONFIGURATION} != self.sizes:
             raise ValueError(f"{name}: its variables or dimensions differ from {self.name}'s")
         for dim in shared.dims:
-            if dim in shared.coords and (dim not in ds.coords or not shared[dim].equals(ds[dim])):
+            if dim in shared.coords and (dim not in ds.coords or not shared[dim].identical(ds[dim])):
                 raise ValueError(f"{name}: coordinate {dim} differs from {self.name}'s")
 
     def dataset(self) -> xr.Dataset:
@@ -266,6 +293,26 @@ class _Merged:
         variables.update({str(var): shared[var].variable for var in shared.data_vars})
         coords = {str(name): shared[name].variable for name in shared.coords}
         return xr.Dataset(variables, coords=coords, attrs=dict(shared.attrs))
+
+
+def _same_type(dtype: np.dtype, expected: np.dtype) -> bool:
+    """Whether a part's variable of ``dtype`` merges into one of ``expected`` unchanged: the same type, or text
+    of any width (float32 runs merged into float64 would no longer be the unsharded run's numbers)."""
+    return dtype == expected or (dtype.kind in "OSU" and expected.kind in "OSU")
+
+
+def _check_part_variables(ds: xr.Dataset, sweep: list[str], name: str) -> None:
+    """ValueError when a variable of the part ``ds`` (file ``name``) is laid on the sweep dims (a part holds its
+    configurations along ``configuration`` only), or a coordinate other than ``configuration`` runs along it."""
+    if on_sweep := [str(v) for v in ds.variables if v not in sweep and set(ds[v].dims) & set(sweep)]:
+        raise ValueError(
+            f"{name}: {on_sweep[0]} has the dimensions {ds[on_sweep[0]].dims}; a part holds its configurations "
+            f"along {CONFIGURATION}, never on the sweep dims (a damaged or edited part)"
+        )
+    if along := [str(c) for c in ds.coords if c != CONFIGURATION and CONFIGURATION in ds[c].dims]:
+        raise ValueError(
+            f"{name}: coordinate {along[0]} along {CONFIGURATION} is not of a part (a damaged or edited part)"
+        )
 
 
 def _check_configuration_dim(ds: xr.Dataset, name: str) -> None:
@@ -289,13 +336,18 @@ def _held_flat_indices(ds: xr.Dataset, shard: Shard, configurations: int, name: 
             f"{name}: coordinate {CONFIGURATION} holds {int(outside[0])}, outside the sweep's flat indices "
             f"0 to {configurations - 1} (a damaged or edited part)"
         )
+    expected = shard.flat_indices(configurations)
+    if flat.size != len(expected):  # compared before the expected indices are made (a crafted sweep may be huge)
+        raise ValueError(
+            f"{name}: coordinate {CONFIGURATION} holds {flat.size} configurations; part {shard.label} of the sweep's "
+            f"{configurations} holds {len(expected)} (a damaged or edited part)"
+        )
     values, counts = np.unique(flat, return_counts=True)
     if (counts > 1).any():
         raise ValueError(
             f"{name}: coordinate {CONFIGURATION} repeats configuration {int(values[counts > 1][0])} "
             "(a damaged or edited part)"
         )
-    expected = shard.flat_indices(configurations)
     if not np.array_equal(flat, np.arange(expected.start, expected.stop, expected.step)):
         raise ValueError(
             f"{name}: coordinate {CONFIGURATION} holds {flat.size} configurations that are not those of part "
@@ -313,7 +365,30 @@ def _recorded_sweep_dims(first: xr.Dataset, name: str) -> list[str]:
             f"{name}: attribute sweep_dims names {missing[0]!r}, which is not a dimension of the file "
             "(a damaged or edited part)"
         )
+    swept = _scenario_sweep(first.attrs, name)
+    if sweep != list(swept):
+        raise ValueError(
+            f"{name}: attribute sweep_dims is {' '.join(sweep)!r}; the sweep of its scenario_toml is "
+            f"{' '.join(swept)!r}, in this order (a damaged or edited part)"
+        )
+    if off := [d for d in sweep if first.sizes[d] != swept[d]]:
+        raise ValueError(
+            f"{name}: dimension {off[0]} has {first.sizes[off[0]]} values; the sweep of its scenario_toml has "
+            f"{swept[off[0]]} (a damaged or edited part)"
+        )
     return sweep
+
+
+def _scenario_sweep(attrs: dict, name: str) -> dict[str, int]:
+    """The sweep the ``scenario_toml`` attribute of a part (file ``name``) records: each sweep dim (its key's last
+    component, :class:`mcsim.scenario.config.SweepAxis`) with its number of values, in the sweep's order."""
+    try:
+        sweep = tomllib.loads(str(attrs.get("scenario_toml", ""))).get("sweep", {})
+    except (tomllib.TOMLDecodeError, RecursionError) as err:  # RecursionError: arrays nested thousands deep
+        raise ValueError(f"{name}: attribute scenario_toml is not TOML ({err}; a damaged or edited part)") from None
+    if not isinstance(sweep, dict) or not all(isinstance(values, list) for values in sweep.values()):
+        raise ValueError(f"{name}: attribute scenario_toml: its [sweep] is not a table of KEY = [values]")
+    return {str(key).split(".")[-1]: len(values) for key, values in sweep.items()}
 
 
 def _check_complete(shards: list[Shard], names: list[str]) -> int:
@@ -328,7 +403,8 @@ def _check_complete(shards: list[Shard], names: list[str]) -> int:
     seen: dict[int, str] = {}
     for name, shard in zip(names, shards, strict=True):
         if shard.index in seen:
-            raise ValueError(f"{name}: part {shard.label} is also {seen[shard.index]}; give each part once")
+            also = "given twice" if seen[shard.index] == name else f"also {seen[shard.index]}"
+            raise ValueError(f"{name}: part {shard.label} is {also}; give each part once")
         seen[shard.index] = name
     missing = [f"{i}/{count}" for i in range(count) if i not in seen]
     if missing:

@@ -44,7 +44,7 @@ from mcsim.model.workload import Workload, workload
 from mcsim.scenario.config import Config, Scenario, load_scenario
 from mcsim.scenario.draws import DrawPlan, preparation_estimate
 from mcsim.scenario.limits import TimeEstimate, check_time, format_duration
-from mcsim.scenario.shard import Shard
+from mcsim.scenario.shard import Shard, checked_shard
 
 __all__ = ["OPTIMIZE_RUNS", "provenance_attrs", "run_task", "simulate", "simulate_config"]
 
@@ -96,7 +96,10 @@ def simulate(
         (24 h by default).
     BackendUnavailable
         No dask extra, or no dask scheduler answering at ``scheduler``.
+    TypeError
+        ``shard`` is not a :class:`mcsim.scenario.shard.Shard` (a tuple, ``"i/n"`` text).
     """
+    shard = checked_shard(shard)
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario, shard=shard)  # sized by the part's share
     options = ExecutionOptions(progress, chunk_runs or DEFAULT_CHUNK_RUNS, workers, scheduler, store, notify)

@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 import zlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -429,11 +429,11 @@ def open_results(path: str | Path, chunks: int | str | dict | None = None) -> xr
     """
     if chunks is not None:
         return _opened_lazily(path, chunks)
-    with xr.open_dataset(path, engine="netcdf4") as ds:
+    with _damaged_as_oserror(path), xr.open_dataset(path, engine="netcdf4") as ds:
         if "mcsim_version" not in ds.attrs:
             raise _not_written_by_mcsim(path)
         loaded = ds.load()
-    return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(loaded))))
+    return _as_read(loaded, path)
 
 
 def loaded_bytes(path: str | Path) -> float:
@@ -442,8 +442,19 @@ def loaded_bytes(path: str | Path) -> float:
     Every variable and coordinate, its elements times its item size (text: 8 bytes of the pointer
     per element, which is what the loaded arrays hold besides short strings).
     """
-    with xr.open_dataset(path, engine="netcdf4", decode_cf=False) as ds:
+    with _damaged_as_oserror(path), xr.open_dataset(path, engine="netcdf4", decode_cf=False) as ds:
         return float(sum(v.size * v.dtype.itemsize for v in ds.variables.values()))
+
+
+@contextlib.contextmanager
+def _damaged_as_oserror(path: str | Path) -> Iterator[None]:
+    """The netCDF library's errors on a damaged file (RuntimeError, AttributeError "NetCDF: ...") as OSError."""
+    try:
+        yield
+    except (RuntimeError, AttributeError) as err:
+        if not str(err).startswith("NetCDF:"):
+            raise
+        raise OSError(errno.EIO, f"a damaged netCDF file ({err})", str(path)) from None
 
 
 def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
@@ -455,10 +466,20 @@ def _opened_lazily(path: str | Path, chunks: int | str | dict) -> xr.Dataset:
         lazy.close()
         raise _not_written_by_mcsim(path)
     text = [name for name, var in lazy.data_vars.items() if var.dtype.kind in "OSU"]
-    chunked = lazy.drop_vars(text).chunk(chunks).assign({name: lazy[name].load() for name in text})
-    chunked = chunked[list(lazy.data_vars)]
+    loaded = lazy.drop_vars(text).chunk(chunks).assign({name: lazy[name].load() for name in text})
+    # in the file's order, every coordinate kept (a part's sweep dims have one and no variable)
+    chunked = loaded[list(lazy.data_vars)].assign_coords(loaded.coords)
     chunked.set_close(lazy.close)
-    return _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(chunked))))
+    return _as_read(chunked, path)
+
+
+def _as_read(ds: xr.Dataset, path: str | Path) -> xr.Dataset:
+    """The dataset :func:`open_results` returns of ``ds`` read from ``path``: flags as bool, text as Unicode,
+    every variable under its own name, a portable encoding, and the file it was read from (``encoding["source"]``,
+    which names a part in :func:`mcsim.combine`'s messages)."""
+    read = _portable_encoding(text_as_unicode(scenario_names(_flags_as_bool(ds))))
+    read.encoding["source"] = str(path)
+    return read
 
 
 def _not_written_by_mcsim(path: str | Path) -> ValueError:
@@ -517,7 +538,7 @@ def is_result_file(path: str | Path) -> bool:
                 return False
         with netCDF4.Dataset(path, "r") as nc:
             return "mcsim_version" in nc.ncattrs()
-    except (OSError, RuntimeError, ValueError):
+    except (OSError, RuntimeError, ValueError, AttributeError):  # AttributeError: a damaged attribute
         return False
 
 
@@ -531,7 +552,7 @@ def result_attributes(path: str | Path) -> dict[str, object]:
     ValueError
         A netCDF file that mcsim did not write, in one line naming the file.
     """
-    with netCDF4.Dataset(path, "r") as nc:
+    with _damaged_as_oserror(path), netCDF4.Dataset(path, "r") as nc:
         attrs = {name: nc.getncattr(name) for name in nc.ncattrs()}
     if "mcsim_version" not in attrs:
         raise _not_written_by_mcsim(path)
@@ -546,7 +567,7 @@ def result_attribute(path: str | Path, name: str) -> str | None:
     try:
         with netCDF4.Dataset(path, "r") as nc:
             return str(nc.getncattr(name)) if name in nc.ncattrs() else None
-    except (OSError, RuntimeError, ValueError):
+    except (OSError, RuntimeError, ValueError, AttributeError):
         return None
 
 
@@ -557,7 +578,7 @@ def is_plan_file(path: str | Path) -> bool:
     try:
         with netCDF4.Dataset(path, "r") as nc:
             return getattr(nc, "mcsim_kind", "") == "plan"
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, AttributeError):
         return False
 
 

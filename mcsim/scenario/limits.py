@@ -40,7 +40,7 @@ from mcsim.errors import ScenarioError
 from mcsim.io.format import format_bytes, format_duration
 from mcsim.io.variables import PER_RUN
 from mcsim.kernels.interface import N_OUT
-from mcsim.scenario.shard import Shard
+from mcsim.scenario.shard import Shard, checked_shard
 
 BYTES_PER_CONFIG = 4096
 # Configurations whose kernel rows are held at once while their tasks come in: the local backend
@@ -189,7 +189,7 @@ def check_sweep_size(shape: tuple[int, ...], runs: int, source: str, shard: Shar
         With the estimate and the limit (key ``sweep``, or ``run.runs`` without a sweep).
     """
     configurations = math.prod(shape)
-    held = held_configurations(configurations, shard)
+    held = held_configurations(configurations, checked_shard(shard))
     need = memory_estimate_bytes(configurations, runs, held)
     if (over := over_memory_limit(need)) is None:
         return
@@ -227,9 +227,11 @@ def combine_memory_estimate_bytes(part_bytes: list[float], loaded: list[bool] | 
     return float(sum(part_bytes) + PART_READ_PEAK * largest_read)
 
 
-def check_combine_size(part_bytes: list[float], loaded: list[bool] | None = None) -> None:
+def check_combine_size(
+    part_bytes: list[float], loaded: list[bool] | None = None, names: list[str] | None = None
+) -> None:
     """Refuse to combine parts whose merge would not fit in the memory limit (:func:`memory_limit_bytes`;
-    the estimate is :func:`combine_memory_estimate_bytes`).
+    the estimate is :func:`combine_memory_estimate_bytes`); ``names``: the parts' files, the largest named.
 
     Raises
     ------
@@ -239,9 +241,11 @@ def check_combine_size(part_bytes: list[float], loaded: list[bool] | None = None
     need = combine_memory_estimate_bytes(part_bytes, loaded)
     if (over := over_memory_limit(need)) is None:
         return
+    largest = f" (the largest: {names[part_bytes.index(max(part_bytes))]})" if names else ""
     raise ValueError(
-        f"{len(part_bytes)} parts of up to {format_bytes(max(part_bytes))} each need about {format_bytes(need)} "
-        f"of memory to combine, {over}; combine on a machine with more memory, or raise --max-memory"
+        f"{len(part_bytes)} parts of up to {format_bytes(max(part_bytes))} each{largest} need about "
+        f"{format_bytes(need)} of memory to combine, {over}; "
+        "combine on a machine with more memory, or raise --max-memory"
     )
 
 

@@ -24,6 +24,8 @@ class Shard:
     count: int
 
     def __post_init__(self) -> None:
+        if isinstance(self.index, bool) or isinstance(self.count, bool):  # True/2 would be a part's label
+            raise ValueError(f"shard: expected whole numbers I and N, got {self.index!r}/{self.count!r}")
         if not (isinstance(self.count, int) and 1 <= self.count <= MAX_SHARDS):
             raise ValueError(f"shard: expected a number of parts from 1 to {MAX_SHARDS:,}, got {self.count!r}")
         if not (isinstance(self.index, int) and 0 <= self.index < self.count):
@@ -45,10 +47,18 @@ class Shard:
         return range(self.index, configurations, self.count)
 
     def check_sweep(self, configurations: int) -> None:
-        """ValueError when this part would hold none of a sweep's ``configurations``."""
+        """ValueError when this part would hold none of a sweep's ``configurations``, or when some part of its
+        split would (more parts than configurations: those parts cannot be made, so this one could never be
+        combined)."""
         if self.index >= configurations:
             raise ValueError(
                 f"shard: part {self.label} holds no configuration: the sweep has {configurations} "
+                f"(use at most {configurations} parts)"
+            )
+        if self.count > configurations:
+            raise ValueError(
+                f"shard: {self.count} parts of a sweep of {configurations} configurations: parts {configurations} "
+                f"to {self.count - 1} would hold none, so the parts could never be combined "
                 f"(use at most {configurations} parts)"
             )
 
@@ -59,3 +69,11 @@ def parse_shard(text: str) -> Shard:
     if match is None:
         raise ValueError(f"shard: expected I/N, part I (from 0) of N, such as 0/4, got {text!r}")
     return Shard(int(match.group(1)), int(match.group(2)))
+
+
+def checked_shard(shard: object) -> Shard | None:
+    """``shard`` when it is a :class:`Shard` or None; TypeError (one line) otherwise (a tuple or ``"i/n"`` text
+    given to :func:`mcsim.simulate` or :func:`mcsim.load_scenario`)."""
+    if shard is None or isinstance(shard, Shard):
+        return shard
+    raise TypeError(f"shard: expected mcsim.Shard(i, n) (part i of n) or None, got {shard!r}")
