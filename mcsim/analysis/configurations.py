@@ -32,7 +32,7 @@ import numpy as np
 import xarray as xr
 
 from mcsim.analysis.decisions import Z_95
-from mcsim.io.variables import PER_RUN, objective_direction, sweep_dims
+from mcsim.io.variables import PART_DIM, PER_RUN, objective_direction, sweep_dims
 
 
 def objectives_of(ds: xr.Dataset) -> list[str]:
@@ -97,7 +97,7 @@ def refuse_part(ds: xr.Dataset) -> None:
     A part holds only that part's configurations, so any answer on it (the best, the
     front, a share, a summary) would be an answer on a few configurations presented as the sweep's.
     """
-    if "shard" in ds.attrs or "configuration" in ds.dims:  # the part layout, even with its attribute removed
+    if "shard" in ds.attrs or PART_DIM in ds.dims:  # the part layout, even with its attribute removed
         raise ValueError(
             f"part {ds.attrs.get('shard', '(its shard attribute removed)')} of a sharded run (mcsim run --shard): "
             "it holds only that part's configurations; merge every part first (mcsim combine PART.nc... -o OUT.nc, "

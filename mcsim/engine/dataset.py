@@ -19,7 +19,7 @@ import xarray as xr
 
 from mcsim._version import __version__, model_source_hash
 from mcsim.io.netcdf import text_as_unicode
-from mcsim.io.variables import build_dataset, coordinate_attrs
+from mcsim.io.variables import PART_DIM, PART_DIM_ATTRS, build_dataset, coordinate_attrs
 from mcsim.scenario.config import Scenario
 from mcsim.scenario.consistency import active_parameters
 from mcsim.scenario.draws import DrawPlan
@@ -56,7 +56,7 @@ def sweep_dataset(scenario: Scenario, draws: DrawPlan, data: dict[str, np.ndarra
         ds["draw"].attrs.update(long_name="parameter draw of the uncertain inputs", units="1")
         ds.attrs.update(draws=draws.count, design=scenario.run.design, uncertain_inputs=" ".join(k for k, _ in inputs))
     if draws.shard is not None:  # one part of the sweep (mcsim.engine.shards combines the parts)
-        ds["configuration"].attrs.update(CONFIGURATION_ATTRS)
+        ds[PART_DIM].attrs.update(PART_DIM_ATTRS)
         ds.attrs["shard"] = draws.shard.label
     return ds
 
@@ -65,21 +65,14 @@ def _dims_and_coords(scenario: Scenario, draws: DrawPlan) -> tuple[tuple[str, ..
     """The dims of the per-configuration variables ((sweep dims..., [``draw``]), or for a part
     (``configuration``, [``draw``])) and the coordinates: every sweep dim's, ``run``'s, ``draw``'s and a
     part's ``configuration`` (its configurations' flat indices, :mod:`mcsim.engine.shards`' layout)."""
-    sweep = ("configuration",) if draws.shard is not None else tuple(axis.dim for axis in scenario.axes)
+    sweep = (PART_DIM,) if draws.shard is not None else tuple(axis.dim for axis in scenario.axes)
     coords: dict[str, Any] = {axis.dim: list(axis.coords) for axis in scenario.axes}
     if draws.shard is not None:
-        coords["configuration"] = np.array(draws.shard.flat_indices(len(scenario.configs)), dtype=np.int64)
+        coords[PART_DIM] = np.array(draws.shard.flat_indices(len(scenario.configs)), dtype=np.int64)
     coords["run"] = np.arange(scenario.run.runs)
     if draws.count:
         coords["draw"] = np.arange(draws.count)
     return sweep + (("draw",) if draws.count else ()), coords
-
-
-# The coordinate of a part's ``configuration`` dim (mcsim.engine.shards).
-CONFIGURATION_ATTRS = {
-    "long_name": "flat index of the sweep configuration (C order over the sweep dims named by sweep_dims)",
-    "units": "1",
-}
 
 
 def parameter_attrs(scenario: Scenario) -> dict[str, object]:

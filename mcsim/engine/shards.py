@@ -49,11 +49,12 @@ import xarray as xr
 
 from mcsim.io.format import format_bytes
 from mcsim.io.netcdf import loaded_bytes, open_results, result_attributes
+from mcsim.io.variables import PART_DIM
 from mcsim.scenario.limits import check_combine_size, over_memory_limit
 from mcsim.scenario.shard import Shard, parse_shard
 
 # The dim of a part's configurations (see the module docstring).
-CONFIGURATION = "configuration"
+CONFIGURATION = PART_DIM
 # The provenance of each part that the combined file keeps (in ``shard_parts``, JSON).
 PART_PROVENANCE = ("created", "history", "scenario_source", "scenario_overrides", "mcsim_version", "numba_version")
 # Attributes every part must share: the same scenario, simulated the same way by the same code.

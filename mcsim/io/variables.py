@@ -202,6 +202,13 @@ PER_CONFIG = tuple(v.name for v in _VARIABLES if not v.per_run)
 # The dimensions of a result that are samples, not configurations: ``run`` (the Monte Carlo
 # replications) and ``draw`` (the parameter draws of [uncertain] inputs, present only with run.draws > 0).
 SAMPLE_DIMS = ("draw", "run")
+# The dimension of one part of a sharded sweep (mcsim run --shard): its configurations' flat indices (C order
+# over the sweep dims named by the sweep_dims attribute), in place of the sweep dims (mcsim.engine.shards).
+PART_DIM = "configuration"
+PART_DIM_ATTRS = {
+    "long_name": "flat index of the sweep configuration (C order over the sweep dims named by sweep_dims)",
+    "units": "1",
+}
 
 
 def sweep_dims(ds: xr.Dataset) -> list[str]:
